@@ -1,0 +1,130 @@
+// The client facade: `new SyncdClient({ baseUrl, token, namespace })`.
+// HTTP reads and typed ops, a WebSocket for subscriptions and ops (opened on
+// first use), SSE streams, and agent tools. The token is pre-validated here,
+// so a bad or expired one fails before any connection.
+
+import { normalizeConfig } from './config.js';
+import { HttpApi } from './http.js';
+import { ops } from './ops.js';
+import { EventStream } from './sse.js';
+import { decodeToken, validateToken } from './token.js';
+import { createAgentTools } from './tools.js';
+import { SyncSocket } from './ws.js';
+
+export class SyncdClient {
+  /**
+   * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string,
+   *   fetch?: typeof fetch, WebSocket?: unknown, EventSource?: unknown}} config
+   * @param {{socket?: object}} [options] options for the SyncSocket
+   */
+  constructor(config, options = {}) {
+    this.config = normalizeConfig(config);
+    if (typeof this.config.token === 'string') validateToken(this.config.token);
+    this.http = new HttpApi(this.config);
+    this._socketOptions = options.socket ?? {};
+    this._socket = null;
+  }
+
+  /** The claims of a string token (decoded locally, not verified). */
+  get claims() {
+    return typeof this.config.token === 'string' ? decodeToken(this.config.token) : null;
+  }
+
+  /** The shared WebSocket, created on first use. */
+  get socket() {
+    if (!this._socket) this._socket = new SyncSocket(this.config, this._socketOptions);
+    return this._socket;
+  }
+
+  // -- HTTP ----------------------------------------------------------------------
+
+  read(id, options) {
+    return this.http.read(id, options);
+  }
+  list(options) {
+    return this.http.list(options);
+  }
+  apply(id, op, options) {
+    return this.http.apply(id, op, options);
+  }
+  deleteCrdt(id) {
+    return this.http.deleteCrdt(id);
+  }
+  tokenInfo() {
+    return this.http.tokenInfo();
+  }
+
+  increment(id, amount, opts) {
+    return this.apply(id, ops.increment(amount, opts));
+  }
+  decrement(id, amount, opts) {
+    return this.apply(id, ops.decrement(amount, opts));
+  }
+  add(id, element, opts) {
+    return this.apply(id, ops.add(element, opts));
+  }
+  remove(id, element, opts) {
+    return this.apply(id, ops.remove(element, opts));
+  }
+  set(id, value, opts) {
+    return this.apply(id, ops.set(value, opts));
+  }
+  updatePresence(id, data, opts) {
+    return this.apply(id, ops.updatePresence(data, opts));
+  }
+  leavePresence(id, opts) {
+    return this.apply(id, ops.leavePresence(opts));
+  }
+  insertAt(id, index, content, opts) {
+    return this.apply(id, ops.insertAt(index, content, opts));
+  }
+  insertAfter(id, after, content, opts) {
+    return this.apply(id, ops.insertAfter(after, content, opts));
+  }
+  deleteAt(id, index, count, opts) {
+    return this.apply(id, ops.deleteAt(index, count, opts));
+  }
+  deleteIds(id, ids, opts) {
+    return this.apply(id, ops.deleteIds(ids, opts));
+  }
+  addNode(id, nodeId, parent, opts) {
+    return this.apply(id, ops.addNode(nodeId, parent, opts));
+  }
+  moveNode(id, nodeId, parent, opts) {
+    return this.apply(id, ops.moveNode(nodeId, parent, opts));
+  }
+  updateNode(id, nodeId, data, opts) {
+    return this.apply(id, ops.updateNode(nodeId, data, opts));
+  }
+  deleteNode(id, nodeId, opts) {
+    return this.apply(id, ops.deleteNode(nodeId, opts));
+  }
+
+  // -- streams ---------------------------------------------------------------------
+
+  /** Follow a CRDT over the WebSocket (see SyncSocket.subscribe). */
+  subscribe(id, options) {
+    return this.socket.subscribe(id, options);
+  }
+
+  /** Apply an op over the WebSocket; resolves with the ack. */
+  send(id, op) {
+    return this.socket.op(id, op);
+  }
+
+  /** Follow a CRDT over SSE; returns the EventStream (its `subscription` holds the replica). */
+  events(id, options) {
+    return new EventStream(this.config, id, options);
+  }
+
+  // -- agent tools ---------------------------------------------------------------
+
+  /** `{definitions, execute(name, input)}` for `[crdtId, type]` pairs. */
+  agentTools(crdts) {
+    return createAgentTools(this.http, crdts);
+  }
+
+  close() {
+    if (this._socket) this._socket.close();
+  }
+}

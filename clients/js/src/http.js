@@ -1,0 +1,90 @@
+// HTTP access (SPEC section 3): reads, listing, ops for every type, delete,
+// and the caller's token. Any fetch implementation works (browsers, Node 18+,
+// or one given in the config).
+
+import { SyncdError } from './errors.js';
+import { crdtPath, currentToken, normalizeConfig, nsPath } from './config.js';
+
+export class HttpApi {
+  /** @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch}} config */
+  constructor(config) {
+    this.config = normalizeConfig(config);
+    this._fetch = config.fetch ?? globalThis.fetch?.bind(globalThis);
+    if (typeof this._fetch !== 'function') throw new TypeError('no fetch implementation: pass config.fetch');
+  }
+
+  /** A raw request: the parsed JSON answer, or SyncdError for a non-2xx status. */
+  async request(method, path, { body, query, headers } = {}) {
+    const token = await currentToken(this.config);
+    let url = this.config.baseUrl + path;
+    if (query) {
+      const params = new URLSearchParams();
+      for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null) params.set(k, String(v));
+      const qs = params.toString();
+      if (qs) url += `?${qs}`;
+    }
+    const init = { method, headers: { authorization: `Bearer ${token}`, ...headers } };
+    if (body !== undefined) {
+      init.headers['content-type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const response = await this._fetch(url, init);
+    const text = await response.text();
+    let parsed = null;
+    if (text) {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = text;
+      }
+    }
+    if (!response.ok) {
+      const retry = response.headers.get('retry-after');
+      throw new SyncdError(
+        parsed?.error ?? `http_${response.status}`,
+        parsed?.message ?? `HTTP ${response.status}`,
+        { status: response.status, retryAfter: retry ? Number(retry) : undefined, body: parsed },
+      );
+    }
+    return parsed;
+  }
+
+  /**
+   * The state of a CRDT (SPEC section 2), or null when it does not exist.
+   * `{format: 'crdt'}` asks for the full mergeable state.
+   */
+  async read(id, { format } = {}) {
+    try {
+      return await this.request('GET', crdtPath(this.config, id), { query: { format } });
+    } catch (err) {
+      if (err instanceof SyncdError && err.status === 404) return null;
+      throw err;
+    }
+  }
+
+  /** One page of `{crdts: [{id, type, seq}], next}`. */
+  list({ prefix, limit, cursor } = {}) {
+    return this.request('GET', `${nsPath(this.config)}/crdts`, { query: { prefix, limit, cursor } });
+  }
+
+  /**
+   * Apply one op or an array of ops (all or none): `{ok, seq, applied, ...}`.
+   * `{returnState: true}` adds the new state to the answer.
+   */
+  apply(id, op, { returnState = false } = {}) {
+    return this.request('POST', `${crdtPath(this.config, id)}/ops`, {
+      body: op,
+      query: returnState ? { return: 'state' } : undefined,
+    });
+  }
+
+  /** Delete a CRDT (namespace admin). */
+  async deleteCrdt(id) {
+    await this.request('DELETE', crdtPath(this.config, id));
+  }
+
+  /** The decoded claims of the configured token, as the server sees them. */
+  tokenInfo() {
+    return this.request('GET', `${nsPath(this.config)}/tokens/me`);
+  }
+}

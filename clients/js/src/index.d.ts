@@ -1,0 +1,315 @@
+// Type declarations of @syncd/client (the implementation is plain ES modules).
+
+export type TokenSource = string | (() => string | Promise<string>);
+
+export interface ClientConfig {
+  /** HTTP base URL of syncd, e.g. "http://localhost:3000". */
+  baseUrl: string;
+  /** Bearer token, or a function returning one (called before each connection). */
+  token: TokenSource;
+  namespace: string;
+  fetch?: typeof fetch;
+  WebSocket?: unknown;
+  EventSource?: unknown;
+}
+
+export type CrdtType = 'gcounter' | 'pncounter' | 'orset' | 'lwwregister' | 'presence' | 'rga' | 'tree';
+
+export interface TokenClaims {
+  namespace: string;
+  client_id: number;
+  expires_at: number;
+  permissions: Record<string, unknown>;
+}
+
+export class SyncdError extends Error {
+  constructor(code: string, message: string, extra?: { status?: number; retryAfter?: number; body?: unknown });
+  /** The server's error code (SPEC section 3) or a client-side one. */
+  code: string;
+  /** HTTP status, 0 when none. */
+  status: number;
+  retryAfter?: number;
+  body?: unknown;
+}
+export class TokenParseError extends Error {
+  code: 'token_parse';
+}
+export class TokenExpiredError extends Error {
+  code: 'token_expired';
+  expiresAt: number;
+}
+
+export function decodeToken(token: string): TokenClaims;
+export function validateToken(token: string, options?: { now?: number }): TokenClaims;
+
+export interface OpOptions {
+  type?: CrdtType;
+  opId?: string;
+}
+export type Op = { op: string; type?: CrdtType; op_id?: string; [field: string]: unknown };
+export interface OpAnswer {
+  ok: true;
+  seq: number;
+  applied: number;
+  duplicate?: boolean;
+  /** rga inserts: the new element ids, in order. */
+  ids?: string[];
+  state?: unknown;
+}
+export interface Ack {
+  seq: number;
+  duplicate?: boolean;
+  ids?: string[];
+}
+export interface ReadState {
+  id: string;
+  type: CrdtType;
+  seq: number;
+  epoch: string;
+  value: unknown;
+  [extra: string]: unknown;
+}
+
+export const ops: {
+  increment(amount?: number, opts?: OpOptions): Op;
+  decrement(amount?: number, opts?: OpOptions): Op;
+  add(element: unknown, opts?: OpOptions): Op;
+  remove(element: unknown, opts?: OpOptions): Op;
+  set(value: unknown, opts?: OpOptions & { timestamp?: number }): Op;
+  updatePresence(data?: Record<string, unknown>, opts?: OpOptions & { ttlMs?: number }): Op;
+  leavePresence(opts?: OpOptions): Op;
+  insertAt(index: number, content: string | unknown[], opts?: OpOptions): Op;
+  insertAfter(after: string | null, content: string | unknown[], opts?: OpOptions): Op;
+  deleteAt(index: number, count?: number, opts?: OpOptions): Op;
+  deleteIds(ids: string[], opts?: OpOptions): Op;
+  addNode(id: string, parent?: string, opts?: OpOptions & { data?: Record<string, unknown>; pos?: string }): Op;
+  moveNode(id: string, parent: string, opts?: OpOptions & { pos?: string }): Op;
+  updateNode(id: string, data: Record<string, unknown>, opts?: OpOptions): Op;
+  deleteNode(id: string, opts?: OpOptions): Op;
+};
+
+export class HttpApi {
+  constructor(config: ClientConfig);
+  request(method: string, path: string, init?: { body?: unknown; query?: Record<string, unknown>; headers?: Record<string, string> }): Promise<any>;
+  /** The state, or null when the CRDT does not exist. */
+  read(id: string, options?: { format?: 'crdt' }): Promise<ReadState | null>;
+  list(options?: { prefix?: string; limit?: number; cursor?: string }): Promise<{ crdts: { id: string; type: CrdtType; seq: number }[]; next: string | null }>;
+  apply(id: string, op: Op | Op[], options?: { returnState?: boolean }): Promise<OpAnswer>;
+  deleteCrdt(id: string): Promise<void>;
+  tokenInfo(): Promise<TokenClaims>;
+}
+
+export interface Delta {
+  kind: 'snapshot' | 'op' | 'deleted';
+  ns: string;
+  id: string;
+  type?: CrdtType | null;
+  seq?: number;
+  epoch?: string | null;
+  state?: unknown;
+  client_id?: number;
+  ts?: number;
+  op?: Record<string, any>;
+  op_id?: string | null;
+}
+export type Verdict = 'snapshot' | 'first' | 'apply' | 'duplicate' | 'gap' | 'new_life' | 'deleted';
+export interface Position {
+  seq: number;
+  epoch: string | null;
+}
+export function classifyDelta(pos: Position, delta: Delta): Verdict;
+export function advance(pos: Position, delta: Delta, verdict: Verdict): Position;
+export function resumeFields(pos: Position): { since?: number; epoch?: string };
+
+export interface Replica {
+  applyDelta(op: Record<string, any>): void;
+  view(nowMs?: number): { value: unknown; [extra: string]: unknown };
+}
+export function createReplica(type: CrdtType, state?: unknown): Replica;
+export function typeForId(id: string): CrdtType | null;
+export const TYPES: CrdtType[];
+
+type Unsubscribe = () => void;
+
+export class Emitter {
+  on(event: string, handler: (...args: any[]) => void): Unsubscribe;
+}
+
+export interface ChangeEvent {
+  delta: Delta;
+  verdict: Verdict;
+  seq: number;
+  epoch: string | null;
+}
+
+export class Subscription extends Emitter {
+  readonly id: string;
+  type: CrdtType | null;
+  seq: number;
+  epoch: string | null;
+  /** Whether a snapshot or replay arrived since the last (re)connect. */
+  synced: boolean;
+  replica: Replica | null | undefined;
+  closed: boolean;
+  view(nowMs?: number): { value: unknown; [extra: string]: unknown } | null;
+  value(nowMs?: number): any;
+  resumeFields(): { since?: number; epoch?: string };
+  handleDelta(delta: Delta): void;
+  /** Over a SyncSocket: apply an op to this id. */
+  apply?(op: Op | Op[]): Promise<Ack>;
+  unsubscribe?(): void;
+  on(event: 'change', handler: (event: ChangeEvent) => void): Unsubscribe;
+  on(event: 'delta', handler: (delta: Delta, verdict: Verdict) => void): Unsubscribe;
+  on(event: 'gap', handler: (info: { have: number; got: number; verdict: Verdict }) => void): Unsubscribe;
+  on(event: 'error', handler: (error: Error) => void): Unsubscribe;
+}
+
+export interface SocketOptions {
+  encoding?: 'msgpack' | 'json';
+  minReconnectMs?: number;
+  maxReconnectMs?: number;
+  pingIntervalMs?: number;
+  pongTimeoutMs?: number;
+  resyncTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  WebSocket?: unknown;
+}
+export interface SubscribeOptions {
+  /** Keep a local replica (default true). */
+  replica?: boolean;
+  onChange?: (event: ChangeEvent) => void;
+  onDelta?: (delta: Delta, verdict: Verdict) => void;
+  onError?: (error: Error) => void;
+}
+
+export class SyncSocket extends Emitter {
+  constructor(config: ClientConfig, options?: SocketOptions);
+  readonly state: 'idle' | 'connecting' | 'open' | 'closed';
+  readonly pendingOps: number;
+  connect(): Promise<void>;
+  subscribe(id: string, options?: SubscribeOptions): Subscription & { apply(op: Op | Op[]): Promise<Ack>; unsubscribe(): void };
+  unsubscribe(id: string): void;
+  op(id: string, op: Op | Op[]): Promise<Ack>;
+  close(reason?: Error): void;
+  on(event: 'status', handler: (state: SyncSocket['state']) => void): Unsubscribe;
+  on(event: 'open', handler: () => void): Unsubscribe;
+  on(event: 'disconnect' | 'error', handler: (error: Error) => void): Unsubscribe;
+}
+export function wsUrl(baseUrl: string, namespace: string, token: string): string;
+
+export class SseParser {
+  feed(chunk: string): string[];
+}
+export function decodeSseData(data: string): Delta;
+export class EventStream extends Emitter {
+  constructor(
+    config: ClientConfig,
+    id: string,
+    options?: { transport?: 'auto' | 'eventsource' | 'fetch'; replica?: boolean; minReconnectMs?: number; maxReconnectMs?: number; EventSource?: unknown },
+  );
+  readonly transport: 'eventsource' | 'fetch';
+  readonly state: 'connecting' | 'open' | 'closed';
+  readonly subscription: Subscription;
+  close(): void;
+}
+
+export function formatId(client: number, counter: number): string;
+export function parseId(id: string): [client: number, counter: number];
+export class RgaReplica {
+  static fromState(state: unknown): RgaReplica;
+  readonly length: number;
+  elements: { client: number; counter: number; value: unknown; deleted: boolean }[];
+  has(id: string): boolean;
+  applyDelta(op: Record<string, any>): void;
+  values(): unknown[];
+  text(): string;
+  ids(): string[];
+  idAt(index: number): string;
+  indexOf(id: string): number;
+  view(): { value: unknown[]; text?: string };
+}
+
+export interface TextChange {
+  /** Whether the change is the local user's own edit (already on screen). */
+  local: boolean;
+  value: string;
+  /** Where a code-point index of the text before the change is now. */
+  mapIndex(index: number): number;
+}
+export class CollabText extends Emitter {
+  constructor(options: { send: (op: Op) => Promise<{ seq: number; ids?: string[] }>; clientId?: number });
+  readonly value: string;
+  readonly length: number;
+  readonly pendingEdits: number;
+  seq: number;
+  epoch: string | null;
+  replica: RgaReplica;
+  attach(subscription: Subscription): Unsubscribe;
+  receive(delta: Delta, verdict: Verdict): void;
+  edit(index: number, deleteCount: number, text?: string): void;
+  replace(value: string, cursor?: number): { index: number; deleteCount: number; text: string } | null;
+  refAt(index: number): string | null;
+  sharedRefAt(index: number): string | null;
+  indexOfRef(ref: string | null | undefined): number;
+  on(event: 'change', handler: (change: TextChange) => void): Unsubscribe;
+  on(event: 'error', handler: (error: Error) => void): Unsubscribe;
+}
+export function diffText(before: string, after: string, cursor?: number): { index: number; deleteCount: number; text: string } | null;
+export function codePointIndex(text: string, offset: number): number;
+export function utf16Offset(text: string, index: number): number;
+export function canonicalJson(value: unknown): string;
+
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  input_schema: { type: 'object'; properties: Record<string, unknown>; required?: string[]; additionalProperties?: boolean };
+}
+export const TOOL_ACTIONS: Readonly<Record<CrdtType, readonly string[]>>;
+export function toolName(action: 'read' | 'increment' | 'set' | 'add', crdtId: string): string;
+export function parseToolName(name: string): { action: 'read' | 'increment' | 'set' | 'add'; crdtId: string } | null;
+export function buildTools(crdts: Array<[crdtId: string, type: CrdtType]>): ToolDefinition[];
+export function toOpenAiTools(tools: ToolDefinition[]): { type: 'function'; function: { name: string; description: string; parameters: ToolDefinition['input_schema'] } }[];
+export function executeTool(http: HttpApi, crdts: Array<[string, CrdtType]>, name: string, input?: Record<string, unknown>): Promise<unknown>;
+export function createAgentTools(
+  http: HttpApi,
+  crdts: Array<[string, CrdtType]>,
+): { definitions: ToolDefinition[]; execute(name: string, input?: Record<string, unknown>): Promise<unknown> };
+
+export class SyncdClient {
+  constructor(config: ClientConfig, options?: { socket?: SocketOptions });
+  readonly config: ClientConfig;
+  readonly http: HttpApi;
+  /** Claims of a string token (decoded locally), else null. */
+  readonly claims: TokenClaims | null;
+  /** The shared WebSocket, created on first use. */
+  readonly socket: SyncSocket;
+  read(id: string, options?: { format?: 'crdt' }): Promise<ReadState | null>;
+  list(options?: { prefix?: string; limit?: number; cursor?: string }): ReturnType<HttpApi['list']>;
+  apply(id: string, op: Op | Op[], options?: { returnState?: boolean }): Promise<OpAnswer>;
+  deleteCrdt(id: string): Promise<void>;
+  tokenInfo(): Promise<TokenClaims>;
+  increment(id: string, amount?: number, opts?: OpOptions): Promise<OpAnswer>;
+  decrement(id: string, amount?: number, opts?: OpOptions): Promise<OpAnswer>;
+  add(id: string, element: unknown, opts?: OpOptions): Promise<OpAnswer>;
+  remove(id: string, element: unknown, opts?: OpOptions): Promise<OpAnswer>;
+  set(id: string, value: unknown, opts?: OpOptions & { timestamp?: number }): Promise<OpAnswer>;
+  updatePresence(id: string, data?: Record<string, unknown>, opts?: OpOptions & { ttlMs?: number }): Promise<OpAnswer>;
+  leavePresence(id: string, opts?: OpOptions): Promise<OpAnswer>;
+  insertAt(id: string, index: number, content: string | unknown[], opts?: OpOptions): Promise<OpAnswer>;
+  insertAfter(id: string, after: string | null, content: string | unknown[], opts?: OpOptions): Promise<OpAnswer>;
+  deleteAt(id: string, index: number, count?: number, opts?: OpOptions): Promise<OpAnswer>;
+  deleteIds(id: string, ids: string[], opts?: OpOptions): Promise<OpAnswer>;
+  addNode(id: string, nodeId: string, parent?: string, opts?: OpOptions & { data?: Record<string, unknown>; pos?: string }): Promise<OpAnswer>;
+  moveNode(id: string, nodeId: string, parent: string, opts?: OpOptions & { pos?: string }): Promise<OpAnswer>;
+  updateNode(id: string, nodeId: string, data: Record<string, unknown>, opts?: OpOptions): Promise<OpAnswer>;
+  deleteNode(id: string, nodeId: string, opts?: OpOptions): Promise<OpAnswer>;
+  subscribe(id: string, options?: SubscribeOptions): ReturnType<SyncSocket['subscribe']>;
+  send(id: string, op: Op | Op[]): Promise<Ack>;
+  events(id: string, options?: ConstructorParameters<typeof EventStream>[2]): EventStream;
+  agentTools(crdts: Array<[string, CrdtType]>): ReturnType<typeof createAgentTools>;
+  close(): void;
+}
+
+export function base64Decode(text: string): Uint8Array;
+export function base64urlDecode(text: string): Uint8Array;
+export function base64urlEncode(bytes: Uint8Array): string;

@@ -1,0 +1,25 @@
+// @syncd/client: the public surface.
+
+export { SyncdClient } from './client.js';
+export { HttpApi } from './http.js';
+export { SyncSocket, wsUrl } from './ws.js';
+export { EventStream, SseParser, decodeSseData } from './sse.js';
+export { Subscription } from './subscription.js';
+export { classifyDelta, advance, resumeFields } from './stream.js';
+export { createReplica, typeForId, TYPES } from './replicas.js';
+export { RgaReplica, formatId, parseId } from './rga.js';
+export { CollabText, diffText, codePointIndex, utf16Offset } from './text.js';
+export { decodeToken, validateToken } from './token.js';
+export { SyncdError, TokenExpiredError, TokenParseError } from './errors.js';
+export { ops } from './ops.js';
+export { canonicalJson } from './canonical.js';
+export {
+  buildTools,
+  createAgentTools,
+  executeTool,
+  parseToolName,
+  toolName,
+  toOpenAiTools,
+  TOOL_ACTIONS,
+} from './tools.js';
+export { base64Decode, base64urlDecode, base64urlEncode } from './base64.js';

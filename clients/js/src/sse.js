@@ -1,0 +1,243 @@
+// The SSE transport (SPEC section 5): `data: <base64 msgpack delta>` events.
+//
+// Two ways to read the stream:
+// - `eventsource`: an EventSource (the browser's, or one given in the
+//   options, such as the `eventsource` package in Node). EventSource cannot
+//   send headers, so the token goes in the query (`?token=`).
+// - `fetch`: a streaming fetch with the Authorization header (browsers and
+//   Node 18+), parsed here.
+// `auto` takes fetch when there is one (it authenticates with the header,
+// which every syncd accepts), else EventSource. Either way the
+// stream is reopened by us (not by EventSource's own retry), with `since` and
+// `epoch`, so a reconnect replays only what was missed.
+
+import { decode } from '@msgpack/msgpack';
+import { base64Decode } from './base64.js';
+import { crdtPath, currentToken, normalizeConfig } from './config.js';
+import { Emitter } from './emitter.js';
+import { SyncdError, TokenExpiredError, TokenParseError } from './errors.js';
+import { Subscription } from './subscription.js';
+
+/** Decode one SSE `data:` payload into a delta. */
+export function decodeSseData(data) {
+  return decode(base64Decode(data.trim()));
+}
+
+/**
+ * Split an SSE text stream into events' data fields. Feed text chunks; returns
+ * the data of each complete event. Comments (`: ping`) are skipped.
+ */
+export class SseParser {
+  constructor() {
+    this._buffer = '';
+    this._data = [];
+  }
+
+  feed(chunk) {
+    this._buffer += chunk;
+    const events = [];
+    let nl;
+    while ((nl = this._buffer.search(/\r\n|\n|\r/)) >= 0) {
+      const line = this._buffer.slice(0, nl);
+      const width = this._buffer.startsWith('\r\n', nl) ? 2 : 1;
+      this._buffer = this._buffer.slice(nl + width);
+      if (line === '') {
+        if (this._data.length) events.push(this._data.join('\n'));
+        this._data = [];
+      } else if (line.startsWith(':')) {
+        continue;
+      } else if (line.startsWith('data:')) {
+        this._data.push(line.slice(line[5] === ' ' ? 6 : 5));
+      }
+    }
+    return events;
+  }
+}
+
+export class EventStream extends Emitter {
+  /**
+   * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch, EventSource?: unknown}} config
+   * @param {string} id
+   * @param {{transport?: 'auto' | 'eventsource' | 'fetch', replica?: boolean, minReconnectMs?: number, maxReconnectMs?: number}} [options]
+   */
+  constructor(config, id, options = {}) {
+    super();
+    this.config = normalizeConfig(config);
+    this.options = { minReconnectMs: 100, maxReconnectMs: 5000, ...options };
+    const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
+    const transport = options.transport ?? 'auto';
+    const canFetch = typeof (config.fetch ?? globalThis.fetch) === 'function';
+    this.transport = transport === 'auto' ? (canFetch || typeof ES !== 'function' ? 'fetch' : 'eventsource') : transport;
+    if (this.transport === 'eventsource' && typeof ES !== 'function') {
+      throw new TypeError('no EventSource implementation: pass options.EventSource or use transport "fetch"');
+    }
+    this._ES = ES;
+    this._fetch = config.fetch ?? globalThis.fetch?.bind(globalThis);
+    this.subscription = new Subscription(id, {
+      replica: options.replica ?? true,
+      // Resync on SSE: reopen the stream (with since, unless starting over).
+      resync: (sub, fresh) => {
+        if (fresh) {
+          sub.seq = 0;
+          sub.epoch = null;
+        }
+        this._restart();
+      },
+    });
+    this.state = 'connecting';
+    this._attempt = 0;
+    this._source = null;
+    this._abort = null;
+    this._timer = null;
+    this._open();
+  }
+
+  _url(token) {
+    const url = new URL(this.config.baseUrl + crdtPath(this.config, this.subscription.id) + '/events');
+    const resume = this.subscription.resumeFields();
+    if (resume.since !== undefined) {
+      url.searchParams.set('since', String(resume.since));
+      url.searchParams.set('epoch', resume.epoch);
+    }
+    if (token !== undefined) url.searchParams.set('token', token);
+    return url.toString();
+  }
+
+  _deliver(data) {
+    let delta;
+    try {
+      delta = decodeSseData(data);
+    } catch (err) {
+      this.emit('error', new SyncdError('bad_event', `undecodable event: ${err.message}`));
+      return;
+    }
+    this._attempt = 0;
+    try {
+      this.subscription.handleDelta(delta);
+    } catch (err) {
+      this.emit('error', err);
+      this.subscription.seq = 0;
+      this.subscription.epoch = null;
+      this._restart();
+    }
+  }
+
+  async _open() {
+    this._timer = null;
+    let token;
+    try {
+      token = await currentToken(this.config);
+    } catch (err) {
+      if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
+        this.emit('error', err);
+        this.close();
+        return;
+      }
+      this._retry(err);
+      return;
+    }
+    if (this.state === 'closed') return;
+    this.subscription.disconnected();
+    if (this.transport === 'eventsource') this._openEventSource(token);
+    else this._openFetch(token);
+  }
+
+  _openEventSource(token) {
+    const source = new this._ES(this._url(token));
+    this._source = source;
+    source.onopen = () => this._setState('open');
+    source.onmessage = (event) => this._deliver(event.data);
+    source.onerror = () => {
+      if (this._source !== source) return;
+      source.close();
+      this._source = null;
+      this._retry(new SyncdError('connection_lost', 'event stream closed'));
+    };
+  }
+
+  async _openFetch(token) {
+    const abort = new AbortController();
+    this._abort = abort;
+    try {
+      const response = await this._fetch(this._url(), {
+        headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
+        signal: abort.signal,
+      });
+      if (!response.ok) {
+        let body = null;
+        try {
+          body = await response.json();
+        } catch {
+          // not JSON
+        }
+        throw new SyncdError(body?.error ?? `http_${response.status}`, body?.message ?? `HTTP ${response.status}`, {
+          status: response.status,
+          body,
+        });
+      }
+      this._setState('open');
+      const parser = new SseParser();
+      const decoder = new TextDecoder();
+      const reader = response.body.getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        for (const data of parser.feed(decoder.decode(value, { stream: true }))) this._deliver(data);
+      }
+      throw new SyncdError('connection_lost', 'event stream ended');
+    } catch (err) {
+      if (this._abort !== abort || this.state === 'closed') return;
+      this._abort = null;
+      if (err instanceof SyncdError && (err.status === 401 || err.status === 403 || err.status === 404)) {
+        this.emit('error', err);
+        this.close();
+        return;
+      }
+      this._retry(err);
+    }
+  }
+
+  _setState(state) {
+    if (this.state === state) return;
+    this.state = state;
+    this.emit('status', state);
+  }
+
+  _stop() {
+    if (this._source) {
+      this._source.onerror = this._source.onmessage = this._source.onopen = null;
+      this._source.close();
+      this._source = null;
+    }
+    if (this._abort) {
+      const abort = this._abort;
+      this._abort = null;
+      abort.abort();
+    }
+  }
+
+  _restart() {
+    if (this.state === 'closed') return;
+    this._stop();
+    clearTimeout(this._timer);
+    this._timer = setTimeout(() => this._open(), 0);
+  }
+
+  _retry(err) {
+    if (this.state === 'closed') return;
+    this._setState('connecting');
+    this.emit('disconnect', err);
+    const base = Math.min(this.options.maxReconnectMs, this.options.minReconnectMs * 2 ** this._attempt);
+    this._attempt = Math.min(this._attempt + 1, 30);
+    clearTimeout(this._timer);
+    this._timer = setTimeout(() => this._open(), base / 2 + Math.random() * (base / 2));
+  }
+
+  close() {
+    if (this.state === 'closed') return;
+    this._setState('closed');
+    clearTimeout(this._timer);
+    this._stop();
+    this.subscription.closed = true;
+  }
+}

@@ -1,0 +1,88 @@
+// One followed CRDT: its position in the delta stream, an optional local
+// replica, and events. Transport-agnostic: the WebSocket and SSE transports
+// feed it deltas and it tells them when to resubscribe.
+
+import { Emitter } from './emitter.js';
+import { advance, classifyDelta, resumeFields } from './stream.js';
+import { createReplica, typeForId } from './replicas.js';
+
+export class Subscription extends Emitter {
+  /**
+   * @param {string} id
+   * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void}} options
+   */
+  constructor(id, { replica = true, resync }) {
+    super();
+    this.id = id;
+    this.type = typeForId(id);
+    this.seq = 0;
+    this.epoch = null;
+    /** Whether a snapshot or replay has arrived since (re)subscribing. */
+    this.synced = false;
+    this.replica = replica ? null : undefined;
+    this._wantReplica = replica;
+    this._resync = resync;
+    this._resyncing = false;
+    this.closed = false;
+  }
+
+  /** The read view of the local replica (`{value, ...}`), or null before the first snapshot / when absent. */
+  view(nowMs) {
+    return this.replica ? this.replica.view(nowMs) : null;
+  }
+
+  /** The plain value (the view's `value`), or null. */
+  value(nowMs) {
+    return this.view(nowMs)?.value ?? null;
+  }
+
+  /** The fields a (re)subscribe message carries to resume. */
+  resumeFields() {
+    return resumeFields({ seq: this.seq, epoch: this.epoch });
+  }
+
+  /** Called by the transport when the connection is gone: the next delta must be a snapshot or replay. */
+  disconnected() {
+    this.synced = false;
+    this._resyncing = false;
+  }
+
+  /** Feed one delta (snapshot, op or deleted) from the transport. */
+  handleDelta(delta) {
+    if (this.closed) return;
+    const pos = { seq: this.seq, epoch: this.epoch };
+    const verdict = classifyDelta(pos, delta);
+    if (verdict === 'duplicate') return;
+    if (verdict === 'gap' || verdict === 'new_life') {
+      if (!this._resyncing) {
+        this._resyncing = true;
+        this.emit('gap', { have: this.seq, got: delta.seq, verdict });
+        this._resync(this, verdict === 'new_life');
+      }
+      return;
+    }
+    this._resyncing = false;
+    this.synced = true;
+    const next = advance(pos, delta, verdict);
+    this.seq = next.seq;
+    this.epoch = next.epoch;
+    if (delta.type) this.type = delta.type;
+    if (this._wantReplica) {
+      if (verdict === 'snapshot') {
+        this.replica = this.type ? createReplica(this.type, delta.state ?? null) : null;
+      } else if (verdict === 'deleted') {
+        this.replica = this.type ? createReplica(this.type, null) : null;
+      } else {
+        if (verdict === 'first' || !this.replica) this.replica = createReplica(this.type, null);
+        this.replica.applyDelta(delta.op);
+      }
+    }
+    this.emit('delta', delta, verdict);
+    this.emit('change', { delta, verdict, seq: this.seq, epoch: this.epoch });
+  }
+
+  /** The transport reported an error for this id (e.g. forbidden). */
+  handleError(error) {
+    this.emit('error', error);
+  }
+}

@@ -1,0 +1,186 @@
+// Agent tool helpers (seed, Client tool helpers; SPEC section 10): tool
+// definitions for a list of (crdt_id, type) pairs, in the JSON-schema shape
+// LLM tool-calling APIs take, and execution of a tool call over HTTP.
+//
+// Names: `service_<action>_<id>` with ":", "/" and "-" of the id turned into
+// "_"; execution turns "_" back into "-". That only round-trips for ids of
+// letters, digits and hyphens, so any other id is refused when the tools are
+// built. The type comes from the pair and travels in the op's `type` field.
+
+import { SyncdError } from './errors.js';
+
+export const TOOL_PREFIX = 'service_';
+
+/** Actions per type beyond `read` (which every type has). */
+export const TOOL_ACTIONS = Object.freeze({
+  gcounter: ['increment'],
+  pncounter: ['increment'],
+  lwwregister: ['set'],
+  orset: ['add'],
+  presence: [],
+  rga: [],
+  tree: [],
+});
+
+const TOOL_ID = /^[A-Za-z0-9-]+$/;
+const MAX_ID_LENGTH = 256; // SPEC section 1
+
+/** The tool name for an action on an id: `service_read_page_views`. */
+export function toolName(action, crdtId) {
+  return `${TOOL_PREFIX}${action}_${crdtId.replace(/[:/-]/g, '_')}`;
+}
+
+/** `{action, crdtId}` from a tool name (underscores of the id back to hyphens), or null. */
+export function parseToolName(name) {
+  if (typeof name !== 'string' || !name.startsWith(TOOL_PREFIX)) return null;
+  const rest = name.slice(TOOL_PREFIX.length);
+  for (const action of ['read', 'increment', 'set', 'add']) {
+    if (rest.startsWith(`${action}_`) && rest.length > action.length + 1) {
+      return { action, crdtId: rest.slice(action.length + 1).replace(/_/g, '-') };
+    }
+  }
+  return null;
+}
+
+function checkToolId(crdtId) {
+  if (typeof crdtId !== 'string' || !crdtId || crdtId.length > MAX_ID_LENGTH || !TOOL_ID.test(crdtId)) {
+    throw new TypeError(
+      `tool CRDT id ${JSON.stringify(crdtId)}: use letters, digits and hyphens only ` +
+        '(a colon, slash or underscore could not be mapped back from the tool name)',
+    );
+  }
+}
+
+const JSON_VALUE = { description: 'Any JSON value: string, number, boolean, null, array or object.' };
+
+function definition(action, crdtId, type) {
+  const name = toolName(action, crdtId);
+  switch (action) {
+    case 'read':
+      return {
+        name,
+        description: `Read the current state of the ${type} "${crdtId}". Returns its JSON state, or null when it does not exist.`,
+        input_schema: { type: 'object', properties: {}, additionalProperties: false },
+      };
+    case 'increment':
+      return {
+        name,
+        description: `Increment the ${type} "${crdtId}" by an amount (default 1).`,
+        input_schema: {
+          type: 'object',
+          properties: {
+            amount: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'How much to add (default 1).' },
+          },
+          additionalProperties: false,
+        },
+      };
+    case 'set':
+      return {
+        name,
+        description: `Set the value of the last-writer-wins register "${crdtId}" (a string, number or object).`,
+        input_schema: {
+          type: 'object',
+          properties: {
+            value: { ...JSON_VALUE, description: 'The new value (string, number or object).' },
+            client_id: { type: 'integer', description: "Optional; must equal the token's client_id." },
+          },
+          required: ['value'],
+          additionalProperties: false,
+        },
+      };
+    case 'add':
+      return {
+        name,
+        description: `Add an element to the set "${crdtId}".`,
+        input_schema: {
+          type: 'object',
+          properties: { element: { ...JSON_VALUE, description: 'The element to add.' } },
+          required: ['element'],
+          additionalProperties: false,
+        },
+      };
+    default:
+      throw new TypeError(`unknown action ${action}`);
+  }
+}
+
+/**
+ * Tool definitions (`{name, description, input_schema}`) for `[crdtId, type]`
+ * pairs. Throws TypeError for an id that is not letters, digits and hyphens,
+ * an unknown type, or two ids that would give the same tool name.
+ * @param {Array<[string, string]>} crdts
+ */
+export function buildTools(crdts) {
+  const out = [];
+  const names = new Set();
+  for (const pair of crdts) {
+    const [crdtId, type] = pair;
+    checkToolId(crdtId);
+    const actions = TOOL_ACTIONS[type];
+    if (!actions) throw new TypeError(`unknown CRDT type ${JSON.stringify(type)} for tool id ${crdtId}`);
+    for (const action of ['read', ...actions]) {
+      const def = definition(action, crdtId, type);
+      if (names.has(def.name)) throw new TypeError(`duplicate tool name ${def.name}`);
+      names.add(def.name);
+      out.push(def);
+    }
+  }
+  return out;
+}
+
+/** The same definitions in the OpenAI function-calling shape. */
+export function toOpenAiTools(tools) {
+  return tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } }));
+}
+
+/**
+ * Execute a tool call by HTTP. `http` is an HttpApi (or a SyncdClient);
+ * `crdts` the pairs the tools were built from, which give the op's `type`.
+ * Returns the state for `read` (null when absent or on any error status, as
+ * the seed's helpers do) and the server's answer for ops.
+ */
+export async function executeTool(http, crdts, name, input = {}) {
+  const parsed = parseToolName(name);
+  if (!parsed) throw new SyncdError('unknown_tool', `not a service tool: ${name}`);
+  const { action, crdtId } = parsed;
+  const pair = crdts.find(([id]) => id === crdtId);
+  if (!pair) throw new SyncdError('unknown_tool', `no tool ${name} was built for id ${crdtId}`);
+  const type = pair[1];
+  if (action !== 'read' && !TOOL_ACTIONS[type]?.includes(action)) {
+    throw new SyncdError('unknown_tool', `${action} is not a tool action for a ${type}`);
+  }
+  const args = input ?? {};
+  switch (action) {
+    case 'read':
+      try {
+        return await http.read(crdtId);
+      } catch (err) {
+        if (err instanceof SyncdError && err.status) return null;
+        throw err;
+      }
+    case 'increment': {
+      const op = { op: 'increment', type };
+      if (args.amount !== undefined) op.amount = args.amount;
+      return http.apply(crdtId, op);
+    }
+    case 'set': {
+      if (!('value' in args)) throw new SyncdError('invalid_op', 'value: required');
+      const op = { op: 'set', type, value: args.value };
+      if (args.client_id !== undefined) op.client_id = args.client_id;
+      return http.apply(crdtId, op);
+    }
+    case 'add': {
+      if (!('element' in args)) throw new SyncdError('invalid_op', 'element: required');
+      return http.apply(crdtId, { op: 'add', type, element: args.element });
+    }
+    default:
+      throw new SyncdError('unknown_tool', name);
+  }
+}
+
+/** Definitions and an executor bound to one client and one list of pairs. */
+export function createAgentTools(http, crdts) {
+  const definitions = buildTools(crdts);
+  const frozen = crdts.map(([id, type]) => [id, type]);
+  return { definitions, execute: (name, input) => executeTool(http, frozen, name, input) };
+}

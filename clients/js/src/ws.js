@@ -1,0 +1,360 @@
+// The WebSocket transport (SPEC section 6): subscriptions that survive
+// reconnects (resubscribe with `since` + `epoch`), ops with acks, keep-alive.
+//
+// Reconnect: any close that we did not ask for schedules a new connection
+// with exponential backoff and jitter. On open every subscription is sent
+// again with its position, so the server replays what was missed (or sends a
+// snapshot), and every op not yet acknowledged is sent again. Ops carry an
+// `op_id` (made here when the caller gave none), so a resent op that had
+// already been applied is answered with its first answer, never applied twice.
+
+import { decode, encode } from '@msgpack/msgpack';
+import { currentToken, checkId, normalizeConfig, nsPath } from './config.js';
+import { Emitter } from './emitter.js';
+import { SyncdError, TokenExpiredError, TokenParseError } from './errors.js';
+import { Subscription } from './subscription.js';
+
+export const DEFAULTS = Object.freeze({
+  encoding: 'msgpack',
+  /** First reconnect delay; doubles per failed attempt up to maxReconnectMs. */
+  minReconnectMs: 100,
+  maxReconnectMs: 5000,
+  /** A ping this often keeps idle connections open through proxies ... */
+  pingIntervalMs: 15000,
+  /** ... and a connection silent for this long after a ping is taken as dead. */
+  pongTimeoutMs: 10000,
+  /** A gap's resubscribe that brings nothing within this long is sent again. */
+  resyncTimeoutMs: 5000,
+  /** A connection attempt not open after this long is abandoned and retried. */
+  connectTimeoutMs: 10000,
+});
+
+function randomId() {
+  const bytes = new Uint8Array(8);
+  globalThis.crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+export function wsUrl(baseUrl, namespace, token) {
+  const url = new URL(`${baseUrl}${nsPath({ namespace })}/ws`);
+  url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+  // Browsers cannot set headers on a WebSocket: the token travels in the query.
+  url.searchParams.set('token', token);
+  return url.toString();
+}
+
+export class SyncSocket extends Emitter {
+  /**
+   * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, WebSocket?: unknown}} config
+   * @param {Partial<typeof DEFAULTS>} [options]
+   */
+  constructor(config, options = {}) {
+    super();
+    this.config = normalizeConfig(config);
+    this.options = { ...DEFAULTS, ...options };
+    this._WebSocket = config.WebSocket ?? options.WebSocket ?? globalThis.WebSocket;
+    if (typeof this._WebSocket !== 'function') {
+      throw new TypeError('no WebSocket implementation: pass config.WebSocket (Node 20: run with --experimental-websocket)');
+    }
+    /** 'idle' | 'connecting' | 'open' | 'closed' */
+    this.state = 'idle';
+    this._ws = null;
+    this._subs = new Map();
+    this._pending = new Map(); // ref -> {message, resolve, reject}
+    this._nextRef = 1;
+    this._session = randomId();
+    this._attempt = 0;
+    this._timer = null;
+    this._connectTimer = null;
+    this._pingTimer = null;
+    this._lastHeard = 0;
+    this._openWaiters = [];
+  }
+
+  /** Start connecting (idempotent); resolves when the socket is open. */
+  connect() {
+    if (this.state === 'closed') return Promise.reject(new SyncdError('closed', 'socket was closed'));
+    if (this.state === 'open') return Promise.resolve();
+    const opened = new Promise((resolve, reject) => this._openWaiters.push({ resolve, reject }));
+    if (this.state === 'idle') this._open();
+    return opened;
+  }
+
+  _setState(state) {
+    if (this.state === state) return;
+    this.state = state;
+    this.emit('status', state);
+  }
+
+  async _open() {
+    this._timer = null;
+    this._setState('connecting');
+    let token;
+    try {
+      token = await currentToken(this.config);
+    } catch (err) {
+      if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
+        // A bad token does not get better by retrying: stop and say why.
+        this._fail(err);
+        return;
+      }
+      this._scheduleReconnect(err);
+      return;
+    }
+    if (this.state === 'closed') return;
+    let ws;
+    try {
+      ws = new this._WebSocket(wsUrl(this.config.baseUrl, this.config.namespace, token));
+    } catch (err) {
+      this._scheduleReconnect(err);
+      return;
+    }
+    ws.binaryType = 'arraybuffer';
+    this._ws = ws;
+    ws.onopen = () => {
+      if (this._ws !== ws) return;
+      clearTimeout(this._connectTimer);
+      this._attempt = 0;
+      this._lastHeard = Date.now();
+      this._setState('open');
+      for (const sub of this._subs.values()) this._sendSubscribe(sub, false);
+      for (const [, pending] of [...this._pending].sort((a, b) => a[0] - b[0])) this._send(pending.message);
+      this._startPing();
+      for (const w of this._openWaiters.splice(0)) w.resolve();
+      this.emit('open');
+    };
+    ws.onmessage = (event) => {
+      if (this._ws !== ws) return;
+      this._lastHeard = Date.now();
+      let msg;
+      try {
+        msg = typeof event.data === 'string' ? JSON.parse(event.data) : decode(new Uint8Array(event.data));
+      } catch (err) {
+        this.emit('error', new SyncdError('bad_frame', `undecodable frame: ${err.message}`));
+        return;
+      }
+      this._dispatch(msg);
+    };
+    ws.onclose = (event) => {
+      if (this._ws !== ws) return;
+      this._lost(new SyncdError('connection_lost', `connection closed (${event.code}${event.reason ? ` ${event.reason}` : ''})`));
+    };
+    ws.onerror = () => {
+      // Browsers follow an error with a close event; some implementations
+      // (Node 20's) never close a socket that failed to connect. Either way
+      // the socket is done.
+      if (this._ws === ws) this._lost(new SyncdError('connection_lost', 'connection failed'));
+    };
+    clearTimeout(this._connectTimer);
+    this._connectTimer = setTimeout(() => {
+      if (this._ws === ws && this.state !== 'open') this._lost(new SyncdError('timeout', 'connection timed out'));
+    }, this.options.connectTimeoutMs);
+  }
+
+  _lost(err) {
+    this._stopPing();
+    const ws = this._ws;
+    this._ws = null;
+    if (ws) {
+      ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+      try {
+        ws.close();
+      } catch {
+        // already closing
+      }
+    }
+    for (const sub of this._subs.values()) sub.disconnected();
+    if (this.state !== 'closed') this._scheduleReconnect(err);
+  }
+
+  _scheduleReconnect(err) {
+    if (this.state === 'closed') return;
+    this._setState('connecting');
+    this.emit('disconnect', err);
+    const { minReconnectMs, maxReconnectMs } = this.options;
+    const base = Math.min(maxReconnectMs, minReconnectMs * 2 ** this._attempt);
+    this._attempt = Math.min(this._attempt + 1, 30);
+    const delay = base / 2 + Math.random() * (base / 2);
+    clearTimeout(this._timer);
+    this._timer = setTimeout(() => this._open(), delay);
+  }
+
+  _fail(err) {
+    this.emit('error', err);
+    for (const w of this._openWaiters.splice(0)) w.reject(err);
+    this.close(err);
+  }
+
+  _startPing() {
+    this._stopPing();
+    const { pingIntervalMs, pongTimeoutMs } = this.options;
+    this._pingTimer = setInterval(() => {
+      if (Date.now() - this._lastHeard > pingIntervalMs + pongTimeoutMs) {
+        this._lost(new SyncdError('timeout', 'no answer to ping'));
+        return;
+      }
+      this._send({ kind: 'ping' });
+    }, pingIntervalMs);
+  }
+
+  _stopPing() {
+    clearInterval(this._pingTimer);
+    this._pingTimer = null;
+  }
+
+  _send(message) {
+    const ws = this._ws;
+    if (!ws || this.state !== 'open') return false;
+    ws.send(this.options.encoding === 'json' ? JSON.stringify(message) : encode(message));
+    return true;
+  }
+
+  _dispatch(msg) {
+    if (msg === null || typeof msg !== 'object') return;
+    switch (msg.kind) {
+      case 'snapshot':
+      case 'op':
+      case 'deleted': {
+        const sub = this._subs.get(msg.id);
+        if (!sub) return;
+        try {
+          sub.handleDelta(msg);
+        } catch (err) {
+          // A delta this replica cannot apply: start over from a snapshot.
+          this.emit('error', err);
+          this._resync(sub, true);
+        }
+        return;
+      }
+      case 'ack': {
+        const pending = this._pending.get(msg.ref);
+        if (!pending) return;
+        this._pending.delete(msg.ref);
+        const { kind, ref, ...answer } = msg;
+        pending.resolve(answer);
+        return;
+      }
+      case 'error': {
+        const err = new SyncdError(msg.error ?? 'error', msg.message ?? 'error', { body: msg });
+        const pending = msg.ref !== undefined ? this._pending.get(msg.ref) : undefined;
+        if (err.code === 'token_expired' && typeof this.config.token === 'function') {
+          // The token ran out on an open connection: reconnect with a fresh
+          // one; the refused op (not applied) stays pending and goes again.
+          this._lost(err);
+          return;
+        }
+        if (pending) {
+          this._pending.delete(msg.ref);
+          pending.reject(err);
+          return;
+        }
+        const sub = msg.id !== undefined ? this._subs.get(msg.id) : undefined;
+        if (sub) sub.handleError(err);
+        else this.emit('error', err);
+        return;
+      }
+      case 'pong':
+        return;
+      default:
+        this.emit('message', msg);
+    }
+  }
+
+  _sendSubscribe(sub, fresh) {
+    const message = { kind: 'subscribe', id: sub.id, ...(fresh ? {} : sub.resumeFields()) };
+    this._send(message);
+  }
+
+  _resync(sub, fresh) {
+    if (fresh) {
+      sub.seq = 0;
+      sub.epoch = null;
+    }
+    this._send({ kind: 'unsubscribe', id: sub.id });
+    this._sendSubscribe(sub, fresh);
+    clearTimeout(sub._resyncTimer);
+    sub._resyncTimer = setTimeout(() => {
+      if (!sub.closed && sub._resyncing && this.state === 'open') this._resync(sub, false);
+    }, this.options.resyncTimeoutMs);
+  }
+
+  /**
+   * Follow a CRDT: deltas from a snapshot (or the replay after a reconnect) on.
+   * @param {string} id
+   * @param {{replica?: boolean, onChange?: Function, onDelta?: Function, onError?: Function}} [options]
+   */
+  subscribe(id, options = {}) {
+    checkId(id);
+    if (this._subs.has(id)) throw new Error(`already subscribed to ${id}`);
+    const sub = new Subscription(id, {
+      replica: options.replica ?? true,
+      resync: (s, fresh) => this._resync(s, fresh),
+    });
+    if (options.onChange) sub.on('change', options.onChange);
+    if (options.onDelta) sub.on('delta', options.onDelta);
+    if (options.onError) sub.on('error', options.onError);
+    sub.apply = (op) => this.op(id, op);
+    sub.unsubscribe = () => this.unsubscribe(id);
+    this._subs.set(id, sub);
+    if (this.state === 'idle') this.connect().catch(() => {});
+    else this._sendSubscribe(sub, false);
+    return sub;
+  }
+
+  unsubscribe(id) {
+    const sub = this._subs.get(id);
+    if (!sub) return;
+    sub.closed = true;
+    clearTimeout(sub._resyncTimer);
+    this._subs.delete(id);
+    this._send({ kind: 'unsubscribe', id });
+  }
+
+  /**
+   * Apply an op (or an array of ops, all or none) over the socket. Resolves
+   * with the ack (`{seq, ...}`), rejects with SyncdError for an error answer.
+   * Sent when the socket is open, and again after a reconnect until acked.
+   */
+  op(id, op) {
+    checkId(id);
+    if (this.state === 'closed') return Promise.reject(new SyncdError('closed', 'socket was closed'));
+    const ref = this._nextRef++;
+    const stamp = (o, suffix) => (o.op_id === undefined ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o);
+    const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, '');
+    const message = { kind: 'op', id, op: body, ref };
+    return new Promise((resolve, reject) => {
+      this._pending.set(ref, { message, resolve, reject });
+      if (this.state === 'idle') this.connect().catch(() => {});
+      else this._send(message);
+    });
+  }
+
+  /** Ops sent and not yet acknowledged. */
+  get pendingOps() {
+    return this._pending.size;
+  }
+
+  /** Close for good: no reconnect; unacknowledged ops are rejected. */
+  close(reason) {
+    if (this.state === 'closed') return;
+    this._setState('closed');
+    clearTimeout(this._timer);
+    clearTimeout(this._connectTimer);
+    this._stopPing();
+    const ws = this._ws;
+    this._ws = null;
+    if (ws) {
+      ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+      try {
+        ws.close(1000);
+      } catch {
+        // already closed
+      }
+    }
+    const err = reason instanceof Error ? reason : new SyncdError('closed', 'socket was closed');
+    for (const pending of this._pending.values()) pending.reject(err);
+    this._pending.clear();
+    for (const w of this._openWaiters.splice(0)) w.reject(err);
+    for (const sub of this._subs.values()) clearTimeout(sub._resyncTimer);
+  }
+}

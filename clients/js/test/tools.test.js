@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { buildTools, parseToolName, SyncdClient, toolName, toOpenAiTools } from '../src/index.js';
+import { serverMissing, startServer } from './helpers.js';
+
+describe('tool names', () => {
+  test('":", "/" and "-" become "_"', () => {
+    assert.equal(toolName('read', 'page-views'), 'service_read_page_views');
+    assert.equal(toolName('increment', 'gc:a/b-c'), 'service_increment_gc_a_b_c');
+  });
+
+  test('parsing maps "_" back to "-"', () => {
+    assert.deepEqual(parseToolName('service_read_page_views'), { action: 'read', crdtId: 'page-views' });
+    assert.deepEqual(parseToolName('service_set_theme'), { action: 'set', crdtId: 'theme' });
+    assert.deepEqual(parseToolName('service_add_cart-42'), { action: 'add', crdtId: 'cart-42' });
+    assert.equal(parseToolName('service_read_'), null);
+    assert.equal(parseToolName('other_read_x'), null);
+    assert.equal(parseToolName('service_delete_x'), null);
+  });
+
+  test('definitions per type, in the input_schema shape', () => {
+    const tools = buildTools([
+      ['visits', 'gcounter'],
+      ['balance', 'pncounter'],
+      ['theme', 'lwwregister'],
+      ['cart-42', 'orset'],
+      ['room', 'presence'],
+      ['doc', 'rga'],
+      ['outline', 'tree'],
+    ]);
+    assert.deepEqual(
+      tools.map((t) => t.name),
+      [
+        'service_read_visits',
+        'service_increment_visits',
+        'service_read_balance',
+        'service_increment_balance',
+        'service_read_theme',
+        'service_set_theme',
+        'service_read_cart_42',
+        'service_add_cart_42',
+        'service_read_room',
+        'service_read_doc',
+        'service_read_outline',
+      ],
+    );
+    const set = tools.find((t) => t.name === 'service_set_theme');
+    assert.deepEqual(set.input_schema.required, ['value']);
+    assert.ok('client_id' in set.input_schema.properties);
+    const add = tools.find((t) => t.name === 'service_add_cart_42');
+    assert.deepEqual(add.input_schema.required, ['element']);
+    for (const t of tools) {
+      assert.equal(t.input_schema.type, 'object');
+      assert.match(t.name, /^[a-zA-Z0-9_-]{1,64}$/);
+      assert.ok(t.description.length > 10);
+    }
+    const openai = toOpenAiTools(tools);
+    assert.equal(openai[0].type, 'function');
+    assert.deepEqual(openai[0].function.parameters, tools[0].input_schema);
+  });
+
+  for (const id of ['gc:visits', 'a/b', 'snake_case', '', 'dot.ted', 'x'.repeat(257)]) {
+    test(`id ${JSON.stringify(id).slice(0, 20)} is refused`, () => {
+      assert.throws(() => buildTools([[id, 'gcounter']]), TypeError);
+    });
+  }
+
+  test('unknown types and duplicate names are refused', () => {
+    assert.throws(() => buildTools([['a', 'hashmap']]), /unknown CRDT type/);
+    assert.throws(() => buildTools([['a', 'gcounter'], ['a', 'orset']]), /duplicate tool name/);
+  });
+});
+
+describe('tools against a real server', { skip: serverMissing() ?? false }, () => {
+  let server;
+  let client;
+  before(async () => {
+    server = await startServer();
+    client = new SyncdClient({ baseUrl: server.url, token: await server.token({ clientId: 5 }), namespace: 'ns1' });
+  });
+  after(() => server?.close());
+
+  test('execute maps names back and sends the type in the op', async () => {
+    const tools = client.agentTools([
+      ['page-views', 'gcounter'],
+      ['score', 'pncounter'],
+      ['theme', 'lwwregister'],
+      ['cart-42', 'orset'],
+    ]);
+    assert.equal(await tools.execute('service_read_page_views', {}), null);
+    assert.equal((await tools.execute('service_increment_page_views', { amount: 3 })).ok, true);
+    await tools.execute('service_increment_page_views');
+    await tools.execute('service_increment_score', { amount: 2 });
+    await tools.execute('service_set_theme', { value: { dark: true }, client_id: 5 });
+    await tools.execute('service_add_cart_42', { element: 'apple' });
+
+    const views = await tools.execute('service_read_page_views', {});
+    assert.equal(views.type, 'gcounter');
+    assert.equal(views.value, 4);
+    assert.equal((await client.read('score')).type, 'pncounter');
+    assert.deepEqual((await client.read('theme')).value, { dark: true });
+    assert.deepEqual((await client.read('cart-42')).value, ['apple']);
+
+    // The server's checks still apply: another client_id is forbidden.
+    await assert.rejects(tools.execute('service_set_theme', { value: 1, client_id: 6 }), { code: 'forbidden' });
+    await assert.rejects(tools.execute('service_add_other', { element: 1 }), { code: 'unknown_tool' });
+    await assert.rejects(tools.execute('service_set_page_views', { value: 1 }), { code: 'unknown_tool' });
+  });
+});

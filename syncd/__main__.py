@@ -1,0 +1,5 @@
+import sys
+
+from syncd.cli import main
+
+sys.exit(main())

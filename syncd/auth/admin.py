@@ -1,0 +1,155 @@
+"""The root admin secret: ``SERVICE_ADMIN_TOKEN``, or one made and kept on disk.
+
+When the variable is unset, a random secret is created once and written to
+``<data_dir>/admin_token``. The file is born with mode 0600 (it never exists
+with looser permissions, not even for an instant) and appears whole or not at
+all: the secret is written and fsynced under a temporary name, then hard-linked
+into place, which fails if the file already exists, so two starts racing both
+end up with the one secret that won. Later starts reuse the file. The log names
+the file, never the secret.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import os
+import secrets
+import stat
+from pathlib import Path
+
+log = logging.getLogger("syncd.auth")
+
+ADMIN_TOKEN_FILE = "admin_token"
+SECRET_BYTES = 32
+"""Random bytes in a generated secret (256 bits; 43 base64url characters)."""
+MIN_SECRET_CHARS = 16
+"""A configured secret shorter than this is accepted with a warning."""
+MAX_SECRET_FILE_BYTES = 4096
+"""An admin_token file larger than this is not ours; refuse to start."""
+
+
+class AdminSecretError(Exception):
+    """The admin token file is unusable; the message names the path, never content."""
+
+
+class AdminSecret:
+    __slots__ = ("_secret", "path")
+
+    def __init__(self, secret: str, path: Path | None = None) -> None:
+        if not secret:
+            raise ValueError("the admin secret must not be empty")
+        self._secret = secret.encode("utf-8")
+        self.path = path
+        """Where the secret is kept, when it came from a file."""
+
+    def __repr__(self) -> str:
+        return f"AdminSecret(path={self.path!r})"
+
+    def matches(self, bearer: str) -> bool:
+        """Constant-time comparison (only the length can leak)."""
+        return hmac.compare_digest(bearer.encode("utf-8", "surrogatepass"), self._secret)
+
+    @classmethod
+    def load(cls, env_value: str | None, data_dir: Path) -> AdminSecret:
+        """``SERVICE_ADMIN_TOKEN`` when set (non-empty), else the file in ``data_dir``."""
+        if env_value:
+            if len(env_value) < MIN_SECRET_CHARS:
+                log.warning(
+                    "SERVICE_ADMIN_TOKEN is shorter than %d characters; use a long random value",
+                    MIN_SECRET_CHARS,
+                )
+            return cls(env_value)
+        path = Path(data_dir) / ADMIN_TOKEN_FILE
+        existing = _read_secret(path)
+        if existing is not None:
+            log.info("admin token read from %s", path)
+            return cls(existing, path)
+        secret = secrets.token_urlsafe(SECRET_BYTES)
+        won = _create_secret_file(path, secret)
+        if not won:
+            # Another process created it between our read and our link: use theirs.
+            existing = _read_secret(path)
+            if existing is None:
+                raise AdminSecretError(f"admin token file {path} vanished while starting")
+            log.info("admin token read from %s", path)
+            return cls(existing, path)
+        log.info("admin token created in %s (mode 0600); read it from there", path)
+        return cls(secret, path)
+
+
+def _read_secret(path: Path) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise AdminSecretError(f"cannot open admin token file {path}: {e.strerror}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise AdminSecretError(f"admin token file {path} is not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        if mode & 0o077:
+            log.warning("admin token file %s is readable by others; chmod 600 it", path)
+        data = f.read(MAX_SECRET_FILE_BYTES + 1)
+    if len(data) > MAX_SECRET_FILE_BYTES:
+        raise AdminSecretError(f"admin token file {path} is too large")
+    try:
+        secret = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise AdminSecretError(f"admin token file {path} is not text") from None
+    if not secret:
+        raise AdminSecretError(f"admin token file {path} is empty; delete it to make a new one")
+    return secret
+
+
+def _create_secret_file(path: Path, secret: str) -> bool:
+    """Write ``secret`` to ``path`` unless the file exists; True if we wrote it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(secret.encode("utf-8") + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:
+            # A file system without hard links: O_EXCL on the final name still
+            # keeps an existing secret safe.
+            return _create_exclusive(path, secret)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    _fsync_dir(path.parent)
+    return True
+
+
+def _create_exclusive(path: Path, secret: str) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as f:
+        f.write(secret.encode("utf-8") + b"\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return True
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,243 @@
+"""Request-level authentication and authorization.
+
+The HTTP and WebSocket layers call, per request::
+
+    principal = auth.authenticate(headers.get("authorization"), ns)   # 401/403/429
+    auth.check_read(principal, crdt_id)                                # 403
+    auth.check_write(principal, crdt_id, type_name, op_mask)           # 403
+
+and :meth:`Authenticator.rate_check` for every WebSocket op message.
+
+Verifying an ed25519 signature costs ~140 us, far more than everything else
+here, so verified tokens are kept in a bounded LRU cache keyed by the token
+string: the signature of a token is checked once, while its expiry, namespace
+and rate are checked on every call. Only verified tokens enter the cache, so
+garbage cannot evict good entries.
+
+The checks after :meth:`authenticate` take no namespace: they assume the
+principal was authenticated for the request's namespace (a token only ever
+grants inside its own namespace; the root admin everywhere).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from syncd.auth.admin import AdminSecret
+from syncd.auth.permissions import CompiledPermissions, Permissions, V2Permissions
+from syncd.auth.ratelimit import RateLimiter, monotonic_ms
+from syncd.auth.tokens import SigningKey, invalid_token, verify_token
+from syncd.errors import ApiError, forbidden
+
+TOKEN_CACHE_SIZE = 10_000
+"""Verified tokens kept (about a kilobyte each with their compiled globs)."""
+
+DEFAULT_RATE_LIMIT = 100
+"""Requests per sliding second per token (seed; ``SERVICE_RATE_LIMIT``)."""
+
+ROOT_CLIENT_ID = 0
+"""The writer identity of the root admin (it has no token, hence no client id)."""
+
+RATE_LIMITED_MESSAGE = "too many requests"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Principal:
+    """Who made a request: the root admin, or the holder of a verified token."""
+
+    root: bool
+    namespace: str | None
+    """The token's namespace; None for the root admin (every namespace)."""
+    client_id: int
+    expires_at: int | None
+    """ms since the epoch; None for the root admin (never expires)."""
+    permissions: Permissions | None
+    """As issued (``{clientId}`` unexpanded); None for the root admin."""
+    rate_limit: int | None
+    """Requests per sliding second; None = not rate-limited (the root admin)."""
+    rate_key: bytes | None = field(repr=False)
+    """What the rate limiter counts by: the token's signature (kept out of
+    repr: with the claims, it would rebuild the token)."""
+    compiled: CompiledPermissions | None = field(repr=False)
+
+    @property
+    def version(self) -> int:
+        """1 or 2 for tokens, 0 for the root admin."""
+        return 0 if self.permissions is None else self.permissions.version
+
+    @property
+    def ns_admin(self) -> bool:
+        """A V1 token with ``admin: true``: admin of its own namespace."""
+        return self.compiled is not None and self.compiled.full_access
+
+
+ROOT = Principal(
+    root=True,
+    namespace=None,
+    client_id=ROOT_CLIENT_ID,
+    expires_at=None,
+    permissions=None,
+    rate_limit=None,
+    rate_key=None,
+    compiled=None,
+)
+
+
+def _missing_token() -> ApiError:
+    return ApiError(401, "missing_token", "missing bearer token")
+
+
+def _rate_limited(retry_after: int) -> ApiError:
+    return ApiError(
+        429, "rate_limited", RATE_LIMITED_MESSAGE, headers=(("Retry-After", str(retry_after)),)
+    )
+
+
+class Authenticator:
+    def __init__(
+        self,
+        signing_key: SigningKey,
+        admin_secret: AdminSecret,
+        *,
+        default_rate_limit: int = DEFAULT_RATE_LIMIT,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        cache_size: int = TOKEN_CACHE_SIZE,
+        rate_limiter: RateLimiter | None = None,
+        rate_clock_ms: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        """``clock_ms`` is wall time (token and rule expiry); the rate limiter
+        measures its window on ``rate_clock_ms`` (monotonic), unless a ready
+        ``rate_limiter`` is given. ``cache_size=0`` turns the cache off."""
+        if default_rate_limit < 1:
+            raise ValueError("default_rate_limit must be at least 1")
+        if cache_size < 0:
+            raise ValueError("cache_size must not be negative")
+        self._key = signing_key
+        self._admin = admin_secret
+        self.default_rate_limit = default_rate_limit
+        self._clock = clock_ms
+        self._cache_size = cache_size
+        self._cache: OrderedDict[str, Principal] = OrderedDict()
+        self.rate_limiter = rate_limiter or RateLimiter(clock_ms=rate_clock_ms)
+
+    # --- authentication ----------------------------------------------------
+
+    def authenticate(
+        self,
+        authorization: str | None,
+        ns: str | None,
+        *,
+        query_token: str | None = None,
+    ) -> Principal:
+        """The principal behind a request to namespace ``ns`` (None: a route
+        without one), counted against its rate limit.
+
+        ``authorization`` is the ``Authorization`` header; ``query_token`` the
+        ``?token=`` of a WebSocket upgrade, used when there is no header.
+        """
+        if authorization is not None:
+            if authorization.startswith("Bearer ") or authorization[:7].lower() == "bearer ":
+                bearer = authorization[7:].strip(" \t")
+            else:
+                raise invalid_token("authorization must be 'Bearer <token>'")
+        elif query_token is not None:
+            bearer = query_token
+        else:
+            raise _missing_token()
+        if not bearer:
+            raise invalid_token("the bearer token is empty")
+        if self._admin.matches(bearer):
+            return ROOT
+        principal = self.principal_for(bearer)
+        assert principal.expires_at is not None
+        if self._clock() >= principal.expires_at:
+            self._cache.pop(bearer, None)
+            raise ApiError(401, "token_expired", "token expired")
+        if ns is not None and principal.namespace != ns:
+            raise forbidden("token is for another namespace")
+        self.rate_check(principal)
+        return principal
+
+    def principal_for(self, token: str) -> Principal:
+        """The principal of a token with a valid signature (cached), without the
+        expiry, namespace and rate checks."""
+        principal = self._cache.get(token)
+        if principal is not None:
+            self._cache.move_to_end(token)
+            return principal
+        claims, signature = verify_token(token, self._key)
+        permissions = claims.permissions
+        rl = permissions.rate_limit if isinstance(permissions, V2Permissions) else None
+        principal = Principal(
+            root=False,
+            namespace=claims.namespace,
+            client_id=claims.client_id,
+            expires_at=claims.expires_at,
+            permissions=permissions,
+            rate_limit=rl if rl is not None else self.default_rate_limit,
+            rate_key=signature,
+            compiled=CompiledPermissions(permissions, claims.client_id),
+        )
+        if self._cache_size:
+            self._cache[token] = principal
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return principal
+
+    def rate_check(self, principal: Principal) -> None:
+        """Count one request (HTTP request or WebSocket op); 429 over the limit."""
+        if principal.rate_key is None or principal.rate_limit is None:
+            return
+        retry_after = self.rate_limiter.hit(principal.rate_key, principal.rate_limit)
+        if retry_after:
+            raise _rate_limited(retry_after)
+
+    def check_expiry(self, principal: Principal) -> None:
+        """401 ``token_expired`` once the token has expired (for long-lived
+        connections, e.g. before each WebSocket op)."""
+        if principal.expires_at is not None and self._clock() >= principal.expires_at:
+            raise ApiError(401, "token_expired", "token expired")
+
+    # --- authorization -----------------------------------------------------
+
+    def can_read(self, principal: Principal, crdt_id: str) -> bool:
+        compiled = principal.compiled
+        if compiled is None:
+            return principal.root
+        return compiled.can_read(crdt_id, self._clock)
+
+    def check_read(self, principal: Principal, crdt_id: str) -> None:
+        if not self.can_read(principal, crdt_id):
+            raise forbidden(f"no read permission matches {crdt_id!r}")
+
+    def check_write(self, principal: Principal, crdt_id: str, type_name: str, mask: int) -> None:
+        """403 unless the principal may apply ops with these mask bits (the OR
+        of a batch's ops) to ``crdt_id`` of type ``type_name``."""
+        compiled = principal.compiled
+        if compiled is None:
+            if principal.root:
+                return
+            raise forbidden("no write permission")
+        denial = compiled.write_denial(crdt_id, type_name, mask, self._clock)
+        if denial is not None:
+            raise forbidden(denial)
+
+    def is_admin(self, principal: Principal, ns: str | None) -> bool:
+        """The root admin, or a V1 admin token of namespace ``ns``."""
+        if principal.root:
+            return True
+        return principal.ns_admin and ns is not None and principal.namespace == ns
+
+    def check_admin(self, principal: Principal, ns: str | None) -> None:
+        if not self.is_admin(principal, ns):
+            raise forbidden("admin permission required")
+
+    def cache_len(self) -> int:
+        return len(self._cache)

@@ -1,0 +1,78 @@
+"""syncd's Python client (SPEC section 10).
+
+- :class:`AsyncClient` / :class:`Client` (blocking): ``read`` (None when the
+  service answers with an error status), ``read_state`` (``?format=crdt``),
+  ``fetch`` (raises), a typed helper per op of every type
+  (``gcounter_increment``, ``orset_add``, ``rga_insert``, ``tree_move``, ...),
+  ``apply``/``batch``, and ``apply_retrying`` (one ``op_id``, safe retries).
+- Token pre-validation at construction, before any connection:
+  :class:`TokenParseError` or :class:`TokenExpiredError` (both :class:`TokenError`).
+- ``subscribe(ids)`` (WebSocket) and ``events(id)`` (SSE): async iterators of
+  deltas that reconnect and resume with ``since`` and ``epoch``.
+- :class:`Replica`: a local copy of one CRDT kept current by deltas.
+- :mod:`syncd.client.tools`: agent tool definitions and execution;
+  :mod:`syncd.client.mcp_server`: the same tools over MCP (``syncd mcp``).
+
+Needs ``httpx`` and ``websockets`` (the ``syncd[client]`` extra).
+"""
+
+from syncd.client import ops
+from syncd.client.aio import AsyncClient
+from syncd.client.config import ClientConfig
+from syncd.client.errors import (
+    ClientError,
+    MessageTooLargeError,
+    ServiceError,
+    TokenError,
+    TokenExpiredError,
+    TokenNamespaceError,
+    TokenParseError,
+    TransportError,
+)
+from syncd.client.replica import Replica, ReplicaLagError
+from syncd.client.retry import new_op_id, with_retries, with_retries_sync
+from syncd.client.stream import EventStream, Subscription
+from syncd.client.sync import BlockingStream, Client
+from syncd.client.token import check_token
+from syncd.client.tools import (
+    AgentTools,
+    SyncAgentTools,
+    Tool,
+    anthropic_tools,
+    build_tools,
+    openai_tools,
+    parse_tool_name,
+    tool_name,
+)
+
+__all__ = [
+    "AgentTools",
+    "AsyncClient",
+    "BlockingStream",
+    "Client",
+    "ClientConfig",
+    "ClientError",
+    "EventStream",
+    "MessageTooLargeError",
+    "Replica",
+    "ReplicaLagError",
+    "ServiceError",
+    "Subscription",
+    "SyncAgentTools",
+    "TokenError",
+    "TokenExpiredError",
+    "TokenNamespaceError",
+    "TokenParseError",
+    "Tool",
+    "TransportError",
+    "anthropic_tools",
+    "build_tools",
+    "check_token",
+    "new_op_id",
+    "openai_tools",
+    "ops",
+    "parse_tool_name",
+    "tool_name",
+    "with_retries",
+    "with_retries_sync",
+]

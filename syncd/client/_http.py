@@ -1,0 +1,93 @@
+"""What the async and the sync client share: token state, URLs, answers and errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import httpx
+
+from syncd.auth.tokens import Claims
+from syncd.client.config import ClientConfig
+from syncd.client.errors import ServiceError
+from syncd.client.ops import Op
+from syncd.client.token import check_expiry, check_token
+
+DEFAULT_TIMEOUT_S: Final = 10.0
+"""Per request (connect, each read, each write): an op is acknowledged after a
+group commit, milliseconds normally; ten seconds means the service is stuck."""
+
+
+class ClientCore:
+    """Configuration and the validated token; raises the token errors at construction."""
+
+    def __init__(self, config: ClientConfig, clock_ms: Callable[[], int]) -> None:
+        self.config = config
+        self._clock_ms = clock_ms
+        self.claims: Claims = check_token(
+            config.token, namespace=config.namespace, clock_ms=clock_ms
+        )
+        self.headers: Final = {"authorization": f"Bearer {config.token}"}
+
+    @property
+    def client_id(self) -> int:
+        return self.claims.client_id
+
+    @property
+    def namespace(self) -> str:
+        return self.config.namespace
+
+    def check_token(self) -> None:
+        """TokenExpiredError once the token has expired: no request goes out with it."""
+        check_expiry(self.claims, self._clock_ms())
+
+    def ops_request(
+        self, crdt_id: str, body: Op | Sequence[Op], return_state: bool
+    ) -> tuple[str, dict[str, str], Any]:
+        """``(url, query, json body)`` of an ops POST."""
+        payload = body if isinstance(body, dict) else list(body)
+        params = {"return": "state"} if return_state else {}
+        return self.config.crdt_url(crdt_id, "/ops"), params, payload
+
+    def list_params(self, prefix: str, limit: int | None, cursor: str | None) -> dict[str, str]:
+        params = {"prefix": prefix} if prefix else {}
+        if limit is not None:
+            params["limit"] = str(limit)
+        if cursor is not None:
+            params["cursor"] = cursor
+        return params
+
+
+def error_from(status: int, headers: Mapping[str, str], content: bytes) -> ServiceError:
+    """The service's ``{"error", "message"}`` body as an exception (any body, really)."""
+    code, message = f"http_{status}", content[:200].decode("utf-8", "replace")
+    try:
+        body = json.loads(content)
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        code = body["error"]
+        message = str(body.get("message", ""))
+    retry_after: float | None = None
+    raw = headers.get("retry-after")
+    if raw is not None:
+        try:
+            retry_after = max(0.0, float(raw))
+        except ValueError:
+            retry_after = None
+    return ServiceError(status, code, message, retry_after)
+
+
+def json_answer(response: httpx.Response) -> Any:
+    """The JSON body of a 2xx answer; ServiceError for any other status."""
+    if not 200 <= response.status_code < 300:
+        raise error_from(response.status_code, response.headers, response.content)
+    if response.status_code == 204 or not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        raise ServiceError(
+            response.status_code, "bad_response", "the service's answer is not JSON"
+        ) from None

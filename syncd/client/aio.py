@@ -1,0 +1,196 @@
+"""The async client: HTTP through httpx, streams through :mod:`syncd.client.stream`.
+
+Constructing a client validates the token locally (parse and expiry, no
+signature: the client has no key) and makes no connection; every request
+re-checks the expiry first, so an expired token never reaches the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from syncd.client._http import DEFAULT_TIMEOUT_S, ClientCore, json_answer
+from syncd.client.config import ClientConfig
+from syncd.client.errors import ServiceError, TransportError
+from syncd.client.helpers import OpHelpers
+from syncd.client.ops import Op
+from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_op_ids, with_retries
+from syncd.client.token import wall_clock_ms
+
+if TYPE_CHECKING:
+    from syncd.client.replica import Replica
+    from syncd.client.stream import EventStream, Subscription
+
+Answer = dict[str, Any]
+
+
+class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
+    """``AsyncClient(base_url, token, namespace)``; raises TokenParseError,
+    TokenExpiredError or TokenNamespaceError (all TokenError) before any I/O."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        namespace: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.core = ClientCore(ClientConfig(base_url, token, namespace), clock_ms)
+        self.config = self.core.config
+        self.timeout = timeout
+        self._http = httpx.AsyncClient(
+            timeout=timeout, headers=self.core.headers, transport=transport
+        )
+
+    @classmethod
+    def from_config(cls, config: ClientConfig | dict[str, Any], **options: Any) -> AsyncClient:
+        if not isinstance(config, ClientConfig):
+            config = ClientConfig.from_mapping(config)
+        return cls(config.base_url, config.token, config.namespace, **options)
+
+    @property
+    def client_id(self) -> int:
+        return self.core.client_id
+
+    @property
+    def namespace(self) -> str:
+        return self.config.namespace
+
+    def check_token(self) -> None:
+        self.core.check_token()
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- HTTP -----------------------------------------------------------------
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: dict[str, str] | None = None,
+        json: Any = None,
+    ) -> httpx.Response:
+        self.core.check_token()
+        try:
+            return await self._http.request(method, url, params=params, json=json)
+        except httpx.TransportError as exc:
+            raise TransportError(f"{method} {url}: {exc!r}") from exc
+
+    async def fetch(self, crdt_id: str, *, crdt_format: bool = False) -> Answer:
+        """The read answer (``crdt_format``: the mergeable state); ServiceError
+        (404 ``not_found`` for an unknown id) on any refusal."""
+        params = {"format": "crdt"} if crdt_format else None
+        answer: Answer = json_answer(
+            await self._send("GET", self.config.crdt_url(crdt_id), params=params)
+        )
+        return answer
+
+    async def read(self, crdt_id: str) -> Answer | None:
+        """``{"id", "type", "seq", "epoch", "value", ...}``, or None when the
+        service answers with any non-success status (the seed's helpers)."""
+        try:
+            return await self.fetch(crdt_id)
+        except ServiceError:
+            return None
+
+    async def read_state(self, crdt_id: str) -> Answer | None:
+        """The full mergeable state (``?format=crdt``: ``{"id","type","seq","epoch","state"}``), or None."""
+        try:
+            return await self.fetch(crdt_id, crdt_format=True)
+        except ServiceError:
+            return None
+
+    async def apply(
+        self, crdt_id: str, body: Op | Sequence[Op], *, return_state: bool = False
+    ) -> Answer:
+        url, params, payload = self.core.ops_request(crdt_id, body, return_state)
+        answer: Answer = json_answer(await self._send("POST", url, params=params, json=payload))
+        return answer
+
+    async def apply_retrying(
+        self,
+        crdt_id: str,
+        body: Op | Sequence[Op],
+        *,
+        return_state: bool = False,
+        attempts: int = RETRY_ATTEMPTS,
+        op_id: str | None = None,
+    ) -> Answer:
+        """:meth:`apply` with an ``op_id`` on every op (generated unless given),
+        retried on connection failures, 429 and 503: applied exactly once."""
+        return await with_retries(
+            lambda key: self.apply(crdt_id, with_op_ids(body, key), return_state=return_state),
+            op_id=op_id or new_op_id(),
+            attempts=attempts,
+        )
+
+    async def list_crdts(
+        self, *, prefix: str = "", limit: int | None = None, cursor: str | None = None
+    ) -> Answer:
+        """One page: ``{"crdts": [{"id","type","seq"}], "next": cursor | None}``."""
+        params = self.core.list_params(prefix, limit, cursor)
+        answer: Answer = json_answer(
+            await self._send("GET", f"{self.config.namespace_url}/crdts", params=params)
+        )
+        return answer
+
+    async def delete_crdt(self, crdt_id: str) -> None:
+        """Delete a CRDT (a namespace admin token); ServiceError 404 when there is none."""
+        json_answer(await self._send("DELETE", self.config.crdt_url(crdt_id)))
+
+    async def me(self) -> Answer:
+        """The service's view of this client's token (``GET .../tokens/me``)."""
+        answer: Answer = json_answer(
+            await self._send("GET", f"{self.config.namespace_url}/tokens/me")
+        )
+        return answer
+
+    # -- streams --------------------------------------------------------------
+
+    def subscribe(self, ids: Iterable[str], **options: Any) -> Subscription:
+        """Deltas of ``ids`` over one WebSocket, resumed across reconnects
+        (see :class:`syncd.client.stream.Subscription` for the options)."""
+        from syncd.client.stream import Subscription
+
+        return Subscription(self, ids, **options)
+
+    def events(self, crdt_id: str, **options: Any) -> EventStream:
+        """Deltas of one CRDT over SSE, resumed across reconnects."""
+        from syncd.client.stream import EventStream
+
+        return EventStream(self, crdt_id, **options)
+
+    async def replica(
+        self, crdt_id: str, type_name: str | None = None, *, via: str = "ws"
+    ) -> Replica:
+        """A started :class:`syncd.client.replica.Replica` of ``crdt_id`` (its first snapshot is in)."""
+        from syncd.client.replica import Replica
+
+        return await Replica.follow(self, crdt_id, type_name, via=via)
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The underlying httpx client (streams share its connection pool)."""
+        return self._http

@@ -1,0 +1,73 @@
+"""Errors the client raises.
+
+``TokenError`` and its two subclasses come from local pre-validation, before
+any connection (SPEC section 10); ``ServiceError`` is a refusal by the service
+(its ``{"error", "message"}`` body); ``TransportError`` is a failure to talk to
+it at all (refused connection, reset, timeout), the case worth retrying.
+"""
+
+from __future__ import annotations
+
+
+class ClientError(Exception):
+    """Base of every error raised by :mod:`syncd.client`."""
+
+
+class TokenError(ClientError):
+    """The token was refused locally, before any connection."""
+
+
+class TokenParseError(TokenError, ValueError):
+    """The token is not a well-formed syncd token (the signature is not checked)."""
+
+
+class TokenExpiredError(TokenError):
+    """The token's ``expires_at`` has passed."""
+
+    def __init__(self, message: str, expires_at: int) -> None:
+        super().__init__(message)
+        self.expires_at = expires_at
+
+
+class TokenNamespaceError(TokenError, ValueError):
+    """The token is for another namespace than the client's (every call would be 403)."""
+
+
+class ServiceError(ClientError):
+    """The service answered with an error status and body."""
+
+    def __init__(
+        self, status: int, code: str, message: str, retry_after: float | None = None
+    ) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after = retry_after
+        """Seconds to wait, from ``Retry-After`` (429 answers)."""
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request may succeed later (rate limit, store down)."""
+        return self.status in (429, 502, 503, 504)
+
+
+class TransportError(ClientError):
+    """The service could not be reached, or the connection failed mid-request."""
+
+
+class MessageTooLargeError(ClientError):
+    """A stream message was over the client's size bound; reconnecting would
+    only fetch it again, so the stream ends with this instead."""
+
+
+__all__ = [
+    "ClientError",
+    "MessageTooLargeError",
+    "ServiceError",
+    "TokenError",
+    "TokenExpiredError",
+    "TokenNamespaceError",
+    "TokenParseError",
+    "TransportError",
+]

@@ -1,0 +1,107 @@
+"""Safe retries: one ``op_id`` for every attempt, so a retried op applies once.
+
+An op whose answer was lost (connection reset after the service applied it)
+is retried with the same ``op_id``; the service recognises it and answers
+with the first answer and ``"duplicate": true`` (SPEC section 2). Retried:
+transport failures and the service's "try later" answers (429 honouring
+``Retry-After``, 502/503/504). Anything else is final and raised at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, TypeVar
+
+from syncd.client.errors import ServiceError, TransportError
+from syncd.client.ops import Op
+from syncd.client.resume import Backoff
+
+T = TypeVar("T")
+
+RETRY_ATTEMPTS: Final = 4
+"""Attempts in all: rides out a restart or a brief outage (about 1.5 s of
+waiting), short enough that a caller is not kept waiting on a dead service."""
+RETRY_BASE_S: Final = 0.1
+RETRY_MAX_S: Final = 2.0
+RETRY_AFTER_MAX_S: Final = 10.0
+"""Longest ``Retry-After`` honoured; a longer one is the caller's decision."""
+
+
+def new_op_id() -> str:
+    return uuid.uuid4().hex
+
+
+def with_op_ids(body: Op | Sequence[Op], op_id: str) -> Op | list[Op]:
+    """Copies of the op(s) with an ``op_id`` where they have none: ``op_id`` for
+    a single op, ``op_id.<i>`` for the i-th op of a batch."""
+    if isinstance(body, dict):
+        return body if "op_id" in body else {**body, "op_id": op_id}
+    return [op if "op_id" in op else {**op, "op_id": f"{op_id}.{i}"} for i, op in enumerate(body)]
+
+
+def retryable(exc: BaseException) -> bool:
+    if isinstance(exc, TransportError):
+        return True
+    return isinstance(exc, ServiceError) and exc.retryable
+
+
+def _delay(exc: BaseException, backoff: Backoff) -> float:
+    delay = backoff.next_delay()
+    if isinstance(exc, ServiceError) and exc.retry_after is not None:
+        delay = max(delay, min(exc.retry_after, RETRY_AFTER_MAX_S))
+    return delay
+
+
+async def with_retries(
+    call: Callable[[str], Awaitable[T]],
+    *,
+    op_id: str | None = None,
+    attempts: int = RETRY_ATTEMPTS,
+    base_s: float = RETRY_BASE_S,
+    max_s: float = RETRY_MAX_S,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+) -> T:
+    """``await call(op_id)`` until it succeeds, a non-retryable error, or
+    ``attempts`` tries; every try gets the same ``op_id`` (new by default)::
+
+        await with_retries(lambda op_id: client.gcounter_increment("gc:x", 2, op_id=op_id))
+    """
+    if attempts < 1:
+        raise ValueError("attempts must be >= 1")
+    key = op_id or new_op_id()
+    backoff = Backoff(base_s, max_s)
+    for attempt in range(1, attempts + 1):
+        try:
+            return await call(key)
+        except (TransportError, ServiceError) as exc:
+            if attempt == attempts or not retryable(exc):
+                raise
+            await sleep(_delay(exc, backoff))
+    raise AssertionError("unreachable")
+
+
+def with_retries_sync(
+    call: Callable[[str], T],
+    *,
+    op_id: str | None = None,
+    attempts: int = RETRY_ATTEMPTS,
+    base_s: float = RETRY_BASE_S,
+    max_s: float = RETRY_MAX_S,
+    sleep: Callable[[float], Any] = time.sleep,
+) -> T:
+    """The blocking twin of :func:`with_retries`."""
+    if attempts < 1:
+        raise ValueError("attempts must be >= 1")
+    key = op_id or new_op_id()
+    backoff = Backoff(base_s, max_s)
+    for attempt in range(1, attempts + 1):
+        try:
+            return call(key)
+        except (TransportError, ServiceError) as exc:
+            if attempt == attempts or not retryable(exc):
+                raise
+            sleep(_delay(exc, backoff))
+    raise AssertionError("unreachable")

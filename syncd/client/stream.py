@@ -1,0 +1,415 @@
+"""Delta streams that survive reconnects: ``subscribe`` (WebSocket) and ``events`` (SSE).
+
+Both are async iterators of deltas (SPEC section 5) that hide connection
+loss: after a drop they wait (exponential backoff with jitter), reconnect and
+resubscribe with ``since`` and ``epoch`` per id, so the service replays the
+missed ops, or sends a snapshot when it cannot. A :class:`ResumeTracker`
+judges every delta: repeats are skipped, and a gap in ``seq`` (a lost delta)
+triggers a resubscription (WebSocket: unsubscribe and subscribe again on the
+same socket; SSE: a new request), so the application sees each seq once, in
+order, or a snapshot that replaces what it had.
+
+Errors that retrying cannot fix end the iteration by raising: a refused
+connection or subscription (ServiceError: 401, 403, ...) and an expired token
+(TokenExpiredError, checked locally before every reconnect).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+import httpx
+import msgpack
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+from syncd.client._http import error_from
+from syncd.client.errors import MessageTooLargeError, ServiceError
+from syncd.client.resume import RECONNECT_BASE_S, RECONNECT_MAX_S, Backoff, ResumeTracker, Verdict
+from syncd.client.sse import (
+    MAX_EVENT_BYTES,
+    SseEventTooLarge,
+    SseParser,
+    SseProtocolError,
+    decode_delta,
+)
+
+if TYPE_CHECKING:
+    from syncd.client.aio import AsyncClient
+
+Delta = dict[str, Any]
+
+MAX_MESSAGE_BYTES: Final = MAX_EVENT_BYTES
+"""One WebSocket message (a snapshot of a large document): bounds the memory
+a broken or hostile server can make the client hold."""
+
+SSE_READ_TIMEOUT_S: Final = 45.0
+"""Silence after which an SSE stream counts as dead: three missed 15 s pings."""
+
+CLOSE_TOO_BIG: Final = 1009
+"""The close code a WebSocket endpoint sends for a message over its bound (RFC 6455)."""
+
+DELTA_KINDS: Final = frozenset({"snapshot", "op", "deleted"})
+
+# Error codes of a WebSocket ``error`` message worth a reconnect, not an exception.
+_RETRY_CODES: Final = frozenset({"rate_limited", "unavailable", "internal"})
+_CODE_STATUS: Final = {
+    "missing_token": 401,
+    "invalid_token": 401,
+    "token_expired": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "rate_limited": 429,
+    "internal": 500,
+    "unavailable": 503,
+    "type_mismatch": 409,
+    "cycle": 409,
+    "payload_too_large": 413,
+}
+
+
+class _Lost(Exception):
+    """The connection is gone or could not be made, and retrying may help."""
+
+
+class _ResumingStream(ABC):
+    def __init__(
+        self,
+        client: AsyncClient,
+        ids: Iterable[str],
+        *,
+        backoff_base_s: float = RECONNECT_BASE_S,
+        backoff_max_s: float = RECONNECT_MAX_S,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        self._client = client
+        self._tracker = ResumeTracker(dict.fromkeys(ids))
+        if not self._tracker.ids:
+            raise ValueError("subscribe to at least one id")
+        self._ready: deque[Delta] = deque()
+        self._backoff = Backoff(backoff_base_s, backoff_max_s)
+        self._sleep = sleep
+        self._connected = False
+        self._closed = False
+        self.connects = 0
+        """Connections made (the first included)."""
+        self.resyncs = 0
+        """Gaps detected and resubscribed for."""
+
+    @property
+    def ids(self) -> list[str]:
+        return self._tracker.ids
+
+    def position(self, crdt_id: str) -> tuple[int, str | None]:
+        """``(seq, epoch)`` of the last delta delivered for ``crdt_id``."""
+        pos = self._tracker.position(crdt_id)
+        return pos.seq, pos.epoch
+
+    def __aiter__(self) -> AsyncIterator[Delta]:
+        return self
+
+    async def __anext__(self) -> Delta:
+        while True:
+            if self._ready:
+                return self._ready.popleft()
+            if self._closed:
+                raise StopAsyncIteration
+            if not self._connected:
+                await self._open()
+                continue
+            try:
+                message = await self._receive()
+            except _Lost:
+                await self._lost()
+                continue
+            self._backoff.reset()
+            await self._handle(message)
+
+    async def _open(self) -> None:
+        while not self._closed:
+            try:
+                self._client.check_token()
+                await self._disconnect()  # what a cancelled attempt may have left
+                await self._connect()
+            except _Lost:
+                await self._sleep(self._backoff.next_delay())
+                continue
+            except Exception:
+                # Final (refused, expired token). A cancellation is not: the
+                # caller may be timing out one read and come back for more.
+                await self.aclose()
+                raise
+            self._connected = True
+            self.connects += 1
+            return
+
+    async def _lost(self) -> None:
+        self._connected = False
+        await self._disconnect()
+        if not self._closed:
+            await self._sleep(self._backoff.next_delay())
+
+    async def _handle(self, message: Delta) -> None:
+        kind = message.get("kind")
+        if kind == "error":
+            code = str(message.get("error", "error"))
+            if code in _RETRY_CODES:
+                await self._lost()
+                return
+            await self.aclose()
+            raise ServiceError(_CODE_STATUS.get(code, 400), code, str(message.get("message", "")))
+        if kind not in DELTA_KINDS:
+            return
+        verdict = self._tracker.accept(message)
+        if verdict is Verdict.DELIVER:
+            self._ready.append(message)
+        elif verdict is Verdict.RESYNC:
+            self.resyncs += 1
+            await self._resync(message["id"])
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._connected = False
+        await self._disconnect()
+
+    async def __aenter__(self) -> _ResumingStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @abstractmethod
+    async def _connect(self) -> None:
+        """Connect and subscribe at the tracker's positions; _Lost when worth retrying."""
+
+    @abstractmethod
+    async def _receive(self) -> Delta:
+        """The next message; _Lost when the connection is gone."""
+
+    @abstractmethod
+    async def _resync(self, crdt_id: str) -> None:
+        """Ask again for ``crdt_id`` from the tracker's position."""
+
+    @abstractmethod
+    async def _disconnect(self) -> None: ...
+
+
+class Subscription(_ResumingStream):
+    """Deltas of several CRDTs over one WebSocket (binary msgpack frames)::
+
+    async with client.subscribe(["gc:visits", "or:cart-1"]) as sub:
+        async for delta in sub:
+            ...
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        ids: Iterable[str],
+        *,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        open_timeout_s: float | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(client, ids, **options)
+        self._max_message_bytes = max_message_bytes
+        self._open_timeout = open_timeout_s if open_timeout_s is not None else client.timeout
+        self._ws: ClientConnection | None = None
+
+    async def _connect(self) -> None:
+        try:
+            ws = await connect(
+                self._client.config.ws_url,
+                additional_headers=self._client.core.headers,
+                max_size=self._max_message_bytes,
+                open_timeout=self._open_timeout,
+                compression=None,
+            )
+        except InvalidStatus as exc:
+            response = exc.response
+            error = error_from(response.status_code, response.headers, bytes(response.body or b""))
+            if error.retryable:
+                raise _Lost(str(error)) from exc
+            raise error from None
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            raise _Lost(repr(exc)) from exc
+        self._ws = ws
+        try:
+            for crdt_id in self.ids:
+                await self._send(self._subscribe_message(crdt_id))
+        except _Lost:
+            await self._disconnect()
+            raise
+
+    def _subscribe_message(self, crdt_id: str) -> Delta:
+        message: Delta = {"kind": "subscribe", "id": crdt_id}
+        resume = self._tracker.resume_from(crdt_id)
+        if resume is not None:
+            message["since"], message["epoch"] = resume
+        return message
+
+    async def _send(self, message: Delta) -> None:
+        assert self._ws is not None
+        try:
+            await self._ws.send(msgpack.packb(message, use_bin_type=True))
+        except ConnectionClosed as exc:
+            raise _Lost(repr(exc)) from exc
+
+    async def _receive(self) -> Delta:
+        ws = self._ws
+        if ws is None:
+            raise _Lost("not connected")
+        try:
+            frame = await ws.recv()
+        except ConnectionClosed as exc:
+            if exc.sent is not None and exc.sent.code == CLOSE_TOO_BIG:
+                await self.aclose()
+                raise MessageTooLargeError(
+                    f"a WebSocket message over {self._max_message_bytes} bytes"
+                ) from None
+            raise _Lost(repr(exc)) from exc
+        try:
+            if isinstance(frame, bytes):
+                message = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+            else:
+                message = json.loads(frame)
+        except ValueError as exc:
+            raise _Lost(f"an undecodable frame: {exc}") from exc
+        if not isinstance(message, dict):
+            raise _Lost("a frame that is not a map")
+        return message
+
+    async def _resync(self, crdt_id: str) -> None:
+        try:
+            await self._send({"kind": "unsubscribe", "id": crdt_id})
+            await self._send(self._subscribe_message(crdt_id))
+        except _Lost:
+            await self._lost()
+
+    async def _disconnect(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            await ws.close()
+
+
+class EventStream(_ResumingStream):
+    """Deltas of one CRDT over SSE (``GET .../crdts/:id/events``)::
+
+    async with client.events("gc:visits") as stream:
+        async for delta in stream:
+            ...
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        crdt_id: str,
+        *,
+        read_timeout_s: float = SSE_READ_TIMEOUT_S,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+        **options: Any,
+    ) -> None:
+        super().__init__(client, [crdt_id], **options)
+        self.crdt_id = crdt_id
+        self._read_timeout = read_timeout_s
+        self._max_event_bytes = max_event_bytes
+        self._response: httpx.Response | None = None
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._read: asyncio.Future[bytes] | None = None
+        self._events: deque[bytes] = deque()
+        self._parser = SseParser(max_event_bytes)
+
+    async def _connect(self) -> None:
+        client = self._client
+        params: dict[str, str] = {}
+        resume = self._tracker.resume_from(self.crdt_id)
+        if resume is not None:
+            params = {"since": str(resume[0]), "epoch": resume[1]}
+        http = client.http
+        request = http.build_request(
+            "GET",
+            client.config.crdt_url(self.crdt_id, "/events"),
+            params=params,
+            headers={"accept": "text/event-stream"},
+            timeout=httpx.Timeout(client.timeout, read=self._read_timeout),
+        )
+        try:
+            response = await http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise _Lost(repr(exc)) from exc
+        if response.status_code != 200:
+            try:
+                content = await response.aread()
+            except httpx.HTTPError as exc:
+                raise _Lost(repr(exc)) from exc
+            finally:
+                await response.aclose()
+            error = error_from(response.status_code, response.headers, content)
+            if error.retryable:
+                raise _Lost(str(error))
+            raise error
+        self._response = response
+        self._chunks = response.aiter_bytes()
+        self._events.clear()
+        self._parser = SseParser(self._max_event_bytes)
+
+    async def _receive(self) -> Delta:
+        while not self._events:
+            if self._chunks is None:
+                raise _Lost("not connected")
+            read = self._read
+            if read is None:
+                read = self._read = asyncio.ensure_future(anext(self._chunks))
+            try:
+                # Shielded: a caller timing out its wait must not kill the
+                # connection; the next call picks up the same read.
+                chunk = await asyncio.shield(read)
+                self._read = None
+                self._events.extend(self._parser.feed(chunk))
+            except SseEventTooLarge as exc:
+                self._read = None
+                await self.aclose()
+                raise MessageTooLargeError(str(exc)) from None
+            except StopAsyncIteration:
+                self._read = None
+                raise _Lost("the stream ended") from None
+            except (httpx.HTTPError, httpx.StreamError, SseProtocolError) as exc:
+                self._read = None
+                raise _Lost(repr(exc)) from exc
+        try:
+            return decode_delta(self._events.popleft())
+        except SseProtocolError as exc:
+            raise _Lost(str(exc)) from exc
+
+    async def _resync(self, crdt_id: str) -> None:
+        # SSE has no way back to the server: a new request, at once (no backoff).
+        self._connected = False
+        await self._disconnect()
+
+    async def _disconnect(self) -> None:
+        response, self._response = self._response, None
+        read, self._read = self._read, None
+        if read is not None:
+            read.cancel()
+            # Collect its outcome so a failed read is not reported as unretrieved.
+            read.add_done_callback(_retrieve)
+        self._chunks = None
+        self._events.clear()
+        if response is not None:
+            await response.aclose()
+
+
+def _retrieve(future: asyncio.Future[bytes]) -> None:
+    if not future.cancelled():
+        future.exception()

@@ -1,0 +1,270 @@
+"""The blocking client: the async client's API for code without an event loop.
+
+HTTP goes through ``httpx.Client``, sharing the request and answer handling
+and the op helpers with the async client. ``subscribe`` and ``events`` run the
+async streams on a private event loop in a background thread and hand the
+deltas over through a bounded queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final
+
+import httpx
+
+from syncd.client._http import DEFAULT_TIMEOUT_S, ClientCore, json_answer
+from syncd.client.aio import AsyncClient
+from syncd.client.config import ClientConfig
+from syncd.client.errors import ServiceError, TransportError
+from syncd.client.helpers import OpHelpers
+from syncd.client.ops import Op
+from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_op_ids, with_retries_sync
+from syncd.client.token import wall_clock_ms
+
+Answer = dict[str, Any]
+
+STREAM_BUFFER: Final = 1000
+"""Deltas a blocking stream holds unread; past that the background reader
+waits (the WebSocket then applies backpressure to the service)."""
+
+STREAM_JOIN_S: Final = 10.0
+"""How long ``close`` waits for the background thread to finish."""
+
+
+class Client(OpHelpers[Answer]):
+    """``Client(base_url, token, namespace)``: the blocking twin of :class:`AsyncClient`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        namespace: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.core = ClientCore(ClientConfig(base_url, token, namespace), clock_ms)
+        self.config = self.core.config
+        self.timeout = timeout
+        self._clock_ms = clock_ms
+        self._http = httpx.Client(timeout=timeout, headers=self.core.headers, transport=transport)
+
+    @classmethod
+    def from_config(cls, config: ClientConfig | dict[str, Any], **options: Any) -> Client:
+        if not isinstance(config, ClientConfig):
+            config = ClientConfig.from_mapping(config)
+        return cls(config.base_url, config.token, config.namespace, **options)
+
+    @property
+    def client_id(self) -> int:
+        return self.core.client_id
+
+    @property
+    def namespace(self) -> str:
+        return self.config.namespace
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _send(
+        self, method: str, url: str, *, params: dict[str, str] | None = None, json: Any = None
+    ) -> httpx.Response:
+        self.core.check_token()
+        try:
+            return self._http.request(method, url, params=params, json=json)
+        except httpx.TransportError as exc:
+            raise TransportError(f"{method} {url}: {exc!r}") from exc
+
+    def fetch(self, crdt_id: str, *, crdt_format: bool = False) -> Answer:
+        params = {"format": "crdt"} if crdt_format else None
+        answer: Answer = json_answer(
+            self._send("GET", self.config.crdt_url(crdt_id), params=params)
+        )
+        return answer
+
+    def read(self, crdt_id: str) -> Answer | None:
+        try:
+            return self.fetch(crdt_id)
+        except ServiceError:
+            return None
+
+    def read_state(self, crdt_id: str) -> Answer | None:
+        try:
+            return self.fetch(crdt_id, crdt_format=True)
+        except ServiceError:
+            return None
+
+    def apply(self, crdt_id: str, body: Op | Sequence[Op], *, return_state: bool = False) -> Answer:
+        url, params, payload = self.core.ops_request(crdt_id, body, return_state)
+        answer: Answer = json_answer(self._send("POST", url, params=params, json=payload))
+        return answer
+
+    def apply_retrying(
+        self,
+        crdt_id: str,
+        body: Op | Sequence[Op],
+        *,
+        return_state: bool = False,
+        attempts: int = RETRY_ATTEMPTS,
+        op_id: str | None = None,
+    ) -> Answer:
+        return with_retries_sync(
+            lambda key: self.apply(crdt_id, with_op_ids(body, key), return_state=return_state),
+            op_id=op_id or new_op_id(),
+            attempts=attempts,
+        )
+
+    def list_crdts(
+        self, *, prefix: str = "", limit: int | None = None, cursor: str | None = None
+    ) -> Answer:
+        params = self.core.list_params(prefix, limit, cursor)
+        answer: Answer = json_answer(
+            self._send("GET", f"{self.config.namespace_url}/crdts", params=params)
+        )
+        return answer
+
+    def delete_crdt(self, crdt_id: str) -> None:
+        json_answer(self._send("DELETE", self.config.crdt_url(crdt_id)))
+
+    def me(self) -> Answer:
+        answer: Answer = json_answer(self._send("GET", f"{self.config.namespace_url}/tokens/me"))
+        return answer
+
+    def subscribe(self, ids: Iterable[str], **options: Any) -> BlockingStream:
+        """Deltas of ``ids`` over a resuming WebSocket, as a blocking iterator."""
+        id_list = list(ids)
+        return BlockingStream(self._async_client, lambda c: c.subscribe(id_list, **options))
+
+    def events(self, crdt_id: str, **options: Any) -> BlockingStream:
+        """Deltas of one CRDT over resuming SSE, as a blocking iterator."""
+        return BlockingStream(self._async_client, lambda c: c.events(crdt_id, **options))
+
+    def _async_client(self) -> AsyncClient:
+        config = self.config
+        return AsyncClient(
+            config.base_url,
+            config.token,
+            config.namespace,
+            timeout=self.timeout,
+            clock_ms=self._clock_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    error: BaseException | None
+
+
+class BlockingStream:
+    """An async delta stream run on a background thread; iterate it, then ``close()``."""
+
+    def __init__(
+        self,
+        make_client: Callable[[], AsyncClient],
+        open_stream: Callable[[AsyncClient], Any],
+        buffer: int = STREAM_BUFFER,
+    ) -> None:
+        self._queue: queue.Queue[dict[str, Any] | _End] = queue.Queue(buffer)
+        self._make_client = make_client
+        self._open_stream = open_stream
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._started = threading.Event()
+        self._ended = False
+        self._thread = threading.Thread(target=self._run, name="syncd-stream", daemon=True)
+        self._thread.start()
+        self._started.wait()
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._started.set()
+        error: BaseException | None = None
+        client = self._make_client()
+        try:
+            async with self._open_stream(client) as stream:
+                async for delta in stream:
+                    await asyncio.to_thread(self._queue.put, delta)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:
+            error = exc
+        finally:
+            await client.aclose()
+            self._put_end(error)
+
+    def _put_end(self, error: BaseException | None) -> None:
+        # The reader may have stopped reading: make room rather than block.
+        while True:
+            try:
+                self._queue.put_nowait(_End(error))
+                return
+            except queue.Full:
+                with contextlib.suppress(queue.Empty):
+                    self._queue.get_nowait()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        return self.next()
+
+    def next(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next delta; StopIteration once closed, the stream's error if it failed,
+        ``queue.Empty`` after ``timeout`` seconds without one."""
+        if self._ended:
+            raise StopIteration
+        item = self._queue.get(timeout=timeout)
+        if isinstance(item, _End):
+            self._ended = True
+            if item.error is not None:
+                raise item.error
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
+        # A put waiting on a full queue holds the thread: drain so it can finish.
+        deadline = time.monotonic() + STREAM_JOIN_S
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=0.05)
+            self._thread.join(0.05)
+        self._ended = True
+
+    def __enter__(self) -> BlockingStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,414 @@
+"""Agent tools: CRDTs as tool definitions for LLM tool calling, executed by HTTP.
+
+Given ``(crdt_id, type)`` pairs, :func:`build_tools` makes the tools the seed
+names (``service_read_<id>`` for every type, ``service_increment_<id>`` for
+counters, ``service_set_<id>`` for registers, ``service_add_<id>`` for sets,
+with ``:``, ``/`` and ``-`` in the id written as ``_``), each with a
+description and a JSON-schema input, in the two common shapes: OpenAI-style
+function tools and Anthropic-style tools.
+
+Ids given to the tool helpers use letters, digits and hyphens only (SPEC
+section 10): the tool name is mapped back to the id by turning ``_`` into
+``-``, which only works when the id had no ``_`` (or ``:`` or ``/``) of its
+own; such ids are refused here with ValueError. The type comes from the pair
+and travels in each op's ``type`` field.
+
+:class:`AgentTools` (async) and :class:`SyncAgentTools` execute a call and
+return a JSON-serializable result for the agent to read: ``{"ok": true, ...}``
+with the new value, or ``{"ok": false, "error", "message"}``; they never
+raise for an unknown tool, bad input or a refusal by the service.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from syncd.client import ops
+from syncd.client.errors import (
+    ClientError,
+    ServiceError,
+    TokenError,
+    TokenExpiredError,
+    TransportError,
+)
+from syncd.client.retry import RETRY_ATTEMPTS
+from syncd.crdt.types import TYPES
+
+if TYPE_CHECKING:
+    from syncd.client.aio import AsyncClient
+    from syncd.client.sync import Client
+
+TOOL_PREFIX: Final = "service_"
+"""The seed's tool names begin ``service_`` (the brand part replaced)."""
+
+MAX_TOOL_NAME_LEN: Final = 64
+"""OpenAI function names and Anthropic tool names are at most 64 characters
+(``^[a-zA-Z0-9_-]{1,64}$``); a longer name would be refused by the API."""
+
+TOOL_ID_RE: Final = re.compile(r"[A-Za-z0-9-]+")
+"""Ids the tool helpers accept (SPEC section 10)."""
+
+MAX_AMOUNT: Final = 2**53 - 1
+"""The service's largest counter step (SPEC section 2)."""
+
+ACTIONS: Final[Mapping[str, frozenset[str]]] = {
+    "read": frozenset(TYPES),
+    "increment": frozenset({"gcounter", "pncounter"}),
+    "set": frozenset({"lwwregister"}),
+    "add": frozenset({"orset"}),
+}
+"""Tool action -> the CRDT types that get it (the seed's table)."""
+
+_KIND: Final = {
+    "gcounter": "grow-only counter",
+    "pncounter": "counter (it can go up and down)",
+    "orset": "set",
+    "lwwregister": "register (last writer wins)",
+    "presence": "presence map (who is here, with data each)",
+    "rga": "sequence (text or a list)",
+    "tree": "tree",
+}
+
+_ANY_JSON: Final = ["string", "number", "integer", "boolean", "object", "array", "null"]
+
+Result = dict[str, Any]
+
+
+def tool_name(action: str, crdt_id: str) -> str:
+    """``service_<action>_<id>`` with ``:``, ``/`` and ``-`` in the id as ``_``."""
+    return f"{TOOL_PREFIX}{action}_{crdt_id.replace(':', '_').replace('/', '_').replace('-', '_')}"
+
+
+def parse_tool_name(name: str) -> tuple[str, str] | None:
+    """``(action, crdt_id)`` of a tool name (``_`` back to ``-`` in the id), or None."""
+    if not name.startswith(TOOL_PREFIX):
+        return None
+    action, sep, rest = name[len(TOOL_PREFIX) :].partition("_")
+    if not sep or action not in ACTIONS or not rest:
+        return None
+    return action, rest.replace("_", "-")
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    crdt_id: str
+    crdt_type: str
+    action: str
+
+    def openai(self) -> dict[str, Any]:
+        """An OpenAI-style function tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+    def anthropic(self) -> dict[str, Any]:
+        """An Anthropic-style tool."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
+    kind = _KIND[crdt_type]
+    if action == "read":
+        description = (
+            f"Read the current value of the {kind} '{crdt_id}' ({crdt_type}). "
+            "Returns its value and its version (seq)."
+        )
+        schema = _schema({}, [])
+    elif action == "increment":
+        description = (
+            f"Increase the {kind} '{crdt_id}' by a whole number (default 1). "
+            "Returns the counter's new value."
+        )
+        schema = _schema(
+            {
+                "amount": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_AMOUNT,
+                    "default": 1,
+                    "description": "How much to add: a whole number, at least 1.",
+                }
+            },
+            [],
+        )
+    elif action == "set":
+        description = (
+            f"Set the {kind} '{crdt_id}' to a value: a string, a number, an object, or any "
+            "other JSON value. The latest write wins. Returns the register's new value."
+        )
+        schema = _schema(
+            {
+                "value": {
+                    "type": _ANY_JSON,
+                    "items": {},
+                    "description": "The new value (any JSON: string, number, object, array...).",
+                },
+                "client_id": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "Optional: the writer's client id; must be the token's own.",
+                },
+            },
+            ["value"],
+        )
+    else:
+        description = (
+            f"Add an element (any JSON value) to the {kind} '{crdt_id}'. Adding an element "
+            "that is already there changes nothing. Returns the set's elements."
+        )
+        schema = _schema(
+            {
+                "element": {
+                    "type": _ANY_JSON,
+                    "items": {},
+                    "description": "The element to add (any JSON: string, number, object...).",
+                }
+            },
+            ["element"],
+        )
+    return Tool(tool_name(action, crdt_id), description, schema, crdt_id, crdt_type, action)
+
+
+def build_tools(crdts: Iterable[tuple[str, str]]) -> list[Tool]:
+    """The tools for ``(crdt_id, type)`` pairs, in order; ValueError for an id
+    that is not letters, digits and hyphens, an unknown type, a repeated id, or
+    a tool name over :data:`MAX_TOOL_NAME_LEN`."""
+    tools: list[Tool] = []
+    seen: set[str] = set()
+    for crdt_id, crdt_type in crdts:
+        if not isinstance(crdt_id, str) or TOOL_ID_RE.fullmatch(crdt_id) is None:
+            raise ValueError(
+                f"tool CRDT id {crdt_id!r}: only letters, digits and hyphens are allowed "
+                "(a ':', '/' or '_' could not be mapped back from the tool name)"
+            )
+        if crdt_type not in TYPES:
+            raise ValueError(
+                f"tool CRDT {crdt_id!r}: unknown type {crdt_type!r} (one of {', '.join(TYPES)})"
+            )
+        if crdt_id in seen:
+            raise ValueError(f"tool CRDT id {crdt_id!r} is given twice")
+        seen.add(crdt_id)
+        for action, types in ACTIONS.items():
+            if crdt_type in types:
+                tool = _tool(action, crdt_id, crdt_type)
+                if len(tool.name) > MAX_TOOL_NAME_LEN:
+                    raise ValueError(
+                        f"tool name {tool.name!r} is longer than {MAX_TOOL_NAME_LEN} characters; "
+                        "use a shorter id"
+                    )
+                tools.append(tool)
+    return tools
+
+
+def openai_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:
+    return [tool.openai() for tool in tools]
+
+
+def anthropic_tools(tools: Iterable[Tool]) -> list[dict[str, Any]]:
+    return [tool.anthropic() for tool in tools]
+
+
+# -- executing ----------------------------------------------------------------
+
+
+class _InputError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _error(code: str, message: str) -> Result:
+    return {"ok": False, "error": code, "message": message}
+
+
+def _arguments(arguments: Any) -> dict[str, Any]:
+    """Tool input as a map; OpenAI hands it over as a JSON string."""
+    if arguments is None:
+        return {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            raise _InputError("invalid_input", "the tool input is not valid JSON") from None
+    if not isinstance(arguments, dict):
+        raise _InputError("invalid_input", "the tool input must be a JSON object")
+    return arguments
+
+
+def _only(arguments: Mapping[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(arguments) - allowed)
+    if extra:
+        raise _InputError("invalid_input", f"unknown input field(s): {', '.join(extra)}")
+
+
+def plan_op(tool: Tool, raw: Any) -> ops.Op | None:
+    """The op a call of ``tool`` makes (None for a read); _InputError on bad input."""
+    arguments = _arguments(raw)
+    if tool.action == "read":
+        _only(arguments, set())
+        return None
+    if tool.action == "increment":
+        _only(arguments, {"amount"})
+        amount = arguments.get("amount", 1)
+        if type(amount) is float and amount.is_integer():
+            amount = int(amount)  # some models write 3.0
+        if type(amount) is not int or not 1 <= amount <= MAX_AMOUNT:
+            raise _InputError(
+                "invalid_input", f"amount must be a whole number from 1 to {MAX_AMOUNT}"
+            )
+        build = ops.gcounter_increment if tool.crdt_type == "gcounter" else ops.pncounter_increment
+        return build(amount)
+    if tool.action == "set":
+        _only(arguments, {"value", "client_id"})
+        if "value" not in arguments:
+            raise _InputError("invalid_input", "value is required")
+        op = ops.lwwregister_set(arguments["value"])
+        if arguments.get("client_id") is not None:
+            op["client_id"] = arguments["client_id"]
+        return op
+    _only(arguments, {"element"})
+    if "element" not in arguments:
+        raise _InputError("invalid_input", "element is required")
+    return ops.orset_add(arguments["element"])
+
+
+def read_result(view: Mapping[str, Any]) -> Result:
+    return {"ok": True, **view}
+
+
+def op_result(answer: Mapping[str, Any]) -> Result:
+    result: Result = {"ok": True, "seq": answer.get("seq")}
+    state = answer.get("state")
+    result["value"] = state.get("value") if isinstance(state, Mapping) else None
+    if answer.get("duplicate"):
+        result["duplicate"] = True
+    return result
+
+
+def error_result(exc: ClientError) -> Result:
+    if isinstance(exc, ServiceError):
+        return _error(exc.code, exc.message)
+    if isinstance(exc, TransportError):
+        return _error("unavailable", f"the service could not be reached: {exc}")
+    if isinstance(exc, TokenError):
+        code = "token_expired" if isinstance(exc, TokenExpiredError) else "invalid_token"
+        return _error(code, str(exc))
+    return _error("client_error", str(exc))
+
+
+class _ToolSet:
+    def __init__(self, crdts: Iterable[tuple[str, str]]) -> None:
+        self.tools = build_tools(crdts)
+        self._by_name = {tool.name: tool for tool in self.tools}
+        self._types = {tool.crdt_id: tool.crdt_type for tool in self.tools}
+
+    def openai(self) -> list[dict[str, Any]]:
+        return openai_tools(self.tools)
+
+    def anthropic(self) -> list[dict[str, Any]]:
+        return anthropic_tools(self.tools)
+
+    def resolve(self, name: object) -> Tool:
+        """The tool a name means: the action and the id (``_`` back to ``-``) it encodes."""
+        parsed = parse_tool_name(name) if isinstance(name, str) else None
+        tool = None
+        if parsed is not None:
+            action, crdt_id = parsed
+            crdt_type = self._types.get(crdt_id)
+            if crdt_type is not None and crdt_type in ACTIONS[action]:
+                tool = self._by_name.get(tool_name(action, crdt_id))
+        if tool is None:
+            raise _InputError("unknown_tool", f"no tool named {name!r}")
+        return tool
+
+
+class AgentTools(_ToolSet):
+    """Tools over an :class:`AsyncClient`::
+
+    tools = AgentTools(client, [("visits", "gcounter"), ("title", "lwwregister")])
+    definitions = tools.anthropic()           # or tools.openai()
+    result = await tools.execute("service_increment_visits", {"amount": 2})
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        crdts: Iterable[tuple[str, str]],
+        *,
+        attempts: int = RETRY_ATTEMPTS,
+    ) -> None:
+        super().__init__(crdts)
+        self.client = client
+        self.attempts = attempts
+
+    async def execute(self, name: str, arguments: Any = None) -> Result:
+        """Run one tool call; a JSON-serializable result, never an exception for
+        an unknown tool, bad input or a refusal (ops are retried safely with an
+        ``op_id`` on connection failures and 503)."""
+        try:
+            tool = self.resolve(name)
+            op = plan_op(tool, arguments)
+            if op is None:
+                return read_result(await self.client.fetch(tool.crdt_id))
+            answer = await self.client.apply_retrying(
+                tool.crdt_id, op, return_state=True, attempts=self.attempts
+            )
+            return op_result(answer)
+        except _InputError as exc:
+            return _error(exc.code, exc.message)
+        except ClientError as exc:
+            return error_result(exc)
+
+
+class SyncAgentTools(_ToolSet):
+    """:class:`AgentTools` over the blocking :class:`Client`."""
+
+    def __init__(
+        self, client: Client, crdts: Iterable[tuple[str, str]], *, attempts: int = RETRY_ATTEMPTS
+    ) -> None:
+        super().__init__(crdts)
+        self.client = client
+        self.attempts = attempts
+
+    def execute(self, name: str, arguments: Any = None) -> Result:
+        try:
+            tool = self.resolve(name)
+            op = plan_op(tool, arguments)
+            if op is None:
+                return read_result(self.client.fetch(tool.crdt_id))
+            answer = self.client.apply_retrying(
+                tool.crdt_id, op, return_state=True, attempts=self.attempts
+            )
+            return op_result(answer)
+        except _InputError as exc:
+            return _error(exc.code, exc.message)
+        except ClientError as exc:
+            return error_result(exc)

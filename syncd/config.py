@@ -1,0 +1,251 @@
+"""Settings from the environment: one frozen object, validated before binding.
+
+Every variable of the seed's table and SPEC section 9 is read here, plus the
+tunables that bound resources (each with its default beside it). A bad value
+raises :class:`ConfigError` naming the variable; the CLI prints that one line
+and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+FsyncMode = Literal["batch", "always", "never"]
+ParserChoice = Literal["auto", "h11", "httptools"]
+
+DEFAULT_BIND = "0.0.0.0:3000"
+DEFAULT_RATE_LIMIT = 100
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_MAX_TOKEN_TTL_MS = 30 * 24 * 3600 * 1000
+DEFAULT_MAX_CONNECTIONS = 10_000
+# Time a client has to send a complete request head (and body) once it has
+# started one, or to send anything on a fresh connection: the slowloris bound.
+DEFAULT_HEADER_TIMEOUT_S = 10.0
+# Idle keep-alive connections are closed after this long without a request.
+DEFAULT_KEEPALIVE_TIMEOUT_S = 5.0
+# SPEC section 5: a keep-alive comment on every event stream this often.
+DEFAULT_SSE_PING_S = 15.0
+# Outstanding (written but unsent) bytes a subscriber may have before it is
+# marked lagging and skipped by the broadcast hub.
+DEFAULT_SUBSCRIBER_BUFFER_BYTES = 1024 * 1024
+DEFAULT_MAX_SUBSCRIPTIONS = 1000
+DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+# Graceful shutdown gives queued webhook events this long to go out.
+DEFAULT_WEBHOOK_DRAIN_S = 5.0
+DEFAULT_OP_ID_WINDOW = 1024
+DEFAULT_JSON_MAX_DEPTH = 64
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value. ``str()`` is the one line the CLI prints."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "0.0.0.0"
+    port: int = 3000
+    data_dir: Path = Path("./data")
+    signing_key: bytes | None = None
+    """32-byte ed25519 seed; None means a random key per start (tokens die with the process)."""
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    database_url: str | None = None
+    wal_connstr: str | None = None
+    wal_slot: str = "service_wal"
+    wal_pub: str = "service_pub"
+    admin_token: str | None = None
+    rate_limit: int = DEFAULT_RATE_LIMIT
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_token_ttl_ms: int = DEFAULT_MAX_TOKEN_TTL_MS
+    fsync: FsyncMode = "batch"
+    log_level: str = "info"
+    node_id: str = field(default_factory=lambda: secrets.token_hex(4))
+    http_parser: ParserChoice = "auto"
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    keepalive_timeout_s: float = DEFAULT_KEEPALIVE_TIMEOUT_S
+    sse_ping_s: float = DEFAULT_SSE_PING_S
+    subscriber_buffer_bytes: int = DEFAULT_SUBSCRIBER_BUFFER_BYTES
+    max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
+    shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
+    webhook_drain_s: float = DEFAULT_WEBHOOK_DRAIN_S
+    op_id_window: int = DEFAULT_OP_ID_WINDOW
+    json_max_depth: int = DEFAULT_JSON_MAX_DEPTH
+    cors_origins: tuple[str, ...] = ()
+    demo: bool = False
+
+    @property
+    def bind(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_bind(value: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port``; raises ValueError with the reason."""
+    if value.startswith("["):
+        host, sep, rest = value[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise ValueError("expected [ipv6]:port")
+        port_text = rest[1:]
+        ipaddress.IPv6Address(host)
+    else:
+        host, sep, port_text = value.rpartition(":")
+        if not sep or not host:
+            raise ValueError("expected host:port")
+        if ":" in host:
+            raise ValueError("an IPv6 host must be written in brackets: [::1]:3000")
+    if not (port_text.isascii() and port_text.isdigit()):
+        raise ValueError(f"port {port_text!r} is not a number")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} is outside 0-65535")
+    return host, port
+
+
+def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(name, f"{raw!r} is not an integer") from None
+    if value < minimum:
+        raise ConfigError(name, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(name, f"{raw!r} is not a number") from None
+    if not value > 0:
+        raise ConfigError(name, f"must be positive, got {raw}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(name, f"{raw!r} is not a boolean (true/false)")
+
+
+def _opt(env: Mapping[str, str], name: str) -> str | None:
+    raw = env.get(name)
+    return raw if raw else None
+
+
+def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = env.get(name) or default
+    if raw not in choices:
+        raise ConfigError(name, f"{raw!r} is not one of {', '.join(choices)}")
+    return raw
+
+
+def from_env(env: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if env is None else env
+    bind = env.get("SERVICE_BIND") or DEFAULT_BIND
+    try:
+        host, port = parse_bind(bind)
+    except ValueError as exc:
+        raise ConfigError("SERVICE_BIND", f"{bind!r}: {exc}") from None
+
+    signing_key = None
+    raw_key = _opt(env, "SERVICE_SIGNING_KEY")
+    if raw_key is not None:
+        if not _HEX64.fullmatch(raw_key):
+            raise ConfigError(
+                "SERVICE_SIGNING_KEY", "must be 64 hex characters (a 32-byte ed25519 seed)"
+            )
+        signing_key = bytes.fromhex(raw_key)
+
+    webhook_url = _opt(env, "SERVICE_WEBHOOK_URL")
+    if webhook_url is not None and not re.match(r"https?://[^/\s]+", webhook_url):
+        raise ConfigError(
+            "SERVICE_WEBHOOK_URL", f"{webhook_url!r} is not an http:// or https:// URL"
+        )
+    if webhook_url is not None:
+        # The webhook client's own checks (credentials, host, port), here so a
+        # URL it refuses stops the start with one line, not a traceback.
+        from syncd.webhooks.client import parse_url
+
+        try:
+            parse_url(webhook_url)
+        except ValueError as exc:
+            raise ConfigError("SERVICE_WEBHOOK_URL", str(exc)) from None
+    database_url = _opt(env, "DATABASE_URL")
+    if database_url is not None and not re.match(r"postgres(ql)?://", database_url):
+        raise ConfigError("DATABASE_URL", "must be a postgres:// or postgresql:// URL")
+    wal_slot = env.get("SERVICE_WAL_SLOT") or "service_wal"
+    if not re.fullmatch(r"[a-z0-9_]{1,40}", wal_slot):
+        raise ConfigError("SERVICE_WAL_SLOT", "must be 1-40 of a-z, 0-9, _")
+    wal_pub = env.get("SERVICE_WAL_PUB") or "service_pub"
+    if not re.fullmatch(r"[a-z0-9_]{1,63}", wal_pub):
+        raise ConfigError("SERVICE_WAL_PUB", "must be 1-63 of a-z, 0-9, _")
+    node_id = env.get("SERVICE_NODE_ID") or secrets.token_hex(4)
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", node_id):
+        raise ConfigError("SERVICE_NODE_ID", "must be 1-32 of A-Z, a-z, 0-9, _, -")
+    log_level = (env.get("SERVICE_LOG_LEVEL") or "info").lower()
+    if log_level not in LOG_LEVELS:
+        raise ConfigError(
+            "SERVICE_LOG_LEVEL", f"{log_level!r} is not one of {', '.join(LOG_LEVELS)}"
+        )
+    cors = tuple(o.strip() for o in (env.get("SERVICE_CORS_ORIGINS") or "").split(",") if o.strip())
+
+    return Settings(
+        host=host,
+        port=port,
+        data_dir=Path(env.get("SERVICE_DATA_DIR") or "./data"),
+        signing_key=signing_key,
+        webhook_url=webhook_url,
+        webhook_secret=_opt(env, "SERVICE_WEBHOOK_SECRET"),
+        database_url=database_url,
+        wal_connstr=_opt(env, "SERVICE_WAL_CONNSTR"),
+        wal_slot=wal_slot,
+        wal_pub=wal_pub,
+        admin_token=_opt(env, "SERVICE_ADMIN_TOKEN"),
+        rate_limit=_int(env, "SERVICE_RATE_LIMIT", DEFAULT_RATE_LIMIT),
+        max_body_bytes=_int(env, "SERVICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES),
+        max_token_ttl_ms=_int(env, "SERVICE_MAX_TOKEN_TTL_MS", DEFAULT_MAX_TOKEN_TTL_MS),
+        fsync=_choice(env, "SERVICE_FSYNC", "batch", ("batch", "always", "never")),  # type: ignore[arg-type]
+        log_level=log_level,
+        node_id=node_id,
+        http_parser=_choice(env, "SERVICE_HTTP_PARSER", "auto", ("auto", "h11", "httptools")),  # type: ignore[arg-type]
+        max_connections=_int(env, "SERVICE_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS),
+        header_timeout_s=_float(env, "SERVICE_HEADER_TIMEOUT_S", DEFAULT_HEADER_TIMEOUT_S),
+        keepalive_timeout_s=_float(env, "SERVICE_KEEPALIVE_TIMEOUT_S", DEFAULT_KEEPALIVE_TIMEOUT_S),
+        sse_ping_s=_float(env, "SERVICE_SSE_PING_S", DEFAULT_SSE_PING_S),
+        subscriber_buffer_bytes=_int(
+            env, "SERVICE_SUBSCRIBER_BUFFER_BYTES", DEFAULT_SUBSCRIBER_BUFFER_BYTES, minimum=1024
+        ),
+        max_subscriptions=_int(env, "SERVICE_MAX_SUBSCRIPTIONS", DEFAULT_MAX_SUBSCRIPTIONS),
+        shutdown_timeout_s=_float(env, "SERVICE_SHUTDOWN_TIMEOUT_S", DEFAULT_SHUTDOWN_TIMEOUT_S),
+        webhook_drain_s=_float(env, "SERVICE_WEBHOOK_DRAIN_S", DEFAULT_WEBHOOK_DRAIN_S),
+        op_id_window=_int(env, "SERVICE_OP_ID_WINDOW", DEFAULT_OP_ID_WINDOW),
+        json_max_depth=_int(env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH),
+        cors_origins=cors,
+        demo=_bool(env, "SERVICE_DEMO", False),
+    )

@@ -1,0 +1,731 @@
+"""The element sequence of the rga type: blocks of runs, with an id index.
+
+Theory of operation
+-------------------
+The sequence is every element ever inserted, deleted ones included (a tombstone
+must stay: a concurrent insert may name it as its ``after``). Storing one
+object per element would cost about 200 bytes per character, so elements are
+grouped into *runs*: consecutive counters of one client where every element
+after the first was inserted right after its predecessor (typing produces
+exactly that). A run is either wholly visible or wholly deleted; deleting part
+of a run splits it, and a run can be split anywhere because the second part's
+``after`` (its *origin*) is implied: the last element of the first part.
+
+Runs live in *blocks* (lists of at most ``BLOCK_MAX`` runs) with a parallel
+list of per-block visible lengths, so turning a visible index into a position
+walks blocks, not elements. A *finger* (the last block visited and its visible
+start) makes the walk short for local edits, which real editing is made of.
+
+The id index maps each client to its runs sorted by first counter (two
+parallel lists for ``bisect``), so an element id finds its run in O(log n).
+Runs point to their block, and blocks carry their position in the block list,
+renumbered lazily after block splits.
+
+Order is classic RGA: a new element goes right after its origin, past every
+following element with a greater id ``(counter, client)``. Counters are Lamport
+clocks (a new counter is the greatest seen plus one), so an element always has
+a greater counter than its origin: the elements right after the origin that
+are greater than the new one are exactly the later siblings and their
+descendants, and the first smaller one ends the scan. A run's ids increase
+along the run, so the scan compares only the first element of each run it
+passes. A local insert has the greatest counter of all and needs no scan.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from typing import Any
+
+RUN_MAX = 512
+"""Typing extends a run only up to this many elements, because extending a
+text run copies its string: it bounds that copy, and the copy a split makes."""
+
+BLOCK_MAX = 32
+"""Runs per block before the block splits in two. Small blocks make the scan
+inside a block short; large ones make walking across blocks short. Anything
+from 24 to 64 did about equally well on the editing traces (perf/rga_trace.py)."""
+
+MAX_COUNTER = 2**53 - 1
+"""Counters travel as JSON numbers in deltas; every client (JavaScript included)
+holds integers up to 2^53 - 1 exactly."""
+
+Origin = tuple[int, int] | None
+"""An element id ``(client, counter)``, or None for the head of the sequence."""
+
+
+class Run:
+    """Elements ``counter .. counter + n - 1`` of ``client``, all visible or all deleted."""
+
+    __slots__ = ("blk", "client", "content", "counter", "n", "origin", "vis")
+
+    def __init__(
+        self, client: int, counter: int, n: int, vis: int, content: Any, origin: Origin, blk: Block
+    ) -> None:
+        self.client = client
+        self.counter = counter
+        self.n = n
+        self.vis = vis
+        """``n`` while visible, 0 once deleted."""
+        self.content = content
+        """A str (text: one element per character), a list (values), None when deleted."""
+        self.origin = origin
+        """The first element's origin; each later element's origin is its predecessor."""
+        self.blk = blk
+
+
+class Block:
+    __slots__ = ("idx", "runs")
+
+    def __init__(self, runs: list[Run], idx: int) -> None:
+        self.runs = runs
+        self.idx = idx
+        """Position in the block list; stale when ``>= RunSeq._dirty``."""
+
+
+class RunSeq:
+    """The sequence structure; :class:`syncd.crdt.rga.Rga` adds ops, deltas and state."""
+
+    __slots__ = (
+        "_blocks",
+        "_bvis",
+        "_dirty",
+        "_fbi",
+        "_fstart",
+        "_hot",
+        "_hot_bi",
+        "_hot_cap",
+        "_hot_client",
+        "_hot_end",
+        "_hot_ri",
+        "_ids",
+        "_last",
+        "_len",
+        "_max",
+        "_pend",
+    )
+
+    def __init__(self) -> None:
+        first = Block([], 0)
+        self._blocks: list[Block] = [first]
+        self._bvis: list[int] = [0]
+        """Visible elements per block."""
+        self._dirty = 1
+        """Blocks from this position on may hold a stale ``idx``."""
+        self._len = 0
+        """Visible elements in all."""
+        self._max = 0
+        """The greatest counter seen (the Lamport clock)."""
+        self._ids: dict[int, tuple[list[int], list[Run]]] | None = None
+        """client -> (first counters, runs), both sorted by counter. Built on the
+        first lookup by id and kept up to date from then on; a document edited
+        only by index (the common case) never pays for it."""
+        self._fbi = 0
+        self._fstart: int | None = 0
+        """The finger: a block and the visible index where it starts (None:
+        not known yet, summed up on the next seek)."""
+        self._last: tuple[Run, int, int] | None = None
+        """The run the last integrated delta went to, with its block and position then."""
+        self._hot: Run | None = None
+        self._hot_end: int | None = None
+        self._hot_bi = 0
+        self._hot_ri = 0
+        self._hot_cap = 0
+        self._hot_client = 0
+        self._pend = ""
+        """The *hot* run: a visible run at the cursor of the last local index op
+        (block, position in it, and the visible index right after it; both
+        ``_hot`` and ``_hot_end`` None when unknown). The next keystroke usually
+        lands right after it and then costs no search at all, and a search for a
+        nearby index starts from it. While it is known the finger is on its block.
+
+        Typing by ``_hot_client`` grows it while the counters stay below
+        ``_hot_cap`` (0 when it cannot grow: a values run, or one whose last
+        element is not the newest). Typed text first goes to ``_pend``, which
+        :meth:`_sync` moves into the run, so that a keystroke updates three
+        fields instead of seven; ``_max`` and ``_hot_end`` already count it, the
+        run, block and document lengths do not. Everything but the keystroke
+        path calls :meth:`_sync` first."""
+
+    # -- the id index ------------------------------------------------------
+
+    def _index(self) -> dict[int, tuple[list[int], list[Run]]]:
+        ids = self._ids
+        if ids is None:
+            by_client: dict[int, list[Run]] = {}
+            for blk in self._blocks:
+                for run in blk.runs:
+                    lst = by_client.get(run.client)
+                    if lst is None:
+                        by_client[run.client] = [run]
+                    else:
+                        lst.append(run)
+            ids = {}
+            for client, lst in by_client.items():
+                lst.sort(key=_counter_of)
+                ids[client] = ([run.counter for run in lst], lst)
+            self._ids = ids
+        return ids
+
+    def _index_add(self, run: Run) -> None:
+        ids = self._ids
+        if ids is None:
+            return
+        entry = ids.get(run.client)
+        if entry is None:
+            ids[run.client] = ([run.counter], [run])
+            return
+        keys, runs = entry
+        if not keys or keys[-1] < run.counter:
+            keys.append(run.counter)
+            runs.append(run)
+        else:
+            pos = bisect_right(keys, run.counter)
+            keys.insert(pos, run.counter)
+            runs.insert(pos, run)
+
+    def _index_remove(self, run: Run) -> None:
+        if self._ids is None:
+            return
+        keys, runs = self._ids[run.client]
+        pos = bisect_left(keys, run.counter)
+        del keys[pos]
+        del runs[pos]
+
+    def _lookup(self, client: int, counter: int) -> tuple[Run, int] | None:
+        """The run holding element ``(client, counter)`` and the element's offset in it."""
+        entry = self._index().get(client)
+        if entry is None:
+            return None
+        keys, runs = entry
+        if counter >= keys[-1]:
+            # The client's newest run: what fresh deltas name.
+            run = runs[-1]
+        else:
+            pos = bisect_right(keys, counter) - 1
+            if pos < 0:
+                return None
+            run = runs[pos]
+        off = counter - run.counter
+        if off >= run.n:
+            return None
+        return run, off
+
+    def _contains(self, client: int, counter: int, n: int) -> bool:
+        """Whether all of ``counter .. counter + n - 1`` of ``client`` exist."""
+        while n > 0:
+            found = self._lookup(client, counter)
+            if found is None:
+                return False
+            run, off = found
+            step = run.n - off
+            counter += step
+            n -= step
+        return True
+
+    # -- blocks ------------------------------------------------------------
+
+    def _block_index(self, blk: Block) -> int:
+        if blk.idx >= self._dirty:
+            blocks = self._blocks
+            for i in range(self._dirty, len(blocks)):
+                blocks[i].idx = i
+            self._dirty = len(blocks)
+        return blk.idx
+
+    def _fix_block(self, bi: int) -> None:
+        """Split block ``bi`` in two when it has grown past ``BLOCK_MAX`` runs."""
+        blk = self._blocks[bi]
+        runs = blk.runs
+        if len(runs) <= BLOCK_MAX:
+            return
+        half = len(runs) // 2
+        moved = runs[half:]
+        del runs[half:]
+        new = Block(moved, bi + 1)
+        vis = 0
+        for run in moved:
+            run.blk = new
+            vis += run.vis
+        self._blocks.insert(bi + 1, new)
+        self._bvis[bi] -= vis
+        self._bvis.insert(bi + 1, vis)
+        if self._dirty > bi + 1:
+            self._dirty = bi + 1
+        if self._hot is not None and self._hot.blk is new:
+            self._hot_bi = bi + 1
+            self._hot_ri -= half
+            if self._fbi == bi and self._fstart is not None:
+                self._fbi = bi + 1
+                self._fstart += self._bvis[bi]
+
+    def _split(self, blk: Block, ri: int, k: int) -> Run:
+        """Split ``blk.runs[ri]`` before its element ``k`` (0 < k < n); return the second part."""
+        run = blk.runs[ri]
+        client = run.client
+        counter = run.counter + k
+        rest = run.n - k
+        if run.vis:
+            content = run.content
+            second = Run(client, counter, rest, rest, content[k:], (client, counter - 1), blk)
+            run.vis = k
+            run.content = content[:k]
+        else:
+            second = Run(client, counter, rest, 0, None, (client, counter - 1), blk)
+        run.n = k
+        blk.runs.insert(ri + 1, second)
+        if self._ids is not None:
+            keys, runs = self._ids[run.client]
+            pos = bisect_right(keys, run.counter)
+            keys.insert(pos, counter)
+            runs.insert(pos, second)
+        if self._hot is run:
+            # The hot run now ends earlier; its end index is no longer known.
+            self._drop_hot()
+        return second
+
+    def _coalesce(self, bi: int, lo: int, hi: int) -> None:
+        """Join deleted neighbours among ``runs[lo-1 .. hi+1]`` that continue one chain."""
+        runs = self._blocks[bi].runs
+        j = lo if lo > 1 else 1
+        end = len(runs) - 1
+        if hi + 1 < end:
+            end = hi + 1
+        while j <= end:
+            a = runs[j - 1]
+            b = runs[j]
+            if (
+                not a.vis
+                and not b.vis
+                and b.client == a.client
+                and b.counter == a.counter + a.n
+                and b.origin == (a.client, b.counter - 1)
+            ):
+                a.n += b.n
+                del runs[j]
+                self._index_remove(b)
+                if self._hot is b:
+                    self._drop_hot()
+                end -= 1
+            else:
+                j += 1
+
+    # -- positions ---------------------------------------------------------
+
+    def _seek(self, i: int) -> tuple[int, int, int]:
+        """Block, run and offset of visible element ``i`` (0 <= i < length).
+
+        Moves the finger there and forgets the hot run (the caller sets a new one).
+        """
+        bvis = self._bvis
+        hot = self._hot
+        if hot is not None:
+            # Edits are local: the target is often in the hot run's block (the
+            # finger's), and then near the hot run.
+            hot_end = self._hot_end
+            assert hot_end is not None and self._fstart is not None
+            bi = self._hot_bi
+            start = self._fstart
+            self._drop_hot()
+            if start <= i < start + bvis[bi]:
+                runs = self._blocks[bi].runs
+                ri = self._hot_ri
+                hot_start = hot_end - hot.vis
+                if i < hot_start and hot_start - i <= i - start:
+                    off = hot_start - i
+                    while True:
+                        ri -= 1
+                        v = runs[ri].vis
+                        if off <= v:
+                            return bi, ri, v - off
+                        off -= v
+                if i < hot_start:
+                    ri = 0
+                    off = i - start
+                else:
+                    off = i - hot_start
+                while True:
+                    v = runs[ri].vis
+                    if off < v:
+                        return bi, ri, off
+                    off -= v
+                    ri += 1
+        bi = self._fbi
+        known = self._fstart
+        start = sum(bvis[:bi]) if known is None else known
+        if i < start:
+            while i < start:
+                bi -= 1
+                start -= bvis[bi]
+        else:
+            v = bvis[bi]
+            while i >= start + v:
+                start += v
+                bi += 1
+                v = bvis[bi]
+        self._fbi = bi
+        self._fstart = start
+        off = i - start
+        for ri, run in enumerate(self._blocks[bi].runs):
+            v = run.vis
+            if off < v:
+                return bi, ri, off
+            off -= v
+        raise AssertionError("block visible length out of step with its runs")
+
+    def _sync(self) -> None:
+        """Move the pending typed text into the hot run."""
+        pend = self._pend
+        if pend:
+            run = self._hot
+            assert run is not None
+            n = len(pend)
+            run.content += pend
+            run.n += n
+            run.vis += n
+            self._bvis[self._hot_bi] += n
+            self._len += n
+            self._pend = ""
+
+    def _drop_hot(self) -> None:
+        assert not self._pend
+        self._hot = None
+        self._hot_end = None
+
+    def _set_hot(self, run: Run, bi: int, ri: int, end: int) -> None:
+        """Make ``run`` (block ``bi``, position ``ri``, ending before ``end``) hot."""
+        assert not self._pend
+        self._hot = run
+        self._hot_client = run.client
+        self._hot_bi = bi
+        self._hot_ri = ri
+        self._hot_end = end
+        if run.counter + run.n > self._max and type(run.content) is str:
+            cap = run.counter + RUN_MAX
+            self._hot_cap = cap if cap <= MAX_COUNTER else MAX_COUNTER + 1
+        else:
+            self._hot_cap = 0
+        if bi != self._fbi or self._fstart is None:
+            self._move_finger(bi)
+
+    def _move_finger(self, bi: int) -> None:
+        fbi = self._fbi
+        start = self._fstart
+        if bi == fbi + 1 and start is not None:
+            self._fstart = start + self._bvis[fbi]
+        else:
+            self._fstart = sum(self._bvis[:bi])
+        self._fbi = bi
+
+    def _set_finger(self, bi: int) -> None:
+        """Put the finger on block ``bi``; its start is summed up when a seek needs it."""
+        self._fbi = bi
+        self._fstart = None
+
+    def _place(
+        self, bi: int, ri: int, client: int, counter: int, n: int, content: Any, origin: Origin
+    ) -> tuple[Run, int, int]:
+        """Put new elements before ``runs[ri]`` of block ``bi`` (``content`` None: deleted ones).
+
+        Extends the run before that point when the new elements continue its
+        chain. Returns the run now holding them, and its block and position.
+        """
+        blk = self._blocks[bi]
+        runs = blk.runs
+        vis = 0 if content is None else n
+        if ri:
+            prev = runs[ri - 1]
+            if (
+                prev.client == client
+                and prev.counter + prev.n == counter
+                and prev.n < RUN_MAX
+                and type(prev.content) is type(content)
+                and origin == (client, counter - 1)
+            ):
+                if vis:
+                    prev.content = prev.content + content
+                    prev.vis += n
+                    self._bvis[bi] += n
+                    self._len += n
+                prev.n += n
+                return prev, bi, ri - 1
+        run = Run(client, counter, n, vis, content, origin, blk)
+        runs.insert(ri, run)
+        if self._ids is not None:
+            self._index_add(run)
+        self._bvis[bi] += vis
+        self._len += vis
+        if len(runs) > BLOCK_MAX:
+            self._fix_block(bi)
+            if run.blk is not blk:
+                bi += 1
+                ri = run.blk.runs.index(run)
+        return run, bi, ri
+
+    def _after_point(self, origin: tuple[int, int]) -> tuple[int, int, Run, int]:
+        """Block and run position of element ``origin`` (ValueError when unknown),
+        with its run and its offset in it."""
+        found = self._lookup(*origin)
+        if found is None:
+            raise ValueError(f"rga: unknown element {origin[1]}@{origin[0]}")
+        run, off = found
+        blk = run.blk
+        bi = self._block_index(blk)
+        ri = blk.runs.index(run)
+        return bi, ri, run, off
+
+    def _insert_local(self, index: int, client: int, content: Any, n: int) -> tuple[Origin, int]:
+        """Insert at visible ``index`` with fresh counters; return (origin, first counter)."""
+        counter = self._max + 1
+        origin: Origin
+        if index == 0:
+            bi = ri = 0
+            origin = None
+            self._drop_hot()
+            self._fbi = 0
+            self._fstart = 0
+        else:
+            bi, ri, off = self._seek(index - 1)
+            blk = self._blocks[bi]
+            run = blk.runs[ri]
+            origin = (run.client, run.counter + off)
+            if off < run.n - 1:
+                self._split(blk, ri, off + 1)
+            ri += 1
+        self._max = counter + n - 1
+        run, bi, ri = self._place(bi, ri, client, counter, n, content, origin)
+        self._set_hot(run, bi, ri, index + n)
+        return origin, counter
+
+    def _insert_after(self, origin: Origin, client: int, content: Any, n: int) -> int:
+        """Insert right after element ``origin`` (it exists) with fresh counters; return the first."""
+        counter = self._max + 1
+        if origin is None:
+            bi = ri = 0
+        else:
+            bi, ri, run, off = self._after_point(origin)
+            if off < run.n - 1:
+                self._split(run.blk, ri, off + 1)
+            ri += 1
+        self._max = counter + n - 1
+        _, bi, _ = self._place(bi, ri, client, counter, n, content, origin)
+        self._drop_hot()
+        self._set_finger(bi)
+        return counter
+
+    def _integrate(self, client: int, counter: int, n: int, content: Any, origin: Origin) -> None:
+        """Insert elements made elsewhere (origin exists, they do not) at their RGA place.
+
+        ``content`` None integrates them as already deleted (merging states).
+        """
+        blocks = self._blocks
+        if origin is None:
+            bi = ri = 0
+        else:
+            last = self._last
+            if last is not None and last[0].client == origin[0]:
+                # A stream of deltas (a replica following a writer) mostly
+                # continues the run the previous one wrote: skip the lookup
+                # when that run is still where it was.
+                run, bi, ri = last
+                off = run.n - 1
+                if run.counter + off != origin[1] or not (
+                    bi < len(blocks) and ri < len(blocks[bi].runs) and blocks[bi].runs[ri] is run
+                ):
+                    bi, ri, run, off = self._after_point(origin)
+            else:
+                bi, ri, run, off = self._after_point(origin)
+            ri += 1
+            if off < run.n - 1:
+                nxt = run.counter + off + 1
+                if nxt < counter or (nxt == counter and run.client < client):
+                    # The new elements go between the two parts.
+                    self._split(run.blk, ri - 1, off + 1)
+                    self._finish_integrate(bi, ri, client, counter, n, content, origin)
+                    return
+        # Skip every following run whose first id is greater than the new one.
+        runs = blocks[bi].runs
+        while True:
+            if ri == len(runs):
+                if bi + 1 == len(blocks):
+                    break
+                bi += 1
+                ri = 0
+                runs = blocks[bi].runs
+                continue
+            nx = runs[ri]
+            if nx.counter > counter or (nx.counter == counter and nx.client > client):
+                ri += 1
+                continue
+            break
+        self._finish_integrate(bi, ri, client, counter, n, content, origin)
+
+    def _finish_integrate(
+        self, bi: int, ri: int, client: int, counter: int, n: int, content: Any, origin: Origin
+    ) -> None:
+        if ri == 0 and bi > 0:
+            # Keep the new elements next to their predecessor so they can extend its run.
+            bi -= 1
+            ri = len(self._blocks[bi].runs)
+        run, bi, ri = self._place(bi, ri, client, counter, n, content, origin)
+        self._last = (run, bi, ri)
+        last = counter + n - 1
+        if last > self._max:
+            self._max = last
+        self._drop_hot()
+        self._set_finger(bi)
+
+    def _delete_at(self, index: int, count: int) -> list[list[int]]:
+        """Delete visible ``index .. index + count - 1``; return the ids as ranges."""
+        bi, ri, off = self._seek(index)
+        blocks = self._blocks
+        bvis = self._bvis
+        first_bi = bi
+        blk = blocks[bi]
+        runs = blk.runs
+        run = runs[ri]
+        if off:
+            run = self._split(blk, ri, off)
+            ri += 1
+        # The cursor ends up right after the deletion: remember it when the
+        # element before it ends the run before.
+        if ri:
+            before = runs[ri - 1]
+            if before.vis:
+                self._set_hot(before, bi, ri - 1, index)
+        ids = self._ids
+        out: list[list[int]] = []
+        last = [0, 0, 0]
+        left = count
+        while True:
+            v = run.vis
+            if v:
+                if left < v:
+                    self._split(blk, ri, left)
+                    v = left
+                run.vis = 0
+                run.content = None
+                bvis[bi] -= v
+                client = run.client
+                counter = run.counter
+                if last[1] + last[2] == counter and last[0] == client and out:
+                    last[2] += v
+                else:
+                    last = [client, counter, v]
+                    out.append(last)
+                left -= v
+                if ri:
+                    # Join a deleted run before that this one continues.
+                    prev = runs[ri - 1]
+                    if (
+                        not prev.vis
+                        and prev.counter + prev.n == counter
+                        and prev.client == client
+                        and run.origin == (client, counter - 1)
+                    ):
+                        prev.n += run.n
+                        del runs[ri]
+                        if ids is not None:
+                            self._index_remove(run)
+                        ri -= 1
+                        run = prev
+                if not left:
+                    break
+            ri += 1
+            if ri == len(runs):
+                bi += 1
+                ri = 0
+                blk = blocks[bi]
+                runs = blk.runs
+            run = runs[ri]
+        self._len -= count
+        if ri + 1 < len(runs):
+            # Join a deleted run after the last one deleted when it continues it.
+            nxt = runs[ri + 1]
+            if (
+                not nxt.vis
+                and nxt.counter == run.counter + run.n
+                and nxt.client == run.client
+                and nxt.origin == (run.client, nxt.counter - 1)
+            ):
+                run.n += nxt.n
+                del runs[ri + 1]
+                if ids is not None:
+                    self._index_remove(nxt)
+        if len(runs) > BLOCK_MAX:
+            self._fix_block(bi)
+        if first_bi != bi:
+            self._fix_block(first_bi)
+        return out
+
+    def _delete_range(self, client: int, counter: int, count: int) -> None:
+        """Delete elements ``counter .. counter + count - 1`` of ``client`` (they exist)."""
+        bvis = self._bvis
+        while count > 0:
+            found = self._lookup(client, counter)
+            assert found is not None
+            run, off = found
+            take = run.n - off
+            if count < take:
+                take = count
+            if run.vis:
+                blk = run.blk
+                bi = self._block_index(blk)
+                ri = blk.runs.index(run)
+                if off:
+                    run = self._split(blk, ri, off)
+                    ri += 1
+                if take < run.n:
+                    self._split(blk, ri, take)
+                run.vis = 0
+                run.content = None
+                bvis[bi] -= take
+                self._len -= take
+                self._coalesce(bi, ri, ri)
+                self._fix_block(bi)
+            counter += take
+            count -= take
+        self._drop_hot()
+        self._fbi = 0
+        self._fstart = 0
+
+    # -- whole-sequence views ------------------------------------------------
+
+    def _runs(self) -> Iterator[Run]:
+        for blk in self._blocks:
+            yield from blk.runs
+
+    def _load(self, runs: list[Run]) -> None:
+        """Replace the whole sequence by ``runs`` (document order, fresh objects)."""
+        half = BLOCK_MAX // 2
+        blocks: list[Block] = []
+        bvis: list[int] = []
+        length = 0
+        top = 0
+        for start in range(0, max(len(runs), 1), half):
+            chunk = runs[start : start + half]
+            blk = Block(chunk, len(blocks))
+            vis = 0
+            for run in chunk:
+                run.blk = blk
+                vis += run.vis
+                end = run.counter + run.n - 1
+                if end > top:
+                    top = end
+            blocks.append(blk)
+            bvis.append(vis)
+            length += vis
+        self._blocks = blocks
+        self._bvis = bvis
+        self._dirty = len(blocks)
+        self._len = length
+        self._max = top
+        self._last = None
+        self._ids = None
+        self._fbi = 0
+        self._fstart = 0
+        self._drop_hot()
+
+
+def _counter_of(run: Run) -> int:
+    return run.counter

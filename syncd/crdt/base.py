@@ -1,0 +1,83 @@
+"""The one small protocol every CRDT type implements.
+
+Theory of operation
+-------------------
+A CRDT object lives in memory inside the engine. A client op (a JSON map such
+as ``{"op": "add", "element": 3}``) goes through :meth:`Crdt.apply_op`, which
+validates it completely *before* mutating anything (so a refused op leaves the
+state untouched), applies it, and returns the *delta op*: the op as applied,
+carrying everything another replica needs to apply it without further context
+(dots, element ids, timestamps). Replicas (other nodes, client-side replicas,
+crash recovery) feed delta ops to :meth:`Crdt.apply_delta`, which is idempotent.
+
+``state()`` is the full mergeable state as plain data that both JSON and msgpack
+can carry (maps keyed by strings, lists, ints, strings, bools, None, floats).
+``from_state(state())`` round-trips; ``merge`` joins two states (commutative,
+associative, idempotent).
+
+All mutation of a CRDT goes through these methods; the engine never reaches
+into a type's internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, Self
+
+JSON = Any
+"""Plain data that JSON and msgpack both carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpContext:
+    """What the engine knows about an op that the op itself does not say."""
+
+    client_id: int
+    """The writer: always the token's client id."""
+    now_ms: int
+    """The server's hybrid-clock time in ms, monotonic per engine."""
+    seq: int
+    """The seq this op will get on its CRDT."""
+
+
+class Crdt(Protocol):
+    TYPE: ClassVar[str]
+    """The type name, e.g. ``"gcounter"``."""
+    OPS: ClassVar[Mapping[str, int]]
+    """Op name -> op-mask bit (SPEC section 2)."""
+
+    @classmethod
+    def new(cls) -> Self: ...
+
+    def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
+        """Validate ``op`` (raising :class:`syncd.errors.ApiError`, state untouched), apply it, return the delta op."""
+        ...
+
+    def apply_delta(self, delta: Mapping[str, Any]) -> None:
+        """Apply a delta op made by :meth:`apply_op` on any replica. Idempotent."""
+        ...
+
+    def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
+        """Extra fields for the client's answer to the op that made ``delta``
+        (an rga insert answers ``{"ids": [...]}``); ``{}`` for most ops."""
+        ...
+
+    def view(self, now_ms: int) -> dict[str, Any]:
+        """The read view: ``{"value": ..., <per-type extra fields>}`` (SPEC section 2)."""
+        ...
+
+    def state(self) -> JSON:
+        """The full mergeable state (``?format=crdt``, snapshots)."""
+        ...
+
+    @classmethod
+    def from_state(cls, state: JSON) -> Self: ...
+
+    def merge(self, other: Self) -> None:
+        """Join ``other``'s state into this one."""
+        ...
+
+    def clone(self) -> Self:
+        """An independent copy (batches are applied to a clone, all or none)."""
+        ...

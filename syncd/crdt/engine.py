@@ -1,0 +1,510 @@
+"""The engine: every live CRDT in memory, by ``(namespace, id)``.
+
+Pure and synchronous: it validates and applies ops, numbers them (``seq``),
+remembers recent ``op_id``s, and hands back *records* for the store to persist
+and the hub to broadcast. It does no I/O and never awaits, so a caller that
+plans, checks permissions and applies without awaiting in between sees a
+consistent CRDT.
+
+Writing an op is two steps, so the auth layer can check the op mask between:
+
+    plan = engine.plan(ns, crdt_id, body)      # shapes and type, nothing applied
+    result = engine.apply(plan, client_id)     # all or none
+
+Lives and epochs: a CRDT comes into being with its first successful op and
+gets a fresh random ``epoch``; ``delete`` ends the life, and the next op
+starts a new one (new epoch, seq from 1), so a subscriber never mixes two lives.
+
+Replaying records (recovery, other cluster nodes): records must arrive in
+store order. An op record of the live epoch applies when its seq is the next
+one, is ignored when already applied, and raises :class:`GapError` when seqs
+are missing. An op record of another epoch can only start a new life, which
+begins at seq 1: at seq 1 it replaces the held life (the delete that ended the
+old one was missed); at a higher seq it raises :class:`GapError` with
+``have=0`` so the caller fetches that life from its start.
+"""
+
+from __future__ import annotations
+
+import bisect
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncd.crdt.base import Crdt, OpContext
+from syncd.crdt.clock import HybridClock, wall_clock_ms
+from syncd.crdt.types import PREFIXES, TYPES, crdt_class, mask_bit, type_for_id
+from syncd.errors import (
+    ApiError,
+    bad_request,
+    forbidden,
+    invalid_op,
+    type_mismatch,
+    unknown_type,
+)
+
+MAX_BATCH_OPS = 1000
+"""Ops in one request (SPEC section 3)."""
+
+OP_ID_MAX_LEN = 128
+"""SPEC section 2."""
+
+OP_ID_WINDOW = 1000
+"""The retention window of ``op_id``s: how many of the most recent ones each
+CRDT remembers. A client retrying within that many ops of its first attempt
+gets the first answer; memory per CRDT stays bounded."""
+
+MAX_LIST_LIMIT = 1000
+"""Largest page of :meth:`Engine.list_ids` (SPEC section 3: ``?limit`` ≤ 1000)."""
+
+OpIds = OrderedDict[str, tuple[int, dict[str, Any]]]
+
+
+def new_epoch() -> str:
+    return secrets.token_hex(8)
+
+
+def export_entry(entry: Entry) -> dict[str, Any]:
+    """One CRDT as a snapshot entry map (what :meth:`Engine.import_entry` loads)."""
+    return {
+        "ns": entry.ns,
+        "id": entry.id,
+        "type": entry.type,
+        "seq": entry.seq,
+        "epoch": entry.epoch,
+        "state": entry.crdt.state(),
+        "op_ids": [[op_id, seq, extra] for op_id, (seq, extra) in entry.op_ids.items()],
+    }
+
+
+class GapError(Exception):
+    """A replayed record skips seqs: the caller must fetch ``have+1 … got-1`` first."""
+
+    def __init__(
+        self, ns: str, crdt_id: str, have: int, got: int, epoch: str | None = None
+    ) -> None:
+        super().__init__(f"{ns}/{crdt_id}: have seq {have}, got {got} (epoch {epoch})")
+        self.ns = ns
+        self.crdt_id = crdt_id
+        self.have = have
+        self.got = got
+        self.epoch = epoch
+
+
+@dataclass(slots=True, eq=False)
+class Entry:
+    """One life of one CRDT."""
+
+    ns: str
+    id: str
+    type: str
+    crdt: Crdt
+    seq: int
+    epoch: str
+    op_ids: OpIds = field(default_factory=OrderedDict)
+    """op_id -> (seq, answer extra), oldest first, at most the window."""
+
+
+@dataclass(slots=True)
+class Plan:
+    """A checked, not yet applied request body."""
+
+    ns: str
+    id: str
+    type_name: str
+    ops: list[dict[str, Any]]
+    op_names: list[str]
+    mask: int
+    """OR of the ops' mask bits, for the permission check."""
+    cls: type[Crdt]
+
+
+@dataclass(slots=True)
+class ApplyResult:
+    records: list[dict[str, Any]]
+    """New op records, in order; empty when every op was an op_id repeat."""
+    seq: int
+    """The last seq: of the last newly applied op, else the highest repeated answer."""
+    applied: int
+    duplicate: bool
+    """Whether any op was an op_id repeat."""
+    extra: dict[str, Any]
+    """Answer extras of the ops (lists such as rga ``ids`` concatenated in order)."""
+    created: bool
+
+
+def _merge_extra(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        held = into.get(key)
+        if isinstance(held, list) and isinstance(value, list):
+            into[key] = held + value
+        else:
+            into[key] = value
+
+
+def _check_op_id(op: dict[str, Any], where: str) -> None:
+    op_id = op.get("op_id")
+    if op_id is not None and (type(op_id) is not str or not 1 <= len(op_id) <= OP_ID_MAX_LEN):
+        raise invalid_op(f"{where}op_id: must be a string of 1 to {OP_ID_MAX_LEN} characters")
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        op_id_window: int = OP_ID_WINDOW,
+        epoch_factory: Callable[[], str] = new_epoch,
+    ) -> None:
+        if op_id_window < 0:
+            raise ValueError("op_id_window must be >= 0")
+        self._clock = HybridClock(clock_ms)
+        self._window = op_id_window
+        self._epoch_factory = epoch_factory
+        self._entries: dict[tuple[str, str], Entry] = {}
+        self._index: dict[str, list[str]] = {}
+        """namespace -> its CRDT ids, sorted (for paging)."""
+
+    mask_bit = staticmethod(mask_bit)
+
+    # -- lookups ----------------------------------------------------------
+
+    def get(self, ns: str, crdt_id: str) -> Entry | None:
+        return self._entries.get((ns, crdt_id))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def now_ms(self) -> int:
+        """The engine's hybrid clock (the time records are stamped with)."""
+        return self._clock.now()
+
+    # -- writing ----------------------------------------------------------
+
+    def plan(self, ns: str, crdt_id: str, body: Any) -> Plan:
+        """Check a request body (one op or a list of ops) without applying it."""
+        if type(body) is dict:
+            ops: list[dict[str, Any]] = [body]
+        elif type(body) is list:
+            if not body:
+                raise bad_request("body: an empty array of ops")
+            if len(body) > MAX_BATCH_OPS:
+                raise bad_request(f"body: more than {MAX_BATCH_OPS} ops in one batch")
+            for i, op in enumerate(body):
+                if type(op) is not dict:
+                    raise bad_request(f"ops[{i}]: an op must be an object")
+            ops = body
+        else:
+            raise bad_request("body: must be an op object or an array of op objects")
+        entry = self._entries.get((ns, crdt_id))
+        fixed = entry.type if entry is not None else type_for_id(crdt_id)
+        type_name = fixed
+        batch = len(ops) > 1
+        for i, op in enumerate(ops):
+            declared = op.get("type")
+            if declared is None:
+                continue
+            if type(declared) is not str or declared not in TYPES:
+                raise unknown_type(f"type: unknown CRDT type {declared!r}")
+            if type_name is None:
+                type_name = declared
+            elif declared != type_name:
+                where = f"ops[{i}]." if batch else ""
+                raise type_mismatch(f"{where}type: {crdt_id!r} is a {type_name}, not a {declared}")
+        if type_name is None:
+            raise unknown_type(
+                f"type: {crdt_id!r} has no type prefix; name the type in the op's 'type' field"
+            )
+        cls = crdt_class(type_name)
+        bits = cls.OPS
+        names: list[str] = []
+        mask = 0
+        for i, op in enumerate(ops):
+            where = f"ops[{i}]." if batch else ""
+            name = op.get("op")
+            if type(name) is not str or name not in bits:
+                raise invalid_op(
+                    f"{where}op: must be one of {', '.join(sorted(bits))} for {type_name}"
+                )
+            names.append(name)
+            mask |= bits[name]
+            if "op_id" in op:
+                _check_op_id(op, where)
+        return Plan(ns, crdt_id, type_name, ops, names, mask, cls)
+
+    def apply(self, plan: Plan, client_id: int) -> ApplyResult:
+        """Apply a plan as ``client_id``: every op or none."""
+        ops = plan.ops
+        for op in ops:
+            if "client_id" in op:
+                claimed = op["client_id"]
+                if claimed is not None and (type(claimed) is not int or claimed != client_id):
+                    raise forbidden("client_id: differs from the token's client_id")
+        entry = self._entries.get((plan.ns, plan.id))
+        if entry is not None and entry.type != plan.type_name:
+            # The CRDT was deleted and recreated with another type since the plan.
+            raise type_mismatch(f"type: {plan.id!r} is a {entry.type}, not a {plan.type_name}")
+        now = self._clock.now()
+        if len(ops) == 1:
+            return self._apply_one(plan, entry, ops[0], client_id, now)
+        return self._apply_batch(plan, entry, client_id, now)
+
+    def _apply_one(
+        self, plan: Plan, entry: Entry | None, op: dict[str, Any], client_id: int, now: int
+    ) -> ApplyResult:
+        op_id = op.get("op_id")
+        created = entry is None
+        if entry is None:
+            entry = Entry(plan.ns, plan.id, plan.type_name, plan.cls.new(), 0, "")
+        elif op_id is not None:
+            hit = entry.op_ids.get(op_id)
+            if hit is not None:
+                return ApplyResult([], hit[0], 0, True, dict(hit[1]), False)
+        seq = entry.seq + 1
+        # A refused op leaves the CRDT untouched (the type validates first), so no clone.
+        delta = entry.crdt.apply_op(op, OpContext(client_id, now, seq))
+        extra = entry.crdt.answer(delta)
+        entry.seq = seq
+        if created:
+            entry.epoch = self._epoch_factory()
+            self._add(entry)
+        if op_id is not None:
+            self._remember(entry.op_ids, op_id, seq, extra)
+        record = {
+            "kind": "op",
+            "ns": plan.ns,
+            "id": plan.id,
+            "type": plan.type_name,
+            "seq": seq,
+            "epoch": entry.epoch,
+            "client_id": client_id,
+            "ts": now,
+            "op": delta,
+            "op_id": op_id,
+        }
+        return ApplyResult([record], seq, 1, False, extra, created)
+
+    def _apply_batch(
+        self, plan: Plan, entry: Entry | None, client_id: int, now: int
+    ) -> ApplyResult:
+        crdt = entry.crdt.clone() if entry is not None else plan.cls.new()
+        held: OpIds = entry.op_ids if entry is not None else OrderedDict()
+        seq = entry.seq if entry is not None else 0
+        fresh: dict[str, tuple[int, dict[str, Any]]] = {}
+        records: list[dict[str, Any]] = []
+        extra: dict[str, Any] = {}
+        repeat_seq = 0
+        for i, op in enumerate(plan.ops):
+            op_id = op.get("op_id")
+            if op_id is not None:
+                hit = fresh.get(op_id) or held.get(op_id)
+                if hit is not None:
+                    repeat_seq = max(repeat_seq, hit[0])
+                    _merge_extra(extra, hit[1])
+                    continue
+            try:
+                delta = crdt.apply_op(op, OpContext(client_id, now, seq + 1))
+            except ApiError as exc:
+                raise ApiError(exc.status, exc.code, f"ops[{i}].{exc.message}") from None
+            seq += 1
+            answer = crdt.answer(delta)
+            _merge_extra(extra, answer)
+            if op_id is not None:
+                fresh[op_id] = (seq, answer)
+            records.append(
+                {
+                    "kind": "op",
+                    "ns": plan.ns,
+                    "id": plan.id,
+                    "type": plan.type_name,
+                    "seq": seq,
+                    "epoch": "",
+                    "client_id": client_id,
+                    "ts": now,
+                    "op": delta,
+                    "op_id": op_id,
+                }
+            )
+        duplicate = len(records) < len(plan.ops)
+        if not records:
+            return ApplyResult([], repeat_seq, 0, duplicate, extra, False)
+        created = entry is None
+        if entry is None:
+            entry = Entry(plan.ns, plan.id, plan.type_name, crdt, seq, self._epoch_factory())
+            self._add(entry)
+        else:
+            entry.crdt = crdt
+            entry.seq = seq
+        for record in records:
+            record["epoch"] = entry.epoch
+        for op_id, answer_seq in fresh.items():
+            self._remember(entry.op_ids, op_id, *answer_seq)
+        return ApplyResult(records, seq, len(records), duplicate, extra, created)
+
+    def _remember(self, op_ids: OpIds, op_id: str, seq: int, extra: dict[str, Any]) -> None:
+        op_ids[op_id] = (seq, extra)
+        if len(op_ids) > self._window:
+            op_ids.popitem(last=False)
+
+    def delete(self, ns: str, crdt_id: str) -> dict[str, Any] | None:
+        """End a CRDT's life; the deleted record, or None when there was none."""
+        entry = self._entries.pop((ns, crdt_id), None)
+        if entry is None:
+            return None
+        ids = self._index[ns]
+        del ids[bisect.bisect_left(ids, crdt_id)]
+        if not ids:
+            del self._index[ns]
+        return {"kind": "deleted", "ns": ns, "id": crdt_id}
+
+    def _add(self, entry: Entry) -> None:
+        key = (entry.ns, entry.id)
+        if key not in self._entries:
+            bisect.insort(self._index.setdefault(entry.ns, []), entry.id)
+        self._entries[key] = entry
+
+    # -- replaying records ------------------------------------------------
+
+    def replay(self, record: dict[str, Any]) -> bool:
+        """Apply a record from the log or another node; False when already applied."""
+        kind = record.get("kind")
+        ns, crdt_id = record["ns"], record["id"]
+        if kind == "deleted":
+            return self.delete(ns, crdt_id) is not None
+        if kind != "op":
+            raise ValueError(f"unknown record kind {kind!r}")
+        seq, epoch = record["seq"], record["epoch"]
+        entry = self._entries.get((ns, crdt_id))
+        if entry is not None and entry.epoch != epoch:
+            if seq != 1:
+                raise GapError(ns, crdt_id, 0, seq, epoch)
+            entry = None
+        if entry is None:
+            if seq != 1:
+                raise GapError(ns, crdt_id, 0, seq, epoch)
+            cls = crdt_class(record["type"])
+            entry = Entry(ns, crdt_id, cls.TYPE, cls.new(), 0, epoch)
+            self._add(entry)
+        elif seq <= entry.seq:
+            return False
+        elif seq > entry.seq + 1:
+            raise GapError(ns, crdt_id, entry.seq, seq, epoch)
+        elif record["type"] != entry.type:
+            raise ValueError(f"{ns}/{crdt_id}: record of type {record['type']} for a {entry.type}")
+        delta = record["op"]
+        entry.crdt.apply_delta(delta)
+        entry.seq = seq
+        op_id = record.get("op_id")
+        if op_id is not None:
+            self._remember(entry.op_ids, op_id, seq, entry.crdt.answer(delta))
+        self._clock.observe(record["ts"])
+        return True
+
+    # -- reading ----------------------------------------------------------
+
+    def read(self, ns: str, crdt_id: str, *, full: bool = False) -> dict[str, Any] | None:
+        """The read answer (SPEC section 2), or with ``full`` the mergeable state."""
+        entry = self._entries.get((ns, crdt_id))
+        if entry is None:
+            return None
+        head = {"id": crdt_id, "type": entry.type, "seq": entry.seq, "epoch": entry.epoch}
+        if full:
+            head["state"] = entry.crdt.state()
+        else:
+            head.update(entry.crdt.view(self._clock.now()))
+        return head
+
+    def snapshot_delta(self, ns: str, crdt_id: str) -> dict[str, Any]:
+        """A ``snapshot`` delta; for an unknown id seq 0 and null state and epoch."""
+        entry = self._entries.get((ns, crdt_id))
+        if entry is None:
+            return {
+                "kind": "snapshot",
+                "ns": ns,
+                "id": crdt_id,
+                "type": type_for_id(crdt_id),
+                "seq": 0,
+                "epoch": None,
+                "state": None,
+            }
+        return {
+            "kind": "snapshot",
+            "ns": ns,
+            "id": crdt_id,
+            "type": entry.type,
+            "seq": entry.seq,
+            "epoch": entry.epoch,
+            "state": entry.crdt.state(),
+        }
+
+    def list_ids(
+        self,
+        ns: str,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        visible: Callable[[str], bool] = lambda _: True,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of ``{"id","type","seq"}`` sorted by id, and the cursor of the next page."""
+        if type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise bad_request(f"limit: must be an integer from 1 to {MAX_LIST_LIMIT}")
+        ids = self._index.get(ns)
+        if not ids:
+            return [], None
+        start = bisect.bisect_right(ids, after) if after is not None else 0
+        if prefix:
+            start = max(start, bisect.bisect_left(ids, prefix))
+        page: list[dict[str, Any]] = []
+        for crdt_id in ids[start:] if start else ids:
+            if not crdt_id.startswith(prefix):
+                break
+            if not visible(crdt_id):
+                continue
+            if len(page) == limit:
+                return page, page[-1]["id"]
+            entry = self._entries[(ns, crdt_id)]
+            page.append({"id": crdt_id, "type": entry.type, "seq": entry.seq})
+        return page, None
+
+    # -- snapshots --------------------------------------------------------
+
+    def export_entries(self) -> Iterator[dict[str, Any]]:
+        """Every CRDT as an entry map, for store snapshots."""
+        for entry in list(self._entries.values()):
+            yield export_entry(entry)
+
+    def import_entry(self, entry: dict[str, Any]) -> None:
+        """Load an entry map made by :meth:`export_entries` (replacing a held one)."""
+        cls = crdt_class(entry["type"])
+        op_ids: OpIds = OrderedDict()
+        for op_id, seq, extra in entry["op_ids"][-self._window :] if self._window else ():
+            op_ids[op_id] = (seq, extra)
+        self._add(
+            Entry(
+                entry["ns"],
+                entry["id"],
+                cls.TYPE,
+                cls.from_state(entry["state"]),
+                entry["seq"],
+                entry["epoch"],
+                op_ids,
+            )
+        )
+
+
+__all__ = [
+    "MAX_BATCH_OPS",
+    "MAX_LIST_LIMIT",
+    "OP_ID_MAX_LEN",
+    "OP_ID_WINDOW",
+    "PREFIXES",
+    "ApplyResult",
+    "Engine",
+    "Entry",
+    "GapError",
+    "Plan",
+    "mask_bit",
+]

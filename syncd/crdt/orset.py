@@ -1,0 +1,199 @@
+"""Add-wins observed-remove set with dots and a causal context.
+
+Every add makes a fresh dot ``(client_id, n)`` for its element and drops the
+dots the element had (they are superseded). A remove drops the dots it observed.
+Both record the dots they touch in the causal context (a version vector plus a
+cloud of dots beyond it), so a dot that has been seen once is never added
+again: deltas apply idempotently and in any order, and removed elements leave
+no tombstones behind, only the version vector.
+
+An element's identity is its canonical JSON (:func:`canonical_json`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar, Self
+
+from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.gcounter import counts_from, counts_state
+from syncd.crdt.validate import MAX_ELEMENT_BYTES, canonical_json, json_value, op_name, required
+
+Dot = tuple[int, int]
+
+
+def _dot_list(dots: Iterable[Dot]) -> list[list[int]]:
+    return [[cid, n] for cid, n in sorted(dots)]
+
+
+def _dots_from(data: Iterable[Any]) -> set[Dot]:
+    dots: set[Dot] = set()
+    for item in data:
+        cid, n = item
+        if type(cid) is not int or type(n) is not int:
+            raise ValueError(f"bad dot {item!r}")
+        dots.add((cid, n))
+    return dots
+
+
+class ORSet:
+    TYPE: ClassVar[str] = "orset"
+    OPS: ClassVar[Mapping[str, int]] = {"add": 0x01, "remove": 0x02}
+
+    __slots__ = ("_cloud", "_dots", "_values", "_vv")
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
+        """canonical JSON -> the element."""
+        self._dots: dict[str, set[Dot]] = {}
+        """canonical JSON -> its live dots (never empty)."""
+        self._vv: dict[int, int] = {}
+        """Causal context: every dot (cid, n <= vv[cid]) has been seen ..."""
+        self._cloud: set[Dot] = set()
+        """... and so has every dot in the cloud (those past a gap)."""
+
+    @classmethod
+    def new(cls) -> Self:
+        return cls()
+
+    # -- causal context ---------------------------------------------------
+
+    def _seen(self, dot: Dot) -> bool:
+        return dot[1] <= self._vv.get(dot[0], 0) or dot in self._cloud
+
+    def _record(self, dot: Dot) -> None:
+        cid, n = dot
+        top = self._vv.get(cid, 0)
+        if n <= top:
+            return
+        if n != top + 1:
+            self._cloud.add(dot)
+            return
+        top = n
+        cloud = self._cloud
+        while cloud and (cid, top + 1) in cloud:
+            top += 1
+            cloud.discard((cid, top))
+        self._vv[cid] = top
+
+    def _next_dot(self, cid: int) -> Dot:
+        n = self._vv.get(cid, 0) + 1
+        while (cid, n) in self._cloud:
+            n += 1
+        return (cid, n)
+
+    # -- ops --------------------------------------------------------------
+
+    def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
+        name = op_name(op, self.OPS, self.TYPE)
+        element = required(op, "element")
+        key = json_value(element, "element", MAX_ELEMENT_BYTES)
+        observed = _dot_list(self._dots.get(key, ()))
+        if name == "add":
+            dot = self._next_dot(ctx.client_id)
+            delta = {"op": "add", "element": element, "dot": [dot[0], dot[1]], "dots": observed}
+            self._integrate(key, element, dot, observed)
+        else:
+            delta = {"op": "remove", "element": element, "dots": observed}
+            self._integrate(key, element, None, observed)
+        return delta
+
+    def apply_delta(self, delta: Mapping[str, Any]) -> None:
+        element = delta["element"]
+        dot = delta.get("dot")
+        self._integrate(
+            canonical_json(element),
+            element,
+            (dot[0], dot[1]) if dot is not None else None,
+            delta["dots"],
+        )
+
+    def _integrate(
+        self, key: str, element: Any, dot: Dot | None, removed: Iterable[Iterable[int]]
+    ) -> None:
+        dots = self._dots.get(key)
+        if dots is None:
+            dots = set()
+        for cid, n in removed:
+            self._record((cid, n))
+            dots.discard((cid, n))
+        if dot is not None and not self._seen(dot):
+            dots.add(dot)
+            self._record(dot)
+        if dots:
+            self._dots[key] = dots
+            self._values.setdefault(key, element)
+        else:
+            self._dots.pop(key, None)
+            self._values.pop(key, None)
+
+    def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    # -- views and state --------------------------------------------------
+
+    def view(self, now_ms: int) -> dict[str, Any]:
+        return {"value": [self._values[key] for key in sorted(self._values)]}
+
+    def __contains__(self, element: Any) -> bool:
+        return canonical_json(element) in self._values
+
+    def state(self) -> JSON:
+        return {
+            "elements": [[self._values[k], _dot_list(self._dots[k])] for k in sorted(self._values)],
+            "vv": counts_state(self._vv),
+            "cloud": _dot_list(self._cloud),
+        }
+
+    @classmethod
+    def from_state(cls, state: JSON) -> Self:
+        new = cls()
+        for element, dots in state["elements"]:
+            key = canonical_json(element)
+            parsed = _dots_from(dots)
+            if parsed:
+                new._values[key] = element
+                new._dots[key] = parsed
+        new._vv = counts_from(state["vv"])
+        for dot in _dots_from(state["cloud"]):
+            new._record(dot)
+        for parsed in new._dots.values():
+            for dot in parsed:
+                new._record(dot)
+        return new
+
+    def merge(self, other: Self) -> None:
+        # A dot survives when both sides hold it, or one side holds it and the
+        # other has never seen it; a dot seen but not held was removed.
+        merged: dict[str, set[Dot]] = {}
+        for key in self._dots.keys() | other._dots.keys():
+            mine = self._dots.get(key, set())
+            theirs = other._dots.get(key, set())
+            keep = (mine & theirs) | {d for d in mine - theirs if not other._seen(d)}
+            keep |= {d for d in theirs - mine if not self._seen(d)}
+            if keep:
+                merged[key] = keep
+                if key not in self._values:
+                    self._values[key] = other._values[key]
+        for key in list(self._values):
+            if key not in merged:
+                del self._values[key]
+        self._dots = merged
+        for cid, top in other._vv.items():
+            if top > self._vv.get(cid, 0):
+                self._vv[cid] = top
+        for dot in list(self._cloud) + list(other._cloud):
+            self._cloud.discard(dot)
+            self._record(dot)
+        # Cloud dots now covered by a grown version vector are dropped too.
+        for dot in list(self._cloud):
+            if dot[1] <= self._vv.get(dot[0], 0):
+                self._cloud.discard(dot)
+
+    def clone(self) -> Self:
+        new = type(self)()
+        new._values = dict(self._values)
+        new._dots = {key: set(dots) for key, dots in self._dots.items()}
+        new._vv = dict(self._vv)
+        new._cloud = set(self._cloud)
+        return new

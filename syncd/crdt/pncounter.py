@@ -1,0 +1,71 @@
+"""Positive-negative counter: two grow-only per-client maps, ``p`` and ``n``.
+
+The value is ``sum(p) - sum(n)``. A delta carries the writer's new count in the
+map it grew, so applying it is ``max``: idempotent and order-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.gcounter import counts_from, counts_state, grow, join_counts
+from syncd.crdt.validate import amount_field, op_name
+
+
+class PNCounter:
+    TYPE: ClassVar[str] = "pncounter"
+    OPS: ClassVar[Mapping[str, int]] = {"increment": 0x01, "decrement": 0x02}
+
+    __slots__ = ("_n", "_p", "_value")
+
+    def __init__(self, p: dict[int, int] | None = None, n: dict[int, int] | None = None) -> None:
+        self._p: dict[int, int] = p if p is not None else {}
+        self._n: dict[int, int] = n if n is not None else {}
+        self._value = sum(self._p.values()) - sum(self._n.values())
+
+    @classmethod
+    def new(cls) -> Self:
+        return cls()
+
+    def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
+        name = op_name(op, self.OPS, self.TYPE)
+        amount = amount_field(op)
+        cid = ctx.client_id
+        if name == "increment":
+            count = grow(self._p, cid, amount)
+            self._p[cid] = count
+            self._value += amount
+        else:
+            count = grow(self._n, cid, amount)
+            self._n[cid] = count
+            self._value -= amount
+        return {"op": name, "client_id": cid, "amount": amount, "count": count}
+
+    def apply_delta(self, delta: Mapping[str, Any]) -> None:
+        grown = {delta["client_id"]: delta["count"]}
+        if delta["op"] == "increment":
+            self._value += join_counts(self._p, grown)
+        else:
+            self._value -= join_counts(self._n, grown)
+
+    def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def view(self, now_ms: int) -> dict[str, Any]:
+        return {"value": self._value, "p": counts_state(self._p), "n": counts_state(self._n)}
+
+    def state(self) -> JSON:
+        return {"p": counts_state(self._p), "n": counts_state(self._n)}
+
+    @classmethod
+    def from_state(cls, state: JSON) -> Self:
+        return cls(counts_from(state["p"]), counts_from(state["n"]))
+
+    def merge(self, other: Self) -> None:
+        self._value += join_counts(self._p, other._p)
+        self._value -= join_counts(self._n, other._n)
+
+    def clone(self) -> Self:
+        return type(self)(dict(self._p), dict(self._n))

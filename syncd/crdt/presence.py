@@ -1,0 +1,177 @@
+"""Presence: who is here, with a little data each, for a limited time.
+
+Each client has one record: live ``(stamp, expires_at, data)`` or left
+``(stamp)``. The record with the higher stamp wins, so updates, leaves and
+merges commute; stamps come from the server's hybrid clock and strictly grow
+per client (:func:`next_stamp`). ``expires_at`` is absolute: whether an entry
+is live is decided by the ``now_ms`` handed to :meth:`Presence.view`, never by a
+clock read inside the type.
+
+Records do not pile up: the state carries a *horizon* ``h`` and drops every
+record with ``stamp + MAX_TTL_MS <= h``. Such a record has expired by then
+(``expires_at <= stamp + MAX_TTL_MS``), and so has every record of that client
+with a lower stamp, so dropping it changes no view at any time ``>= h``. The
+server advances the horizon to its clock at most every ``PRUNE_INTERVAL_MS``
+and the delta carries it, so replicas prune exactly as the server does; joins
+take the max horizon, which keeps merge commutative, associative and idempotent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.clock import next_stamp
+from syncd.crdt.validate import MAX_ELEMENT_BYTES, canonical_json, int_field, json_object, op_name
+
+MIN_TTL_MS = 1_000
+MAX_TTL_MS = 300_000
+DEFAULT_TTL_MS = 30_000
+"""SPEC section 2: ``ttl_ms`` is 1000 … 300000, default 30000."""
+
+PRUNE_INTERVAL_MS = 60_000
+"""How often (in server time) an op also sweeps out records past the horizon:
+often enough that a busy room's state stays near its live size, rarely enough
+that the O(clients) sweep is noise."""
+
+MAX_DATA_BYTES = MAX_ELEMENT_BYTES
+"""``data`` as canonical JSON (SPEC section 2: 64 KiB)."""
+
+Record = tuple[int, int | None, dict[str, Any] | None]
+"""``(stamp, expires_at, data)``; a leave is ``(stamp, None, None)``."""
+
+
+def _rank(record: Record) -> tuple[int, int, str]:
+    # Only consulted when two different records carry the same stamp (which the
+    # server never makes): a leave wins, then the later expiry, then the data.
+    stamp, expires_at, data = record
+    if data is None:
+        return (1, 0, "")
+    return (0, expires_at or 0, canonical_json(data))
+
+
+def _wins(new: Record, old: Record) -> bool:
+    if new[0] != old[0]:
+        return new[0] > old[0]
+    return _rank(new) > _rank(old)
+
+
+class Presence:
+    TYPE: ClassVar[str] = "presence"
+    OPS: ClassVar[Mapping[str, int]] = {"update": 0x01, "leave": 0x01}
+
+    __slots__ = ("_horizon", "_records")
+
+    def __init__(self) -> None:
+        self._records: dict[int, Record] = {}
+        self._horizon = 0
+
+    @classmethod
+    def new(cls) -> Self:
+        return cls()
+
+    def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
+        name = op_name(op, self.OPS, self.TYPE)
+        cid = ctx.client_id
+        previous = self._records.get(cid)
+        stamp = next_stamp(ctx.now_ms, previous[0] if previous is not None else None)
+        delta: dict[str, Any]
+        if name == "update":
+            ttl_ms = int_field(op, "ttl_ms", MIN_TTL_MS, MAX_TTL_MS, DEFAULT_TTL_MS)
+            data = op.get("data")
+            if data is None:
+                # A bare update is a heartbeat: it extends the entry, keeping its data.
+                data = previous[2] if previous is not None and previous[2] is not None else {}
+            else:
+                json_object(data, "data", MAX_DATA_BYTES)
+            delta = {
+                "op": "update",
+                "client_id": cid,
+                "stamp": stamp,
+                "expires_at": ctx.now_ms + ttl_ms,
+                "data": data,
+            }
+        else:
+            delta = {"op": "leave", "client_id": cid, "stamp": stamp}
+        if ctx.now_ms - self._horizon >= PRUNE_INTERVAL_MS:
+            delta["horizon"] = ctx.now_ms
+        self.apply_delta(delta)
+        return delta
+
+    def apply_delta(self, delta: Mapping[str, Any]) -> None:
+        horizon = delta.get("horizon")
+        if horizon is not None and horizon > self._horizon:
+            self._horizon = horizon
+            self._prune()
+        stamp = delta["stamp"]
+        if stamp + MAX_TTL_MS <= self._horizon:
+            return
+        record: Record
+        if delta["op"] == "update":
+            record = (stamp, delta["expires_at"], delta["data"])
+        else:
+            record = (stamp, None, None)
+        self._offer(delta["client_id"], record)
+
+    def _offer(self, cid: int, record: Record) -> None:
+        held = self._records.get(cid)
+        if held is None or _wins(record, held):
+            self._records[cid] = record
+
+    def _prune(self) -> None:
+        limit = self._horizon - MAX_TTL_MS
+        stale = [cid for cid, record in self._records.items() if record[0] <= limit]
+        for cid in stale:
+            del self._records[cid]
+
+    def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def view(self, now_ms: int) -> dict[str, Any]:
+        value: dict[str, Any] = {}
+        expires: dict[str, int] = {}
+        for cid in sorted(self._records):
+            _, expires_at, data = self._records[cid]
+            if data is not None and expires_at is not None and expires_at > now_ms:
+                value[str(cid)] = data
+                expires[str(cid)] = expires_at
+        return {"value": value, "expires_at": expires}
+
+    def state(self) -> JSON:
+        clients: dict[str, Any] = {}
+        for cid in sorted(self._records):
+            stamp, expires_at, data = self._records[cid]
+            if data is None:
+                clients[str(cid)] = {"stamp": stamp, "left": True}
+            else:
+                clients[str(cid)] = {"stamp": stamp, "expires_at": expires_at, "data": data}
+        return {"horizon": self._horizon, "clients": clients}
+
+    @classmethod
+    def from_state(cls, state: JSON) -> Self:
+        new = cls()
+        new._horizon = int(state["horizon"])
+        for key, item in state["clients"].items():
+            stamp = item["stamp"]
+            if type(stamp) is not int:
+                raise ValueError(f"presence record {key!r} has no integer stamp")
+            if item.get("left"):
+                new._records[int(key)] = (stamp, None, None)
+            else:
+                new._records[int(key)] = (stamp, int(item["expires_at"]), dict(item["data"]))
+        new._prune()
+        return new
+
+    def merge(self, other: Self) -> None:
+        for cid, record in other._records.items():
+            self._offer(cid, record)
+        if other._horizon > self._horizon:
+            self._horizon = other._horizon
+        self._prune()
+
+    def clone(self) -> Self:
+        new = type(self)()
+        new._records = dict(self._records)
+        new._horizon = self._horizon
+        return new

@@ -1,0 +1,51 @@
+"""The registry of CRDT types: names, id prefixes and op-mask bits (SPEC section 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from syncd.crdt.base import Crdt
+from syncd.crdt.gcounter import GCounter
+from syncd.crdt.lwwregister import LWWRegister
+from syncd.crdt.orset import ORSet
+from syncd.crdt.pncounter import PNCounter
+from syncd.crdt.presence import Presence
+from syncd.crdt.rga import Rga
+from syncd.crdt.tree import Tree
+from syncd.errors import invalid_op, unknown_type
+
+_classes: list[type[Crdt]] = [GCounter, PNCounter, ORSet, LWWRegister, Presence, Rga, Tree]
+
+TYPES: Mapping[str, type[Crdt]] = {cls.TYPE: cls for cls in _classes}
+"""Type name -> class."""
+
+PREFIXES: Mapping[str, str] = {
+    "gc:": "gcounter",
+    "pn:": "pncounter",
+    "or:": "orset",
+    "lw:": "lwwregister",
+    "pr:": "presence",
+    "rg:": "rga",
+    "tr:": "tree",
+}
+"""CRDT id prefix -> the type it fixes."""
+
+
+def type_for_id(crdt_id: str) -> str | None:
+    """The type an id's prefix fixes, or None for an id without a known prefix."""
+    return PREFIXES.get(crdt_id[:3])
+
+
+def crdt_class(type_name: str) -> type[Crdt]:
+    cls = TYPES.get(type_name)
+    if cls is None:
+        raise unknown_type(f"type: unknown CRDT type {type_name!r}")
+    return cls
+
+
+def mask_bit(type_name: str, op_name: str) -> int:
+    """The op-mask bit of ``op_name`` on ``type_name`` (SPEC section 2)."""
+    bit = crdt_class(type_name).OPS.get(op_name)
+    if bit is None:
+        raise invalid_op(f"op: {op_name!r} is not an op of {type_name}")
+    return bit

@@ -1,0 +1,172 @@
+"""Op-field checks shared by the CRDT types.
+
+Every check raises :func:`syncd.errors.invalid_op` with a message that starts
+with the field's name, so a client can tell which part of its op was refused.
+Nothing here mutates anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from syncd.errors import invalid_op
+
+MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest integer every JSON client (JavaScript included) holds exactly."""
+
+MAX_AMOUNT = MAX_SAFE_INTEGER
+"""Counter amounts (SPEC section 2): 1 … 2^53-1."""
+
+MAX_ELEMENT_BYTES = 64 * 1024
+"""Set elements and presence data, as canonical JSON in UTF-8 (SPEC section 2)."""
+
+MAX_JSON_DEPTH = 64
+"""Nesting limit of stored JSON values. Deeper values could not be encoded or
+decoded again within the interpreter's recursion limit on every replica (a tree
+view nests node maps on top of node data)."""
+
+MIN_WIRE_INT = -(2**63)
+MAX_WIRE_INT = 2**64 - 1
+"""Integers inside stored values must fit msgpack's 64-bit integers, since every
+state and delta travels as msgpack."""
+
+_SCALARS = (str, bool, type(None))
+
+
+def canonical_json(value: Any) -> str:
+    """The identity of a JSON value: sorted keys, no spaces, raw UTF-8 characters."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def check_json(value: Any, field: str) -> None:
+    """Refuse anything that is not plain JSON that both JSON and msgpack carry.
+
+    msgpack input can hold bytes, integer map keys or huge integers that JSON
+    input cannot; those are refused here rather than failing later in an encoder.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind in _SCALARS:
+            continue
+        if kind is int:
+            if not MIN_WIRE_INT <= item <= MAX_WIRE_INT:
+                raise invalid_op(f"{field}: integer out of the 64-bit range")
+            continue
+        if kind is float:
+            if not math.isfinite(item):
+                raise invalid_op(f"{field}: numbers must be finite")
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise invalid_op(f"{field}: nested deeper than {MAX_JSON_DEPTH} levels")
+        if kind is dict:
+            for key, sub in item.items():
+                if type(key) is not str:
+                    raise invalid_op(f"{field}: object keys must be strings")
+                if type(sub) not in _SCALARS:
+                    stack.append((sub, depth + 1))
+        elif kind is list:
+            for sub in item:
+                if type(sub) not in _SCALARS:
+                    stack.append((sub, depth + 1))
+        else:
+            raise invalid_op(f"{field}: not a JSON value")
+
+
+def json_value(value: Any, field: str, max_bytes: int | None = None) -> str:
+    """Check ``value`` as plain JSON and return its canonical JSON text.
+
+    With ``max_bytes`` the canonical UTF-8 encoding must not exceed it.
+    """
+    check_json(value, field)
+    try:
+        text = canonical_json(value)
+        size = len(text.encode("utf-8"))
+    except (ValueError, UnicodeEncodeError) as exc:
+        # Lone surrogates from JSON \ud800 escapes cannot be encoded as UTF-8.
+        raise invalid_op(f"{field}: not encodable as UTF-8 JSON") from exc
+    if max_bytes is not None and size > max_bytes:
+        raise invalid_op(f"{field}: larger than {max_bytes} bytes as canonical JSON")
+    return text
+
+
+def json_object(value: Any, field: str, max_bytes: int | None = None) -> str:
+    """Like :func:`json_value`, for a field that must be a JSON object."""
+    if type(value) is not dict:
+        raise invalid_op(f"{field}: must be a JSON object")
+    return json_value(value, field, max_bytes)
+
+
+def int_field(op: Mapping[str, Any], field: str, low: int, high: int, default: int | None) -> int:
+    """An integer field in ``[low, high]``; ``default`` when absent (None: required)."""
+    value = op.get(field, default)
+    if value is None:
+        raise invalid_op(f"{field}: required")
+    # bool is an int subclass in Python but never a number in JSON.
+    if type(value) is not int or not low <= value <= high:
+        raise invalid_op(f"{field}: must be an integer from {low} to {high}")
+    return value
+
+
+def amount_field(op: Mapping[str, Any]) -> int:
+    """The counter ``amount``: an integer 1 … 2^53-1, default 1 (the hot path)."""
+    amount = op.get("amount", 1)
+    if type(amount) is not int or not 1 <= amount <= MAX_AMOUNT:
+        raise invalid_op(f"amount: must be an integer from 1 to {MAX_AMOUNT}")
+    return amount
+
+
+def str_field(
+    op: Mapping[str, Any], field: str, max_len: int, *, required: bool = True
+) -> str | None:
+    """A string field of 1 … ``max_len`` characters (None when optional and absent)."""
+    value = op.get(field)
+    if value is None:
+        if required:
+            raise invalid_op(f"{field}: required")
+        return None
+    if type(value) is not str or not 1 <= len(value) <= max_len:
+        raise invalid_op(f"{field}: must be a string of 1 to {max_len} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise invalid_op(f"{field}: not encodable as UTF-8") from exc
+    return value
+
+
+def op_name(op: Mapping[str, Any], ops: Mapping[str, int], type_name: str) -> str:
+    """The op's ``op`` field, which must name one of the type's ops."""
+    name = op.get("op")
+    if type(name) is not str or name not in ops:
+        raise invalid_op(f"op: must be one of {', '.join(sorted(ops))} for {type_name}")
+    return name
+
+
+def required(op: Mapping[str, Any], field: str) -> Any:
+    """A field that must be present (JSON null counts as present)."""
+    if field not in op:
+        raise invalid_op(f"{field}: required")
+    return op[field]
+
+
+__all__ = [
+    "MAX_AMOUNT",
+    "MAX_ELEMENT_BYTES",
+    "MAX_JSON_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "amount_field",
+    "canonical_json",
+    "check_json",
+    "int_field",
+    "json_object",
+    "json_value",
+    "op_name",
+    "required",
+    "str_field",
+]

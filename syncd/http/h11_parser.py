@@ -1,0 +1,179 @@
+"""The reference parser: h11, one ``h11.Connection`` per request cycle.
+
+h11 only parses here; responses go out through our own writer. h11's state
+machine expects to see our response before it parses the next request, so
+instead of feeding it a response we do not send, each cycle starts a fresh
+``h11.Connection`` primed with the bytes the previous one had not consumed.
+"""
+
+from __future__ import annotations
+
+import h11
+
+from syncd.http.parser import (
+    CLOSED,
+    CONTINUE,
+    KNOWN_METHODS,
+    MAX_HEAD_BYTES,
+    MAX_HEADERS,
+    NEED_DATA,
+    Event,
+    ParseError,
+    request_from_head,
+    transfer_coding_refusal,
+    version_refusal,
+)
+from syncd.http.request import Request
+
+
+def _reason(exc: h11.RemoteProtocolError) -> str:
+    """h11's words for what is wrong, without the Python repr of the offending
+    bytes it appends ("illegal request line: bytearray(b'...')"): an internal
+    detail that error bodies do not carry."""
+    return str(exc).split(": bytearray(", 1)[0] or "malformed request"
+
+
+class H11Parser:
+    name = "h11"
+
+    def __init__(self, max_body: int) -> None:
+        self._max_body = max_body
+        self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self._head: Request | None = None
+        self._body: list[bytes] = []
+        self._size = 0
+        self._failed: ParseError | None = None
+        self._started = False
+
+    def feed(self, data: bytes) -> None:
+        if data:
+            self._started = True
+        self._conn.receive_data(data)
+
+    def in_progress(self) -> bool:
+        return self._head is not None or bool(self._conn.trailing_data[0])
+
+    def buffered(self) -> int:
+        return len(self._conn.trailing_data[0])
+
+    def trailing_data(self) -> bytes:
+        return bytes(self._conn.trailing_data[0])
+
+    def start_next_cycle(self) -> None:
+        data, closed = self._conn.trailing_data
+        self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self._head = None
+        self._body = []
+        self._size = 0
+        if data:
+            self._conn.receive_data(bytes(data))
+        if closed:
+            self._conn.receive_data(b"")
+
+    def next_event(self) -> Event:
+        if self._failed is not None:
+            return self._failed
+        while True:
+            if self._conn.their_state is h11.IDLE:
+                refusal = _head_framing_refusal(self._conn.trailing_data[0])
+                if refusal is not None:
+                    self._failed = refusal
+                    return refusal
+            try:
+                event = self._conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                self._failed = ParseError(exc.error_status_hint, _reason(exc))
+                return self._failed
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return NEED_DATA
+            if isinstance(event, h11.Request):
+                result = self._on_head(event)
+                if result is not None:
+                    return result
+            elif isinstance(event, h11.Data):
+                self._size += len(event.data)
+                if self._size > self._max_body:
+                    self._failed = ParseError(413, "request body too large")
+                    return self._failed
+                self._body.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                request = self._head
+                assert request is not None
+                request.body = b"".join(self._body) if self._body else b""
+                self._body = []
+                return request
+            elif isinstance(event, h11.ConnectionClosed):
+                return CLOSED
+
+    def _on_head(self, event: h11.Request) -> Event | None:
+        if len(event.headers) > MAX_HEADERS:
+            self._failed = ParseError(431, "too many header fields")
+            return self._failed
+        headers: dict[str, str] = {}
+        # h11 bounds only heads that arrive incomplete; one that arrives whole
+        # in a single read is measured here so both parsers share the limit.
+        head_bytes = len(event.target) + sum(len(n) + len(v) + 4 for n, v in event.headers)
+        if head_bytes > MAX_HEAD_BYTES:
+            self._failed = ParseError(431, "request head too large")
+            return self._failed
+        for raw_name, raw_value in event.headers:
+            name = raw_name.decode("latin-1")
+            value = raw_value.decode("latin-1")
+            if name in headers:
+                headers[name] = headers[name] + ", " + value
+            else:
+                headers[name] = value
+        length = headers.get("content-length")
+        if length is not None and "transfer-encoding" in headers:
+            # RFC 9112 6.1: both together is the classic smuggling shape; h11
+            # would let Transfer-Encoding win, we refuse like llhttp does.
+            self._failed = ParseError(400, "both Content-Length and Transfer-Encoding")
+            return self._failed
+        if length is not None and int(length) > self._max_body:
+            self._failed = ParseError(413, "request body too large")
+            return self._failed
+        version = event.http_version.decode("ascii")
+        refusal = version_refusal(version)
+        method = event.method.decode("ascii")
+        if refusal is None and method not in KNOWN_METHODS:
+            refusal = ParseError(400, "unknown method")
+        if refusal is None and "transfer-encoding" in headers:
+            refusal = transfer_coding_refusal(headers["transfer-encoding"])
+        if refusal is not None:
+            self._failed = refusal
+            return refusal
+        request = request_from_head(method, event.target.decode("latin-1"), headers, version)
+        self._head = request
+        if self._conn.they_are_waiting_for_100_continue:
+            request.expect_continue = True
+            return CONTINUE
+        return None
+
+
+def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
+    """What h11 tolerates in a request head and llhttp does not: a bare LF as a
+    line end (RFC 9112 2.2 MAY) and obsolete line folding (RFC 9112 5.2: reject
+    or unfold). Refusing both keeps the two parsers' answers identical."""
+    end = buffered.find(b"\r\n\r\n")
+    head = bytes(buffered if end < 0 else buffered[:end])
+    if head.count(b"\n") != head.count(b"\r\n"):
+        return ParseError(400, "a line in the request head does not end with CRLF")
+    if b"\r\n " in head or b"\r\n\t" in head:
+        return ParseError(400, "obsolete line folding in the request head")
+    lowered = head.lower()
+    length_at = lowered.find(b"\r\ncontent-length:")
+    if length_at >= 0:
+        # h11 folds identical repeats ("3" twice, or "3, 3") into one value;
+        # llhttp refuses both, and so do we.
+        if lowered.count(b"\r\ncontent-length:") > 1:
+            return ParseError(400, "duplicate content-length header")
+        line_end = lowered.find(b"\r\n", length_at + 2)
+        if b"," in lowered[length_at + 2 : line_end if line_end >= 0 else len(lowered)]:
+            return ParseError(400, "a list in content-length")
+    start = lowered.find(b"\r\ntransfer-encoding:")
+    if start >= 0 and end >= 0:
+        # h11 answers every coding but chunked with 501, before we see the head.
+        line_end = lowered.find(b"\r\n", start + 2)
+        value = lowered[start + 20 : line_end if line_end >= 0 else len(lowered)]
+        return transfer_coding_refusal(value.decode("latin-1"))
+    return None

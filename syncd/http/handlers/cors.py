@@ -1,0 +1,85 @@
+"""CORS preflight answers (``OPTIONS``) for the CRDT and token routes.
+
+The policy is ``SERVICE_CORS_ORIGINS`` (comma-separated origins, ``*`` for
+any; empty: no cross-origin access). ``App.extra_headers`` puts
+``Access-Control-Allow-Origin`` and ``Vary: Origin`` on every answer to an
+allowed origin, preflights included; this module adds what only a preflight
+carries (allowed methods and request headers, and how long a browser may
+cache the answer).
+
+Every ``OPTIONS`` on these routes answers 204 with ``Allow``. A preflight (an
+``Origin`` and an ``Access-Control-Request-Method``) from an allowed origin
+also gets the ``Access-Control-Allow-*`` headers; one from any other origin
+gets none of them, so the browser refuses the cross-origin request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from syncd.http.request import Request
+from syncd.http.response import Headers, Response
+
+if TYPE_CHECKING:
+    from syncd.app import App
+
+CORS_PATTERNS: Final = (
+    "/v1/namespaces/{ns}/crdts",
+    "/v1/namespaces/{ns}/crdts/{id}",
+    "/v1/namespaces/{ns}/crdts/{id}/ops",
+    "/v1/namespaces/{ns}/crdts/{id}/events",
+    "/v1/namespaces/{ns}/tokens",
+    "/v1/namespaces/{ns}/tokens/me",
+    "/v1/tokens",
+)
+"""The routes a browser page may call from another origin (SPEC section 3)."""
+
+ALLOWED_REQUEST_HEADERS: Final = b"authorization, content-type"
+"""What the client sends beyond the CORS-safelisted headers."""
+
+PREFLIGHT_MAX_AGE_S: Final = 600
+"""How long a browser may reuse a preflight answer: long enough to spare a
+round trip per request, short enough that a changed policy reaches open pages
+within minutes (Chromium caps it at 7200 anyway)."""
+
+
+def origin_allowed(origins: tuple[str, ...], origin: str) -> bool:
+    return "*" in origins or origin in origins
+
+
+def allowed_methods(routes: list[tuple[str, str]], pattern: str) -> bytes:
+    """``Allow`` for one pattern: its methods, HEAD with GET, and OPTIONS."""
+    methods = {method for method, p in routes if p == pattern}
+    if "GET" in methods:
+        methods.add("HEAD")
+    methods.add("OPTIONS")
+    return ", ".join(sorted(methods)).encode("ascii")
+
+
+def register(app: App) -> None:
+    origins = app.settings.cors_origins
+    router = app.router
+    # Filled on first use: the other handlers register their methods first.
+    allow_cache: dict[str, bytes] = {}
+
+    def handler_for(pattern: str) -> Callable[[Request], Response]:
+        def options(request: Request) -> Response:
+            allow = allow_cache.get(pattern)
+            if allow is None:
+                allow = allow_cache[pattern] = allowed_methods(router.routes, pattern)
+            headers: Headers = ((b"allow", allow),)
+            origin = request.headers.get("origin")
+            preflight = origin is not None and "access-control-request-method" in request.headers
+            if preflight and origin is not None and origin_allowed(origins, origin):
+                headers += (
+                    (b"access-control-allow-methods", allow),
+                    (b"access-control-allow-headers", ALLOWED_REQUEST_HEADERS),
+                    (b"access-control-max-age", str(PREFLIGHT_MAX_AGE_S).encode("ascii")),
+                )
+            return Response(204, b"", None, headers)
+
+        return options
+
+    for pattern in CORS_PATTERNS:
+        router.add("OPTIONS", pattern, handler_for(pattern))

@@ -1,0 +1,160 @@
+"""The SSE event stream (SPEC section 5): ``data: <base64 msgpack delta>`` events.
+
+The subscriber joins the hub *before* the initial snapshot or replay is read,
+buffering what arrives meanwhile, so no delta can fall between the two; on
+start it writes the initial events, then the buffered deltas it has not
+already covered (by seq), then streams. A reader whose unsent bytes pass the
+bound is dropped (its stream ends) and resumes with ``since``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Final
+
+from syncd.errors import bad_request
+from syncd.http.request import Request
+from syncd.http.response import StreamResponse, StreamSink
+from syncd.hub import EncodedDelta
+from syncd.ids import check_crdt_id, check_namespace
+
+if TYPE_CHECKING:
+    from syncd.app import App
+
+EVENT_STREAM: Final = b"text/event-stream"
+PING: Final = b": ping\n\n"
+SSE_HEADERS: Final = ((b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"))
+MAX_SEQ_DIGITS: Final = 20
+"""Digits of a ``since``: every seq fits (they are 64-bit), and int() is never
+asked to parse the thousands of digits it refuses with a ValueError."""
+
+
+class SseSubscriber:
+    def __init__(self, app: App, ns: str, crdt_id: str) -> None:
+        self._app = app
+        self.ns = ns
+        self.crdt_id = crdt_id
+        self._sink: StreamSink | None = None
+        self._pending: list[EncodedDelta] = []
+        self._last_seq = -1
+        self._epoch: str | None = None
+        self._bound = app.settings.subscriber_buffer_bytes
+        self._ping: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    def deliver(self, delta: EncodedDelta) -> None:
+        sink = self._sink
+        if sink is None:
+            self._pending.append(delta)
+            return
+        self._write(delta)
+
+    def _write(self, delta: EncodedDelta) -> None:
+        sink = self._sink
+        assert sink is not None
+        kind = delta.delta.get("kind")
+        if kind == "op":
+            if delta.seq <= self._last_seq and delta.delta.get("epoch") == self._epoch:
+                return  # already covered by the snapshot or replay
+            self._last_seq = delta.seq
+            self._epoch = delta.delta.get("epoch")
+        if sink.buffered() > self._bound:
+            # Too far behind: end the stream now (a graceful close would wait
+            # for the peer to read what is queued); the client resumes with since.
+            sink.abort()
+            return
+        sink.write(delta.sse())
+
+    def start(self, sink: StreamSink, initial: list[dict[str, Any]]) -> None:
+        self._sink = sink
+        sink.on_close(self.close)
+        for delta in initial:
+            encoded = EncodedDelta(delta)
+            if delta.get("kind") == "snapshot":
+                self._last_seq = delta.get("seq") or 0
+                self._epoch = delta.get("epoch")
+                sink.write(encoded.sse())
+            else:
+                self._write(encoded)
+        pending, self._pending = self._pending, []
+        for encoded in pending:
+            self._write(encoded)
+        self._schedule_ping()
+
+    def _schedule_ping(self) -> None:
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        self._ping = loop.call_later(self._app.settings.sse_ping_s, self._send_ping)
+
+    def _send_ping(self) -> None:
+        if self._sink is not None and not self._sink.closed:
+            self._sink.write(PING)
+            self._schedule_ping()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._ping is not None:
+            self._ping.cancel()
+        self._app.hub.unsubscribe(self.ns, self.crdt_id, self)
+        self._app.metrics.sse_connections_active.dec()
+
+
+def register(app: App) -> None:
+    async def events(request: Request) -> StreamResponse:
+        ns = check_namespace(request.params["ns"])
+        crdt_id = check_crdt_id(request.params["id"])
+        query = request.query if request.query_string else {}
+        # Browsers' EventSource cannot set headers, so ?token= works here as
+        # on the WebSocket upgrade (SPEC section 6).
+        principal = app.auth.authenticate(
+            request.headers.get("authorization"), ns, query_token=query.get("token")
+        )
+        app.auth.check_read(principal, crdt_id)
+        since_text = query.get("since")
+        since: int | None = None
+        if since_text is not None:
+            if not (
+                since_text.isascii() and since_text.isdigit() and len(since_text) <= MAX_SEQ_DIGITS
+            ):
+                raise bad_request("since must be a non-negative integer")
+            since = int(since_text)
+        epoch = query.get("epoch")
+        subscriber = SseSubscriber(app, ns, crdt_id)
+        app.hub.subscribe(ns, crdt_id, subscriber)
+        app.metrics.sse_connections_active.inc()
+        try:
+            initial = await initial_deltas(app, ns, crdt_id, since, epoch)
+        except BaseException:
+            subscriber.close()
+            raise
+        return StreamResponse(
+            lambda sink: subscriber.start(sink, initial),
+            EVENT_STREAM,
+            SSE_HEADERS,
+            abort=subscriber.close,
+        )
+
+    app.router.add("GET", "/v1/namespaces/{ns}/crdts/{id}/events", events)
+
+
+async def initial_deltas(
+    app: App, ns: str, crdt_id: str, since: int | None, epoch: str | None
+) -> list[dict[str, Any]]:
+    """The replay after ``since`` when the store still has it for this epoch, else a snapshot."""
+    entry = app.engine.get(ns, crdt_id)
+    if (
+        since is not None
+        and epoch is not None
+        and entry is not None
+        and entry.epoch == epoch
+        and since <= entry.seq
+    ):
+        if since == entry.seq:
+            return []  # the client is up to date
+        records = await app.store.ops_since(ns, crdt_id, epoch, since)
+        if records is not None:
+            return records
+    return [app.engine.snapshot_delta(ns, crdt_id)]

@@ -1,0 +1,222 @@
+"""The fast parser: httptools (llhttp, C). Optional, the ``fast`` extra.
+
+llhttp parses everything it is given at once, so pipelined requests queue up
+here as complete requests. It refuses the request-smuggling shapes itself
+(Content-Length with Transfer-Encoding, duplicate Content-Length, bad chunk
+sizes); the head-size and header-count limits, which llhttp leaves to its
+embedder, are enforced in the callbacks below with the same numbers as h11.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+import httptools
+
+from syncd.http.parser import (
+    CLOSED,
+    CONTINUE,
+    MAX_HEAD_BYTES,
+    MAX_HEADERS,
+    NEED_DATA,
+    Event,
+    ParseError,
+    request_from_head,
+    transfer_coding_refusal,
+    version_refusal,
+)
+from syncd.http.request import Request
+
+QUEUED_REQUEST_COST: Final = 512
+"""What a parsed request waiting behind one in flight costs beyond its head and
+body bytes (the object, its headers dict). llhttp parses a whole read at once,
+so the pipelining bound counts this too: a flood of tiny requests is bounded
+like a few large ones."""
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+
+
+class HttptoolsParser:
+    name = "httptools"
+
+    def __init__(self, max_body: int) -> None:
+        self._max_body = max_body
+        self._parser = httptools.HttpRequestParser(self)
+        self._events: deque[Event] = deque()
+        self._queued_sizes: deque[int] = deque()
+        """Sizes (see ``buffered``) of the requests in ``_events``, in order."""
+        self._queued_bytes = 0
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._header_count = 0
+        self._head_bytes = 0
+        self._body: list[bytes] = []
+        self._size = 0
+        self._in_message = False
+        self._failed: ParseError | None = None
+        self._trailing = b""
+        self._upgraded = False
+        self._eof_after_upgrade = False
+        self._closed = False
+
+    # -- the interface -------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        if self._failed is not None or self._upgraded:
+            if self._upgraded:
+                self._trailing += data
+                self._eof_after_upgrade = self._eof_after_upgrade or not data
+            return
+        if not data:
+            if self._in_message:
+                self._fail(400, "connection closed in the middle of a request")
+            else:
+                self._closed = True
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade as exc:
+            offset = exc.args[0] if exc.args else len(data)
+            self._upgraded = True
+            self._trailing = data[offset:]
+        except _Refused as exc:
+            self._fail(exc.status, exc.message)
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            if isinstance(cause, _Refused):
+                self._fail(cause.status, cause.message)
+            else:
+                self._fail(400, "malformed request")
+        except httptools.HttpParserError as exc:
+            if data.startswith(b"PRI * HTTP/2.0\r\n"):
+                self._fail(505, "HTTP/2.0 is not supported")  # the HTTP/2 preface, as h11 answers
+            else:
+                self._fail(400, f"malformed request: {exc}")
+
+    def next_event(self) -> Event:
+        if self._events:
+            event = self._events.popleft()
+            if isinstance(event, Request):
+                self._queued_bytes -= self._queued_sizes.popleft()
+            return event
+        if self._failed is not None:
+            return self._failed
+        if self._closed:
+            return CLOSED
+        return NEED_DATA
+
+    def start_next_cycle(self) -> None:
+        """llhttp moves from message to message itself, except past an upgrade
+        request: answered normally (refused, or an Upgrade we do not speak such
+        as h2c), what followed it is HTTP again, for a fresh llhttp."""
+        if not self._upgraded:
+            return
+        pending, eof = self._trailing, self._eof_after_upgrade
+        self._upgraded = False
+        self._eof_after_upgrade = False
+        self._trailing = b""
+        self._parser = httptools.HttpRequestParser(self)
+        if pending:
+            self.feed(pending)
+        if eof:
+            self.feed(b"")
+
+    def in_progress(self) -> bool:
+        return self._in_message or bool(self._events)
+
+    def buffered(self) -> int:
+        return self._queued_bytes
+
+    def trailing_data(self) -> bytes:
+        return self._trailing
+
+    def _fail(self, status: int, message: str) -> None:
+        self._failed = ParseError(status, message)
+
+    # -- llhttp callbacks ----------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._in_message = True
+        self._url = b""
+        self._headers = {}
+        self._header_count = 0
+        self._head_bytes = 0
+        self._body = []
+        self._size = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._head_bytes += len(url)
+        if self._head_bytes > MAX_HEAD_BYTES:
+            raise _Refused(431, "request head too large")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value) + 4
+        if self._head_bytes > MAX_HEAD_BYTES:
+            raise _Refused(431, "request head too large")
+        self._header_count += 1
+        if self._header_count > MAX_HEADERS:
+            raise _Refused(431, "too many header fields")
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip(" \t")
+        if key in self._headers:
+            if key == "host" or (key == "content-length" and text != self._headers[key]):
+                # Identical Content-Length repeats are one value (RFC 9110
+                # 8.6), as h11 takes them; differing ones are smuggling.
+                raise _Refused(400, f"duplicate {key} header")
+            if key == "content-length":
+                return
+            self._headers[key] = self._headers[key] + ", " + text
+        else:
+            self._headers[key] = text
+
+    def on_headers_complete(self) -> None:
+        headers = self._headers
+        version = self._parser.get_http_version()
+        refusal = version_refusal(version)
+        if refusal is None and "transfer-encoding" in headers:
+            refusal = transfer_coding_refusal(headers["transfer-encoding"])
+        if refusal is not None:
+            raise _Refused(refusal.status, refusal.message)
+        if version == "1.1" and "host" not in headers:
+            raise _Refused(400, "missing Host header")
+        if "content-length" in headers and "transfer-encoding" in headers:
+            raise _Refused(400, "both Content-Length and Transfer-Encoding")
+        length = headers.get("content-length")
+        if length is not None:
+            if not (length.isascii() and length.isdigit()):
+                raise _Refused(400, "bad Content-Length")
+            if int(length) > self._max_body:
+                raise _Refused(413, "request body too large")
+        method = self._parser.get_method().decode("ascii")
+        request = request_from_head(method, self._url.decode("latin-1"), headers, version)
+        self._current = request
+        expect = headers.get("expect", "").lower()
+        if (
+            expect == "100-continue"
+            and version == "1.1"
+            and (length not in (None, "0") or "transfer-encoding" in headers)
+        ):
+            request.expect_continue = True
+            self._events.append(CONTINUE)
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self._max_body:
+            raise _Refused(413, "request body too large")
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        request = self._current
+        request.body = b"".join(self._body) if self._body else b""
+        self._body = []
+        self._in_message = False
+        self._events.append(request)
+        size = self._head_bytes + len(request.body) + QUEUED_REQUEST_COST
+        self._queued_sizes.append(size)
+        self._queued_bytes += size

@@ -1,0 +1,208 @@
+"""One small interface for HTTP/1.1 request parsing: bytes in, events out.
+
+Theory of operation
+-------------------
+The connection feeds every received chunk to :meth:`HttpParser.feed` and then
+pulls events with :meth:`HttpParser.next_event` until it gets ``NEED_DATA``.
+Events are:
+
+- a complete :class:`~syncd.http.request.Request` (head and whole body);
+- ``CONTINUE``: the client sent ``Expect: 100-continue`` and waits for a
+  ``100 Continue`` before sending the body (given at most once per request);
+- a :class:`ParseError` with the status to answer (400, 413, 431); the
+  connection answers it and closes, since the byte stream can no longer be
+  trusted (request smuggling starts where a parser guesses);
+- ``CLOSED``: the peer closed its side.
+
+After answering a request the connection calls :meth:`start_next_cycle`;
+pipelined requests already received are then delivered in order. For an
+upgrade, :meth:`trailing_data` returns the bytes received after the request,
+which belong to the new protocol.
+
+Two implementations sit behind this interface: h11 (the reference, always
+installed) and httptools (llhttp, a C parser; the ``fast`` extra). Everything
+above the interface is unaware of which one runs. Both enforce the same limits.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+
+from syncd.http.request import Request
+
+# Same bound h11 uses by default: a whole request head (request line and
+# headers) larger than this is refused with 431.
+MAX_HEAD_BYTES: Final = 16 * 1024
+# More header lines than any real client sends; bounds per-request work.
+MAX_HEADERS: Final = 100
+
+
+class _Sentinel:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NEED_DATA: Final = _Sentinel("NEED_DATA")
+CONTINUE: Final = _Sentinel("CONTINUE")
+CLOSED: Final = _Sentinel("CLOSED")
+
+
+class ParseError:
+    __slots__ = ("message", "status")
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"ParseError({self.status}, {self.message!r})"
+
+
+Event = Request | ParseError | _Sentinel
+
+
+class HttpParser(Protocol):
+    name: str
+
+    def feed(self, data: bytes) -> None:
+        """Take received bytes; ``b""`` means the peer closed its side."""
+        ...
+
+    def next_event(self) -> Event: ...
+
+    def start_next_cycle(self) -> None:
+        """The current request has been answered; move on to the next."""
+        ...
+
+    def in_progress(self) -> bool:
+        """True while part of a request (not yet complete) has been received."""
+        ...
+
+    def buffered(self) -> int:
+        """Bytes received but not yet turned into events (pipelining backlog)."""
+        ...
+
+    def trailing_data(self) -> bytes:
+        """Bytes received after the current request (for an upgrade hand-off)."""
+        ...
+
+
+# The request methods llhttp knows; anything else is refused by both parsers
+# alike (h11 would accept any token and let the router answer 404/405).
+KNOWN_METHODS: Final = frozenset(
+    [
+        "DELETE",
+        "GET",
+        "HEAD",
+        "POST",
+        "PUT",
+        "CONNECT",
+        "OPTIONS",
+        "TRACE",
+        "COPY",
+        "LOCK",
+        "MKCOL",
+        "MOVE",
+        "PROPFIND",
+        "PROPPATCH",
+        "SEARCH",
+        "UNLOCK",
+        "BIND",
+        "REBIND",
+        "UNBIND",
+        "ACL",
+        "REPORT",
+        "MKACTIVITY",
+        "CHECKOUT",
+        "MERGE",
+        "M-SEARCH",
+        "NOTIFY",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "PATCH",
+        "PURGE",
+        "MKCALENDAR",
+        "LINK",
+        "UNLINK",
+        "SOURCE",
+        "QUERY",
+    ]
+)
+
+
+def version_refusal(version: str) -> ParseError | None:
+    """Only HTTP/1.0 and 1.1: 505 for a later major version, 400 for anything else."""
+    if version in ("1.0", "1.1"):
+        return None
+    if version[:1].isdigit() and version[:1] >= "2":
+        return ParseError(505, f"HTTP/{version} is not supported")
+    return ParseError(400, f"HTTP/{version} is not supported")
+
+
+def transfer_coding_refusal(value: str) -> ParseError | None:
+    """We decode only ``chunked``; RFC 9112 6.1 asks 501 for codings we do not know."""
+    codings = [c.strip().lower() for c in value.split(",")]
+    if codings == ["chunked"]:
+        return None
+    if "chunked" in codings[:-1]:
+        # RFC 9112 6.1: chunked must be the last coding, else the length is unknowable.
+        return ParseError(400, "chunked is not the last transfer coding")
+    return ParseError(501, f"transfer coding {value!r} is not supported")
+
+
+def keep_alive_of(http_version: str, connection: str) -> bool:
+    """RFC 9112 9.3: persistent by default in 1.1, opt-in with keep-alive in 1.0."""
+    tokens = {t.strip().lower() for t in connection.split(",")} if connection else set()
+    if "close" in tokens:
+        return False
+    if http_version == "1.1":
+        return True
+    return "keep-alive" in tokens
+
+
+def split_target(target: str) -> tuple[str, str]:
+    path, _, query = target.partition("?")
+    return path, query
+
+
+def request_from_head(method: str, target: str, headers: dict[str, str], version: str) -> Request:
+    """The Request both parsers build once a head has passed their checks."""
+    path, query = split_target(target)
+    keep_alive = keep_alive_of(version, headers.get("connection", ""))
+    return Request(method, path, query, headers, b"", version, keep_alive)
+
+
+def available_parsers() -> list[str]:
+    names = ["h11"]
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        names.append("httptools")
+    return names
+
+
+def resolve_parser_name(choice: str) -> str:
+    """``auto`` picks httptools when importable; an explicit choice must be available."""
+    available = available_parsers()
+    if choice == "auto":
+        return "httptools" if "httptools" in available else "h11"
+    if choice not in available:
+        raise ValueError(f"HTTP parser {choice!r} is not installed (pip install 'syncd[fast]')")
+    return choice
+
+
+def make_parser(name: str, max_body: int) -> HttpParser:
+    if name == "httptools":
+        from syncd.http.httptools_parser import HttptoolsParser
+
+        return HttptoolsParser(max_body)
+    from syncd.http.h11_parser import H11Parser
+
+    return H11Parser(max_body)

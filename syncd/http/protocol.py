@@ -1,0 +1,483 @@
+"""The HTTP/1.1 connection: parser events in, handler calls, responses out.
+
+Theory of operation
+-------------------
+One :class:`HttpProtocol` per TCP connection. Received bytes go to the parser
+(h11 or httptools, behind :mod:`syncd.http.parser`); each complete request is
+routed and its handler called. A handler answers with a :class:`Response`
+(sent at once), an awaitable of one (run as a task; the connection handles one
+request at a time, so pipelined requests wait in the parser and are answered in
+order), a :class:`StreamResponse` (SSE: the connection becomes the stream's
+sink until either side closes), or an :class:`Upgrade` (WebSocket: the
+transport is handed to another protocol with the bytes already read).
+
+Timers: one timer per connection with a moving deadline. While waiting for a
+request, the deadline is the keep-alive timeout; from the first byte of a
+request it is the header timeout, counted once from that byte (a client that
+trickles bytes does not extend it: the slowloris defence); while a handler
+runs there is none.
+
+Backpressure: when the transport's write buffer passes its high-water mark,
+reading pauses until it drains; ``connection_lost`` wakes every writer waiting
+for drain. While a request is in flight and the pipelined backlog is over
+``MAX_PIPELINE_BYTES`` reading pauses too, so a client cannot queue unbounded
+work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from syncd.errors import ApiError
+from syncd.http.parser import CLOSED, CONTINUE, NEED_DATA, HttpParser, ParseError, make_parser
+from syncd.http.request import Request
+from syncd.http.response import (
+    CONTINUE as CONTINUE_BYTES,
+)
+from syncd.http.response import (
+    Headers,
+    Response,
+    StreamResponse,
+    StreamSink,
+    Upgrade,
+    error_response,
+    render,
+    render_stream_head,
+)
+
+if TYPE_CHECKING:
+    from syncd.http.router import Router
+
+log = logging.getLogger("syncd.http")
+
+# Pipelined bytes we hold while a request is in flight before we stop reading.
+MAX_PIPELINE_BYTES: Final = 256 * 1024
+# Transport write-buffer marks: past HIGH we pause reading until below LOW.
+WRITE_HIGH_WATER: Final = 256 * 1024
+WRITE_LOW_WATER: Final = 64 * 1024
+
+
+class ServerContext:
+    """What every connection shares: the router, limits, the live connection set."""
+
+    def __init__(
+        self,
+        router: Router,
+        *,
+        parser_name: str,
+        max_body: int,
+        header_timeout: float,
+        keepalive_timeout: float,
+        max_connections: int,
+        extra_headers: Callable[[Request], Headers] | None = None,
+        on_response: Callable[[int], None] | None = None,
+    ) -> None:
+        self.router = router
+        self.parser_name = parser_name
+        self.max_body = max_body
+        self.header_timeout = header_timeout
+        self.keepalive_timeout = keepalive_timeout
+        self.max_connections = max_connections
+        self.extra_headers = extra_headers
+        self.on_response = on_response
+        self.connections: set[HttpProtocol] = set()
+        self.other_connections: set[Any] = set()
+        """Upgraded (WebSocket) connections, counted against max_connections."""
+        self.closing = False
+
+    @property
+    def connection_count(self) -> int:
+        return len(self.connections) + len(self.other_connections)
+
+
+class HttpProtocol(asyncio.Protocol):
+    def __init__(self, ctx: ServerContext, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._ctx = ctx
+        self._loop = loop or asyncio.get_event_loop()
+        self._parser: HttpParser = make_parser(ctx.parser_name, ctx.max_body)
+        self._transport: asyncio.Transport | None = None
+        self._busy = False
+        self._task: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
+        self._read_paused = False
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._stream: _Sink | None = None
+        self._closed = False
+        self._handed_over = False
+        self._processing = False
+
+    # -- asyncio.Protocol ------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement the interface without subclassing it.
+        transport = cast(asyncio.Transport, transport)
+        self._transport = transport
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        ctx = self._ctx
+        if ctx.closing or ctx.connection_count >= ctx.max_connections:
+            reason = "server is shutting down" if ctx.closing else "too many connections"
+            transport.write(render(error_response(503, "unavailable", reason), keep_alive=False))
+            transport.close()
+            self._closed = True
+            return
+        ctx.connections.add(self)
+        self._set_deadline(self._ctx.header_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self._stream is not None:
+            return  # a stream's client has nothing more to say; ignore it
+        if not self._busy and not self._parser.in_progress():
+            # First byte of a new request: the header deadline starts now, once.
+            self._set_deadline(self._ctx.header_timeout)
+        self._parser.feed(data)
+        if not self._busy:
+            self._process()
+        elif self._parser.buffered() > MAX_PIPELINE_BYTES:
+            self._pause_reading()
+
+    def eof_received(self) -> bool | None:
+        if self._stream is not None:
+            self._close()
+            return None
+        self._parser.feed(b"")
+        if not self._busy:
+            self._process()
+        return True  # keep our side open until our answer is written
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._ctx.connections.discard(self)
+        self._cancel_timer()
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        if self._stream is not None:
+            self._stream.lost()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+        if not self._busy:
+            self._resume_reading()
+            if self._stream is None:
+                self._process()  # the rest of a pipeline held back while paused
+        if self._stream is not None:
+            self._stream.drained()
+
+    # -- request cycle ---------------------------------------------------
+
+    def _process(self) -> None:
+        """Handle every complete request we can, in order, until one goes async
+        or the peer stops reading our answers.
+
+        One loop at a time: a handler that answers at once calls back in here
+        through ``_send``; that call returns and this loop carries on, instead
+        of recursing once per pipelined request (RecursionError at ~330).
+        """
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            self._process_requests()
+        finally:
+            self._processing = False
+
+    def _process_requests(self) -> None:
+        parser = self._parser
+        while not self._closed and not self._busy:
+            if self._write_paused:
+                # Answering more of a pipeline the peer does not read would
+                # buffer without bound (a small GET can ask for a large
+                # state); resume_writing() carries on once it drains.
+                return
+            event = parser.next_event()
+            if event is NEED_DATA:
+                if parser.in_progress():
+                    self._set_deadline_once(self._ctx.header_timeout)
+                else:
+                    self._set_deadline(self._ctx.keepalive_timeout)
+                return
+            if event is CONTINUE:
+                self._write(CONTINUE_BYTES)
+                continue
+            if event is CLOSED:
+                self._close()
+                return
+            if isinstance(event, ParseError):
+                self._send(
+                    error_response(
+                        event.status, _PARSE_CODES.get(event.status, "bad_request"), event.message
+                    ),
+                    None,
+                    keep_alive=False,
+                )
+                return
+            assert isinstance(event, Request)
+            self._deadline = None
+            self._dispatch(event)
+
+    def _dispatch(self, request: Request) -> None:
+        self._busy = True
+        try:
+            handler, params = self._ctx.router.match(request.method, request.path)
+            request.params = params
+            result = handler(request)
+        except ApiError as exc:
+            self._send(_api_error_response(exc), request)
+            return
+        except Exception:
+            log.exception("unhandled error in %s %s", request.method, request.path)
+            self._send(error_response(500, "internal", "internal error"), request)
+            return
+        if isinstance(result, Response):
+            self._send(result, request)
+        elif isinstance(result, StreamResponse):
+            self._start_stream(result, request)
+        elif isinstance(result, Upgrade):
+            self._upgrade(result, request)
+        else:
+            self._task = self._loop.create_task(self._finish(result, request))
+
+    async def _finish(self, pending: Awaitable[Any], request: Request) -> None:
+        try:
+            result = await pending
+        except ApiError as exc:
+            result = _api_error_response(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("unhandled error in %s %s", request.method, request.path)
+            result = error_response(500, "internal", "internal error")
+        if self._closed:
+            if isinstance(result, StreamResponse) and result.abort is not None:
+                result.abort()
+            return
+        if isinstance(result, StreamResponse):
+            self._start_stream(result, request)
+        elif isinstance(result, Upgrade):
+            self._upgrade(result, request)
+        else:
+            self._send(result, request)
+
+    def _send(
+        self, response: Response, request: Request | None, keep_alive: bool | None = None
+    ) -> None:
+        if keep_alive is None:
+            keep_alive = request is not None and request.keep_alive and not self._ctx.closing
+        extra: Headers = ()
+        if request is not None and self._ctx.extra_headers is not None:
+            extra = self._ctx.extra_headers(request)
+        head_only = request is not None and request.method == "HEAD"
+        self._write(render(response, keep_alive, extra, head_only))
+        if self._ctx.on_response is not None:
+            self._ctx.on_response(response.status)
+        self._busy = False
+        self._task = None
+        if not keep_alive:
+            self._close()
+            return
+        self._parser.start_next_cycle()
+        self._set_deadline(self._ctx.keepalive_timeout)
+        if not self._write_paused:
+            self._resume_reading()
+        self._process()
+
+    def _start_stream(self, response: StreamResponse, request: Request) -> None:
+        extra = self._ctx.extra_headers(request) if self._ctx.extra_headers is not None else ()
+        self._write(
+            render_stream_head(response.status, response.content_type, response.headers + extra)
+        )
+        if self._ctx.on_response is not None:
+            self._ctx.on_response(response.status)
+        self._deadline = None
+        self._task = None
+        sink = _Sink(self)
+        self._stream = sink
+        try:
+            response.start(sink)
+        except Exception:
+            log.exception("stream start failed for %s", request.path)
+            self._close()
+
+    def _upgrade(self, upgrade: Upgrade, request: Request) -> None:
+        transport = self._transport
+        if transport is None or self._closed:
+            return
+        self._write(upgrade.head)
+        trailing = self._parser.trailing_data()
+        self._handed_over = True
+        self._closed = True
+        self._cancel_timer()
+        self._ctx.connections.discard(self)
+        protocol = upgrade.attach(transport, trailing)
+        transport.set_protocol(protocol)
+        if self._read_paused:
+            transport.resume_reading()
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+
+    async def drain(self) -> None:
+        """Wait until the write buffer is below its low-water mark (or the peer left)."""
+        if not self._write_paused or self._closed:
+            return
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+
+    def _close(self) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()
+        self._closed = True
+        self._cancel_timer()
+
+    def shutdown(self) -> None:
+        """Graceful stop: idle connections close now, busy ones after their answer."""
+        if self._stream is not None:
+            self._stream.close()
+        elif not self._busy:
+            self._close()
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    def _pause_reading(self) -> None:
+        if not self._read_paused and self._transport is not None and not self._closed:
+            self._read_paused = True
+            self._transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._read_paused and self._transport is not None and not self._closed:
+            self._read_paused = False
+            self._transport.resume_reading()
+
+    def _set_deadline(self, timeout: float) -> None:
+        self._arm(self._loop.time() + timeout)
+
+    def _set_deadline_once(self, timeout: float) -> None:
+        if self._deadline is None:
+            self._arm(self._loop.time() + timeout)
+
+    def _arm(self, deadline: float) -> None:
+        self._deadline = deadline
+        timer = self._timer
+        if timer is not None and timer.when() <= deadline:
+            return  # it fires first and re-arms itself for the later deadline
+        if timer is not None:
+            timer.cancel()
+        self._timer = self._loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        deadline = self._deadline
+        if (
+            deadline is None
+            or self._closed
+            or self._busy
+            or self._stream is not None
+            or self._write_paused  # still answering; resume_writing() re-arms
+        ):
+            return
+        if self._loop.time() >= deadline:
+            self._close()
+        else:
+            self._timer = self._loop.call_at(deadline, self._on_timer)
+
+    def _cancel_timer(self) -> None:
+        self._deadline = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+_PARSE_CODES = {
+    413: "payload_too_large",
+    431: "bad_request",
+    400: "bad_request",
+    505: "bad_request",
+}
+
+
+def _api_error_response(exc: ApiError) -> Response:
+    headers = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in exc.headers)
+    return error_response(exc.status, exc.code, exc.message, headers)
+
+
+class _Sink(StreamSink):
+    """The connection seen by a streaming handler."""
+
+    def __init__(self, protocol: HttpProtocol) -> None:
+        self._protocol = protocol
+        self._callbacks: list[Callable[[], None]] = []
+        self._drain_callbacks: list[Callable[[], None]] = []
+        self._done = False
+
+    def write(self, data: bytes) -> None:
+        if not self._done:
+            self._protocol._write(data)
+
+    def buffered(self) -> int:
+        transport = self._protocol._transport
+        return transport.get_write_buffer_size() if transport is not None else 0
+
+    def close(self) -> None:
+        if not self._done:
+            self._protocol._close()
+            self.lost()
+
+    def abort(self) -> None:
+        if not self._done:
+            transport = self._protocol._transport
+            if transport is not None:
+                transport.abort()
+            self._protocol._closed = True
+            self._protocol._cancel_timer()
+            self.lost()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        if self._done:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def on_drain(self, callback: Callable[[], None]) -> None:
+        self._drain_callbacks.append(callback)
+
+    @property
+    def closed(self) -> bool:
+        return self._done
+
+    def lost(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("stream close callback failed")
+
+    def drained(self) -> None:
+        for callback in list(self._drain_callbacks):
+            callback()

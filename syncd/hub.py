@@ -1,0 +1,137 @@
+"""The broadcast hub: deltas in, the same bytes out to every subscriber.
+
+Theory of operation
+-------------------
+``publish(delta)`` runs once per durable delta. The delta is wrapped in an
+:class:`EncodedDelta` that encodes lazily and at most once per wire form:
+msgpack, a WebSocket binary frame, a WebSocket text frame (JSON), and the SSE
+event line. Server-to-client WebSocket frames are unmasked, so one frame's
+bytes serve every connection; fan-out is a loop of ``deliver`` calls that end
+in ``transport.write``. No per-subscriber encoding and no wsproto call happen
+on this path, and the hub never awaits a subscriber.
+
+A subscriber decides for itself what to do when its peer falls behind (its
+transport's buffer is over its bound): a WebSocket subscription skips deltas
+and resyncs with a fresh snapshot once drained; an SSE stream ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import msgpack
+
+WS_OPCODE_TEXT = 0x1
+WS_OPCODE_BINARY = 0x2
+
+
+def ws_frame(opcode: int, payload: bytes) -> bytes:
+    """One final, unmasked WebSocket frame (RFC 6455 5.2), as a server sends it."""
+    length = len(payload)
+    first = 0x80 | opcode
+    if length < 126:
+        header = struct.pack("!BB", first, length)
+    elif length < 65536:
+        header = struct.pack("!BBH", first, 126, length)
+    else:
+        header = struct.pack("!BBQ", first, 127, length)
+    return header + payload
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def to_json(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class EncodedDelta:
+    """A delta and its wire forms, each built on first use and then shared."""
+
+    __slots__ = ("_json", "_msgpack", "_sse", "_ws_binary", "_ws_text", "delta", "seq")
+
+    def __init__(self, delta: dict[str, Any]) -> None:
+        self.delta = delta
+        self.seq: int = delta.get("seq", 0)
+        self._msgpack: bytes | None = None
+        self._json: bytes | None = None
+        self._ws_binary: bytes | None = None
+        self._ws_text: bytes | None = None
+        self._sse: bytes | None = None
+
+    def msgpack(self) -> bytes:
+        if self._msgpack is None:
+            self._msgpack = pack(self.delta)
+        return self._msgpack
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = to_json(self.delta)
+        return self._json
+
+    def ws_binary(self) -> bytes:
+        if self._ws_binary is None:
+            self._ws_binary = ws_frame(WS_OPCODE_BINARY, self.msgpack())
+        return self._ws_binary
+
+    def ws_text(self) -> bytes:
+        if self._ws_text is None:
+            self._ws_text = ws_frame(WS_OPCODE_TEXT, self.json())
+        return self._ws_text
+
+    def sse(self) -> bytes:
+        if self._sse is None:
+            self._sse = b"data: " + base64.b64encode(self.msgpack()) + b"\n\n"
+        return self._sse
+
+
+class Subscriber(Protocol):
+    def deliver(self, delta: EncodedDelta) -> None:
+        """Take a delta. Must not block, await or raise."""
+        ...
+
+
+Key = tuple[str, str]
+
+
+class Hub:
+    def __init__(self) -> None:
+        self._subs: dict[Key, dict[Subscriber, None]] = {}
+        self._count = 0
+
+    def subscribe(self, ns: str, crdt_id: str, subscriber: Subscriber) -> None:
+        subs = self._subs.setdefault((ns, crdt_id), {})
+        if subscriber not in subs:
+            subs[subscriber] = None
+            self._count += 1
+
+    def unsubscribe(self, ns: str, crdt_id: str, subscriber: Subscriber) -> None:
+        key = (ns, crdt_id)
+        subs = self._subs.get(key)
+        if subs is not None and subs.pop(subscriber, 0) is None:
+            self._count -= 1
+            if not subs:
+                del self._subs[key]
+
+    def publish(self, delta: dict[str, Any]) -> int:
+        """Hand ``delta`` to every subscriber of its CRDT; returns how many."""
+        subs = self._subs.get((delta["ns"], delta["id"]))
+        if not subs:
+            return 0
+        encoded = EncodedDelta(delta)
+        # A subscriber may unsubscribe itself while we deliver; iterate a copy.
+        for subscriber in tuple(subs):
+            subscriber.deliver(encoded)
+        return len(subs)
+
+    def subscribers(self, ns: str, crdt_id: str) -> Iterator[Subscriber]:
+        return iter(tuple(self._subs.get((ns, crdt_id), ())))
+
+    @property
+    def count(self) -> int:
+        return self._count

@@ -1,0 +1,139 @@
+"""The network edge: bind, accept, and stop gracefully.
+
+Only this module (and the protocol objects it creates) touches sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+import sys
+from typing import Final
+
+from syncd import __version__
+from syncd.app import App
+from syncd.config import Settings
+from syncd.http.parser import resolve_parser_name
+from syncd.http.protocol import HttpProtocol, ServerContext
+from syncd.sdnotify import Notifier
+from syncd.ws.session import wait_background
+
+log = logging.getLogger("syncd.server")
+
+# Pending connections the kernel may queue for us; bursts of many clients
+# connecting at once (benchmarks, reconnect storms) overflow small backlogs.
+LISTEN_BACKLOG: Final = 4096
+# How often graceful shutdown looks again for connections still answering.
+SHUTDOWN_POLL_S: Final = 0.02
+
+
+class Server:
+    def __init__(self, settings: Settings, app: App | None = None) -> None:
+        self.settings = settings
+        self.app = app or App(settings)
+        self.parser_name = resolve_parser_name(settings.http_parser)
+        self.ctx = ServerContext(
+            self.app.router,
+            parser_name=self.parser_name,
+            max_body=settings.max_body_bytes,
+            header_timeout=settings.header_timeout_s,
+            keepalive_timeout=settings.keepalive_timeout_s,
+            max_connections=settings.max_connections,
+            extra_headers=getattr(self.app, "extra_headers", None),
+            on_response=None,
+        )
+        self.app.server_ctx = self.ctx  # type: ignore[attr-defined]
+        self._server: asyncio.AbstractServer | None = None
+        self._port = settings.port
+        self._stopped = asyncio.Event()
+        self.notifier = Notifier()
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    async def start(self) -> None:
+        await self.app.start()
+        loop = asyncio.get_running_loop()
+        ctx = self.ctx
+        self._server = await loop.create_server(
+            lambda: HttpProtocol(ctx, loop),
+            host=self.settings.host,
+            port=self.settings.port,
+            reuse_address=True,
+            backlog=LISTEN_BACKLOG,
+        )
+        sock: socket.socket = self._server.sockets[0]
+        self._port = int(sock.getsockname()[1])
+        log.info(
+            "syncd %s listening on %s:%d (http parser %s, fsync %s)",
+            __version__,
+            self.settings.host,
+            self.port,
+            self.parser_name,
+            self.settings.fsync,
+        )
+        self.notifier.ready(f"listening on port {self.port}")
+        self.notifier.start_watchdog()
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def shutdown(self) -> None:
+        """Stop accepting, let in-flight requests finish up to the deadline, flush storage."""
+        self.notifier.stopping()
+        self.notifier.stop_watchdog()
+        ctx = self.ctx
+        ctx.closing = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(ctx.connections):
+            conn.shutdown()
+        for other in list(ctx.other_connections):
+            with contextlib.suppress(Exception):
+                other.shutdown()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.shutdown_timeout_s
+        while (
+            any(c.busy for c in ctx.connections) or ctx.other_connections
+        ) and loop.time() < deadline:
+            await asyncio.sleep(SHUTDOWN_POLL_S)
+        for conn in list(ctx.connections):
+            conn._close()
+        # Closed WebSocket sessions write their presence leaves; the store
+        # must still be open for them.
+        await wait_background(max(0.0, deadline - loop.time()))
+        await self.app.close()
+        log.info("syncd stopped")
+
+
+async def _serve(settings: Settings) -> int:
+    server = Server(settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, server.request_stop)
+    try:
+        await server.start()
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        return 1
+    await server.wait_stopped()
+    await server.shutdown()
+    return 0
+
+
+def run(settings: Settings) -> int:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency; this is for odd platforms
+        return asyncio.run(_serve(settings))
+    if sys.version_info >= (3, 12):
+        return uvloop.run(_serve(settings))  # type: ignore[no-any-return]
+    uvloop.install()
+    return asyncio.run(_serve(settings))

@@ -1,0 +1,180 @@
+"""The one op path that HTTP and WebSocket share.
+
+plan (shape, type) -> authorize (write + mask) -> engine.apply (memory) ->
+store (durable) -> only then: answer, hub broadcast, webhook, metrics.
+
+If the store fails, memory is ahead of disk: the ops involved are answered
+503, further writes are refused, and once the store can write again the
+engine is rebuilt from what the store holds (PostgreSQL treats an fsync
+failure the same way: the buffers are not trusted again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from syncd.errors import ApiError, unavailable
+
+if TYPE_CHECKING:
+    from syncd.app import App
+    from syncd.auth.authenticator import Principal
+    from syncd.crdt.engine import ApplyResult, Engine, Plan
+
+log = logging.getLogger("syncd.service")
+
+# While the store is failing, how often we look whether it can write again.
+RECOVERY_POLL_S: Final = 0.2
+
+
+class CrdtService:
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.hub = app.hub
+        self._degraded = False
+        self._recovery: asyncio.Task[None] | None = None
+        self._ops_children: dict[tuple[str, str, str], Any] = {}
+        self._merge_children: dict[str, Any] = {}
+
+    @property
+    def engine(self) -> Engine:
+        # Looked up each time: recovery replaces the engine with one rebuilt from disk.
+        return self.app.engine
+
+    @property
+    def writable(self) -> bool:
+        return not self._degraded and self.app.store.ready
+
+    async def apply_ops(
+        self, ns: str, crdt_id: str, body: Any, principal: Principal, source: str
+    ) -> ApplyResult:
+        app = self.app
+        plan = self.engine.plan(ns, crdt_id, body)
+        app.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        if not self.writable:
+            raise unavailable()
+        client_id = principal.client_id
+        commit = getattr(app.store, "commit", None)
+        if commit is not None:
+            # A shared store (PostgreSQL) orders ops across nodes itself: it
+            # catches this CRDT up, applies under its lock and commits.
+            result: ApplyResult = await commit(
+                ns, crdt_id, lambda: self._timed_apply(plan, client_id)
+            )
+        else:
+            result = self._timed_apply(plan, client_id)
+            # An all-duplicate request still waits for the store: its first
+            # answer may not be durable yet, and we never answer before that.
+            await self._persist(result.records)
+        if result.records:
+            # After the caller's answer: the caller resumes in this same step
+            # and writes its ack or response first, so a writer sees its ack
+            # before its own delta; call_soon keeps deltas in durable order.
+            asyncio.get_running_loop().call_soon(self._after_durable, result.records, source)
+        return result
+
+    def _timed_apply(self, plan: Plan, client_id: int) -> ApplyResult:
+        started = time.perf_counter()
+        result = self.engine.apply(plan, client_id)
+        ns = plan.ns
+        merge = self._merge_children.get(ns)
+        if merge is None:
+            merge = self._merge_children[ns] = self.app.metrics.merge_duration_seconds.labels(ns)
+        merge.observe(time.perf_counter() - started)
+        return result
+
+    def apply_remote(self, record: dict[str, Any]) -> bool:
+        """A durable record made elsewhere (another node): apply and fan out.
+
+        Raises ``GapError`` when seqs are missing; the caller fetches them first.
+        Returns False for a record this node already holds.
+        """
+        if not self.engine.replay(record):
+            return False
+        self.publish_soon(record)
+        return True
+
+    def publish_soon(self, delta: dict[str, Any]) -> None:
+        """Broadcast ``delta`` through the one FIFO every delta takes (see
+        apply_ops), so subscribers see each CRDT's deltas in the order the
+        engine applied them, local and remote alike."""
+        asyncio.get_running_loop().call_soon(self.hub.publish, delta)
+
+    async def delete(self, ns: str, crdt_id: str) -> bool:
+        if not self.writable:
+            raise unavailable()
+        record = self.engine.delete(ns, crdt_id)
+        if record is None:
+            return False
+        await self._persist([record])
+        self.publish_soon(record)
+        return True
+
+    async def _persist(self, records: list[dict[str, Any]]) -> None:
+        try:
+            await self.app.store.append(records)
+        except ApiError:
+            self._enter_degraded()
+            raise
+        except Exception:
+            log.exception("store append failed")
+            self._enter_degraded()
+            raise unavailable() from None
+
+    def _after_durable(self, records: list[dict[str, Any]], source: str) -> None:
+        webhooks = self.app.webhooks
+        for record in records:
+            self.hub.publish(record)
+            op = record["op"]
+            op_name = op.get("op", "") if isinstance(op, dict) else ""
+            key = (record["ns"], record["id"], op_name)
+            child = self._ops_children.get(key)
+            if child is None:
+                child = self._ops_children[key] = self.app.metrics.ops_total.labels(*key)
+            child.inc()
+            if webhooks is not None:
+                webhooks.enqueue(
+                    {
+                        "ns": record["ns"],
+                        "crdt_id": record["id"],
+                        "source": source,
+                        "seq": record["seq"],
+                        "op_type": op_name,
+                        "client_id": record["client_id"],
+                        "timestamp_ms": record["ts"],
+                    }
+                )
+
+    def _enter_degraded(self) -> None:
+        if self._degraded:
+            return
+        self._degraded = True
+        log.error(
+            "storage failed: refusing writes until it recovers; state will be rebuilt from disk"
+        )
+        self._recovery = asyncio.get_running_loop().create_task(self._recover())
+
+    async def _recover(self) -> None:
+        store = self.app.store
+        while True:
+            await asyncio.sleep(RECOVERY_POLL_S)
+            if not store.ready:
+                continue
+            try:
+                recovered = await store.reload()
+            except Exception:
+                log.exception("rebuilding state from storage failed; retrying")
+                continue
+            self.app.load_state(recovered)
+            self._degraded = False
+            log.warning("storage recovered; state rebuilt from disk")
+            return
+
+    async def close(self) -> None:
+        if self._recovery is not None:
+            self._recovery.cancel()
+            with contextlib.suppress(BaseException):
+                await self._recovery

@@ -1,0 +1,809 @@
+"""FileStore: the default durable store, an append-only log in a data directory.
+
+Layout::
+
+    <data_dir>/LOCK                                  flock'd while a store has it open
+    <data_dir>/log/<first lsn, 20 digits>.seg        log segments (log.py)
+    <data_dir>/snapshots/snapshot-<lsn>.snap         snapshots (snapshot.py)
+
+Theory of operation
+-------------------
+*Group commit.* ``append`` encodes and frames its records on the loop, gives them
+the next log sequence numbers (LSNs) and queues them. One flusher task takes
+everything queued (up to ``max_batch_bytes``), writes it with one ``pwrite`` and
+one ``fsync`` in the store's I/O thread while the next batch fills, then
+resolves the appends of that batch in the order they were made. ``fsync="always"``
+writes and fsyncs every append call on its own; ``"never"`` writes without
+fsync (tests and benchmarks). ``append([])`` is a barrier: it resolves once
+everything appended before it is durable.
+
+*Failure.* When a write or fsync fails, the file's content after the last
+acknowledged byte is unknown. Every append in flight or queued raises 503,
+``ready`` turns False, the segment is cut back to its last good offset and
+writing continues in a fresh segment once a probe (a page written and fsynced,
+every ``probe_interval`` seconds) succeeds; then ``ready`` is True again. The
+caller's memory may hold ops whose records failed: ``on_failure`` (once per
+episode, with the error) tells it so whenever an append that carried records
+fails, and ``reload()`` re-reads the durable state for it to load in place of
+its memory. The store does not gate appends on that reload: the caller refuses
+its own writes until it has rebuilt. It does gate snapshots on it, since a
+snapshot of such memory would make the failed records durable. Records whose append raised are never
+reported by a later open or reload, unless the process dies before the cut (a
+failed fsync may still have reached the disk).
+
+*Snapshots.* When the log has grown by ``max(snapshot_every_bytes, size of the
+last snapshot)`` since the last snapshot (the second term keeps the write
+amplification of large states bounded), the store calls the snapshot source on
+the loop. The caller must apply an op to its memory and ``append`` its record in
+the same loop step, so that at that moment the source's entries cover exactly
+the records appended so far; and it must not mutate the exported maps later, as
+they are encoded in a worker thread. The snapshot is published (renamed into
+place) only after those records are durable; then the segments it covers and
+older snapshots are deleted. Start-up reads the newest snapshot and only the
+log after it, so restart time follows state size plus ``snapshot_every_bytes``,
+not history.
+
+*Replay tail.* Each CRDT's recent durable op records are kept in memory
+(``tail.ReplayTail``) for ``ops_since``; a snapshot carries the tail as of its
+LSN, so replays work across restarts.
+
+*Recovery.* ``open`` takes an exclusive non-blocking ``flock`` on ``LOCK``,
+loads the newest valid snapshot, checks every frame of the log after it, cuts a
+torn tail of the last segment (with a warning naming the bytes cut) and refuses
+to start (``StoreCorruptError`` naming file and offset) on damage that a crash
+cannot explain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import gc
+import logging
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from syncd.errors import ApiError, unavailable
+from syncd.store.base import Record, Recovered, SnapshotSource
+from syncd.store.log import (
+    FLAG_BATCH_START,
+    HEADER_SIZE,
+    MAX_RECORD_BYTES,
+    PROBE_NAME,
+    SEGMENT_BYTES,
+    LogFile,
+    LogWriter,
+    Opener,
+    StoreCorruptError,
+    frame,
+    list_segments,
+    scan_segment,
+)
+from syncd.store.snapshot import (
+    Snapshot,
+    SnapshotWriter,
+    delete_older,
+    list_snapshots,
+    read_snapshot,
+    remove_temporaries,
+)
+from syncd.store.tail import REPLAY_TAIL_PER_CRDT, REPLAY_TAIL_TOTAL, ReplayTail
+
+__all__ = [
+    "FSYNC_MODES",
+    "MAX_BATCH_BYTES",
+    "PROBE_INTERVAL_S",
+    "SNAPSHOT_EVERY_BYTES",
+    "FileStore",
+    "StoreCorruptError",
+    "StoreLockedError",
+    "StoreStats",
+]
+
+log = logging.getLogger("syncd.store")
+
+FSYNC_MODES = ("batch", "always", "never")
+
+SNAPSHOT_EVERY_BYTES = 16 * 1024 * 1024
+"""Log growth that triggers a snapshot: bounds the log replayed at start-up to
+about 110k small op records (a second or two)."""
+
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+"""One write+fsync carries at most about this much (whole appends), so one slow
+batch does not hold back the acknowledgement of everything queued behind it."""
+
+PROBE_INTERVAL_S = 1.0
+"""How often a failed store tries the disk again."""
+
+
+class StoreLockedError(Exception):
+    """Another store (in this or another process) has the data directory open."""
+
+
+@dataclass
+class StoreStats:
+    """Counters for tests, benchmarks and diagnostics."""
+
+    fsyncs: int = 0
+    batches: int = 0
+    records_written: int = 0
+    bytes_written: int = 0
+    snapshots: int = 0
+    failures: int = 0
+    recovered_records: int = 0
+    recovery_bytes_read: int = 0
+
+
+@dataclass
+class _Group:
+    """The records of one ``append`` call."""
+
+    future: asyncio.Future[None]
+    records: list[Record]
+    frames: list[bytes]
+    first_lsn: int
+    size: int
+
+
+@dataclass
+class _Disk:
+    """The durable state as read from disk."""
+
+    snapshot: Snapshot | None
+    records: list[tuple[int, Record]]
+    durable: int
+    segments: list[tuple[int, str]]
+    last: tuple[str, int] | None
+    new_bytes: int
+    bytes_read: int
+    tail: ReplayTail = field(default_factory=ReplayTail)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Recovery makes millions of small maps and frees none: the cyclic collector
+    would scan them again and again for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_disk(
+    log_dir: str,
+    snap_dir: str,
+    *,
+    limits: dict[str, int],
+    tolerate_tail: bool,
+    tail_per_crdt: int,
+    tail_total: int,
+) -> _Disk:
+    """Read the newest valid snapshot and every log record after it."""
+    with _gc_paused():
+        return _read_disk_unpaused(
+            log_dir,
+            snap_dir,
+            limits=limits,
+            tolerate_tail=tolerate_tail,
+            tail_per_crdt=tail_per_crdt,
+            tail_total=tail_total,
+        )
+
+
+def _read_disk_unpaused(
+    log_dir: str,
+    snap_dir: str,
+    *,
+    limits: dict[str, int],
+    tolerate_tail: bool,
+    tail_per_crdt: int,
+    tail_total: int,
+) -> _Disk:
+    snapshot: Snapshot | None = None
+    damaged: list[tuple[int, StoreCorruptError]] = []
+    for lsn, path in list_snapshots(snap_dir):
+        try:
+            snapshot = read_snapshot(path, lsn)
+            break
+        except StoreCorruptError as exc:
+            damaged.append((lsn, exc))
+    base = snapshot.lsn if snapshot else 0
+    bytes_read = snapshot.size if snapshot else 0
+
+    segments = list_segments(log_dir)
+    start = 0
+    while start + 1 < len(segments) and segments[start + 1][0] <= base + 1:
+        start += 1
+    needed = segments[start:]
+    if needed and needed[0][0] > base + 1:
+        if damaged:
+            raise damaged[0][1]
+        raise StoreCorruptError(
+            f"{needed[0][1]}: the log starts at sequence {needed[0][0]}, but no snapshot "
+            f"covers the records before it"
+        )
+
+    records: list[tuple[int, Record]] = []
+    expected = needed[0][0] if needed else base + 1
+    last: tuple[str, int] | None = None
+    new_bytes = 0
+    for i, (first, path) in enumerate(needed):
+        if first != expected:
+            raise StoreCorruptError(
+                f"{path}: the segment starts at log sequence {first} where {expected} was "
+                f"due (a segment is missing or out of place)"
+            )
+        scan = scan_segment(
+            path,
+            expected,
+            base,
+            records,
+            limit=limits.get(path),
+            tolerate_tail=tolerate_tail and i == len(needed) - 1,
+        )
+        expected = scan.next_lsn
+        last = (path, scan.good_end)
+        new_bytes += scan.new_bytes
+        bytes_read += scan.size
+    # In fsync=never mode a crash may lose records a snapshot already covers.
+    durable = max(expected - 1, base)
+    if damaged:
+        newest = damaged[0][0]
+        if durable < newest:
+            raise damaged[0][1]
+        log.warning(
+            "snapshot %d is damaged (%s); rebuilt from %s and the log instead",
+            newest,
+            damaged[0][1],
+            f"snapshot {base}" if snapshot else "the whole log",
+        )
+
+    tail = ReplayTail(tail_per_crdt, tail_total)
+    tail.load(base, snapshot.tail if snapshot else [], records)
+    return _Disk(snapshot, records, durable, segments, last, new_bytes, bytes_read, tail)
+
+
+def _acquire_lock(data_dir: str) -> int:
+    path = os.path.join(data_dir, "LOCK")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = ""
+        with contextlib.suppress(OSError, ValueError):
+            holder = f" (process {int(os.pread(fd, 32, 0).decode().strip())})"
+        os.close(fd)
+        raise StoreLockedError(
+            f"the data directory {data_dir} is in use by another syncd store{holder}; "
+            f"stop it or choose another SERVICE_DATA_DIR"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    with contextlib.suppress(OSError):  # the pid is a courtesy for the message above
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+class FileStore:
+    """The append-only log store. See the module docstring for the whole story."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        fsync: str = "batch",
+        segment_bytes: int = SEGMENT_BYTES,
+        snapshot_every_bytes: int = SNAPSHOT_EVERY_BYTES,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
+        replay_tail_per_crdt: int = REPLAY_TAIL_PER_CRDT,
+        replay_tail_total: int = REPLAY_TAIL_TOTAL,
+        probe_interval: float = PROBE_INTERVAL_S,
+        on_written: Callable[[int], None] | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
+        opener: Opener = LogFile.open,
+    ) -> None:
+        if fsync not in FSYNC_MODES:
+            raise ValueError(f"unknown fsync mode {fsync!r}; expected one of {FSYNC_MODES}")
+        if min(segment_bytes, snapshot_every_bytes, max_batch_bytes) < 1 or probe_interval <= 0:
+            raise ValueError("sizes and the probe interval must be positive")
+        self.data_dir = os.fspath(data_dir)
+        self.fsync_mode = fsync
+        self.on_written = on_written
+        self.on_failure = on_failure
+        self.stats = StoreStats()
+        self._log_dir = os.path.join(self.data_dir, "log")
+        self._snap_dir = os.path.join(self.data_dir, "snapshots")
+        self._segment_bytes = segment_bytes
+        self._snapshot_every = snapshot_every_bytes
+        self._max_batch = max_batch_bytes
+        self._tail_per_crdt = replay_tail_per_crdt
+        self._tail_total = replay_tail_total
+        self._probe_interval = probe_interval
+        self._opener = opener
+        self._packer = msgpack.Packer(use_bin_type=True)
+        self._tail = ReplayTail(replay_tail_per_crdt, replay_tail_total)
+        self._source: SnapshotSource | None = None
+
+        self._opened = False
+        self._closing = False
+        self._closed = False
+        self._lock_fd = -1
+        self._io: ThreadPoolExecutor | None = None
+        self._snap_io: ThreadPoolExecutor | None = None
+        self._writer: LogWriter | None = None
+
+        self._next_lsn = 1
+        self._durable = 0
+        self._pending: deque[_Group] = deque()
+        self._pending_bytes = 0
+        self._wake = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+
+        self._failed = False
+        self._last_error: BaseException | None = None
+        self._notified = False
+        # Set when an append that carried records failed: the caller's memory may
+        # be ahead of the disk, so its snapshots are not trusted until reload().
+        self._memory_suspect = False
+        self._reloading = False
+        self._prober: asyncio.Task[None] | None = None
+
+        self._snapshot_lock = asyncio.Lock()
+        self._snapshot_tasks: set[asyncio.Task[Any]] = set()
+        self._log_bytes = 0
+        self._bytes_at_snapshot = 0
+        self._last_snapshot_size = 0
+
+    # -- the Store protocol -------------------------------------------------
+
+    async def open(self) -> Recovered:
+        """Lock the directory, recover, repair a torn tail; the state to load."""
+        if self._opened or self._closed:
+            raise RuntimeError("a FileStore is opened once")
+        os.makedirs(self._log_dir, exist_ok=True)
+        os.makedirs(self._snap_dir, exist_ok=True)
+        self._lock_fd = _acquire_lock(self.data_dir)
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="syncd-log")
+        self._snap_io = ThreadPoolExecutor(1, thread_name_prefix="syncd-snapshot")
+        loop = asyncio.get_running_loop()
+        try:
+            disk, writer, error = await loop.run_in_executor(self._io, self._open_sync)
+        except BaseException:
+            self._release()
+            raise
+        self._writer = writer
+        self._durable = disk.durable
+        self._next_lsn = disk.durable + 1
+        self._tail = disk.tail
+        self._log_bytes = disk.new_bytes
+        self._last_snapshot_size = disk.snapshot.size if disk.snapshot else 0
+        self.stats.recovered_records = len(disk.records)
+        self.stats.recovery_bytes_read = disk.bytes_read
+        self.stats.fsyncs = writer.fsyncs
+        self._opened = True
+        self._flusher = asyncio.create_task(self._flush_loop(), name="syncd-log-flusher")
+        if error is not None:
+            log.error("the data directory %s is not writable: %s", self.data_dir, error)
+            self._enter_failure(error)
+        log.info(
+            "opened %s: snapshot at log sequence %d with %d entries, %d records after it, "
+            "last durable sequence %d",
+            self.data_dir,
+            disk.snapshot.lsn if disk.snapshot else 0,
+            len(disk.snapshot.entries) if disk.snapshot else 0,
+            len(disk.records),
+            disk.durable,
+        )
+        return Recovered(
+            entries=disk.snapshot.entries if disk.snapshot else [],
+            records=[record for _, record in disk.records],
+        )
+
+    def set_snapshot_source(self, source: SnapshotSource) -> None:
+        self._source = source
+
+    async def append(self, records: Sequence[Record]) -> None:
+        """Persist ``records`` in order; returns once durable, else raises 503."""
+        await self._enqueue(records)
+
+    async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:
+        return self._tail.since(ns, crdt_id, epoch, since)
+
+    @property
+    def ready(self) -> bool:
+        return self._opened and not self._closing and not self._failed and not self._reloading
+
+    @property
+    def wal_last_seq(self) -> int:
+        return self._durable
+
+    async def close(self) -> None:
+        """Flush what is pending, stop background work, release the directory."""
+        if self._closed or not self._opened:
+            self._closed = True
+            return
+        self._closing = True
+        async with self._snapshot_lock:  # a running snapshot still needs the flusher
+            pass
+        self._wake.set()
+        if self._flusher is not None:
+            await self._flusher
+        if self._prober is not None:
+            self._prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._prober
+        writer = self._writer
+        assert writer is not None and self._io is not None
+        loop = asyncio.get_running_loop()
+        if self.fsync_mode == "never" and not self._failed:
+            try:
+                await loop.run_in_executor(self._io, writer.sync)
+            except OSError as exc:
+                log.error("final fsync of the log failed: %s", exc)
+        await loop.run_in_executor(self._io, writer.close)
+        self._closed = True
+        self._release()
+
+    # -- beyond the protocol ------------------------------------------------
+
+    async def reload(self) -> Recovered:
+        """Re-read the durable state (snapshot and log) without re-locking: what the
+        caller loads in place of its memory after ``on_failure``. Call it when no
+        appends are in flight."""
+        if not self._opened or self._closing:
+            raise RuntimeError("reload() needs an open store")
+        assert self._io is not None and self._writer is not None
+        writer = self._writer
+        self._notified = False
+        self._memory_suspect = False
+        self._reloading = True
+        try:
+            disk = await asyncio.get_running_loop().run_in_executor(
+                self._io,
+                lambda: _read_disk(
+                    self._log_dir,
+                    self._snap_dir,
+                    limits=writer.limits(),
+                    tolerate_tail=False,
+                    tail_per_crdt=self._tail_per_crdt,
+                    tail_total=self._tail_total,
+                ),
+            )
+        finally:
+            self._reloading = False
+        if disk.durable != self._durable:
+            log.error("reload read up to sequence %d, expected %d", disk.durable, self._durable)
+        self._tail = disk.tail
+        return Recovered(
+            entries=disk.snapshot.entries if disk.snapshot else [],
+            records=[record for _, record in disk.records],
+        )
+
+    async def compact_now(self) -> int:
+        """Take a snapshot now and compact the log behind it; the LSN it covers."""
+        if self._source is None:
+            raise RuntimeError("compact_now() needs a snapshot source")
+        if not self._opened or self._closing:
+            raise RuntimeError("compact_now() needs an open store")
+        return await self._snapshot()
+
+    async def probe(self) -> bool:
+        """Try once to repair a failed log; True when the disk takes writes again."""
+        if not self._failed:
+            return True
+        assert self._io is not None and self._writer is not None
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                self._io, self._writer.repair, self._durable + 1
+            )
+        except OSError as exc:
+            self._last_error = exc
+            log.debug("storage probe failed: %s", exc)
+            return False
+        if self._failed:
+            self._failed = False
+            self._notified = False
+            log.warning("the data directory %s takes writes again", self.data_dir)
+        return True
+
+    @property
+    def log_segments(self) -> list[str]:
+        """Paths of the current segments, oldest first (for tests and tools)."""
+        return [path for _, path in list_segments(self._log_dir)]
+
+    # -- appending ------------------------------------------------------------
+
+    def _enqueue(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        if not self._opened:
+            raise RuntimeError("open() the store first")
+        if self._closing:
+            raise unavailable("storage is shutting down")
+        if not self.ready:
+            error = self._refusal()
+            if records:
+                self._notify(error)
+            raise error
+        lsn = self._next_lsn
+        frames: list[bytes] = []
+        size = 0
+        pack = self._packer.pack
+        try:
+            for record in records:
+                if not isinstance(record, dict):
+                    raise TypeError(f"a log record is a dict, not {type(record).__name__}")
+                body = pack(record)
+                if len(body) > MAX_RECORD_BYTES:
+                    raise ApiError(
+                        413,
+                        "payload_too_large",
+                        f"a log record of {len(body)} bytes is over the "
+                        f"{MAX_RECORD_BYTES}-byte limit",
+                    )
+                framed = frame(lsn, body)
+                frames.append(framed)
+                size += len(framed)
+                lsn += 1
+        except BaseException as exc:
+            self._notify(exc)  # the caller may already have applied these records
+            raise
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Group(future, list(records), frames, self._next_lsn, size))
+        self._pending_bytes += size
+        self._next_lsn = lsn
+        self._wake.set()
+        return future
+
+    def _refusal(self) -> ApiError:
+        if self._failed:
+            reason = getattr(self._last_error, "strerror", None) or str(self._last_error)
+            return unavailable(f"storage is unavailable: {reason}")
+        return unavailable("storage is re-reading its state")
+
+    def _take_batch(self) -> list[_Group]:
+        batch: list[_Group] = []
+        size = 0
+        carries = False
+        while self._pending:
+            group = self._pending[0]
+            if (
+                group.records
+                and carries
+                and (self.fsync_mode == "always" or size + group.size > self._max_batch)
+            ):
+                break
+            batch.append(self._pending.popleft())
+            size += group.size
+            carries = carries or bool(group.records)
+        self._pending_bytes -= size
+        return batch
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        writer = self._writer
+        assert writer is not None and self._io is not None
+        sync = self.fsync_mode != "never"
+        while True:
+            if not self._pending:
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            batch = self._take_batch()
+            parts: list[bytes] = []
+            first_lsn = 0
+            count = 0
+            for group in batch:
+                if not group.records:
+                    continue
+                if not parts:
+                    # Mark the batch's first record: see log.py on torn batches.
+                    first_lsn = group.first_lsn
+                    body = group.frames[0][HEADER_SIZE:]
+                    parts.append(frame(first_lsn, body, FLAG_BATCH_START))
+                    parts.extend(group.frames[1:])
+                else:
+                    parts.extend(group.frames)
+                count += len(group.records)
+            if count:
+                data = b"".join(parts)
+                try:
+                    if sync:
+                        await loop.run_in_executor(self._io, writer.write, data, first_lsn, sync)
+                    else:
+                        # No fsync: a page-cache write is cheaper inline than a
+                        # hop to the I/O thread and back.
+                        writer.write(data, first_lsn, sync)
+                except Exception as exc:
+                    if not isinstance(exc, OSError):
+                        log.exception("unexpected error while writing the log")
+                    self.stats.fsyncs = writer.fsyncs
+                    self._fail(exc, batch)
+                    continue
+                self._durable = first_lsn + count - 1
+                self._log_bytes += len(data)
+                self.stats.fsyncs = writer.fsyncs
+                self.stats.batches += 1
+                self.stats.records_written += count
+                self.stats.bytes_written += len(data)
+                for group in batch:
+                    for i, record in enumerate(group.records):
+                        self._tail.add(group.first_lsn + i, record)
+            for group in batch:
+                if not group.future.done():
+                    group.future.set_result(None)
+            if count:
+                if self.on_written is not None:
+                    try:
+                        self.on_written(count)
+                    except Exception:
+                        log.exception("on_written callback failed")
+                self._maybe_snapshot()
+
+    def _fail(self, exc: BaseException, batch: list[_Group]) -> None:
+        """Fail the batch and everything queued behind it (their LSNs followed it)."""
+        groups = [*batch, *self._pending]
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._next_lsn = self._durable + 1
+        self.stats.failures += 1
+        log.error(
+            "writing the log in %s failed (%s); refusing writes until the disk takes them",
+            self.data_dir,
+            exc,
+        )
+        self._enter_failure(exc)
+        reason = getattr(exc, "strerror", None) or str(exc)
+        for group in groups:
+            if not group.future.done():
+                group.future.set_exception(unavailable(f"storage write failed: {reason}"))
+        if any(group.records for group in groups):
+            self._notify(exc)
+
+    def _enter_failure(self, exc: BaseException) -> None:
+        self._failed = True
+        self._last_error = exc
+        if self._prober is None or self._prober.done():
+            self._prober = asyncio.create_task(self._probe_loop(), name="syncd-log-probe")
+
+    def _notify(self, exc: BaseException) -> None:
+        self._memory_suspect = True
+        if self.on_failure is None or self._notified:
+            return
+        self._notified = True
+        try:
+            self.on_failure(exc)
+        except Exception:
+            log.exception("on_failure callback failed")
+
+    async def _probe_loop(self) -> None:
+        while self._failed and not self._closing:
+            await asyncio.sleep(self._probe_interval)
+            if self._closing:
+                return
+            try:
+                await self.probe()
+            except Exception:
+                log.exception("storage probe crashed")
+
+    # -- snapshots ------------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        threshold = max(self._snapshot_every, self._last_snapshot_size)
+        if (
+            self._source is None
+            or self._closing
+            or self._memory_suspect
+            or self._snapshot_lock.locked()
+            or self._log_bytes - self._bytes_at_snapshot < threshold
+        ):
+            return
+        task = asyncio.create_task(self._auto_snapshot(), name="syncd-snapshot")
+        self._snapshot_tasks.add(task)
+        task.add_done_callback(self._snapshot_tasks.discard)
+
+    async def _auto_snapshot(self) -> None:
+        try:
+            await self._snapshot()
+        except ApiError:
+            pass  # the log failed under it; the next growth tries again
+        except Exception:
+            log.exception("taking a snapshot failed; the next log growth tries again")
+            self._bytes_at_snapshot = self._log_bytes
+
+    async def _snapshot(self) -> int:
+        loop = asyncio.get_running_loop()
+        assert self._io is not None and self._snap_io is not None and self._writer is not None
+        async with self._snapshot_lock:
+            source = self._source
+            if source is None or not self.ready:
+                raise unavailable("storage is not ready for a snapshot")
+            if self._memory_suspect:
+                raise unavailable("no snapshot until reload(): memory may hold failed records")
+            # The caller applies and appends in one loop step, so right now the
+            # source's entries cover exactly the records appended so far.
+            entries = list(source())
+            covered = self._next_lsn - 1
+            mark = self._log_bytes + self._pending_bytes
+            barrier = self._enqueue(())
+            writer = SnapshotWriter(self._snap_dir, covered, self._opener)
+            try:
+                await loop.run_in_executor(self._snap_io, writer.write_entries, entries)
+                del entries
+                await barrier  # publish only what is durable
+                tail = self._tail.export(covered)
+                size = await loop.run_in_executor(self._snap_io, writer.finish, tail)
+            except BaseException:
+                await loop.run_in_executor(self._snap_io, writer.abort)
+                raise
+            self._bytes_at_snapshot = mark
+            self._last_snapshot_size = size
+            self.stats.snapshots += 1
+            try:
+                deleted = await loop.run_in_executor(self._io, self._compact_sync, covered)
+            except OSError as exc:
+                log.warning("compacting the log behind snapshot %d failed: %s", covered, exc)
+                deleted = 0
+            log.info(
+                "snapshot at log sequence %d (%d bytes) published; %d segments deleted",
+                covered,
+                size,
+                deleted,
+            )
+            return covered
+
+    def _compact_sync(self, covered: int) -> int:
+        assert self._writer is not None
+        deleted = self._writer.delete_covered(covered)
+        delete_older(self._snap_dir, covered)
+        return deleted
+
+    # -- opening and closing ----------------------------------------------------
+
+    def _open_sync(self) -> tuple[_Disk, LogWriter, OSError | None]:
+        remove_temporaries(self._snap_dir)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self._log_dir, PROBE_NAME))
+        disk = _read_disk(
+            self._log_dir,
+            self._snap_dir,
+            limits={},
+            tolerate_tail=True,
+            tail_per_crdt=self._tail_per_crdt,
+            tail_total=self._tail_total,
+        )
+        writer = LogWriter(self._log_dir, self._opener, self._segment_bytes, disk.segments)
+        # The last segment is cut to its good end and a fresh one started, the same
+        # path as after a failed write.
+        writer.broken = disk.last
+        error: OSError | None = None
+        try:
+            if disk.snapshot is not None:
+                writer.delete_covered(disk.snapshot.lsn)
+            writer.repair(disk.durable + 1)
+        except OSError as exc:
+            error = exc
+        return disk, writer, error
+
+    def _release(self) -> None:
+        if self._lock_fd >= 0:
+            fd, self._lock_fd = self._lock_fd, -1
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        for pool in (self._io, self._snap_io):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._io = self._snap_io = None

@@ -1,0 +1,421 @@
+"""Segment files of the append-only log: framing, writing, scanning and repair.
+
+Frame layout (little-endian)::
+
+    [u32 length | flags][u32 crc32][u64 tag][body: one msgpack map]
+
+The CRC covers the length word, the tag and the body. In a segment the tag is
+the record's log sequence number (LSN, global, gap-free, never reused once
+durable); in a snapshot it names the section (see ``snapshot.py``).
+
+The top bit of the length word marks the first record of a write batch. A crash
+can tear only the batch being written (earlier ones were fsynced before it
+started), and a torn batch may hold good records *after* a bad one, since pages
+reach the disk in any order. So damage in the last segment followed by the start
+of a *later* batch is real corruption (refuse to start), while damage inside the
+last batch is a torn write (cut it). Damage in a final batch that had been
+acknowledged cannot be told from a torn write and is cut too.
+
+Segments are named by the LSN of their first record, zero-padded to 20 digits,
+so names sort by LSN. Nothing a client chose ever becomes part of a file name.
+
+``LogFile`` is the only way this package writes a file, so tests can swap in a
+subclass that fails with ENOSPC, EIO or EACCES at will. ``LogWriter`` owns the
+active end of the log and is used from one I/O thread only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+import struct
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from syncd.store.base import Record
+
+log = logging.getLogger("syncd.store")
+
+HEADER = struct.Struct("<IIQ")
+HEADER_SIZE = HEADER.size
+_WORD_TAG = struct.Struct("<IQ")
+FLAG_BATCH_START = 1 << 31
+LENGTH_MASK = FLAG_BATCH_START - 1
+
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+"""An op record is bounded by the request body limit (1 MiB by default) plus what
+the engine adds to it; a longer length word in a segment is damage, not data."""
+
+SEGMENT_BYTES = 16 * 1024 * 1024
+"""Rotation size: rotating costs a file create and a directory fsync, so not too
+small; compaction deletes whole segments and start-up checks (without decoding)
+the covered part of the segment holding the snapshot's LSN, so not too large."""
+
+PROBE_BYTES = b"\0" * 4096
+"""One page: a probe smaller than a page could fit in a nearly full disk that a
+real batch would not."""
+
+SEGMENT_SUFFIX = ".seg"
+PROBE_NAME = ".probe"
+_SEGMENT_RE = re.compile(r"^(\d{20})\.seg$")
+
+Opener = Callable[[str], "LogFile"]
+
+
+class StoreCorruptError(Exception):
+    """The data on disk is damaged where a crash cannot have damaged it."""
+
+
+def frame(tag: int, body: bytes, flags: int = 0) -> bytes:
+    """One frame: header and body."""
+    word = len(body) | flags
+    crc = zlib.crc32(body, zlib.crc32(_WORD_TAG.pack(word, tag)))
+    return HEADER.pack(word, crc, tag) + body
+
+
+def frame_crc_ok(data: memoryview, off: int, end: int, crc: int) -> bool:
+    """Whether the frame at ``off`` (ending at ``end``) matches ``crc``."""
+    return zlib.crc32(data[off + 8 : end], zlib.crc32(data[off : off + 4])) == crc
+
+
+def decode_map(body: memoryview | bytes) -> dict[str, Any] | None:
+    """A msgpack map, or None when the bytes are not exactly one map."""
+    try:
+        # unpackb bounds every container and string by the input length.
+        value = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except Exception:  # any decoding failure of damaged bytes means "not a record"
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def segment_name(first_lsn: int) -> str:
+    return f"{first_lsn:020d}{SEGMENT_SUFFIX}"
+
+
+def list_segments(log_dir: str) -> list[tuple[int, str]]:
+    """``(first_lsn, path)`` of every segment, ascending."""
+    found = []
+    for name in os.listdir(log_dir):
+        m = _SEGMENT_RE.match(name)
+        if m:
+            found.append((int(m.group(1)), os.path.join(log_dir, name)))
+    found.sort()
+    return found
+
+
+def fsync_dir(path: str) -> None:
+    """Make a directory's entries (a created, renamed or deleted file) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LogFile:
+    """A file opened for writing at explicit offsets. Subclass to inject faults."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    @classmethod
+    def open(cls, path: str) -> LogFile:
+        """Open (creating if missing, never truncating) for reading and writing."""
+        return cls(path, os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+
+    def write_at(self, data: bytes | memoryview, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self._fd, view, offset)
+            if n <= 0:  # pwrite reports a full disk as an error; be safe anyway
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
+            view = view[n:]
+            offset += n
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+
+@dataclass
+class SegmentScan:
+    """What one segment held."""
+
+    next_lsn: int
+    """The LSN after its last good record."""
+    good_end: int
+    """The offset after its last good record."""
+    size: int
+    """The bytes examined."""
+    new_bytes: int
+    """Bytes of records with an LSN above ``skip_upto``."""
+
+
+def scan_segment(
+    path: str,
+    expected: int,
+    skip_upto: int,
+    out: list[tuple[int, Record]],
+    *,
+    limit: int | None,
+    tolerate_tail: bool,
+) -> SegmentScan:
+    """Check every frame of a segment whose first record should be ``expected``;
+    decode the records above ``skip_upto`` into ``out``.
+
+    ``limit`` reads only that many bytes (the durable part of a file still being
+    written). With ``tolerate_tail`` a torn tail is reported by ``good_end`` (and
+    logged); otherwise, and for damage followed by a later batch, the scan raises
+    ``StoreCorruptError`` naming the file and offset.
+    """
+    with open(path, "rb") as f:
+        data = f.read() if limit is None else f.read(limit)
+    if limit is not None and len(data) < limit:
+        raise StoreCorruptError(
+            f"{path}: {len(data)} bytes on disk, but {limit} bytes were made durable"
+        )
+    mv = memoryview(data)
+    n = len(data)
+    off = 0
+    new_bytes = 0
+    unpack = HEADER.unpack_from
+    crc32 = zlib.crc32
+    while off < n:
+        bad = ""
+        end = off
+        if n - off < HEADER_SIZE:
+            bad = "short frame header"
+        else:
+            word, crc, lsn = unpack(mv, off)
+            length = word & LENGTH_MASK
+            end = off + HEADER_SIZE + length
+            if length == 0 or length > MAX_RECORD_BYTES:
+                bad = f"impossible record length {length}"
+            elif end > n:
+                bad = "short record"
+            elif crc32(mv[off + 8 : end], crc32(mv[off : off + 4])) != crc:
+                bad = "checksum mismatch"
+            elif lsn != expected:
+                bad = f"log sequence {lsn} where {expected} was due"
+            elif lsn > skip_upto:
+                record = decode_map(mv[off + HEADER_SIZE : end])
+                if record is None:
+                    bad = "undecodable record"
+                else:
+                    out.append((lsn, record))
+                    new_bytes += end - off
+        if bad:
+            if not tolerate_tail or _later_batch_starts(mv, off + 1, expected):
+                raise StoreCorruptError(
+                    f"{path}: {bad} at offset {off}, before data that was made durable "
+                    f"after it; refusing to start (restore the file from a backup, or "
+                    f"move it away to give up the records from offset {off} on)"
+                )
+            log.warning(
+                "%s: %s at offset %d (a torn or damaged tail): cutting %d bytes, "
+                "keeping %d records up to log sequence %d",
+                path,
+                bad,
+                off,
+                n - off,
+                len(out),
+                expected - 1,
+            )
+            return SegmentScan(expected, off, n, new_bytes)
+        expected += 1
+        off = end
+    return SegmentScan(expected, n, n, new_bytes)
+
+
+def _later_batch_starts(mv: memoryview, start: int, expected: int) -> bool:
+    """Whether a good frame opening a write batch (LSN >= ``expected``) lies at or
+    after ``start``: if so, the damage before it is not a torn last batch."""
+    n = len(mv)
+    unpack = HEADER.unpack_from
+    for p in range(start, n - HEADER_SIZE + 1):
+        if mv[p + 3] < 0x80:  # the batch-start flag is the top bit of the length word
+            continue
+        word, crc, lsn = unpack(mv, p)
+        length = word & LENGTH_MASK
+        end = p + HEADER_SIZE + length
+        if (
+            0 < length <= MAX_RECORD_BYTES
+            and end <= n
+            and expected <= lsn < expected + n
+            and frame_crc_ok(mv, p, end, crc)
+        ):
+            return True
+    return False
+
+
+class LogWriter:
+    """The active end of the log. Every method runs in the store's single I/O thread.
+
+    After a failed write or fsync the file's content past the last good offset is
+    unknown (and on Linux a retried fsync may report success for lost pages), so
+    the file is set aside as *broken*: ``repair`` cuts it back to its good offset
+    and continues in a fresh segment.
+    """
+
+    def __init__(
+        self,
+        log_dir: str,
+        opener: Opener,
+        segment_bytes: int,
+        segments: list[tuple[int, str]],
+    ) -> None:
+        self.log_dir = log_dir
+        self.opener = opener
+        self.segment_bytes = segment_bytes
+        self.segments = segments
+        self.active: LogFile | None = None
+        self.active_size = 0
+        self.broken: tuple[str, int] | None = None
+        self.fsyncs = 0
+
+    def write(self, data: bytes, first_lsn: int, sync: bool) -> None:
+        """Append one batch (whose first record has LSN ``first_lsn``)."""
+        if self.active is None:
+            raise OSError(errno.EIO, "the log has not been repaired since a failure")
+        try:
+            if self.active_size >= self.segment_bytes:
+                self._rotate(first_lsn)
+            active = self.active
+            active.write_at(data, self.active_size)
+            if sync:
+                active.fsync()
+                self.fsyncs += 1
+        except OSError:
+            self._break()
+            raise
+        self.active_size += len(data)
+
+    def sync(self) -> None:
+        if self.active is not None:
+            try:
+                self.active.fsync()
+            except OSError:
+                self._break()
+                raise
+            self.fsyncs += 1
+
+    def repair(self, next_lsn: int) -> None:
+        """Cut a broken file back to its good offset, open a fresh segment starting
+        at ``next_lsn`` and prove with a probe write+fsync that the disk takes data.
+        Idempotent: a repair that fails part-way is simply tried again."""
+        if self.broken is not None:
+            path, good = self.broken
+            f = self.opener(path)
+            try:
+                f.truncate(good)
+                f.fsync()
+            finally:
+                f.close()
+            if good == 0:
+                # It would have the name of the fresh segment: reuse the name.
+                os.unlink(path)
+                self.segments = [s for s in self.segments if s[1] != path]
+                fsync_dir(self.log_dir)
+            self.broken = None
+        if self.active is None:
+            path = os.path.join(self.log_dir, segment_name(next_lsn))
+            f = self.opener(path)
+            try:
+                f.truncate(0)  # a leftover under a name no durable record uses
+                fsync_dir(self.log_dir)
+            except OSError:
+                f.close()
+                raise
+            if not self.segments or self.segments[-1][1] != path:
+                self.segments.append((next_lsn, path))
+            self.active = f
+            self.active_size = 0
+        self.probe()
+
+    def probe(self) -> None:
+        path = os.path.join(self.log_dir, PROBE_NAME)
+        f = self.opener(path)
+        try:
+            f.write_at(PROBE_BYTES, 0)
+            f.fsync()
+        finally:
+            f.close()
+        os.unlink(path)
+
+    def delete_covered(self, covered: int) -> int:
+        """Delete the segments whose every record has LSN <= ``covered``; the count."""
+        keep: list[tuple[int, str]] = []
+        deleted = 0
+        in_use = {self.active.path if self.active else "", self.broken[0] if self.broken else ""}
+        for i, (first, path) in enumerate(self.segments):
+            later = self.segments[i + 1][0] if i + 1 < len(self.segments) else None
+            if later is not None and later <= covered + 1 and path not in in_use:
+                try:
+                    os.unlink(path)
+                    deleted += 1
+                    continue
+                except FileNotFoundError:
+                    deleted += 1
+                    continue
+                except OSError as exc:
+                    log.warning("could not delete compacted segment %s: %s", path, exc)
+            keep.append((first, path))
+        self.segments = keep
+        if deleted:
+            fsync_dir(self.log_dir)
+        return deleted
+
+    def limits(self) -> dict[str, int]:
+        """Files still being written, with their durable size (for re-reading)."""
+        out = {}
+        if self.active is not None:
+            out[self.active.path] = self.active_size
+        if self.broken is not None:
+            out[self.broken[0]] = self.broken[1]
+        return out
+
+    def close(self) -> None:
+        if self.active is not None:
+            self.active.close()
+            self.active = None
+
+    def _rotate(self, first_lsn: int) -> None:
+        path = os.path.join(self.log_dir, segment_name(first_lsn))
+        new = self.opener(path)
+        old = self.active
+        self.active, self.active_size = new, 0
+        self.segments.append((first_lsn, path))
+        if old is not None:
+            try:
+                old.close()
+            except OSError as exc:  # its data was fsynced with its last batch
+                log.warning("closing segment %s: %s", old.path, exc)
+        fsync_dir(self.log_dir)
+
+    def _break(self) -> None:
+        active = self.active
+        if active is not None:
+            # Cut the failed bytes at once, so a crash before the repair cannot
+            # bring back records that were answered 503; repair cuts again anyway.
+            with contextlib.suppress(OSError):
+                active.truncate(self.active_size)
+                active.fsync()
+            with contextlib.suppress(OSError):
+                active.close()
+            self.broken = (active.path, self.active_size)
+            self.active = None

@@ -1,0 +1,95 @@
+"""MemoryStore: the Store protocol without a disk, for fast tests of the layers above.
+
+It keeps the last snapshot's entries and the records after it, so a test can
+"restart" by calling ``reload()`` (or handing ``recovered()`` to a fresh
+engine). ``fail_writes`` makes appends raise 503 and turns ``ready`` off, the
+way a full disk does on a FileStore, and calls ``on_failure`` as it does.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from syncd.errors import unavailable
+from syncd.store.base import Record, Recovered, SnapshotSource
+from syncd.store.tail import REPLAY_TAIL_PER_CRDT, REPLAY_TAIL_TOTAL, ReplayTail
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        *,
+        replay_tail_per_crdt: int = REPLAY_TAIL_PER_CRDT,
+        replay_tail_total: int = REPLAY_TAIL_TOTAL,
+        on_written: Callable[[int], None] | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.on_written = on_written
+        self.on_failure = on_failure
+        self.fail_writes = False
+        """Set to make every append raise 503 (a full disk, a lost database)."""
+        self.entries: list[dict[str, Any]] = []
+        self.records: list[Record] = []
+        self._tail_bounds = (replay_tail_per_crdt, replay_tail_total)
+        self._tail = ReplayTail(*self._tail_bounds)
+        self._source: SnapshotSource | None = None
+        self._lsn = 0
+        self._snapshot_lsn = 0
+        self._opened = False
+        self._closed = False
+
+    async def open(self) -> Recovered:
+        self._opened = True
+        return self.recovered()
+
+    def recovered(self) -> Recovered:
+        """What a restart would load (deep copies: the caller may mutate them)."""
+        return Recovered(entries=copy.deepcopy(self.entries), records=copy.deepcopy(self.records))
+
+    def set_snapshot_source(self, source: SnapshotSource) -> None:
+        self._source = source
+
+    async def append(self, records: Sequence[Record]) -> None:
+        if not self._opened or self._closed:
+            raise unavailable("storage is not open")
+        if not self.ready:
+            error = unavailable("storage is unavailable")
+            if records and self.on_failure is not None:
+                self.on_failure(error)
+            raise error
+        for record in records:
+            self._lsn += 1
+            # A copy, as a disk would hold: later mutation by the caller is not persisted.
+            stored = copy.deepcopy(record)
+            self.records.append(stored)
+            self._tail.add(self._lsn, stored)
+        if records and self.on_written is not None:
+            self.on_written(len(records))
+
+    async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:
+        return self._tail.since(ns, crdt_id, epoch, since)
+
+    @property
+    def ready(self) -> bool:
+        return self._opened and not self._closed and not self.fail_writes
+
+    @property
+    def wal_last_seq(self) -> int:
+        return self._lsn
+
+    async def reload(self) -> Recovered:
+        return self.recovered()
+
+    async def compact_now(self) -> int:
+        """Replace the records by a snapshot from the source; the LSN it covers."""
+        if self._source is None:
+            raise RuntimeError("compact_now() needs a snapshot source")
+        self.entries = copy.deepcopy(list(self._source()))
+        self.records = []
+        self._snapshot_lsn = self._lsn
+        return self._lsn
+
+    async def close(self) -> None:
+        self._closed = True

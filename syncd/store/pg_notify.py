@@ -1,0 +1,132 @@
+"""NOTIFY payloads between cluster nodes (pure: bytes in, notices out).
+
+A payload is ``base64(msgpack([sender, kind, body]))`` (standard alphabet,
+so it is plain ASCII as NOTIFY needs):
+
+- ``"r"``: ``body`` is a list of op records, each already msgpack-encoded (the
+  bytes stored in the ops table, not packed a second time);
+- ``"ref"``: ``[ns, id, epoch, seq]`` of an op too large to notify: the
+  receiver reads it from the ops table;
+- ``"del"``: ``[ns, id, epoch]``: that life of that CRDT ended.
+
+PostgreSQL refuses payloads of 8000 bytes or more, so the records of one
+commit are packed greedily into as few payloads as fit; a record that does not
+fit alone is left to the replication stream (or sent as a reference).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+
+NOTIFY_MAX_BYTES: Final = 7999
+"""The largest NOTIFY payload PostgreSQL accepts (it must be under 8000 bytes)."""
+
+_RAW_MAX: Final = NOTIFY_MAX_BYTES // 4 * 3
+"""Bytes of msgpack whose base64 form still fits (base64 turns 3 bytes into 4)."""
+
+SENDER_MAX: Final = 40
+"""Longest sender tag: SERVICE_NODE_ID (at most 32 characters, config.py), a
+dot and a per-process suffix."""
+
+_OUTER_OVERHEAD: Final = 1 + (2 + SENDER_MAX) + 2 + 5
+"""The outer array header, the node id (str8 header), "r", the records' array header."""
+
+_RECORD_OVERHEAD: Final = 5
+"""The bin32 header in front of one record."""
+
+SINGLE_RECORD_MAX: Final = _RAW_MAX - _OUTER_OVERHEAD - _RECORD_OVERHEAD
+"""A record of at most this many bytes always fits in a payload on its own,
+whatever the sender tag. The replication consumer applies only records larger
+than this: the two paths overlap a little (harmless, replay is idempotent) and
+never leave a gap."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    node: str
+    kind: str
+    records: tuple[dict[str, Any], ...] = ()
+    ns: str = ""
+    id: str = ""
+    epoch: str = ""
+    seq: int = 0
+
+
+class BadNotice(ValueError):
+    """A payload on our channel that we did not write (or a newer syncd did)."""
+
+
+def _encode(node: str, kind: str, body: Any) -> str:
+    raw = msgpack.packb([node, kind, body], use_bin_type=True)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def pack_records(node: str, records: Sequence[bytes]) -> tuple[list[str], list[int]]:
+    """Payloads carrying ``records`` in order, and the indexes of those too large
+    to travel in any payload. ``node`` is the sender tag (at most SENDER_MAX)."""
+    if len(node.encode()) > SENDER_MAX:
+        raise ValueError(f"sender tag longer than {SENDER_MAX} bytes")
+    payloads: list[str] = []
+    too_large: list[int] = []
+    batch: list[bytes] = []
+    size = _OUTER_OVERHEAD
+    for index, record in enumerate(records):
+        cost = len(record) + _RECORD_OVERHEAD
+        if _OUTER_OVERHEAD + cost > _RAW_MAX:
+            too_large.append(index)
+            continue
+        if size + cost > _RAW_MAX:
+            payloads.append(_encode(node, "r", batch))
+            batch, size = [], _OUTER_OVERHEAD
+        batch.append(record)
+        size += cost
+    if batch:
+        payloads.append(_encode(node, "r", batch))
+    return payloads, too_large
+
+
+def pack_reference(node: str, ns: str, crdt_id: str, epoch: str, seq: int) -> str:
+    return _encode(node, "ref", [ns, crdt_id, epoch, seq])
+
+
+def pack_deleted(node: str, ns: str, crdt_id: str, epoch: str) -> str:
+    return _encode(node, "del", [ns, crdt_id, epoch])
+
+
+_RECORD_FIELDS: Final = (("ns", str), ("id", str), ("epoch", str), ("type", str), ("seq", int))
+
+
+def unpack_record(raw: bytes) -> dict[str, Any]:
+    record = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+    if type(record) is not dict or record.get("kind") != "op":
+        raise BadNotice("not an op record")
+    for name, kind in _RECORD_FIELDS:
+        if type(record.get(name)) is not kind:
+            raise BadNotice(f"op record without a valid {name!r}")
+    return record
+
+
+def unpack(payload: str) -> Notice:
+    try:
+        node, kind, body = msgpack.unpackb(
+            base64.b64decode(payload, validate=True), raw=False, strict_map_key=False
+        )
+        if type(node) is not str or type(kind) is not str:
+            raise BadNotice("bad header")
+        if kind == "r":
+            return Notice(node, kind, tuple(unpack_record(r) for r in body))
+        if kind == "ref":
+            ns, crdt_id, epoch, seq = body
+            return Notice(node, kind, ns=ns, id=crdt_id, epoch=epoch, seq=int(seq))
+        if kind == "del":
+            ns, crdt_id, epoch = body
+            return Notice(node, kind, ns=ns, id=crdt_id, epoch=epoch)
+    except (ValueError, TypeError, binascii.Error, msgpack.UnpackException) as exc:
+        raise BadNotice(str(exc)) from None
+    raise BadNotice(f"unknown kind {kind!r}")

@@ -1,0 +1,180 @@
+"""The logical replication consumer: large op records from the WAL stream.
+
+psycopg 3 does not speak the replication protocol, so this uses psycopg2's
+``LogicalReplicationConnection``, which blocks; it runs in its own thread and
+hands each record to the event loop with ``call_soon_threadsafe``.
+
+The slot is TEMPORARY: PostgreSQL drops it when this connection ends (a clean
+shutdown, a crash, a lost network), so a node that left never pins WAL and
+there is nothing to sweep. The price is that a new slot starts at "now":
+after every (re)connect the consumer calls ``on_started`` and the store
+compares every CRDT with the tables, which covers whatever committed while no
+slot existed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import secrets
+import select
+import threading
+from collections.abc import Callable
+from typing import Final
+
+import psycopg2
+import psycopg2.errors
+import psycopg2.extras
+
+from syncd.store.pg_pgoutput import PgOutputDecoder, PgOutputError
+
+log = logging.getLogger("syncd.store.wal")
+
+SLOT_NAME_MAX: Final = 63
+"""PostgreSQL's identifier length (NAMEDATALEN - 1)."""
+
+POLL_S: Final = 1.0
+"""Longest wait for a message before the thread looks at its stop flag again
+(a stop also wakes it at once through a pipe)."""
+
+RETRY_MIN_S: Final = 0.2
+RETRY_MAX_S: Final = 5.0
+"""Backoff between reconnect attempts while PostgreSQL is unreachable."""
+
+FEEDBACK_EVERY: Final = 64
+"""Messages between explicit flush confirmations (psycopg2 also answers the
+server's keepalives), so the slot's restart point keeps moving."""
+
+
+def slot_name(prefix: str, node_id: str) -> str:
+    """The node's slot: ``<SERVICE_WAL_SLOT>_<node id>`` in slot-name characters,
+    shortened with a hash when it would pass the identifier limit."""
+    node = re.sub(r"[^a-z0-9_]", "_", node_id.lower())
+    name = f"{prefix}_{node}"
+    if len(name) <= SLOT_NAME_MAX:
+        return name
+    digest = hashlib.sha256(node_id.encode()).hexdigest()[:12]
+    return f"{name[: SLOT_NAME_MAX - 13]}_{digest}"
+
+
+class WalConsumer:
+    """Streams inserts into ``<schema>.ops`` and calls ``on_record`` (from the
+    thread) with each ``record`` value larger than ``min_record_bytes``."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        slot: str,
+        publication: str,
+        schema: str,
+        on_record: Callable[[bytes], None],
+        on_started: Callable[[], None],
+        min_record_bytes: int = 0,
+    ) -> None:
+        self._dsn = dsn
+        self._slot = slot
+        self._publication = publication
+        self._schema = schema
+        self._on_record = on_record
+        self._on_started = on_started
+        self._min = min_record_bytes
+        self._stop = threading.Event()
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread: threading.Thread | None = None
+        self.streaming = False
+        """True while a slot exists and the stream is read."""
+        self.slot_in_use: str | None = None
+        self.records = 0
+        """Records handed over so far."""
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="syncd-wal", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        os.write(self._wake_w, b"x")
+        if self._thread is not None:
+            self._thread.join(timeout)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _run(self) -> None:
+        delay = RETRY_MIN_S
+        while not self._stop.is_set():
+            conn = None
+            try:
+                conn = psycopg2.connect(
+                    self._dsn, connection_factory=psycopg2.extras.LogicalReplicationConnection
+                )
+                self._stream(conn)
+                delay = RETRY_MIN_S
+            except (psycopg2.Error, OSError, PgOutputError) as exc:
+                if self._stop.is_set():
+                    break
+                log.warning("replication stream: %s; retrying in %.1fs", str(exc).strip(), delay)
+            finally:
+                self.streaming = False
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except psycopg2.Error:
+                        pass
+            if self._stop.wait(delay):
+                break
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    def _create_slot(self, cur: psycopg2.extras.ReplicationCursor) -> str:
+        name = self._slot
+        for _ in range(2):
+            try:
+                cur.execute(
+                    f"CREATE_REPLICATION_SLOT {name} TEMPORARY LOGICAL pgoutput NOEXPORT_SNAPSHOT"
+                )
+                cur.fetchall()
+                return name
+            except psycopg2.errors.DuplicateObject:
+                # Another live node uses this id (or a session of ours is still
+                # ending): a name of our own keeps both working.
+                name = f"{self._slot[: SLOT_NAME_MAX - 9]}_{secrets.token_hex(4)}"
+                log.warning("replication slot %s exists; using %s", self._slot, name)
+        raise psycopg2.OperationalError("could not create a replication slot")
+
+    def _stream(self, conn: psycopg2.extensions.connection) -> None:
+        cur = conn.cursor()
+        slot = self._create_slot(cur)
+        options = {"proto_version": "1", "publication_names": self._publication}
+        if conn.server_version >= 140000:
+            options["binary"] = "true"
+        cur.start_replication(slot_name=slot, decode=False, options=options)
+        self.slot_in_use = slot
+        self.streaming = True
+        log.info("replication stream on slot %s (publication %s)", slot, self._publication)
+        self._on_started()
+        decoder = PgOutputDecoder()
+        unconfirmed = 0
+        while not self._stop.is_set():
+            msg = cur.read_message()
+            if msg is None:
+                if unconfirmed:
+                    cur.send_feedback(flush_lsn=cur.wal_end)
+                    unconfirmed = 0
+                select.select([conn, self._wake_r], [], [], POLL_S)
+                continue
+            insert = decoder.feed(msg.payload)
+            if (
+                insert is not None
+                and insert.relation.name == "ops"
+                and insert.relation.namespace == self._schema
+            ):
+                record = insert.value("record")
+                if record is not None and len(record) > self._min:
+                    self.records += 1
+                    self._on_record(record)
+            unconfirmed += 1
+            if unconfirmed >= FEEDBACK_EVERY:
+                cur.send_feedback(flush_lsn=msg.data_start)
+                unconfirmed = 0

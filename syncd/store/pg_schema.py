@@ -1,0 +1,146 @@
+"""The PostgreSQL schema: ordered migrations recorded in ``schema_version``.
+
+Tables (in the connection's current schema, so a ``search_path`` in the URL
+isolates deployments that share one database):
+
+- ``crdts``: one row per CRDT id, the current life: ``type``, ``epoch``,
+  ``seq`` (the last assigned) and ``deleted``. Its row lock orders writers
+  across nodes: ``seq`` is assigned while it is held.
+- ``ops``: every op record of every live CRDT (msgpack), keyed by
+  ``(ns, id, epoch, seq)``; ``gid`` is a global identity used as the store's
+  log sequence (``wal_last_seq``).
+- ``snapshots``: one entry map per CRDT (msgpack), written every N ops, so
+  start-up loads a snapshot and only the ops after it.
+
+Several nodes may start at once: migrations run inside one transaction that
+holds a transaction-scoped advisory lock, so exactly one node applies each
+version and the others see it applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from psycopg import sql
+
+from syncd.store.pg_pool import PgConn
+
+# pg_advisory_xact_lock key serialising migrations of one database ("syncd").
+SCHEMA_LOCK_KEY: Final = 0x73796E6364
+
+Migration = tuple[int, tuple[str, ...]]
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    (
+        1,
+        (
+            """CREATE TABLE crdts (
+                ns text NOT NULL,
+                id text NOT NULL,
+                type text NOT NULL,
+                epoch text NOT NULL,
+                seq bigint NOT NULL,
+                deleted boolean NOT NULL,
+                PRIMARY KEY (ns, id)
+            )""",
+            """CREATE TABLE ops (
+                gid bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+                ns text NOT NULL,
+                id text NOT NULL,
+                epoch text NOT NULL,
+                seq bigint NOT NULL,
+                record bytea NOT NULL,
+                PRIMARY KEY (ns, id, epoch, seq)
+            )""",
+            """CREATE TABLE snapshots (
+                ns text NOT NULL,
+                id text NOT NULL,
+                epoch text NOT NULL,
+                seq bigint NOT NULL,
+                entry bytea NOT NULL,
+                PRIMARY KEY (ns, id)
+            )""",
+        ),
+    ),
+)
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was migrated by a newer syncd than this one."""
+
+
+async def current_schema(conn: PgConn) -> str:
+    cur = await conn.execute("SELECT current_schema()")
+    row = await cur.fetchone()
+    if row is None or row[0] is None:
+        raise RuntimeError("the connection has no current schema (check search_path)")
+    return str(row[0])
+
+
+async def migrate(
+    conn: PgConn,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    *,
+    publication: str | None = None,
+) -> int:
+    """Bring the schema to the newest version; the version it is at afterwards.
+
+    With ``publication``, also create that publication (for the ``ops`` table's
+    inserts, which is all the replication consumer reads) when it is missing.
+    """
+    ordered = sorted(migrations)
+    versions = [version for version, _ in ordered]
+    if len(set(versions)) != len(versions) or any(v < 1 for v in versions):
+        raise ValueError("migration versions must be distinct positive integers")
+    known = versions[-1] if versions else 0
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version integer PRIMARY KEY,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+        row = await cur.fetchone()
+        current = int(row[0]) if row is not None else 0
+        if current > known:
+            raise SchemaTooNewError(
+                f"the database schema is at version {current}; this syncd knows up to {known}"
+            )
+        for version, statements in ordered:
+            if version <= current:
+                continue
+            for statement in statements:
+                await conn.execute(statement)
+            await conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+            current = version
+        if publication is not None:
+            await _ensure_publication(conn, publication)
+    return current
+
+
+async def _ensure_publication(conn: PgConn, name: str) -> None:
+    schema = await current_schema(conn)
+    table = sql.Identifier(schema, "ops")
+    cur = await conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
+    if await cur.fetchone() is None:
+        # Only the ops table: the consumer applies op records, and streaming the
+        # snapshots table would send every (large) state to every node.
+        await conn.execute(
+            sql.SQL("CREATE PUBLICATION {} FOR TABLE {} WITH (publish = 'insert')").format(
+                sql.Identifier(name), table
+            )
+        )
+        return
+    cur = await conn.execute(
+        "SELECT 1 FROM pg_publication_tables"
+        " WHERE pubname = %s AND schemaname = %s AND tablename = 'ops'",
+        (name, schema),
+    )
+    if await cur.fetchone() is None:
+        # A publication of that name made for something else (or for another
+        # schema's deployment): ours must be in it too, or nothing streams.
+        await conn.execute(
+            sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(sql.Identifier(name), table)
+        )

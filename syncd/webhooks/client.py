@@ -1,0 +1,212 @@
+"""A minimal HTTP/1.1 POST client on asyncio, framed by h11.
+
+The webhook sender needs one thing: POST a small body, learn the status code.
+So this client opens one connection per request (``Connection: close``), sends
+the request, reads only until the status line and headers are parsed, and hangs
+up. It never follows redirects (a 3xx is a non-2xx answer like any other) and
+never reads a response body: the status is all a webhook delivery needs, and a
+receiver streaming an endless body cannot hold a worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import h11
+
+# A webhook receiver answers with a short status line and a few headers; 16 KiB
+# is generous for that and stops a hostile or broken receiver from feeding us
+# an endless header block or an endless run of 1xx answers.
+MAX_RESPONSE_BYTES = 16 * 1024
+
+# One read's buffer size; a response head fits in one read almost always.
+READ_CHUNK_BYTES = 4096
+
+# After the status is known we close politely (TLS close_notify, FIN) but do not
+# wait longer than this for the peer's side: the answer is already in hand.
+CLOSE_TIMEOUT = 1.0
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+# Set by this module only: a caller's copy would break the framing.
+_FRAMING_HEADERS = frozenset({"host", "content-length", "connection", "transfer-encoding"})
+
+# Built lazily once: loading the system CA store costs milliseconds per call.
+_default_ssl_context: ssl.SSLContext | None = None
+
+
+class WebhookClientError(Exception):
+    """The receiver broke the HTTP exchange (closed early, malformed or oversized answer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A parsed, validated webhook URL."""
+
+    scheme: str
+    host: str  # for connecting and TLS SNI: no brackets around IPv6 literals
+    port: int
+    host_header: str  # exactly as written in the URL (brackets and port kept)
+    request_target: str  # path and query
+    # For logs: scheme and host only, since hook URLs often carry a secret in
+    # the path (Slack-style /services/T0/B0/XXXX) or in the query string.
+    safe_url: str
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+
+def parse_url(url: str) -> Target:
+    """Parse and check a webhook URL; ValueError with a clear message when unusable."""
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError("webhook URL is empty")
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port  # ValueError for a non-numeric or out-of-range port
+    except ValueError as exc:
+        raise ValueError(f"webhook URL {url!r} is malformed: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(
+            f"webhook URL must start with http:// or https://, got scheme {parts.scheme!r}"
+            if parts.scheme
+            else "webhook URL must start with http:// or https://"
+        )
+    if parts.username is not None or parts.password is not None:
+        # Credentials in the URL would end up in logs and error messages; the
+        # HMAC signature (SERVICE_WEBHOOK_SECRET) is the way to authenticate.
+        raise ValueError(
+            "webhook URL must not contain credentials (user:password@); "
+            "use SERVICE_WEBHOOK_SECRET to sign requests instead"
+        )
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"webhook URL {url!r} has no host")
+    if port == 0:
+        raise ValueError(f"webhook URL {url!r} has port 0")
+    netloc = parts.netloc
+    target = parts.path or "/"
+    if parts.query:
+        target = f"{target}?{parts.query}"
+    if any(c in target for c in " \r\n\t"):
+        raise ValueError(f"webhook URL {url!r} has whitespace in its path")
+    return Target(
+        scheme=scheme,
+        host=host,
+        port=port if port is not None else _DEFAULT_PORTS[scheme],
+        host_header=netloc,
+        request_target=target,
+        safe_url=f"{scheme}://{netloc}",
+    )
+
+
+def validate_url(url: str) -> None:
+    """Raise ValueError with a clear message when ``url`` cannot be a webhook URL."""
+    parse_url(url)
+
+
+def _default_context() -> ssl.SSLContext:
+    global _default_ssl_context
+    if _default_ssl_context is None:
+        _default_ssl_context = ssl.create_default_context()
+    return _default_ssl_context
+
+
+def new_connection() -> h11.Connection:
+    return h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_RESPONSE_BYTES)
+
+
+def build_request(
+    conn: h11.Connection, target: Target, body: bytes, headers: Sequence[tuple[str, str]]
+) -> bytes:
+    """The request bytes: our framing headers first, then the caller's others."""
+    own = [
+        ("Host", target.host_header),
+        ("Content-Length", str(len(body))),
+        ("Connection", "close"),
+    ]
+    extra = [(k, v) for k, v in headers if k.lower() not in _FRAMING_HEADERS]
+    parts = [
+        conn.send(h11.Request(method="POST", target=target.request_target, headers=own + extra)),
+        conn.send(h11.Data(data=body)),
+        conn.send(h11.EndOfMessage()),
+    ]
+    return b"".join(p for p in parts if p)
+
+
+async def read_status(conn: h11.Connection, reader: asyncio.StreamReader) -> int:
+    """Read until the final response's status is known; at most MAX_RESPONSE_BYTES."""
+    received = 0
+    try:
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                if received > MAX_RESPONSE_BYTES:
+                    raise WebhookClientError(f"response head exceeds {MAX_RESPONSE_BYTES} bytes")
+                chunk = await reader.read(READ_CHUNK_BYTES)
+                if not chunk:
+                    raise WebhookClientError("connection closed before a response")
+                received += len(chunk)
+                conn.receive_data(chunk)
+            elif isinstance(event, h11.Response):
+                return int(event.status_code)
+            # InformationalResponse (1xx): keep reading for the final answer.
+    except h11.RemoteProtocolError as exc:
+        raise WebhookClientError(f"malformed response: {exc}") from None
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    try:
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await writer.wait_closed()
+    except (TimeoutError, OSError):
+        writer.transport.abort()
+
+
+async def post(
+    url: str,
+    body: bytes,
+    headers: Sequence[tuple[str, str]],
+    *,
+    connect_timeout: float,
+    total_timeout: float,
+    ssl_context: ssl.SSLContext | None = None,
+) -> int:
+    """POST ``body`` to ``url`` and return the response status code.
+
+    Raises ValueError for an unusable URL, TimeoutError when the connection
+    (TCP and TLS handshake) takes over ``connect_timeout`` or the whole exchange
+    over ``total_timeout``, OSError (ssl.SSLError included) for connection
+    failures and WebhookClientError for a broken answer. ``Host``,
+    ``Content-Length`` and ``Connection`` are set here; the caller's copies of
+    framing headers are ignored.
+    """
+    target = parse_url(url)
+    conn = new_connection()
+    request = build_request(conn, target, body, headers)
+    context = (ssl_context or _default_context()) if target.tls else None
+    async with asyncio.timeout(total_timeout):
+        async with asyncio.timeout(connect_timeout):
+            reader, writer = await asyncio.open_connection(
+                target.host,
+                target.port,
+                ssl=context,
+                server_hostname=target.host if context is not None else None,
+                limit=MAX_RESPONSE_BYTES,
+            )
+        try:
+            writer.write(request)
+            await writer.drain()
+            status = await read_status(conn, reader)
+        except BaseException:
+            # Failed, timed out or cancelled: no point in a polite goodbye.
+            writer.transport.abort()
+            raise
+    await _close(writer)
+    return status

@@ -1,0 +1,308 @@
+"""The webhook queue: the op path drops events in, a few workers deliver them.
+
+The op path calls ``enqueue()``, which never awaits, blocks or raises: a slow
+or dead receiver costs the op path one bounded-queue insert and nothing else.
+When the queue (the seed's 1024 slots) is full the event is dropped and
+counted. Each worker takes one event at a time and tries it up to four times
+(the seed's 3 retries after 200, 400 and 800 ms), then drops it and counts it.
+
+Events are independent POSTs handled by several workers, so receivers may see
+them out of order; ``seq`` and ``event_id`` in the payload let them sort and
+dedupe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import itertools
+import json
+import logging
+import secrets
+import ssl
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from syncd.metrics import Metrics
+from syncd.webhooks import client
+
+log = logging.getLogger("syncd.webhooks")
+
+# The seed: "Events are dropped when the internal queue of 1024 slots is full".
+QUEUE_SIZE = 1024
+# The seed: "Up to 3 retries, exponential backoff of 200 ms, 400 ms, 800 ms".
+RETRY_DELAYS: tuple[float, ...] = (0.2, 0.4, 0.8)
+# Concurrent deliveries. A few, so one stalled request does not hold up every
+# event, and few enough that a flood of events cannot open many sockets.
+WEBHOOK_WORKERS = 4
+# TCP connect plus TLS handshake; a reachable receiver does this in milliseconds.
+CONNECT_TIMEOUT = 2.0
+# One attempt end to end. With 4 attempts, one event holds a worker at most
+# 4 * 5 s + 1.4 s of backoff.
+TOTAL_TIMEOUT = 5.0
+
+# A flood of drops logs one warning per interval, not one line per event.
+DROP_LOG_INTERVAL = 10.0
+
+SIGNATURE_HEADER = "X-Service-Signature"
+
+# The fields the caller must give; the dispatcher adds timestamp_ms and event_id.
+_CALLER_FIELDS = ("ns", "crdt_id", "source", "seq", "op_type", "client_id")
+
+
+class PostFn(Protocol):
+    """The shape of ``client.post``, injectable for tests."""
+
+    async def __call__(
+        self,
+        url: str,
+        body: bytes,
+        headers: Sequence[tuple[str, str]],
+        *,
+        connect_timeout: float,
+        total_timeout: float,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> int: ...
+
+
+class _NoMetric:
+    """Stands in for a prometheus child when the dispatcher has no Metrics."""
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def set(self, value: float) -> None:
+        pass
+
+
+def sign(secret: bytes, body: bytes) -> str:
+    """The ``X-Service-Signature`` value: lowercase hex HMAC-SHA256 of the raw body."""
+    return hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+class WebhookDispatcher:
+    """Queue and deliver webhook events to one URL.
+
+    Use from the event loop's thread: ``start()`` once the loop runs,
+    ``enqueue(event)`` from the op path, ``await close(drain_timeout)`` at
+    shutdown. An empty ``secret`` counts as unset (no signature header).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        secret: str | None,
+        *,
+        metrics: Metrics | None,
+        queue_size: int = QUEUE_SIZE,
+        retry_delays: Sequence[float] = RETRY_DELAYS,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        total_timeout: float = TOTAL_TIMEOUT,
+        workers: int = WEBHOOK_WORKERS,
+        ssl_context: ssl.SSLContext | None = None,
+        post: PostFn = client.post,
+    ) -> None:
+        self._target = client.parse_url(url)  # ValueError for an unusable URL
+        if queue_size < 1:
+            raise ValueError("queue_size must be at least 1")
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        if any(d < 0 for d in retry_delays):
+            raise ValueError("retry_delays must not be negative")
+        self._url = url.strip()
+        self._key = secret.encode() if secret else None
+        self._queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue(maxsize=queue_size)
+        self._retry_delays = tuple(retry_delays)
+        self._connect_timeout = connect_timeout
+        self._total_timeout = total_timeout
+        self._worker_count = workers
+        self._ssl_context = ssl_context
+        self._post = post
+        self._workers: list[asyncio.Task[None]] = []
+        self._in_flight = 0
+        self._closed = False
+        self._last_drop_log = -DROP_LOG_INTERVAL
+        self._drops_unlogged = 0
+        # Unique across nodes and restarts: a random per-process prefix, then a counter.
+        self._id_prefix = secrets.token_hex(8)
+        self._counter = itertools.count(1)
+        if metrics is not None:
+            deliveries = metrics.webhook_deliveries_total
+            self._m_ok: Any = deliveries.labels(result="ok")
+            self._m_retry: Any = deliveries.labels(result="retry")
+            self._m_failed: Any = deliveries.labels(result="failed")
+            self._m_dropped: Any = metrics.webhook_dropped_total
+            self._m_depth: Any = metrics.webhook_queue_depth
+        else:
+            self._m_ok = self._m_retry = self._m_failed = _NoMetric()
+            self._m_dropped = self._m_depth = _NoMetric()
+
+    @property
+    def queue_depth(self) -> int:
+        """Events waiting (not counting those a worker is delivering)."""
+        return self._queue.qsize()
+
+    @property
+    def in_flight(self) -> int:
+        """Events a worker holds right now (attempting or waiting to retry)."""
+        return self._in_flight
+
+    def start(self) -> None:
+        """Spawn the workers on the running loop. Calling it again does nothing."""
+        if self._closed:
+            raise RuntimeError("webhook dispatcher is closed")
+        if self._workers:
+            return
+        self._workers = [
+            asyncio.create_task(self._work(), name=f"webhook-worker-{i}")
+            for i in range(self._worker_count)
+        ]
+        log.info(
+            "webhooks: delivering to %s with %d workers, queue of %d, signed=%s",
+            self._target.safe_url,
+            self._worker_count,
+            self._queue.maxsize,
+            self._key is not None,
+        )
+
+    def enqueue(self, event: dict[str, Any]) -> bool:
+        """Queue one event; False when it was not queued. Never blocks or raises.
+
+        ``event`` holds ns, crdt_id, source ("http" or "ws"), seq, op_type and
+        client_id; timestamp_ms and event_id are filled in when missing.
+        """
+        try:
+            if self._closed or self._queue.full():
+                self._m_dropped.inc()
+                self._log_drop()
+                return False
+            missing = [k for k in _CALLER_FIELDS if k not in event]
+            if missing:
+                log.error("webhooks: event without %s not sent", ", ".join(missing))
+                return False
+            event_id = event.get("event_id") or f"{self._id_prefix}-{next(self._counter)}"
+            timestamp_ms = event.get("timestamp_ms")
+            if timestamp_ms is None:
+                timestamp_ms = time.time_ns() // 1_000_000
+            payload = {
+                "ns": event["ns"],
+                "crdt_id": event["crdt_id"],
+                "source": event["source"],
+                "timestamp_ms": timestamp_ms,
+                "seq": event["seq"],
+                "op_type": event["op_type"],
+                "client_id": event["client_id"],
+                "event_id": event_id,
+            }
+            body = json.dumps(
+                payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            ).encode()
+            self._queue.put_nowait((str(event_id), body))
+            self._m_depth.set(self._queue.qsize())
+            return True
+        except Exception:
+            # The op already succeeded; a webhook problem must not turn it into an error.
+            log.exception("webhooks: could not queue an event")
+            return False
+
+    def _log_drop(self) -> None:
+        self._drops_unlogged += 1
+        now = time.monotonic()
+        if now - self._last_drop_log >= DROP_LOG_INTERVAL:
+            log.warning(
+                "webhooks: %d events dropped (%s)",
+                self._drops_unlogged,
+                "dispatcher closed" if self._closed else f"queue of {self._queue.maxsize} full",
+            )
+            self._last_drop_log = now
+            self._drops_unlogged = 0
+
+    async def close(self, drain_timeout: float) -> None:
+        """Stop taking events, let the queue drain for up to ``drain_timeout``
+        seconds, then cancel the workers. Events still waiting or in flight
+        then are counted as dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._workers and (self._queue.qsize() or self._in_flight):
+            try:
+                async with asyncio.timeout(drain_timeout):
+                    await self._queue.join()
+            except TimeoutError:
+                pass
+        # Counted before cancelling, while nothing else can run.
+        lost = self._queue.qsize() + self._in_flight
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._queue.task_done()
+        self._m_depth.set(0)
+        if lost:
+            self._m_dropped.inc(lost)
+            log.warning("webhooks: %d events not delivered at shutdown", lost)
+
+    async def _work(self) -> None:
+        while True:
+            event_id, body = await self._queue.get()
+            self._in_flight += 1
+            self._m_depth.set(self._queue.qsize())
+            try:
+                await self._deliver(event_id, body)
+            except Exception:
+                # A bug here must cost one event, never the worker.
+                log.exception("webhooks: unexpected error delivering event %s", event_id)
+            finally:
+                self._in_flight -= 1
+                self._queue.task_done()
+
+    def _headers(self, body: bytes) -> list[tuple[str, str]]:
+        headers = [("Content-Type", "application/json")]
+        if self._key is not None:
+            headers.append((SIGNATURE_HEADER, sign(self._key, body)))
+        return headers
+
+    async def _deliver(self, event_id: str, body: bytes) -> None:
+        headers = self._headers(body)
+        attempts = len(self._retry_delays) + 1
+        for attempt in range(attempts):
+            try:
+                status = await self._post(
+                    self._url,
+                    body,
+                    headers,
+                    connect_timeout=self._connect_timeout,
+                    total_timeout=self._total_timeout,
+                    ssl_context=self._ssl_context,
+                )
+            except Exception as exc:
+                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            else:
+                if 200 <= status < 300:
+                    self._m_ok.inc()
+                    return
+                problem = f"status {status}"
+            if attempt + 1 < attempts:
+                self._m_retry.inc()
+                log.debug(
+                    "webhooks: event %s attempt %d to %s failed (%s), retrying",
+                    event_id,
+                    attempt + 1,
+                    self._target.safe_url,
+                    problem,
+                )
+                await asyncio.sleep(self._retry_delays[attempt])
+            else:
+                self._m_failed.inc()
+                self._m_dropped.inc()
+                log.warning(
+                    "webhooks: event %s dropped after %d attempts to %s (%s)",
+                    event_id,
+                    attempts,
+                    self._target.safe_url,
+                    problem,
+                )

@@ -1,0 +1,52 @@
+"""``GET /v1/namespaces/:ns/ws``: the WebSocket upgrade (SPEC section 6).
+
+Everything that can refuse the connection happens here, while it is still
+HTTP, so a refusal is an ordinary HTTP error answer and never an accepted
+socket: namespace syntax, the token (``Authorization: Bearer`` or
+``?token=``, counted against the rate limit), the handshake headers, and
+room for one more connection.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from syncd.errors import unavailable
+from syncd.http.request import Request
+from syncd.http.response import Upgrade
+from syncd.ids import check_namespace
+from syncd.ws.flusher import Flusher
+from syncd.ws.handshake import check_upgrade, switching_head
+from syncd.ws.session import Session
+
+if TYPE_CHECKING:
+    from syncd.app import App
+
+WS_PATH = "/v1/namespaces/{ns}/ws"
+
+
+def register(app: App) -> None:
+    flusher = Flusher()
+
+    def upgrade(request: Request) -> Upgrade:
+        ns = check_namespace(request.params["ns"])
+        auth = app.auth
+        query_token = request.query.get("token") if request.query_string else None
+        principal = auth.authenticate(
+            request.headers.get("authorization"), ns, query_token=query_token
+        )
+        key = check_upgrade(request.http_version, request.headers)
+        ctx = app.server_ctx
+        if ctx is not None:
+            if ctx.closing:
+                raise unavailable("server is shutting down")
+            # This connection is already counted; the upgrade keeps it counted.
+            if ctx.connection_count > ctx.max_connections:
+                raise unavailable("too many connections")
+
+        def attach(transport: Any, trailing: bytes) -> Session:
+            return Session(app, transport, trailing, ns, principal, flusher)
+
+        return Upgrade(switching_head(key), attach)
+
+    app.router.add("GET", WS_PATH, upgrade)

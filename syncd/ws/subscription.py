@@ -1,0 +1,132 @@
+"""One CRDT subscribed to over one WebSocket connection: the hub's subscriber.
+
+The hub calls :meth:`WsSubscription.deliver` once per durable delta with the
+delta encoded once for everyone; the shared frame bytes go to the connection
+as they are (queued there and coalesced into one send per flush, see
+:mod:`syncd.ws.flusher`). Three things can stop a frame:
+
+- the subscription is still *starting* (its snapshot or replay is being read):
+  deltas wait in a list and are flushed, minus what the start covered, after it;
+- it is *lagging*: the transport held more than its bound of unsent bytes, so
+  deltas are skipped until the transport drains and :meth:`resync` sends a
+  fresh snapshot (the client sees ``seq`` jump and knows it skipped some);
+- the delta is already covered (``seq`` not above what was sent, same epoch).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from syncd.hub import EncodedDelta
+
+if TYPE_CHECKING:
+    from syncd.crdt.engine import Engine
+
+log = logging.getLogger("syncd.ws")
+
+
+class Writer(Protocol):
+    """What a subscription needs from its connection."""
+
+    def push(self, data: bytes, subscription: WsSubscription) -> bool:
+        """Queue a broadcast frame. False (and nothing queued) when the
+        connection is closing or is over its bound; in the latter case it has
+        marked ``subscription`` lagging and will :meth:`~WsSubscription.resync` it."""
+        ...
+
+    def send(self, data: bytes) -> None:
+        """Send now, in order after anything queued (nothing once closing)."""
+        ...
+
+
+class WsSubscription:
+    __slots__ = (
+        "_writer",
+        "active",
+        "binary",
+        "crdt_id",
+        "epoch",
+        "lag",
+        "last_seq",
+        "ns",
+        "pending",
+    )
+
+    def __init__(self, writer: Writer, ns: str, crdt_id: str, binary: bool) -> None:
+        self._writer = writer
+        self.ns = ns
+        self.crdt_id = crdt_id
+        self.binary = binary
+        """Deltas go out as msgpack binary frames, else as JSON text frames."""
+        self.last_seq = 0
+        self.epoch: str | None = None
+        self.pending: list[EncodedDelta] | None = []
+        """Deltas that arrived before the start; None once started."""
+        self.lag = False
+        self.active = True
+
+    def deliver(self, encoded: EncodedDelta) -> None:
+        pending = self.pending
+        if pending is not None:
+            pending.append(encoded)
+            return
+        if self.lag:
+            return
+        seq = encoded.seq
+        delta = encoded.delta
+        if seq <= self.last_seq and (delta["kind"] == "op" and delta["epoch"] == self.epoch):
+            return
+        try:
+            frame = encoded.ws_binary() if self.binary else encoded.ws_text()
+        except (TypeError, ValueError, OverflowError):
+            self._unencodable()
+            return
+        if not self._writer.push(frame, self):
+            return
+        if seq:
+            self.last_seq = seq
+            self.epoch = delta["epoch"]
+        else:  # deleted: the next life starts again at seq 1
+            self.last_seq = 0
+            self.epoch = None
+
+    def start(self, initial: list[dict[str, Any]]) -> None:
+        """Send the snapshot or replay, then the deltas that arrived meanwhile."""
+        pending = self.pending
+        if not self.active or pending is None:
+            return
+        self.pending = None
+        for delta in initial:
+            if delta.get("kind") == "snapshot":
+                self._send_snapshot(delta)
+            else:
+                self.deliver(EncodedDelta(delta))
+        for encoded in pending:
+            self.deliver(encoded)
+
+    def _frame(self, encoded: EncodedDelta) -> bytes | None:
+        try:
+            return encoded.ws_binary() if self.binary else encoded.ws_text()
+        except (TypeError, ValueError, OverflowError):
+            self._unencodable()
+            return None
+
+    def _unencodable(self) -> None:
+        # A bug elsewhere made a delta that cannot be encoded: it is lost to
+        # this subscriber, never the fan-out loop to everyone after it.
+        log.exception("cannot encode a delta of %s/%s", self.ns, self.crdt_id)
+
+    def resync(self, engine: Engine) -> None:
+        """The transport drained after we skipped deltas: a fresh snapshot."""
+        if not self.active or not self.lag:
+            return
+        self.lag = False
+        self._send_snapshot(engine.snapshot_delta(self.ns, self.crdt_id))
+
+    def _send_snapshot(self, delta: dict[str, Any]) -> None:
+        frame = self._frame(EncodedDelta(delta))
+        if frame is not None:
+            self._writer.send(frame)
+        self.last_seq = delta.get("seq") or 0
+        self.epoch = delta.get("epoch")

@@ -1,0 +1,366 @@
+"""Token issuing: both endpoint bodies (every 400), ``tokens/me``, ``syncd token``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from syncd.auth import (
+    DEFAULT_TTL_MS,
+    ROOT,
+    Authenticator,
+    SigningKey,
+    describe,
+    issue,
+    issue_token,
+    parse_issue_body,
+    token_command,
+    verify_token,
+)
+from syncd.auth.permissions import Rule, V1Permissions, V2Permissions
+from syncd.errors import ApiError
+from tests.auth.support import FakeClock
+
+MAX_TTL = 30 * 24 * 3600 * 1000
+KEY_HEX = "11" * 32
+
+
+def bad(body: Any, ns: str | None = "demo", max_ttl: int = MAX_TTL) -> ApiError:
+    with pytest.raises(ApiError) as ei:
+        parse_issue_body(body, ns, max_ttl)
+    assert ei.value.status == 400
+    return ei.value
+
+
+def test_ns_body_v1_defaults() -> None:
+    req = parse_issue_body({"client_id": 7, "permissions": {"read": ["*"]}}, "demo", MAX_TTL)
+    assert req.namespace == "demo"
+    assert req.client_id == 7
+    assert req.ttl_ms == DEFAULT_TTL_MS == 3_600_000
+    assert req.permissions == V1Permissions(("*",), (), False)
+
+
+def test_ns_body_v2() -> None:
+    body = {
+        "client_id": 0,
+        "ttl_ms": 5000,
+        "rules": {"r": [{"p": "*"}], "w": [{"p": "or:cart-{clientId}", "o": 3, "e": 10}], "rl": 9},
+    }
+    req = parse_issue_body(body, "demo", MAX_TTL)
+    assert req.ttl_ms == 5000
+    assert req.permissions == V2Permissions(
+        (Rule("*"),), (Rule("or:cart-{clientId}", 3, 10),), rate_limit=9
+    )
+
+
+def test_ns_body_v2_with_explicit_v() -> None:
+    req = parse_issue_body({"client_id": 1, "rules": {"v": 2, "r": [], "w": []}}, "demo", MAX_TTL)
+    assert isinstance(req.permissions, V2Permissions)
+
+
+def test_global_body() -> None:
+    body = {
+        "namespace": "team.a-1",
+        "client_id": 3,
+        "permissions": {"read": ["*"], "write": ["gc:*"], "admin": True},
+    }
+    req = parse_issue_body(body, None, MAX_TTL)
+    assert req.namespace == "team.a-1"
+    assert req.permissions == V1Permissions(("*",), ("gc:*",), True)
+
+
+def test_ttl_at_the_maximum_is_allowed() -> None:
+    req = parse_issue_body({"client_id": 1, "ttl_ms": 1000, "permissions": {}}, "demo", 1000)
+    assert req.ttl_ms == 1000
+    e = bad({"client_id": 1, "ttl_ms": 1001, "permissions": {}}, max_ttl=1000)
+    assert e.code == "bad_request"
+    assert "1000" in e.message
+
+
+P = {"read": ["*"], "write": []}
+
+BAD_NS_BODIES: list[tuple[str, Any]] = [
+    ("not an object", [1, 2]),
+    ("string body", "client_id=1"),
+    ("null body", None),
+    ("unknown field", {"client_id": 1, "permissions": P, "permision": P}),
+    ("namespace in ns form", {"namespace": "demo", "client_id": 1, "permissions": P}),
+    ("client_id missing", {"permissions": P}),
+    ("client_id bool", {"client_id": True, "permissions": P}),
+    ("client_id string", {"client_id": "1", "permissions": P}),
+    ("client_id float", {"client_id": 1.0, "permissions": P}),
+    ("client_id negative", {"client_id": -1, "permissions": P}),
+    ("client_id 2^53", {"client_id": 2**53, "permissions": P}),
+    ("ttl zero", {"client_id": 1, "ttl_ms": 0, "permissions": P}),
+    ("ttl negative", {"client_id": 1, "ttl_ms": -5, "permissions": P}),
+    ("ttl over max", {"client_id": 1, "ttl_ms": MAX_TTL + 1, "permissions": P}),
+    ("ttl float", {"client_id": 1, "ttl_ms": 1000.5, "permissions": P}),
+    ("ttl bool", {"client_id": 1, "ttl_ms": True, "permissions": P}),
+    ("ttl string", {"client_id": 1, "ttl_ms": "1000", "permissions": P}),
+    ("both", {"client_id": 1, "permissions": P, "rules": {"r": [], "w": []}}),
+    ("neither", {"client_id": 1}),
+    ("permissions not object", {"client_id": 1, "permissions": ["*"]}),
+    ("read not list", {"client_id": 1, "permissions": {"read": "*"}}),
+    ("read entry int", {"client_id": 1, "permissions": {"read": [1]}}),
+    ("write entry null", {"client_id": 1, "permissions": {"write": [None]}}),
+    ("admin string", {"client_id": 1, "permissions": {"admin": "true"}}),
+    ("permissions unknown key", {"client_id": 1, "permissions": {"reads": ["*"]}}),
+    ("too many globs", {"client_id": 1, "permissions": {"read": ["a"] * 65}}),
+    ("glob too long", {"client_id": 1, "permissions": {"read": ["a" * 513]}}),
+    ("rules not object", {"client_id": 1, "rules": [{"p": "*"}]}),
+    ("r not list", {"client_id": 1, "rules": {"r": {"p": "*"}}}),
+    ("rule not object", {"client_id": 1, "rules": {"r": ["*"]}}),
+    ("rule missing p", {"client_id": 1, "rules": {"w": [{"o": 1}]}}),
+    ("rule p int", {"client_id": 1, "rules": {"w": [{"p": 5}]}}),
+    ("rule o string", {"client_id": 1, "rules": {"w": [{"p": "*", "o": "0x01"}]}}),
+    ("rule o 256", {"client_id": 1, "rules": {"w": [{"p": "*", "o": 256}]}}),
+    ("rule o negative", {"client_id": 1, "rules": {"w": [{"p": "*", "o": -1}]}}),
+    ("rule o float", {"client_id": 1, "rules": {"w": [{"p": "*", "o": 1.0}]}}),
+    ("rule e negative", {"client_id": 1, "rules": {"w": [{"p": "*", "e": -1}]}}),
+    ("rule e bool", {"client_id": 1, "rules": {"w": [{"p": "*", "e": False}]}}),
+    ("rule unknown key", {"client_id": 1, "rules": {"w": [{"p": "*", "m": 1}]}}),
+    ("rl zero", {"client_id": 1, "rules": {"r": [], "rl": 0}}),
+    ("rl negative", {"client_id": 1, "rules": {"r": [], "rl": -3}}),
+    ("rl float", {"client_id": 1, "rules": {"r": [], "rl": 2.5}}),
+    ("rl too big", {"client_id": 1, "rules": {"r": [], "rl": 10**7}}),
+    ("v wrong", {"client_id": 1, "rules": {"v": 1, "r": []}}),
+    ("rules unknown key", {"client_id": 1, "rules": {"r": [], "read": []}}),
+    ("too many rules", {"client_id": 1, "rules": {"w": [{"p": "a"}] * 65}}),
+]
+
+
+@pytest.mark.parametrize(("name", "body"), BAD_NS_BODIES, ids=[n for n, _ in BAD_NS_BODIES])
+def test_ns_body_400(name: str, body: Any) -> None:
+    e = bad(body)
+    assert e.code == "bad_request", name
+    assert e.message
+
+
+BAD_GLOBAL_BODIES: list[tuple[str, Any, str]] = [
+    ("namespace missing", {"client_id": 1, "permissions": P}, "bad_request"),
+    ("namespace int", {"namespace": 1, "client_id": 1, "permissions": P}, "bad_request"),
+    (
+        "namespace syntax",
+        {"namespace": "../x", "client_id": 1, "permissions": P},
+        "invalid_namespace",
+    ),
+    ("namespace empty", {"namespace": "", "client_id": 1, "permissions": P}, "invalid_namespace"),
+    (
+        "namespace too long",
+        {"namespace": "a" * 129, "client_id": 1, "permissions": P},
+        "invalid_namespace",
+    ),
+    ("rules (V1 only)", {"namespace": "d", "client_id": 1, "rules": {"r": []}}, "bad_request"),
+    ("permissions missing", {"namespace": "d", "client_id": 1}, "bad_request"),
+    ("client_id missing", {"namespace": "d", "permissions": P}, "bad_request"),
+    (
+        "ttl over max",
+        {"namespace": "d", "client_id": 1, "permissions": P, "ttl_ms": MAX_TTL + 1},
+        "bad_request",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "code"), BAD_GLOBAL_BODIES, ids=[n for n, _, _ in BAD_GLOBAL_BODIES]
+)
+def test_global_body_400(name: str, body: Any, code: str) -> None:
+    assert bad(body, ns=None).code == code, name
+
+
+def test_bad_path_namespace() -> None:
+    assert bad({"client_id": 1, "permissions": P}, ns="-bad").code == "invalid_namespace"
+
+
+def test_oversized_token_is_400(key: SigningKey) -> None:
+    req = parse_issue_body(
+        {"client_id": 1, "permissions": {"read": ["x" * 500] * 20}}, "demo", MAX_TTL
+    )
+    with pytest.raises(ApiError) as ei:
+        issue(key, req, 0)
+    assert (ei.value.status, ei.value.code) == (400, "bad_request")
+
+
+def test_issue_and_verify(key: SigningKey) -> None:
+    req = parse_issue_body({"client_id": 5, "ttl_ms": 1234, "permissions": P}, "demo", MAX_TTL)
+    claims, _ = verify_token(issue(key, req, 1_000_000), key)
+    assert (claims.namespace, claims.client_id, claims.expires_at) == ("demo", 5, 1_001_234)
+    assert claims.permissions == req.permissions
+
+
+def test_issue_token_helper(key: SigningKey) -> None:
+    t = issue_token(key, namespace="n", client_id=1, ttl_ms=10, admin=True, now_ms=0)
+    assert verify_token(t, key)[0].permissions == V1Permissions((), (), True)
+    t = issue_token(
+        key,
+        namespace="n",
+        client_id=1,
+        ttl_ms=10,
+        permissions={"read": ["*"]},
+        admin=True,
+        now_ms=0,
+    )
+    assert verify_token(t, key)[0].permissions == V1Permissions(("*",), (), True)
+    perms = V2Permissions((Rule("*"),), (), 4)
+    t = issue_token(key, namespace="n", client_id=1, ttl_ms=10, rules=perms, now_ms=0)
+    assert verify_token(t, key)[0].permissions == perms
+    for kw in (
+        {"permissions": P, "rules": {"r": []}},
+        {"rules": {"r": []}, "admin": True},
+        {"rules": {"r": "*"}},
+        {"ttl_ms": 0},
+        {"client_id": -1},
+        {"namespace": "/"},
+    ):
+        args: dict[str, Any] = {"namespace": "n", "client_id": 1, "ttl_ms": 10, "now_ms": 0, **kw}
+        with pytest.raises(ApiError) as ei:
+            issue_token(key, **args)
+        assert ei.value.status == 400, kw
+
+
+def test_describe_v2_keeps_placeholder(
+    auth: Authenticator, key: SigningKey, clock: FakeClock
+) -> None:
+    rules = {"r": [{"p": "*"}], "w": [{"p": "or:cart-{clientId}", "o": 1, "e": 99}], "rl": 5}
+    token = issue_token(
+        key, namespace="demo", client_id=42, ttl_ms=1000, rules=rules, now_ms=clock.now
+    )
+    p = auth.authenticate(f"Bearer {token}", "demo")
+    assert describe(p) == {
+        "namespace": "demo",
+        "client_id": 42,
+        "expires_at": clock.now + 1000,
+        "permissions": {
+            "v": 2,
+            "r": [{"p": "*"}],
+            "w": [{"p": "or:cart-{clientId}", "o": 1, "e": 99}],
+            "rl": 5,
+        },
+    }
+
+
+def test_describe_v1_and_root(auth: Authenticator, key: SigningKey, clock: FakeClock) -> None:
+    token = issue_token(
+        key,
+        namespace="demo",
+        client_id=1,
+        ttl_ms=1000,
+        permissions={"read": ["gc:*"]},
+        now_ms=clock.now,
+    )
+    p = auth.authenticate(f"Bearer {token}", "demo")
+    assert describe(p)["permissions"] == {"read": ["gc:*"], "write": [], "admin": False}
+    assert describe(ROOT) == {"admin": True, "root": True}
+
+
+# --- syncd token ---
+
+
+def run_cli(
+    argv: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    code = token_command(argv, env)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_v1(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "--namespace",
+        "demo",
+        "--client-id",
+        "42",
+        "--read",
+        "*",
+        "--write",
+        "gc:*",
+        "--write",
+        "or:*",
+        "--admin",
+    ]
+    code, out, err = run_cli(argv, {"SERVICE_SIGNING_KEY": KEY_HEX}, capsys)
+    assert (code, err) == (0, "")
+    claims, _ = verify_token(out.strip(), SigningKey.from_hex(KEY_HEX))
+    assert claims.namespace == "demo" and claims.client_id == 42
+    assert claims.permissions == V1Permissions(("*",), ("gc:*", "or:*"), True)
+
+
+def test_cli_v2_and_ttl(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "--namespace",
+        "demo",
+        "--client-id",
+        "1",
+        "--ttl-ms",
+        "5000",
+        "--rules",
+        '{"r":[{"p":"*"}],"w":[],"rl":3}',
+    ]
+    code, out, _ = run_cli(argv, {"SERVICE_SIGNING_KEY": KEY_HEX}, capsys)
+    assert code == 0
+    claims, _ = verify_token(out.strip(), SigningKey.from_hex(KEY_HEX))
+    assert claims.permissions == V2Permissions((Rule("*"),), (), 3)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["--namespace", "demo", "--client-id", "1"], {}),
+        (["--namespace", "demo", "--client-id", "1"], {"SERVICE_SIGNING_KEY": ""}),
+        (["--namespace", "demo", "--client-id", "1"], {"SERVICE_SIGNING_KEY": "abc"}),
+        (["--namespace", "demo", "--client-id", "1"], {"SERVICE_SIGNING_KEY": "zz" * 32}),
+        (["--client-id", "1"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
+        (["--namespace", "demo", "--client-id", "x"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
+        (["--namespace", "demo", "--client-id", "1", "--bogus"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
+        (
+            [
+                "--namespace",
+                "demo",
+                "--client-id",
+                "1",
+                "--rules",
+                "{",
+            ],
+            {"SERVICE_SIGNING_KEY": KEY_HEX},
+        ),
+        (
+            ["--namespace", "demo", "--client-id", "1", "--rules", "{}", "--read", "*"],
+            {"SERVICE_SIGNING_KEY": KEY_HEX},
+        ),
+        (
+            ["--namespace", "demo", "--client-id", "1", "--rules", '{"r": "*"}'],
+            {"SERVICE_SIGNING_KEY": KEY_HEX},
+        ),
+        (["--namespace", "../x", "--client-id", "1"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
+        (["--namespace", "demo", "--client-id", "-1"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
+        (
+            ["--namespace", "demo", "--client-id", "1", "--ttl-ms", "0"],
+            {"SERVICE_SIGNING_KEY": KEY_HEX},
+        ),
+        (
+            ["--namespace", "demo", "--client-id", "1", "--ttl-ms", "5000"],
+            {"SERVICE_SIGNING_KEY": KEY_HEX, "SERVICE_MAX_TOKEN_TTL_MS": "1000"},
+        ),
+        (
+            ["--namespace", "demo", "--client-id", "1"],
+            {"SERVICE_SIGNING_KEY": KEY_HEX, "SERVICE_MAX_TOKEN_TTL_MS": "lots"},
+        ),
+    ],
+)
+def test_cli_refusals(
+    argv: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(argv, env, capsys)
+    assert code == 2
+    assert out == ""
+    assert err.startswith("syncd token: ")
+    assert err.count("\n") == 1
+    if env.get("SERVICE_SIGNING_KEY"):
+        assert env["SERVICE_SIGNING_KEY"] not in err
+
+
+def test_cli_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["--help"], {}, capsys)
+    assert code == 0
+    assert "--namespace" in out

@@ -1,0 +1,200 @@
+"""The demo page in real headless Chromium against a real syncd subprocess:
+two windows edit at once and converge, presence comes and goes, and a page
+survives a server restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.browser.conftest import Browser, read_state, wait_until
+from tests.conftest import Subprocess
+
+TEXT = "[data-testid=text]"
+
+
+def room() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def open_pair(browser: Browser, url: str, names: tuple[str, ...] = ("Ann", "Bob")) -> None:
+    browser.call(
+        "parallel",
+        steps=[{"cmd": "open", "page": n, "url": f"{url}&name={n}"} for n in names],
+    )
+
+
+def converged(
+    browser: Browser, pages: tuple[str, ...], base_url: str, rm: str
+) -> Callable[[], Any]:
+    """A check: every page shows the server's counter, todos and text, nothing pending."""
+
+    def check() -> Any:
+        server_text = read_state(base_url, f"rg:demo-text-{rm}")
+        server_count = read_state(base_url, f"pn:demo-counter-{rm}")
+        server_todos = read_state(base_url, f"or:demo-todos-{rm}")
+        expected = {
+            "text": (server_text or {}).get("text", ""),
+            "counter": (server_count or {}).get("value", 0),
+            "todos": sorted(t["text"] for t in (server_todos or {}).get("value", [])),
+        }
+        for page in pages:
+            s = browser.state(page)
+            shown = {
+                "text": s["shownText"],
+                "counter": s["counter"] or 0,
+                "todos": sorted(s["todos"]),
+            }
+            if s["pending"] or s["text"] != s["shownText"] or shown != expected:
+                return None
+        return expected
+
+    return check
+
+
+def test_two_windows_edit_at_once_and_converge(
+    browser: Browser, demo_server: Callable[..., Subprocess], tmp_path: Path
+) -> None:
+    server = demo_server()
+    rm = room()
+    open_pair(browser, f"{server.url}/demo/?room={rm}")
+    browser.call(
+        "parallel", steps=[{"cmd": "focus", "page": p, "selector": TEXT} for p in ("Ann", "Bob")]
+    )
+
+    # Everything at once: both type into the same empty text, click the
+    # counter and add todos while the other does the same.
+    steps: list[dict[str, Any]] = [
+        {"cmd": "type", "page": "Ann", "text": "alpha beta gamma ", "delay": 15},
+        {"cmd": "type", "page": "Bob", "text": "one two three ", "delay": 15},
+    ]
+    for page, button, times in (("Ann", "inc", 5), ("Bob", "dec", 2), ("Bob", "inc", 3)):
+        steps.append({"cmd": "eval", "page": page, "js": _clicks(button, times)})
+    steps.append({"cmd": "eval", "page": "Ann", "js": _add_todos(["milk", "bread"])})
+    steps.append({"cmd": "eval", "page": "Bob", "js": _add_todos(["tests", "docs"])})
+    browser.call("parallel", steps=steps)
+
+    final = wait_until(converged(browser, ("Ann", "Bob"), server.url, rm))
+    assert final["counter"] == 5 - 2 + 3
+    assert final["todos"] == ["bread", "docs", "milk", "tests"]
+    text = final["text"]
+    # Each window's run of typing stays whole (RGA does not interleave it).
+    assert sorted([text.find("alpha beta gamma "), text.find("one two three ")])[0] == 0
+    assert len(text) == len("alpha beta gamma ") + len("one two three ")
+
+    # Now edits that only make sense by position: Bob inserts inside the
+    # text while Ann deletes its end; both intentions survive.
+    browser.call("eval", page="Bob", js=_set_caret(text.index("beta")))
+    end = len(text)
+    browser.call("eval", page="Ann", js=_set_caret(end))
+    browser.call(
+        "parallel",
+        steps=[
+            {"cmd": "type", "page": "Bob", "text": "BIG ", "delay": 10},
+            {"cmd": "press", "page": "Ann", "key": "Backspace", "count": 3},
+        ],
+    )
+    final = wait_until(converged(browser, ("Ann", "Bob"), server.url, rm))
+    assert "alpha BIG beta gamma " in final["text"] or "alpha BIG beta gam" in final["text"]
+    assert len(final["text"]) == end + len("BIG ") - 3
+
+    # Removing a todo in one window removes it in the other.
+    browser.call("click", page="Ann", selector="[aria-label='remove milk']")
+    final = wait_until(converged(browser, ("Ann", "Bob"), server.url, rm))
+    assert final["todos"] == ["bread", "docs", "tests"]
+
+    shots = os.environ.get("SYNCD_SCREENSHOT_DIR")
+    for page in ("Ann", "Bob"):
+        path = Path(shots or tmp_path) / f"demo-{page}.png"
+        browser.call("screenshot", page=page, path=str(path))
+        assert path.stat().st_size > 10_000
+
+
+def test_presence_shows_both_and_drops_a_closed_window(
+    browser: Browser, demo_server: Callable[..., Subprocess]
+) -> None:
+    server = demo_server()
+    rm = room()
+    open_pair(browser, f"{server.url}/demo/?room={rm}")
+    for page in ("Ann", "Bob"):
+        browser.call("wait", page=page, js=_presence_is(["Ann", "Bob"]))
+    # Cursors: Bob sees where Ann's caret is.
+    browser.call("focus", page="Ann", selector=TEXT)
+    browser.call("type", page="Ann", text="hello")
+    browser.call(
+        "wait", page="Bob", js="document.querySelector('.caret[data-name=\"Ann\"]') !== null"
+    )
+    # The caret sits where Ann's is: after "hello", in Bob's copy of the text.
+    before_caret = "document.querySelector('.caret[data-name=\"Ann\"]').previousSibling.textContent"
+    browser.call("wait", page="Bob", js=f"{before_caret} === 'hello'")
+    browser.call("press", page="Ann", key="ArrowLeft", count=2)
+    browser.call("wait", page="Bob", js=f"{before_caret} === 'hel'")
+    # Focus elsewhere: no caret.
+    browser.call("focus", page="Ann", selector="[data-testid=todo-input]")
+    browser.call(
+        "wait", page="Bob", js="document.querySelector('.caret[data-name=\"Ann\"]') === null"
+    )
+    browser.call("close", page="Bob")
+    browser.call("wait", page="Ann", js=_presence_is(["Ann"]))
+    value = (read_state(server.url, f"pr:demo-room-{rm}") or {}).get("value", {})
+    assert [entry["name"] for entry in value.values()] == ["Ann"]
+
+
+def test_page_survives_a_server_restart_and_catches_up(
+    browser: Browser, demo_server: Callable[..., Subprocess]
+) -> None:
+    server = demo_server()
+    rm = room()
+    open_pair(browser, f"{server.url}/demo/?room={rm}")
+    browser.call("focus", page="Ann", selector=TEXT)
+    browser.call("type", page="Ann", text="before ")
+    wait_until(converged(browser, ("Ann", "Bob"), server.url, rm))
+
+    assert server.terminate() == 0
+    browser.call("wait", page="Ann", js="window.syncdDemo.state().status !== 'open'")
+    # Typed while the server is down: shown at once, sent after the reconnect.
+    browser.call("type", page="Ann", text="during ")
+    browser.call("eval", page="Bob", js=_clicks("inc", 2))
+    assert browser.state("Ann")["shownText"] == "before during "
+
+    server = demo_server(port=server.port)
+    for page in ("Ann", "Bob"):
+        browser.call("wait", page=page, js="window.syncdDemo.state().status === 'open'")
+    browser.call("type", page="Ann", text="after")
+    final = wait_until(converged(browser, ("Ann", "Bob"), server.url, rm))
+    assert final["text"] == "before during after"
+    assert final["counter"] == 2
+    # Both are back in the room.
+    browser.call("wait", page="Bob", js=_presence_is(["Ann", "Bob"]))
+
+
+def _clicks(button: str, times: int) -> str:
+    return (
+        f"(async () => {{ for (let i = 0; i < {times}; i++) {{"
+        f" document.querySelector('[data-testid={button}]').click();"
+        " await new Promise((r) => setTimeout(r, 5)); } })()"
+    )
+
+
+def _add_todos(items: list[str]) -> str:
+    return (
+        f"(async () => {{ for (const t of {json.dumps(items)}) {{"
+        " const input = document.querySelector('[data-testid=todo-input]'); input.value = t;"
+        " document.querySelector('[data-testid=todo-add]').click();"
+        " await new Promise((r) => setTimeout(r, 5)); } })()"
+    )
+
+
+def _set_caret(index: int) -> str:
+    return (
+        "(() => { const t = document.querySelector('[data-testid=text]'); t.focus();"
+        f" t.setSelectionRange({index}, {index}); }})()"
+    )
+
+
+def _presence_is(names: list[str]) -> str:
+    return f"JSON.stringify(window.syncdDemo.state().presence.slice().sort()) === {json.dumps(json.dumps(sorted(names), separators=(',', ':')))}"

@@ -1,0 +1,192 @@
+"""Agent tools: names, schemas in both shapes, and execution against the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from syncd.client import (
+    AgentTools,
+    AsyncClient,
+    Client,
+    SyncAgentTools,
+    anthropic_tools,
+    build_tools,
+    openai_tools,
+    parse_tool_name,
+    tool_name,
+)
+from syncd.client.tools import MAX_TOOL_NAME_LEN
+from tests.client.conftest import NS, make_token
+from tests.conftest import RunningServer
+
+CRDTS = [
+    ("page-visits", "gcounter"),
+    ("score", "pncounter"),
+    ("title", "lwwregister"),
+    ("cart-42", "orset"),
+    ("room-1", "presence"),
+    ("doc", "rga"),
+    ("outline", "tree"),
+]
+
+
+def test_tool_names() -> None:
+    names = [tool.name for tool in build_tools(CRDTS)]
+    assert names == [
+        "service_read_page_visits",
+        "service_increment_page_visits",
+        "service_read_score",
+        "service_increment_score",
+        "service_read_title",
+        "service_set_title",
+        "service_read_cart_42",
+        "service_add_cart_42",
+        "service_read_room_1",
+        "service_read_doc",
+        "service_read_outline",
+    ]
+    assert tool_name("read", "gc:a/b-c") == "service_read_gc_a_b_c"
+    assert parse_tool_name("service_increment_page_visits") == ("increment", "page-visits")
+    for bad in ("read_x", "service_x", "service_fly_x", "service_read_", "other_read_x"):
+        assert parse_tool_name(bad) is None
+
+
+@pytest.mark.parametrize("bad", ["gc:visits", "a/b", "a_b", "", "a.b", "a b", "é"])
+def test_ids_that_cannot_map_back_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        build_tools([(bad, "gcounter")])
+
+
+def test_unknown_type_repeated_id_and_long_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown type"):
+        build_tools([("a", "hyperloglog")])
+    with pytest.raises(ValueError, match="twice"):
+        build_tools([("a", "gcounter"), ("a", "orset")])
+    longest = MAX_TOOL_NAME_LEN - len("service_increment_")
+    assert build_tools([("x" * longest, "gcounter")])[1].name.__len__() == MAX_TOOL_NAME_LEN
+    with pytest.raises(ValueError, match="longer than"):
+        build_tools([("x" * (longest + 1), "gcounter")])
+
+
+def test_schemas_in_both_shapes() -> None:
+    tools = build_tools(CRDTS)
+    openai = openai_tools(tools)
+    anthropic = anthropic_tools(tools)
+    assert len(openai) == len(anthropic) == len(tools)
+    for o, a, tool in zip(openai, anthropic, tools, strict=True):
+        assert set(o) == {"type", "function"} and o["type"] == "function"
+        assert set(o["function"]) == {"name", "description", "parameters"}
+        assert set(a) == {"name", "description", "input_schema"}
+        assert o["function"]["name"] == a["name"] == tool.name
+        assert o["function"]["parameters"] == a["input_schema"]
+        assert a["input_schema"]["type"] == "object"
+        assert tool.crdt_id in a["description"]
+        json.dumps(o), json.dumps(a)  # plain JSON
+    by_name = {a["name"]: a["input_schema"] for a in anthropic}
+    increment = by_name["service_increment_page_visits"]
+    assert increment["properties"]["amount"]["type"] == "integer"
+    assert increment["properties"]["amount"]["minimum"] == 1
+    assert "required" not in increment
+    setter = by_name["service_set_title"]
+    assert set(setter["properties"]) == {"value", "client_id"} and setter["required"] == ["value"]
+    assert {"string", "number", "object"} <= set(setter["properties"]["value"]["type"])
+    assert setter["properties"]["client_id"]["type"] == "integer"
+    adder = by_name["service_add_cart_42"]
+    assert set(adder["properties"]) == {"element"} and adder["required"] == ["element"]
+    assert by_name["service_read_doc"]["properties"] == {}
+
+
+@pytest.fixture
+async def tools(server: RunningServer) -> Any:
+    async with AsyncClient(server.url, make_token(3), NS) as client:
+        yield AgentTools(client, CRDTS)
+
+
+async def test_execute_each_tool(tools: AgentTools) -> None:
+    assert await tools.execute("service_increment_page_visits", {}) == {
+        "ok": True,
+        "seq": 1,
+        "value": 1,
+    }
+    assert await tools.execute("service_increment_page_visits", {"amount": 4}) == {
+        "ok": True,
+        "seq": 2,
+        "value": 5,
+    }
+    assert (await tools.execute("service_increment_score", '{"amount": 2}'))["value"] == 2
+    assert (await tools.execute("service_set_title", {"value": {"text": "Hi"}}))["value"] == {
+        "text": "Hi"
+    }
+    assert (await tools.execute("service_set_title", {"value": 3, "client_id": 3}))["value"] == 3
+    assert (await tools.execute("service_add_cart_42", {"element": "apple"}))["value"] == ["apple"]
+    assert (await tools.execute("service_add_cart_42", {"element": {"sku": 9}}))["value"] == [
+        "apple",
+        {"sku": 9},
+    ]
+    read = await tools.execute("service_read_page_visits", {})
+    assert (
+        read["ok"] is True
+        and read["value"] == 5
+        and read["seq"] == 2
+        and read["type"] == "gcounter"
+    )
+    assert (await tools.execute("service_read_title", None))["value"] == 3
+    assert (await tools.execute("service_read_cart_42"))["value"] == ["apple", {"sku": 9}]
+    # The ids really are the hyphenated ones, created with the pair's type.
+    view = await tools.client.read("cart-42")
+    assert view is not None and view["type"] == "orset"
+    json.dumps(read)
+
+
+async def test_execute_errors_come_back_as_results(
+    tools: AgentTools, server: RunningServer
+) -> None:
+    cases: list[tuple[str, Any, str]] = [
+        ("service_fly_page_visits", {}, "unknown_tool"),
+        ("service_read_nope", {}, "unknown_tool"),
+        ("service_set_page_visits", {"value": 1}, "unknown_tool"),  # not a register
+        ("service_increment_page_visits", {"amount": 0}, "invalid_input"),
+        ("service_increment_page_visits", {"amount": "3"}, "invalid_input"),
+        ("service_increment_page_visits", {"amount": True}, "invalid_input"),
+        ("service_increment_page_visits", {"amount": 1, "extra": 1}, "invalid_input"),
+        ("service_increment_page_visits", "{not json", "invalid_input"),
+        ("service_increment_page_visits", [1], "invalid_input"),
+        ("service_set_title", {}, "invalid_input"),
+        ("service_add_cart_42", {"value": 1}, "invalid_input"),
+        ("service_set_title", {"value": 1, "client_id": 99}, "forbidden"),
+        ("service_read_doc", {}, "not_found"),
+        (12, {}, "unknown_tool"),  # type: ignore[list-item]
+    ]
+    for name, arguments, code in cases:
+        result = await tools.execute(name, arguments)
+        assert result["ok"] is False and result["error"] == code, (name, arguments, result)
+        assert isinstance(result["message"], str) and result["message"]
+    assert (await tools.execute("service_increment_page_visits", {"amount": 2.0}))["value"] == 2
+    async with AsyncClient(server.url, make_token(4, write=()), NS) as reader:
+        result = await AgentTools(reader, CRDTS).execute("service_add_cart_42", {"element": 1})
+        assert result["ok"] is False and result["error"] == "forbidden"
+
+
+async def test_execute_unreachable_service() -> None:
+    async with AsyncClient("http://127.0.0.1:9", make_token(), NS) as client:
+        result = await AgentTools(client, CRDTS, attempts=1).execute("service_read_doc", {})
+        assert result["ok"] is False and result["error"] == "unavailable"
+
+
+async def test_sync_tools(server: RunningServer) -> None:
+    def run() -> None:
+        with Client(server.url, make_token(6), NS) as client:
+            tools = SyncAgentTools(client, CRDTS)
+            assert tools.anthropic() == anthropic_tools(build_tools(CRDTS))
+            assert tools.openai() == openai_tools(build_tools(CRDTS))
+            assert tools.execute("service_increment_score", {"amount": 3})["value"] == 3
+            assert tools.execute("service_set_title", {"value": "x"})["value"] == "x"
+            assert tools.execute("service_add_cart_42", {"element": 1})["value"] == [1]
+            assert tools.execute("service_read_score", {})["value"] == 3
+            assert tools.execute("service_nope", {})["error"] == "unknown_tool"
+
+    await asyncio.to_thread(run)

@@ -1,0 +1,189 @@
+"""Shared fixtures: real servers on real sockets.
+
+``make_server(**overrides)`` starts the real server in this process on an
+ephemeral port (fast, one event loop); ``spawn_server(env)`` starts
+``python -m syncd`` as a subprocess for tests that kill or signal it.
+Every HTTP-facing test runs against both parsers through ``http_parser``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvloop
+
+from syncd.config import Settings
+from syncd.server import Server
+
+ADMIN = "test-admin-secret"
+SIGNING_KEY_HEX = "11" * 32
+
+
+def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Callable[[], Any]]:
+    """Every async test runs on uvloop, as the server does in production."""
+    return {"uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture(params=["h11", "httptools"])
+def http_parser(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def base_settings(data_dir: Path, parser: str = "h11", **overrides: Any) -> Settings:
+    settings = Settings(
+        host="127.0.0.1",
+        port=0,
+        data_dir=data_dir,
+        signing_key=bytes.fromhex(SIGNING_KEY_HEX),
+        admin_token=ADMIN,
+        fsync="never",
+        http_parser=parser,  # type: ignore[arg-type]
+        node_id="test",
+    )
+    return replace(settings, **overrides)
+
+
+class RunningServer:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.app = server.app
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+async def make_server(tmp_path: Path, http_parser: str) -> AsyncIterator[Callable[..., Any]]:
+    servers: list[Server] = []
+
+    async def start(**overrides: Any) -> RunningServer:
+        data_dir = overrides.pop("data_dir", tmp_path / f"data{len(servers)}")
+        server = Server(base_settings(data_dir, http_parser, **overrides))
+        await server.start()
+        servers.append(server)
+        return RunningServer(server)
+
+    yield start
+    for server in servers:
+        with contextlib.suppress(Exception):
+            await server.shutdown()
+
+
+@pytest.fixture
+async def server(make_server: Callable[..., Any]) -> RunningServer:
+    result: RunningServer = await make_server()
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Subprocess:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+        self.proc = proc
+        self.port = port
+        self.log_path = log_path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def terminate(self, timeout: float = 15) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2) as s:
+            s.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            if s.recv(64).startswith(b"HTTP/1.1 200"):
+                return
+        time.sleep(0.05)
+    raise TimeoutError("server did not become ready")
+
+
+@pytest.fixture
+def spawn_server(tmp_path: Path) -> Iterator[Callable[..., Subprocess]]:
+    procs: list[Subprocess] = []
+
+    def spawn(
+        env: dict[str, str] | None = None, *, port: int | None = None, ready: bool = True
+    ) -> Subprocess:
+        port = port or free_port()
+        full_env = {
+            **os.environ,
+            "SERVICE_BIND": f"127.0.0.1:{port}",
+            "SERVICE_DATA_DIR": str(tmp_path / "data"),
+            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
+            "SERVICE_ADMIN_TOKEN": ADMIN,
+            "SERVICE_FSYNC": "never",
+            **(env or {}),
+        }
+        log_path = tmp_path / f"server{len(procs)}.log"
+        with open(log_path, "wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "syncd"],
+                env=full_env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        sub = Subprocess(proc, port, log_path)
+        procs.append(sub)
+        if ready:
+            wait_ready(port, proc)
+        return sub
+
+    yield spawn
+    for sub in procs:
+        if sub.proc.poll() is None:
+            sub.kill()
+
+
+async def open_raw(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", port)
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    """Read one fixed-length HTTP response (a plain client, not the server's code)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ")[1])
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    body = await reader.readexactly(length) if length else b""
+    return status, headers, body

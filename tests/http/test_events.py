@@ -1,0 +1,157 @@
+"""The SSE stream, read by a plain client that parses the wire format itself."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+from typing import Any
+
+import httpx
+import msgpack
+
+from tests.conftest import RunningServer
+from tests.http.support import issue, op
+
+
+class SseReader:
+    """A raw-socket SSE client: request head, then `data:` events and `:` comments."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.comments: list[str] = []
+
+    @classmethod
+    async def open(
+        cls, port: int, path: str, headers: dict[str, str]
+    ) -> tuple[SseReader, int, dict[str, str]]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n{head}\r\n".encode()
+        )
+        raw = await reader.readuntil(b"\r\n\r\n")
+        lines = raw.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        hdrs = {ln.split(":", 1)[0].lower(): ln.split(":", 1)[1].strip() for ln in lines[1:] if ln}
+        return cls(reader, writer), status, hdrs
+
+    async def event(self, timeout: float = 5.0) -> dict[str, Any]:
+        while True:
+            block = await asyncio.wait_for(self.reader.readuntil(b"\n\n"), timeout)
+            text = block.decode("ascii")
+            if text.startswith(":"):
+                self.comments.append(text)
+                continue
+            assert text.startswith("data: ") and text.endswith("\n\n") and text.count("\n") == 2, (
+                text
+            )
+            payload = base64.b64decode(text[6:-2], validate=True)
+            delta: dict[str, Any] = msgpack.unpackb(payload, raw=False)
+            return delta
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+async def test_snapshot_then_consecutive_deltas_and_resume(server: RunningServer) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        path = "/v1/namespaces/app/crdts/gc:live/events"
+        sse, status, headers = await SseReader.open(server.port, path, h)
+        assert status == 200 and headers["content-type"] == "text/event-stream"
+        first = await sse.event()
+        assert first["kind"] == "snapshot" and first["seq"] == 0 and first["state"] is None
+        assert first["type"] == "gcounter"
+        for _ in range(3):
+            await op(client, h, "gc:live", {"op": "increment"})
+        deltas = [await sse.event() for _ in range(3)]
+        assert [d["seq"] for d in deltas] == [1, 2, 3]
+        assert all(
+            d["kind"] == "op" and d["client_id"] == 7 and d["type"] == "gcounter" for d in deltas
+        )
+        epoch = deltas[0]["epoch"]
+        sse.close()
+        for _ in range(2):
+            await op(client, h, "gc:live", {"op": "increment"})
+        sse2, _, _ = await SseReader.open(server.port, f"{path}?since=3&epoch={epoch}", h)
+        replay = [await sse2.event() for _ in range(2)]
+        assert [(d["kind"], d["seq"]) for d in replay] == [("op", 4), ("op", 5)]
+        sse2.close()
+        # a stale epoch gets a snapshot
+        sse3, _, _ = await SseReader.open(server.port, f"{path}?since=3&epoch=deadbeef", h)
+        snap = await sse3.event()
+        assert snap["kind"] == "snapshot" and snap["seq"] == 5
+        sse3.close()
+
+
+async def test_keep_alive_ping(make_server: Any) -> None:
+    srv = await make_server(sse_ping_s=0.1)
+    async with httpx.AsyncClient(base_url=srv.url) as client:
+        h = await issue(client)
+        sse, _, _ = await SseReader.open(srv.port, "/v1/namespaces/app/crdts/gc:p/events", h)
+        await sse.event()
+        await asyncio.sleep(0.35)
+        await op(client, h, "gc:p", {"op": "increment"})
+        assert (await sse.event())["seq"] == 1
+        assert sse.comments and sse.comments[0] == ": ping\n\n"
+
+
+async def test_sse_errors(server: RunningServer) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        r = await client.get("/v1/namespaces/app/crdts/gc:p/events")
+        assert r.status_code == 401
+        h = await issue(client, read=["or:*"])
+        r = await client.get("/v1/namespaces/app/crdts/gc:p/events", headers=h)
+        assert r.status_code == 403
+        r = await client.get(
+            "/v1/namespaces/app/crdts/gc:p/events?since=x", headers=await issue(client)
+        )
+        assert r.status_code == 400
+        r = await client.post("/v1/namespaces/app/crdts/gc:p/events", headers=h)
+        assert r.status_code == 405
+
+
+async def test_deleted_event(server: RunningServer) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client, admin=True)
+        await op(client, h, "gc:d", {"op": "increment"})
+        sse, _, _ = await SseReader.open(server.port, "/v1/namespaces/app/crdts/gc:d/events", h)
+        assert (await sse.event())["seq"] == 1
+        assert (await client.delete("/v1/namespaces/app/crdts/gc:d", headers=h)).status_code == 204
+        assert await sse.event() == {"kind": "deleted", "ns": "app", "id": "gc:d"}
+
+
+async def test_stalled_reader_dropped_healthy_reader_keeps_receiving(make_server: Any) -> None:
+    srv = await make_server(subscriber_buffer_bytes=4096, rate_limit=100_000)
+    async with httpx.AsyncClient(base_url=srv.url) as client:
+        h = await issue(client)
+        path = "/v1/namespaces/app/crdts/or:big/events"
+        # The stalled reader: tiny receive buffer, never reads after the head.
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", srv.port))
+        auth = h["authorization"]
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\n\r\n".encode())
+        healthy, _, _ = await SseReader.open(srv.port, path, h)
+        assert (await healthy.event())["kind"] == "snapshot"
+        # Big deltas, so the kernel's socket buffers fill and the server's own
+        # buffer grows past its bound.
+        big = "x" * 40000
+        for i in range(200):
+            r = await op(client, h, "or:big", {"op": "add", "element": f"{i}{big}"})
+            assert r.status_code == 200
+            assert (await healthy.event())["seq"] == i + 1
+        # The stalled one was dropped: the server closed it (read drains to EOF).
+        sock.setblocking(False)
+        loop = asyncio.get_running_loop()
+        received = 0
+        while True:
+            chunk = await asyncio.wait_for(loop.sock_recv(sock, 65536), 5)
+            if not chunk:
+                break
+            received += len(chunk)
+        assert received < 200 * 40000
+        sock.close()
+        assert srv.app.hub.count == 1

@@ -1,0 +1,182 @@
+"""Segment framing and scanning, below the store: what survives any cut or damage."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from syncd.store.base import Record
+from syncd.store.log import (
+    FLAG_BATCH_START,
+    HEADER,
+    HEADER_SIZE,
+    MAX_RECORD_BYTES,
+    LogFile,
+    LogWriter,
+    StoreCorruptError,
+    decode_map,
+    frame,
+    scan_segment,
+)
+from tests.store.support import op
+
+MAX_EXAMPLES = int(os.environ.get("SYNCD_HYPOTHESIS_EXAMPLES", "150"))
+
+
+def body(i: int) -> bytes:
+    return msgpack.packb(op(i), use_bin_type=True)
+
+
+def write_batches(path: Path, batches: list[int]) -> list[int]:
+    """Write batches the way the store does; the end offset of every record."""
+    writer = LogWriter(str(path.parent), LogFile.open, 1 << 30, [(1, str(path))])
+    writer.active = LogFile.open(str(path))  # what repair() does, minus its fsyncs
+    ends = []
+    lsn = 1
+    offset = 0
+    for size in batches:
+        frames = []
+        for i in range(size):
+            frames.append(frame(lsn + i, body(lsn + i), FLAG_BATCH_START if i == 0 else 0))
+            offset += len(frames[-1])
+            ends.append(offset)
+        writer.write(b"".join(frames), lsn, sync=False)
+        lsn += size
+    writer.close()
+    return ends
+
+
+def scan(path: Path, *, tolerate_tail: bool = True) -> tuple[list[tuple[int, Record]], int]:
+    out: list[tuple[int, Record]] = []
+    result = scan_segment(str(path), 1, 0, out, limit=None, tolerate_tail=tolerate_tail)
+    return out, result.good_end
+
+
+def test_frame_layout() -> None:
+    data = frame(42, b"\x81\xa1k\x01", FLAG_BATCH_START)
+    word, _, tag = HEADER.unpack_from(data)
+    assert HEADER_SIZE == 16 and len(data) == 20
+    assert word == 4 | FLAG_BATCH_START and tag == 42
+
+
+def test_decode_map_refuses_what_is_not_one_map() -> None:
+    assert decode_map(msgpack.packb({"a": 1})) == {"a": 1}
+    assert decode_map(msgpack.packb([1])) is None
+    assert decode_map(msgpack.packb({"a": 1}) + b"\x01") is None  # trailing bytes
+    assert decode_map(b"\xc1") is None  # never-used msgpack byte
+    assert decode_map(b"\xdf\xff\xff\xff\xff") is None  # a map claiming 4G entries
+
+
+def test_scan_reads_every_record(tmp_path: Path) -> None:
+    path = tmp_path / "seg"
+    ends = write_batches(path, [1, 3, 2])
+    records, good = scan(path)
+    assert [lsn for lsn, _ in records] == [1, 2, 3, 4, 5, 6]
+    assert records[3][1] == op(4)
+    assert good == ends[-1]
+
+
+def test_skip_upto_checks_but_does_not_return_covered_records(tmp_path: Path) -> None:
+    path = tmp_path / "seg"
+    write_batches(path, [3, 3])
+    out: list[tuple[int, Record]] = []
+    result = scan_segment(str(path), 1, 4, out, limit=None, tolerate_tail=False)
+    assert [lsn for lsn, _ in out] == [5, 6] and result.next_lsn == 7
+
+
+def test_limit_reads_only_the_durable_part(tmp_path: Path) -> None:
+    path = tmp_path / "seg"
+    ends = write_batches(path, [2, 2])
+    with open(path, "ab") as f:
+        f.write(b"not yet durable")
+    out: list[tuple[int, Record]] = []
+    scan_segment(str(path), 1, 0, out, limit=ends[-1], tolerate_tail=False)
+    assert len(out) == 4
+    with pytest.raises(StoreCorruptError, match="were made durable"):
+        scan_segment(str(path), 1, 0, [], limit=ends[-1] + 100, tolerate_tail=False)
+
+
+def test_without_tolerance_any_damage_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "seg"
+    ends = write_batches(path, [2, 2])
+    with open(path, "r+b") as f:
+        f.truncate(ends[-1] - 1)
+    with pytest.raises(StoreCorruptError, match=f"offset {ends[2]}"):
+        scan(path, tolerate_tail=False)
+
+
+def test_a_length_over_the_limit_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / "seg"
+    ends = write_batches(path, [1])
+    huge = HEADER.pack(MAX_RECORD_BYTES + 1, 0, 2) + b"\0" * 64
+    path.write_bytes(path.read_bytes() + huge)
+    records, good = scan(path)
+    assert len(records) == 1 and good == ends[0]
+
+
+def test_a_well_framed_record_out_of_sequence_is_damage(tmp_path: Path) -> None:
+    path = tmp_path / "seg"
+    ends = write_batches(path, [2])
+    path.write_bytes(path.read_bytes() + frame(7, body(7), FLAG_BATCH_START))
+    records, good = scan(path)
+    assert len(records) == 2 and good == ends[-1]
+
+
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    batches=st.lists(st.integers(1, 5), min_size=1, max_size=6),
+    data=st.data(),
+)
+def test_any_cut_keeps_exactly_the_whole_records(
+    tmp_path: Path, batches: list[int], data: st.DataObject
+) -> None:
+    path = tmp_path / "cut.seg"
+    path.unlink(missing_ok=True)
+    ends = write_batches(path, batches)
+    cut = data.draw(st.integers(0, ends[-1]), label="cut")
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+    records, good = scan(path)
+    whole = [end for end in ends if end <= cut]
+    assert [lsn for lsn, _ in records] == list(range(1, len(whole) + 1))
+    assert good == (whole[-1] if whole else 0)
+
+
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    batches=st.lists(st.integers(1, 4), min_size=2, max_size=5),
+    data=st.data(),
+)
+def test_damage_is_cut_only_inside_the_last_batch(
+    tmp_path: Path, batches: list[int], data: st.DataObject
+) -> None:
+    path = tmp_path / "flip.seg"
+    path.unlink(missing_ok=True)
+    ends = write_batches(path, batches)
+    last_batch_start = ends[-batches[-1] - 1]
+    at = data.draw(st.integers(0, ends[-1] - 1), label="at")
+    raw = bytearray(path.read_bytes())
+    raw[at] ^= data.draw(st.integers(1, 255), label="xor")
+    path.write_bytes(bytes(raw))
+    if at >= last_batch_start:
+        records, good = scan(path)
+        # Everything before the damaged record is kept, nothing from it on.
+        damaged_index = next(i for i, end in enumerate(ends) if end > at)
+        assert len(records) == damaged_index
+        assert good == (ends[damaged_index - 1] if damaged_index else 0)
+    else:
+        with pytest.raises(StoreCorruptError, match="offset"):
+            scan(path)

@@ -1,0 +1,519 @@
+"""PostgresStore against the real PostgreSQL: storage, restarts, two nodes, faults.
+
+Nodes here are in-process ``App`` objects driven through the service (the op
+path HTTP and WebSocket share); the subprocess cluster is in tests/cluster.
+This module has a database of its own and every test a schema of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from syncd.app import App
+from syncd.auth.authenticator import ROOT
+from syncd.errors import ApiError
+from syncd.hub import EncodedDelta
+from syncd.store.pg_schema import MIGRATIONS, SchemaTooNewError, migrate
+from syncd.store.postgres import PostgresStore
+from tests.cluster.pgdb import database_url, fresh_database, set_connections_allowed
+from tests.conftest import base_settings
+
+pytestmark = pytest.mark.timeout(60)
+
+NS = "n"
+WAIT_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def pg_db() -> Iterator[str]:
+    with fresh_database() as name:
+        yield name
+
+
+@pytest.fixture
+def schema(pg_db: str) -> str:
+    name = "s_" + secrets.token_hex(4)
+    with psycopg.connect(database_url(pg_db), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    return name
+
+
+@pytest.fixture
+def pg_url(pg_db: str, schema: str) -> str:
+    return f"{database_url(pg_db)}?options=-csearch_path%3D{schema}"
+
+
+def sql_conn(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True)
+
+
+StartNode = Callable[..., Awaitable[App]]
+
+
+@pytest.fixture
+async def start_node(tmp_path: Path, pg_url: str) -> AsyncIterator[StartNode]:
+    apps: list[App] = []
+
+    async def start(node_id: str = "a", url: str | None = None, **store_kwargs: Any) -> App:
+        settings = base_settings(
+            tmp_path / node_id,
+            database_url=url or pg_url,
+            node_id=node_id,
+            **store_kwargs.pop("settings", {}),
+        )
+        app = App(settings)
+        if store_kwargs:
+            app.store = PostgresStore(settings, app, **store_kwargs)
+        await app.start()
+        apps.append(app)
+        return app
+
+    yield start
+    for app in apps:
+        await app.close()
+
+
+async def op(app: App, crdt_id: str, body: Any) -> Any:
+    return await app.service.apply_ops(NS, crdt_id, body, ROOT, "http")
+
+
+async def eventually(check: Callable[[], bool], timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def settled(app: App) -> None:
+    """Wait for the node's first catch-up (after its listener connected) to finish."""
+    store = app.store
+    assert isinstance(store, PostgresStore)
+
+    def done() -> bool:
+        task = store._catching_up
+        return store.stats.catch_ups >= 1 and task is not None and task.done()
+
+    await eventually(done)
+
+
+def full(app: App, crdt_id: str) -> dict[str, Any] | None:
+    return app.engine.read(NS, crdt_id, full=True)
+
+
+class Recorder:
+    """A hub subscriber that keeps every delta it is handed."""
+
+    def __init__(self, app: App, crdt_id: str) -> None:
+        self.deltas: list[dict[str, Any]] = []
+        app.hub.subscribe(NS, crdt_id, self)
+
+    def deliver(self, delta: EncodedDelta) -> None:
+        self.deltas.append(delta.delta)
+
+    def op_seqs(self) -> list[int]:
+        return [d["seq"] for d in self.deltas if d["kind"] == "op"]
+
+
+EVERY_TYPE: list[tuple[str, list[dict[str, Any]]]] = [
+    ("gc:hits", [{"op": "increment", "amount": 5}, {"op": "increment", "op_id": "g1"}]),
+    ("pn:score", [{"op": "increment", "amount": 7}, {"op": "decrement", "amount": 2}]),
+    (
+        "or:tags",
+        [
+            {"op": "add", "element": "x"},
+            {"op": "add", "element": {"k": [1, 2]}},
+            {"op": "remove", "element": "x"},
+        ],
+    ),
+    (
+        "lw:title",
+        [{"op": "set", "value": {"t": "hello"}}, {"op": "set", "value": "bye", "op_id": "l1"}],
+    ),
+    ("pr:room", [{"op": "update", "data": {"cursor": 3}, "ttl_ms": 300000}]),
+    (
+        "rg:doc",
+        [
+            {"op": "insert", "index": 0, "text": "hello"},
+            {"op": "delete", "index": 1, "count": 2},
+            {"op": "insert", "index": 0, "values": [1, None]},
+        ],
+    ),
+    (
+        "tr:outline",
+        [
+            {"op": "add", "id": "a", "parent": "root", "data": {"n": 1}},
+            {"op": "add", "id": "b", "parent": "a"},
+            {"op": "move", "id": "b", "parent": "root", "pos": "0"},
+            {"op": "update", "id": "a", "data": {"n": 2}},
+        ],
+    ),
+    ("plain", [{"op": "increment", "type": "gcounter", "amount": 3}]),
+]
+
+
+# -- schema ------------------------------------------------------------------------
+
+
+async def test_migrations_are_versioned_ordered_and_applied_once(pg_url: str) -> None:
+    extra = (
+        (3, ("ALTER TABLE extra ADD COLUMN b int",)),
+        (2, ("CREATE TABLE extra (a int)",)),
+    )
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        assert await migrate(conn) == 1
+        assert await migrate(conn) == 1
+        assert (
+            await migrate(conn, (*MIGRATIONS, *extra)) == 3
+        )  # 2 before 3 whatever the order given
+        assert await migrate(conn, (*MIGRATIONS, *extra)) == 3
+        cur = await conn.execute("SELECT version FROM schema_version ORDER BY version")
+        assert [v for (v,) in await cur.fetchall()] == [1, 2, 3]
+        cur = await conn.execute("SELECT b FROM extra")
+        assert await cur.fetchall() == []
+        with pytest.raises(SchemaTooNewError, match="version 3"):
+            await migrate(conn)
+        with pytest.raises(ValueError, match="distinct"):
+            await migrate(conn, (*MIGRATIONS, (1, ("SELECT 1",))))
+
+
+async def test_the_publication_is_created_or_extended_to_cover_ops(pg_url: str) -> None:
+    name = "p_" + secrets.token_hex(4)
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as conn:
+        await conn.execute("CREATE TABLE other (a int)")
+        await conn.execute(f"CREATE PUBLICATION {name} FOR TABLE other")
+        await migrate(conn, publication=name)
+        await migrate(conn, publication=name)
+        cur = await conn.execute(
+            "SELECT tablename FROM pg_publication_tables WHERE pubname = %s ORDER BY 1", (name,)
+        )
+        assert [t for (t,) in await cur.fetchall()] == ["ops", "other"]
+        await conn.execute(f"DROP PUBLICATION {name}")
+
+
+async def test_nodes_migrating_at_once_apply_each_version_once(pg_url: str) -> None:
+    conns = [await psycopg.AsyncConnection.connect(pg_url, autocommit=True) for _ in range(4)]
+    try:
+        assert await asyncio.gather(*(migrate(c) for c in conns)) == [1, 1, 1, 1]
+        cur = await conns[0].execute("SELECT count(*) FROM schema_version")
+        assert await cur.fetchone() == (1,)
+    finally:
+        for conn in conns:
+            await conn.close()
+
+
+# -- storage and restarts ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("snapshot_every", [1000, 2])
+async def test_every_type_is_stored_and_restored(
+    start_node: StartNode, snapshot_every: int
+) -> None:
+    a = await start_node("a", snapshot_every=snapshot_every, ops_retained=1)
+    for crdt_id, ops in EVERY_TYPE:
+        for body in ops:
+            await op(a, crdt_id, body)
+    await op(a, "or:tags", [{"op": "add", "element": i, "op_id": f"batch{i}"} for i in range(5)])
+    before = {crdt_id: full(a, crdt_id) for crdt_id, _ in EVERY_TYPE}
+    views = {crdt_id: a.engine.read(NS, crdt_id) for crdt_id, _ in EVERY_TYPE}
+    await a.close()
+
+    b = await start_node("b", snapshot_every=snapshot_every, ops_retained=1)
+    assert {crdt_id: full(b, crdt_id) for crdt_id, _ in EVERY_TYPE} == before
+    for crdt_id, _ in EVERY_TYPE:
+        if not crdt_id.startswith("pr:"):  # presence views depend on the clock
+            assert b.engine.read(NS, crdt_id) == views[crdt_id]
+    # op_ids survive the restart (in the records, or in the snapshot entries).
+    again = await op(b, "gc:hits", {"op": "increment", "op_id": "g1"})
+    assert again.duplicate and again.seq == 2
+    again = await op(b, "or:tags", [{"op": "add", "element": 3, "op_id": "batch3"}])
+    assert again.duplicate and again.applied == 0
+    assert full(b, "gc:hits") == before["gc:hits"]
+    if snapshot_every == 2:
+        with sql_conn(b.settings.database_url or "") as conn:
+            snaps = conn.execute("SELECT count(*) FROM snapshots").fetchone()
+            assert snaps is not None and snaps[0] >= 5
+
+
+async def test_snapshots_prune_old_ops_and_replays_read_the_table(start_node: StartNode) -> None:
+    a = await start_node("a", snapshot_every=5, ops_retained=3)
+    for _ in range(12):
+        await op(a, "gc:c", {"op": "increment"})
+    entry = a.engine.get(NS, "gc:c")
+    assert entry is not None
+    with sql_conn(a.settings.database_url or "") as conn:
+        assert conn.execute("SELECT seq FROM snapshots").fetchall() == [(10,)]
+        assert [s for (s,) in conn.execute("SELECT seq FROM ops ORDER BY seq")] == [
+            8,
+            9,
+            10,
+            11,
+            12,
+        ]
+    replay = await a.store.ops_since(NS, "gc:c", entry.epoch, 9)
+    assert replay is not None and [r["seq"] for r in replay] == [10, 11, 12]
+    assert await a.store.ops_since(NS, "gc:c", entry.epoch, 2) is None  # pruned: snapshot instead
+    assert await a.store.ops_since(NS, "gc:c", "other-epoch", 9) is None
+    state = full(a, "gc:c")
+    await a.close()
+    b = await start_node("b", snapshot_every=5, ops_retained=3)
+    assert full(b, "gc:c") == state
+
+
+async def test_wal_last_seq_is_the_ops_identity(start_node: StartNode) -> None:
+    a = await start_node("a")
+    assert a.wal_last_seq == 0
+    await op(a, "gc:w", [{"op": "increment"}] * 3)
+    assert a.wal_last_seq == 3
+    b = await start_node("b")
+    assert b.wal_last_seq == 3
+
+
+async def test_open_gives_up_on_an_unreachable_server(tmp_path: Path) -> None:
+    settings = base_settings(tmp_path, database_url="postgresql://root@127.0.0.1:1/x", node_id="a")
+    app = App(settings)
+    app.store = PostgresStore(settings, app, open_timeout_s=0.3)
+    started = time.monotonic()
+    with pytest.raises(psycopg.OperationalError):
+        await app.store.open()
+    assert time.monotonic() - started < 5
+    with pytest.raises(ValueError, match="DATABASE_URL"):
+        PostgresStore(replace(settings, database_url=None), app)
+
+
+# -- two nodes -------------------------------------------------------------------------
+
+
+async def test_two_nodes_never_hand_out_the_same_seq(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    rec_a, rec_b = Recorder(a, "gc:shared"), Recorder(b, "gc:shared")
+    results = await asyncio.gather(
+        *(op(node, "gc:shared", {"op": "increment"}) for _ in range(20) for node in (a, b))
+    )
+    assert sorted(r.seq for r in results) == list(range(1, 41))
+    await eventually(lambda: rec_a.op_seqs()[-1:] == [40] and rec_b.op_seqs()[-1:] == [40])
+    assert rec_a.op_seqs() == list(range(1, 41))
+    assert rec_b.op_seqs() == list(range(1, 41))
+    assert full(a, "gc:shared") == full(b, "gc:shared")
+    assert a.engine.read(NS, "gc:shared")["value"] == 40  # type: ignore[index]
+    with sql_conn(a.settings.database_url or "") as conn:
+        assert conn.execute("SELECT seq FROM crdts").fetchall() == [(40,)]
+
+
+async def test_op_id_is_idempotent_across_nodes(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    first = await op(a, "rg:t", {"op": "insert", "index": 0, "text": "ab", "op_id": "once"})
+    repeat = await op(b, "rg:t", {"op": "insert", "index": 0, "text": "ab", "op_id": "once"})
+    assert repeat.duplicate and repeat.seq == first.seq and repeat.extra == first.extra
+    await eventually(lambda: full(a, "rg:t") == full(b, "rg:t"))
+    assert a.engine.read(NS, "rg:t")["text"] == "ab"  # type: ignore[index]
+
+
+async def test_delete_ends_the_life_everywhere_and_a_new_one_starts(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    rec = Recorder(b, "or:s")
+    await op(a, "or:s", {"op": "add", "element": 1})
+    await eventually(lambda: full(b, "or:s") is not None)
+    old_epoch = b.engine.get(NS, "or:s").epoch  # type: ignore[union-attr]
+    assert await a.service.delete(NS, "or:s")
+    await eventually(lambda: b.engine.get(NS, "or:s") is None)
+    assert rec.deltas[-1] == {"kind": "deleted", "ns": NS, "id": "or:s"}
+    created = await op(b, "or:s", {"op": "add", "element": 2})
+    assert created.seq == 1 and created.created
+    await eventually(lambda: full(a, "or:s") == full(b, "or:s"))
+    assert a.engine.get(NS, "or:s").epoch != old_epoch  # type: ignore[union-attr]
+    assert a.engine.read(NS, "or:s")["value"] == [2]  # type: ignore[index]
+    assert not await b.service.delete(NS, "or:missing")
+
+
+async def test_a_late_record_of_an_ended_life_is_not_resurrected(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    result = await op(a, "gc:z", {"op": "increment"})
+    record = dict(result.records[0])
+    await eventually(lambda: b.engine.get(NS, "gc:z") is not None)
+    await a.service.delete(NS, "gc:z")
+    await eventually(lambda: b.engine.get(NS, "gc:z") is None)
+    # The same record arriving again by another path (the replication stream lags).
+    store = b.store
+    assert isinstance(store, PostgresStore)
+    syncs = store.stats.syncs
+    store._offer((NS, "gc:z"), ("op", record))
+    await eventually(lambda: not store._pending)
+    assert b.engine.get(NS, "gc:z") is None
+    assert store.stats.syncs == syncs + 1  # the table was asked; its row says deleted
+
+
+async def test_large_ops_without_wal_travel_as_references(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    rec = Recorder(b, "rg:big")
+    text = "x" * 20_000
+    await op(a, "rg:big", {"op": "insert", "index": 0, "text": "s"})
+    await op(a, "rg:big", {"op": "insert", "index": 1, "text": text})
+    await eventually(lambda: rec.op_seqs() == [1, 2])
+    assert b.engine.read(NS, "rg:big")["text"] == "s" + text  # type: ignore[index]
+    assert b.store.stats.syncs >= 1  # type: ignore[attr-defined]
+
+
+async def test_commit_catches_up_when_notifications_were_missed(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    await settled(b)
+    rec = Recorder(b, "pn:p")
+    await op(a, "pn:p", {"op": "increment"})
+    await eventually(lambda: rec.op_seqs() == [1])
+    a.store._channel = "nowhere"  # type: ignore[attr-defined]  # A's notifications are lost
+    await op(a, "pn:p", [{"op": "increment"}, {"op": "decrement"}])
+    await asyncio.sleep(0.1)
+    assert rec.op_seqs() == [1]
+    mine = await op(b, "pn:p", {"op": "increment", "amount": 10})
+    assert mine.seq == 4
+    await eventually(lambda: rec.op_seqs() == [1, 2, 3, 4])
+    assert b.engine.read(NS, "pn:p")["value"] == 11  # type: ignore[index]
+
+
+async def test_catch_up_reloads_what_differs_from_the_table(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    await settled(b)
+    a.store._channel = "nowhere"  # type: ignore[attr-defined]
+    rec = Recorder(b, "lw:r")
+    await op(a, "lw:r", {"op": "set", "value": 1})
+    await op(a, "lw:r", {"op": "set", "value": 2})
+    await op(a, "gc:other", {"op": "increment"})
+    await asyncio.sleep(0.1)
+    assert b.engine.get(NS, "lw:r") is None
+    b.store._request_catch_up()  # type: ignore[attr-defined]  # what a reconnect does
+    await eventually(lambda: full(b, "lw:r") == full(a, "lw:r") and full(b, "gc:other") is not None)
+    assert rec.op_seqs() == [1, 2]
+
+
+async def test_a_node_behind_pruned_ops_catches_up_from_the_snapshot(
+    start_node: StartNode,
+) -> None:
+    a = await start_node("a", snapshot_every=3, ops_retained=0)
+    b = await start_node("b")
+    await settled(b)
+    rec = Recorder(b, "gc:s")
+    await op(a, "gc:s", {"op": "increment"})
+    await eventually(lambda: rec.op_seqs() == [1])
+    a.store._channel = "nowhere"  # type: ignore[attr-defined]
+    for _ in range(6):
+        await op(a, "gc:s", {"op": "increment", "amount": 2})
+    with sql_conn(a.settings.database_url or "") as conn:
+        assert [s for (s,) in conn.execute("SELECT seq FROM ops")] == [7]  # 2..6 pruned
+    b.store._request_catch_up()  # type: ignore[attr-defined]
+    await eventually(lambda: full(b, "gc:s") == full(a, "gc:s"))
+    assert [(d["kind"], d["seq"]) for d in rec.deltas] == [("op", 1), ("snapshot", 6), ("op", 7)]
+
+
+# -- faults ----------------------------------------------------------------------------
+
+
+async def test_a_failed_commit_is_not_acknowledged_and_the_crdt_is_reloaded(
+    start_node: StartNode, pg_url: str
+) -> None:
+    a = await start_node("a")
+    rec = Recorder(a, "gc:f")
+    await op(a, "gc:f", {"op": "increment"})
+    with sql_conn(pg_url) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON ops FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+    with pytest.raises(ApiError) as failed:
+        await op(a, "gc:f", {"op": "increment", "amount": 100, "op_id": "retry-me"})
+    assert failed.value.status == 503
+    # Memory was ahead: the CRDT is read back from the table, without the failed op.
+    await eventually(lambda: (full(a, "gc:f") or {}).get("seq") == 1)
+    assert a.engine.read(NS, "gc:f")["value"] == 1  # type: ignore[index]
+    assert rec.op_seqs() == [1]
+    with sql_conn(pg_url) as conn:
+        conn.execute("DROP TRIGGER refuse ON ops")
+    retried = await op(a, "gc:f", {"op": "increment", "amount": 100, "op_id": "retry-me"})
+    assert retried.seq == 2 and not retried.duplicate
+    assert a.engine.read(NS, "gc:f")["value"] == 101  # type: ignore[index]
+    assert a.store.stats.commit_failures == 1  # type: ignore[attr-defined]
+
+
+async def test_an_unreachable_database_means_not_ready_and_503_until_it_is_back(
+    start_node: StartNode, pg_db: str
+) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    await op(a, "gc:o", {"op": "increment"})
+    await eventually(lambda: full(b, "gc:o") is not None)
+    set_connections_allowed(pg_db, False)
+    try:
+        await eventually(lambda: not a.ready and not b.ready, timeout=5)
+        with pytest.raises(ApiError) as refused:
+            await op(a, "gc:o", {"op": "increment"})
+        assert refused.value.status == 503
+        assert await a.store.ops_since(NS, "gc:o", "e", 0) is None
+    finally:
+        set_connections_allowed(pg_db, True)
+    await eventually(lambda: a.ready and b.ready)
+    rec = Recorder(b, "gc:o")
+    await op(a, "gc:o", {"op": "increment"})
+    await eventually(lambda: rec.op_seqs() == [2])
+    assert full(a, "gc:o") == full(b, "gc:o")
+
+
+async def test_commits_on_one_node_are_serialised_per_crdt(start_node: StartNode) -> None:
+    a = await start_node("a", pool_size=2)
+    results = await asyncio.gather(*(op(a, f"gc:{i % 3}", {"op": "increment"}) for i in range(30)))
+    assert sorted(r.seq for r in results) == sorted(list(range(1, 11)) * 3)
+
+
+# -- the replication stream ------------------------------------------------------------
+
+
+def slots(pg_db: str, prefix: str) -> list[tuple[str, bool]]:
+    with sql_conn(database_url(pg_db)) as conn:
+        rows = conn.execute(
+            "SELECT slot_name, temporary FROM pg_replication_slots WHERE slot_name LIKE %s",
+            (prefix + "%",),
+        ).fetchall()
+    return [(str(name), bool(temporary)) for name, temporary in rows]
+
+
+async def test_large_ops_arrive_on_the_replication_stream(
+    start_node: StartNode, pg_db: str
+) -> None:
+    prefix = "t" + secrets.token_hex(4)
+    wal = {"wal_connstr": database_url(pg_db), "wal_slot": prefix, "wal_pub": prefix + "_pub"}
+    a = await start_node("a", settings=wal)
+    b = await start_node("b", settings=wal)
+    stores = [a.store, b.store]
+    assert all(isinstance(s, PostgresStore) for s in stores)
+    await eventually(lambda: all(s.wal_streaming for s in stores))  # type: ignore[attr-defined]
+    assert sorted(slots(pg_db, prefix)) == [(prefix + "_a", True), (prefix + "_b", True)]
+    rec = Recorder(b, "rg:big")
+    await op(a, "rg:big", {"op": "insert", "index": 0, "text": "z"})
+    await eventually(lambda: rec.op_seqs() == [1])
+    syncs = b.store.stats.syncs  # type: ignore[attr-defined]
+    text = "y" * 50_000
+    await op(a, "rg:big", {"op": "insert", "index": 0, "values": [text]})
+    await eventually(lambda: rec.op_seqs() == [1, 2])
+    assert b.engine.read(NS, "rg:big")["value"] == [text, "z"]  # type: ignore[index]
+    assert b.store.stats.wal_records == 1  # type: ignore[attr-defined]  # only the large one
+    assert b.store.stats.syncs == syncs  # type: ignore[attr-defined]  # applied from the stream
+    await a.close()
+    await b.close()
+    await eventually(lambda: slots(pg_db, prefix) == [])  # temporary: gone with the session

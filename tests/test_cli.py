@@ -1,0 +1,102 @@
+"""The real process: `python -m syncd` over TCP, SIGTERM exit 0, keygen, --version, sd_notify."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ADMIN
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_subprocess_serves_and_sigterm_exits_zero(spawn_server: Any) -> None:
+    server = spawn_server()
+    with urllib.request.urlopen(f"{server.url}/health/live", timeout=5) as resp:
+        assert resp.status == 200
+    req = urllib.request.Request(
+        f"{server.url}/v1/namespaces/app/tokens",
+        data=json.dumps({"client_id": 1, "permissions": {"read": ["*"], "write": ["*"]}}).encode(),
+        headers={"authorization": f"Bearer {ADMIN}", "content-type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=5) as resp:
+        assert "token" in json.load(resp)
+    assert server.terminate() == 0
+    assert "syncd stopped" in server.log()
+
+
+def test_keygen_prints_a_signing_key() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "syncd", "keygen"], capture_output=True, text=True, check=True
+    )
+    key = out.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", key)
+    again = subprocess.run(
+        [sys.executable, "-m", "syncd", "keygen"], capture_output=True, text=True, check=True
+    )
+    assert again.stdout.strip() != key
+
+
+def test_version_names_the_parser() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "syncd", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SERVICE_HTTP_PARSER": "h11"},
+    )
+    assert out.stdout.startswith("syncd 0.1.0") and "http parser: h11" in out.stdout
+
+
+def test_random_admin_token_written_and_not_logged(spawn_server: Any, tmp_path: Path) -> None:
+    server = spawn_server({"SERVICE_ADMIN_TOKEN": ""})
+    token_file = tmp_path / "data" / "admin_token"
+    assert token_file.exists()
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+    secret = token_file.read_text().strip()
+    server.terminate()
+    assert secret not in server.log()
+    assert str(token_file) in server.log()
+
+
+def test_sd_notify_ready_watchdog_stopping(spawn_server: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(path)
+    sock.settimeout(10)
+    server = spawn_server({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000"})
+    messages: list[str] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any("WATCHDOG=1" in m for m in messages):
+        messages.append(sock.recv(4096).decode())
+    assert any(m.startswith("READY=1") for m in messages)
+    assert any("WATCHDOG=1" in m for m in messages)
+    server.terminate()
+    while not any("STOPPING=1" in m for m in messages):
+        messages.append(sock.recv(4096).decode())
+    sock.close()
+
+
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed"
+)
+def test_systemd_unit_verifies(tmp_path: Path) -> None:
+    unit = (ROOT / "systemd" / "syncd.service").read_text()
+    syncd_bin = Path(sys.executable).parent / "syncd"
+    unit = unit.replace("/opt/syncd/.venv/bin/syncd", str(syncd_bin))
+    target = tmp_path / "syncd.service"
+    target.write_text(unit)
+    out = subprocess.run(["systemd-analyze", "verify", str(target)], capture_output=True, text=True)
+    problems = [ln for ln in (out.stdout + out.stderr).splitlines() if "syncd.service" in ln]
+    assert out.returncode == 0 and not problems, out.stdout + out.stderr

@@ -1,0 +1,103 @@
+"""Configuration: defaults, every variable's bad values, and the one-line exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from syncd.config import ConfigError, Settings, from_env, parse_bind
+
+
+def test_defaults() -> None:
+    s = from_env({})
+    assert (s.host, s.port) == ("0.0.0.0", 3000)
+    assert s.data_dir == Path("./data")
+    assert s.signing_key is None and s.fsync == "batch" and s.rate_limit == 100
+    assert s.max_body_bytes == 1048576 and s.max_token_ttl_ms == 2592000000
+    assert s.http_parser == "auto" and s.max_connections == 10000
+    assert s.wal_slot == "service_wal" and s.wal_pub == "service_pub"
+    assert len(s.node_id) == 8
+
+
+def test_values_are_read() -> None:
+    s = from_env(
+        {
+            "SERVICE_BIND": "[::1]:8080",
+            "SERVICE_SIGNING_KEY": "ab" * 32,
+            "SERVICE_FSYNC": "always",
+            "SERVICE_RATE_LIMIT": "5",
+            "SERVICE_CORS_ORIGINS": "https://a.example, https://b.example",
+            "SERVICE_DEMO": "true",
+            "DATABASE_URL": "postgresql://x@y/z",
+        }
+    )
+    assert (s.host, s.port) == ("::1", 8080)
+    assert s.signing_key == bytes.fromhex("ab" * 32)
+    assert s.fsync == "always" and s.rate_limit == 5 and s.demo
+    assert s.cors_origins == ("https://a.example", "https://b.example")
+    assert isinstance(s, Settings)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SERVICE_BIND", "nope"),
+        ("SERVICE_BIND", "127.0.0.1:70000"),
+        ("SERVICE_BIND", "127.0.0.1:-1"),
+        ("SERVICE_BIND", "::1:80"),
+        ("SERVICE_SIGNING_KEY", "abc"),
+        ("SERVICE_SIGNING_KEY", "zz" * 32),
+        ("SERVICE_FSYNC", "sometimes"),
+        ("SERVICE_RATE_LIMIT", "0"),
+        ("SERVICE_RATE_LIMIT", "ten"),
+        ("SERVICE_MAX_BODY_BYTES", "-5"),
+        ("SERVICE_MAX_TOKEN_TTL_MS", "1.5"),
+        ("SERVICE_LOG_LEVEL", "loud"),
+        ("SERVICE_HTTP_PARSER", "picohttp"),
+        ("SERVICE_MAX_CONNECTIONS", "0"),
+        ("SERVICE_WEBHOOK_URL", "ftp://x"),
+        ("DATABASE_URL", "mysql://x"),
+        ("SERVICE_WAL_SLOT", "Bad-Slot"),
+        ("SERVICE_WAL_PUB", "bad pub"),
+        ("SERVICE_NODE_ID", "a/b"),
+        ("SERVICE_HEADER_TIMEOUT_S", "0"),
+        ("SERVICE_DEMO", "maybe"),
+    ],
+)
+def test_bad_values_name_the_variable(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        from_env({variable: value})
+    assert info.value.variable == variable
+    assert str(info.value).startswith(variable + ":")
+    assert "\n" not in str(info.value)
+
+
+def test_parse_bind() -> None:
+    assert parse_bind("localhost:0") == ("localhost", 0)
+    assert parse_bind("[::]:65535") == ("::", 65535)
+    with pytest.raises(ValueError):
+        parse_bind("[zz]:1")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SERVICE_BIND", "127.0.0.1:99999"),
+        ("SERVICE_FSYNC", "nope"),
+        ("SERVICE_SIGNING_KEY", "short"),
+    ],
+)
+def test_bad_value_exits_nonzero_with_one_line(variable: str, value: str, tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "syncd"],
+        env={"PATH": "/usr/bin:/bin", variable: value, "SERVICE_DATA_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and variable in lines[0], proc.stderr

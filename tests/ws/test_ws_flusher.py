@@ -1,0 +1,74 @@
+"""The broadcast flusher's duty cycle, on a real loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from syncd.ws.flusher import Flusher
+
+
+class Target:
+    def __init__(self, loop: asyncio.AbstractEventLoop, cost_s: float = 0.0) -> None:
+        self.loop = loop
+        self.cost_s = cost_s
+        self.flushes: list[float] = []
+
+    def flush(self) -> None:
+        self.flushes.append(time.perf_counter())
+        end = time.perf_counter() + self.cost_s
+        while time.perf_counter() < end:
+            pass  # a flush that costs this much CPU
+
+
+async def _until(predicate: object, timeout: float = 2.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.perf_counter() < deadline, "not flushed in time"
+        await asyncio.sleep(0.001)
+
+
+async def test_cheap_flushes_happen_on_the_next_loop_pass() -> None:
+    loop = asyncio.get_running_loop()
+    flusher, a, b = Flusher(), Target(loop), Target(loop)
+    for _ in range(3):
+        flusher.mark(a)
+        flusher.mark(b)
+        await asyncio.sleep(0)  # our resume is queued behind the flush
+        assert flusher.pending == 0
+    assert (len(a.flushes), len(b.flushes)) == (3, 3)
+
+
+async def test_costly_flushes_are_spaced_by_the_duty_cycle() -> None:
+    loop = asyncio.get_running_loop()
+    flusher = Flusher(share=0.5, max_gap=1.0)
+    slow = Target(loop, cost_s=0.02)
+    flusher.mark(slow)
+    await _until(lambda: len(slow.flushes) == 1)
+    marked = time.perf_counter()
+    flusher.mark(slow)
+    await asyncio.sleep(0)
+    assert len(slow.flushes) == 1  # not yet: the last flush took 20 ms
+    await _until(lambda: len(slow.flushes) == 2)
+    # At half the loop's time, the gap after a 20 ms flush is 20 ms.
+    assert slow.flushes[1] - slow.flushes[0] >= 0.035
+    assert slow.flushes[1] >= marked
+
+
+async def test_the_gap_is_capped() -> None:
+    loop = asyncio.get_running_loop()
+    flusher = Flusher(share=0.01, max_gap=0.01)  # uncapped, the gap would be 99x
+    slow = Target(loop, cost_s=0.02)
+    flusher.mark(slow)
+    await _until(lambda: len(slow.flushes) == 1)
+    flusher.mark(slow)
+    await _until(lambda: len(slow.flushes) == 2, timeout=0.5)
+
+
+def test_bad_parameters() -> None:
+    with pytest.raises(ValueError):
+        Flusher(share=0)
+    with pytest.raises(ValueError):
+        Flusher(max_gap=-1)
