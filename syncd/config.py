@@ -30,6 +30,9 @@ DEFAULT_MAX_CONNECTIONS = 10_000
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 # Idle keep-alive connections are closed after this long without a request.
 DEFAULT_KEEPALIVE_TIMEOUT_S = 5.0
+# A peer that reads nothing of an answer (or event stream) we owe it for this
+# long is dropped, so dead readers cannot pin sockets and buffers for ever.
+DEFAULT_SEND_TIMEOUT_S = 30.0
 # SPEC section 5: a keep-alive comment on every event stream this often.
 DEFAULT_SSE_PING_S = 15.0
 # Outstanding (written but unsent) bytes a subscriber may have before it is
@@ -78,6 +81,7 @@ class Settings:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     keepalive_timeout_s: float = DEFAULT_KEEPALIVE_TIMEOUT_S
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S
     sse_ping_s: float = DEFAULT_SSE_PING_S
     subscriber_buffer_bytes: int = DEFAULT_SUBSCRIBER_BUFFER_BYTES
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
@@ -237,6 +241,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         max_connections=_int(env, "SERVICE_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS),
         header_timeout_s=_float(env, "SERVICE_HEADER_TIMEOUT_S", DEFAULT_HEADER_TIMEOUT_S),
         keepalive_timeout_s=_float(env, "SERVICE_KEEPALIVE_TIMEOUT_S", DEFAULT_KEEPALIVE_TIMEOUT_S),
+        send_timeout_s=_float(env, "SERVICE_SEND_TIMEOUT_S", DEFAULT_SEND_TIMEOUT_S),
         sse_ping_s=_float(env, "SERVICE_SSE_PING_S", DEFAULT_SSE_PING_S),
         subscriber_buffer_bytes=_int(
             env, "SERVICE_SUBSCRIBER_BUFFER_BYTES", DEFAULT_SUBSCRIBER_BUFFER_BYTES, minimum=1024

@@ -41,6 +41,7 @@ class Server:
             max_body=settings.max_body_bytes,
             header_timeout=settings.header_timeout_s,
             keepalive_timeout=settings.keepalive_timeout_s,
+            send_timeout=settings.send_timeout_s,
             max_connections=settings.max_connections,
             extra_headers=getattr(self.app, "extra_headers", None),
             on_response=None,

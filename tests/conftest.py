@@ -174,6 +174,22 @@ async def open_raw(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWrite
     return await asyncio.open_connection("127.0.0.1", port)
 
 
+async def read_until_closed(reader: asyncio.StreamReader, timeout: float = 5) -> bytes:
+    """Everything the peer sent before it closed.
+
+    A reset counts as closed: a client that writes after the server closed
+    gets an RST, and the kernel may report that before the FIN is read.
+    """
+    data = bytearray()
+    try:
+        async with asyncio.timeout(timeout):
+            while chunk := await reader.read(65536):
+                data += chunk
+    except ConnectionResetError:
+        pass
+    return bytes(data)
+
+
 async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
     """Read one fixed-length HTTP response (a plain client, not the server's code)."""
     head = await reader.readuntil(b"\r\n\r\n")

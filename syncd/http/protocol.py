@@ -15,7 +15,16 @@ Timers: one timer per connection with a moving deadline. While waiting for a
 request, the deadline is the keep-alive timeout; from the first byte of a
 request it is the header timeout, counted once from that byte (a client that
 trickles bytes does not extend it: the slowloris defence); while a handler
-runs there is none.
+runs there is none. While the peer does not read what we owe it (writing is
+paused), the deadline is the send timeout, and past it the connection is
+aborted; a closing connection whose answer is still unsent gets the same bound.
+
+Closing: an answer with ``Connection: close`` is followed by a half-close, not
+a close. The peer may still be sending (the rest of a body refused with 413,
+pipelined requests), and closing a socket with unread input sends a RST that
+can make the peer's stack throw our answer away before its client reads it.
+So we send FIN, discard what still arrives, and close at the peer's EOF, after
+``LINGER_TIMEOUT_S`` or past ``LINGER_MAX_BYTES`` (nginx's lingering close).
 
 Backpressure: when the transport's write buffer passes its high-water mark,
 reading pauses until it drains; ``connection_lost`` wakes every writer waiting
@@ -58,6 +67,11 @@ MAX_PIPELINE_BYTES: Final = 256 * 1024
 # Transport write-buffer marks: past HIGH we pause reading until below LOW.
 WRITE_HIGH_WATER: Final = 256 * 1024
 WRITE_LOW_WATER: Final = 64 * 1024
+# Lingering close: how long, and how many discarded bytes, we wait for the
+# peer's EOF after our last answer. Long enough for a client to read a small
+# error answer and close; short enough that it costs nothing under attack.
+LINGER_TIMEOUT_S: Final = 2.0
+LINGER_MAX_BYTES: Final = 1024 * 1024
 
 
 class ServerContext:
@@ -72,6 +86,7 @@ class ServerContext:
         header_timeout: float,
         keepalive_timeout: float,
         max_connections: int,
+        send_timeout: float,
         extra_headers: Callable[[Request], Headers] | None = None,
         on_response: Callable[[int], None] | None = None,
     ) -> None:
@@ -80,6 +95,7 @@ class ServerContext:
         self.max_body = max_body
         self.header_timeout = header_timeout
         self.keepalive_timeout = keepalive_timeout
+        self.send_timeout = send_timeout
         self.max_connections = max_connections
         self.extra_headers = extra_headers
         self.on_response = on_response
@@ -110,6 +126,10 @@ class HttpProtocol(asyncio.Protocol):
         self._closed = False
         self._handed_over = False
         self._processing = False
+        self._peer_eof = False
+        self._lingering = False
+        self._linger_budget = 0
+        self._unsent_mark = 0
 
     # -- asyncio.Protocol ------------------------------------------------
 
@@ -129,6 +149,11 @@ class HttpProtocol(asyncio.Protocol):
         self._set_deadline(self._ctx.header_timeout)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            self._linger_budget -= len(data)
+            if self._linger_budget < 0:
+                self._abort()
+            return
         if self._stream is not None:
             return  # a stream's client has nothing more to say; ignore it
         if not self._busy and not self._parser.in_progress():
@@ -141,7 +166,8 @@ class HttpProtocol(asyncio.Protocol):
             self._pause_reading()
 
     def eof_received(self) -> bool | None:
-        if self._stream is not None:
+        self._peer_eof = True
+        if self._stream is not None or self._lingering:
             self._close()
             return None
         self._parser.feed(b"")
@@ -165,9 +191,15 @@ class HttpProtocol(asyncio.Protocol):
     def pause_writing(self) -> None:
         self._write_paused = True
         self._pause_reading()
+        if not self._closed and self._transport is not None:
+            self._unsent_mark = self._transport.get_write_buffer_size()
+            self._arm(self._loop.time() + self._ctx.send_timeout)
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._cancel_timer()  # the send deadline; _process() sets the next one
+        if self._lingering:
+            self._set_deadline(LINGER_TIMEOUT_S)
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -199,7 +231,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _process_requests(self) -> None:
         parser = self._parser
-        while not self._closed and not self._busy:
+        while not (self._closed or self._busy or self._lingering):
             if self._write_paused:
                 # Answering more of a pipeline the peer does not read would
                 # buffer without bound (a small GET can ask for a large
@@ -289,7 +321,7 @@ class HttpProtocol(asyncio.Protocol):
         self._busy = False
         self._task = None
         if not keep_alive:
-            self._close()
+            self._close_after_answer()
             return
         self._parser.start_next_cycle()
         self._set_deadline(self._ctx.keepalive_timeout)
@@ -345,10 +377,43 @@ class HttpProtocol(asyncio.Protocol):
         await waiter
 
     def _close(self) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+        transport = self._transport
         self._closed = True
+        self._lingering = False
         self._cancel_timer()
+        if transport is not None and not transport.is_closing():
+            transport.close()
+            if transport.get_write_buffer_size() > 0:
+                # close() waits for the buffer to go out; a peer that never
+                # reads would hold the socket for ever.
+                self._timer = self._loop.call_later(self._ctx.send_timeout, transport.abort)
+
+    def _abort(self) -> None:
+        self._closed = True
+        self._lingering = False
+        self._cancel_timer()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _close_after_answer(self) -> None:
+        """Half-close and linger (see the module docstring), or close at once
+        when the peer has said all it will."""
+        transport = self._transport
+        if (
+            transport is None
+            or self._closed
+            or self._peer_eof
+            or transport.is_closing()
+            or not transport.can_write_eof()
+        ):
+            self._close()
+            return
+        transport.write_eof()
+        self._lingering = True
+        self._linger_budget = LINGER_MAX_BYTES
+        self._resume_reading()
+        if not self._write_paused:
+            self._set_deadline(LINGER_TIMEOUT_S)
 
     def shutdown(self) -> None:
         """Graceful stop: idle connections close now, busy ones after their answer."""
@@ -372,10 +437,11 @@ class HttpProtocol(asyncio.Protocol):
             self._transport.resume_reading()
 
     def _set_deadline(self, timeout: float) -> None:
-        self._arm(self._loop.time() + timeout)
+        if not self._write_paused:  # the send timeout runs until resume_writing()
+            self._arm(self._loop.time() + timeout)
 
     def _set_deadline_once(self, timeout: float) -> None:
-        if self._deadline is None:
+        if self._deadline is None and not self._write_paused:
             self._arm(self._loop.time() + timeout)
 
     def _arm(self, deadline: float) -> None:
@@ -390,18 +456,23 @@ class HttpProtocol(asyncio.Protocol):
     def _on_timer(self) -> None:
         self._timer = None
         deadline = self._deadline
-        if (
-            deadline is None
-            or self._closed
-            or self._busy
-            or self._stream is not None
-            or self._write_paused  # still answering; resume_writing() re-arms
-        ):
+        if deadline is None or self._closed:
             return
-        if self._loop.time() >= deadline:
-            self._close()
-        else:
+        if self._loop.time() < deadline:
             self._timer = self._loop.call_at(deadline, self._on_timer)
+        elif self._write_paused:
+            # Like nginx's send_timeout: the bound is on a stall, not on the
+            # whole transfer, so a slow but steady reader keeps its answer.
+            unsent = self._transport.get_write_buffer_size() if self._transport else 0
+            if unsent < self._unsent_mark:
+                self._unsent_mark = unsent
+                self._arm(self._loop.time() + self._ctx.send_timeout)
+                return
+            self._abort()  # not one byte went out in send_timeout
+            if self._stream is not None:
+                self._stream.lost()
+        elif self._lingering or (not self._busy and self._stream is None):
+            self._close()  # linger over, or idle past keep-alive / header timeout
 
     def _cancel_timer(self) -> None:
         self._deadline = None

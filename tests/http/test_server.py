@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -11,8 +12,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from syncd.http import protocol
 from syncd.http.response import Response
-from tests.conftest import RunningServer, open_raw, read_response
+from tests.conftest import RunningServer, open_raw, read_response, read_until_closed
 
 GET_LIVE = b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n"
 
@@ -75,6 +77,82 @@ async def test_body_over_limit_is_413_and_closes_cleanly(make_server: Any) -> No
     assert status == 413
     async with httpx.AsyncClient(base_url=srv.url) as client:
         assert (await client.get("/health/live")).status_code == 200
+
+
+async def test_refused_body_answer_is_not_lost_to_a_reset(make_server: Any) -> None:
+    """The client is still sending the body we refused: we half-close and
+    discard it, so its stack never sees a RST that could drop our 413."""
+    srv = await make_server(max_body_bytes=1000)
+    body = b"x" * 512 * 1024
+    for _ in range(20):
+        reader, writer = await open_raw(srv.port)
+        writer.write(
+            b"POST /health/live HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
+        status, headers, _ = await read_response(reader)
+        assert status == 413 and headers["connection"] == "close"
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # FIN, not a reset
+        writer.close()
+
+
+async def test_lingering_close_ends_at_timeout_or_byte_cap(
+    make_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(protocol, "LINGER_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(protocol, "LINGER_MAX_BYTES", 64 * 1024)
+    srv = await make_server()
+    ctx = srv.server.ctx
+    # a client that neither closes nor sends more: closed at the linger timeout
+    reader, writer = await open_raw(srv.port)
+    writer.write(b"GET /health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert (await read_response(reader))[0] == 200
+    assert await asyncio.wait_for(reader.read(), 2) == b""
+    assert ctx.connection_count == 1
+    await wait_until(lambda: ctx.connection_count == 0, 2)
+    writer.close()
+    # a client that keeps sending after our answer: dropped past the byte cap
+    reader, writer = await open_raw(srv.port)
+    writer.write(b"GET /health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert (await read_response(reader))[0] == 200
+    started = time.monotonic()
+    with contextlib.suppress(ConnectionError):
+        for _ in range(64):
+            writer.write(b"y" * 4096)
+            await writer.drain()
+    await wait_until(lambda: ctx.connection_count == 0, 2)
+    assert time.monotonic() - started < 0.3  # the cap, not the timeout
+    writer.close()
+
+
+async def test_send_timeout_drops_a_peer_that_never_reads(make_server: Any) -> None:
+    srv = await make_server(send_timeout_s=0.5)
+    big = b"z" * (32 * 1024 * 1024)
+    srv.app.router.add("GET", "/test/big", lambda _: Response(200, big))
+    ctx = srv.server.ctx
+    reader, writer = await open_raw(srv.port)
+    writer.write(b"GET /test/big HTTP/1.1\r\nHost: t\r\n\r\n")
+    await asyncio.sleep(0.2)
+    assert ctx.connection_count == 1  # still owed most of 32 MiB
+    await wait_until(lambda: ctx.connection_count == 0, 3)
+    received = await read_until_closed(reader)
+    assert len(received) < len(big)
+    writer.close()
+    # a client that reads slowly but steadily is not dropped
+    reader, writer = await open_raw(srv.port)
+    writer.write(b"GET /test/big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    received = b""
+    while chunk := await reader.read(1024 * 1024):
+        received += chunk
+        await asyncio.sleep(0.02)
+    assert received.endswith(b"z" * 1000) and len(received) > len(big)
+    writer.close()
+
+
+async def wait_until(condition: Any, timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
 
 
 async def test_garbage_gets_400_and_close_server_stays_healthy(server: RunningServer) -> None:
@@ -178,7 +256,7 @@ async def test_header_timeout_closes_slow_client_while_others_served(make_server
             assert (await client.get("/health/live")).status_code == 200
             assert time.monotonic() - t0 < 0.5
             await asyncio.sleep(0.1)
-    assert await asyncio.wait_for(slow_reader.read(), 5) == b""
+    assert await read_until_closed(slow_reader) == b""
     closed_after = time.monotonic() - started
     assert 0.4 < closed_after < 2.0, closed_after
     trickler.cancel()
