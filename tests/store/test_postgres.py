@@ -398,7 +398,8 @@ async def test_catch_up_reloads_what_differs_from_the_table(start_node: StartNod
     assert b.engine.get(NS, "lw:r") is None
     b.store._request_catch_up()  # type: ignore[attr-defined]  # what a reconnect does
     await eventually(lambda: full(b, "lw:r") == full(a, "lw:r") and full(b, "gc:other") is not None)
-    assert rec.op_seqs() == [1, 2]
+    # deltas reach subscribers after the engine has them (publish_soon), so wait for them too
+    await eventually(lambda: rec.op_seqs() == [1, 2])
 
 
 async def test_a_node_behind_pruned_ops_catches_up_from_the_snapshot(
@@ -417,6 +418,7 @@ async def test_a_node_behind_pruned_ops_catches_up_from_the_snapshot(
         assert [s for (s,) in conn.execute("SELECT seq FROM ops")] == [7]  # 2..6 pruned
     b.store._request_catch_up()  # type: ignore[attr-defined]
     await eventually(lambda: full(b, "gc:s") == full(a, "gc:s"))
+    await eventually(lambda: len(rec.deltas) >= 3)
     assert [(d["kind"], d["seq"]) for d in rec.deltas] == [("op", 1), ("snapshot", 6), ("op", 7)]
 
 
