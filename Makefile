@@ -36,7 +36,7 @@ bench: $(VENV)/.installed
 	$(PY) -m perf
 
 profile: $(VENV)/.installed
-	$(PY) -m perf.profile $(BENCH)
+	$(PY) -m perf.profile $(BENCH) $(if $(filter raw,$(FORMAT)),--raw,)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

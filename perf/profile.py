@@ -13,7 +13,12 @@ printed. Three kinds of workload:
   as ``<name>.svg``, ``<name>-2.svg``, ... in start order;
 * an in-process benchmark (``rga``, ``auth``): the benchmark process itself.
 
-Usage: python -m perf.profile NAME [--duration S] [--out DIR]
+With ``--raw`` (``make profile BENCH=<name> FORMAT=raw``) py-spy writes
+folded stacks (``<name>.folded``) instead of an SVG, and a readable summary
+of them (``<name>.md``, by perf.profile_summary) is written beside them: the
+form in which profiles are committed under ``perf/profiles/``.
+
+Usage: python -m perf.profile NAME [--duration S] [--out DIR] [--raw]
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from perf.common import LOAD_CORE, ROOT, SERVER_CORE, bench_token, loadgen, pinned, syncd
+from perf.profile_summary import summarize
+from perf.rga_peers import default_traces
 
 OUT = ROOT / "perf" / "out"
 OP_PATH = "/v1/namespaces/bench/crdts/gc:hits/ops"
@@ -43,6 +50,12 @@ POLL_S = 0.01
 ATTACH_TRIES = 50
 """py-spy may fail on an interpreter that is still starting; tries per server."""
 STOP_TIMEOUT_S = 60.0
+SUFFIX = ".svg"
+"""What py-spy writes: ``.svg`` (a flame graph) or ``.folded`` (``--raw``)."""
+
+
+def py_spy_format() -> list[str]:
+    return ["--format", "raw"] if SUFFIX == ".folded" else []
 
 
 @dataclass
@@ -80,6 +93,10 @@ WORKLOADS: dict[str, Workload] = {
     "restart": ("perf.restart", Child(lambda d: ["--repeat", "1"])),
     "pg": ("perf.pg_store", Child(lambda d: [])),
     "rga": ("perf.rga_peers", InProcess(["--pycrdt-repeat", "0", "--repeat", "1"])),
+    "rga-svelte": (
+        "perf.rga_trace",
+        InProcess([str(default_traces() / "sveltecomponent.json.gz"), "--repeat", "30"]),
+    ),
     "auth": ("perf.auth_cost", InProcess()),
 }
 
@@ -94,7 +111,7 @@ def py_spy() -> str:
 def record(out: Path, pid: int) -> subprocess.Popen[bytes]:
     # On the load core: sampling costs CPU that should not come out of the server's.
     return subprocess.Popen(
-        pinned([py_spy(), "record", "-o", str(out), "--pid", str(pid)], LOAD_CORE)
+        pinned([py_spy(), "record", *py_spy_format(), "-o", str(out), "--pid", str(pid)], LOAD_CORE)
     )
 
 
@@ -110,7 +127,7 @@ def stop(spy: subprocess.Popen[bytes]) -> None:
 
 
 def profile_http(name: str, load: HttpLoad, duration: float, out_dir: Path) -> list[Path]:
-    out = out_dir / f"{name}.svg"
+    out = out_dir / f"{name}{SUFFIX}"
     with syncd(load.env) as (port, proc):
         headers = [f"authorization: Bearer {bench_token(port)}"] if load.auth else []
         kw: dict[str, Any] = {
@@ -170,7 +187,9 @@ def profile_child(name: str, module: str, args: list[str], out_dir: Path) -> lis
         done = child.poll() is not None
         for pid in sorted(children(child.pid)) if not done else []:
             if pid not in spies and is_server(pid):
-                out = out_dir / (f"{name}.svg" if not outs else f"{name}-{len(outs) + 1}.svg")
+                out = out_dir / (
+                    f"{name}{SUFFIX}" if not outs else f"{name}-{len(outs) + 1}{SUFFIX}"
+                )
                 outs.append(out)
                 spies[pid] = (out, record(out, pid), 1)
         for pid, (out, spy, tries) in list(spies.items()):
@@ -193,9 +212,11 @@ def profile_child(name: str, module: str, args: list[str], out_dir: Path) -> lis
 
 
 def profile_in_process(name: str, module: str, args: list[str], out_dir: Path) -> list[Path]:
-    out = out_dir / f"{name}.svg"
+    out = out_dir / f"{name}{SUFFIX}"
     cmd = pinned([sys.executable, "-m", module, *args], SERVER_CORE)
-    subprocess.run([py_spy(), "record", "-o", str(out), "--", *cmd], cwd=ROOT, check=False)
+    subprocess.run(
+        [py_spy(), "record", *py_spy_format(), "-o", str(out), "--", *cmd], cwd=ROOT, check=False
+    )
     return [out] if out.exists() else []
 
 
@@ -204,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", nargs="?", help=f"one of: {', '.join(WORKLOADS)}")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of load")
     parser.add_argument("--out", default=str(OUT), help="where the SVGs go")
+    parser.add_argument("--raw", action="store_true", help="folded stacks and a summary")
     args = parser.parse_args(argv)
+    global SUFFIX
+    SUFFIX = ".folded" if args.raw else ".svg"
     name = (args.name or "").strip().lower().replace("_", "-")
     if name not in WORKLOADS:
         parser.error(f"name a workload (BENCH=...): {', '.join(WORKLOADS)}")
@@ -224,7 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         print("no flame graph was written", file=sys.stderr)
         return 1
     for out in outs:
-        print(f"flame graph: {out}")
+        if args.raw:
+            summary = out.with_suffix(".md")
+            summary.write_text(summarize(out, title=f"Profile: {out.stem}"))
+            print(f"folded stacks: {out}\nsummary: {summary}")
+        else:
+            print(f"flame graph: {out}")
     return 0
 
 
