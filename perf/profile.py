@@ -14,7 +14,7 @@ printed. Three kinds of workload:
 * an in-process benchmark (``rga``, ``auth``): the benchmark process itself.
 
 With ``--raw`` (``make profile BENCH=<name> FORMAT=raw``) py-spy writes
-folded stacks (``<name>.folded``) instead of an SVG, and a readable summary
+folded stacks (``<name>.folded.gz``) instead of an SVG, and a readable summary
 of them (``<name>.md``, by perf.profile_summary) is written beside them: the
 form in which profiles are committed under ``perf/profiles/``.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import os
 import shutil
 import signal
@@ -55,7 +56,7 @@ SUFFIX = ".svg"
 
 
 def py_spy_format() -> list[str]:
-    return ["--format", "raw"] if SUFFIX == ".folded" else []
+    return ["--format", "raw", "--threads"] if SUFFIX == ".folded" else []
 
 
 @dataclass
@@ -95,7 +96,7 @@ WORKLOADS: dict[str, Workload] = {
     "rga": ("perf.rga_peers", InProcess(["--pycrdt-repeat", "0", "--repeat", "1"])),
     "rga-svelte": (
         "perf.rga_trace",
-        InProcess([str(default_traces() / "sveltecomponent.json.gz"), "--repeat", "30"]),
+        InProcess([str(default_traces() / "sveltecomponent.json.gz"), "--repeat", "100"]),
     ),
     "auth": ("perf.auth_cost", InProcess()),
 }
@@ -249,9 +250,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for out in outs:
         if args.raw:
+            packed = out.with_name(out.name + ".gz")
+            with out.open("rb") as src, gzip.open(packed, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            out.unlink()
             summary = out.with_suffix(".md")
-            summary.write_text(summarize(out, title=f"Profile: {out.stem}"))
-            print(f"folded stacks: {out}\nsummary: {summary}")
+            summary.write_text(summarize(packed, title=f"Profile: {out.stem}"))
+            print(f"folded stacks: {packed}\nsummary: {summary}")
         else:
             print(f"flame graph: {out}")
     return 0

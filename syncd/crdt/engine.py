@@ -310,7 +310,8 @@ class Engine:
                 raise ApiError(exc.status, exc.code, f"ops[{i}].{exc.message}") from None
             seq += 1
             answer = crdt.answer(delta)
-            _merge_extra(extra, answer)
+            if answer:  # most types answer nothing beyond seq
+                _merge_extra(extra, answer)
             if op_id is not None:
                 fresh[op_id] = (seq, answer)
             records.append(

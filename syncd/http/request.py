@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -101,24 +102,25 @@ def parse_json(data: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
         raise bad_request(f"malformed JSON: {exc}") from None
 
 
+# Strings may hold brackets that do not nest; JSON escapes are a backslash and
+# one character (``\\uXXXX`` continues with plain hex digits).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
 def _depth_exceeds(raw: bytes, max_depth: int) -> bool:
+    # Strings out and everything but brackets dropped, in C; only the brackets
+    # are walked in Python (a 100-op batch: ~200 steps instead of ~3,000).
+    # Without escapes every other quote-delimited piece is a string, and
+    # splitting is much cheaper than the regular expression.
+    outside = _JSON_STRING.sub(b"", raw) if b"\\" in raw else b"".join(raw.split(b'"')[::2])
+    brackets = outside.translate(None, _NOT_BRACKETS)
     depth = 0
-    in_string = False
-    escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
+    for byte in brackets:
+        if byte == 0x5B or byte == 0x7B:
             depth += 1
             if depth > max_depth:
                 return True
-        elif byte in (0x5D, 0x7D):
+        else:
             depth -= 1
     return False

@@ -11,6 +11,7 @@ process 1:"python -m syncd";<module> (syncd/__main__.py:3);run (uvloop/__init__.
 process 1:"python -m syncd";<module> (syncd/__main__.py:3);run (uvloop/__init__.py:82);_dispatch (syncd/http/protocol.py:270);ops (syncd/http/handlers/crdts.py:41);apply (syncd/crdt/engine.py:250) 50
 process 1:"python -m syncd";<module> (syncd/__main__.py:3);run (uvloop/__init__.py:82);_dispatch (syncd/http/protocol.py:271) 10
 process 1:"python -m syncd";run (uvloop/__init__.py:82) 10
+thread (77): syncd-log_0;_worker (concurrent/futures/thread.py:81);fsync (syncd/store/log.py:90) 100
 not a stack line
 """
 
@@ -20,7 +21,10 @@ def test_layers_own_and_inclusive_shares(tmp_path: Path) -> None:
     path.write_text(FOLDED)
     text = summarize(path, title="T")
     assert text.startswith("# T\n")
-    assert "100 samples" in text
+    assert "200 samples" in text
+    # threads apart: the log thread's fsync does not dilute the event loop's shares
+    assert "| MainThread | 50.0% |" in text and "| syncd-log | 50.0% |" in text
+    assert "syncd-log, own time: `fsync (syncd/store/log.py)` 100.0%" in text
     # innermost syncd frame decides the layer; a library leaf counts under its caller
     assert "| syncd/crdt | 50.0% |" in text
     assert "| syncd/http | 40.0% |" in text

@@ -1,0 +1,49 @@
+"""The JSON body rules: the nesting bound agrees with the document's real depth."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syncd.errors import ApiError
+from syncd.http.request import _depth_exceeds, parse_json
+
+# Strings full of what could fool a bracket counter: brackets, quotes, escapes.
+TRICKY_TEXT = st.text(alphabet='[]{}"\\\\u0041 ab\n\t', max_size=12)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | TRICKY_TEXT,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(TRICKY_TEXT, children, max_size=4)
+    ),
+    max_leaves=60,
+)
+
+
+def depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((depth(v) for v in value.values()), default=0)
+    return 0
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=JSON_VALUES, limit=st.integers(min_value=0, max_value=8), ascii_only=st.booleans())
+def test_depth_check_matches_the_real_depth(value: Any, limit: int, ascii_only: bool) -> None:
+    raw = json.dumps(value, ensure_ascii=ascii_only).encode()
+    assert _depth_exceeds(raw, limit) == (depth(value) > limit)
+
+
+def test_deep_documents_refused_shallow_wide_ones_parsed() -> None:
+    with pytest.raises(ApiError) as refused:
+        parse_json(b"[" * 65 + b"]" * 65)
+    assert refused.value.status == 400 and "deeper than 64" in refused.value.message
+    # more brackets than the bound, none deeper than 2: parsed
+    wide = json.dumps([{"op": "increment", "note": "[[[{{{"}] * 100).encode()
+    assert len(parse_json(wide)) == 100
+    # brackets hidden in strings do not count; escaped quotes do not end a string
+    assert parse_json(json.dumps(['\\"' + "[" * 100]).encode()) == ['\\"' + "[" * 100]
