@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 from urllib.parse import unquote
 
@@ -35,18 +36,30 @@ def _segments(path: str) -> tuple[str, ...]:
     return tuple(path.split("/")[1:])
 
 
-Shape = tuple[int, tuple[int, ...]]
-"""A dynamic route's segment count and parameter positions."""
+class _Shape:
+    """Dynamic routes with one segment count and one set of parameter positions.
+
+    Matching builds the key of the literal segments with one C call
+    (``itemgetter``) and looks it up: one dict probe per shape, of which
+    there are only a few, instead of a scan of every route.
+    """
+
+    __slots__ = ("count", "literal_key", "params", "routes")
+
+    def __init__(self, count: int, params: tuple[int, ...]) -> None:
+        self.count = count
+        self.params = params
+        literal = tuple(i for i in range(count) if i not in params)
+        self.literal_key: Callable[[tuple[str, ...]], Any] = (
+            itemgetter(*literal) if literal else (lambda _: ())
+        )
+        self.routes: dict[Any, dict[str, Route]] = {}
 
 
 class Router:
     def __init__(self) -> None:
         self._static: dict[str, dict[str, Route]] = {}
-        # Dynamic routes by shape, then by their literal segments (parameter
-        # positions blanked): matching is one dict look-up per shape, of
-        # which there are only a few, instead of a scan of every route.
-        self._shapes: dict[int, list[tuple[int, ...]]] = {}
-        self._dynamic: dict[Shape, dict[tuple[str, ...], dict[str, Route]]] = {}
+        self._shapes: dict[int, list[_Shape]] = {}
         self._routes: list[Route] = []
 
     def add(self, method: str, pattern: str, handler: Handler) -> None:
@@ -58,11 +71,11 @@ class Router:
             self._static.setdefault(pattern, {})[method] = route
             return
         shapes = self._shapes.setdefault(len(segments), [])
-        if params not in shapes:
-            shapes.append(params)
-        literal = tuple("" if i in params else seg for i, seg in enumerate(segments))
-        by_literal = self._dynamic.setdefault((len(segments), params), {})
-        by_literal.setdefault(literal, {})[method] = route
+        shape = next((s for s in shapes if s.params == params), None)
+        if shape is None:
+            shape = _Shape(len(segments), params)
+            shapes.append(shape)
+        shape.routes.setdefault(shape.literal_key(segments), {})[method] = route
 
     @property
     def routes(self) -> list[tuple[str, str]]:
@@ -77,19 +90,20 @@ class Router:
                 raise _not_allowed(by_method)
             return route.handler, {}
         segments = _segments(path)
-        count = len(segments)
-        for params in self._shapes.get(count, ()):
-            if not all(segments[i] for i in params):
-                continue  # an empty parameter never matches
-            literal = tuple("" if i in params else seg for i, seg in enumerate(segments))
-            by_method = self._dynamic[(count, params)].get(literal)
-            if by_method is None:
+        for shape in self._shapes.get(len(segments), ()):
+            found = shape.routes.get(shape.literal_key(segments))
+            if found is None:
                 continue
-            route = by_method.get(method) or (by_method.get("GET") if method == "HEAD" else None)
+            values = [segments[i] for i in shape.params]
+            if not all(values):
+                continue  # an empty parameter never matches
+            route = found.get(method) or (found.get("GET") if method == "HEAD" else None)
             if route is None:
-                raise _not_allowed(by_method)
+                raise _not_allowed(found)
+            names = route.segments
             return route.handler, {
-                route.segments[i][1:-1]: unquote(segments[i], errors="replace") for i in params
+                names[i][1:-1]: (unquote(v, errors="replace") if "%" in v else v)
+                for i, v in zip(shape.params, values, strict=True)
             }
         raise ApiError(404, "not_found", "no such route")
 
