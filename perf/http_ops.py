@@ -7,7 +7,9 @@ process) to core 1. Workloads:
 - single gcounter increments (SERVICE_FSYNC=batch) with each parser vs the
   bare h11 server, the raw uvloop server and uvicorn + Starlette (issues 5, 14);
 - batches of 100 increments per request: ops/s;
-- p99 latency at half of the measured peak rate (open loop).
+- p99 latency at half of the measured peak rate (open loop), next to the raw
+  uvloop server's p99 at the same rate from the same generator (the floor
+  that the machine and the generator set).
 
 Usage: python -m perf.http_ops [--duration S] [--connections N] [--json OUT]
 """
@@ -91,6 +93,19 @@ def run(duration: float, connections: int) -> dict[str, Any]:
                 rate=peak["rps"] / 2,
             )
             results[f"syncd ({parser}): p99 @ half peak"] = half["p99_ms"]
+        # The machine's own floor at that rate: the raw uvloop server (no
+        # parsing, no work) driven by the same open-loop generator. On a
+        # shared VM its p99 moves with everything else running.
+        cmd, port = peer("perf.peers.raw_uvloop")
+        with process(cmd, port):
+            measure(
+                f"raw uvloop: POST @ syncd ({parser}) half peak",
+                port,
+                path=OP_PATH,
+                method="POST",
+                body=OP_BODY,
+                rate=half["rps"],
+            )
     return results
 
 
@@ -145,8 +160,8 @@ def summarize(r: dict[str, Any]) -> str:
             (
                 f"p99 at half peak ({parser})",
                 f"{r[f'syncd ({parser}): p99 @ half peak']:.2f} ms",
-                "",
-                "",
+                "raw uvloop, same rate",
+                f"{r[f'raw uvloop: POST @ syncd ({parser}) half peak']['p99_ms']:.2f} ms",
                 "",
                 "<= 5 ms",
             ),

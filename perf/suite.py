@@ -317,11 +317,14 @@ def bench_http(ctx: Context) -> list[Row]:
     rows = http_rows(figs, "loadgen")
     for parser in ("h11", "httptools"):
         half = r.get(f"syncd ({parser}): increment @ half peak")
+        floor = r.get(f"raw uvloop: POST @ syncd ({parser}) half peak")
         if isinstance(half, dict):
             rows.append(
                 Row(
                     f"HTTP increment p99 at half peak ({parser}, open loop)",
                     f"{half['p99_ms']:.2f} ms",
+                    peer="raw uvloop POST, same rate" if isinstance(floor, dict) else "",
+                    peer_figure=f"{floor['p99_ms']:.2f} ms" if isinstance(floor, dict) else "",
                     target="<= 5 ms",
                     met=met(half["p99_ms"] <= 5.0),
                     generator=gen_note("loadgen", half.get("generator_cpu")) + failures(half),
