@@ -787,6 +787,8 @@ def results_markdown(report: dict[str, Any]) -> str:
         " generator and is measured with loadgen only.",
         "- Each benchmark is `python -m perf.<module>`; see the module docstrings for the"
         " method, and `python -m perf --json PATH` for every raw figure.",
+        "- Every target marked NO has a profile (`make profile BENCH=<name> FORMAT=raw`) and"
+        " an account of where its time goes in [profiles/README.md](profiles/README.md).",
     ]
     if errors:
         out += ["", "## Failures", ""]
