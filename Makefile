@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= dev,fast,postgres,mcp,client,bench
 
-.PHONY: run test lint typecheck pytest bench profile clean
+.PHONY: run test lint typecheck pytest bench profile profiles clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "syncd needs Python 3.11+"; exit 1; }
@@ -37,6 +37,9 @@ bench: $(VENV)/.installed
 
 profile: $(VENV)/.installed
 	$(PY) -m perf.profile $(BENCH) $(if $(filter raw,$(FORMAT)),--raw,)
+
+profiles: $(VENV)/.installed
+	$(PY) -m perf.profile --missed
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

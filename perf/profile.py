@@ -18,7 +18,10 @@ folded stacks (``<name>.folded.gz``) instead of an SVG, and a readable summary
 of them (``<name>.md``, by perf.profile_summary) is written beside them: the
 form in which profiles are committed under ``perf/profiles/``.
 
-Usage: python -m perf.profile NAME [--duration S] [--out DIR] [--raw]
+``--missed`` (``make profiles``) does that for every workload with a missed
+target, into perf/profiles/.
+
+Usage: python -m perf.profile NAME [--duration S] [--out DIR] [--raw] | --missed
 """
 
 from __future__ import annotations
@@ -221,35 +224,36 @@ def profile_in_process(name: str, module: str, args: list[str], out_dir: Path) -
     return [out] if out.exists() else []
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("name", nargs="?", help=f"one of: {', '.join(WORKLOADS)}")
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds of load")
-    parser.add_argument("--out", default=str(OUT), help="where the SVGs go")
-    parser.add_argument("--raw", action="store_true", help="folded stacks and a summary")
-    args = parser.parse_args(argv)
-    global SUFFIX
-    SUFFIX = ".folded" if args.raw else ".svg"
-    name = (args.name or "").strip().lower().replace("_", "-")
-    if name not in WORKLOADS:
-        parser.error(f"name a workload (BENCH=...): {', '.join(WORKLOADS)}")
-    py_spy()
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+MISSED = (
+    "http",
+    "http-h11",
+    "batch",
+    "durability",
+    "ws-ingest",
+    "ws-fanout",
+    "rga-svelte",
+    "restart",
+)
+"""The workloads whose targets perf/RESULTS.md marks missed: ``--missed`` profiles them all
+into perf/profiles/ (``make profiles``), where perf/profiles/README.md reads them."""
+COMMITTED = ROOT / "perf" / "profiles"
+
+
+def profile_one(name: str, duration: float, out_dir: Path, raw: bool) -> int:
     workload = WORKLOADS[name]
     if isinstance(workload, HttpLoad):
-        outs = profile_http(name, workload, args.duration, out_dir)
+        outs = profile_http(name, workload, duration, out_dir)
     else:
         module, how = workload
         if isinstance(how, Child):
-            outs = profile_child(name, module, how.args(args.duration), out_dir)
+            outs = profile_child(name, module, how.args(duration), out_dir)
         else:
             outs = profile_in_process(name, module, how.args, out_dir)
     if not outs:
-        print("no flame graph was written", file=sys.stderr)
+        print(f"{name}: no profile was written", file=sys.stderr)
         return 1
     for out in outs:
-        if args.raw:
+        if raw:
             packed = out.with_name(out.name + ".gz")
             with out.open("rb") as src, gzip.open(packed, "wb") as dst:
                 shutil.copyfileobj(src, dst)
@@ -260,6 +264,36 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"flame graph: {out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("name", nargs="?", help=f"one of: {', '.join(WORKLOADS)}")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of load")
+    parser.add_argument("--out", help="where the profiles go (default perf/out, or perf/profiles)")
+    parser.add_argument("--raw", action="store_true", help="folded stacks and a summary")
+    parser.add_argument(
+        "--missed", action="store_true", help="every workload with a missed target, --raw"
+    )
+    args = parser.parse_args(argv)
+    global SUFFIX
+    raw = args.raw or args.missed
+    SUFFIX = ".folded" if raw else ".svg"
+    if args.missed:
+        names = list(MISSED)
+    else:
+        name = (args.name or "").strip().lower().replace("_", "-")
+        if name not in WORKLOADS:
+            parser.error(f"name a workload (BENCH=...): {', '.join(WORKLOADS)}")
+        names = [name]
+    py_spy()
+    out_dir = Path(args.out) if args.out else (COMMITTED if args.missed else OUT)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    for name in names:
+        print(f"== {name}", flush=True)
+        failed += profile_one(name, args.duration, out_dir, raw)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
