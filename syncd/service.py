@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from syncd.app import App
     from syncd.auth.authenticator import Principal
     from syncd.crdt.engine import ApplyResult, Engine, Plan
+    from syncd.metrics import MergeHistogram
 
 log = logging.getLogger("syncd.service")
 
@@ -36,8 +37,7 @@ class CrdtService:
         self.hub = app.hub
         self._degraded = False
         self._recovery: asyncio.Task[None] | None = None
-        self._ops_children: dict[tuple[str, str, str], Any] = {}
-        self._merge_children: dict[str, Any] = {}
+        self._merge: dict[str, MergeHistogram] = {}
 
     @property
     def engine(self) -> Engine:
@@ -48,41 +48,65 @@ class CrdtService:
     def writable(self) -> bool:
         return not self._degraded and self.app.store.ready
 
+    @property
+    def stages(self) -> bool:
+        """Whether ops may be staged and persisted in runs (see :meth:`stage`): true
+        for a local store; a shared store (PostgreSQL) commits op by op."""
+        return getattr(self.app.store, "commit", None) is None
+
     async def apply_ops(
         self, ns: str, crdt_id: str, body: Any, principal: Principal, source: str
     ) -> ApplyResult:
         app = self.app
+        commit = getattr(app.store, "commit", None)
+        if commit is None:
+            staged = self.stage(ns, crdt_id, body, principal)
+            # An all-duplicate request still waits for the store: its first
+            # answer may not be durable yet, and we never answer before that.
+            await self.persist(staged.records, source)
+            return staged
         plan = self.engine.plan(ns, crdt_id, body)
         app.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
         client_id = principal.client_id
-        commit = getattr(app.store, "commit", None)
-        if commit is not None:
-            # A shared store (PostgreSQL) orders ops across nodes itself: it
-            # catches this CRDT up, applies under its lock and commits.
-            result: ApplyResult = await commit(
-                ns, crdt_id, lambda: self._timed_apply(plan, client_id)
-            )
-        else:
-            result = self._timed_apply(plan, client_id)
-            # An all-duplicate request still waits for the store: its first
-            # answer may not be durable yet, and we never answer before that.
-            await self._persist(result.records)
+        # A shared store (PostgreSQL) orders ops across nodes itself: it
+        # catches this CRDT up, applies under its lock and commits.
+        result: ApplyResult = await commit(ns, crdt_id, lambda: self._timed_apply(plan, client_id))
         if result.records:
+            asyncio.get_running_loop().call_soon(self._after_durable, result.records, source)
+        return result
+
+    def stage(self, ns: str, crdt_id: str, body: Any, principal: Principal) -> ApplyResult:
+        """Plan, authorize and apply ``body`` in memory (local stores only).
+
+        The caller must hand the records to :meth:`persist` in the same loop
+        step (the store's snapshots rely on memory and log moving together),
+        and answer only once that returns. Several staged results may share
+        one ``persist``: one append, one wait for the group commit.
+        """
+        plan = self.engine.plan(ns, crdt_id, body)
+        self.app.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        if not self.writable:
+            raise unavailable()
+        return self._timed_apply(plan, principal.client_id)
+
+    async def persist(self, records: list[dict[str, Any]], source: str) -> None:
+        """Make staged ``records`` durable, then (after the caller's answer) fan out."""
+        await self._persist(records)
+        if records:
             # After the caller's answer: the caller resumes in this same step
             # and writes its ack or response first, so a writer sees its ack
             # before its own delta; call_soon keeps deltas in durable order.
-            asyncio.get_running_loop().call_soon(self._after_durable, result.records, source)
-        return result
+            asyncio.get_running_loop().call_soon(self._after_durable, records, source)
 
     def _timed_apply(self, plan: Plan, client_id: int) -> ApplyResult:
         started = time.perf_counter()
         result = self.engine.apply(plan, client_id)
         ns = plan.ns
-        merge = self._merge_children.get(ns)
+        merge = self._merge.get(ns)
         if merge is None:
-            merge = self._merge_children[ns] = self.app.metrics.merge_duration_seconds.labels(ns)
+            merge = self._merge[ns] = self.app.metrics.hot.merge_histogram(ns)
         merge.observe(time.perf_counter() - started)
         return result
 
@@ -126,15 +150,13 @@ class CrdtService:
 
     def _after_durable(self, records: list[dict[str, Any]], source: str) -> None:
         webhooks = self.app.webhooks
+        publish = self.hub.publish
+        count_op = self.app.metrics.hot.count_op
         for record in records:
-            self.hub.publish(record)
+            publish(record)
             op = record["op"]
             op_name = op.get("op", "") if isinstance(op, dict) else ""
-            key = (record["ns"], record["id"], op_name)
-            child = self._ops_children.get(key)
-            if child is None:
-                child = self._ops_children[key] = self.app.metrics.ops_total.labels(*key)
-            child.inc()
+            count_op(record["ns"], record["id"], op_name)
             if webhooks is not None:
                 webhooks.enqueue(
                     {

@@ -125,6 +125,31 @@ class _Answer:
         self.task: asyncio.Task[None] | None = None
 
 
+class _Staged:
+    """An op message waiting for its run's task to apply it (see Session._on_op)."""
+
+    __slots__ = ("answer", "binary", "body", "crdt_id", "ref")
+
+    def __init__(self, answer: _Answer, crdt_id: str, body: Any, ref: Any, binary: bool) -> None:
+        self.answer = answer
+        self.crdt_id = crdt_id
+        self.body = body
+        self.ref = ref
+        self.binary = binary
+
+
+def _ack(ref: Any, result: ApplyResult, binary: bool) -> bytes:
+    ack: dict[str, Any] = {"kind": "ack", "ref": ref, "seq": result.seq}
+    if result.extra:
+        ack.update(result.extra)
+    if result.duplicate:
+        ack["duplicate"] = True
+    return encode(ack, binary)
+
+
+_INTERNAL: Final = ApiError(500, "internal", "internal error")
+
+
 def error_message(ref: Any, exc: ApiError, crdt_id: str | None = None) -> dict[str, Any]:
     """The ``error`` reply for ``exc``; ``ref`` and ``id`` when known."""
     message: dict[str, Any] = {"kind": "error"}
@@ -181,6 +206,9 @@ class Session(asyncio.Protocol):
         self._replies: deque[bytes | _Answer] = deque()
         """Answers owed, in arrival order: ready bytes, or ops still running."""
         self._inflight = 0
+        self._run: list[_Staged] = []
+        """Op messages of the current read, applied together by one task."""
+        self._stages = app.service.stages
         self._presence: set[str] = set()
         self.can_send = True
         """False once closing started: then nothing but close frames go out."""
@@ -325,6 +353,13 @@ class Session(asyncio.Protocol):
     def _process(self) -> None:
         if self._gone or self._held:
             return
+        try:
+            self._read_events()
+        finally:
+            if self._run:
+                self._start_run()
+
+    def _read_events(self) -> None:
         for event in self._frames.events():
             kind = type(event)
             if kind is Message:
@@ -406,9 +441,66 @@ class Session(asyncio.Protocol):
         answer = _Answer()
         self._replies.append(answer)
         self._inflight += 1
-        answer.task = self._loop.create_task(
-            self._apply(answer, crdt_id, message["op"], ref, binary)
-        )
+        if self._stages:
+            # Applied with the rest of this read's ops, by one task: one store
+            # append and one wait for the group commit, not one of each per op.
+            self._run.append(_Staged(answer, crdt_id, message["op"], ref, binary))
+        else:
+            answer.task = self._loop.create_task(
+                self._apply(answer, crdt_id, message["op"], ref, binary)
+            )
+
+    def _start_run(self) -> None:
+        run, self._run = self._run, []
+        task = self._loop.create_task(self._apply_run(run))
+        for staged in run:
+            staged.answer.task = task
+
+    async def _apply_run(self, run: list[_Staged]) -> None:
+        """Apply a read's ops in arrival order, persist their records at once,
+        answer each (ack or its own error) once they are durable."""
+        service = self._app.service
+        ns = self.ns
+        principal = self.principal
+        applied: list[tuple[_Staged, ApplyResult]] = []
+        records: list[dict[str, Any]] = []
+        try:
+            for staged in run:
+                try:
+                    result = service.stage(ns, staged.crdt_id, staged.body, principal)
+                except ApiError as exc:
+                    staged.answer.data = encode(error_message(staged.ref, exc), staged.binary)
+                except Exception:
+                    log.exception("op on %s/%s failed", ns, staged.crdt_id)
+                    staged.answer.data = encode(error_message(staged.ref, _INTERNAL), staged.binary)
+                else:
+                    applied.append((staged, result))
+                    if result.records:
+                        records += result.records
+            if applied:
+                try:
+                    # Duplicates only (no records) still wait: see apply_ops.
+                    await service.persist(records, "ws")
+                except ApiError as exc:
+                    for staged, _ in applied:
+                        staged.answer.data = encode(error_message(staged.ref, exc), staged.binary)
+                except Exception:
+                    log.exception("ops on %s failed", ns)
+                    for staged, _ in applied:
+                        staged.answer.data = encode(
+                            error_message(staged.ref, _INTERNAL), staged.binary
+                        )
+                else:
+                    for staged, result in applied:
+                        self._note_presence(staged.crdt_id, result)
+                        staged.answer.data = _ack(staged.ref, result, staged.binary)
+        finally:
+            for staged in run:
+                answer = staged.answer
+                if answer.data is None:
+                    answer.data = b""  # cancelled (the loop is going away): owe nothing
+                answer.task = None
+            self._flush_replies()
 
     async def _apply(
         self, answer: _Answer, crdt_id: str, body: Any, ref: Any, binary: bool
@@ -419,16 +511,10 @@ class Session(asyncio.Protocol):
             answer.data = encode(error_message(ref, exc), binary)
         except Exception:
             log.exception("op on %s/%s failed", self.ns, crdt_id)
-            error = ApiError(500, "internal", "internal error")
-            answer.data = encode(error_message(ref, error), binary)
+            answer.data = encode(error_message(ref, _INTERNAL), binary)
         else:
             self._note_presence(crdt_id, result)
-            ack: dict[str, Any] = {"kind": "ack", "ref": ref, "seq": result.seq}
-            if result.extra:
-                ack.update(result.extra)
-            if result.duplicate:
-                ack["duplicate"] = True
-            answer.data = encode(ack, binary)
+            answer.data = _ack(ref, result, binary)
         finally:
             if answer.data is None:
                 answer.data = b""  # cancelled (the loop is going away): owe nothing

@@ -14,6 +14,8 @@ from syncd.auth.permissions import V1Permissions
 from tests.conftest import ADMIN, RunningServer
 from tests.ws.support import (
     NS,
+    RawWs,
+    client_frame,
     mint,
     op,
     open_ws,
@@ -312,3 +314,39 @@ async def test_many_connections_run_concurrently(server: RunningServer) -> None:
 
     results = await asyncio.gather(*(client(n) for n in range(10)))
     assert all(r == [1, 2, 3, 4, 5] for r in results)
+
+
+async def test_ops_of_one_read_are_answered_each_in_order(make_server: Any) -> None:
+    # One write: the server reads these ops together and applies them as one
+    # run. Each still gets its own answer (an error for the bad ones), in
+    # order, the pong queued among them, and only durable ops are acked.
+    server = await make_server(fsync="batch")
+    limited = V1Permissions(read=("*",), write=("gc:*",))
+    raw = await RawWs.connect(server, mint(permissions=limited))
+    bodies: list[Any] = [
+        {"op": "increment"},
+        {"op": "nope"},
+        {"op": "increment", "op_id": "once"},
+        {"op": "increment", "op_id": "once"},
+    ]
+    frames = b""
+    for ref, body in enumerate(bodies):
+        frames += client_frame(
+            0x2, msgpack.packb({"kind": "op", "id": "gc:r", "op": body, "ref": ref})
+        )
+    frames += client_frame(0x2, msgpack.packb({"kind": "ping", "ref": "p"}))
+    frames += client_frame(
+        0x2, msgpack.packb({"kind": "op", "id": "lw:no", "op": {"op": "set", "value": 1}, "ref": 4})
+    )
+    frames += client_frame(
+        0x2, msgpack.packb({"kind": "op", "id": "gc:r", "op": {"op": "increment"}, "ref": 5})
+    )
+    raw.send(frames)
+    answers = [msgpack.unpackb((await raw.frame())[1]) for _ in range(7)]
+    assert [a.get("ref") for a in answers] == [0, 1, 2, 3, "p", 4, 5]
+    assert [a["kind"] for a in answers] == ["ack", "error", "ack", "ack", "pong", "error", "ack"]
+    assert answers[1]["error"] == "invalid_op" and answers[5]["error"] == "forbidden"
+    assert [answers[i]["seq"] for i in (0, 2, 3, 6)] == [1, 2, 2, 3]
+    assert answers[3]["duplicate"] is True
+    assert server.app.store.stats.records_written == 3
+    raw.writer.close()

@@ -1,0 +1,118 @@
+"""The hot-path counters: exposed at scrape time with prometheus_client's names,
+labels and buckets, and right after real ops over WebSocket and HTTP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import msgpack
+from prometheus_client.parser import text_string_to_metric_families
+
+from syncd.metrics import MERGE_BUCKETS, Metrics
+from tests.conftest import RunningServer
+from tests.http.support import issue, op
+from tests.ws.support import NS, RawWs, client_frame
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, keyed by name and sorted labels."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_values_types_and_buckets_are_prometheus_clients() -> None:
+    m = Metrics()
+    histogram = m.hot.merge_histogram("a")
+    # On a bound counts in that bucket (le), just above it in the next.
+    histogram.observe(MERGE_BUCKETS[0])
+    histogram.observe(MERGE_BUCKETS[1] * 1.01)
+    histogram.observe(1.0)
+    m.hot.count_op("a", "gc:x", "increment")
+    m.hot.count_op("a", "gc:x", "increment")
+    m.hot.count_op("a", "lw:y", "set")
+    m.wal_entries_total.inc(3)
+    m.wal_entries_total.inc()
+    m.http_response(200)
+    m.http_response(200)
+    m.http_response(404)
+    text = m.render().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["service_ops"].type == "counter"
+    assert families["service_wal_entries"].type == "counter"
+    assert families["service_http_requests"].type == "counter"
+    assert families["service_merge_duration_seconds"].type == "histogram"
+    got = samples(text)
+    ops = "service_ops_total"
+    assert got[(ops, (("crdt_id", "gc:x"), ("ns", "a"), ("op_type", "increment")))] == 2
+    assert got[(ops, (("crdt_id", "lw:y"), ("ns", "a"), ("op_type", "set")))] == 1
+    assert got[("service_wal_entries_total", ())] == 4
+    assert got[("service_http_requests_total", (("status", "200"),))] == 2
+    assert got[("service_http_requests_total", (("status", "404"),))] == 1
+    bucket = "service_merge_duration_seconds_bucket"
+    assert got[(bucket, (("le", "1e-05"), ("ns", "a")))] == 1
+    assert got[(bucket, (("le", "2.5e-05"), ("ns", "a")))] == 1
+    assert got[(bucket, (("le", "5e-05"), ("ns", "a")))] == 2
+    assert got[(bucket, (("le", "0.1"), ("ns", "a")))] == 2
+    assert got[(bucket, (("le", "+Inf"), ("ns", "a")))] == 3
+    assert got[("service_merge_duration_seconds_count", (("ns", "a"),))] == 3
+    expected_sum = MERGE_BUCKETS[0] + MERGE_BUCKETS[1] * 1.01 + 1.0
+    assert abs(got[("service_merge_duration_seconds_sum", (("ns", "a"),))] - expected_sum) < 1e-12
+    # The same series the prometheus_client objects gave, _created included.
+    assert (
+        "service_ops_created",
+        (("crdt_id", "gc:x"), ("ns", "a"), ("op_type", "increment")),
+    ) in got
+    assert ("service_merge_duration_seconds_created", (("ns", "a"),)) in got
+
+
+def test_counters_only_go_up() -> None:
+    m = Metrics()
+    try:
+        m.wal_entries_total.inc(-1)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a negative increment was taken")
+    assert m.wal_entries_total.value == 0
+
+
+async def test_values_after_real_ops(make_server: Any) -> None:
+    server: RunningServer = await make_server(fsync="batch")
+    # Over WebSocket, in one read (one run): 5 increments, one refused op, one
+    # repeat of an op_id (answered, not applied again).
+    raw = await RawWs.connect(server)
+    frames = b""
+    bodies: list[Any] = [{"op": "increment"}] * 4 + [
+        {"op": "nope"},
+        {"op": "increment", "op_id": "k"},
+        {"op": "increment", "op_id": "k"},
+    ]
+    for ref, body in enumerate(bodies):
+        message = {"kind": "op", "id": "gc:w", "op": body, "ref": ref}
+        frames += client_frame(0x2, msgpack.packb(message))
+    raw.send(frames)
+    kinds = [msgpack.unpackb((await raw.frame())[1])["kind"] for _ in bodies]
+    assert kinds == ["ack"] * 4 + ["error", "ack", "ack"]
+    raw.writer.close()
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client, NS)
+        for _ in range(3):
+            assert (await op(client, h, "lw:h", {"op": "set", "value": 1}, NS)).status_code == 200
+        # A batch of two ops: two op records, one merge.
+        r = await op(client, h, "gc:w", [{"op": "increment"}, {"op": "increment"}], NS)
+        assert r.status_code == 200
+        text = (await client.get("/metrics")).text
+    got = samples(text)
+    ns = ("ns", NS)
+    assert got[("service_ops_total", (("crdt_id", "gc:w"), ns, ("op_type", "increment")))] == 7
+    assert got[("service_ops_total", (("crdt_id", "lw:h"), ns, ("op_type", "set")))] == 3
+    assert got[("service_wal_entries_total", ())] == 10
+    # Every plan that reached the engine (the repeat too) is one merge; the
+    # refused op is not (planning rejects it).
+    assert got[("service_merge_duration_seconds_count", (ns,))] == 10
+    assert got[("service_merge_duration_seconds_bucket", (("le", "+Inf"), ns))] == 10
+    assert 0 < got[("service_merge_duration_seconds_sum", (ns,))] < 1
