@@ -44,7 +44,7 @@ class Server:
             send_timeout=settings.send_timeout_s,
             max_connections=settings.max_connections,
             extra_headers=getattr(self.app, "extra_headers", None),
-            on_response=None,
+            on_response=self.app.metrics.http_response,
         )
         self.app.server_ctx = self.ctx  # type: ignore[attr-defined]
         self._server: asyncio.AbstractServer | None = None

@@ -351,6 +351,8 @@ class HttpProtocol(asyncio.Protocol):
         if transport is None or self._closed:
             return
         self._write(upgrade.head)
+        if self._ctx.on_response is not None:
+            self._ctx.on_response(101)
         trailing = self._parser.trailing_data()
         self._handed_over = True
         self._closed = True

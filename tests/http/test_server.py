@@ -315,6 +315,27 @@ async def test_metrics_parse_with_prometheus_parser(server: RunningServer) -> No
     assert "process_resident_memory_bytes" in families
 
 
+async def test_http_requests_counted_by_status(server: RunningServer) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        for _ in range(3):
+            assert (await client.get("/health/live")).status_code == 200
+        assert (await client.get("/nope")).status_code == 404
+        assert (await client.delete("/health/live")).status_code == 405
+        reader, writer = await open_raw(server.port)
+        writer.write(b"\x00garbage\r\n\r\n")  # a parse error is an answer too
+        assert (await read_response(reader))[0] == 400
+        writer.close()
+        text = (await client.get("/metrics")).text
+    samples = {
+        s.labels["status"]: s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "service_http_requests"
+        for s in f.samples
+        if s.name == "service_http_requests_total"
+    }
+    assert samples == {"200": 3, "404": 1, "405": 1, "400": 1}
+
+
 async def test_ready_shape(server: RunningServer) -> None:
     async with httpx.AsyncClient(base_url=server.url) as client:
         r = await client.get("/health/ready")
