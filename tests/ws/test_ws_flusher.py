@@ -72,3 +72,41 @@ def test_bad_parameters() -> None:
         Flusher(share=0)
     with pytest.raises(ValueError):
         Flusher(max_gap=-1)
+
+
+async def test_a_long_round_yields_to_the_loop_between_slices() -> None:
+    loop = asyncio.get_running_loop()
+    flusher = Flusher(share=1.0, max_gap=0.0, slice_s=0.002)
+    # The clock is read every 16 targets: a slice here is 16 targets, 8 ms.
+    targets = [Target(loop, cost_s=0.0005) for _ in range(128)]
+    ticks: list[float] = []
+
+    def tick() -> None:
+        ticks.append(time.perf_counter())
+        if len(ticks) < 10_000:
+            loop.call_soon(tick)
+
+    for target in targets:
+        flusher.mark(target)
+    loop.call_soon(tick)
+    await _until(lambda: all(t.flushes for t in targets))
+    first = targets[0].flushes[0]
+    last = targets[-1].flushes[0]
+    # Other callbacks ran while the round was under way (8 slices, 7 passes
+    # between them), not only once it was done.
+    assert len([t for t in ticks if first < t < last]) >= 5
+    assert all(len(t.flushes) == 1 for t in targets)
+    assert flusher.pending == 0
+
+
+async def test_marks_during_a_round_go_to_the_next_round() -> None:
+    loop = asyncio.get_running_loop()
+    flusher = Flusher(share=1.0, max_gap=0.0, slice_s=0.001)
+    targets = [Target(loop, cost_s=0.0005) for _ in range(40)]
+    for target in targets:
+        flusher.mark(target)
+    await asyncio.sleep(0)  # the first slice has run: the round is under way
+    assert 0 < flusher.pending < 40
+    flusher.mark(targets[0])  # flushed already this round: again in the next
+    await _until(lambda: flusher.pending == 0 and len(targets[0].flushes) == 2)
+    assert [len(t.flushes) for t in targets[1:]] == [1] * 39
