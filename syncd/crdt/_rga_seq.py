@@ -94,10 +94,11 @@ class RunSeq:
         "_fstart",
         "_hot",
         "_hot_bi",
-        "_hot_cap",
         "_hot_client",
         "_hot_end",
         "_hot_ri",
+        "_hot_shift",
+        "_hot_stop",
         "_ids",
         "_last",
         "_len",
@@ -130,7 +131,8 @@ class RunSeq:
         self._hot_end: int | None = None
         self._hot_bi = 0
         self._hot_ri = 0
-        self._hot_cap = 0
+        self._hot_stop = -1
+        self._hot_shift = 0
         self._hot_client = 0
         self._pend = ""
         """The *hot* run: a visible run at the cursor of the last local index op
@@ -139,12 +141,13 @@ class RunSeq:
         lands right after it and then costs no search at all, and a search for a
         nearby index starts from it. While it is known the finger is on its block.
 
-        Typing by ``_hot_client`` grows it while the counters stay below
-        ``_hot_cap`` (0 when it cannot grow: a values run, or one whose last
-        element is not the newest). Typed text first goes to ``_pend``, which
-        :meth:`_sync` moves into the run, so that a keystroke updates three
-        fields instead of seven; ``_max`` and ``_hot_end`` already count it, the
-        run, block and document lengths do not. Everything but the keystroke
+        Typing by ``_hot_client`` grows it while its end index stays at most
+        ``_hot_stop`` (-1 when it cannot grow: a values run, or one whose last
+        element is not the newest); the next typed element's counter is its
+        index plus ``_hot_shift``. Typed text first goes to ``_pend``, which
+        :meth:`_sync` moves into the run, so that a keystroke updates two
+        fields: ``_hot_end`` already counts it, while the run, block and
+        document lengths and ``_max`` do not. Everything but the keystroke
         path calls :meth:`_sync` first."""
 
     # -- the id index ------------------------------------------------------
@@ -326,7 +329,7 @@ class RunSeq:
             assert hot_end is not None and self._fstart is not None
             bi = self._hot_bi
             start = self._fstart
-            self._drop_hot()
+            self._hot = self._hot_end = None
             if start <= i < start + bvis[bi]:
                 runs = self._blocks[bi].runs
                 ri = self._hot_ri
@@ -366,12 +369,24 @@ class RunSeq:
         self._fbi = bi
         self._fstart = start
         off = i - start
-        for ri, run in enumerate(self._blocks[bi].runs):
-            v = run.vis
+        runs = self._blocks[bi].runs
+        back = bvis[bi] - off
+        if back < off:
+            # Nearer the block's end: walk back from there.
+            ri = len(runs)
+            while True:
+                ri -= 1
+                v = runs[ri].vis
+                if back <= v:
+                    return bi, ri, v - back
+                back -= v
+        ri = 0
+        while True:
+            v = runs[ri].vis
             if off < v:
                 return bi, ri, off
             off -= v
-        raise AssertionError("block visible length out of step with its runs")
+            ri += 1
 
     def _sync(self) -> None:
         """Move the pending typed text into the hot run."""
@@ -386,6 +401,8 @@ class RunSeq:
             self._bvis[self._hot_bi] += n
             self._len += n
             self._pend = ""
+            assert self._hot_end is not None
+            self._max = self._hot_end + self._hot_shift - 1
 
     def _drop_hot(self) -> None:
         assert not self._pend
@@ -393,18 +410,25 @@ class RunSeq:
         self._hot_end = None
 
     def _set_hot(self, run: Run, bi: int, ri: int, end: int) -> None:
-        """Make ``run`` (block ``bi``, position ``ri``, ending before ``end``) hot."""
-        assert not self._pend
+        """Make ``run`` (block ``bi``, position ``ri``, ending before ``end``) hot.
+
+        ``_pend`` must be empty (every caller has synced).
+        """
         self._hot = run
         self._hot_client = run.client
         self._hot_bi = bi
         self._hot_ri = ri
         self._hot_end = end
-        if run.counter + run.n > self._max and type(run.content) is str:
-            cap = run.counter + RUN_MAX
-            self._hot_cap = cap if cap <= MAX_COUNTER else MAX_COUNTER + 1
+        top = self._max
+        first = run.counter
+        if first + run.n > top and type(run.content) is str:
+            # Counters and indexes advance together while typing goes on here.
+            shift = top + 1 - end
+            cap = first + RUN_MAX
+            self._hot_shift = shift
+            self._hot_stop = (cap if cap <= MAX_COUNTER else MAX_COUNTER + 1) - shift
         else:
-            self._hot_cap = 0
+            self._hot_stop = -1
         if bi != self._fbi or self._fstart is None:
             self._move_finger(bi)
 

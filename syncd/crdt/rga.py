@@ -21,10 +21,13 @@ Malformed deltas and states (which only this module makes) raise ValueError.
 
 The structure lives in :mod:`syncd.crdt._rga_seq`; this module validates ops,
 makes deltas and answers, and converts state. :meth:`Rga.apply_op` starts with
-the two shapes that make up most real editing (typing at the cursor and
-backspace) written out inline, because an editing trace is hundreds of
-thousands of one-character ops and a method call or a dict lookup per op
-shows in the total.
+the shapes that make up most real editing written out inline: typing at the
+cursor, an index insert of text anywhere, deleting the end of the text before
+the cursor (backspace, or a word at once) and an index delete anywhere. An
+editing trace is hundreds of thousands of one-character ops, and a method call
+or a dict lookup per op shows in the total; every other shape, and every
+malformed op, takes the general path, which checks everything and names the
+field at fault.
 """
 
 from __future__ import annotations
@@ -71,29 +74,26 @@ class Rga(RunSeq):
     # -- ops -------------------------------------------------------------------
 
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
-        kind = op.get("op")
-        if kind == "insert":
-            index = op.get("index")
-            if index == self._hot_end:
-                text = op.get("text")
+        index = op.get("index")
+        if type(index) is int and len(op) == 3:
+            text = op.get("text")
+            if type(text) is str and op.get("op") == "insert":
+                # {"op": "insert", "index": i, "text": t}: three keys, so no
+                # "after" or "values" to check for.
+                n = len(text)
                 client = ctx.client_id
-                if (
-                    type(text) is str
-                    and type(index) is int
-                    and (len(op) == 3 or ("after" not in op and "values" not in op))
-                ):
-                    # Typing at the cursor: the hot run grows (see RunSeq._pend).
-                    counter = self._max + 1
-                    n = len(text)
+                if index == self._hot_end:
+                    end = index + n
                     if (
-                        counter + n <= self._hot_cap
+                        end <= self._hot_stop
                         and client == self._hot_client
                         and n
                         and (text.isascii() or _text_ok(text))
                     ):
+                        # Typing at the cursor: the hot run grows (see RunSeq._pend).
                         self._pend += text
-                        self._max = counter + n - 1
-                        self._hot_end = index + n
+                        self._hot_end = end
+                        counter = index + self._hot_shift
                         return {
                             "op": "insert",
                             "after": [client, counter - 1],
@@ -101,28 +101,38 @@ class Rga(RunSeq):
                             "counter": counter,
                             "text": text,
                         }
-                    if n and counter + n <= MAX_COUNTER and _text_ok(text):
-                        self._sync()
+                    self._sync()
+                    if n and self._max + n <= MAX_COUNTER and _text_ok(text):
                         return self._insert_hot(index, text, client)
+                else:
+                    self._sync()
+                    if (
+                        n
+                        and 0 <= index <= self._len
+                        and self._max + n <= MAX_COUNTER
+                        and (text.isascii() or _text_ok(text))
+                    ):
+                        origin, counter = self._insert_local(index, client, text, n)
+                        return {
+                            "op": "insert",
+                            "after": None if origin is None else [*origin],
+                            "client": client,
+                            "counter": counter,
+                            "text": text,
+                        }
+        kind = op.get("op")
+        if kind == "insert":
             self._sync()
             return self._insert(op, ctx)
         if kind == "delete":
-            index = op.get("index")
-            hot_end = self._hot_end
-            if (
-                hot_end is not None
-                and index == hot_end - 1
-                and type(index) is int
-                and op.get("count", 1) == 1
-                and type(op.get("count", 1)) is int
-                and "ids" not in op
-            ):
-                self._sync()
-                run = self._hot
-                assert run is not None
-                if run.n > 1:
-                    return self._backspace(run)
             self._sync()
+            if type(index) is int and "ids" not in op:
+                count = op.get("count", 1)
+                if type(count) is int and count > 0 and index >= 0 and index + count <= self._len:
+                    run = self._hot
+                    if run is not None and index + count == self._hot_end and count < run.vis:
+                        return self._backspace(run, count)
+                    return {"op": "delete", "ranges": self._delete_at(index, count)}
             return self._delete(op)
         raise invalid_op(f"op: must be one of {', '.join(sorted(self.OPS))} for rga")
 
@@ -144,18 +154,19 @@ class Rga(RunSeq):
             "text": text,
         }
 
-    def _backspace(self, run: Run) -> dict[str, Any]:
-        """Delete the last element of the hot run (which keeps at least one)."""
+    def _backspace(self, run: Run, count: int) -> dict[str, Any]:
+        """Delete the last ``count`` elements of the hot run (which keeps at least one)."""
         client = run.client
-        last = run.counter + run.n - 1
-        run.n -= 1
-        run.vis -= 1
-        run.content = run.content[:-1]
-        self._hot_cap = 0  # its last element is no longer the newest
-        self._bvis[self._hot_bi] -= 1
-        self._len -= 1
+        keep = run.n - count
+        first = run.counter + keep
+        run.n = keep
+        run.vis = keep
+        run.content = run.content[:keep]
+        self._hot_stop = -1  # its last element is no longer the newest
+        self._bvis[self._hot_bi] -= count
+        self._len -= count
         assert self._hot_end is not None
-        self._hot_end -= 1
+        self._hot_end -= count
         ri = self._hot_ri + 1
         runs = run.blk.runs
         nxt = runs[ri] if ri < len(runs) else None
@@ -163,23 +174,23 @@ class Rga(RunSeq):
             nxt is not None
             and not nxt.vis
             and nxt.client == client
-            and nxt.counter == last + 1
-            and nxt.origin == (client, last)
+            and nxt.counter == first + count
+            and nxt.origin == (client, first + count - 1)
         ):
-            # The element joins the deleted run after it (repeated backspace).
+            # The elements join the deleted run after them (repeated backspace).
             if self._ids is not None:
                 keys = self._ids[client][0]
-                keys[bisect_left(keys, last + 1)] = last
-            nxt.counter = last
-            nxt.n += 1
-            nxt.origin = (client, last - 1)
+                keys[bisect_left(keys, nxt.counter)] = first
+            nxt.counter = first
+            nxt.n += count
+            nxt.origin = (client, first - 1)
         else:
-            dead = Run(client, last, 1, 0, None, (client, last - 1), run.blk)
+            dead = Run(client, first, count, 0, None, (client, first - 1), run.blk)
             runs.insert(ri, dead)
             self._index_add(dead)
             if len(runs) > BLOCK_MAX:
                 self._fix_block(self._hot_bi)
-        return {"op": "delete", "ranges": [[client, last, 1]]}
+        return {"op": "delete", "ranges": [[client, first, count]]}
 
     def _insert(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         has_index = "index" in op

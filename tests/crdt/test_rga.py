@@ -435,6 +435,33 @@ def test_backspace_joins_the_deleted_run() -> None:
     assert rga.state()["runs"][1] == [1, 6, [1, 2], "y"]
 
 
+def test_deleting_the_end_of_the_typed_run_keeps_ids_findable() -> None:
+    rga = Rga.new()
+    # A delete by ids builds the id index, which the cursor paths keep up to date.
+    rga.apply_op({"op": "insert", "index": 0, "text": "#"}, ctx())
+    rga.apply_op({"op": "delete", "ids": ["1@1"]}, ctx())
+    for i, ch in enumerate("hello world"):
+        rga.apply_op({"op": "insert", "index": i, "text": ch}, ctx())
+    # "hello world" is 2@1 .. 12@1; deleting "rld" then "o w" joins one deleted run.
+    assert rga.apply_op({"op": "delete", "index": 8, "count": 3}, ctx()) == {
+        "op": "delete",
+        "ranges": [[1, 10, 3]],
+    }
+    assert rga.apply_op({"op": "delete", "index": 4, "count": 4}, ctx()) == {
+        "op": "delete",
+        "ranges": [[1, 6, 4]],
+    }
+    assert text_of(rga) == "hell"
+    # The first typed element went before the deleted "#": a newer head comes first.
+    assert rga.state() == {"runs": [[1, 2, None, "hell"], [1, 6, [1, 5], 7], [1, 1, None, 1]]}
+    again = rga.apply_op({"op": "delete", "ids": ["6@1", "12@1"]}, ctx())
+    assert again == {"op": "delete", "ranges": [[1, 6, 1], [1, 12, 1]]}
+    rga.apply_op({"op": "insert", "after": "9@1", "text": "!"}, ctx(2))
+    assert text_of(rga) == "hell!"
+    rga.apply_op({"op": "insert", "index": 4, "text": "o"}, ctx())
+    assert text_of(rga) == "hello!"
+
+
 # -- concurrency ---------------------------------------------------------------------
 
 
@@ -612,8 +639,12 @@ def test_replicas_converge_to_the_server(data: st.DataObject) -> None:
                 break
             if data.draw(st.booleans()) or not hot:
                 op = {"op": "insert", "index": hot, "text": data.draw(texts)}
-            else:
+            elif data.draw(st.booleans()):
                 op = {"op": "delete", "index": hot - 1}
+            else:
+                # Deleting the end of the text before the cursor (a word at once).
+                count = data.draw(st.integers(1, hot))
+                op = {"op": "delete", "index": hot - count, "count": count}
             deltas.append(apply_checked(server, model, op, data.draw(st.sampled_from([1, 1, 2]))))
     for _ in range(2):
         replica = Rga.new()
