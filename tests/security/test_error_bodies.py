@@ -67,7 +67,12 @@ async def test_a_websocket_op_that_fails_inside_answers_the_internal_error(
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(SECRET_DETAIL)
 
+    def broken_now(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(SECRET_DETAIL)
+
+    # WebSocket ops of one read go through stage() and persist(), not apply_ops().
     server.app.service.apply_ops = broken  # type: ignore[method-assign]
+    server.app.service.stage = broken_now  # type: ignore[method-assign]
     with caplog.at_level(logging.ERROR, logger="syncd"):
         async with open_ws(server) as ws:
             answer = await op(ws, "gc:x", {"op": "increment"}, ref="r1")
