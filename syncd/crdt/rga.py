@@ -38,7 +38,7 @@ from itertools import pairwise
 from typing import Any, ClassVar, Self
 
 from syncd.crdt._rga_ids import format_id, parse_id, rle_ids
-from syncd.crdt._rga_seq import BLOCK_MAX, MAX_COUNTER, Origin, Run, RunSeq
+from syncd.crdt._rga_seq import BLOCK_MAX, MAX_COUNTER, Block, Origin, Run, RunSeq
 from syncd.crdt.base import JSON, OpContext
 from syncd.crdt.validate import check_json
 from syncd.errors import invalid_op
@@ -102,7 +102,7 @@ class Rga(RunSeq):
                             "text": text,
                         }
                     self._sync()
-                    if n and self._max + n <= MAX_COUNTER and _text_ok(text):
+                    if n and self._max + n <= MAX_COUNTER and (text.isascii() or _text_ok(text)):
                         return self._insert_hot(index, text, client)
                 else:
                     self._sync()
@@ -512,5 +512,6 @@ def _state_run(entry: Any) -> Run:
     return Run(client, counter, n, vis, content, origin, _NO_BLOCK)
 
 
-_NO_BLOCK: Any = None
-"""Placeholder until :meth:`RunSeq._load` puts the run in its block."""
+_NO_BLOCK = Block([], -1)
+"""Placeholder until :meth:`RunSeq._load` puts the run in its block (a real
+Block, so that the types hold even where they are enforced, as mypyc does)."""
