@@ -109,20 +109,24 @@ class Flusher:
         i = self._next
         n = len(targets)
         deadline = started + self._slice
-        while i < n:
-            targets[i].flush()
-            i += 1
-            if i % _CHECK_EVERY == 0 and time.perf_counter() >= deadline:
-                break
-        self._next = i
-        now = time.perf_counter()
-        self._busy += now - started
-        if i < n:
-            loop.call_soon(self._flush)  # the rest of the round, after a loop pass
-            return
-        self._round = []
-        self._next = 0
-        self._scheduled = False
-        self._due = loop.time() + min(self._max_gap, self._busy * self._wait_per_busy)
-        if self._dirty:
-            self._schedule()
+        try:
+            while i < n:
+                target = targets[i]
+                i += 1
+                target.flush()
+                if i % _CHECK_EVERY == 0 and time.perf_counter() >= deadline:
+                    break
+        finally:
+            # Also when a flush raised (the loop reports it): the round and the
+            # flusher go on, as a flusher stuck "scheduled" would never flush again.
+            self._next = i
+            self._busy += time.perf_counter() - started
+            if i < n:
+                loop.call_soon(self._flush)  # the rest of the round, after a loop pass
+            else:
+                self._round = []
+                self._next = 0
+                self._scheduled = False
+                self._due = loop.time() + min(self._max_gap, self._busy * self._wait_per_busy)
+                if self._dirty:
+                    self._schedule()

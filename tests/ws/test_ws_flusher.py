@@ -110,3 +110,29 @@ async def test_marks_during_a_round_go_to_the_next_round() -> None:
     flusher.mark(targets[0])  # flushed already this round: again in the next
     await _until(lambda: flusher.pending == 0 and len(targets[0].flushes) == 2)
     assert [len(t.flushes) for t in targets[1:]] == [1] * 39
+
+
+class Failing:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def flush(self) -> None:
+        self.calls += 1
+        raise RuntimeError("a broken target")
+
+
+async def test_a_target_that_raises_does_not_stop_the_flusher() -> None:
+    loop = asyncio.get_running_loop()
+    errors: list[object] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context.get("exception")))
+    try:
+        flusher = Flusher()
+        bad, good = Failing(), Target(loop)
+        flusher.mark(bad)
+        flusher.mark(good)
+        await _until(lambda: len(good.flushes) == 1)
+        flusher.mark(good)  # and later rounds still happen
+        await _until(lambda: len(good.flushes) == 2)
+        assert bad.calls == 1 and len(errors) == 1
+    finally:
+        loop.set_exception_handler(None)
