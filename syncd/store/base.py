@@ -17,7 +17,7 @@ A snapshot is a sequence of *entry maps* exported by the engine (opaque here)::
 
 Recovery hands back the newest snapshot's entries, then every record written
 after it, in the order they were appended; the application feeds them to the
-engine (``Engine.import_entry`` then ``Engine.replay``).
+engine (``Engine.import_entry`` then ``Engine.replay``) as it iterates them.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ class Recovered:
     """What a store found on disk (or in the database) at start-up."""
 
     entries: list[dict[str, Any]] = field(default_factory=list)
-    records: list[Record] = field(default_factory=list)
+    records: Sequence[Record] = field(default_factory=list)
+    """In log order. It may decode its records while it is iterated (``FileStore``
+    does, a chunk at a time): iterate it once, and keep only what is needed."""
 
 
 class Store(Protocol):

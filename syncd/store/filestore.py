@@ -51,7 +51,9 @@ LSN, so replays work across restarts.
 loads the newest valid snapshot, checks every frame of the log after it, cuts a
 torn tail of the last segment (with a warning naming the bytes cut) and refuses
 to start (``StoreCorruptError`` naming file and offset) on damage that a crash
-cannot explain.
+cannot explain. The records after the snapshot stay encoded (``records.LogRecords``)
+until the caller replays them, a chunk at a time, so a long log is never decoded
+all at once; only those the replay tail keeps are decoded during ``open``.
 """
 
 from __future__ import annotations
@@ -81,11 +83,13 @@ from syncd.store.log import (
     LogFile,
     LogWriter,
     Opener,
+    RecordChunk,
     StoreCorruptError,
+    check_segment,
     frame,
     list_segments,
-    scan_segment,
 )
+from syncd.store.records import LogRecords
 from syncd.store.snapshot import (
     Snapshot,
     SnapshotWriter,
@@ -157,7 +161,7 @@ class _Disk:
     """The durable state as read from disk."""
 
     snapshot: Snapshot | None
-    records: list[tuple[int, Record]]
+    records: LogRecords
     durable: int
     segments: list[tuple[int, str]]
     last: tuple[str, int] | None
@@ -168,7 +172,7 @@ class _Disk:
 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
-    """Recovery makes millions of small maps and frees none: the cyclic collector
+    """Recovery decodes the replay tail's maps and frees none: the cyclic collector
     would scan them again and again for nothing."""
     enabled = gc.isenabled()
     gc.disable()
@@ -188,7 +192,8 @@ def _read_disk(
     tail_per_crdt: int,
     tail_total: int,
 ) -> _Disk:
-    """Read the newest valid snapshot and every log record after it."""
+    """Read the newest valid snapshot and check every log record after it; the
+    records stay encoded (``LogRecords``) but for those the replay tail holds."""
     with _gc_paused():
         return _read_disk_unpaused(
             log_dir,
@@ -233,7 +238,7 @@ def _read_disk_unpaused(
             f"covers the records before it"
         )
 
-    records: list[tuple[int, Record]] = []
+    chunks: list[RecordChunk] = []
     expected = needed[0][0] if needed else base + 1
     last: tuple[str, int] | None = None
     new_bytes = 0
@@ -243,11 +248,11 @@ def _read_disk_unpaused(
                 f"{path}: the segment starts at log sequence {first} where {expected} was "
                 f"due (a segment is missing or out of place)"
             )
-        scan = scan_segment(
+        scan = check_segment(
             path,
             expected,
             base,
-            records,
+            chunks,
             limit=limits.get(path),
             tolerate_tail=tolerate_tail and i == len(needed) - 1,
         )
@@ -268,8 +273,12 @@ def _read_disk_unpaused(
             f"snapshot {base}" if snapshot else "the whole log",
         )
 
+    records = LogRecords(chunks)
     tail = ReplayTail(tail_per_crdt, tail_total)
-    tail.load(base, snapshot.tail if snapshot else [], records)
+    # Only the last ``tail_total`` records can stay in the tail: decode just those.
+    # When there are more, the snapshot's tail is out of date (see ReplayTail.load).
+    recent = records.last(tail_total)
+    tail.load(base, snapshot.tail if snapshot and len(records) <= tail_total else [], recent)
     return _Disk(snapshot, records, durable, segments, last, new_bytes, bytes_read, tail)
 
 
@@ -407,8 +416,7 @@ class FileStore:
             disk.durable,
         )
         return Recovered(
-            entries=disk.snapshot.entries if disk.snapshot else [],
-            records=[record for _, record in disk.records],
+            entries=disk.snapshot.entries if disk.snapshot else [], records=disk.records
         )
 
     def set_snapshot_source(self, source: SnapshotSource) -> None:
@@ -487,8 +495,7 @@ class FileStore:
             log.error("reload read up to sequence %d, expected %d", disk.durable, self._durable)
         self._tail = disk.tail
         return Recovered(
-            entries=disk.snapshot.entries if disk.snapshot else [],
-            records=[record for _, record in disk.records],
+            entries=disk.snapshot.entries if disk.snapshot else [], records=disk.records
         )
 
     async def compact_now(self) -> int:

@@ -857,7 +857,8 @@ class PostgresStore:
                 "LEFT JOIN snapshots s ON s.ns = o.ns AND s.id = o.id AND s.epoch = o.epoch "
                 "WHERE NOT c.deleted AND o.seq > coalesce(s.seq, 0) ORDER BY o.ns, o.id, o.seq"
             )
-            records = recovered.records
+            records: list[Record] = []
+            recovered.records = records
             async for (raw,) in ops:
                 records.append(_unpack(raw))
             await ops.close()
