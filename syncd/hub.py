@@ -7,7 +7,9 @@ Theory of operation
 msgpack, a WebSocket binary frame, a WebSocket text frame (JSON), and the SSE
 event line. Server-to-client WebSocket frames are unmasked, so one frame's
 bytes serve every connection; fan-out is a loop of ``deliver`` calls that end
-in ``transport.write``. No per-subscriber encoding and no wsproto call happen
+in ``transport.write``. ``publish_many`` hands a stretch of one CRDT's
+deltas (an op batch) to a subscriber that can take it in one call, their
+frames joined once. No per-subscriber encoding and no wsproto call happen
 on this path, and the hub never awaits a subscriber.
 
 A subscriber decides for itself what to do when its peer falls behind (its
@@ -90,6 +92,43 @@ class EncodedDelta:
         return self._sse
 
 
+class EncodedRun:
+    """Consecutive deltas of one CRDT published together (one op batch, one WS
+    read's ops): their frames are joined once, so a subscriber past none of
+    them takes them in one call and one queued buffer instead of one per delta."""
+
+    __slots__ = ("_ws_binary", "_ws_text", "epoch", "first_seq", "items", "last_seq", "plain")
+
+    def __init__(self, items: list[EncodedDelta]) -> None:
+        self.items = items
+        self.first_seq = items[0].seq
+        self.last_seq = items[-1].seq
+        self.epoch: str | None = items[-1].delta.get("epoch")
+        # Plain: ops of one epoch with consecutive seqs. A subscriber whose last
+        # seq is below the first takes every one of them (see WsSubscription).
+        plain = True
+        seq = self.first_seq - 1
+        for encoded in items:
+            delta = encoded.delta
+            seq += 1
+            if encoded.seq != seq or delta.get("kind") != "op" or delta.get("epoch") != self.epoch:
+                plain = False
+                break
+        self.plain = plain
+        self._ws_binary: bytes | None = None
+        self._ws_text: bytes | None = None
+
+    def ws_binary(self) -> bytes:
+        if self._ws_binary is None:
+            self._ws_binary = b"".join([encoded.ws_binary() for encoded in self.items])
+        return self._ws_binary
+
+    def ws_text(self) -> bytes:
+        if self._ws_text is None:
+            self._ws_text = b"".join([encoded.ws_text() for encoded in self.items])
+        return self._ws_text
+
+
 class Subscriber(Protocol):
     def deliver(self, delta: EncodedDelta) -> None:
         """Take a delta. Must not block, await or raise."""
@@ -128,6 +167,37 @@ class Hub:
         for subscriber in tuple(subs):
             subscriber.deliver(encoded)
         return len(subs)
+
+    def publish_many(self, deltas: list[dict[str, Any]]) -> None:
+        """``publish`` each of ``deltas`` in order; a subscriber with a
+        ``deliver_run(run)`` method gets each stretch of one CRDT's deltas
+        in one :class:`EncodedRun`, the others delta by delta."""
+        i = 0
+        n = len(deltas)
+        all_subs = self._subs
+        while i < n:
+            first = deltas[i]
+            ns = first["ns"]
+            crdt_id = first["id"]
+            j = i + 1
+            while j < n and deltas[j]["id"] == crdt_id and deltas[j]["ns"] == ns:
+                j += 1
+            subs = all_subs.get((ns, crdt_id))
+            if subs:
+                if j - i == 1:
+                    encoded = EncodedDelta(first)
+                    for subscriber in tuple(subs):
+                        subscriber.deliver(encoded)
+                else:
+                    run = EncodedRun([EncodedDelta(delta) for delta in deltas[i:j]])
+                    for subscriber in tuple(subs):
+                        deliver_run = getattr(subscriber, "deliver_run", None)
+                        if deliver_run is not None:
+                            deliver_run(run)
+                        else:
+                            for encoded in run.items:
+                                subscriber.deliver(encoded)
+            i = j
 
     def subscribers(self, ns: str, crdt_id: str) -> Iterator[Subscriber]:
         return iter(tuple(self._subs.get((ns, crdt_id), ())))

@@ -150,10 +150,9 @@ class CrdtService:
 
     def _after_durable(self, records: list[dict[str, Any]], source: str) -> None:
         webhooks = self.app.webhooks
-        publish = self.hub.publish
         count_op = self.app.metrics.hot.count_op
+        self.hub.publish_many(records)
         for record in records:
-            publish(record)
             op = record["op"]
             op_name = op.get("op", "") if isinstance(op, dict) else ""
             count_op(record["ns"], record["id"], op_name)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
-from syncd.hub import EncodedDelta
+from syncd.hub import EncodedDelta, EncodedRun
 
 if TYPE_CHECKING:
     from syncd.crdt.engine import Engine
@@ -90,6 +90,24 @@ class WsSubscription:
         else:  # deleted: the next life starts again at seq 1
             self.last_seq = 0
             self.epoch = None
+
+    def deliver_run(self, run: EncodedRun) -> None:
+        """Consecutive deltas of this CRDT: as ``deliver`` for each of them, in
+        one push when this subscription is past none of them. The push is
+        taken whole or refused whole: a connection just under its bound may
+        end one run past it, as it may end one delta past it."""
+        if self.pending is None and not self.lag and run.plain and run.first_seq > self.last_seq:
+            try:
+                frames = run.ws_binary() if self.binary else run.ws_text()
+            except (TypeError, ValueError, OverflowError):
+                pass  # one of them cannot be encoded: delta by delta below
+            else:
+                if self._writer.push(frames, self):
+                    self.last_seq = run.last_seq
+                    self.epoch = run.epoch
+                return
+        for encoded in run.items:
+            self.deliver(encoded)
 
     def start(self, initial: list[dict[str, Any]]) -> None:
         """Send the snapshot or replay, then the deltas that arrived meanwhile."""
