@@ -169,6 +169,18 @@ class _Disk:
     bytes_read: int
     tail: ReplayTail = field(default_factory=ReplayTail)
 
+    def hand_over(self) -> Recovered:
+        """What the caller loads. The disk lets go of it, since the finished
+        executor future that returned the disk may keep it alive for a while,
+        and with it a long log's encoded records."""
+        recovered = Recovered(
+            entries=self.snapshot.entries if self.snapshot else [], records=self.records
+        )
+        self.records = LogRecords([])
+        if self.snapshot is not None:
+            self.snapshot.entries = []
+        return recovered
+
 
 @contextlib.contextmanager
 def _gc_paused() -> Iterator[None]:
@@ -415,9 +427,7 @@ class FileStore:
             len(disk.records),
             disk.durable,
         )
-        return Recovered(
-            entries=disk.snapshot.entries if disk.snapshot else [], records=disk.records
-        )
+        return disk.hand_over()
 
     def set_snapshot_source(self, source: SnapshotSource) -> None:
         self._source = source
@@ -494,9 +504,7 @@ class FileStore:
         if disk.durable != self._durable:
             log.error("reload read up to sequence %d, expected %d", disk.durable, self._durable)
         self._tail = disk.tail
-        return Recovered(
-            entries=disk.snapshot.entries if disk.snapshot else [], records=disk.records
-        )
+        return disk.hand_over()
 
     async def compact_now(self) -> int:
         """Take a snapshot now and compact the log behind it; the LSN it covers."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import mmap
 import os
 import re
 import struct
@@ -175,7 +176,7 @@ class RecordChunk:
     """File offset of the first record's frame."""
     first_lsn: int
     count: int
-    data: bytes
+    data: mmap.mmap
     """One msgpack array holding the records' bodies, so that one call decodes them all."""
 
 
@@ -298,7 +299,13 @@ def _chunk(path: str, offset: int, last_lsn: int, parts: list[bytes | memoryview
     """The chunk of the bodies in ``parts[1:]`` (``parts[0]`` is a free slot)."""
     count = len(parts) - 1
     parts[0] = _ARRAY32.pack(_ARRAY32_TYPE, count)
-    return RecordChunk(path, offset, last_lsn - count + 1, count, b"".join(parts))
+    joined = b"".join(parts)
+    # A mapping of its own goes back to the system when the chunk is dropped; from
+    # the malloc heap (where glibc puts blocks this size once a segment's larger
+    # buffer was freed) a long log's chunks would stay in the RSS after replay.
+    data = mmap.mmap(-1, len(joined))
+    data[:] = joined
+    return RecordChunk(path, offset, last_lsn - count + 1, count, data)
 
 
 def decode_chunk(chunk: RecordChunk) -> list[Record]:
