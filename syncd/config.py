@@ -33,6 +33,10 @@ DEFAULT_KEEPALIVE_TIMEOUT_S = 5.0
 # A peer that reads nothing of an answer (or event stream) we owe it for this
 # long is dropped, so dead readers cannot pin sockets and buffers for ever.
 DEFAULT_SEND_TIMEOUT_S = 30.0
+# A WebSocket peer silent this long gets a ping; silent as long again after
+# it, the connection is closed (1011): a peer gone without a FIN (a dead NAT
+# entry, a suspended laptop) would otherwise hold its slot and subscriptions.
+DEFAULT_WS_PING_S = 20.0
 # SPEC section 5: a keep-alive comment on every event stream this often.
 DEFAULT_SSE_PING_S = 15.0
 # Outstanding (written but unsent) bytes a subscriber may have before it is
@@ -82,6 +86,7 @@ class Settings:
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     keepalive_timeout_s: float = DEFAULT_KEEPALIVE_TIMEOUT_S
     send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S
+    ws_ping_s: float = DEFAULT_WS_PING_S
     sse_ping_s: float = DEFAULT_SSE_PING_S
     subscriber_buffer_bytes: int = DEFAULT_SUBSCRIBER_BUFFER_BYTES
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
@@ -242,6 +247,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         header_timeout_s=_float(env, "SERVICE_HEADER_TIMEOUT_S", DEFAULT_HEADER_TIMEOUT_S),
         keepalive_timeout_s=_float(env, "SERVICE_KEEPALIVE_TIMEOUT_S", DEFAULT_KEEPALIVE_TIMEOUT_S),
         send_timeout_s=_float(env, "SERVICE_SEND_TIMEOUT_S", DEFAULT_SEND_TIMEOUT_S),
+        ws_ping_s=_float(env, "SERVICE_WS_PING_S", DEFAULT_WS_PING_S),
         sse_ping_s=_float(env, "SERVICE_SSE_PING_S", DEFAULT_SSE_PING_S),
         subscriber_buffer_bytes=_int(
             env, "SERVICE_SUBSCRIBER_BUFFER_BYTES", DEFAULT_SUBSCRIBER_BUFFER_BYTES, minimum=1024

@@ -42,6 +42,8 @@ CLOSE_GOING_AWAY: Final = 1001
 CLOSE_PROTOCOL_ERROR: Final = 1002
 CLOSE_BAD_DATA: Final = 1007
 CLOSE_TOO_BIG: Final = 1009
+CLOSE_INTERNAL_ERROR: Final = 1011
+"""Also what the websockets library closes with when a keepalive ping times out."""
 
 _OPEN: Final = ConnectionState.OPEN
 _LOCAL_CLOSING: Final = ConnectionState.LOCAL_CLOSING
@@ -292,6 +294,12 @@ class FrameLayer:
         self._parts = []
         self._size = 0
         return Failed(CLOSE_TOO_BIG, f"message over {self._max} bytes")
+
+    def ping(self, payload: bytes = b"") -> bytes:
+        """A protocol ping (the keepalive); b"" once closing has started."""
+        if self._conn.state is not _OPEN:
+            return b""
+        return bytes(self._conn.send(Ping(payload)))
 
     def close(self, code: int, reason: str = "") -> bytes:
         """Our close frame (we start the closing handshake); b"" when too late."""

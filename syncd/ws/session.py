@@ -22,6 +22,11 @@ message is decoded (:mod:`syncd.ws.codec`) and handled:
   client sees everything in the order it was produced.
 - ``ping``: ``pong``. Protocol-level pings are answered by the frame layer.
 
+Keepalive: a peer silent for ``SERVICE_WS_PING_S`` gets a protocol ping; if
+nothing at all arrives for as long again, we close with 1011. Any bytes count
+as life (a pong, or anything else), so a busy client is never pinged. One
+timer per connection, re-armed from the time of the last read.
+
 Replies go in the encoding of the message they answer (binary msgpack or
 JSON text); a malformed message gets an ``error`` reply and the connection
 stays up. A message over the body limit closes with 1009, a protocol violation
@@ -57,6 +62,7 @@ from syncd.ws.codec import MessageLimits, decode, encode
 from syncd.ws.flusher import Flusher
 from syncd.ws.framing import (
     CLOSE_GOING_AWAY,
+    CLOSE_INTERNAL_ERROR,
     Failed,
     FrameLayer,
     Message,
@@ -217,6 +223,12 @@ class Session(asyncio.Protocol):
         self._held = False
         self._gone = False
         self._timer: asyncio.TimerHandle | None = None
+        self._ping_s = settings.ws_ping_s
+        self._last_read = self._loop.time()
+        self._pinged = False
+        self._keepalive: asyncio.TimerHandle | None = self._loop.call_later(
+            self._ping_s, self._on_keepalive
+        )
         transport.set_write_buffer_limits(high=self._bound, low=self._bound // LOW_WATER_DIVISOR)
         ctx = app.server_ctx
         if ctx is not None:
@@ -234,6 +246,7 @@ class Session(asyncio.Protocol):
         """Not called: the transport is handed over already connected."""
 
     def data_received(self, data: bytes) -> None:
+        self._last_read = self._loop.time()
         frames = self._frames
         if not frames.reading:
             return
@@ -251,6 +264,7 @@ class Session(asyncio.Protocol):
         self._gone = True
         self.can_send = False
         self._cancel_timer()
+        self._stop_keepalive()
         app = self._app
         ctx = app.server_ctx
         if ctx is not None:
@@ -337,6 +351,7 @@ class Session(asyncio.Protocol):
             return
         self.flush()  # what was queued goes before the close frame
         self.can_send = False
+        self._stop_keepalive()
         data = self._frames.close(code, reason)
         if data:
             self._write(data)
@@ -658,6 +673,29 @@ class Session(asyncio.Protocol):
         if not self.transport.is_closing():
             self.transport.close()
         self._arm_timer()
+
+    def _on_keepalive(self) -> None:
+        self._keepalive = None
+        if self._gone or not self.can_send:
+            return
+        now = self._loop.time()
+        silent = now - self._last_read
+        if silent < self._ping_s:
+            self._pinged = False  # it spoke since: start over from its last read
+            self._keepalive = self._loop.call_at(self._last_read + self._ping_s, self._on_keepalive)
+        elif not self._pinged:
+            self._pinged = True
+            ping = self._frames.ping()
+            if ping:
+                self.send(ping)  # behind queued frames, like any output
+            self._keepalive = self._loop.call_at(now + self._ping_s, self._on_keepalive)
+        else:
+            self.close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
 
     def _arm_timer(self) -> None:
         if self._timer is None and not self._gone:

@@ -192,3 +192,36 @@ async def test_gauges_move_up_and_down_exactly(server: RunningServer) -> None:
     await wait_for(lambda: _gauge(server, "ws_connections_active") == 0)
     assert _gauge(server, "subscriptions_active") == 0
     assert server.app.hub.count == 0
+
+
+async def test_a_silent_peer_is_pinged_then_closed_1011(
+    make_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(session_module, "CLOSE_TIMEOUT_S", 0.2)
+    srv = await make_server(ws_ping_s=0.3)
+    raw = await RawWs.connect(srv)
+    started = asyncio.get_running_loop().time()
+    opcode, _ = await raw.frame()
+    pinged_after = asyncio.get_running_loop().time() - started
+    assert opcode == 0x9 and 0.25 < pinged_after < 1.0  # a protocol ping
+    opcode, payload = await raw.frame()  # never answered
+    assert (opcode, close_code(payload)) == (0x8, 1011)
+    assert asyncio.get_running_loop().time() - started > 0.55
+    assert await raw.eof()  # and dropped after the close timeout
+    raw.close()
+
+
+async def test_a_peer_that_answers_pings_or_talks_stays(make_server: Any) -> None:
+    srv = await make_server(ws_ping_s=0.2)
+    # websockets answers protocol pings itself (its own pings are off here)
+    async with open_ws(srv) as ws:
+        await asyncio.sleep(1.0)  # five ping intervals of silence from the app
+        await send_mp(ws, {"kind": "ping", "ref": 1})
+        assert (await recv(ws))["kind"] == "pong"
+    # a raw client that never answers a ping but keeps sending is never pinged
+    raw = await RawWs.connect(srv)
+    for _ in range(8):
+        raw.send_message({"kind": "ping"})
+        assert (await raw.frame())[0] == 0x2  # only pongs of ours, no ping frame
+        await asyncio.sleep(0.1)
+    raw.close()
