@@ -23,6 +23,7 @@ import base64
 import json
 import struct
 from collections.abc import Iterator
+from itertools import groupby
 from typing import Any, Protocol
 
 import msgpack
@@ -129,6 +130,10 @@ class EncodedRun:
         return self._ws_text
 
 
+def _crdt_key(delta: dict[str, Any]) -> tuple[str, str]:
+    return delta["ns"], delta["id"]
+
+
 class Subscriber(Protocol):
     def deliver(self, delta: EncodedDelta) -> None:
         """Take a delta. Must not block, await or raise."""
@@ -172,32 +177,22 @@ class Hub:
         """``publish`` each of ``deltas`` in order; a subscriber with a
         ``deliver_run(run)`` method gets each stretch of one CRDT's deltas
         in one :class:`EncodedRun`, the others delta by delta."""
-        i = 0
-        n = len(deltas)
-        all_subs = self._subs
-        while i < n:
-            first = deltas[i]
-            ns = first["ns"]
-            crdt_id = first["id"]
-            j = i + 1
-            while j < n and deltas[j]["id"] == crdt_id and deltas[j]["ns"] == ns:
-                j += 1
-            subs = all_subs.get((ns, crdt_id))
-            if subs:
-                if j - i == 1:
-                    encoded = EncodedDelta(first)
-                    for subscriber in tuple(subs):
-                        subscriber.deliver(encoded)
+        for key, group in groupby(deltas, key=_crdt_key):
+            stretch = list(group)
+            if len(stretch) == 1:
+                self.publish(stretch[0])
+                continue
+            subs = self._subs.get(key)
+            if not subs:
+                continue
+            run = EncodedRun([EncodedDelta(delta) for delta in stretch])
+            for subscriber in tuple(subs):
+                deliver_run = getattr(subscriber, "deliver_run", None)
+                if deliver_run is not None:
+                    deliver_run(run)
                 else:
-                    run = EncodedRun([EncodedDelta(delta) for delta in deltas[i:j]])
-                    for subscriber in tuple(subs):
-                        deliver_run = getattr(subscriber, "deliver_run", None)
-                        if deliver_run is not None:
-                            deliver_run(run)
-                        else:
-                            for encoded in run.items:
-                                subscriber.deliver(encoded)
-            i = j
+                    for encoded in run.items:
+                        subscriber.deliver(encoded)
 
     def subscribers(self, ns: str, crdt_id: str) -> Iterator[Subscriber]:
         return iter(tuple(self._subs.get((ns, crdt_id), ())))

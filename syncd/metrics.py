@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import (
     CollectorRegistry,
@@ -91,27 +91,47 @@ class MergeHistogram:
         self.total += seconds
 
 
+class LabelledCounts:
+    """One labelled counter: a count and a creation time per label key."""
+
+    __slots__ = ("counts", "created")
+
+    def __init__(self) -> None:
+        self.counts: dict[Any, int] = {}
+        self.created: dict[Any, float] = {}
+
+    def inc(self, key: Any) -> None:
+        counts = self.counts
+        count = counts.get(key)
+        if count is None:
+            self.created[key] = time.time()
+            counts[key] = 1
+        else:
+            counts[key] = count + 1
+
+    def family(self, name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
+        family = CounterMetricFamily(name, doc, labels=labels)
+        created = self.created
+        for key, count in list(self.counts.items()):
+            values = [str(v) for v in key] if isinstance(key, tuple) else [str(key)]
+            family.add_metric(values, count, created=created.get(key))
+        return family
+
+
 class HotCounters(Collector):
     """The per-op and per-request counters, exposed at scrape time."""
 
     def __init__(self) -> None:
-        self.ops: dict[tuple[str, str, str], int] = {}
+        self.ops = LabelledCounts()
         """(ns, crdt_id, op_type) -> ops applied (durable)."""
-        self._ops_created: dict[tuple[str, str, str], float] = {}
         self.merge: dict[str, MergeHistogram] = {}
         self.wal = WalCounter()
-        self.http: dict[int, int] = {}
-        self._http_created: dict[int, float] = {}
+        self.http = LabelledCounts()
+        """HTTP status -> answers."""
+        self.http_response = self.http.inc
 
     def count_op(self, ns: str, crdt_id: str, op_type: str) -> None:
-        key = (ns, crdt_id, op_type)
-        ops = self.ops
-        count = ops.get(key)
-        if count is None:
-            self._ops_created[key] = time.time()
-            ops[key] = 1
-        else:
-            ops[key] = count + 1
+        self.ops.inc((ns, crdt_id, op_type))
 
     def merge_histogram(self, ns: str) -> MergeHistogram:
         """The namespace's histogram; callers keep it to observe without a look-up."""
@@ -119,15 +139,6 @@ class HotCounters(Collector):
         if histogram is None:
             histogram = self.merge[ns] = MergeHistogram()
         return histogram
-
-    def http_response(self, status: int) -> None:
-        http = self.http
-        count = http.get(status)
-        if count is None:
-            self._http_created[status] = time.time()
-            http[status] = 1
-        else:
-            http[status] = count + 1
 
     def describe(self) -> Iterator[Metric]:
         # Names only, so the registry can refuse a clash at registration.
@@ -137,11 +148,7 @@ class HotCounters(Collector):
         yield CounterMetricFamily("service_http_requests_total", HTTP_DOC, labels=["status"])
 
     def collect(self) -> Iterator[Metric]:
-        ops = CounterMetricFamily("service_ops_total", OPS_DOC, labels=["ns", "crdt_id", "op_type"])
-        created = self._ops_created
-        for key, count in list(self.ops.items()):
-            ops.add_metric(key, count, created=created.get(key))
-        yield ops
+        yield self.ops.family("service_ops_total", OPS_DOC, ["ns", "crdt_id", "op_type"])
         wal = self.wal
         yield CounterMetricFamily(
             "service_wal_entries_total", WAL_DOC, value=wal.value, created=wal.created
@@ -158,11 +165,7 @@ class HotCounters(Collector):
                 Sample("service_merge_duration_seconds_created", {"ns": ns}, histogram.created)
             )
         yield merge
-        http = CounterMetricFamily("service_http_requests_total", HTTP_DOC, labels=["status"])
-        http_created = self._http_created
-        for status, count in list(self.http.items()):
-            http.add_metric([str(status)], count, created=http_created.get(status))
-        yield http
+        yield self.http.family("service_http_requests_total", HTTP_DOC, ["status"])
 
 
 class Metrics:

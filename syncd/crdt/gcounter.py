@@ -40,6 +40,16 @@ def grow(counts: dict[int, int], client_id: int, amount: int) -> int:
     return count
 
 
+def join_count(mine: dict[int, int], client_id: int, count: int) -> int:
+    """``join_counts`` for one client, without a map per call: a replayed log
+    applies one delta per record this way. Returns how much the sum grew."""
+    old = mine.get(client_id, 0)
+    if count <= old:
+        return 0
+    mine[client_id] = count
+    return count - old
+
+
 def join_counts(mine: dict[int, int], theirs: Mapping[int, int]) -> int:
     """Per-client max of ``theirs`` into ``mine``; returns how much the sum grew."""
     grown = 0
@@ -76,14 +86,7 @@ class GCounter:
         return {"op": "increment", "client_id": cid, "amount": amount, "count": count}
 
     def apply_delta(self, delta: Mapping[str, Any]) -> None:
-        # join_counts for one entry, without building a map per delta: this
-        # runs once per record when a long log is replayed at start-up.
-        client_id = delta["client_id"]
-        count = delta["count"]
-        old = self._counts.get(client_id, 0)
-        if count > old:
-            self._counts[client_id] = count
-            self._total += count - old
+        self._total += join_count(self._counts, delta["client_id"], delta["count"])
 
     def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
         return {}

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
-from syncd.crdt.gcounter import counts_from, counts_state, grow, join_counts
+from syncd.crdt.gcounter import counts_from, counts_state, grow, join_count, join_counts
 from syncd.crdt.validate import amount_field, op_name
 
 
@@ -44,15 +44,10 @@ class PNCounter:
         return {"op": name, "client_id": cid, "amount": amount, "count": count}
 
     def apply_delta(self, delta: Mapping[str, Any]) -> None:
-        # One entry's join, without building a map per delta (see GCounter).
-        client_id = delta["client_id"]
-        count = delta["count"]
-        increment = delta["op"] == "increment"
-        counts = self._p if increment else self._n
-        old = counts.get(client_id, 0)
-        if count > old:
-            counts[client_id] = count
-            self._value += count - old if increment else old - count
+        if delta["op"] == "increment":
+            self._value += join_count(self._p, delta["client_id"], delta["count"])
+        else:
+            self._value -= join_count(self._n, delta["client_id"], delta["count"])
 
     def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
         return {}
