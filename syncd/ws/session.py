@@ -79,6 +79,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("syncd.ws")
 
 CLOSE_TIMEOUT_S: Final = 5.0
+KEEPALIVE_LATE_SHARE: Final = 0.25
+"""A keepalive timer that fires later than this share of the ping interval
+found the loop stalled, not the peer silent: it looks again after as long."""
 """How long we wait for the peer's close frame after sending ours, and for a
 closing transport to flush, before dropping the connection: long enough for a
 live client on a slow link, short enough that dead peers do not pile up."""
@@ -226,9 +229,10 @@ class Session(asyncio.Protocol):
         self._ping_s = settings.ws_ping_s
         self._last_read = self._loop.time()
         self._pinged = False
-        self._keepalive: asyncio.TimerHandle | None = self._loop.call_later(
-            self._ping_s, self._on_keepalive
-        )
+        self._ping_sent = 0.0
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._keepalive_due = 0.0
+        self._arm_keepalive(self._last_read + self._ping_s)
         transport.set_write_buffer_limits(high=self._bound, low=self._bound // LOW_WATER_DIVISOR)
         ctx = app.server_ctx
         if ctx is not None:
@@ -679,18 +683,31 @@ class Session(asyncio.Protocol):
         if self._gone or not self.can_send:
             return
         now = self._loop.time()
-        silent = now - self._last_read
-        if silent < self._ping_s:
-            self._pinged = False  # it spoke since: start over from its last read
-            self._keepalive = self._loop.call_at(self._last_read + self._ping_s, self._on_keepalive)
-        elif not self._pinged:
-            self._pinged = True
-            ping = self._frames.ping()
-            if ping:
-                self.send(ping)  # behind queued frames, like any output
-            self._keepalive = self._loop.call_at(now + self._ping_s, self._on_keepalive)
-        else:
-            self.close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")
+        if self._pinged:
+            if self._last_read >= self._ping_sent:
+                self._pinged = False  # anything read since the ping answers it
+            elif now - self._keepalive_due > self._ping_s * KEEPALIVE_LATE_SHARE:
+                # The loop was stalled past the deadline: the pong may be waiting
+                # unread in the socket. Judge again once reads have had a turn.
+                self._arm_keepalive(now + self._ping_s * KEEPALIVE_LATE_SHARE)
+                return
+            else:
+                self.close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")
+                return
+        quiet_until = self._last_read + self._ping_s
+        if now < quiet_until:
+            self._arm_keepalive(quiet_until)
+            return
+        self._pinged = True
+        self._ping_sent = now
+        ping = self._frames.ping()
+        if ping:
+            self.send(ping)  # behind queued frames, like any output
+        self._arm_keepalive(now + self._ping_s)
+
+    def _arm_keepalive(self, due: float) -> None:
+        self._keepalive_due = due
+        self._keepalive = self._loop.call_at(due, self._on_keepalive)
 
     def _stop_keepalive(self) -> None:
         if self._keepalive is not None:

@@ -225,3 +225,23 @@ async def test_a_peer_that_answers_pings_or_talks_stays(make_server: Any) -> Non
         assert (await raw.frame())[0] == 0x2  # only pongs of ours, no ping frame
         await asyncio.sleep(0.1)
     raw.close()
+
+
+async def test_a_stalled_loop_is_not_taken_for_a_silent_peer(make_server: Any) -> None:
+    srv = await make_server(ws_ping_s=0.2)
+    raw = await RawWs.connect(srv)
+    assert (await raw.frame())[0] == 0x9  # the server's ping, unanswered
+    (session,) = srv.app.server_ctx.other_connections
+    session._stop_keepalive()
+    now = asyncio.get_running_loop().time()
+    # The check comes half a second late (the loop was busy): not a verdict yet.
+    session._keepalive_due = now - 0.5
+    session._on_keepalive()
+    assert session.can_send and session._keepalive is not None
+    # On time and still nothing since the ping: closed with 1011.
+    session._stop_keepalive()
+    session._keepalive_due = asyncio.get_running_loop().time()
+    session._on_keepalive()
+    opcode, payload = await raw.frame()
+    assert (opcode, close_code(payload)) == (0x8, 1011)
+    raw.close()
