@@ -38,6 +38,16 @@ class CrdtService:
         self._degraded = False
         self._recovery: asyncio.Task[None] | None = None
         self._merge: dict[str, MergeHistogram] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        # Kept, not asked for per op: on Python 3.11 asyncio.get_running_loop()
+        # is a getpid() system call each time.
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
 
     @property
     def engine(self) -> Engine:
@@ -74,7 +84,7 @@ class CrdtService:
         # catches this CRDT up, applies under its lock and commits.
         result: ApplyResult = await commit(ns, crdt_id, lambda: self._timed_apply(plan, client_id))
         if result.records:
-            asyncio.get_running_loop().call_soon(self._after_durable, result.records, source)
+            self.loop.call_soon(self._after_durable, result.records, source)
         return result
 
     def stage(self, ns: str, crdt_id: str, body: Any, principal: Principal) -> ApplyResult:
@@ -98,7 +108,7 @@ class CrdtService:
             # After the caller's answer: the caller resumes in this same step
             # and writes its ack or response first, so a writer sees its ack
             # before its own delta; call_soon keeps deltas in durable order.
-            asyncio.get_running_loop().call_soon(self._after_durable, records, source)
+            self.loop.call_soon(self._after_durable, records, source)
 
     def _timed_apply(self, plan: Plan, client_id: int) -> ApplyResult:
         started = time.perf_counter()
@@ -125,7 +135,7 @@ class CrdtService:
         """Broadcast ``delta`` through the one FIFO every delta takes (see
         apply_ops), so subscribers see each CRDT's deltas in the order the
         engine applied them, local and remote alike."""
-        asyncio.get_running_loop().call_soon(self.hub.publish, delta)
+        self.loop.call_soon(self.hub.publish, delta)
 
     async def delete(self, ns: str, crdt_id: str) -> bool:
         if not self.writable:

@@ -66,7 +66,6 @@ import logging
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +73,7 @@ import msgpack
 
 from syncd.errors import ApiError, unavailable
 from syncd.store.base import Record, Recovered, SnapshotSource
+from syncd.store.iothread import IoThread
 from syncd.store.log import (
     FLAG_BATCH_START,
     HEADER_SIZE,
@@ -361,8 +361,9 @@ class FileStore:
         self._closing = False
         self._closed = False
         self._lock_fd = -1
-        self._io: ThreadPoolExecutor | None = None
-        self._snap_io: ThreadPoolExecutor | None = None
+        self._io: IoThread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._snap_io: IoThread | None = None
         self._writer: LogWriter | None = None
 
         self._next_lsn = 1
@@ -396,11 +397,11 @@ class FileStore:
         os.makedirs(self._log_dir, exist_ok=True)
         os.makedirs(self._snap_dir, exist_ok=True)
         self._lock_fd = _acquire_lock(self.data_dir)
-        self._io = ThreadPoolExecutor(1, thread_name_prefix="syncd-log")
-        self._snap_io = ThreadPoolExecutor(1, thread_name_prefix="syncd-snapshot")
-        loop = asyncio.get_running_loop()
+        self._io = IoThread("syncd-log")
+        self._snap_io = IoThread("syncd-snapshot")
+        loop = self._loop = asyncio.get_running_loop()
         try:
-            disk, writer, error = await loop.run_in_executor(self._io, self._open_sync)
+            disk, writer, error = await self._io.run(loop, self._open_sync)
         except BaseException:
             self._release()
             raise
@@ -467,10 +468,10 @@ class FileStore:
         loop = asyncio.get_running_loop()
         if self.fsync_mode == "never" and not self._failed:
             try:
-                await loop.run_in_executor(self._io, writer.sync)
+                await self._io.run(loop, writer.sync)
             except OSError as exc:
                 log.error("final fsync of the log failed: %s", exc)
-        await loop.run_in_executor(self._io, writer.close)
+        await self._io.run(loop, writer.close)
         self._closed = True
         self._release()
 
@@ -488,8 +489,8 @@ class FileStore:
         self._memory_suspect = False
         self._reloading = True
         try:
-            disk = await asyncio.get_running_loop().run_in_executor(
-                self._io,
+            disk = await self._io.run(
+                asyncio.get_running_loop(),
                 lambda: _read_disk(
                     self._log_dir,
                     self._snap_dir,
@@ -520,9 +521,7 @@ class FileStore:
             return True
         assert self._io is not None and self._writer is not None
         try:
-            await asyncio.get_running_loop().run_in_executor(
-                self._io, self._writer.repair, self._durable + 1
-            )
+            await self._io.run(asyncio.get_running_loop(), self._writer.repair, self._durable + 1)
         except OSError as exc:
             self._last_error = exc
             log.debug("storage probe failed: %s", exc)
@@ -573,7 +572,10 @@ class FileStore:
         except BaseException as exc:
             self._notify(exc)  # the caller may already have applied these records
             raise
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        assert self._loop is not None  # set by open()
+        # Not asyncio.get_running_loop(): on Python 3.11 each call is a getpid()
+        # system call, and this runs once per op.
+        future: asyncio.Future[None] = self._loop.create_future()
         self._pending.append(_Group(future, list(records), frames, self._next_lsn, size))
         self._pending_bytes += size
         self._next_lsn = lsn
@@ -607,7 +609,8 @@ class FileStore:
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
         writer = self._writer
-        assert writer is not None and self._io is not None
+        io = self._io
+        assert writer is not None and io is not None
         sync = self.fsync_mode != "never"
         while True:
             if not self._pending:
@@ -636,7 +639,7 @@ class FileStore:
                 data = b"".join(parts)
                 try:
                     if sync:
-                        await loop.run_in_executor(self._io, writer.write, data, first_lsn, sync)
+                        await io.run(loop, writer.write, data, first_lsn, sync)
                     else:
                         # No fsync: a page-cache write is cheaper inline than a
                         # hop to the I/O thread and back.
@@ -755,19 +758,19 @@ class FileStore:
             barrier = self._enqueue(())
             writer = SnapshotWriter(self._snap_dir, covered, self._opener)
             try:
-                await loop.run_in_executor(self._snap_io, writer.write_entries, entries)
+                await self._snap_io.run(loop, writer.write_entries, entries)
                 del entries
                 await barrier  # publish only what is durable
                 tail = self._tail.export(covered)
-                size = await loop.run_in_executor(self._snap_io, writer.finish, tail)
+                size = await self._snap_io.run(loop, writer.finish, tail)
             except BaseException:
-                await loop.run_in_executor(self._snap_io, writer.abort)
+                await self._snap_io.run(loop, writer.abort)
                 raise
             self._bytes_at_snapshot = mark
             self._last_snapshot_size = size
             self.stats.snapshots += 1
             try:
-                deleted = await loop.run_in_executor(self._io, self._compact_sync, covered)
+                deleted = await self._io.run(loop, self._compact_sync, covered)
             except OSError as exc:
                 log.warning("compacting the log behind snapshot %d failed: %s", covered, exc)
                 deleted = 0
@@ -820,5 +823,5 @@ class FileStore:
             os.close(fd)
         for pool in (self._io, self._snap_io):
             if pool is not None:
-                pool.shutdown(wait=True)
+                pool.shutdown()
         self._io = self._snap_io = None

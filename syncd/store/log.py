@@ -69,6 +69,9 @@ _SEGMENT_RE = re.compile(r"^(\d{20})\.seg$")
 
 Opener = Callable[[str], "LogFile"]
 
+_dsync_flag: int = getattr(os, "RWF_DSYNC", 0)
+"""``pwritev``'s flag for a durable write, or 0 once the kernel has refused it."""
+
 
 class StoreCorruptError(Exception):
     """The data on disk is damaged where a crash cannot have damaged it."""
@@ -140,6 +143,29 @@ class LogFile:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
             view = view[n:]
             offset += n
+
+    def write_durable(self, data: bytes | memoryview, offset: int) -> None:
+        """``write_at`` and ``fsync`` as one system call (RWF_DSYNC, the per-write
+        O_DSYNC) where the kernel has it: the I/O thread then gives up and takes
+        back the GIL once per group commit instead of twice."""
+        global _dsync_flag
+        flag = _dsync_flag
+        view = memoryview(data)
+        while view and flag:
+            try:
+                n = os.pwritev(self._fd, [view], offset, flag)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL) or len(view) != len(data):
+                    raise
+                _dsync_flag = flag = 0  # this kernel or file system refuses the flag
+                break
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
+            view = view[n:]
+            offset += n
+        if not flag:
+            self.write_at(view, offset)
+            self.fsync()
 
     def fsync(self) -> None:
         os.fsync(self._fd)
@@ -419,10 +445,11 @@ class LogWriter:
             if self.active_size >= self.segment_bytes:
                 self._rotate(first_lsn)
             active = self.active
-            active.write_at(data, self.active_size)
             if sync:
-                active.fsync()
+                active.write_durable(data, self.active_size)
                 self.fsyncs += 1
+            else:
+                active.write_at(data, self.active_size)
         except OSError:
             self._break()
             raise

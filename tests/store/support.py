@@ -72,6 +72,10 @@ class FaultyFile(LogFile):
             raise OSError(code, os.strerror(code), self.path)
         super().write_at(data, offset)
 
+    def write_durable(self, data: bytes | memoryview, offset: int) -> None:
+        self.write_at(data, offset)  # both fault points, in the order a kernel meets them
+        self.fsync()
+
     def fsync(self) -> None:
         code = self.faults.fsync_errno
         if code is not None:

@@ -180,3 +180,29 @@ def test_damage_is_cut_only_inside_the_last_batch(
     else:
         with pytest.raises(StoreCorruptError, match="offset"):
             scan(path)
+
+
+@pytest.mark.parametrize("flag", ["kernel", "refused"])
+def test_write_durable_writes_at_the_offset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str
+) -> None:
+    """A group commit's one durable write: with the kernel's RWF_DSYNC, or, where
+    the kernel refuses the flag, a plain write and fsync from then on."""
+    import syncd.store.log as log_module
+
+    if flag == "refused":
+        # A flag no kernel knows: pwritev2 fails with EOPNOTSUPP, as an old
+        # kernel does for RWF_DSYNC, before writing anything.
+        monkeypatch.setattr(log_module, "_dsync_flag", 1 << 30)
+    elif not log_module._dsync_flag:
+        pytest.skip("this platform has no RWF_DSYNC")
+    path = tmp_path / "seg"
+    f = LogFile.open(str(path))
+    try:
+        f.write_durable(b"hello ", 0)
+        f.write_durable(memoryview(b"durable world"), 6)
+    finally:
+        f.close()
+    assert path.read_bytes() == b"hello durable world"
+    if flag == "refused":
+        assert log_module._dsync_flag == 0
