@@ -42,6 +42,7 @@ class App:
         )
         self.engine = Engine(op_id_window=settings.op_id_window)
         self.store: Store = self._make_store()
+        self.metrics.watch_store(lambda: getattr(self.store, "stats", None))
         self._auth: Authenticator | None = None
         self.webhooks: WebhookDispatcher | None = None
         self.service = CrdtService(self)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from prometheus_client import (
@@ -57,6 +57,16 @@ OPS_DOC: Final = "CRDT operations applied"
 WAL_DOC: Final = "WAL entries written"
 MERGE_DOC: Final = "Merge/apply latency"
 HTTP_DOC: Final = "HTTP requests answered"
+
+STORE_COUNTERS: Final = (
+    ("batches", "service_store_commits_total", "Group commits written to the embedded log"),
+    ("fsyncs", "service_store_fsyncs_total", "Syncs of the embedded log to disk"),
+    ("bytes_written", "service_store_log_bytes_total", "Bytes appended to the embedded log"),
+    ("snapshots", "service_store_snapshots_total", "Snapshots of the embedded store published"),
+    ("failures", "service_store_write_failures_total", "Failed writes or syncs of the log"),
+)
+"""(field of the store's stats, metric, help). Records per commit, the group
+commit's batch size, is ``service_wal_entries_total`` over the commits."""
 
 
 class WalCounter:
@@ -168,6 +178,24 @@ class HotCounters(Collector):
         yield self.http.family("service_http_requests_total", HTTP_DOC, ["status"])
 
 
+class StoreCollector(Collector):
+    """The embedded store's own counters, read from its stats when scraped."""
+
+    def __init__(self, stats: Callable[[], object | None]) -> None:
+        self._stats = stats
+
+    def describe(self) -> Iterator[Metric]:
+        for _, name, doc in STORE_COUNTERS:
+            yield CounterMetricFamily(name, doc)
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        for field, name, doc in STORE_COUNTERS:
+            value = getattr(stats, field, None)
+            if isinstance(value, int):  # a store without this counter has no sample
+                yield CounterMetricFamily(name, doc, value=value)
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -203,6 +231,10 @@ class Metrics:
         )
         self.http_response = self.hot.http_response
         """Count one HTTP answer by status (``service_http_requests_total``)."""
+
+    def watch_store(self, stats: Callable[[], object | None]) -> None:
+        """Export the store's counters (see ``STORE_COUNTERS``) from ``stats()``."""
+        self.registry.register(StoreCollector(stats))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

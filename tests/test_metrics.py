@@ -3,6 +3,7 @@ labels and buckets, and right after real ops over WebSocket and HTTP."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -116,3 +117,33 @@ async def test_values_after_real_ops(make_server: Any) -> None:
     assert got[("service_merge_duration_seconds_count", (ns,))] == 10
     assert got[("service_merge_duration_seconds_bucket", (("le", "+Inf"), ns))] == 10
     assert 0 < got[("service_merge_duration_seconds_sum", (ns,))] < 1
+
+
+async def test_store_counters_show_the_group_commit(make_server: Any) -> None:
+    """Concurrent writers share commits: fewer commits than records, one fsync
+    each, and the log's bytes, all read from the real store at scrape time."""
+    server: RunningServer = await make_server(fsync="batch")
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client, NS)
+        before = samples((await client.get("/metrics")).text)
+        answers = await asyncio.gather(
+            *(op(client, h, f"gc:s{i % 4}", {"op": "increment"}, NS) for i in range(40))
+        )
+        assert {r.status_code for r in answers} == {200}
+        got = samples((await client.get("/metrics")).text)
+    commits = got[("service_store_commits_total", ())] - before[("service_store_commits_total", ())]
+    fsyncs = got[("service_store_fsyncs_total", ())] - before[("service_store_fsyncs_total", ())]
+    records = got[("service_wal_entries_total", ())] - before[("service_wal_entries_total", ())]
+    assert records == 40
+    assert 1 <= commits <= records
+    assert fsyncs == commits  # SERVICE_FSYNC=batch: one sync per group commit
+    stats = server.app.store.stats  # type: ignore[attr-defined]
+    assert got[("service_store_log_bytes_total", ())] == stats.bytes_written > 40 * 100
+    assert got[("service_store_write_failures_total", ())] == 0
+    assert ("service_store_snapshots_total", ()) in got
+
+
+def test_a_store_without_counters_exports_none() -> None:
+    m = Metrics()
+    m.watch_store(lambda: None)
+    assert "service_store_" not in m.render().decode()
