@@ -686,6 +686,16 @@ def load_average() -> str:
     return "unknown"
 
 
+def cpu_index() -> float | None:
+    """perf.cpu_index on the server core: how fast the machine is right now."""
+    cmd = pinned([sys.executable, "-m", "perf.cpu_index", "--json"], SERVER_CORE)
+    try:
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return float(json.loads(out.stdout)["us"])
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return None
+
+
 def git_commit() -> str:
     try:
         sha = subprocess.run(
@@ -742,6 +752,10 @@ def markdown_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def _index(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "not measured"
+
+
 def duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} minutes" if seconds >= 120 else f"{seconds:.0f} s"
 
@@ -762,6 +776,10 @@ def results_markdown(report: dict[str, Any]) -> str:
         f"- Load average (1, 5, 15 min) at the start: {report['load_start']};"
         f" at the end: {report['load_end']}",
         f"- Servers pinned to core {m['server_core']}, load generators to core {m['load_core']}.",
+        f"- CPU speed index (`python -m perf.cpu_index` on the server core, microseconds;"
+        f" lower is faster) at the start: {_index(report.get('cpu_index_start'))};"
+        f" at the end: {_index(report.get('cpu_index_end'))}. The same code's figures move"
+        " with it: compare two runs only next to their indexes.",
         "",
         "**This machine is shared.** Other agents were building and testing on the same"
         " two cores during the run (see the load averages), so every figure here is noisy"
@@ -816,6 +834,7 @@ def run_suite(
         "benchmarks": list(names),
         "machine": machine(),
         "load_start": load_average(),
+        "cpu_index_start": cpu_index(),
     }
     rows: list[Row] = []
     errors: dict[str, str] = {}
@@ -835,12 +854,17 @@ def run_suite(
             log(f"   ({time.monotonic() - t0:.0f} s)")
         report["raw"] = ctx.raw
     report["load_end"] = load_average()
+    report["cpu_index_end"] = cpu_index()
     report["seconds"] = time.time() - started
     report["rows"] = [dataclasses.asdict(r) for r in rows]
     report["errors"] = errors
     log("")
     log(table([cells(r) for r in rows], HEADER))
     log(f"\nload average at the start {report['load_start']}, at the end {report['load_end']}")
+    log(
+        f"cpu index at the start {_index(report['cpu_index_start'])} us,"
+        f" at the end {_index(report['cpu_index_end'])} us"
+    )
     if json_path:
         Path(json_path).write_text(json.dumps(report, indent=2) + "\n")
         log(f"JSON: {json_path}")

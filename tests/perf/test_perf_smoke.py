@@ -72,6 +72,9 @@ def test_quick_suite_writes_rows_json_and_markdown(tmp_path: Path) -> None:
     assert "## Machine" in md and "shared" in md
     assert "| workload | syncd | peer |" in md
     assert report["machine"]["cores"] >= 1
+    # The machine's speed at both ends of the run, so runs can be compared.
+    assert 0 < report["cpu_index_start"] < 1000 and 0 < report["cpu_index_end"] < 1000
+    assert f"at the start: {report['cpu_index_start']:.2f}" in md
     # The table printed at the end carries the same rows.
     assert "RGA replay rustcode" in proc.stdout
 
