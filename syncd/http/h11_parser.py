@@ -106,18 +106,21 @@ class H11Parser:
                 return CLOSED
 
     def _on_head(self, event: h11.Request) -> Event | None:
-        if len(event.headers) > MAX_HEADERS:
+        # raw_items() is a plain list: iterating h11's Headers goes through
+        # Sequence.__iter__ and costs twice as much.
+        items = event.headers.raw_items()
+        if len(items) > MAX_HEADERS:
             self._failed = ParseError(431, "too many header fields")
             return self._failed
         headers: dict[str, str] = {}
         # h11 bounds only heads that arrive incomplete; one that arrives whole
         # in a single read is measured here so both parsers share the limit.
-        head_bytes = len(event.target) + sum(len(n) + len(v) + 4 for n, v in event.headers)
+        head_bytes = len(event.target) + sum(len(n) + len(v) + 4 for n, v in items)
         if head_bytes > MAX_HEAD_BYTES:
             self._failed = ParseError(431, "request head too large")
             return self._failed
-        for raw_name, raw_value in event.headers:
-            name = raw_name.decode("latin-1")
+        for raw_name, raw_value in items:
+            name = raw_name.decode("latin-1").lower()
             value = raw_value.decode("latin-1")
             if name in headers:
                 headers[name] = headers[name] + ", " + value
