@@ -72,6 +72,12 @@ WRITE_LOW_WATER: Final = 64 * 1024
 # error answer and close; short enough that it costs nothing under attack.
 LINGER_TIMEOUT_S: Final = 2.0
 LINGER_MAX_BYTES: Final = 1024 * 1024
+# A connection refused with 503 (over SERVICE_MAX_CONNECTIONS, or shutting
+# down) lingers too, so its client reads the 503 instead of a reset, but more
+# briefly, and only so many at once: past this many, a flood over the cap is
+# closed at once rather than held.
+REFUSED_LINGER_S: Final = 0.5
+MAX_REFUSED_LINGERING: Final = 64
 
 
 class ServerContext:
@@ -100,6 +106,8 @@ class ServerContext:
         self.extra_headers = extra_headers
         self.on_response = on_response
         self.connections: set[HttpProtocol] = set()
+        self.refused_lingering = 0
+        """Connections answered 503 at accept and lingering (MAX_REFUSED_LINGERING)."""
         self.other_connections: set[Any] = set()
         """Upgraded (WebSocket) connections, counted against max_connections."""
         self.closing = False
@@ -130,6 +138,7 @@ class HttpProtocol(asyncio.Protocol):
         self._lingering = False
         self._linger_budget = 0
         self._unsent_mark = 0
+        self._refused = False
 
     # -- asyncio.Protocol ------------------------------------------------
 
@@ -142,8 +151,9 @@ class HttpProtocol(asyncio.Protocol):
         if ctx.closing or ctx.connection_count >= ctx.max_connections:
             reason = "server is shutting down" if ctx.closing else "too many connections"
             transport.write(render(error_response(503, "unavailable", reason), keep_alive=False))
-            transport.close()
-            self._closed = True
+            if ctx.on_response is not None:
+                ctx.on_response(503)
+            self._refuse()
             return
         ctx.connections.add(self)
         self._set_deadline(self._ctx.header_timeout)
@@ -176,6 +186,9 @@ class HttpProtocol(asyncio.Protocol):
         return True  # keep our side open until our answer is written
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._refused:
+            self._refused = False
+            self._ctx.refused_lingering -= 1
         self._closed = True
         self._ctx.connections.discard(self)
         self._cancel_timer()
@@ -416,6 +429,24 @@ class HttpProtocol(asyncio.Protocol):
         self._resume_reading()
         if not self._write_paused:
             self._set_deadline(LINGER_TIMEOUT_S)
+
+    def _refuse(self) -> None:
+        """After the 503 of a refused connection: linger briefly, within bounds."""
+        transport = self._transport
+        ctx = self._ctx
+        if (
+            transport is None
+            or ctx.refused_lingering >= MAX_REFUSED_LINGERING
+            or not transport.can_write_eof()
+        ):
+            self._close()
+            return
+        ctx.refused_lingering += 1
+        self._refused = True
+        transport.write_eof()
+        self._lingering = True
+        self._linger_budget = WRITE_LOW_WATER  # a request or two, not a body upload
+        self._set_deadline(REFUSED_LINGER_S)
 
     def shutdown(self) -> None:
         """Graceful stop: idle connections close now, busy ones after their answer."""

@@ -301,6 +301,54 @@ async def test_connection_cap(make_server: Any) -> None:
         assert (await client.get("/health/live")).status_code == 200
 
 
+async def test_a_refused_connection_is_half_closed_not_reset(make_server: Any) -> None:
+    """Over the cap, the 503 comes with a FIN, and what the client still sends is
+    read and dropped: a client whose request crossed the refusal reads the 503
+    and a clean EOF, where a full close would answer its bytes with a reset."""
+    srv = await make_server(max_connections=1)
+    held = await open_raw(srv.port)
+    await asyncio.sleep(0.05)
+    reader, writer = await open_raw(srv.port)
+    status, _, body = await read_response(reader)
+    assert status == 503 and json.loads(body)["error"] == "unavailable"
+    writer.write(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n" * 20)
+    await writer.drain()
+    await asyncio.sleep(0.1)  # time for a reset to come back, if one were sent
+    assert await asyncio.wait_for(reader.read(), 5) == b""  # EOF, no ConnectionResetError
+    assert srv.app.server_ctx.refused_lingering == 1
+    writer.close()
+    async with httpx.AsyncClient(base_url=srv.url) as client:
+        held[1].close()  # free the one slot for the scrape
+        await asyncio.sleep(0.05)
+        text = (await client.get("/metrics")).text
+    assert 'service_http_requests_total{status="503"} 1.0' in text
+    await wait_until(lambda: srv.app.server_ctx.refused_lingering == 0, 5)
+
+
+async def test_refused_connections_linger_within_bounds(
+    make_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(protocol, "REFUSED_LINGER_S", 0.2)
+    monkeypatch.setattr(protocol, "MAX_REFUSED_LINGERING", 2)
+    srv = await make_server(max_connections=1)
+    ctx = srv.app.server_ctx
+    held = await open_raw(srv.port)
+    await asyncio.sleep(0.05)
+    refused = [await open_raw(srv.port) for _ in range(4)]
+    for reader, _ in refused:  # every one gets its 503
+        assert (await read_response(reader))[0] == 503
+    # Two linger (their clients stay silent, so only the timer ends them); the
+    # other two were closed at once.
+    assert ctx.refused_lingering == 2
+    started = time.monotonic()
+    await wait_until(lambda: ctx.refused_lingering == 0, 5)
+    assert time.monotonic() - started < 2
+    for reader, writer in refused:
+        assert await read_until_closed(reader) == b""
+        writer.close()
+    held[1].close()
+
+
 async def test_metrics_parse_with_prometheus_parser(server: RunningServer) -> None:
     async with httpx.AsyncClient(base_url=server.url) as client:
         r = await client.get("/metrics")
