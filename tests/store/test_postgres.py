@@ -310,6 +310,26 @@ async def test_two_nodes_never_hand_out_the_same_seq(start_node: StartNode) -> N
         assert conn.execute("SELECT seq FROM crdts").fetchall() == [(40,)]
 
 
+async def test_one_client_on_two_nodes_never_mints_the_same_rga_id(start_node: StartNode) -> None:
+    """The same client id (here the admin's) typing into one document through two
+    nodes at once: each node catches the document up under its row lock before
+    applying, so element counters continue past the other node's, never repeat."""
+    a = await start_node("a")
+    b = await start_node("b")
+    results = await asyncio.gather(
+        *(
+            op(node, "rg:doc", {"op": "insert", "index": 0, "text": ch})
+            for ch in "abcdefghijklmnopqrst"
+            for node in (a, b)
+        )
+    )
+    ids = [i for r in results for i in r.extra["ids"]]
+    assert len(ids) == 40 and len(set(ids)) == 40
+    await eventually(lambda: full(a, "rg:doc") == full(b, "rg:doc"))
+    text = a.engine.read(NS, "rg:doc")["text"]  # type: ignore[index]
+    assert sorted(text) == sorted("abcdefghijklmnopqrst" * 2)
+
+
 async def test_op_id_is_idempotent_across_nodes(start_node: StartNode) -> None:
     a = await start_node("a")
     b = await start_node("b")
