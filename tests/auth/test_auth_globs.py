@@ -88,7 +88,8 @@ def test_no_catastrophic_backtracking() -> None:
     s = "a" * 256
     start = time.perf_counter()
     assert not compile_glob(pattern)(s)
-    assert time.perf_counter() - start < 0.05
+    # Backtracking would take minutes; the bound leaves room for a busy machine.
+    assert time.perf_counter() - start < 0.5
 
 
 def test_empty_globset_matches_nothing() -> None:

@@ -111,7 +111,9 @@ async def test_lingering_close_ends_at_timeout_or_byte_cap(
     assert ctx.connection_count == 1
     await wait_until(lambda: ctx.connection_count == 0, 2)
     writer.close()
-    # a client that keeps sending after our answer: dropped past the byte cap
+    # a client that keeps sending after our answer: dropped past the byte cap,
+    # long before a linger timeout it could otherwise reach
+    monkeypatch.setattr(protocol, "LINGER_TIMEOUT_S", 30.0)
     reader, writer = await open_raw(srv.port)
     writer.write(b"GET /health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
     assert (await read_response(reader))[0] == 200
@@ -120,8 +122,8 @@ async def test_lingering_close_ends_at_timeout_or_byte_cap(
         for _ in range(64):
             writer.write(b"y" * 4096)
             await writer.drain()
-    await wait_until(lambda: ctx.connection_count == 0, 2)
-    assert time.monotonic() - started < 0.3  # the cap, not the timeout
+    await wait_until(lambda: ctx.connection_count == 0, 10)
+    assert time.monotonic() - started < 10  # the cap, not the 30 s timeout
     writer.close()
 
 

@@ -189,8 +189,10 @@ async def test_two_failures_then_success_retry_after_200_and_400_ms(
     assert len(bodies) == 1  # the same event, byte for byte
     gap1 = r.requests[1].at - r.requests[0].at
     gap2 = r.requests[2].at - r.requests[1].at
-    assert 0.2 <= gap1 < 0.2 + 0.1, gap1
-    assert 0.4 <= gap2 < 0.4 + 0.1, gap2
+    # Each gap at least its delay, and short of the next one (on a busy machine
+    # the loop may run late, never early).
+    assert 0.2 <= gap1 < 0.4, gap1
+    assert 0.4 <= gap2 < 0.8, gap2
     assert deliveries(metrics, "retry") == 2
     assert deliveries(metrics, "failed") == 0
     assert dropped(metrics) == 0
