@@ -16,6 +16,10 @@ of a *later* batch is real corruption (refuse to start), while damage inside the
 last batch is a torn write (cut it). Damage in a final batch that had been
 acknowledged cannot be told from a torn write and is cut too.
 
+While syncing, the file of the active segment runs ahead of its last record
+with zeros (``RUNWAY_BYTES``): a scan ends cleanly where only zeros are left,
+since no frame starts with a zero length word.
+
 Segments are named by the LSN of their first record, zero-padded to 20 digits,
 so names sort by LSN. Nothing a client chose ever becomes part of a file name.
 
@@ -58,6 +62,16 @@ SEGMENT_BYTES = 16 * 1024 * 1024
 """Rotation size: rotating costs a file create and a directory fsync, so not too
 small; compaction deletes whole segments and start-up checks (without decoding)
 the covered part of the segment holding the snapshot's LSN, so not too large."""
+
+RUNWAY_BYTES = 1024 * 1024
+"""Zeros kept written ahead of the log's end while syncing. A durable write
+that extends a file must also commit its new size and blocks (a file-system
+journal commit); one into blocks already written needs neither, and costs
+half as much here (RWF_DSYNC of a 2.7 KB batch: 146-173 us p50 instead of
+285-332, and half the system CPU). The zeros go out with the next durable
+write, once per runway, instead of a journal commit with every commit."""
+
+_ZEROS = bytes(RUNWAY_BYTES)
 
 PROBE_BYTES = b"\0" * 4096
 """One page: a probe smaller than a page could fit in a nearly full disk that a
@@ -167,6 +181,16 @@ class LogFile:
             self.write_at(view, offset)
             self.fsync()
 
+    def zero_fill(self, start: int, end: int) -> None:
+        """Write zeros over ``[start, end)`` (the runway; not a fault point for
+        tests: a failure here only costs the runway)."""
+        view = memoryview(_ZEROS)
+        while start < end:
+            n = os.pwrite(self._fd, view[: min(len(view), end - start)], start)
+            if n <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
+            start += n
+
     def fsync(self) -> None:
         os.fsync(self._fd)
 
@@ -242,6 +266,10 @@ def check_segment(
         )
     mv = memoryview(data)
     n = len(data)
+    # Past the last nonzero byte there is no frame: a runway's zeros, or the
+    # unwritten rest of a torn batch (never acknowledged: its write did not
+    # complete). rstrip copies only when there are zeros to strip.
+    data_end = len(data.rstrip(b"\0"))
     off = 0
     unpack = HEADER.unpack_from
     crc32 = zlib.crc32
@@ -275,10 +303,12 @@ def check_segment(
                 expected += 1
                 off = end
                 continue
+        if off >= data_end:
+            break  # the clean end of a file written with a runway
         bad = _frame_fault(mv, off, expected, word_crcs)
         if not bad:
             continue  # a good record of a length not seen before
-        if not tolerate_tail or _later_batch_starts(mv, off + 1, expected):
+        if not tolerate_tail or _later_batch_starts(mv, off + 1, expected, data_end):
             raise StoreCorruptError(
                 f"{path}: {bad} at offset {off}, before data that was made durable "
                 f"after it; refusing to start (restore the file from a backup, or "
@@ -391,12 +421,13 @@ def scan_segment(
     return scan
 
 
-def _later_batch_starts(mv: memoryview, start: int, expected: int) -> bool:
+def _later_batch_starts(mv: memoryview, start: int, expected: int, data_end: int) -> bool:
     """Whether a good frame opening a write batch (LSN >= ``expected``) lies at or
-    after ``start``: if so, the damage before it is not a torn last batch."""
+    after ``start`` (and before ``data_end``, where only zeros follow): if so, the
+    damage before it is not a torn last batch."""
     n = len(mv)
     unpack = HEADER.unpack_from
-    for p in range(start, n - HEADER_SIZE + 1):
+    for p in range(start, min(n - HEADER_SIZE + 1, data_end)):
         if mv[p + 3] < 0x80:  # the batch-start flag is the top bit of the length word
             continue
         word, crc, lsn = unpack(mv, p)
@@ -434,6 +465,10 @@ class LogWriter:
         self.segments = segments
         self.active: LogFile | None = None
         self.active_size = 0
+        self.zeroed_end = 0
+        """The active file's bytes written so far, records and runway zeros."""
+        self.runway = True
+        """False once zeros did not fit in the active file (a nearly full disk)."""
         self.broken: tuple[str, int] | None = None
         self.fsyncs = 0
 
@@ -446,6 +481,9 @@ class LogWriter:
                 self._rotate(first_lsn)
             active = self.active
             if sync:
+                end = self.active_size + len(data)
+                if end > self.zeroed_end and self.runway:
+                    self._extend_runway(active, end + RUNWAY_BYTES)
                 active.write_durable(data, self.active_size)
                 self.fsyncs += 1
             else:
@@ -454,6 +492,22 @@ class LogWriter:
             self._break()
             raise
         self.active_size += len(data)
+
+    def _extend_runway(self, active: LogFile, end: int) -> None:
+        """Zeros up to ``end``: committed by the durable write that follows, after
+        which writes inside them need no journal commit (see RUNWAY_BYTES). Best
+        effort: without room for the zeros, the batch extends the file itself."""
+        # Never below the records: after a runway failed, zeroed_end lags them.
+        start = max(self.zeroed_end, self.active_size)
+        try:
+            active.zero_fill(start, end)
+        except OSError as exc:
+            log.debug("no runway for %s: %s", active.path, exc)
+            with contextlib.suppress(OSError):
+                active.truncate(start)
+            self.runway = False  # not again in this file: it would fail each commit
+            return
+        self.zeroed_end = end
 
     def sync(self) -> None:
         if self.active is not None:
@@ -494,7 +548,8 @@ class LogWriter:
             if not self.segments or self.segments[-1][1] != path:
                 self.segments.append((next_lsn, path))
             self.active = f
-            self.active_size = 0
+            self.active_size = self.zeroed_end = 0
+            self.runway = True
         self.probe()
 
     def probe(self) -> None:
@@ -541,16 +596,26 @@ class LogWriter:
 
     def close(self) -> None:
         if self.active is not None:
+            if self.zeroed_end > self.active_size:
+                # A closed log ends at its last record (a crash leaves the
+                # runway, which a scan stops at anyway).
+                with contextlib.suppress(OSError):
+                    self.active.truncate(self.active_size)
             self.active.close()
             self.active = None
 
     def _rotate(self, first_lsn: int) -> None:
         path = os.path.join(self.log_dir, segment_name(first_lsn))
         new = self.opener(path)
-        old = self.active
-        self.active, self.active_size = new, 0
+        old, old_size = self.active, self.active_size
+        self.active, self.active_size, self.zeroed_end = new, 0, 0
+        self.runway = True
         self.segments.append((first_lsn, path))
         if old is not None:
+            # The runway's zeros are of no use in a full segment (a scan would
+            # stop at them anyway; this only gives the space back).
+            with contextlib.suppress(OSError):
+                old.truncate(old_size)
             try:
                 old.close()
             except OSError as exc:  # its data was fsynced with its last batch

@@ -84,7 +84,58 @@ async def test_torn_tail_at_every_byte_of_the_last_record(
         await again.close()
 
 
-@pytest.mark.parametrize("garbage", [b"\0" * 5000, os.urandom(3000), b"\xff" * 17])
+async def test_zeros_after_the_last_record_are_a_clean_end(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a crash leaves of a log written with fsync: the runway's zeros after
+    the last record. Nothing is torn, so nothing is cut and nothing is said."""
+    data = await write_log(tmp_path / "orig", [1, 2, 3])
+    plant(tmp_path / "d", data + bytes(5000))
+    store = FileStore(tmp_path / "d")
+    recovered = await store.open()
+    assert seqs(recovered.records) == [1, 2, 3, 4, 5, 6]
+    assert "cutting" not in caplog.text
+    await store.close()
+
+
+async def test_a_crash_with_the_runway_in_place_recovers_every_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = FileStore(tmp_path / "live", fsync="batch")
+    await store.open()
+    for i in range(1, 21):
+        await store.append([op(i)])
+    (segment,) = store.log_segments
+    on_disk = Path(segment).read_bytes()  # as a crash right now would leave it
+    records_end = frame_spans(on_disk.rstrip(b"\0"))[-1][1]
+    assert len(on_disk) > records_end + 512 * 1024  # the runway is there
+    assert not any(on_disk[records_end:])
+    await store.close()
+    plant(tmp_path / "crashed", on_disk)
+    again = FileStore(tmp_path / "crashed")
+    recovered = await again.open()
+    assert seqs(recovered.records) == list(range(1, 21))
+    assert "cutting" not in caplog.text
+    await again.append([op(21)])
+    await again.close()
+
+
+async def test_damage_inside_the_runway_is_a_torn_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch torn with only its later pages written: zeros, then bytes that are
+    no frame, inside the runway. Cut like any torn tail."""
+    data = await write_log(tmp_path / "orig", [1, 2, 3])
+    torn = bytes(4096) + b"\x13" * 300 + bytes(8192)
+    plant(tmp_path / "d", data + torn)
+    store = FileStore(tmp_path / "d")
+    recovered = await store.open()
+    assert seqs(recovered.records) == [1, 2, 3, 4, 5, 6]
+    assert f"cutting {len(torn)} bytes" in caplog.text
+    await store.close()
+
+
+@pytest.mark.parametrize("garbage", [os.urandom(3000), b"\xff" * 17, b"\0" * 16 + b"\x01"])
 async def test_garbage_after_the_last_record_is_cut(
     tmp_path: Path, garbage: bytes, caplog: pytest.LogCaptureFixture
 ) -> None:
