@@ -7,6 +7,8 @@ recovery time with and without a snapshot.
   (``fsync=always`` alongside, to show what grouping saves). With closed-loop
   writers a batch holds at most one append per writer, so batch throughput is
   about ``writers / fsync latency``;
+* the same for ``batch`` and ``always`` with the log's runway of zeros off, and
+  the gain with it: what writing into blocks already written saves;
 * bytes on disk per small op record (frame header + msgpack body);
 * start-up time (``open()``: read, check, decode, rebuild the replay tail) for
   ``--records`` records over ``--crdts`` CRDTs, first with the whole history in
@@ -46,8 +48,10 @@ def record(crdt: int, seq: int) -> dict[str, Any]:
     }
 
 
-async def throughput(data_dir: str, mode: str, writers: int, seconds: float) -> dict[str, float]:
-    store = FileStore(data_dir, fsync=mode)
+async def throughput(
+    data_dir: str, mode: str, writers: int, seconds: float, runway: bool = True
+) -> dict[str, float]:
+    store = FileStore(data_dir, fsync=mode, log_runway=runway)
     await store.open()
     stop = time.perf_counter() + seconds
     done = 0
@@ -150,6 +154,16 @@ async def main() -> None:
             print(
                 f"fsync={mode:6s} {args.writers} writers: {r['appends_per_s']:9.0f} appends/s, "
                 f"{r['fsyncs_per_s']:6.0f} fsyncs/s, {r['records_per_batch']:6.1f} records/batch"
+            )
+        for mode in ("batch", "always"):
+            # The same with the log's runway off (syncd.store.log.RUNWAY_BYTES):
+            # every durable write then extends the file.
+            r = await throughput(
+                os.path.join(base, f"tp-{mode}-norunway"), mode, args.writers, args.seconds, False
+            )
+            print(
+                f"fsync={mode:6s} {args.writers} writers, no runway: {r['appends_per_s']:9.0f}"
+                f" appends/s ({results[mode]['appends_per_s'] / r['appends_per_s']:.2f}x with it)"
             )
         ratio = results["batch"]["appends_per_s"] / results["never"]["appends_per_s"]
         gain = results["batch"]["appends_per_s"] / results["always"]["appends_per_s"]

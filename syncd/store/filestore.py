@@ -334,6 +334,7 @@ class FileStore:
         on_written: Callable[[int], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         opener: Opener = LogFile.open,
+        log_runway: bool = True,
     ) -> None:
         if fsync not in FSYNC_MODES:
             raise ValueError(f"unknown fsync mode {fsync!r}; expected one of {FSYNC_MODES}")
@@ -347,6 +348,7 @@ class FileStore:
         self._log_dir = os.path.join(self.data_dir, "log")
         self._snap_dir = os.path.join(self.data_dir, "snapshots")
         self._segment_bytes = segment_bytes
+        self._log_runway = log_runway
         self._snapshot_every = snapshot_every_bytes
         self._max_batch = max_batch_bytes
         self._tail_per_crdt = replay_tail_per_crdt
@@ -802,7 +804,9 @@ class FileStore:
             tail_per_crdt=self._tail_per_crdt,
             tail_total=self._tail_total,
         )
-        writer = LogWriter(self._log_dir, self._opener, self._segment_bytes, disk.segments)
+        writer = LogWriter(
+            self._log_dir, self._opener, self._segment_bytes, disk.segments, self._log_runway
+        )
         # The last segment is cut to its good end and a fresh one started, the same
         # path as after a failed write.
         writer.broken = disk.last

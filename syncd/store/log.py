@@ -458,8 +458,11 @@ class LogWriter:
         opener: Opener,
         segment_bytes: int,
         segments: list[tuple[int, str]],
+        runway: bool = True,
     ) -> None:
         self.log_dir = log_dir
+        self.runway_enabled = runway
+        """Whether to keep a runway at all (see RUNWAY_BYTES); on unless measuring."""
         self.opener = opener
         self.segment_bytes = segment_bytes
         self.segments = segments
@@ -467,8 +470,8 @@ class LogWriter:
         self.active_size = 0
         self.zeroed_end = 0
         """The active file's bytes written so far, records and runway zeros."""
-        self.runway = True
-        """False once zeros did not fit in the active file (a nearly full disk)."""
+        self.runway = runway
+        """For the active file: False once zeros did not fit (a nearly full disk)."""
         self.broken: tuple[str, int] | None = None
         self.fsyncs = 0
 
@@ -549,7 +552,7 @@ class LogWriter:
                 self.segments.append((next_lsn, path))
             self.active = f
             self.active_size = self.zeroed_end = 0
-            self.runway = True
+            self.runway = self.runway_enabled
         self.probe()
 
     def probe(self) -> None:
@@ -609,7 +612,7 @@ class LogWriter:
         new = self.opener(path)
         old, old_size = self.active, self.active_size
         self.active, self.active_size, self.zeroed_end = new, 0, 0
-        self.runway = True
+        self.runway = self.runway_enabled
         self.segments.append((first_lsn, path))
         if old is not None:
             # The runway's zeros are of no use in a full segment (a scan would
