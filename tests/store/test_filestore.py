@@ -200,3 +200,22 @@ async def test_ops_since_is_served_after_appends_and_after_restart(
     again, _ = await make_store()
     assert seqs(await again.ops_since("n", "gc:a", "e1", 0) or []) == list(range(1, 11))
     assert await again.ops_since("n", "gc:a", "e2", 0) is None
+
+
+@pytest.mark.parametrize("runway", [True, False])
+async def test_the_runway_runs_ahead_of_the_records_while_syncing(
+    make_store: MakeStore, runway: bool
+) -> None:
+    store, _ = await make_store(fsync="batch", log_runway=runway)
+    for i in range(1, 11):
+        await store.append([op(i)])
+    (segment,) = store.log_segments
+    written = store.stats.bytes_written
+    size = os.path.getsize(segment)
+    if runway:
+        assert size >= written + 1024 * 1024 // 2  # zeros ahead of the records
+        assert not any(Path(segment).read_bytes()[written:])
+    else:
+        assert size == written
+    await store.close()
+    assert os.path.getsize(segment) == written  # a clean stop gives the zeros back
