@@ -334,7 +334,7 @@ class HttpProtocol(asyncio.Protocol):
         self._busy = False
         self._task = None
         if not keep_alive:
-            self._close_after_answer()
+            self._close_after_answer(LINGER_TIMEOUT_S, LINGER_MAX_BYTES)
             return
         self._parser.start_next_cycle()
         self._set_deadline(self._ctx.keepalive_timeout)
@@ -410,9 +410,10 @@ class HttpProtocol(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
-    def _close_after_answer(self) -> None:
-        """Half-close and linger (see the module docstring), or close at once
-        when the peer has said all it will."""
+    def _close_after_answer(self, timeout: float, budget: int) -> None:
+        """Half-close and linger up to ``timeout`` and ``budget`` discarded bytes
+        (see the module docstring), or close at once when the peer has said all
+        it will."""
         transport = self._transport
         if (
             transport is None
@@ -425,28 +426,22 @@ class HttpProtocol(asyncio.Protocol):
             return
         transport.write_eof()
         self._lingering = True
-        self._linger_budget = LINGER_MAX_BYTES
+        self._linger_budget = budget
         self._resume_reading()
         if not self._write_paused:
-            self._set_deadline(LINGER_TIMEOUT_S)
+            self._set_deadline(timeout)
 
     def _refuse(self) -> None:
         """After the 503 of a refused connection: linger briefly, within bounds."""
-        transport = self._transport
         ctx = self._ctx
-        if (
-            transport is None
-            or ctx.refused_lingering >= MAX_REFUSED_LINGERING
-            or not transport.can_write_eof()
-        ):
+        if ctx.refused_lingering >= MAX_REFUSED_LINGERING:
             self._close()
             return
-        ctx.refused_lingering += 1
-        self._refused = True
-        transport.write_eof()
-        self._lingering = True
-        self._linger_budget = WRITE_LOW_WATER  # a request or two, not a body upload
-        self._set_deadline(REFUSED_LINGER_S)
+        # A request or two, not a body upload.
+        self._close_after_answer(REFUSED_LINGER_S, WRITE_LOW_WATER)
+        if self._lingering:
+            ctx.refused_lingering += 1
+            self._refused = True
 
     def shutdown(self) -> None:
         """Graceful stop: idle connections close now, busy ones after their answer."""

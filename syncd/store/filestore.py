@@ -171,8 +171,8 @@ class _Disk:
 
     def hand_over(self) -> Recovered:
         """What the caller loads. The disk lets go of it, since the finished
-        executor future that returned the disk may keep it alive for a while,
-        and with it a long log's encoded records."""
+        future that returned the disk may keep it alive for a while, and with it
+        a long log's encoded records."""
         recovered = Recovered(
             entries=self.snapshot.entries if self.snapshot else [], records=self.records
         )

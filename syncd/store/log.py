@@ -137,6 +137,16 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _write_all(fd: int, path: str, view: memoryview, offset: int, flags: int = 0) -> None:
+    """All of ``view`` at ``offset``: a write may take fewer bytes than asked."""
+    while view:
+        n = os.pwritev(fd, [view], offset, flags) if flags else os.pwrite(fd, view, offset)
+        if n <= 0:  # pwrite reports a full disk as an error; be safe anyway
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        view = view[n:]
+        offset += n
+
+
 class LogFile:
     """A file opened for writing at explicit offsets. Subclass to inject faults."""
 
@@ -150,46 +160,30 @@ class LogFile:
         return cls(path, os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
 
     def write_at(self, data: bytes | memoryview, offset: int) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.pwrite(self._fd, view, offset)
-            if n <= 0:  # pwrite reports a full disk as an error; be safe anyway
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
-            view = view[n:]
-            offset += n
+        _write_all(self._fd, self.path, memoryview(data), offset)
 
     def write_durable(self, data: bytes | memoryview, offset: int) -> None:
         """``write_at`` and ``fsync`` as one system call (RWF_DSYNC, the per-write
         O_DSYNC) where the kernel has it: the I/O thread then gives up and takes
         back the GIL once per group commit instead of twice."""
         global _dsync_flag
-        flag = _dsync_flag
-        view = memoryview(data)
-        while view and flag:
+        if _dsync_flag:
             try:
-                n = os.pwritev(self._fd, [view], offset, flag)
+                _write_all(self._fd, self.path, memoryview(data), offset, _dsync_flag)
+                return
             except OSError as exc:
-                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL) or len(view) != len(data):
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                     raise
-                _dsync_flag = flag = 0  # this kernel or file system refuses the flag
-                break
-            if n <= 0:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
-            view = view[n:]
-            offset += n
-        if not flag:
-            self.write_at(view, offset)
-            self.fsync()
+                _dsync_flag = 0  # this kernel or file system refuses the flag
+        self.write_at(data, offset)
+        self.fsync()
 
     def zero_fill(self, start: int, end: int) -> None:
         """Write zeros over ``[start, end)`` (the runway; not a fault point for
         tests: a failure here only costs the runway)."""
-        view = memoryview(_ZEROS)
-        while start < end:
-            n = os.pwrite(self._fd, view[: min(len(view), end - start)], start)
-            if n <= 0:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self.path)
-            start += n
+        zeros = memoryview(_ZEROS)
+        for at in range(start, end, len(zeros)):
+            _write_all(self._fd, self.path, zeros[: min(len(zeros), end - at)], at)
 
     def fsync(self) -> None:
         os.fsync(self._fd)
