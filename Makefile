@@ -27,7 +27,7 @@ pytest: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 test: $(VENV)/.installed
-	bash scripts/ensure-postgres.sh
+	bash scripts/check-prerequisites.sh
 	bash scripts/ensure-browser.sh
 	$(MAKE) --no-print-directory lint typecheck pytest
 	npm test --prefix clients/js

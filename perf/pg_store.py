@@ -1,20 +1,28 @@
-"""The PostgreSQL store against the embedded one, and delta propagation between nodes.
+"""The PostgreSQL store against the embedded one, three nodes, and cross-node delivery.
 
-1. Ops/s and latency (p50, p99) of ``POST .../ops`` on one node backed by
-   PostgreSQL and on one node on the embedded log (``SERVICE_FSYNC=batch``,
-   durable like PostgreSQL's synchronous commit), in the same run with the
-   same client: ``--concurrency`` keep-alive connections, each writing one op
-   at a time to random CRDTs among ``--crdts``.
-2. Propagation: two nodes on one database, an SSE subscriber on node B, one
-   op at a time written on node A; the time from sending the op to the delta
-   arriving at B (p50, p99). Small deltas travel by NOTIFY; large ones by the
-   logical replication stream (``SERVICE_WAL_CONNSTR`` set) or as a reference
-   that B reads from the table (unset).
+All in one run, with the same client (keep-alive connections, one op at a
+time each), servers as ``python -m syncd`` subprocesses, each PostgreSQL run
+on a fresh database (dropped afterwards):
 
-Servers run as ``python -m syncd`` subprocesses; each run uses a fresh
-database, dropped afterwards.
+1. spread: ``--concurrency`` connections writing increments to random CRDTs
+   among ``--crdts``, on one node on the embedded log (``SERVICE_FSYNC=batch``,
+   durable like PostgreSQL's synchronous commit) and on one node on PostgreSQL.
+2. hot: ``--hot-concurrency`` connections on one CRDT, both stores.
+3. three nodes on one database, each taking a third of the hot connections on
+   the same CRDT: together against the one-node PostgreSQL figure of 2.
+4. cross-node delivery: load on node A at half of its measured peak, an SSE
+   subscriber on node B; the time from sending a sampled op to A until B's
+   subscriber has it (p50, p99); then one op at a time for small deltas
+   (NOTIFY) and 20 KB ones (the replication stream, or a reference read from
+   the table without it).
 
-    .venv/bin/python -m perf.pg_store [--ops 3000] [--concurrency 16] [--crdts 64] [--samples 300]
+Ops/s, p50/p99 latency, and for PostgreSQL commits/s and ops per commit (from
+the node's own ``/metrics``: ``service_store_commits_total`` and
+``service_wal_entries_total``). Without ``--pg`` a throw-away PostgreSQL
+server is started for the run (initdb in a temporary directory, production
+durability settings: fsync and synchronous_commit on).
+
+    .venv/bin/python -m perf.pg_store [--ops 3000] [--pg postgresql://user@host:port]
 """
 
 from __future__ import annotations
@@ -241,6 +249,64 @@ async def propagation(
     return results, after_ack
 
 
+# -- 3. load at a fixed rate, for delivery under load ----------------------------------------
+
+
+async def paced_load(port: int, rate: float, seconds: float, crdts: int, conns: int) -> int:
+    """Open-loop load: ``rate`` increments/s spread over ``conns`` connections."""
+    done = 0
+    interval = conns / rate
+    stop_at = time.perf_counter() + seconds
+
+    async def worker(seed: int) -> None:
+        nonlocal done
+        rng = random.Random(seed)
+        http = await Http.open(port)
+        next_at = time.perf_counter() + rng.random() * interval
+        try:
+            while (now := time.perf_counter()) < stop_at:
+                if next_at > now:
+                    await asyncio.sleep(next_at - now)
+                next_at += interval
+                path = f"/v1/namespaces/{NS}/crdts/gc:c{rng.randrange(crdts)}/ops"
+                status, body = await http.post(path, {"op": "increment"})
+                if status != 200:
+                    raise RuntimeError(f"{status} {body!r}")
+                done += 1
+        finally:
+            http.close()
+
+    await asyncio.gather(*(worker(100 + i) for i in range(conns)))
+    return done
+
+
+async def delivery_under_load(
+    a: int, b: int, rate: float, seconds: float, crdts: int
+) -> tuple[list[float], int]:
+    """Write->B latency of one sampled op every 20 ms while A takes ``rate`` ops/s."""
+    load = asyncio.ensure_future(paced_load(a, rate, seconds, crdts, 16))
+    http = await Http.open(a)
+    loop = asyncio.get_running_loop()
+    results: list[float] = []
+    try:
+        async with subscribe(b, "lw:probe") as waiting:
+            await asyncio.sleep(0.5)
+            while not load.done():
+                sent = time.perf_counter()
+                status, body = await http.post(
+                    f"/v1/namespaces/{NS}/crdts/lw:probe/ops", {"op": "set", "value": sent}
+                )
+                if status != 200:
+                    raise RuntimeError(f"{status} {body!r}")
+                seq = json.loads(body)["seq"]
+                arrived = await asyncio.wait_for(waiting.setdefault(seq, loop.create_future()), 10)
+                results.append(arrived - sent)
+                await asyncio.sleep(0.02)
+    finally:
+        http.close()
+    return results, await load
+
+
 # -- main ----------------------------------------------------------------------------------
 
 
@@ -251,27 +317,118 @@ def report(name: str, values: list[float], extra: str = "", rate: float | None =
         **({"ops_per_s": rate} if rate is not None else {}),
     }
     print(
-        f"  {name:<36} p50 {ms(percentile(values, 0.5))}  p99 {ms(percentile(values, 0.99))}{extra}"
+        f"  {name:<40} p50 {ms(percentile(values, 0.5))}  p99 {ms(percentile(values, 0.99))}{extra}"
     )
 
 
-async def run(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        print(
-            f"ops: {args.ops} increments, {args.concurrency} connections, "
-            f"{args.crdts} CRDTs, one node"
-        )
-        with node({"SERVICE_FSYNC": "batch"}, root / "embedded") as port:
-            rate, lat = await throughput(port, args.ops, args.concurrency, args.crdts)
-        report("embedded log (fsync=batch)", lat, f"  {rate:8.0f} ops/s", rate)
-        with database(args.pg) as url, node({"DATABASE_URL": url}, root / "pg") as port:
-            rate, lat = await throughput(port, args.ops, args.concurrency, args.crdts)
-        report("PostgreSQL", lat, f"  {rate:8.0f} ops/s", rate)
+def scrape(port: int) -> dict[str, float]:
+    """The node's own counters: commits and records written."""
+    with socket.create_connection(("127.0.0.1", port), 5) as s:
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    wanted = ("service_store_commits_total", "service_wal_entries_total")
+    found: dict[str, float] = {}
+    for line in data.decode(errors="replace").splitlines():
+        name, _, value = line.partition(" ")
+        if name in wanted:
+            found[name] = float(value)
+    return found
 
-        print(f"propagation: write on node A, SSE subscriber on node B, {args.samples} samples")
+
+async def measured(
+    ports: list[int], ops: int, concurrency: int, crdts: int
+) -> tuple[float, list[float], str]:
+    """Throughput over ``ports`` together (``concurrency`` connections each) and the
+    commits it took."""
+    before = [scrape(p) for p in ports]
+    started = time.perf_counter()
+    runs = await asyncio.gather(
+        *(throughput(p, ops // len(ports), concurrency, crdts) for p in ports)
+    )
+    elapsed = time.perf_counter() - started
+    after = [scrape(p) for p in ports]
+    total = sum(len(lat) for _, lat in runs)
+    commits = sum(
+        x["service_store_commits_total"] - y["service_store_commits_total"]
+        for x, y in zip(after, before, strict=True)
+    )
+    records = sum(
+        x["service_wal_entries_total"] - y["service_wal_entries_total"]
+        for x, y in zip(after, before, strict=True)
+    )
+    rate = total / elapsed
+    latencies = [v for _, lat in runs for v in lat]
+    extra = f"  {rate:8.0f} ops/s"
+    if commits:
+        extra += f"  {commits / elapsed:7.0f} commits/s  {records / commits:5.1f} ops/commit"
+    return rate, latencies, extra
+
+
+@contextlib.contextmanager
+def postgres_server(url: str | None) -> Iterator[str]:
+    if url:
+        yield url.rstrip("/")
+        return
+    from tests.pgserver import throwaway_postgres
+
+    durable = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+    with throwaway_postgres({**durable, "shared_buffers": "256MB"}) as server:
+        yield server.url
+
+
+async def run(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp, postgres_server(args.pg) as pg:
+        root = Path(tmp)
+        figures: dict[str, float] = {}
+        for label, conns, crdts in (
+            ("spread", args.concurrency, args.crdts),
+            ("hot", args.hot_concurrency, 1),
+        ):
+            print(f"{label}: {args.ops} increments, {conns} connections, {crdts} CRDTs, one node")
+            with node({"SERVICE_FSYNC": "batch"}, root / f"embedded-{label}") as port:
+                emb, lat, extra = await measured([port], args.ops, conns, crdts)
+            report(f"{label}: embedded log (fsync=batch)", lat, extra, emb)
+            with database(pg) as url, node({"DATABASE_URL": url}, root / f"pg-{label}") as port:
+                rate, lat, extra = await measured([port], args.ops, conns, crdts)
+            report(f"{label}: PostgreSQL", lat, extra, rate)
+            FIGURES[f"{label}: ratio"] = {"pg_over_embedded": rate / emb}
+            print(f"  {label}: PostgreSQL / embedded log = {rate / emb:.2f}x")
+            figures[label] = rate
+
+        per_node = max(1, args.hot_concurrency // 3)
+        print(f"three nodes on one database, {per_node} connections each on one hot CRDT")
+        with database(pg) as url:
+            env = {"DATABASE_URL": url}
+            with (
+                node({**env, "SERVICE_NODE_ID": "a"}, root / "3a") as a,
+                node({**env, "SERVICE_NODE_ID": "b"}, root / "3b") as b,
+                node({**env, "SERVICE_NODE_ID": "c"}, root / "3c") as c,
+            ):
+                rate, lat, extra = await measured([a, b, c], args.ops, per_node, 1)
+        report("three nodes, one hot CRDT: together", lat, extra, rate)
+        FIGURES["three nodes: ratio"] = {"over_one_node_hot": rate / figures["hot"]}
+        print(f"  three nodes / one node (hot) = {rate / figures['hot']:.2f}x")
+
+        half = figures["spread"] / 2
+        print(
+            f"cross-node delivery: write on A, SSE on B; A under {half:.0f} ops/s "
+            f"(half of its peak), one sampled op every 20 ms"
+        )
+        with database(pg) as url:
+            env = {"DATABASE_URL": url}
+            with (
+                node({**env, "SERVICE_NODE_ID": "a"}, root / "a") as a,
+                node({**env, "SERVICE_NODE_ID": "b"}, root / "b") as b,
+            ):
+                await asyncio.sleep(0.5)
+                lat, done = await delivery_under_load(a, b, half, args.load_seconds, args.crdts)
+        report("under load: write->B", lat, f"  (load {done / args.load_seconds:.0f} ops/s)")
+
+        print(f"propagation at rest: one op at a time, {args.samples} samples")
         for wal in (False, True):
-            with database(args.pg) as url:
+            with database(pg) as url:
                 env = {"DATABASE_URL": url}
                 if wal:
                     env["SERVICE_WAL_CONNSTR"] = url
@@ -294,12 +451,16 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", type=int, default=3000)
+    ap.add_argument("--ops", type=int, default=6000)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--crdts", type=int, default=64)
+    ap.add_argument("--hot-concurrency", type=int, default=50)
+    ap.add_argument("--load-seconds", type=float, default=8.0)
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument(
-        "--pg", default=os.environ.get("SYNCD_BENCH_PG", "postgresql://root@127.0.0.1:5432")
+        "--pg",
+        default=os.environ.get("SYNCD_BENCH_PG"),
+        help="server URL without a database name (default: a throw-away server)",
     )
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)

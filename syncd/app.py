@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syncd.auth.admin import AdminSecret
 from syncd.auth.authenticator import Authenticator, Principal
@@ -26,6 +26,9 @@ from syncd.service import CrdtService
 from syncd.store.base import Recovered, Store
 from syncd.webhooks.dispatcher import WebhookDispatcher
 
+if TYPE_CHECKING:
+    from syncd.cluster.replicator import Replicator
+
 log = logging.getLogger("syncd")
 
 
@@ -41,11 +44,12 @@ class App:
             else SigningKey.generate()
         )
         self.engine = Engine(op_id_window=settings.op_id_window)
+        self.service = CrdtService(self)
+        self.cluster: Replicator | None = None
         self.store: Store = self._make_store()
-        self.metrics.watch_store(lambda: getattr(self.store, "stats", None))
+        self.metrics.watch_store(lambda: self.store.stats)
         self._auth: Authenticator | None = None
         self.webhooks: WebhookDispatcher | None = None
-        self.service = CrdtService(self)
         self.server_ctx: Any = None
         health.register(self)
         tokens.register(self)
@@ -62,9 +66,22 @@ class App:
     def _make_store(self) -> Store:
         settings = self.settings
         if settings.database_url:
+            # Imported here: psycopg is the [postgres] extra.
+            from syncd.cluster.replicator import Replicator, WalSettings
             from syncd.store.postgres import PostgresStore
 
-            return PostgresStore(settings, self)
+            wal = None
+            if settings.wal_connstr is not None:
+                wal = WalSettings(settings.wal_connstr, settings.wal_slot, settings.wal_pub)
+            store = PostgresStore(
+                settings.database_url,
+                publication=settings.wal_pub if wal is not None else None,
+                on_written=self.metrics.wal_entries_total.inc,
+            )
+            # The one interface by which other nodes' records reach the engine
+            # and the subscribers: the service.
+            self.cluster = Replicator(store, self.service, node_id=settings.node_id, wal=wal)
+            return store
         from syncd.store.filestore import FileStore
 
         return FileStore(
@@ -84,6 +101,10 @@ class App:
         recovered = await self.store.open()
         self.load_state(recovered)
         self.store.set_snapshot_source(lambda: self.engine.export_entries())
+        if self.cluster is not None:
+            # Only now may other nodes' records be applied: the state is loaded;
+            # its first catch-up covers whatever committed since.
+            self.cluster.start()
         if settings.webhook_url:
             self.webhooks = WebhookDispatcher(
                 settings.webhook_url, settings.webhook_secret, metrics=self.metrics
@@ -108,6 +129,8 @@ class App:
         await self.service.close()
         if self.webhooks is not None:
             await self.webhooks.close(self.settings.webhook_drain_s)
+        if self.cluster is not None:
+            await self.cluster.close()
         await self.store.close()
 
     # -- shared by the handlers -------------------------------------------------

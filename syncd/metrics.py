@@ -59,11 +59,15 @@ MERGE_DOC: Final = "Merge/apply latency"
 HTTP_DOC: Final = "HTTP requests answered"
 
 STORE_COUNTERS: Final = (
-    ("batches", "service_store_commits_total", "Group commits written to the embedded log"),
+    (
+        "batches",
+        "service_store_commits_total",
+        "Group commits: log writes, or PostgreSQL transactions",
+    ),
     ("fsyncs", "service_store_fsyncs_total", "Syncs of the embedded log to disk"),
     ("bytes_written", "service_store_log_bytes_total", "Bytes appended to the embedded log"),
-    ("snapshots", "service_store_snapshots_total", "Snapshots of the embedded store published"),
-    ("failures", "service_store_write_failures_total", "Failed writes or syncs of the log"),
+    ("snapshots", "service_store_snapshots_total", "Snapshots written by the store"),
+    ("failures", "service_store_write_failures_total", "Failed writes, syncs or commits"),
 )
 """(field of the store's stats, metric, help). Records per commit, the group
 commit's batch size, is ``service_wal_entries_total`` over the commits."""
@@ -179,9 +183,9 @@ class HotCounters(Collector):
 
 
 class StoreCollector(Collector):
-    """The embedded store's own counters, read from its stats when scraped."""
+    """The store's own counters, read from its ``StoreStats`` when scraped."""
 
-    def __init__(self, stats: Callable[[], object | None]) -> None:
+    def __init__(self, stats: Callable[[], object]) -> None:
         self._stats = stats
 
     def describe(self) -> Iterator[Metric]:
@@ -191,9 +195,7 @@ class StoreCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         stats = self._stats()
         for field, name, doc in STORE_COUNTERS:
-            value = getattr(stats, field, None)
-            if isinstance(value, int):  # a store without this counter has no sample
-                yield CounterMetricFamily(name, doc, value=value)
+            yield CounterMetricFamily(name, doc, value=getattr(stats, field))
 
 
 class Metrics:
@@ -232,7 +234,7 @@ class Metrics:
         self.http_response = self.hot.http_response
         """Count one HTTP answer by status (``service_http_requests_total``)."""
 
-    def watch_store(self, stats: Callable[[], object | None]) -> None:
+    def watch_store(self, stats: Callable[[], object]) -> None:
         """Export the store's counters (see ``STORE_COUNTERS``) from ``stats()``."""
         self.registry.register(StoreCollector(stats))
 

@@ -17,6 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from syncd.crdt.engine import export_entry
 from syncd.errors import ApiError, unavailable
 
 if TYPE_CHECKING:
@@ -61,29 +62,45 @@ class CrdtService:
     @property
     def stages(self) -> bool:
         """Whether ops may be staged and persisted in runs (see :meth:`stage`): true
-        for a local store; a shared store (PostgreSQL) commits op by op."""
-        return getattr(self.app.store, "commit", None) is None
+        for a local store; a shared store (PostgreSQL) orders ops itself."""
+        return not self.app.store.shared
 
     async def apply_ops(
         self, ns: str, crdt_id: str, body: Any, principal: Principal, source: str
     ) -> ApplyResult:
-        app = self.app
-        commit = getattr(app.store, "commit", None)
-        if commit is None:
-            staged = self.stage(ns, crdt_id, body, principal)
-            # An all-duplicate request still waits for the store: its first
-            # answer may not be durable yet, and we never answer before that.
-            await self.persist(staged.records, source)
-            return staged
+        store = self.app.store
         plan = self.engine.plan(ns, crdt_id, body)
-        app.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        self.app.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
         client_id = principal.client_id
-        # A shared store (PostgreSQL) orders ops across nodes itself: it
-        # catches this CRDT up, applies under its lock and commits.
-        result: ApplyResult = await commit(ns, crdt_id, lambda: self._timed_apply(plan, client_id))
+        applied = False
+
+        def apply() -> ApplyResult:
+            nonlocal applied
+            result = self._timed_apply(plan, client_id)
+            applied = True
+            return result
+
+        # The store calls apply() when it orders this request: a local store
+        # at once, a shared one (PostgreSQL) under the CRDT's row lock, after
+        # catching the CRDT up with other nodes. An all-duplicate request
+        # still waits for the store: its first answer may not be durable yet,
+        # and we never answer before that.
+        try:
+            result = await store.commit(ns, crdt_id, apply)
+        except ApiError:
+            if applied and not store.shared:
+                self._enter_degraded()  # memory is ahead of the log
+            raise
+        except Exception:
+            if not applied or store.shared:
+                raise
+            log.exception("store append failed")
+            self._enter_degraded()
+            raise unavailable() from None
         if result.records:
+            # After the caller's answer: see persist().
             self.loop.call_soon(self._after_durable, result.records, source)
         return result
 
@@ -120,6 +137,12 @@ class CrdtService:
         merge.observe(time.perf_counter() - started)
         return result
 
+    # -- the cluster's Sink: records other nodes made durable -------------------
+
+    def position(self, ns: str, crdt_id: str) -> tuple[str, int] | None:
+        entry = self.engine.get(ns, crdt_id)
+        return None if entry is None else (entry.epoch, entry.seq)
+
     def apply_remote(self, record: dict[str, Any]) -> bool:
         """A durable record made elsewhere (another node): apply and fan out.
 
@@ -130,6 +153,24 @@ class CrdtService:
             return False
         self.publish_soon(record)
         return True
+
+    def replay_quietly(self, record: dict[str, Any]) -> None:
+        self.engine.replay(record)
+
+    def forget(self, ns: str, crdt_id: str) -> None:
+        self.engine.delete(ns, crdt_id)
+
+    def load_snapshot(self, entry: dict[str, Any], *, announce: bool) -> None:
+        engine = self.engine
+        engine.import_entry(entry)
+        if announce:
+            self.publish_soon(engine.snapshot_delta(entry["ns"], entry["id"]))
+
+    def export(self, ns: str, crdt_id: str) -> dict[str, Any]:
+        entry = self.engine.get(ns, crdt_id)
+        if entry is None:
+            raise KeyError(f"{ns}/{crdt_id} is not in the engine")
+        return export_entry(entry)
 
     def publish_soon(self, delta: dict[str, Any]) -> None:
         """Broadcast ``delta`` through the one FIFO every delta takes (see

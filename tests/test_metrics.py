@@ -11,6 +11,7 @@ import msgpack
 from prometheus_client.parser import text_string_to_metric_families
 
 from syncd.metrics import MERGE_BUCKETS, Metrics
+from syncd.store.base import StoreStats
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
 from tests.ws.support import NS, RawWs, client_frame
@@ -143,7 +144,10 @@ async def test_store_counters_show_the_group_commit(make_server: Any) -> None:
     assert ("service_store_snapshots_total", ()) in got
 
 
-def test_a_store_without_counters_exports_none() -> None:
+def test_every_store_counter_is_exported_from_the_stats() -> None:
     m = Metrics()
-    m.watch_store(lambda: None)
-    assert "service_store_" not in m.render().decode()
+    m.watch_store(lambda: StoreStats(batches=3, failures=1))
+    got = samples(m.render().decode())
+    assert got[("service_store_commits_total", ())] == 3
+    assert got[("service_store_write_failures_total", ())] == 1
+    assert got[("service_store_fsyncs_total", ())] == 0

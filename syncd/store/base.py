@@ -1,5 +1,17 @@
 """The storage interface: it orders, persists and acknowledges; it never interprets a CRDT.
 
+A new backend implements ``Store`` below, all of it: the service, the
+handlers and the metrics call every member and probe for none. What it must
+provide, in short: ``open`` returns what is durable (a snapshot's entries and
+the records after it); ``commit`` is the op path (run ``apply`` to get the
+records, make them durable, return what ``apply`` returned) and ``append``
+persists delete records; ``ops_since`` serves replays to resuming subscribers
+(None when it cannot); ``ready``, ``reload`` and ``close`` cover failure and
+shutdown; ``stats`` counts what it wrote. A store that several processes
+share (``shared = True``, PostgreSQL) orders ops itself inside ``commit``;
+a local one (``shared = False``) lets the service apply first and ``append``
+runs of records at once.
+
 Records
 -------
 The engine produces *op records*, plain msgpack-able maps::
@@ -24,10 +36,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 Record = dict[str, Any]
 SnapshotSource = Callable[[], Iterable[dict[str, Any]]]
+
+
+class Applied(Protocol):
+    """What ``commit``'s ``apply`` returns (the engine's ``ApplyResult``)."""
+
+    @property
+    def records(self) -> list[Record]:
+        """The new op records, in order (empty when nothing new was applied)."""
+        ...
+
+
+AppliedT = TypeVar("AppliedT", bound=Applied)
+
+
+@dataclass
+class StoreStats:
+    """A store's counters (exported as ``service_store_*`` metrics; see metrics.py).
+    A counter that does not apply to a backend stays 0."""
+
+    batches: int = 0
+    """Group commits: one log write and sync, or one PostgreSQL transaction."""
+    records_written: int = 0
+    fsyncs: int = 0
+    bytes_written: int = 0
+    snapshots: int = 0
+    failures: int = 0
+    recovered_records: int = 0
+    recovery_bytes_read: int = 0
 
 
 @dataclass
@@ -41,6 +81,12 @@ class Recovered:
 
 
 class Store(Protocol):
+    shared: bool
+    """True when other processes write the same data: ``commit`` then orders
+    ops itself and callers must not apply ahead of it (no staging)."""
+
+    stats: StoreStats
+
     async def open(self) -> Recovered:
         """Open (lock, recover, repair a torn tail) and return the state to load."""
         ...
@@ -52,6 +98,14 @@ class Store(Protocol):
     async def append(self, records: Sequence[Record]) -> None:
         """Persist ``records`` in order. Returns once they are durable (per the fsync
         mode); raises ``ApiError(503, "unavailable")`` when they are not."""
+        ...
+
+    async def commit(self, ns: str, crdt_id: str, apply: Callable[[], AppliedT]) -> AppliedT:
+        """The op path for one request on one CRDT: call ``apply()`` (the engine
+        applies the request's ops and returns their records) at the point the
+        store orders it, make the records durable, return ``apply()``'s result.
+        An ``ApiError`` from ``apply()`` passes through with nothing written;
+        raises ``ApiError(503, "unavailable")`` when the records are not durable."""
         ...
 
     async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:

@@ -72,7 +72,7 @@ from typing import Any
 import msgpack
 
 from syncd.errors import ApiError, unavailable
-from syncd.store.base import Record, Recovered, SnapshotSource
+from syncd.store.base import AppliedT, Record, Recovered, SnapshotSource, StoreStats
 from syncd.store.iothread import IoThread
 from syncd.store.log import (
     FLAG_BATCH_START,
@@ -129,20 +129,6 @@ PROBE_INTERVAL_S = 1.0
 
 class StoreLockedError(Exception):
     """Another store (in this or another process) has the data directory open."""
-
-
-@dataclass
-class StoreStats:
-    """Counters for tests, benchmarks and diagnostics."""
-
-    fsyncs: int = 0
-    batches: int = 0
-    records_written: int = 0
-    bytes_written: int = 0
-    snapshots: int = 0
-    failures: int = 0
-    recovered_records: int = 0
-    recovery_bytes_read: int = 0
 
 
 @dataclass
@@ -320,6 +306,8 @@ def _acquire_lock(data_dir: str) -> int:
 class FileStore:
     """The append-only log store. See the module docstring for the whole story."""
 
+    shared = False
+
     def __init__(
         self,
         data_dir: str | os.PathLike[str],
@@ -438,6 +426,13 @@ class FileStore:
     async def append(self, records: Sequence[Record]) -> None:
         """Persist ``records`` in order; returns once durable, else raises 503."""
         await self._enqueue(records)
+
+    async def commit(self, ns: str, crdt_id: str, apply: Callable[[], AppliedT]) -> AppliedT:
+        """Apply now (this process is the only writer), then wait for the group commit."""
+        result = apply()
+        # The records enter the queue in this same loop step: memory and log move together.
+        await self._enqueue(result.records)
+        return result
 
     async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:
         return self._tail.since(ns, crdt_id, epoch, since)

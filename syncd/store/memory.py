@@ -13,11 +13,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from syncd.errors import unavailable
-from syncd.store.base import Record, Recovered, SnapshotSource
+from syncd.store.base import AppliedT, Record, Recovered, SnapshotSource, StoreStats
 from syncd.store.tail import REPLAY_TAIL_PER_CRDT, REPLAY_TAIL_TOTAL, ReplayTail
 
 
 class MemoryStore:
+    shared = False
+
     def __init__(
         self,
         *,
@@ -39,6 +41,7 @@ class MemoryStore:
         self._snapshot_lsn = 0
         self._opened = False
         self._closed = False
+        self.stats = StoreStats()
 
     async def open(self) -> Recovered:
         self._opened = True
@@ -65,8 +68,16 @@ class MemoryStore:
             stored = copy.deepcopy(record)
             self.records.append(stored)
             self._tail.add(self._lsn, stored)
-        if records and self.on_written is not None:
-            self.on_written(len(records))
+        if records:
+            self.stats.batches += 1
+            self.stats.records_written += len(records)
+            if self.on_written is not None:
+                self.on_written(len(records))
+
+    async def commit(self, ns: str, crdt_id: str, apply: Callable[[], AppliedT]) -> AppliedT:
+        result = apply()
+        await self.append(result.records)
+        return result
 
     async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:
         return self._tail.since(ns, crdt_id, epoch, since)
@@ -88,6 +99,7 @@ class MemoryStore:
             raise RuntimeError("compact_now() needs a snapshot source")
         self.entries = copy.deepcopy(list(self._source()))
         self.records = []
+        self.stats.snapshots += 1
         self._snapshot_lsn = self._lsn
         return self._lsn
 

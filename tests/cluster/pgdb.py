@@ -1,13 +1,16 @@
-"""Throw-away PostgreSQL databases for tests (the server on 127.0.0.1:5432).
+"""Throw-away PostgreSQL databases for tests, on the suite's own server.
 
-Every test module or test gets a database of its own with a random name, so
-runs are isolated (also from runs in parallel) and leave nothing behind: the
-database is dropped with its connections and replication slots afterwards.
-``SYNCD_TEST_PG`` overrides the server URL (without a database name).
+The server is started on first use (``tests.pgserver``) and stopped when the
+test process exits; ``SYNCD_TEST_PG`` (a URL without a database name) points
+at an existing server instead. Every test module or test gets a database of
+its own with a random name, so runs are isolated (also from runs in parallel)
+and leave nothing behind: the database is dropped with its connections and
+replication slots afterwards.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import secrets
@@ -18,13 +21,28 @@ from typing import Final
 import psycopg
 from psycopg import sql
 
-SERVER_URL: Final = os.environ.get("SYNCD_TEST_PG", "postgresql://root@127.0.0.1:5432")
+from tests.pgserver import ThrowawayPostgres
+
 DB_PREFIX: Final = "syncd_t_"
 DROP_ATTEMPTS: Final = 20
 
+_server: ThrowawayPostgres | None = None
+
+
+def server_url() -> str:
+    """The suite's PostgreSQL server (started here on first use) or ``SYNCD_TEST_PG``."""
+    global _server
+    external = os.environ.get("SYNCD_TEST_PG")
+    if external:
+        return external.rstrip("/")
+    if _server is None:
+        _server = ThrowawayPostgres().start()
+        atexit.register(_server.stop)
+    return _server.url
+
 
 def database_url(name: str) -> str:
-    return f"{SERVER_URL}/{name}"
+    return f"{server_url()}/{name}"
 
 
 def admin_connect() -> psycopg.Connection[tuple[object, ...]]:

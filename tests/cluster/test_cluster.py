@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import random
 import secrets
-import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +33,7 @@ from tests.cluster.support import (
     random_op,
 )
 from tests.conftest import Subprocess, wait_ready
+from tests.pgserver import ThrowawayPostgres
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -172,10 +171,10 @@ def large_seqs_notified(payloads: list[str]) -> set[int]:
     return seqs
 
 
-async def wait_slots(db: str, prefix: str, count: int) -> None:
+async def wait_slots(url: str, prefix: str, count: int) -> None:
     deadline = time.monotonic() + 20
     while True:
-        async with await psycopg.AsyncConnection.connect(database_url(db), autocommit=True) as c:
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as c:
             cur = await c.execute(
                 "SELECT count(*) FROM pg_replication_slots"
                 " WHERE slot_name LIKE %s AND temporary AND active",
@@ -189,9 +188,9 @@ async def wait_slots(db: str, prefix: str, count: int) -> None:
         await asyncio.sleep(0.1)
 
 
-def wal_env(db: str, prefix: str) -> dict[str, str]:
+def wal_env(url: str, prefix: str) -> dict[str, str]:
     return {
-        "SERVICE_WAL_CONNSTR": database_url(db),
+        "SERVICE_WAL_CONNSTR": url,
         "SERVICE_WAL_SLOT": prefix,
         "SERVICE_WAL_PUB": prefix + "_pub",
     }
@@ -202,9 +201,9 @@ async def test_a_50kb_delta_travels_on_the_replication_stream(
 ) -> None:
     url = database_url(cluster_db)
     prefix = "t" + secrets.token_hex(4)
-    envs = [node_env(url, f"node{i}", **wal_env(cluster_db, prefix)) for i in range(3)]
+    envs = [node_env(url, f"node{i}", **wal_env(url, prefix)) for i in range(3)]
     nodes = spawn_all(spawn_server, envs)
-    await wait_slots(cluster_db, prefix, 3)
+    await wait_slots(url, prefix, 3)
     listener = await psycopg.AsyncConnection.connect(url, autocommit=True)
     await listener.execute('LISTEN "syncd:public"')
     watchers = [SseWatcher(n.port, "lw:big") for n in nodes[1:]]
@@ -233,23 +232,13 @@ async def test_a_50kb_delta_travels_on_the_replication_stream(
         await watcher.close()
 
 
-def restart_postgres() -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-
-
-async def test_postgres_restart_mid_run(spawn_server: Spawn, cluster_db: str) -> None:
-    url = database_url(cluster_db)
+async def test_postgres_restart_mid_run(spawn_server: Spawn, own_pg: ThrowawayPostgres) -> None:
+    url = f"{own_pg.url}/postgres"
     prefix = "t" + secrets.token_hex(4)
-    envs = [node_env(url, f"node{i}", **wal_env(cluster_db, prefix)) for i in range(3)]
+    envs = [node_env(url, f"node{i}", **wal_env(url, prefix)) for i in range(3)]
     nodes = spawn_all(spawn_server, envs)
     ports = [n.port for n in nodes]
-    await wait_slots(cluster_db, prefix, 3)
+    await wait_slots(url, prefix, 3)
     watchers = await watch_all(ports)
     not_ready: set[int] = set()
     stop = asyncio.Event()
@@ -267,7 +256,7 @@ async def test_postgres_restart_mid_run(spawn_server: Spawn, cluster_db: str) ->
     writers = [Writer(ports[i % 3], f"w{i}", seed=100 + i) for i in range(3)]
     running = [asyncio.create_task(w.run(10_000, pause=0.01)) for w in writers]
     await asyncio.sleep(0.5)
-    await asyncio.to_thread(restart_postgres)
+    await asyncio.to_thread(own_pg.restart)
     # Keep writing until every node has taken writes again for a while.
     counts = [len(w.acked) for w in writers]
     deadline = time.monotonic() + 30

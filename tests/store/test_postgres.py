@@ -10,119 +10,29 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from syncd.app import App
-from syncd.auth.authenticator import ROOT
 from syncd.errors import ApiError
-from syncd.hub import EncodedDelta
 from syncd.store.pg_schema import MIGRATIONS, SchemaTooNewError, migrate
 from syncd.store.postgres import PostgresStore
-from tests.cluster.pgdb import database_url, fresh_database, set_connections_allowed
+from tests.cluster.pgdb import database_url, set_connections_allowed
 from tests.conftest import base_settings
+from tests.store.pgnodes import (
+    NS,
+    Recorder,
+    StartNode,
+    eventually,
+    full,
+    op,
+    settled,
+    sql_conn,
+)
 
 pytestmark = pytest.mark.timeout(60)
-
-NS = "n"
-WAIT_S = 10.0
-
-
-@pytest.fixture(scope="module")
-def pg_db() -> Iterator[str]:
-    with fresh_database() as name:
-        yield name
-
-
-@pytest.fixture
-def schema(pg_db: str) -> str:
-    name = "s_" + secrets.token_hex(4)
-    with psycopg.connect(database_url(pg_db), autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {name}")
-    return name
-
-
-@pytest.fixture
-def pg_url(pg_db: str, schema: str) -> str:
-    return f"{database_url(pg_db)}?options=-csearch_path%3D{schema}"
-
-
-def sql_conn(url: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(url, autocommit=True)
-
-
-StartNode = Callable[..., Awaitable[App]]
-
-
-@pytest.fixture
-async def start_node(tmp_path: Path, pg_url: str) -> AsyncIterator[StartNode]:
-    apps: list[App] = []
-
-    async def start(node_id: str = "a", url: str | None = None, **store_kwargs: Any) -> App:
-        settings = base_settings(
-            tmp_path / node_id,
-            database_url=url or pg_url,
-            node_id=node_id,
-            **store_kwargs.pop("settings", {}),
-        )
-        app = App(settings)
-        if store_kwargs:
-            app.store = PostgresStore(settings, app, **store_kwargs)
-        await app.start()
-        apps.append(app)
-        return app
-
-    yield start
-    for app in apps:
-        await app.close()
-
-
-async def op(app: App, crdt_id: str, body: Any) -> Any:
-    return await app.service.apply_ops(NS, crdt_id, body, ROOT, "http")
-
-
-async def eventually(check: Callable[[], bool], timeout: float = WAIT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
-
-
-async def settled(app: App) -> None:
-    """Wait for the node's first catch-up (after its listener connected) to finish."""
-    store = app.store
-    assert isinstance(store, PostgresStore)
-
-    def done() -> bool:
-        task = store._catching_up
-        return store.stats.catch_ups >= 1 and task is not None and task.done()
-
-    await eventually(done)
-
-
-def full(app: App, crdt_id: str) -> dict[str, Any] | None:
-    return app.engine.read(NS, crdt_id, full=True)
-
-
-class Recorder:
-    """A hub subscriber that keeps every delta it is handed."""
-
-    def __init__(self, app: App, crdt_id: str) -> None:
-        self.deltas: list[dict[str, Any]] = []
-        app.hub.subscribe(NS, crdt_id, self)
-
-    def deliver(self, delta: EncodedDelta) -> None:
-        self.deltas.append(delta.delta)
-
-    def op_seqs(self) -> list[int]:
-        return [d["seq"] for d in self.deltas if d["kind"] == "op"]
-
 
 EVERY_TYPE: list[tuple[str, list[dict[str, Any]]]] = [
     ("gc:hits", [{"op": "increment", "amount": 5}, {"op": "increment", "op_id": "g1"}]),
@@ -280,14 +190,13 @@ async def test_wal_last_seq_is_the_ops_identity(start_node: StartNode) -> None:
 
 async def test_open_gives_up_on_an_unreachable_server(tmp_path: Path) -> None:
     settings = base_settings(tmp_path, database_url="postgresql://root@127.0.0.1:1/x", node_id="a")
-    app = App(settings)
-    app.store = PostgresStore(settings, app, open_timeout_s=0.3)
+    store = PostgresStore(settings.database_url or "", open_timeout_s=0.3)
     started = time.monotonic()
     with pytest.raises(psycopg.OperationalError):
-        await app.store.open()
+        await store.open()
     assert time.monotonic() - started < 5
-    with pytest.raises(ValueError, match="DATABASE_URL"):
-        PostgresStore(replace(settings, database_url=None), app)
+    with pytest.raises(ValueError, match="max_batch_writes"):
+        PostgresStore(settings.database_url or "", max_batch_writes=0)
 
 
 # -- two nodes -------------------------------------------------------------------------
@@ -369,8 +278,8 @@ async def test_a_late_record_of_an_ended_life_is_not_resurrected(start_node: Sta
     await a.service.delete(NS, "gc:z")
     await eventually(lambda: b.engine.get(NS, "gc:z") is None)
     # The same record arriving again by another path (the replication stream lags).
-    store = b.store
-    assert isinstance(store, PostgresStore)
+    store = b.cluster
+    assert store is not None
     syncs = store.stats.syncs
     store._offer((NS, "gc:z"), ("op", record))
     await eventually(lambda: not store._pending)
@@ -387,7 +296,7 @@ async def test_large_ops_without_wal_travel_as_references(start_node: StartNode)
     await op(a, "rg:big", {"op": "insert", "index": 1, "text": text})
     await eventually(lambda: rec.op_seqs() == [1, 2])
     assert b.engine.read(NS, "rg:big")["text"] == "s" + text  # type: ignore[index]
-    assert b.store.stats.syncs >= 1  # type: ignore[attr-defined]
+    assert b.cluster.stats.syncs >= 1  # type: ignore[union-attr]
 
 
 async def test_commit_catches_up_when_notifications_were_missed(start_node: StartNode) -> None:
@@ -397,7 +306,7 @@ async def test_commit_catches_up_when_notifications_were_missed(start_node: Star
     rec = Recorder(b, "pn:p")
     await op(a, "pn:p", {"op": "increment"})
     await eventually(lambda: rec.op_seqs() == [1])
-    a.store._channel = "nowhere"  # type: ignore[attr-defined]  # A's notifications are lost
+    a.store.channel = "nowhere"  # type: ignore[attr-defined]  # A's notifications are lost
     await op(a, "pn:p", [{"op": "increment"}, {"op": "decrement"}])
     await asyncio.sleep(0.1)
     assert rec.op_seqs() == [1]
@@ -411,14 +320,14 @@ async def test_catch_up_reloads_what_differs_from_the_table(start_node: StartNod
     a = await start_node("a")
     b = await start_node("b")
     await settled(b)
-    a.store._channel = "nowhere"  # type: ignore[attr-defined]
+    a.store.channel = "nowhere"  # type: ignore[attr-defined]
     rec = Recorder(b, "lw:r")
     await op(a, "lw:r", {"op": "set", "value": 1})
     await op(a, "lw:r", {"op": "set", "value": 2})
     await op(a, "gc:other", {"op": "increment"})
     await asyncio.sleep(0.1)
     assert b.engine.get(NS, "lw:r") is None
-    b.store._request_catch_up()  # type: ignore[attr-defined]  # what a reconnect does
+    b.cluster.request_catch_up()  # type: ignore[union-attr]  # what a reconnect does
     await eventually(lambda: full(b, "lw:r") == full(a, "lw:r") and full(b, "gc:other") is not None)
     # deltas reach subscribers after the engine has them (publish_soon), so wait for them too
     await eventually(lambda: rec.op_seqs() == [1, 2])
@@ -433,12 +342,12 @@ async def test_a_node_behind_pruned_ops_catches_up_from_the_snapshot(
     rec = Recorder(b, "gc:s")
     await op(a, "gc:s", {"op": "increment"})
     await eventually(lambda: rec.op_seqs() == [1])
-    a.store._channel = "nowhere"  # type: ignore[attr-defined]
+    a.store.channel = "nowhere"  # type: ignore[attr-defined]
     for _ in range(6):
         await op(a, "gc:s", {"op": "increment", "amount": 2})
     with sql_conn(a.settings.database_url or "") as conn:
         assert [s for (s,) in conn.execute("SELECT seq FROM ops")] == [7]  # 2..6 pruned
-    b.store._request_catch_up()  # type: ignore[attr-defined]
+    b.cluster.request_catch_up()  # type: ignore[union-attr]
     await eventually(lambda: full(b, "gc:s") == full(a, "gc:s"))
     await eventually(lambda: len(rec.deltas) >= 3)
     assert [(d["kind"], d["seq"]) for d in rec.deltas] == [("op", 1), ("snapshot", 6), ("op", 7)]
@@ -473,7 +382,7 @@ async def test_a_failed_commit_is_not_acknowledged_and_the_crdt_is_reloaded(
     retried = await op(a, "gc:f", {"op": "increment", "amount": 100, "op_id": "retry-me"})
     assert retried.seq == 2 and not retried.duplicate
     assert a.engine.read(NS, "gc:f")["value"] == 101  # type: ignore[index]
-    assert a.store.stats.commit_failures == 1  # type: ignore[attr-defined]
+    assert a.store.stats.failures == 1
 
 
 async def test_an_unreachable_database_means_not_ready_and_503_until_it_is_back(
@@ -524,20 +433,19 @@ async def test_large_ops_arrive_on_the_replication_stream(
     wal = {"wal_connstr": database_url(pg_db), "wal_slot": prefix, "wal_pub": prefix + "_pub"}
     a = await start_node("a", settings=wal)
     b = await start_node("b", settings=wal)
-    stores = [a.store, b.store]
-    assert all(isinstance(s, PostgresStore) for s in stores)
-    await eventually(lambda: all(s.wal_streaming for s in stores))  # type: ignore[attr-defined]
+    clusters = [a.cluster, b.cluster]
+    await eventually(lambda: all(c is not None and c.wal_streaming for c in clusters))
     assert sorted(slots(pg_db, prefix)) == [(prefix + "_a", True), (prefix + "_b", True)]
     rec = Recorder(b, "rg:big")
     await op(a, "rg:big", {"op": "insert", "index": 0, "text": "z"})
     await eventually(lambda: rec.op_seqs() == [1])
-    syncs = b.store.stats.syncs  # type: ignore[attr-defined]
+    syncs = b.cluster.stats.syncs  # type: ignore[union-attr]
     text = "y" * 50_000
     await op(a, "rg:big", {"op": "insert", "index": 0, "values": [text]})
     await eventually(lambda: rec.op_seqs() == [1, 2])
     assert b.engine.read(NS, "rg:big")["value"] == [text, "z"]  # type: ignore[index]
-    assert b.store.stats.wal_records == 1  # type: ignore[attr-defined]  # only the large one
-    assert b.store.stats.syncs == syncs  # type: ignore[attr-defined]  # applied from the stream
+    assert b.cluster.stats.wal_records == 1  # type: ignore[union-attr]  # only the large one
+    assert b.cluster.stats.syncs == syncs  # type: ignore[union-attr]  # applied from the stream
     await a.close()
     await b.close()
     await eventually(lambda: slots(pg_db, prefix) == [])  # temporary: gone with the session

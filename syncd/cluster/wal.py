@@ -28,7 +28,7 @@ import psycopg2
 import psycopg2.errors
 import psycopg2.extras
 
-from syncd.store.pg_pgoutput import PgOutputDecoder, PgOutputError
+from syncd.cluster.pgoutput import PgOutputDecoder, PgOutputError
 
 log = logging.getLogger("syncd.store.wal")
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncd.store.pg_notify import (
+from syncd.cluster.notify import (
     NOTIFY_MAX_BYTES,
     SENDER_MAX,
     SINGLE_RECORD_MAX,
@@ -21,8 +21,8 @@ from syncd.store.pg_notify import (
     pack_reference,
     unpack,
 )
-from syncd.store.pg_pgoutput import PgOutputDecoder, PgOutputError
-from syncd.store.pg_replication import SLOT_NAME_MAX, slot_name
+from syncd.cluster.pgoutput import PgOutputDecoder, PgOutputError
+from syncd.cluster.wal import SLOT_NAME_MAX, slot_name
 
 EXAMPLES = int(os.environ.get("SYNCD_HYPOTHESIS_EXAMPLES", "150"))
 NODE = "n" * SENDER_MAX  # the longest sender tag

@@ -1,0 +1,532 @@
+"""Replicator: keeps this node's engine equal to what every node committed to PostgreSQL.
+
+Theory of operation
+-------------------
+*Sources.* Other nodes' commits reach this node three ways: ``NOTIFY``
+payloads (small records inline, ``notify``), the logical replication stream
+for records too large to notify (``wal``, when ``SERVICE_WAL_CONNSTR`` is
+set; without it the notification carries a reference and the row is read),
+and reading the tables (``PostgresStore.read_key``/``read_rows``) whenever
+the first two cannot be trusted: a gap, a new life, a reference, a reconnect,
+the periodic reconcile.
+
+*Applying.* Everything that changes one CRDT's engine entry holds that
+CRDT's lock (``PostgresStore.locks``), the same lock the store's group
+commit holds while it applies and commits, so subscribers see each CRDT's
+seqs in order. Something from another node is applied at once when it
+extends a CRDT this node holds at the next seq and nothing holds its lock;
+otherwise it is queued behind the lock and, if it still cannot be applied,
+the CRDT is read from the tables under a repeatable-read transaction. A
+record arriving late by one path after the other can never resurrect an
+ended life: the table decides. Every change goes to the engine and to the
+subscribers through the ``Sink`` (the service), the one interface ``app.py``
+wires.
+
+*The op path's hook.* The store calls ``bring_up`` under the CRDT's row lock
+before it applies new ops, so the engine numbers them after every other
+node's; ``commit_failed`` when a commit failed after ``apply()`` (memory may
+be ahead: the entry is dropped quietly and read back; subscribers are told
+only what they have not seen).
+
+*Health.* A dedicated LISTEN connection doubles as the health probe: a query
+on it every ``probe_interval_s``. When either fails the store is marked
+unreachable (readiness 503, ops 503), the pool is checked and the node
+reconnects with backoff; once connected it compares every CRDT's (epoch, seq)
+with the ``crdts`` table and reloads those that differ (the catch-up), so
+whatever it missed while away is applied and fanned out. The same comparison
+runs every ``reconcile_interval_s`` while connected, for notifications lost
+after a commit (the sender died in between).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from psycopg import sql
+
+from syncd.cluster.notify import (
+    SINGLE_RECORD_MAX,
+    BadNotice,
+    pack_deleted,
+    pack_records,
+    pack_reference,
+    unpack,
+    unpack_record,
+)
+from syncd.cluster.wal import WalConsumer, slot_name
+from syncd.crdt.engine import GapError
+from syncd.store.base import Record
+from syncd.store.pg_pool import PgConn
+from syncd.store.postgres import Key, PostgresStore, Row, RowReader
+
+__all__ = [
+    "PROBE_INTERVAL_S",
+    "RECONCILE_INTERVAL_S",
+    "ClusterStats",
+    "Replicator",
+    "Sink",
+    "WalSettings",
+]
+
+log = logging.getLogger("syncd.cluster")
+
+PROBE_INTERVAL_S: Final = 1.0
+"""How often an idle node checks that PostgreSQL still answers."""
+
+PROBE_TIMEOUT_S: Final = 3.0
+"""A probe slower than this counts as the database being unreachable."""
+
+RECONCILE_INTERVAL_S: Final = 30.0
+"""How often a connected node compares every CRDT with the crdts table anyway:
+the bound on how long a notification lost after a commit (its sender died
+between commit and NOTIFY) can leave a CRDT that nobody writes behind."""
+
+LISTEN_TICK_S: Final = 0.25
+"""The listener looks up from its notifications this often (probe, trouble)."""
+
+RECONNECT_MIN_S: Final = 0.1
+RECONNECT_MAX_S: Final = 2.0
+"""Backoff between reconnect attempts while PostgreSQL is unreachable."""
+
+
+class Sink(Protocol):
+    """What the replicator needs of the application: the engine's entries and
+    the one path by which deltas reach subscribers (``CrdtService``)."""
+
+    def position(self, ns: str, crdt_id: str) -> tuple[str, int] | None:
+        """(epoch, seq) of the engine's entry, None when it holds none."""
+        ...
+
+    def apply_remote(self, record: Record) -> bool:
+        """Apply a durable record (an op or ``deleted``) and fan it out. Raises
+        ``GapError`` when seqs are missing; False when it was held already."""
+        ...
+
+    def replay_quietly(self, record: Record) -> None:
+        """Apply a record the subscribers have already seen (no fan-out)."""
+        ...
+
+    def forget(self, ns: str, crdt_id: str) -> None:
+        """Drop the entry without telling subscribers (it is about to be reloaded)."""
+        ...
+
+    def load_snapshot(self, entry: Record, *, announce: bool) -> None:
+        """Replace the entry by a snapshot's; fan it out as a snapshot delta if asked."""
+        ...
+
+    def export(self, ns: str, crdt_id: str) -> Record:
+        """The entry map of the engine's entry (it must exist)."""
+        ...
+
+
+@dataclass(frozen=True)
+class WalSettings:
+    """Where the replication stream comes from (SERVICE_WAL_*)."""
+
+    connstr: str
+    slot_prefix: str
+    publication: str
+
+
+@dataclass
+class ClusterStats:
+    """Counters for tests, benchmarks and diagnostics."""
+
+    notices: int = 0
+    """Notifications from other nodes handled."""
+    wal_records: int = 0
+    """Records that arrived on the replication stream."""
+    syncs: int = 0
+    """CRDTs read from the tables outside a commit: to fill a gap, verify a new
+    life, follow a reference or catch up."""
+    catch_ups: int = 0
+
+
+# What a node learned about one CRDT from elsewhere, queued behind its lock.
+_Item = tuple[Any, ...]
+_SYNC: Final[_Item] = ("sync",)
+
+
+class Replicator:
+    def __init__(
+        self,
+        store: PostgresStore,
+        sink: Sink,
+        *,
+        node_id: str,
+        wal: WalSettings | None = None,
+        probe_interval_s: float = PROBE_INTERVAL_S,
+        reconcile_interval_s: float = RECONCILE_INTERVAL_S,
+    ) -> None:
+        self._store = store
+        self._sink = sink
+        self._node = node_id
+        # Notifications name their sender; a per-process suffix keeps two
+        # processes that share a SERVICE_NODE_ID (a misconfiguration, or a
+        # restart racing the old process) from ignoring each other.
+        self._sender = f"{node_id}.{secrets.token_hex(3)}"
+        self._wal_settings = wal
+        self._probe_interval = probe_interval_s
+        self._reconcile_interval = reconcile_interval_s
+        self.channel = ""
+        self._closed = False
+        self._pending: dict[Key, deque[_Item]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._supervisor: asyncio.Task[None] | None = None
+        self._catching_up: asyncio.Task[None] | None = None
+        self._catch_up_again = False
+        self._trouble = asyncio.Event()
+        self._wal: WalConsumer | None = None
+        self._quiet: dict[Key, tuple[str, int]] = {}
+        """CRDTs dropped after a failed commit: (epoch, seq) their subscribers have seen."""
+        self.stats = ClusterStats()
+        store.follower = self
+
+    @property
+    def wal_streaming(self) -> bool:
+        return self._wal is not None and self._wal.streaming
+
+    def start(self) -> None:
+        """Begin following the database; call once the store's state is in the engine."""
+        self.channel = self._store.channel
+        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+        if self._wal_settings is not None:
+            self._start_wal(self._wal_settings)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        tasks = [t for t in (self._supervisor, self._catching_up, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self._wal is not None:
+            await asyncio.to_thread(self._wal.stop)
+
+    # -- the store's hook (Follower) -------------------------------------------------
+
+    async def bring_up(self, rows: RowReader, key: Key, row: Row | None) -> None:
+        await self._bring_up(rows, key, row)
+        self._quiet.pop(key, None)
+
+    def export(self, key: Key) -> Record:
+        return self._sink.export(*key)
+
+    def announce(self, records: Sequence[Record], packed: Sequence[bytes]) -> list[str]:
+        payloads, too_large = pack_records(self._sender, packed)
+        if self._wal_settings is None:
+            # Without the replication stream, receivers read large ones from the table.
+            for index in too_large:
+                r = records[index]
+                payloads.append(
+                    pack_reference(self._sender, r["ns"], r["id"], r["epoch"], r["seq"])
+                )
+        return payloads
+
+    def announce_deleted(self, key: Key, epoch: str) -> list[str]:
+        # A catch-up waiting for this lock may load the CRDT back after the
+        # service dropped it; it reads the row, which now says ended.
+        return [pack_deleted(self._sender, key[0], key[1], epoch)]
+
+    def commit_failed(self, key: Key, row: Row | None) -> None:
+        # Memory may be ahead of the database: forget this CRDT (unannounced:
+        # subscribers never saw the failed ops) and read it back, quietly up
+        # to what they did see.
+        self._sink.forget(*key)
+        if row is not None and row.live:
+            self._quiet[key] = (row.epoch, row.seq)
+        self._enqueue(key, _SYNC)
+
+    def ended(self, key: Key) -> None:
+        self._sink.forget(*key)
+
+    def trouble(self) -> None:
+        self._trouble.set()
+
+    # -- bringing the engine up to the database -------------------------------
+
+    async def _bring_up(self, rows: RowReader, key: Key, row: Row | None) -> None:
+        """Make this CRDT's engine entry equal the database row (caller holds its lock).
+
+        Every change goes through the sink, so subscribers see it: ended
+        lives as ``deleted``, ops in seq order, a snapshot delta where ops
+        were pruned.
+        """
+        ns, crdt_id = key
+        sink = self._sink
+        quiet_epoch, quiet_seq = self._quiet.get(key, ("", 0))
+        held = sink.position(ns, crdt_id)
+        live = row is not None and row.live
+        if held is not None and row is not None and live and held[0] == row.epoch:
+            if held[1] == row.seq:
+                return
+            if held[1] > row.seq:
+                # Memory ahead of the database: only a lost commit does that.
+                log.warning(
+                    "%s/%s: memory at seq %d, database at %d; reloading",
+                    ns,
+                    crdt_id,
+                    held[1],
+                    row.seq,
+                )
+                sink.forget(ns, crdt_id)
+                held = None
+        elif held is not None:
+            sink.apply_remote({"kind": "deleted", "ns": ns, "id": crdt_id})
+            held = None
+        if not live:
+            return
+        assert row is not None
+        have = held[1] if held is not None else 0
+        records = await rows.ops_after(key, row.epoch, have)
+        if not records or records[0]["seq"] != have + 1:
+            snapshot = await rows.snapshot(key, row.epoch)
+            if snapshot is None or snapshot["seq"] <= have:
+                raise RuntimeError(
+                    f"{ns}/{crdt_id}: ops after seq {have} are missing and no snapshot covers them"
+                )
+            announce = snapshot["epoch"] != quiet_epoch or snapshot["seq"] > quiet_seq
+            sink.load_snapshot(snapshot, announce=announce)
+            records = [r for r in records if r["seq"] > snapshot["seq"]]
+        for record in records:
+            if record["epoch"] == quiet_epoch and record["seq"] <= quiet_seq:
+                sink.replay_quietly(record)  # its subscribers have it already
+            else:
+                sink.apply_remote(record)
+
+    async def _sync_key(self, key: Key) -> None:
+        """Read one CRDT (consistently) and bring the engine to it; caller holds its lock."""
+        self.stats.syncs += 1
+        await self._store.read_key(key, lambda rows, row: self.bring_up(rows, key, row))
+
+    def _try_apply(self, key: Key, item: _Item) -> bool:
+        """Apply what needs no database read; False when the tables must decide."""
+        held = self._sink.position(*key)
+        kind = item[0]
+        if kind == "op":
+            record = item[1]
+            if held is None or held[0] != record["epoch"]:
+                return False  # a new life, or one that may have ended: ask the table
+            seq = record["seq"]
+            if seq <= held[1]:
+                return True
+            if seq != held[1] + 1:
+                return False
+            try:
+                self._sink.apply_remote(record)
+            except (GapError, ValueError, KeyError) as exc:
+                log.warning(
+                    "%s/%s: remote record not applied (%s); reading the table", key[0], key[1], exc
+                )
+                return False
+            return True
+        if kind == "del":
+            if held is None:
+                return True
+            if held[0] != item[1]:
+                return False
+            self._sink.apply_remote({"kind": "deleted", "ns": key[0], "id": key[1]})
+            return True
+        if kind == "ref":
+            return held is not None and held[0] == item[1] and held[1] >= item[2]
+        return False
+
+    def _offer(self, key: Key, item: _Item) -> None:
+        """Something another node did: apply it now if nothing is in the way, else queue it."""
+        if (
+            key not in self._pending
+            and not self._store.locks.busy(key)
+            and self._try_apply(key, item)
+        ):
+            return
+        self._enqueue(key, item)
+
+    def _enqueue(self, key: Key, item: _Item) -> None:
+        queue = self._pending.get(key)
+        if queue is None:
+            queue = self._pending[key] = deque()
+            self._spawn(self._drain(key))
+        queue.append(item)
+
+    async def _drain(self, key: Key) -> None:
+        try:
+            async with self._store.locks.hold(key):
+                queue = self._pending[key]
+                while queue:
+                    if not self._try_apply(key, queue[0]):
+                        # After this the engine equals the table, which already
+                        # holds whatever this item announced (or its end).
+                        await self._sync_key(key)
+                    queue.popleft()
+        except Exception as exc:
+            if not self._closed:
+                log.warning("reading %s/%s from the database failed: %s", key[0], key[1], exc)
+                self._trouble.set()  # the catch-up after the next good probe covers it
+        finally:
+            self._pending.pop(key, None)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- messages from other nodes ----------------------------------------------
+
+    def _on_notify(self, payload: str) -> None:
+        try:
+            notice = unpack(payload)
+        except BadNotice as exc:
+            log.warning("ignoring a notification on %s: %s", self.channel, exc)
+            return
+        if notice.node == self._sender:
+            return
+        self.stats.notices += 1
+        try:
+            if notice.kind == "r":
+                for record in notice.records:
+                    self._offer((record["ns"], record["id"]), ("op", record))
+            elif notice.kind == "del":
+                self._offer((notice.ns, notice.id), ("del", notice.epoch))
+            else:
+                self._offer((notice.ns, notice.id), ("ref", notice.epoch, notice.seq))
+        except Exception:
+            # A record this node cannot apply must not pass for a lost
+            # connection (the listener would reconnect in a loop).
+            log.exception("applying a notification from %s failed", notice.node)
+
+    def _on_wal_record(self, raw: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            record = unpack_record(raw)
+        except BadNotice as exc:
+            log.warning("ignoring a replicated row: %s", exc)
+            return
+        self.stats.wal_records += 1
+        try:
+            self._offer((record["ns"], record["id"]), ("op", record))
+        except Exception:
+            log.exception("applying a replicated record failed")
+
+    def _start_wal(self, settings: WalSettings) -> None:
+        loop = asyncio.get_running_loop()
+
+        def to_loop(callback: Callable[..., None], *args: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed under us
+                loop.call_soon_threadsafe(callback, *args)
+
+        self._wal = WalConsumer(
+            settings.connstr,
+            slot=slot_name(settings.slot_prefix, self._node),
+            publication=settings.publication,
+            schema=self._store.schema,
+            on_record=lambda raw: to_loop(self._on_wal_record, raw),
+            on_started=lambda: to_loop(self.request_catch_up),
+            min_record_bytes=SINGLE_RECORD_MAX,
+        )
+        self._wal.start()
+
+    # -- health, reconnects and catch-up ------------------------------------------
+
+    async def _supervise(self) -> None:
+        store = self._store
+        delay = RECONNECT_MIN_S
+        up = True  # open() just reached the server
+        while not self._closed:
+            listener: PgConn | None = None
+            try:
+                listener = await store.pool.connect()
+                await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                await self._probe(listener)
+                if not up:
+                    log.warning("PostgreSQL reachable again; catching up")
+                up = True
+                store.set_reachable(True)
+                self._trouble.clear()
+                self.request_catch_up()
+                delay = RECONNECT_MIN_S
+                next_probe = time.monotonic() + self._probe_interval
+                next_reconcile = time.monotonic() + self._reconcile_interval
+                while not self._closed:
+                    async for notify in listener.notifies(timeout=LISTEN_TICK_S):
+                        self._on_notify(notify.payload)
+                    trouble = self._trouble.is_set()
+                    if trouble or time.monotonic() >= next_probe:
+                        self._trouble.clear()
+                        await self._probe(listener)
+                        next_probe = time.monotonic() + self._probe_interval
+                        if trouble:
+                            store.set_reachable(True)
+                            self.request_catch_up()
+                    if time.monotonic() >= next_reconcile:
+                        next_reconcile = time.monotonic() + self._reconcile_interval
+                        self.request_catch_up()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if self._closed:
+                    break
+                if up:
+                    log.error(
+                        "lost PostgreSQL (%s): refusing writes until it is back", str(exc).strip()
+                    )
+                up = False
+                store.set_reachable(False)
+                await store.pool.reset()
+            finally:
+                if listener is not None:
+                    with contextlib.suppress(Exception):
+                        await listener.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_S)
+
+    async def _probe(self, conn: PgConn) -> None:
+        # On the listener's connection (free between notifies() rounds): a busy
+        # pool must not look like an unreachable server.
+        async with asyncio.timeout(PROBE_TIMEOUT_S):
+            await self._store.newest_gid(conn)
+
+    def request_catch_up(self) -> None:
+        """Compare every CRDT with the tables soon (what a reconnect does)."""
+        if self._closed:
+            return
+        if self._catching_up is not None and not self._catching_up.done():
+            self._catch_up_again = True
+            return
+        self._catching_up = asyncio.get_running_loop().create_task(self._catch_up())
+
+    async def _catch_up(self) -> None:
+        """Compare every CRDT with the crdts table and reload those that differ."""
+        while True:
+            self._catch_up_again = False
+            self.stats.catch_ups += 1
+            try:
+                rows = await self._store.read_rows()
+            except Exception as exc:
+                log.warning("catch-up: %s", exc)
+                self._trouble.set()
+                return
+            behind = 0
+            for key, row in rows:
+                held = self._sink.position(*key)
+                if held is None and not row.live:
+                    continue
+                if held is not None and row.live and held == (row.epoch, row.seq):
+                    continue
+                behind += 1
+                self._enqueue(key, _SYNC)
+            if behind:
+                log.info("catch-up: %d CRDTs differ from the database; reloading them", behind)
+            if not self._catch_up_again:
+                return

@@ -1,0 +1,118 @@
+"""In-process syncd nodes on the suite's PostgreSQL (a database per test module,
+a schema per test), driven through the service: the op path HTTP and
+WebSocket share. The fixtures are registered in this package's conftest."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from syncd.app import App
+from syncd.auth.authenticator import ROOT
+from syncd.cluster.replicator import Replicator
+from syncd.hub import EncodedDelta
+from syncd.store.postgres import PostgresStore
+from tests.cluster.pgdb import database_url, fresh_database
+from tests.conftest import base_settings
+
+NS = "n"
+WAIT_S = 10.0
+
+
+@pytest.fixture(scope="module")
+def pg_db() -> Iterator[str]:
+    with fresh_database() as name:
+        yield name
+
+
+@pytest.fixture
+def schema(pg_db: str) -> str:
+    name = "s_" + secrets.token_hex(4)
+    with psycopg.connect(database_url(pg_db), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    return name
+
+
+@pytest.fixture
+def pg_url(pg_db: str, schema: str) -> str:
+    return f"{database_url(pg_db)}?options=-csearch_path%3D{schema}"
+
+
+def sql_conn(url: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, autocommit=True)
+
+
+StartNode = Callable[..., Awaitable[App]]
+
+
+@pytest.fixture
+async def start_node(tmp_path: Path, pg_url: str) -> AsyncIterator[StartNode]:
+    apps: list[App] = []
+
+    async def start(node_id: str = "a", url: str | None = None, **store_kwargs: Any) -> App:
+        settings = base_settings(
+            tmp_path / node_id,
+            database_url=url or pg_url,
+            node_id=node_id,
+            **store_kwargs.pop("settings", {}),
+        )
+        app = App(settings)
+        if store_kwargs:
+            app.store = PostgresStore(settings.database_url or "", **store_kwargs)
+            app.cluster = Replicator(app.store, app.service, node_id=node_id)
+        await app.start()
+        apps.append(app)
+        return app
+
+    yield start
+    for app in apps:
+        await app.close()
+
+
+async def op(app: App, crdt_id: str, body: Any) -> Any:
+    return await app.service.apply_ops(NS, crdt_id, body, ROOT, "http")
+
+
+async def eventually(check: Callable[[], bool], timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def settled(app: App) -> None:
+    """Wait for the node's first catch-up (after its listener connected) to finish."""
+    cluster = app.cluster
+    assert cluster is not None
+
+    def done() -> bool:
+        task = cluster._catching_up
+        return cluster.stats.catch_ups >= 1 and task is not None and task.done()
+
+    await eventually(done)
+
+
+def full(app: App, crdt_id: str) -> dict[str, Any] | None:
+    return app.engine.read(NS, crdt_id, full=True)
+
+
+class Recorder:
+    """A hub subscriber that keeps every delta it is handed."""
+
+    def __init__(self, app: App, crdt_id: str) -> None:
+        self.deltas: list[dict[str, Any]] = []
+        app.hub.subscribe(NS, crdt_id, self)
+
+    def deliver(self, delta: EncodedDelta) -> None:
+        self.deltas.append(delta.delta)
+
+    def op_seqs(self) -> list[int]:
+        return [d["seq"] for d in self.deltas if d["kind"] == "op"]

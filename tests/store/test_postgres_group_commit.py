@@ -1,0 +1,164 @@
+"""PostgresStore's group commit: requests that arrive together commit together.
+
+In-process nodes on the suite's own PostgreSQL, driven through the service
+(the op path HTTP and WebSocket share).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import random
+from typing import Any
+
+import msgpack
+import psycopg
+import pytest
+
+from syncd.errors import ApiError
+from tests.store.pgnodes import NS, Recorder, StartNode, eventually, full, op, sql_conn
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def outcomes(*calls: Any) -> list[Any]:
+    return list(await asyncio.gather(*calls, return_exceptions=True))
+
+
+async def test_concurrent_requests_share_transactions(start_node: StartNode) -> None:
+    a = await start_node("a")
+    await op(a, "gc:warm", {"op": "increment"})
+    before = a.store.stats.batches
+    results = await outcomes(*(op(a, f"gc:{i % 64}", {"op": "increment"}) for i in range(512)))
+    assert all(not isinstance(r, BaseException) for r in results)
+    assert sorted(r.seq for r in results) == sorted(list(range(1, 9)) * 64)
+    batches = a.store.stats.batches - before
+    assert 1 <= batches < 512 // 4  # many requests per transaction
+    for i in range(64):
+        assert a.engine.read(NS, f"gc:{i}")["value"] == 8  # type: ignore[index]
+
+
+async def test_a_batch_is_bounded_and_the_rest_follow_at_once(start_node: StartNode) -> None:
+    a = await start_node("a", max_batch_writes=4)
+    await op(a, "gc:warm", {"op": "increment"})
+    before = a.store.stats.batches
+    results = await outcomes(*(op(a, f"gc:{i % 3}", {"op": "increment"}) for i in range(40)))
+    assert all(not isinstance(r, BaseException) for r in results)
+    assert a.store.stats.batches - before >= 10  # 40 requests, at most 4 per transaction
+    assert sum(a.engine.read(NS, f"gc:{i}")["value"] for i in range(3)) == 40  # type: ignore[index]
+
+
+async def test_one_bad_op_never_sinks_its_batch(start_node: StartNode) -> None:
+    a = await start_node("a")
+    await op(a, "rg:doc", {"op": "insert", "index": 0, "text": "ab"})
+    await op(a, "gc:n", {"op": "increment"})
+    before = a.store.stats.batches
+    bad_index = op(a, "rg:doc", {"op": "delete", "index": 99, "count": 1})  # checked in apply()
+    wrong_client = op(a, "gc:n", {"op": "increment", "client_id": 424242})  # forbidden in apply()
+    good = [op(a, "gc:n", {"op": "increment"}) for _ in range(10)]
+    good += [op(a, "rg:doc", {"op": "insert", "index": 0, "text": "x"}) for _ in range(5)]
+    results = await outcomes(bad_index, *good, wrong_client)
+    assert isinstance(results[0], ApiError) and results[0].status == 400
+    assert isinstance(results[-1], ApiError) and results[-1].status == 403
+    assert all(not isinstance(r, BaseException) for r in results[1:-1])
+    assert a.store.stats.batches - before <= 2  # all of it rode one or two transactions
+    assert a.engine.read(NS, "gc:n")["value"] == 11  # type: ignore[index]
+    b = await start_node("b")  # what the database holds
+    assert full(b, "gc:n") == full(a, "gc:n")
+    assert full(b, "rg:doc") == full(a, "rg:doc")
+
+
+async def test_a_failed_batch_answers_503_to_all_and_every_crdt_is_made_right(
+    start_node: StartNode, pg_url: str
+) -> None:
+    a = await start_node("a")
+    ids = ["gc:f1", "or:f2", "rg:f3"]
+    first = [
+        {"op": "increment"},
+        {"op": "add", "element": "kept"},
+        {"op": "insert", "index": 0, "text": "k"},
+    ]
+    recorders = [Recorder(a, crdt_id) for crdt_id in ids]
+    for crdt_id, body in zip(ids, first, strict=True):
+        await op(a, crdt_id, body)
+    states = {crdt_id: full(a, crdt_id) for crdt_id in ids}
+    with sql_conn(pg_url) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON ops FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+    later = [
+        {"op": "increment"},
+        {"op": "add", "element": "lost"},
+        {"op": "insert", "index": 0, "text": "l"},
+    ]
+    results = await outcomes(
+        *(op(a, c, b) for c, b in zip(ids, later, strict=True) for _ in range(3))
+    )
+    assert {r.status for r in results if isinstance(r, ApiError)} == {503}
+    assert len([r for r in results if isinstance(r, ApiError)]) == 9
+    # Memory was ahead: each CRDT is read back from the table, without the failed ops,
+    # and its subscribers never saw them.
+    for crdt_id in ids:
+        await eventually(lambda c=crdt_id: full(a, c) == states[c])  # type: ignore[misc]
+    assert [r.op_seqs() for r in recorders] == [[1], [1], [1]]
+    assert all(len(r.deltas) == 1 for r in recorders)
+    with sql_conn(pg_url) as conn:
+        conn.execute("DROP TRIGGER refuse ON ops")
+    await eventually(lambda: a.ready)
+    again = await op(a, "gc:f1", {"op": "increment"})
+    assert again.seq == 2
+    await eventually(lambda: recorders[0].op_seqs() == [1, 2])
+
+
+async def test_two_nodes_writing_the_same_crdts_in_any_order_never_deadlock(
+    start_node: StartNode,
+) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    ids = [f"gc:d{i}" for i in range(8)]
+    rng = random.Random(7)
+    calls = []
+    for _ in range(300):
+        node = a if rng.random() < 0.5 else b
+        calls.append(op(node, rng.choice(ids), {"op": "increment"}))
+    results = await outcomes(*calls)
+    assert all(not isinstance(r, BaseException) for r in results), [
+        r for r in results if isinstance(r, BaseException)
+    ][:3]
+    seqs: dict[str, set[int]] = {}
+    for result in results:
+        record = result.records[0]
+        assert record["seq"] not in seqs.setdefault(record["id"], set())
+        seqs[record["id"]].add(record["seq"])
+    for crdt_id in ids:
+        await eventually(lambda c=crdt_id: full(a, c) == full(b, c))  # type: ignore[misc]
+    assert sum(a.engine.read(NS, c)["value"] for c in ids) == 300  # type: ignore[index]
+
+
+async def test_a_batch_notifies_in_as_few_payloads_as_fit(
+    start_node: StartNode, pg_url: str
+) -> None:
+    a = await start_node("a")
+    await op(a, "gc:warm", {"op": "increment"})
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as listener:
+        await listener.execute(f'LISTEN "{a.store.channel}"')  # type: ignore[attr-defined]
+        before = a.store.stats.batches
+        results = await outcomes(*(op(a, f"gc:m{i % 20}", {"op": "increment"}) for i in range(200)))
+        assert all(not isinstance(r, BaseException) for r in results)
+        batches = a.store.stats.batches - before
+        seen: list[tuple[str, int]] = []
+        payloads = 0
+        async for notify in listener.notifies(timeout=1.0):
+            payloads += 1
+            _sender, kind, body = msgpack.unpackb(base64.b64decode(notify.payload), raw=False)
+            assert kind == "r"
+            for raw in body:
+                record = msgpack.unpackb(raw, raw=False)
+                seen.append((record["id"], record["seq"]))
+    assert sorted(seen) == sorted((f"gc:m{i}", s) for i in range(20) for s in range(1, 11))
+    # A payload holds up to 8000 bytes: dozens of small records, never one each.
+    assert batches <= payloads <= 200 // 20
