@@ -216,6 +216,9 @@ class Replicator:
 
     # -- the store's hook (Follower) -------------------------------------------------
 
+    def position(self, key: Key) -> tuple[str, int] | None:
+        return self._sink.position(*key)
+
     async def bring_up(self, rows: RowReader, key: Key, row: Row | None) -> None:
         await self._bring_up(rows, key, row)
         self._quiet.pop(key, None)

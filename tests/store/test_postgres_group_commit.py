@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import random
+import time
 from typing import Any
 
 import msgpack
@@ -160,5 +161,32 @@ async def test_a_batch_notifies_in_as_few_payloads_as_fit(
                 record = msgpack.unpackb(raw, raw=False)
                 seen.append((record["id"], record["seq"]))
     assert sorted(seen) == sorted((f"gc:m{i}", s) for i in range(20) for s in range(1, 11))
-    # A payload holds up to 8000 bytes: dozens of small records, never one each.
-    assert batches <= payloads <= 200 // 20
+    # A payload holds up to 8000 bytes: dozens of small records, never one each;
+    # a batch of up to 200 such records needs at most a few.
+    assert batches <= payloads <= 5 * batches
+    assert payloads <= 200 // 10
+
+
+async def test_a_lone_client_never_waits_for_company(start_node: StartNode) -> None:
+    a = await start_node("a", gather_wait_s=0.5)
+    await op(a, "gc:solo", {"op": "increment"})
+    started = time.monotonic()
+    for _ in range(10):
+        await op(a, "gc:solo", {"op": "increment"})
+    assert time.monotonic() - started < 2.5  # never the 0.5 s gather wait each
+
+
+async def test_a_batch_waits_for_the_callers_it_just_answered(start_node: StartNode) -> None:
+    a = await start_node("a", gather_wait_s=0.5)
+    await op(a, "gc:w", {"op": "increment"})
+
+    async def client(n: int) -> None:
+        for _ in range(n):
+            await op(a, f"gc:g{n}", {"op": "increment"})
+            await asyncio.sleep(0.01)  # a client's turnaround, shorter than the wait
+
+    before = a.store.stats.batches
+    await asyncio.gather(*(client(5) for _ in range(8)))
+    # Eight callers in step: each round's eight requests share one transaction
+    # instead of splitting into ever smaller ones.
+    assert a.store.stats.batches - before <= 5 + 2
