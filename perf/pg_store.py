@@ -382,7 +382,11 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp, postgres_server(args.pg) as pg:
         root = Path(tmp)
         figures: dict[str, float] = {}
-        parts = set(args.only.split(",")) if args.only else {"spread", "hot", "three", "delivery", "rest"}
+        parts = (
+            set(args.only.split(","))
+            if args.only
+            else {"spread", "hot", "three", "delivery", "rest"}
+        )
         for label, conns, crdts in (
             ("spread", args.concurrency, args.crdts),
             ("hot", args.hot_concurrency, 1),

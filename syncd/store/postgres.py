@@ -640,6 +640,10 @@ class PostgresStore:
             if not write.future.done():
                 write.future.set_result(write.result)
         applied.clear()  # durable: nothing to undo from here on
+        # Still holding the CRDTs' locks, yield once: every caller resumes and
+        # queues its fan-out before anything else (another node's next op) may
+        # change these CRDTs, so subscribers get each CRDT's seqs in order.
+        await asyncio.sleep(0)
 
     async def _write(
         self, conn: PgConn, writes: dict[Key, _KeyWrite]
