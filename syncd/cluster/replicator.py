@@ -89,6 +89,11 @@ RECONCILE_INTERVAL_S: Final = 30.0
 the bound on how long a notification lost after a commit (its sender died
 between commit and NOTIFY) can leave a CRDT that nobody writes behind."""
 
+CONTENDED_S: Final = 1.0
+"""A CRDT another node wrote within this long is contended: this node's next
+batch on it waits for the row lock and reads their ops first, instead of
+writing optimistically and doing it again on a conflict."""
+
 LISTEN_TICK_S: Final = 0.25
 """The listener looks up from its notifications this often (probe, trouble)."""
 
@@ -187,6 +192,8 @@ class Replicator:
         self._wal: WalConsumer | None = None
         self._quiet: dict[Key, tuple[str, int]] = {}
         """CRDTs dropped after a failed commit: (epoch, seq) their subscribers have seen."""
+        self._remote_at: dict[Key, float] = {}
+        """When another node's op on a CRDT was last applied here (monotonic)."""
         self.stats = ClusterStats()
         store.follower = self
 
@@ -219,6 +226,18 @@ class Replicator:
     def position(self, key: Key) -> tuple[str, int] | None:
         return self._sink.position(*key)
 
+    def contended(self, key: Key) -> bool:
+        at = self._remote_at.get(key)
+        if at is None:
+            return False
+        if time.monotonic() - at < CONTENDED_S:
+            return True
+        del self._remote_at[key]
+        return False
+
+    def _remote(self, key: Key) -> None:
+        self._remote_at[key] = time.monotonic()
+
     async def bring_up(self, rows: RowReader, key: Key, row: Row | None) -> None:
         await self._bring_up(rows, key, row)
         self._quiet.pop(key, None)
@@ -243,6 +262,7 @@ class Replicator:
         return [pack_deleted(self._sender, key[0], key[1], epoch)]
 
     def commit_failed(self, key: Key, row: Row | None) -> None:
+        self._remote(key)  # likely another node's doing: wait for the lock next time
         # Memory may be ahead of the database: forget this CRDT (unannounced:
         # subscribers never saw the failed ops) and read it back, quietly up
         # to what they did see.
@@ -307,6 +327,8 @@ class Replicator:
                 sink.replay_quietly(record)  # its subscribers have it already
             else:
                 sink.apply_remote(record)
+        if records:
+            self._remote(key)
 
     async def _sync_key(self, key: Key) -> None:
         """Read one CRDT (consistently) and bring the engine to it; caller holds its lock."""
@@ -328,6 +350,7 @@ class Replicator:
                 return False
             try:
                 self._sink.apply_remote(record)
+                self._remote(key)
             except (GapError, ValueError, KeyError) as exc:
                 log.warning(
                     "%s/%s: remote record not applied (%s); reading the table", key[0], key[1], exc

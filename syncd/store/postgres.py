@@ -76,6 +76,7 @@ from typing import Any, Final, Protocol
 
 import msgpack
 import psycopg
+import psycopg.errors
 
 from syncd.errors import ApiError, unavailable
 from syncd.store.base import Applied, AppliedT, Record, Recovered, SnapshotSource, StoreStats
@@ -142,6 +143,9 @@ RECONNECT_MAX_S: Final = 2.0
 
 NETWORK_ERRORS: Final = (psycopg.OperationalError, OSError, TimeoutError)
 """What a lost server or connection raises (as opposed to a refused statement)."""
+
+_CONFLICTS: Final = (psycopg.errors.NotNullViolation, psycopg.errors.UniqueViolation)
+"""What an optimistic batch's write raises when another node moved its rows first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +235,12 @@ class Follower(Protocol):
         """(epoch, seq) of what the engine holds of ``key``; None: nothing."""
         ...
 
+    def contended(self, key: Key) -> bool:
+        """Whether other nodes wrote ``key`` lately: then a batch waits for its
+        row locks and reads their ops before applying, instead of assuming the
+        engine is current."""
+        ...
+
     async def bring_up(self, rows: RowReader, key: Key, row: Row | None) -> None:
         """Make the engine's entry for ``key`` equal ``row`` (None: no row),
         reading what is missing through ``rows``."""
@@ -303,9 +313,15 @@ _WRITE_BATCH: Final = (
     "WITH ins AS (INSERT INTO ops (ns, id, epoch, seq, record) "
     "SELECT * FROM unnest(%(ns)b::text[], %(id)b::text[], %(epoch)b::text[],"
     " %(seq)b::bigint[], %(record)b::bytea[]) RETURNING gid), "
-    "upd AS (UPDATE crdts c SET type = u.type, epoch = u.epoch, seq = u.seq, deleted = false"
+    # A row that is not what the engine numbered after (another node moved it
+    # since) gets seq NULL, which NOT NULL refuses: the transaction aborts.
+    "upd AS (UPDATE crdts c SET type = u.type, epoch = u.epoch, deleted = false,"
+    " seq = CASE WHEN (u.was_epoch <> '' AND c.epoch = u.was_epoch AND c.seq = u.was_seq"
+    " AND NOT c.deleted) OR (u.was_epoch = '' AND (c.deleted OR c.seq = 0))"
+    " THEN u.seq END"
     " FROM unnest(%(row_ns)b::text[], %(row_id)b::text[], %(row_type)b::text[],"
-    " %(row_epoch)b::text[], %(row_seq)b::bigint[]) AS u(ns, id, type, epoch, seq)"
+    " %(row_epoch)b::text[], %(row_seq)b::bigint[], %(row_was_epoch)b::text[],"
+    " %(row_was_seq)b::bigint[]) AS u(ns, id, type, epoch, seq, was_epoch, was_seq)"
     " WHERE c.ns = u.ns AND c.id = u.id) "
     "SELECT max(gid) FROM ins"
 )
@@ -362,6 +378,8 @@ class PostgresStore:
         self._target = 1
         """Requests the next batch waits for (at most ``gather_wait_s``)."""
         self._last_gid = 0
+        self.conflicts = 0
+        """Optimistic batches done again because another node moved a row first."""
 
     # -- the Store protocol ---------------------------------------------------
 
@@ -520,8 +538,12 @@ class PostgresStore:
                 write.future.set_exception(unavailable("the database is unavailable"))
 
     async def _commit_batch(self, batch: list[_Write], keys: list[Key]) -> None:
+        follower = self.follower
+        assert follower is not None
         async with self.locks.hold_all(keys):
-            for attempt in (1, 2):
+            optimistic = not any(follower.contended(key) for key in keys)
+            retried = False
+            while True:
                 # The rows as they were when apply() ran: what subscribers have seen.
                 applied: dict[Key, Row | None] = {}
                 if not self.ready:
@@ -529,15 +551,26 @@ class PostgresStore:
                     return
                 try:
                     async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
-                        await self._commit_on(conn, keys, batch, applied)
+                        await self._commit_on(conn, keys, batch, applied, optimistic=optimistic)
                     return
                 except asyncio.CancelledError as exc:
                     self._failed(batch, applied, exc)
                     raise
+                except _CONFLICTS:
+                    if not optimistic:
+                        raise
+                    # Another node moved a row: undo (the engine reads these
+                    # CRDTs back, quietly up to what subscribers saw) and do
+                    # the batch again, waiting for the locks this time.
+                    self.conflicts += 1
+                    for key, row in applied.items():
+                        follower.commit_failed(key, row)
+                    optimistic = False
                 except Exception as exc:
-                    if attempt == 1 and not applied and isinstance(exc, NETWORK_ERRORS):
+                    if not retried and not applied and isinstance(exc, NETWORK_ERRORS):
                         # Dead pooled connections (the server restarted): nothing
                         # was applied, so try again on a fresh one.
+                        retried = True
                         await self.pool.reset()
                         continue
                     self._failed(batch, applied, exc)
@@ -570,38 +603,28 @@ class PostgresStore:
         keys: list[Key],
         batch: list[_Write],
         applied: dict[Key, Row | None],
+        *,
+        optimistic: bool,
     ) -> None:
         follower = self.follower
         assert follower is not None
         writes: dict[Key, _KeyWrite] = {}
         gid_cur: psycopg.AsyncCursor[Any] | None = None
         held = {key: at for key in keys if (at := follower.position(key)) is not None}
-        # BEGIN and COMMIT by hand: two round trips in all (the locks and reads;
-        # the writes and the commit). On an error the pool rolls the connection back.
+        # BEGIN and COMMIT by hand; on an error the pool rolls the connection back.
         async with conn.pipeline():
             await conn.execute("BEGIN")
             cur = await conn.execute(_LOCK_ROWS, ([k[0] for k in keys], [k[1] for k in keys]))
-            ahead_cur = await conn.execute(
-                _OPS_AFTER_MANY,
-                (
-                    [k[0] for k in held],
-                    [k[1] for k in held],
-                    [at[0] for at in held.values()],
-                    [at[1] for at in held.values()],
-                ),
-            )
-            rows = {
-                (ns, crdt_id): Row(epoch, seq, deleted)
-                for ns, crdt_id, epoch, seq, deleted in await cur.fetchall()
-            }
-            read_ahead: dict[Key, tuple[str, int, list[Record]]] = {
-                key: (at[0], at[1], []) for key, at in held.items()
-            }
-            for ns, crdt_id, raw in await ahead_cur.fetchall():
-                read_ahead[(ns, crdt_id)][2].append(unpack(raw))
-            reader = RowReader(conn, read_ahead)
-            for key in keys:
-                await follower.bring_up(reader, key, rows[key])
+            if optimistic:
+                # One round trip: the engine is taken to be current (no other
+                # node wrote these CRDTs lately); the write refuses rows that
+                # moved since, and the batch is then done again the other way.
+                rows = {
+                    key: Row(at[0], at[1], False) if (at := held.get(key)) else Row("", 0, True)
+                    for key in keys
+                }
+            else:
+                rows = await self._lock_and_read(conn, keys, held, cur)
             for write in batch:
                 if write.future.done():
                     continue  # the caller went away before its ops were applied
@@ -645,6 +668,40 @@ class PostgresStore:
         # change these CRDTs, so subscribers get each CRDT's seqs in order.
         await asyncio.sleep(0)
 
+    async def _lock_and_read(
+        self,
+        conn: PgConn,
+        keys: list[Key],
+        held: dict[Key, tuple[str, int]],
+        lock_cur: psycopg.AsyncCursor[Any],
+    ) -> dict[Key, Row]:
+        """Wait for the locks; bring the engine up to every row (one round trip:
+        the ops other nodes committed are read in the same flush, once locked)."""
+        follower = self.follower
+        assert follower is not None
+        ahead_cur = await conn.execute(
+            _OPS_AFTER_MANY,
+            (
+                [k[0] for k in held],
+                [k[1] for k in held],
+                [at[0] for at in held.values()],
+                [at[1] for at in held.values()],
+            ),
+        )
+        rows = {
+            (ns, crdt_id): Row(epoch, seq, deleted)
+            for ns, crdt_id, epoch, seq, deleted in await lock_cur.fetchall()
+        }
+        read_ahead: dict[Key, tuple[str, int, list[Record]]] = {
+            key: (at[0], at[1], []) for key, at in held.items()
+        }
+        for ns, crdt_id, raw in await ahead_cur.fetchall():
+            read_ahead[(ns, crdt_id)][2].append(unpack(raw))
+        reader = RowReader(conn, read_ahead)
+        for key in keys:
+            await follower.bring_up(reader, key, rows[key])
+        return rows
+
     async def _write(
         self, conn: PgConn, writes: dict[Key, _KeyWrite]
     ) -> tuple[psycopg.AsyncCursor[Any], list[bytes]]:
@@ -652,7 +709,15 @@ class PostgresStore:
         follower = self.follower
         assert follower is not None
         ops: dict[str, list[Any]] = {"ns": [], "id": [], "epoch": [], "seq": [], "record": []}
-        moved: dict[str, list[Any]] = {"ns": [], "id": [], "type": [], "epoch": [], "seq": []}
+        moved: dict[str, list[Any]] = {
+            "ns": [],
+            "id": [],
+            "type": [],
+            "epoch": [],
+            "seq": [],
+            "was_epoch": [],
+            "was_seq": [],
+        }
         packed: list[bytes] = []
         new_lives: list[tuple[Key, str]] = []
         snapshots: list[tuple[Key, str, int, bytes]] = []
@@ -679,6 +744,8 @@ class PostgresStore:
             moved["type"].append(first["type"])
             moved["epoch"].append(epoch)
             moved["seq"].append(last["seq"])
+            moved["was_epoch"].append(row.epoch if row.live else "")
+            moved["was_seq"].append(row.seq if row.live else 0)
             if row.epoch and row.epoch != epoch:
                 new_lives.append((key, epoch))
             if last["seq"] // self._snapshot_every > base // self._snapshot_every:

@@ -190,3 +190,31 @@ async def test_a_batch_waits_for_the_callers_it_just_answered(start_node: StartN
     # Eight callers in step: each round's eight requests share one transaction
     # instead of splitting into ever smaller ones.
     assert a.store.stats.batches - before <= 5 + 2
+
+
+async def test_an_optimistic_batch_that_lost_a_race_is_done_again_right(
+    start_node: StartNode,
+) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    b.store.channel = "nowhere"  # type: ignore[attr-defined]  # a never hears of b's ops
+    rec = Recorder(a, "gc:r")
+    await op(a, "gc:r", {"op": "increment"})
+    await eventually(lambda: full(b, "gc:r") is not None)
+    await op(b, "gc:r", {"op": "increment", "amount": 10})  # seq 2, unknown to a
+    conflicts = a.store.conflicts  # type: ignore[attr-defined]
+    result = await op(a, "gc:r", {"op": "increment", "amount": 100})
+    assert result.seq == 3  # numbered after b's op, read under the lock on the retry
+    assert a.store.conflicts == conflicts + 1  # type: ignore[attr-defined]
+    assert a.engine.read(NS, "gc:r")["value"] == 111  # type: ignore[index]
+    await eventually(lambda: rec.op_seqs() == [1, 2, 3])  # b's op, then a's, once each
+
+    # b ends the life and starts another; a, still deaf, writes to the old one.
+    await b.service.delete(NS, "gc:r")
+    await op(b, "gc:r", {"op": "increment"})
+    a.cluster._remote_at.clear()  # type: ignore[union-attr]  # as if a second had passed
+    reborn = await op(a, "gc:r", {"op": "increment", "amount": 5})
+    assert reborn.seq == 2
+    assert a.store.conflicts == conflicts + 2  # type: ignore[attr-defined]
+    assert a.engine.read(NS, "gc:r")["value"] == 6  # type: ignore[index]
+    assert full(a, "gc:r")["epoch"] == full(b, "gc:r")["epoch"]  # type: ignore[index]
