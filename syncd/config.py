@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from syncd.auth.authenticator import DEFAULT_RATE_LIMIT
+from syncd.crdt.engine import OP_ID_WINDOW as DEFAULT_OP_ID_WINDOW
+
 FsyncMode = Literal["batch", "always", "never"]
 ParserChoice = Literal["auto", "h11", "httptools"]
 
 DEFAULT_BIND = "0.0.0.0:3000"
-DEFAULT_RATE_LIMIT = 100
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_MAX_TOKEN_TTL_MS = 30 * 24 * 3600 * 1000
 DEFAULT_MAX_CONNECTIONS = 10_000
@@ -46,7 +48,6 @@ DEFAULT_MAX_SUBSCRIPTIONS = 1000
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 # Graceful shutdown gives queued webhook events this long to go out.
 DEFAULT_WEBHOOK_DRAIN_S = 5.0
-DEFAULT_OP_ID_WINDOW = 1024
 DEFAULT_JSON_MAX_DEPTH = 64
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")

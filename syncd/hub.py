@@ -135,9 +135,27 @@ def _crdt_key(delta: dict[str, Any]) -> tuple[str, str]:
 
 
 class Subscriber(Protocol):
+    """What the hub hands deltas to (an SSE stream, a WebSocket subscription)."""
+
     def deliver(self, delta: EncodedDelta) -> None:
         """Take a delta. Must not block, await or raise."""
         ...
+
+    def deliver_run(self, run: EncodedRun) -> None:
+        """Take consecutive deltas of one CRDT (``run.items``), as ``deliver``
+        would one by one; a subscriber may send them in one write."""
+        ...
+
+
+class DeliverEach:
+    """``deliver_run`` for a subscriber that takes deltas one at a time."""
+
+    def deliver(self, delta: EncodedDelta) -> None:
+        raise NotImplementedError
+
+    def deliver_run(self, run: EncodedRun) -> None:
+        for encoded in run.items:
+            self.deliver(encoded)
 
 
 Key = tuple[str, str]
@@ -174,9 +192,8 @@ class Hub:
         return len(subs)
 
     def publish_many(self, deltas: list[dict[str, Any]]) -> None:
-        """``publish`` each of ``deltas`` in order; a subscriber with a
-        ``deliver_run(run)`` method gets each stretch of one CRDT's deltas
-        in one :class:`EncodedRun`, the others delta by delta."""
+        """``publish`` each of ``deltas`` in order; each stretch of one CRDT's
+        deltas goes to its subscribers in one :class:`EncodedRun`."""
         for key, group in groupby(deltas, key=_crdt_key):
             stretch = list(group)
             if len(stretch) == 1:
@@ -187,12 +204,7 @@ class Hub:
                 continue
             run = EncodedRun([EncodedDelta(delta) for delta in stretch])
             for subscriber in tuple(subs):
-                deliver_run = getattr(subscriber, "deliver_run", None)
-                if deliver_run is not None:
-                    deliver_run(run)
-                else:
-                    for encoded in run.items:
-                        subscriber.deliver(encoded)
+                subscriber.deliver_run(run)
 
     def subscribers(self, ns: str, crdt_id: str) -> Iterator[Subscriber]:
         return iter(tuple(self._subs.get((ns, crdt_id), ())))

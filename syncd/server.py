@@ -43,7 +43,7 @@ class Server:
             keepalive_timeout=settings.keepalive_timeout_s,
             send_timeout=settings.send_timeout_s,
             max_connections=settings.max_connections,
-            extra_headers=getattr(self.app, "extra_headers", None),
+            extra_headers=self.app.extra_headers,
             on_response=self.app.metrics.http_response,
         )
         self.app.server_ctx = self.ctx  # type: ignore[attr-defined]

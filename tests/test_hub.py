@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from syncd.hub import EncodedDelta, Hub
+from syncd.hub import DeliverEach, EncodedDelta, Hub
 from syncd.ws.subscription import WsSubscription
 
 NS = "n"
@@ -41,7 +41,7 @@ class Connection:
         self.data += data
 
 
-class Recorder:
+class Recorder(DeliverEach):
     """A subscriber with deliver() only (as SSE streams are)."""
 
     def __init__(self) -> None:

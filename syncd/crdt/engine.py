@@ -51,9 +51,9 @@ MAX_BATCH_OPS = 1000
 OP_ID_MAX_LEN = 128
 """SPEC section 2."""
 
-OP_ID_WINDOW = 1000
-"""The retention window of ``op_id``s: how many of the most recent ones each
-CRDT remembers. A client retrying within that many ops of its first attempt
+OP_ID_WINDOW = 1024
+"""The retention window of ``op_id``s (``SERVICE_OP_ID_WINDOW`` by default): how
+many of the most recent ones each CRDT remembers. A client retrying within that many ops of its first attempt
 gets the first answer; memory per CRDT stays bounded."""
 
 MAX_LIST_LIMIT = 1000

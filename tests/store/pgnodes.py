@@ -17,7 +17,7 @@ import pytest
 from syncd.app import App
 from syncd.auth.authenticator import ROOT
 from syncd.cluster.replicator import Replicator
-from syncd.hub import EncodedDelta
+from syncd.hub import DeliverEach, EncodedDelta
 from syncd.store.postgres import PostgresStore
 from tests.cluster.pgdb import database_url, fresh_database
 from tests.conftest import base_settings
@@ -104,7 +104,7 @@ def full(app: App, crdt_id: str) -> dict[str, Any] | None:
     return app.engine.read(NS, crdt_id, full=True)
 
 
-class Recorder:
+class Recorder(DeliverEach):
     """A hub subscriber that keeps every delta it is handed."""
 
     def __init__(self, app: App, crdt_id: str) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 from syncd.errors import bad_request
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink
-from syncd.hub import EncodedDelta
+from syncd.hub import DeliverEach, EncodedDelta
 from syncd.ids import check_crdt_id, check_namespace
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ MAX_SEQ_DIGITS: Final = 20
 asked to parse the thousands of digits it refuses with a ValueError."""
 
 
-class SseSubscriber:
+class SseSubscriber(DeliverEach):
     def __init__(self, app: App, ns: str, crdt_id: str) -> None:
         self._app = app
         self.ns = ns
