@@ -46,6 +46,12 @@ class Crdt(Protocol):
     """The type name, e.g. ``"gcounter"``."""
     OPS: ClassVar[Mapping[str, int]]
     """Op name -> op-mask bit (SPEC section 2)."""
+    PREFIX: ClassVar[str]
+    """The id prefix that fixes this type, e.g. ``"gc:"`` (three characters)."""
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None]
+    """The op a WebSocket connection sends on its own behalf when it goes away,
+    to every CRDT of this type it wrote with another op (presence: ``leave``);
+    None for types that keep no per-connection state."""
 
     @classmethod
     def new(cls) -> Self: ...

@@ -64,6 +64,8 @@ def join_counts(mine: dict[int, int], theirs: Mapping[int, int]) -> int:
 class GCounter:
     TYPE: ClassVar[str] = "gcounter"
     OPS: ClassVar[Mapping[str, int]] = {"increment": 0x01}
+    PREFIX: ClassVar[str] = "gc:"
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
 
     __slots__ = ("_counts", "_total")
 

@@ -21,6 +21,8 @@ from syncd.errors import invalid_op
 class LWWRegister:
     TYPE: ClassVar[str] = "lwwregister"
     OPS: ClassVar[Mapping[str, int]] = {"set": 0x01}
+    PREFIX: ClassVar[str] = "lw:"
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
 
     __slots__ = ("_client_id", "_timestamp", "_value")
 

@@ -39,6 +39,8 @@ def _dots_from(data: Iterable[Any]) -> set[Dot]:
 class ORSet:
     TYPE: ClassVar[str] = "orset"
     OPS: ClassVar[Mapping[str, int]] = {"add": 0x01, "remove": 0x02}
+    PREFIX: ClassVar[str] = "or:"
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
 
     __slots__ = ("_cloud", "_dots", "_values", "_vv")
 

@@ -17,6 +17,8 @@ from syncd.crdt.validate import amount_field, op_name
 class PNCounter:
     TYPE: ClassVar[str] = "pncounter"
     OPS: ClassVar[Mapping[str, int]] = {"increment": 0x01, "decrement": 0x02}
+    PREFIX: ClassVar[str] = "pn:"
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
 
     __slots__ = ("_n", "_p", "_value")
 

@@ -60,6 +60,9 @@ def _wins(new: Record, old: Record) -> bool:
 class Presence:
     TYPE: ClassVar[str] = "presence"
     OPS: ClassVar[Mapping[str, int]] = {"update": 0x01, "leave": 0x01}
+    PREFIX: ClassVar[str] = "pr:"
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = {"op": "leave"}
+    """A connection that wrote an ``update`` leaves when it goes away."""
 
     __slots__ = ("_horizon", "_records")
 

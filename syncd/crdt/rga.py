@@ -58,6 +58,8 @@ def _text_ok(text: str) -> bool:
 class Rga(RunSeq):
     TYPE: ClassVar[str] = "rga"
     OPS: ClassVar[Mapping[str, int]] = {"insert": 0x01, "delete": 0x02}
+    PREFIX: ClassVar[str] = "rg:"
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
 
     __slots__ = ()
 

@@ -77,6 +77,8 @@ def _stamp(delta: Mapping[str, Any]) -> Stamp:
 class Tree:
     TYPE: ClassVar[str] = "tree"
     OPS: ClassVar[Mapping[str, int]] = {"add": 0x01, "move": 0x02, "update": 0x04, "delete": 0x08}
+    PREFIX: ClassVar[str] = "tr:"
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
 
     __slots__ = ("_children", "_log", "_nodes", "_pending", "_upto")
 

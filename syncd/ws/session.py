@@ -53,10 +53,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from syncd.catchup import initial_deltas
+from syncd.crdt.types import crdt_class
 from syncd.errors import ApiError, bad_request
-from syncd.http.handlers.events import initial_deltas
 from syncd.ids import check_crdt_id
 from syncd.ws.codec import MessageLimits, decode, encode
 from syncd.ws.flusher import Flusher
@@ -218,7 +220,8 @@ class Session(asyncio.Protocol):
         self._run: list[_Staged] = []
         """Op messages of the current read, applied together by one task."""
         self._stages = app.service.stages
-        self._presence: set[str] = set()
+        self._presence: dict[str, Mapping[str, Any]] = {}
+        """CRDT id -> the op to send for it when this connection goes away."""
         self.can_send = True
         """False once closing started: then nothing but close frames go out."""
         self._read_paused = False
@@ -542,13 +545,16 @@ class Session(asyncio.Protocol):
             self._flush_replies()
 
     def _note_presence(self, crdt_id: str, result: ApplyResult) -> None:
+        """Remember the CRDTs whose type wants an op from this connection when
+        it goes away (``Crdt.DISCONNECT_OP``: presence's leave)."""
         for record in result.records:
-            if record["type"] != "presence":
+            on_disconnect = crdt_class(record["type"]).DISCONNECT_OP
+            if on_disconnect is None:
                 return
-            if record["op"].get("op") == "update":
-                self._presence.add(crdt_id)
+            if record["op"].get("op") == on_disconnect["op"]:
+                self._presence.pop(crdt_id, None)
             else:
-                self._presence.discard(crdt_id)
+                self._presence[crdt_id] = on_disconnect
 
     def _reply(self, data: bytes) -> None:
         if self._replies:
@@ -612,7 +618,10 @@ class Session(asyncio.Protocol):
         self, subscription: WsSubscription, since: int, epoch: str | None
     ) -> None:
         try:
-            initial = await initial_deltas(self._app, self.ns, subscription.crdt_id, since, epoch)
+            app = self._app
+            initial = await initial_deltas(
+                app.engine, app.store, self.ns, subscription.crdt_id, since, epoch
+            )
         except Exception as exc:
             if subscription.active:
                 log.exception("replay for %s/%s failed", self.ns, subscription.crdt_id)
@@ -652,9 +661,9 @@ class Session(asyncio.Protocol):
         if inflight:
             await asyncio.wait(inflight)
         service = self._app.service
-        for crdt_id in sorted(self._presence):
+        for crdt_id, leave in sorted(self._presence.items()):
             try:
-                await service.apply_ops(self.ns, crdt_id, {"op": "leave"}, self.principal, "ws")
+                await service.apply_ops(self.ns, crdt_id, dict(leave), self.principal, "ws")
             except ApiError as exc:
                 log.info("presence leave on %s/%s refused: %s", self.ns, crdt_id, exc.message)
             except Exception:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
+from syncd.catchup import initial_deltas
 from syncd.errors import bad_request
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink
@@ -126,7 +127,7 @@ def register(app: App) -> None:
         app.hub.subscribe(ns, crdt_id, subscriber)
         app.metrics.sse_connections_active.inc()
         try:
-            initial = await initial_deltas(app, ns, crdt_id, since, epoch)
+            initial = await initial_deltas(app.engine, app.store, ns, crdt_id, since, epoch)
         except BaseException:
             subscriber.close()
             raise
@@ -138,23 +139,3 @@ def register(app: App) -> None:
         )
 
     app.router.add("GET", "/v1/namespaces/{ns}/crdts/{id}/events", events)
-
-
-async def initial_deltas(
-    app: App, ns: str, crdt_id: str, since: int | None, epoch: str | None
-) -> list[dict[str, Any]]:
-    """The replay after ``since`` when the store still has it for this epoch, else a snapshot."""
-    entry = app.engine.get(ns, crdt_id)
-    if (
-        since is not None
-        and epoch is not None
-        and entry is not None
-        and entry.epoch == epoch
-        and since <= entry.seq
-    ):
-        if since == entry.seq:
-            return []  # the client is up to date
-        records = await app.store.ops_since(ns, crdt_id, epoch, since)
-        if records is not None:
-            return records
-    return [app.engine.snapshot_delta(ns, crdt_id)]
