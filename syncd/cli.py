@@ -22,7 +22,7 @@ def _configure_logging(level: str) -> None:
 
 
 def _version_text() -> str:
-    from syncd.http.parser import available_parsers, resolve_parser_name
+    from syncd.http.parsers import available_parsers, resolve_parser_name
 
     choice = os.environ.get("SERVICE_HTTP_PARSER") or "auto"
     try:
@@ -41,7 +41,7 @@ def serve() -> int:
         print(f"syncd: {exc}", file=sys.stderr)
         return 2
     _configure_logging(settings.log_level)
-    from syncd.http.parser import resolve_parser_name
+    from syncd.http.parsers import resolve_parser_name
 
     try:
         resolve_parser_name(settings.http_parser)

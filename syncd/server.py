@@ -16,7 +16,7 @@ from typing import Final
 from syncd import __version__
 from syncd.app import App
 from syncd.config import Settings
-from syncd.http.parser import resolve_parser_name
+from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import HttpProtocol, ServerContext
 from syncd.sdnotify import Notifier
 from syncd.ws.session import wait_background

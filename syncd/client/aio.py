@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -18,12 +18,10 @@ from syncd.client.config import ClientConfig
 from syncd.client.errors import ServiceError, TransportError
 from syncd.client.helpers import OpHelpers
 from syncd.client.ops import Op
+from syncd.client.replica import Replica
 from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_op_ids, with_retries
+from syncd.client.stream import EventStream, Subscription
 from syncd.client.token import wall_clock_ms
-
-if TYPE_CHECKING:
-    from syncd.client.replica import Replica
-    from syncd.client.stream import EventStream, Subscription
 
 Answer = dict[str, Any]
 
@@ -172,22 +170,16 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
     def subscribe(self, ids: Iterable[str], **options: Any) -> Subscription:
         """Deltas of ``ids`` over one WebSocket, resumed across reconnects
         (see :class:`syncd.client.stream.Subscription` for the options)."""
-        from syncd.client.stream import Subscription
-
         return Subscription(self, ids, **options)
 
     def events(self, crdt_id: str, **options: Any) -> EventStream:
         """Deltas of one CRDT over SSE, resumed across reconnects."""
-        from syncd.client.stream import EventStream
-
         return EventStream(self, crdt_id, **options)
 
     async def replica(
         self, crdt_id: str, type_name: str | None = None, *, via: str = "ws"
     ) -> Replica:
         """A started :class:`syncd.client.replica.Replica` of ``crdt_id`` (its first snapshot is in)."""
-        from syncd.client.replica import Replica
-
         return await Replica.follow(self, crdt_id, type_name, via=via)
 
     @property

@@ -20,22 +20,29 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from syncd.client.errors import ClientError
+from syncd.client.stream import EventStream, Subscription
 from syncd.client.token import wall_clock_ms
 from syncd.crdt.base import Crdt
 from syncd.crdt.types import crdt_class, type_for_id
 
-if TYPE_CHECKING:
-    from syncd.client.aio import AsyncClient
-    from syncd.client.stream import EventStream, Subscription
-
 log = logging.getLogger("syncd.client")
 
 Delta = dict[str, Any]
+
+
+class ReplicaSource(Protocol):
+    """Where a replica's deltas come from (``AsyncClient``)."""
+
+    def subscribe(self, ids: Iterable[str], **options: Any) -> Subscription: ...
+
+    def events(self, crdt_id: str, **options: Any) -> EventStream: ...
+
+
 ChangeCallback = Callable[["Replica", Delta], None]
 
 CHANGES_BUFFER: Final = 10_000
@@ -242,7 +249,7 @@ class Replica:
     @classmethod
     async def follow(
         cls,
-        client: AsyncClient,
+        client: ReplicaSource,
         crdt_id: str,
         type_name: str | None = None,
         *,

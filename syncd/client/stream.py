@@ -22,14 +22,15 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import httpx
 import msgpack
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from syncd.client._http import error_from
+from syncd.client._http import ClientCore, error_from
+from syncd.client.config import ClientConfig
 from syncd.client.errors import MessageTooLargeError, ServiceError
 from syncd.client.resume import RECONNECT_BASE_S, RECONNECT_MAX_S, Backoff, ResumeTracker, Verdict
 from syncd.client.sse import (
@@ -40,10 +41,21 @@ from syncd.client.sse import (
     decode_delta,
 )
 
-if TYPE_CHECKING:
-    from syncd.client.aio import AsyncClient
-
 Delta = dict[str, Any]
+
+
+class StreamClient(Protocol):
+    """What a stream needs of its client (``AsyncClient``)."""
+
+    core: ClientCore
+    config: ClientConfig
+    timeout: float
+
+    @property
+    def http(self) -> httpx.AsyncClient: ...
+
+    def check_token(self) -> None: ...
+
 
 MAX_MESSAGE_BYTES: Final = MAX_EVENT_BYTES
 """One WebSocket message (a snapshot of a large document): bounds the memory
@@ -81,7 +93,7 @@ class _Lost(Exception):
 class _ResumingStream(ABC):
     def __init__(
         self,
-        client: AsyncClient,
+        client: StreamClient,
         ids: Iterable[str],
         *,
         backoff_base_s: float = RECONNECT_BASE_S,
@@ -215,7 +227,7 @@ class Subscription(_ResumingStream):
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: StreamClient,
         ids: Iterable[str],
         *,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
@@ -313,7 +325,7 @@ class EventStream(_ResumingStream):
 
     def __init__(
         self,
-        client: AsyncClient,
+        client: StreamClient,
         crdt_id: str,
         *,
         read_timeout_s: float = SSE_READ_TIMEOUT_S,

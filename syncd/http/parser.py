@@ -20,8 +20,8 @@ upgrade, :meth:`trailing_data` returns the bytes received after the request,
 which belong to the new protocol.
 
 Two implementations sit behind this interface: h11 (the reference, always
-installed) and httptools (llhttp, a C parser; the ``fast`` extra). Everything
-above the interface is unaware of which one runs. Both enforce the same limits.
+installed) and httptools (llhttp, a C parser; the ``fast`` extra). ``syncd.http.parsers``
+picks one; everything above the interface is unaware of which one runs. Both enforce the same limits.
 """
 
 from __future__ import annotations
@@ -175,34 +175,3 @@ def request_from_head(method: str, target: str, headers: dict[str, str], version
     path, query = split_target(target)
     keep_alive = keep_alive_of(version, headers.get("connection", ""))
     return Request(method, path, query, headers, b"", version, keep_alive)
-
-
-def available_parsers() -> list[str]:
-    names = ["h11"]
-    try:
-        import httptools  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        names.append("httptools")
-    return names
-
-
-def resolve_parser_name(choice: str) -> str:
-    """``auto`` picks httptools when importable; an explicit choice must be available."""
-    available = available_parsers()
-    if choice == "auto":
-        return "httptools" if "httptools" in available else "h11"
-    if choice not in available:
-        raise ValueError(f"HTTP parser {choice!r} is not installed (pip install 'syncd[fast]')")
-    return choice
-
-
-def make_parser(name: str, max_body: int) -> HttpParser:
-    if name == "httptools":
-        from syncd.http.httptools_parser import HttptoolsParser
-
-        return HttptoolsParser(max_body)
-    from syncd.http.h11_parser import H11Parser
-
-    return H11Parser(max_body)

@@ -41,7 +41,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from syncd.errors import ApiError
-from syncd.http.parser import CLOSED, CONTINUE, NEED_DATA, HttpParser, ParseError, make_parser
+from syncd.http.parser import CLOSED, CONTINUE, NEED_DATA, HttpParser, ParseError
+from syncd.http.parsers import make_parser
 from syncd.http.request import Request
 from syncd.http.response import (
     CONTINUE as CONTINUE_BYTES,

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from syncd.http.parser import ParseError, make_parser
+from syncd.http.parser import ParseError
+from syncd.http.parsers import make_parser
 from syncd.http.request import Request
 from tests.conftest import RunningServer, open_raw, read_response
 
