@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from syncd.auth.admin import AdminSecret
@@ -25,15 +26,22 @@ from syncd.metrics import Metrics
 from syncd.service import CrdtService
 from syncd.store.base import Recovered, Store
 from syncd.webhooks.dispatcher import WebhookDispatcher
+from syncd.ws import endpoint
+from syncd.ws.session import SessionContext
 
 if TYPE_CHECKING:
     from syncd.cluster.replicator import Replicator
+    from syncd.http.protocol import ServerContext
 
 log = logging.getLogger("syncd")
 
 
 class App:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, *, store_options: Mapping[str, Any] | None = None
+    ) -> None:
+        """Build and wire every part; ``store_options`` go to the store's constructor
+        (tests and benchmarks tune its limits)."""
         self.settings = settings
         self.metrics = Metrics()
         self.router = Router()
@@ -43,52 +51,115 @@ class App:
             if settings.signing_key is not None
             else SigningKey.generate()
         )
+        # One engine for the process's life: recovery reloads it in place.
         self.engine = Engine(op_id_window=settings.op_id_window)
-        self.service = CrdtService(self)
-        self.cluster: Replicator | None = None
-        self.store: Store = self._make_store()
+        self.auth = Authenticator(self.signing_key, None, default_rate_limit=settings.rate_limit)
+        self.webhooks = (
+            WebhookDispatcher(settings.webhook_url, settings.webhook_secret, metrics=self.metrics)
+            if settings.webhook_url
+            else None
+        )
+        self.store: Store = self._make_store(dict(store_options or {}))
+        self.service = CrdtService(
+            engine=self.engine,
+            store=self.store,
+            auth=self.auth,
+            hub=self.hub,
+            metrics=self.metrics,
+            webhooks=self.webhooks,
+            reload=self.load_state,
+        )
+        self.cluster: Replicator | None = self._make_cluster() if settings.database_url else None
         self.metrics.watch_store(lambda: self.store.stats)
-        self._auth: Authenticator | None = None
-        self.webhooks: WebhookDispatcher | None = None
-        self.server_ctx: Any = None
-        health.register(self)
-        tokens.register(self)
-        crdts.register(self)
-        events.register(self)
-        openapi.register(self)
-        from syncd.ws import endpoint
+        self.server_ctx: ServerContext | None = None
+        """Set by the server that runs this app (connection count, shutdown)."""
+        self._register_routes()
 
-        endpoint.register(self)
-        cors.register(self)
+    def _register_routes(self) -> None:
+        settings = self.settings
+        router = self.router
+        health.register(
+            router,
+            ready=lambda: self.ready,
+            wal_last_seq=lambda: self.wal_last_seq,
+            metrics=self.metrics,
+        )
+        tokens.register(
+            router,
+            auth=self.auth,
+            signing_key=self.signing_key,
+            json_max_depth=settings.json_max_depth,
+            max_token_ttl_ms=settings.max_token_ttl_ms,
+        )
+        crdts.register(
+            router,
+            auth=self.auth,
+            engine=self.engine,
+            service=self.service,
+            json_max_depth=settings.json_max_depth,
+        )
+        events.register(
+            router,
+            auth=self.auth,
+            engine=self.engine,
+            store=self.store,
+            hub=self.hub,
+            metrics=self.metrics,
+            buffer_bytes=settings.subscriber_buffer_bytes,
+            ping_s=settings.sse_ping_s,
+        )
+        openapi.register(router)
+        endpoint.register(
+            router,
+            SessionContext(
+                auth=self.auth,
+                engine=self.engine,
+                store=self.store,
+                hub=self.hub,
+                metrics=self.metrics,
+                service=self.service,
+                settings=settings,
+                server=lambda: self.server_ctx,
+            ),
+        )
+        cors.register(router, settings.cors_origins)
         if settings.demo:
-            demo.register(self)
+            demo.register(router, self.signing_key, max_token_ttl_ms=settings.max_token_ttl_ms)
 
-    def _make_store(self) -> Store:
+    def _make_store(self, options: dict[str, Any]) -> Store:
         settings = self.settings
         if settings.database_url:
             # Imported here: psycopg is the [postgres] extra.
-            from syncd.cluster.replicator import Replicator, WalSettings
             from syncd.store.postgres import PostgresStore
 
-            wal = None
-            if settings.wal_connstr is not None:
-                wal = WalSettings(settings.wal_connstr, settings.wal_slot, settings.wal_pub)
-            store = PostgresStore(
+            return PostgresStore(
                 settings.database_url,
-                publication=settings.wal_pub if wal is not None else None,
+                publication=settings.wal_pub if settings.wal_connstr is not None else None,
                 on_written=self.metrics.wal_entries_total.inc,
+                **options,
             )
-            # The one interface by which other nodes' records reach the engine
-            # and the subscribers: the service.
-            self.cluster = Replicator(store, self.service, node_id=settings.node_id, wal=wal)
-            return store
         from syncd.store.filestore import FileStore
 
         return FileStore(
             settings.data_dir,
             fsync=settings.fsync,
             on_written=self.metrics.wal_entries_total.inc,
+            **options,
         )
+
+    def _make_cluster(self) -> Replicator:
+        from syncd.cluster.replicator import Replicator, WalSettings
+        from syncd.store.postgres import PostgresStore
+
+        store = self.store
+        assert isinstance(store, PostgresStore)
+        settings = self.settings
+        wal = None
+        if settings.wal_connstr is not None:
+            wal = WalSettings(settings.wal_connstr, settings.wal_slot, settings.wal_pub)
+        # The one interface by which other nodes' records reach the engine and
+        # the subscribers: the service.
+        return Replicator(store, self.service, node_id=settings.node_id, wal=wal)
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -97,7 +168,7 @@ class App:
         settings = self.settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         admin = AdminSecret.load(settings.admin_token, settings.data_dir)
-        self._auth = Authenticator(self.signing_key, admin, default_rate_limit=settings.rate_limit)
+        self.auth.use_admin_secret(admin)
         recovered = await self.store.open()
         self.load_state(recovered)
         self.store.set_snapshot_source(lambda: self.engine.export_entries())
@@ -105,19 +176,16 @@ class App:
             # Only now may other nodes' records be applied: the state is loaded;
             # its first catch-up covers whatever committed since.
             self.cluster.start()
-        if settings.webhook_url:
-            self.webhooks = WebhookDispatcher(
-                settings.webhook_url, settings.webhook_secret, metrics=self.metrics
-            )
+        if self.webhooks is not None:
             self.webhooks.start()
 
     def load_state(self, recovered: Recovered) -> None:
-        engine = Engine(op_id_window=self.settings.op_id_window)
+        engine = self.engine
+        engine.clear()
         for entry in recovered.entries:
             engine.import_entry(entry)
         # Consumed in C: on a long log a Python loop adds about a fifth to the cost of replaying.
         deque(map(engine.replay, recovered.records), maxlen=0)
-        self.engine = engine
         log.info(
             "state loaded: %d CRDTs from the snapshot, %d records replayed",
             len(recovered.entries),
@@ -134,12 +202,6 @@ class App:
         await self.store.close()
 
     # -- shared by the handlers -------------------------------------------------
-
-    @property
-    def auth(self) -> Authenticator:
-        if self._auth is None:
-            raise RuntimeError("the app has not been started")
-        return self._auth
 
     @property
     def ready(self) -> bool:

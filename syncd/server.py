@@ -46,7 +46,7 @@ class Server:
             extra_headers=self.app.extra_headers,
             on_response=self.app.metrics.http_response,
         )
-        self.app.server_ctx = self.ctx  # type: ignore[attr-defined]
+        self.app.server_ctx = self.ctx
         self._server: asyncio.AbstractServer | None = None
         self._port = settings.port
         self._stopped = asyncio.Event()

@@ -15,16 +15,19 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.engine import export_entry
 from syncd.errors import ApiError, unavailable
 
 if TYPE_CHECKING:
-    from syncd.app import App
-    from syncd.auth.authenticator import Principal
+    from syncd.auth.authenticator import Authenticator, Principal
     from syncd.crdt.engine import ApplyResult, Engine, Plan
-    from syncd.metrics import MergeHistogram
+    from syncd.hub import Hub
+    from syncd.metrics import MergeHistogram, Metrics
+    from syncd.store.base import Recovered, Store
+    from syncd.webhooks.dispatcher import WebhookDispatcher
 
 log = logging.getLogger("syncd.service")
 
@@ -33,9 +36,25 @@ RECOVERY_POLL_S: Final = 0.2
 
 
 class CrdtService:
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.hub = app.hub
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        store: Store,
+        auth: Authenticator,
+        hub: Hub,
+        metrics: Metrics,
+        webhooks: WebhookDispatcher | None,
+        reload: Callable[[Recovered], None],
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.auth = auth
+        self.hub = hub
+        self.metrics = metrics
+        self.webhooks = webhooks
+        self._reload = reload
+        """Loads what the store recovered into the engine (App.load_state)."""
         self._degraded = False
         self._recovery: asyncio.Task[None] | None = None
         self._merge: dict[str, MergeHistogram] = {}
@@ -51,26 +70,21 @@ class CrdtService:
         return loop
 
     @property
-    def engine(self) -> Engine:
-        # Looked up each time: recovery replaces the engine with one rebuilt from disk.
-        return self.app.engine
-
-    @property
     def writable(self) -> bool:
-        return not self._degraded and self.app.store.ready
+        return not self._degraded and self.store.ready
 
     @property
     def stages(self) -> bool:
         """Whether ops may be staged and persisted in runs (see :meth:`stage`): true
         for a local store; a shared store (PostgreSQL) orders ops itself."""
-        return not self.app.store.shared
+        return not self.store.shared
 
     async def apply_ops(
         self, ns: str, crdt_id: str, body: Any, principal: Principal, source: str
     ) -> ApplyResult:
-        store = self.app.store
+        store = self.store
         plan = self.engine.plan(ns, crdt_id, body)
-        self.app.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
         client_id = principal.client_id
@@ -113,7 +127,7 @@ class CrdtService:
         one ``persist``: one append, one wait for the group commit.
         """
         plan = self.engine.plan(ns, crdt_id, body)
-        self.app.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
         return self._timed_apply(plan, principal.client_id)
@@ -133,7 +147,7 @@ class CrdtService:
         ns = plan.ns
         merge = self._merge.get(ns)
         if merge is None:
-            merge = self._merge[ns] = self.app.metrics.hot.merge_histogram(ns)
+            merge = self._merge[ns] = self.metrics.hot.merge_histogram(ns)
         merge.observe(time.perf_counter() - started)
         return result
 
@@ -190,7 +204,7 @@ class CrdtService:
 
     async def _persist(self, records: list[dict[str, Any]]) -> None:
         try:
-            await self.app.store.append(records)
+            await self.store.append(records)
         except ApiError:
             self._enter_degraded()
             raise
@@ -200,8 +214,8 @@ class CrdtService:
             raise unavailable() from None
 
     def _after_durable(self, records: list[dict[str, Any]], source: str) -> None:
-        webhooks = self.app.webhooks
-        count_op = self.app.metrics.hot.count_op
+        webhooks = self.webhooks
+        count_op = self.metrics.hot.count_op
         self.hub.publish_many(records)
         for record in records:
             op = record["op"]
@@ -230,7 +244,7 @@ class CrdtService:
         self._recovery = asyncio.get_running_loop().create_task(self._recover())
 
     async def _recover(self) -> None:
-        store = self.app.store
+        store = self.store
         while True:
             await asyncio.sleep(RECOVERY_POLL_S)
             if not store.ready:
@@ -240,7 +254,7 @@ class CrdtService:
             except Exception:
                 log.exception("rebuilding state from storage failed; retrying")
                 continue
-            self.app.load_state(recovered)
+            self._reload(recovered)
             self._degraded = False
             log.warning("storage recovered; state rebuilt from disk")
             return

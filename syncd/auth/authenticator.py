@@ -104,7 +104,7 @@ class Authenticator:
     def __init__(
         self,
         signing_key: SigningKey,
-        admin_secret: AdminSecret,
+        admin_secret: AdminSecret | None,
         *,
         default_rate_limit: int = DEFAULT_RATE_LIMIT,
         clock_ms: Callable[[], int] = wall_clock_ms,
@@ -126,6 +126,11 @@ class Authenticator:
         self._cache_size = cache_size
         self._cache: OrderedDict[str, Principal] = OrderedDict()
         self.rate_limiter = rate_limiter or RateLimiter(clock_ms=rate_clock_ms)
+
+    def use_admin_secret(self, admin_secret: AdminSecret) -> None:
+        """Set the root admin secret (read at start-up, from the environment or
+        the data directory); until then no bearer is the root admin."""
+        self._admin = admin_secret
 
     # --- authentication ----------------------------------------------------
 
@@ -153,7 +158,7 @@ class Authenticator:
             raise _missing_token()
         if not bearer:
             raise invalid_token("the bearer token is empty")
-        if self._admin.matches(bearer):
+        if self._admin is not None and self._admin.matches(bearer):
             return ROOT
         principal = self.principal_for(bearer)
         assert principal.expires_at is not None

@@ -177,6 +177,12 @@ class Engine:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def clear(self) -> None:
+        """Forget every CRDT (before loading the durable state again); the clock
+        keeps its time, so new stamps stay monotonic."""
+        self._entries.clear()
+        self._index.clear()
+
     def now_ms(self) -> int:
         """The engine's hybrid clock (the time records are stamped with)."""
         return self._clock.now()

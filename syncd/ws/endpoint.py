@@ -9,23 +9,21 @@ room for one more connection.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from syncd.errors import unavailable
 from syncd.http.request import Request
 from syncd.http.response import Upgrade
+from syncd.http.router import Router
 from syncd.ids import check_namespace
 from syncd.ws.flusher import Flusher
 from syncd.ws.handshake import check_upgrade, switching_head
-from syncd.ws.session import Session
-
-if TYPE_CHECKING:
-    from syncd.app import App
+from syncd.ws.session import Session, SessionContext
 
 WS_PATH = "/v1/namespaces/{ns}/ws"
 
 
-def register(app: App) -> None:
+def register(router: Router, app: SessionContext) -> None:
     flusher = Flusher()
 
     def upgrade(request: Request) -> Upgrade:
@@ -36,7 +34,7 @@ def register(app: App) -> None:
             request.headers.get("authorization"), ns, query_token=query_token
         )
         key = check_upgrade(request.http_version, request.headers)
-        ctx = app.server_ctx
+        ctx = app.server()
         if ctx is not None:
             if ctx.closing:
                 raise unavailable("server is shutting down")
@@ -49,4 +47,4 @@ def register(app: App) -> None:
 
         return Upgrade(switching_head(key), attach)
 
-    app.router.add("GET", WS_PATH, upgrade)
+    router.add("GET", WS_PATH, upgrade)

@@ -53,7 +53,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from syncd.catchup import initial_deltas
@@ -74,9 +75,14 @@ from syncd.ws.framing import (
 from syncd.ws.subscription import WsSubscription
 
 if TYPE_CHECKING:
-    from syncd.app import App
-    from syncd.auth.authenticator import Principal
-    from syncd.crdt.engine import ApplyResult
+    from syncd.auth.authenticator import Authenticator, Principal
+    from syncd.config import Settings
+    from syncd.crdt.engine import ApplyResult, Engine
+    from syncd.http.protocol import ServerContext
+    from syncd.hub import Hub
+    from syncd.metrics import Metrics
+    from syncd.service import CrdtService
+    from syncd.store.base import Store
 
 log = logging.getLogger("syncd.ws")
 
@@ -188,10 +194,25 @@ def _id_field(message: dict[str, Any]) -> str:
     return check_crdt_id(crdt_id)
 
 
+@dataclass(frozen=True)
+class SessionContext:
+    """What every WebSocket session uses, wired once by app.py."""
+
+    auth: Authenticator
+    engine: Engine
+    store: Store
+    hub: Hub
+    metrics: Metrics
+    service: CrdtService
+    settings: Settings
+    server: Callable[[], ServerContext | None]
+    """The HTTP server's shared state (connection count, shutdown), once it runs."""
+
+
 class Session(asyncio.Protocol):
     def __init__(
         self,
-        app: App,
+        app: SessionContext,
         transport: asyncio.Transport,
         trailing: bytes,
         ns: str,
@@ -237,7 +258,7 @@ class Session(asyncio.Protocol):
         self._keepalive_due = 0.0
         self._arm_keepalive(self._last_read + self._ping_s)
         transport.set_write_buffer_limits(high=self._bound, low=self._bound // LOW_WATER_DIVISOR)
-        ctx = app.server_ctx
+        ctx = app.server()
         if ctx is not None:
             ctx.other_connections.add(self)
         app.metrics.ws_connections_active.inc()
@@ -273,7 +294,7 @@ class Session(asyncio.Protocol):
         self._cancel_timer()
         self._stop_keepalive()
         app = self._app
-        ctx = app.server_ctx
+        ctx = app.server()
         if ctx is not None:
             ctx.other_connections.discard(self)
         app.metrics.ws_connections_active.dec()

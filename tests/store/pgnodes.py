@@ -16,9 +16,7 @@ import pytest
 
 from syncd.app import App
 from syncd.auth.authenticator import ROOT
-from syncd.cluster.replicator import Replicator
 from syncd.hub import DeliverEach, EncodedDelta
-from syncd.store.postgres import PostgresStore
 from tests.cluster.pgdb import database_url, fresh_database
 from tests.conftest import base_settings
 
@@ -63,10 +61,7 @@ async def start_node(tmp_path: Path, pg_url: str) -> AsyncIterator[StartNode]:
             node_id=node_id,
             **store_kwargs.pop("settings", {}),
         )
-        app = App(settings)
-        if store_kwargs:
-            app.store = PostgresStore(settings.database_url or "", **store_kwargs)
-            app.cluster = Replicator(app.store, app.service, node_id=node_id)
+        app = App(settings, store_options=store_kwargs)
         await app.start()
         apps.append(app)
         return app

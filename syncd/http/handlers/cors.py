@@ -16,13 +16,11 @@ gets none of them, so the browser refuses the cross-origin request.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from syncd.http.request import Request
 from syncd.http.response import Headers, Response
-
-if TYPE_CHECKING:
-    from syncd.app import App
+from syncd.http.router import Router
 
 CORS_PATTERNS: Final = (
     "/v1/namespaces/{ns}/crdts",
@@ -57,9 +55,7 @@ def allowed_methods(routes: list[tuple[str, str]], pattern: str) -> bytes:
     return ", ".join(sorted(methods)).encode("ascii")
 
 
-def register(app: App) -> None:
-    origins = app.settings.cors_origins
-    router = app.router
+def register(router: Router, origins: tuple[str, ...]) -> None:
     # Filled on first use: the other handlers register their methods first.
     allow_cache: dict[str, bytes] = {}
 

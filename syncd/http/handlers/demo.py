@@ -12,15 +12,14 @@ from __future__ import annotations
 import secrets
 import time
 from importlib import resources
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from syncd.auth.issue import issue_token
+from syncd.auth.tokens import SigningKey
 from syncd.errors import not_found
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
-
-if TYPE_CHECKING:
-    from syncd.app import App
+from syncd.http.router import Router
 
 DEMO_NAMESPACE: Final = "demo"
 
@@ -74,10 +73,9 @@ def load_assets() -> dict[str, tuple[bytes, bytes]]:
     return assets
 
 
-def register(app: App) -> None:
-    settings = app.settings
+def register(router: Router, signing_key: SigningKey, *, max_token_ttl_ms: int) -> None:
     assets = load_assets()
-    ttl_ms = min(DEMO_TOKEN_TTL_MS, settings.max_token_ttl_ms)
+    ttl_ms = min(DEMO_TOKEN_TTL_MS, max_token_ttl_ms)
 
     def redirect(_: Request) -> Response:
         return Response(308, b"", None, ((b"location", b"/demo/"),))
@@ -99,7 +97,7 @@ def register(app: App) -> None:
         now_ms = time.time_ns() // 1_000_000
         client_id = 1 + secrets.randbelow(DEMO_CLIENT_ID_MAX)
         value = issue_token(
-            app.signing_key,
+            signing_key,
             namespace=DEMO_NAMESPACE,
             client_id=client_id,
             ttl_ms=ttl_ms,
@@ -114,7 +112,6 @@ def register(app: App) -> None:
         }
         return json_response(body, headers=((b"cache-control", b"no-store"),))
 
-    router = app.router
     router.add("GET", "/demo", redirect)
     router.add("GET", "/demo/", index)
     router.add("GET", "/demo/token", token)

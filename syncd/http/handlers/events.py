@@ -10,17 +10,19 @@ bound is dropped (its stream ends) and resumes with ``since``.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+from syncd.auth.authenticator import Authenticator
 from syncd.catchup import initial_deltas
+from syncd.crdt.engine import Engine
 from syncd.errors import bad_request
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink
-from syncd.hub import DeliverEach, EncodedDelta
+from syncd.http.router import Router
+from syncd.hub import DeliverEach, EncodedDelta, Hub
 from syncd.ids import check_crdt_id, check_namespace
-
-if TYPE_CHECKING:
-    from syncd.app import App
+from syncd.metrics import Metrics
+from syncd.store.base import Store
 
 EVENT_STREAM: Final = b"text/event-stream"
 PING: Final = b": ping\n\n"
@@ -31,15 +33,19 @@ asked to parse the thousands of digits it refuses with a ValueError."""
 
 
 class SseSubscriber(DeliverEach):
-    def __init__(self, app: App, ns: str, crdt_id: str) -> None:
-        self._app = app
+    def __init__(
+        self, hub: Hub, metrics: Metrics, ns: str, crdt_id: str, *, bound: int, ping_s: float
+    ) -> None:
+        self._hub = hub
+        self._metrics = metrics
+        self._ping_s = ping_s
         self.ns = ns
         self.crdt_id = crdt_id
         self._sink: StreamSink | None = None
         self._pending: list[EncodedDelta] = []
         self._last_seq = -1
         self._epoch: str | None = None
-        self._bound = app.settings.subscriber_buffer_bytes
+        self._bound = bound
         self._ping: asyncio.TimerHandle | None = None
         self._closed = False
 
@@ -86,7 +92,7 @@ class SseSubscriber(DeliverEach):
         if self._closed:
             return
         loop = asyncio.get_running_loop()
-        self._ping = loop.call_later(self._app.settings.sse_ping_s, self._send_ping)
+        self._ping = loop.call_later(self._ping_s, self._send_ping)
 
     def _send_ping(self) -> None:
         if self._sink is not None and not self._sink.closed:
@@ -99,21 +105,31 @@ class SseSubscriber(DeliverEach):
         self._closed = True
         if self._ping is not None:
             self._ping.cancel()
-        self._app.hub.unsubscribe(self.ns, self.crdt_id, self)
-        self._app.metrics.sse_connections_active.dec()
+        self._hub.unsubscribe(self.ns, self.crdt_id, self)
+        self._metrics.sse_connections_active.dec()
 
 
-def register(app: App) -> None:
+def register(
+    router: Router,
+    *,
+    auth: Authenticator,
+    engine: Engine,
+    store: Store,
+    hub: Hub,
+    metrics: Metrics,
+    buffer_bytes: int,
+    ping_s: float,
+) -> None:
     async def events(request: Request) -> StreamResponse:
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
         query = request.query if request.query_string else {}
         # Browsers' EventSource cannot set headers, so ?token= works here as
         # on the WebSocket upgrade (SPEC section 6).
-        principal = app.auth.authenticate(
+        principal = auth.authenticate(
             request.headers.get("authorization"), ns, query_token=query.get("token")
         )
-        app.auth.check_read(principal, crdt_id)
+        auth.check_read(principal, crdt_id)
         since_text = query.get("since")
         since: int | None = None
         if since_text is not None:
@@ -123,11 +139,11 @@ def register(app: App) -> None:
                 raise bad_request("since must be a non-negative integer")
             since = int(since_text)
         epoch = query.get("epoch")
-        subscriber = SseSubscriber(app, ns, crdt_id)
-        app.hub.subscribe(ns, crdt_id, subscriber)
-        app.metrics.sse_connections_active.inc()
+        subscriber = SseSubscriber(hub, metrics, ns, crdt_id, bound=buffer_bytes, ping_s=ping_s)
+        hub.subscribe(ns, crdt_id, subscriber)
+        metrics.sse_connections_active.inc()
         try:
-            initial = await initial_deltas(app.engine, app.store, ns, crdt_id, since, epoch)
+            initial = await initial_deltas(engine, store, ns, crdt_id, since, epoch)
         except BaseException:
             subscriber.close()
             raise
@@ -138,4 +154,4 @@ def register(app: App) -> None:
             abort=subscriber.close,
         )
 
-    app.router.add("GET", "/v1/namespaces/{ns}/crdts/{id}/events", events)
+    router.add("GET", "/v1/namespaces/{ns}/crdts/{id}/events", events)

@@ -8,13 +8,11 @@ once when the app is built and the same bytes are served every time.
 from __future__ import annotations
 
 from importlib import resources
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from syncd.http.request import Request
 from syncd.http.response import JSON_TYPE, Response
-
-if TYPE_CHECKING:
-    from syncd.app import App
+from syncd.http.router import Router
 
 OPENAPI_PATH: Final = "/v1/openapi.json"
 DOCUMENT_NAME: Final = "openapi.json"
@@ -25,10 +23,10 @@ def load_document() -> bytes:
     return resources.files("syncd").joinpath(DOCUMENT_NAME).read_bytes()
 
 
-def register(app: App) -> None:
+def register(router: Router) -> None:
     response = Response(200, load_document(), JSON_TYPE)
 
     def openapi(_: Request) -> Response:
         return response
 
-    app.router.add("GET", OPENAPI_PATH, openapi)
+    router.add("GET", OPENAPI_PATH, openapi)
