@@ -19,6 +19,7 @@ run: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check syncd tests perf
 	$(VENV)/bin/ruff format --check syncd tests perf
+	$(VENV)/bin/lint-imports
 
 typecheck: $(VENV)/.installed
 	$(VENV)/bin/mypy

@@ -1,0 +1,1 @@
+"""Replication between syncd nodes on one PostgreSQL database (see replicator.py)."""
