@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from syncd.errors import ApiError
+from syncd.http.connstate import ConnectionState, Phase
 from syncd.http.parser import CLOSED, CONTINUE, NEED_DATA, HttpParser, ParseError
 from syncd.http.parsers import make_parser
 from syncd.http.request import Request
@@ -124,7 +125,7 @@ class HttpProtocol(asyncio.Protocol):
         self._loop = loop or asyncio.get_event_loop()
         self._parser: HttpParser = make_parser(ctx.parser_name, ctx.max_body)
         self._transport: asyncio.Transport | None = None
-        self._busy = False
+        self._state = ConnectionState()
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._deadline: float | None = None
@@ -132,11 +133,8 @@ class HttpProtocol(asyncio.Protocol):
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._stream: _Sink | None = None
-        self._closed = False
-        self._handed_over = False
         self._processing = False
         self._peer_eof = False
-        self._lingering = False
         self._linger_budget = 0
         self._unsent_mark = 0
         self._refused = False
@@ -160,29 +158,29 @@ class HttpProtocol(asyncio.Protocol):
         self._set_deadline(self._ctx.header_timeout)
 
     def data_received(self, data: bytes) -> None:
-        if self._lingering:
+        if self._state.phase is Phase.LINGERING:
             self._linger_budget -= len(data)
             if self._linger_budget < 0:
                 self._abort()
             return
         if self._stream is not None:
             return  # a stream's client has nothing more to say; ignore it
-        if not self._busy and not self._parser.in_progress():
+        if self._state.phase is Phase.IDLE and not self._parser.in_progress():
             # First byte of a new request: the header deadline starts now, once.
             self._set_deadline(self._ctx.header_timeout)
         self._parser.feed(data)
-        if not self._busy:
+        if self._state.phase is Phase.IDLE:
             self._process()
         elif self._parser.buffered() > MAX_PIPELINE_BYTES:
             self._pause_reading()
 
     def eof_received(self) -> bool | None:
         self._peer_eof = True
-        if self._stream is not None or self._lingering:
+        if self._state.phase is Phase.STREAMING or self._state.phase is Phase.LINGERING:
             self._close()
             return None
         self._parser.feed(b"")
-        if not self._busy:
+        if self._state.phase is Phase.IDLE:
             self._process()
         return True  # keep our side open until our answer is written
 
@@ -190,7 +188,8 @@ class HttpProtocol(asyncio.Protocol):
         if self._refused:
             self._refused = False
             self._ctx.refused_lingering -= 1
-        self._closed = True
+        if not self._state.done:
+            self._state.to(Phase.CLOSED)
         self._ctx.connections.discard(self)
         self._cancel_timer()
         for waiter in self._drain_waiters:
@@ -212,13 +211,13 @@ class HttpProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._write_paused = False
         self._cancel_timer()  # the send deadline; _process() sets the next one
-        if self._lingering:
+        if self._state.phase is Phase.LINGERING:
             self._set_deadline(LINGER_TIMEOUT_S)
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_result(None)
         self._drain_waiters.clear()
-        if not self._busy:
+        if self._state.phase is not Phase.BUSY:
             self._resume_reading()
             if self._stream is None:
                 self._process()  # the rest of a pipeline held back while paused
@@ -245,7 +244,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _process_requests(self) -> None:
         parser = self._parser
-        while not (self._closed or self._busy or self._lingering):
+        while self._state.phase is Phase.IDLE:
             if self._write_paused:
                 # Answering more of a pipeline the peer does not read would
                 # buffer without bound (a small GET can ask for a large
@@ -278,7 +277,7 @@ class HttpProtocol(asyncio.Protocol):
             self._dispatch(event)
 
     def _dispatch(self, request: Request) -> None:
-        self._busy = True
+        self._state.to(Phase.BUSY)
         try:
             handler, params = self._ctx.router.match(request.method, request.path)
             request.params = params
@@ -332,11 +331,12 @@ class HttpProtocol(asyncio.Protocol):
         self._write(render(response, keep_alive, extra, head_only))
         if self._ctx.on_response is not None:
             self._ctx.on_response(response.status)
-        self._busy = False
         self._task = None
         if not keep_alive:
             self._close_after_answer(LINGER_TIMEOUT_S, LINGER_MAX_BYTES)
             return
+        if self._state.phase is Phase.BUSY:
+            self._state.to(Phase.IDLE)
         self._parser.start_next_cycle()
         self._set_deadline(self._ctx.keepalive_timeout)
         if not self._write_paused:
@@ -354,6 +354,7 @@ class HttpProtocol(asyncio.Protocol):
         self._task = None
         sink = _Sink(self)
         self._stream = sink
+        self._state.to(Phase.STREAMING)
         try:
             response.start(sink)
         except Exception:
@@ -368,8 +369,7 @@ class HttpProtocol(asyncio.Protocol):
         if self._ctx.on_response is not None:
             self._ctx.on_response(101)
         trailing = self._parser.trailing_data()
-        self._handed_over = True
-        self._closed = True
+        self._state.to(Phase.UPGRADED)
         self._cancel_timer()
         self._ctx.connections.discard(self)
         protocol = upgrade.attach(transport, trailing)
@@ -394,8 +394,10 @@ class HttpProtocol(asyncio.Protocol):
 
     def _close(self) -> None:
         transport = self._transport
-        self._closed = True
-        self._lingering = False
+        if self._state.phase is Phase.UPGRADED:
+            return  # the transport is another protocol's now
+        if self._state.phase is not Phase.CLOSED:
+            self._state.to(Phase.CLOSED)
         self._cancel_timer()
         if transport is not None and not transport.is_closing():
             transport.close()
@@ -405,8 +407,10 @@ class HttpProtocol(asyncio.Protocol):
                 self._timer = self._loop.call_later(self._ctx.send_timeout, transport.abort)
 
     def _abort(self) -> None:
-        self._closed = True
-        self._lingering = False
+        if self._state.phase is Phase.UPGRADED:
+            return
+        if self._state.phase is not Phase.CLOSED:
+            self._state.to(Phase.CLOSED)
         self._cancel_timer()
         if self._transport is not None:
             self._transport.abort()
@@ -426,7 +430,7 @@ class HttpProtocol(asyncio.Protocol):
             self._close()
             return
         transport.write_eof()
-        self._lingering = True
+        self._state.to(Phase.LINGERING)
         self._linger_budget = budget
         self._resume_reading()
         if not self._write_paused:
@@ -440,7 +444,7 @@ class HttpProtocol(asyncio.Protocol):
             return
         # A request or two, not a body upload.
         self._close_after_answer(REFUSED_LINGER_S, WRITE_LOW_WATER)
-        if self._lingering:
+        if self._state.phase is Phase.LINGERING:
             ctx.refused_lingering += 1
             self._refused = True
 
@@ -448,12 +452,20 @@ class HttpProtocol(asyncio.Protocol):
         """Graceful stop: idle connections close now, busy ones after their answer."""
         if self._stream is not None:
             self._stream.close()
-        elif not self._busy:
+        elif self._state.phase is not Phase.BUSY:
             self._close()
 
     @property
     def busy(self) -> bool:
-        return self._busy
+        return self._state.phase is Phase.BUSY
+
+    @property
+    def phase(self) -> Phase:
+        return self._state.phase
+
+    @property
+    def _closed(self) -> bool:
+        return self._state.done
 
     def _pause_reading(self) -> None:
         if not self._read_paused and self._transport is not None and not self._closed:
@@ -500,7 +512,7 @@ class HttpProtocol(asyncio.Protocol):
             self._abort()  # not one byte went out in send_timeout
             if self._stream is not None:
                 self._stream.lost()
-        elif self._lingering or (not self._busy and self._stream is None):
+        elif self._state.phase is Phase.LINGERING or self._state.phase is Phase.IDLE:
             self._close()  # linger over, or idle past keep-alive / header timeout
 
     def _cancel_timer(self) -> None:
@@ -550,8 +562,7 @@ class _Sink(StreamSink):
             transport = self._protocol._transport
             if transport is not None:
                 transport.abort()
-            self._protocol._closed = True
-            self._protocol._cancel_timer()
+            self._protocol._abort()
             self.lost()
 
     def on_close(self, callback: Callable[[], None]) -> None:
