@@ -47,6 +47,23 @@ def sql_conn(url: str) -> psycopg.Connection[Any]:
     return psycopg.connect(url, autocommit=True)
 
 
+def refuse_inserts(url: str) -> None:
+    """Make every insert into ``ops`` fail (a trigger): commits fail after apply()."""
+    with sql_conn(url) as conn:
+        conn.execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON ops FOR EACH ROW EXECUTE FUNCTION refuse()"
+        )
+
+
+def allow_inserts(url: str) -> None:
+    with sql_conn(url) as conn:
+        conn.execute("DROP TRIGGER refuse ON ops")
+
+
 StartNode = Callable[..., Awaitable[App]]
 
 

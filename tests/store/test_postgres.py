@@ -25,9 +25,11 @@ from tests.store.pgnodes import (
     NS,
     Recorder,
     StartNode,
+    allow_inserts,
     eventually,
     full,
     op,
+    refuse_inserts,
     settled,
     sql_conn,
 )
@@ -362,14 +364,7 @@ async def test_a_failed_commit_is_not_acknowledged_and_the_crdt_is_reloaded(
     a = await start_node("a")
     rec = Recorder(a, "gc:f")
     await op(a, "gc:f", {"op": "increment"})
-    with sql_conn(pg_url) as conn:
-        conn.execute(
-            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$"
-        )
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON ops FOR EACH ROW EXECUTE FUNCTION refuse()"
-        )
+    refuse_inserts(pg_url)
     with pytest.raises(ApiError) as failed:
         await op(a, "gc:f", {"op": "increment", "amount": 100, "op_id": "retry-me"})
     assert failed.value.status == 503
@@ -377,8 +372,7 @@ async def test_a_failed_commit_is_not_acknowledged_and_the_crdt_is_reloaded(
     await eventually(lambda: (full(a, "gc:f") or {}).get("seq") == 1)
     assert a.engine.read(NS, "gc:f")["value"] == 1  # type: ignore[index]
     assert rec.op_seqs() == [1]
-    with sql_conn(pg_url) as conn:
-        conn.execute("DROP TRIGGER refuse ON ops")
+    allow_inserts(pg_url)
     retried = await op(a, "gc:f", {"op": "increment", "amount": 100, "op_id": "retry-me"})
     assert retried.seq == 2 and not retried.duplicate
     assert a.engine.read(NS, "gc:f")["value"] == 101  # type: ignore[index]

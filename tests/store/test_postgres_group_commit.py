@@ -17,7 +17,16 @@ import psycopg
 import pytest
 
 from syncd.errors import ApiError
-from tests.store.pgnodes import NS, Recorder, StartNode, eventually, full, op, sql_conn
+from tests.store.pgnodes import (
+    NS,
+    Recorder,
+    StartNode,
+    allow_inserts,
+    eventually,
+    full,
+    op,
+    refuse_inserts,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -83,14 +92,7 @@ async def test_a_failed_batch_answers_503_to_all_and_every_crdt_is_made_right(
     for crdt_id, body in zip(ids, first, strict=True):
         await op(a, crdt_id, body)
     states = {crdt_id: full(a, crdt_id) for crdt_id in ids}
-    with sql_conn(pg_url) as conn:
-        conn.execute(
-            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$"
-        )
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE INSERT ON ops FOR EACH ROW EXECUTE FUNCTION refuse()"
-        )
+    refuse_inserts(pg_url)
     later = [
         {"op": "increment"},
         {"op": "add", "element": "lost"},
@@ -107,8 +109,7 @@ async def test_a_failed_batch_answers_503_to_all_and_every_crdt_is_made_right(
         await eventually(lambda c=crdt_id: full(a, c) == states[c])  # type: ignore[misc]
     assert [r.op_seqs() for r in recorders] == [[1], [1], [1]]
     assert all(len(r.deltas) == 1 for r in recorders)
-    with sql_conn(pg_url) as conn:
-        conn.execute("DROP TRIGGER refuse ON ops")
+    allow_inserts(pg_url)
     await eventually(lambda: a.ready)
     again = await op(a, "gc:f1", {"op": "increment"})
     assert again.seq == 2
