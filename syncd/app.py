@@ -71,6 +71,9 @@ class App:
         )
         self.cluster: Replicator | None = self._make_cluster() if settings.database_url else None
         self.metrics.watch_store(lambda: self.store.stats)
+        if self.cluster is not None:
+            cluster = self.cluster
+            self.metrics.watch_cluster(lambda: cluster.stats)
         self.server_ctx: ServerContext | None = None
         """Set by the server that runs this app (connection count, shutdown)."""
         self._register_routes()

@@ -72,6 +72,15 @@ STORE_COUNTERS: Final = (
 """(field of the store's stats, metric, help). Records per commit, the group
 commit's batch size, is ``service_wal_entries_total`` over the commits."""
 
+CLUSTER_COUNTERS: Final = (
+    ("notices", "service_cluster_notifications_total", "Notifications from other nodes handled"),
+    ("wal_records", "service_cluster_stream_records_total", "Records from the replication stream"),
+    ("syncs", "service_cluster_table_reads_total", "CRDTs read from the tables outside a commit"),
+    ("catch_ups", "service_cluster_catch_ups_total", "Comparisons of every CRDT with the tables"),
+    ("conflicts", "service_cluster_conflicts_total", "Optimistic batches redone under the locks"),
+)
+"""(field of ``ClusterStats``, metric, help): PostgreSQL clusters only."""
+
 
 class WalCounter:
     """``service_wal_entries_total``: ``inc(n)`` as on a prometheus Counter."""
@@ -182,19 +191,23 @@ class HotCounters(Collector):
         yield self.http.family("service_http_requests_total", HTTP_DOC, ["status"])
 
 
-class StoreCollector(Collector):
-    """The store's own counters, read from its ``StoreStats`` when scraped."""
+class StatsCollector(Collector):
+    """Counters read from a stats object's fields when scraped (a table of
+    (field, metric, help), such as ``STORE_COUNTERS``)."""
 
-    def __init__(self, stats: Callable[[], object]) -> None:
+    def __init__(
+        self, stats: Callable[[], object], counters: tuple[tuple[str, str, str], ...]
+    ) -> None:
         self._stats = stats
+        self._counters = counters
 
     def describe(self) -> Iterator[Metric]:
-        for _, name, doc in STORE_COUNTERS:
+        for _, name, doc in self._counters:
             yield CounterMetricFamily(name, doc)
 
     def collect(self) -> Iterator[Metric]:
         stats = self._stats()
-        for field, name, doc in STORE_COUNTERS:
+        for field, name, doc in self._counters:
             yield CounterMetricFamily(name, doc, value=getattr(stats, field))
 
 
@@ -236,7 +249,11 @@ class Metrics:
 
     def watch_store(self, stats: Callable[[], object]) -> None:
         """Export the store's counters (see ``STORE_COUNTERS``) from ``stats()``."""
-        self.registry.register(StoreCollector(stats))
+        self.registry.register(StatsCollector(stats, STORE_COUNTERS))
+
+    def watch_cluster(self, stats: Callable[[], object]) -> None:
+        """Export the replication layer's counters (see ``CLUSTER_COUNTERS``)."""
+        self.registry.register(StatsCollector(stats, CLUSTER_COUNTERS))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -153,6 +153,8 @@ class ClusterStats:
     """CRDTs read from the tables outside a commit: to fill a gap, verify a new
     life, follow a reference or catch up."""
     catch_ups: int = 0
+    conflicts: int = 0
+    """Optimistic batches that lost a race to another node and were redone."""
 
 
 # What a node learned about one CRDT from elsewhere, queued behind its lock.
@@ -270,6 +272,9 @@ class Replicator:
         if row is not None and row.live:
             self._quiet[key] = (row.epoch, row.seq)
         self._enqueue(key, _SYNC)
+
+    def conflicted(self) -> None:
+        self.stats.conflicts += 1
 
     def ended(self, key: Key) -> None:
         self._sink.forget(*key)

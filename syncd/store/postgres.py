@@ -262,6 +262,10 @@ class Follower(Protocol):
         """A commit failed after ``apply()`` ran at ``row``: memory may be ahead."""
         ...
 
+    def conflicted(self) -> None:
+        """An optimistic batch lost a race to another node (it is redone)."""
+        ...
+
     def ended(self, key: Key) -> None:
         """This node ended ``key``'s life in the database: drop whatever the
         engine holds of it (a catch-up may have read it back in between)."""
@@ -378,8 +382,6 @@ class PostgresStore:
         self._target = 1
         """Requests the next batch waits for (at most ``gather_wait_s``)."""
         self._last_gid = 0
-        self.conflicts = 0
-        """Optimistic batches done again because another node moved a row first."""
 
     # -- the Store protocol ---------------------------------------------------
 
@@ -562,9 +564,9 @@ class PostgresStore:
                     # Another node moved a row: undo (the engine reads these
                     # CRDTs back, quietly up to what subscribers saw) and do
                     # the batch again, waiting for the locks this time.
-                    self.conflicts += 1
                     for key, row in applied.items():
                         follower.commit_failed(key, row)
+                    follower.conflicted()
                     optimistic = False
                 except Exception as exc:
                     if not retried and not applied and isinstance(exc, NETWORK_ERRORS):

@@ -26,6 +26,7 @@ from tests.store.pgnodes import (
     full,
     op,
     refuse_inserts,
+    settled,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -203,10 +204,10 @@ async def test_an_optimistic_batch_that_lost_a_race_is_done_again_right(
     await op(a, "gc:r", {"op": "increment"})
     await eventually(lambda: full(b, "gc:r") is not None)
     await op(b, "gc:r", {"op": "increment", "amount": 10})  # seq 2, unknown to a
-    conflicts = a.store.conflicts  # type: ignore[attr-defined]
+    conflicts = a.cluster.stats.conflicts  # type: ignore[union-attr]
     result = await op(a, "gc:r", {"op": "increment", "amount": 100})
     assert result.seq == 3  # numbered after b's op, read under the lock on the retry
-    assert a.store.conflicts == conflicts + 1  # type: ignore[attr-defined]
+    assert a.cluster.stats.conflicts == conflicts + 1  # type: ignore[union-attr]
     assert a.engine.read(NS, "gc:r")["value"] == 111  # type: ignore[index]
     await eventually(lambda: rec.op_seqs() == [1, 2, 3])  # b's op, then a's, once each
 
@@ -216,6 +217,23 @@ async def test_an_optimistic_batch_that_lost_a_race_is_done_again_right(
     a.cluster._remote_at.clear()  # type: ignore[union-attr]  # as if a second had passed
     reborn = await op(a, "gc:r", {"op": "increment", "amount": 5})
     assert reborn.seq == 2
-    assert a.store.conflicts == conflicts + 2  # type: ignore[attr-defined]
+    assert a.cluster.stats.conflicts == conflicts + 2  # type: ignore[union-attr]
     assert a.engine.read(NS, "gc:r")["value"] == 6  # type: ignore[index]
     assert full(a, "gc:r")["epoch"] == full(b, "gc:r")["epoch"]  # type: ignore[index]
+
+
+async def test_the_cluster_counters_are_exported(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    await settled(b)  # listening
+    await op(a, "gc:x", {"op": "increment"})
+    await eventually(lambda: full(b, "gc:x") is not None)
+    text = b.metrics.render().decode()
+    notices = [
+        line
+        for line in text.splitlines()
+        if line.startswith("service_cluster_notifications_total ")
+    ]
+    assert notices and float(notices[0].split()[1]) >= 1
+    assert "service_cluster_conflicts_total 0.0" in text
+    assert "service_store_commits_total" in a.metrics.render().decode()
