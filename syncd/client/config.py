@@ -1,4 +1,7 @@
-"""Client configuration (SPEC section 10): ``base_url``/``baseUrl``, ``token``, ``namespace``."""
+"""Client configuration: ``base_url``/``baseUrl``, ``token``, ``namespace``.
+
+See docs/clients.md#configuration.
+"""
 
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ with ``:``, ``/`` and ``-`` in the id written as ``_``), each with a
 description and a JSON-schema input, in the two common shapes: OpenAI-style
 function tools and Anthropic-style tools.
 
-Ids given to the tool helpers use letters, digits and hyphens only (SPEC
-section 10): the tool name is mapped back to the id by turning ``_`` into
+Ids given to the tool helpers use letters, digits and hyphens only
+(docs/clients.md#agent-tools): the tool name is mapped back to the id by turning ``_`` into
 ``-``, which only works when the id had no ``_`` (or ``:`` or ``/``) of its
 own; such ids are refused here with ValueError. The type comes from the pair
 and travels in each op's ``type`` field.
@@ -50,10 +50,10 @@ MAX_TOOL_NAME_LEN: Final = 64
 (``^[a-zA-Z0-9_-]{1,64}$``); a longer name would be refused by the API."""
 
 TOOL_ID_RE: Final = re.compile(r"[A-Za-z0-9-]+")
-"""Ids the tool helpers accept (SPEC section 10)."""
+"""Ids the tool helpers accept (docs/clients.md#agent-tools)."""
 
 MAX_AMOUNT: Final = 2**53 - 1
-"""The service's largest counter step (SPEC section 2)."""
+"""The service's largest counter step (docs/data-model.md#gcounter)."""
 
 ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "read": frozenset(TYPES),

@@ -1,4 +1,4 @@
-// Agent tool helpers (seed, Client tool helpers; SPEC section 10): tool
+// Agent tool helpers (docs/clients.md#agent-tools): tool
 // definitions for a list of (crdt_id, type) pairs, in the JSON-schema shape
 // LLM tool-calling APIs take, and execution of a tool call over HTTP.
 //
@@ -23,7 +23,7 @@ export const TOOL_ACTIONS = Object.freeze({
 });
 
 const TOOL_ID = /^[A-Za-z0-9-]+$/;
-const MAX_ID_LENGTH = 256; // SPEC section 1
+const MAX_ID_LENGTH = 256; // docs/data-model.md#identifiers
 
 /** The tool name for an action on an id: `service_read_page_views`. */
 export function toolName(action, crdtId) {
