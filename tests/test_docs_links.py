@@ -44,7 +44,7 @@ def scanned_files() -> list[Path]:
 
 
 def markdown_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [path for path in scanned_files() if path.suffix == ".md"]
 
 
 def rel(path: Path) -> str:

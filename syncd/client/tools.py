@@ -1,7 +1,7 @@
 """Agent tools: CRDTs as tool definitions for LLM tool calling, executed by HTTP.
 
-Given ``(crdt_id, type)`` pairs, :func:`build_tools` makes the tools the seed
-names (``service_read_<id>`` for every type, ``service_increment_<id>`` for
+Given ``(crdt_id, type)`` pairs, :func:`build_tools` makes the tools of
+docs/clients.md#agent-tools (``service_read_<id>`` for every type, ``service_increment_<id>`` for
 counters, ``service_set_<id>`` for registers, ``service_add_<id>`` for sets,
 with ``:``, ``/`` and ``-`` in the id written as ``_``), each with a
 description and a JSON-schema input, in the two common shapes: OpenAI-style
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from syncd.client.sync import Client
 
 TOOL_PREFIX: Final = "service_"
-"""The seed's tool names begin ``service_`` (the brand part replaced)."""
+"""Tool names begin ``service_``, like the metric and variable names."""
 
 MAX_TOOL_NAME_LEN: Final = 64
 """OpenAI function names and Anthropic tool names are at most 64 characters
@@ -61,7 +61,7 @@ ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "set": frozenset({"lwwregister"}),
     "add": frozenset({"orset"}),
 }
-"""Tool action -> the CRDT types that get it (the seed's table)."""
+"""Tool action -> the CRDT types that get it (docs/clients.md#agent-tools)."""
 
 _KIND: Final = {
     "gcounter": "grow-only counter",

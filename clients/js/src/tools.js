@@ -137,7 +137,7 @@ export function toOpenAiTools(tools) {
  * Execute a tool call by HTTP. `http` is an HttpApi (or a SyncdClient);
  * `crdts` the pairs the tools were built from, which give the op's `type`.
  * Returns the state for `read` (null when absent or on any error status, as
- * the seed's helpers do) and the server's answer for ops.
+ * the Python client's tools do) and the server's answer for ops.
  */
 export async function executeTool(http, crdts, name, input = {}) {
   const parsed = parseToolName(name);
