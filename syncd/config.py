@@ -1,7 +1,7 @@
 """Settings from the environment: one frozen object, validated before binding.
 
-Every variable of the seed's table and SPEC section 9 is read here, plus the
-tunables that bound resources (each with its default beside it). A bad value
+Every variable of docs/configuration.md is read here, the tunables that bound
+resources included (each with its default beside it). A bad value
 raises :class:`ConfigError` naming the variable; the CLI prints that one line
 and exits non-zero.
 """
@@ -39,7 +39,7 @@ DEFAULT_SEND_TIMEOUT_S = 30.0
 # it, the connection is closed (1011): a peer gone without a FIN (a dead NAT
 # entry, a suspended laptop) would otherwise hold its slot and subscriptions.
 DEFAULT_WS_PING_S = 20.0
-# SPEC section 5: a keep-alive comment on every event stream this often.
+# A keep-alive comment on every event stream this often (docs/protocol.md#the-sse-stream).
 DEFAULT_SSE_PING_S = 15.0
 # Outstanding (written but unsent) bytes a subscriber may have before it is
 # marked lagging and skipped by the broadcast hub.

@@ -1,4 +1,7 @@
-"""Namespace and CRDT id syntax (SPEC section 1). Neither ever becomes a file name or SQL text."""
+"""Namespace and CRDT id syntax (docs/data-model.md#identifiers).
+
+Neither ever becomes a file name or SQL text.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics: the seed's five, the webhook ones, and process metrics.
+"""Prometheus metrics: ops, WAL, merge time, HTTP answers, connections, webhooks, store, process.
 
 Each application instance owns its registry, so several servers can run in one
 process (tests) without clashing.

@@ -36,7 +36,7 @@ TOKEN_CACHE_SIZE = 10_000
 """Verified tokens kept (about a kilobyte each with their compiled globs)."""
 
 DEFAULT_RATE_LIMIT = 100
-"""Requests per sliding second per token (seed; ``SERVICE_RATE_LIMIT``)."""
+"""Requests per sliding second per token (``SERVICE_RATE_LIMIT``, docs/permissions.md#rate-limits)."""
 
 ROOT_CLIENT_ID = 0
 """The writer identity of the root admin (it has no token, hence no client id)."""

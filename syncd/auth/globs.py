@@ -1,7 +1,7 @@
 """Permission globs compiled to fast matchers.
 
 The only wildcard is ``*`` (any run of characters, including none); every other
-character is literal (SPEC section 4). A glob is checked on every authorized
+character is literal (docs/permissions.md#globs). A glob is checked on every authorized
 request, so each is compiled once into the cheapest test that decides it: an
 equality, a ``startswith``/``endswith``, or a left-to-right ``str.find`` over
 the literal pieces. No regular expressions: a pattern such as ``*a*a*a*a*b``

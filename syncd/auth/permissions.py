@@ -5,7 +5,7 @@ a forged or corrupt token: 401) and the token-issue endpoint (a bad request
 body: 400). So the parsers raise :class:`PermissionsError` and each caller maps
 it to its own answer.
 
-Decisions (SPEC section 4): V1 grants by any matching glob; a V1 ``admin`` may
+Decisions (docs/permissions.md#v2-rules): V1 grants by any matching glob; a V1 ``admin`` may
 read and write every key of its namespace. V2 tries rules in order, skips a rule
 whose ``e`` has passed, and lets the first matching rule decide; a write rule's
 mask ``o`` (absent = all ops) must hold every bit of the op's mask. ``o`` on a

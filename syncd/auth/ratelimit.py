@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 WINDOW_MS = 1000
-"""The seed's sliding window: requests per second."""
+"""The sliding window: limits are requests per second (docs/permissions.md#rate-limits)."""
 
 MAX_TRACKED_TOKENS = 100_000
 """Tokens tracked at once (a few hundred bytes each when idle-ish)."""

@@ -30,7 +30,7 @@ MAX_TOKEN_BYTES = 4096
 work (and memory) an unauthenticated caller can make us spend on one token."""
 
 MAX_CLIENT_ID = 2**53 - 1
-"""Client ids stay exact in JavaScript numbers (the seed's client helpers)."""
+"""Client ids stay exact in JavaScript numbers (the JS client holds them as numbers)."""
 
 MAX_EXPIRES_AT = 2**63 - 1
 

@@ -1,4 +1,4 @@
-"""syncd's Python client (SPEC section 10).
+"""syncd's Python client (docs/clients.md#python-syncdclient).
 
 - :class:`AsyncClient` / :class:`Client` (blocking): ``read`` (None when the
   service answers with an error status), ``read_state`` (``?format=crdt``),

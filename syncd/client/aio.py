@@ -107,7 +107,7 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
 
     async def read(self, crdt_id: str) -> Answer | None:
         """``{"id", "type", "seq", "epoch", "value", ...}``, or None when the
-        service answers with any non-success status (the seed's helpers)."""
+        service answers with any non-success status (as the agent tools expect)."""
         try:
             return await self.fetch(crdt_id)
         except ServiceError:

@@ -1,4 +1,7 @@
-"""Client configuration (SPEC section 10): ``base_url``/``baseUrl``, ``token``, ``namespace``."""
+"""Client configuration: ``base_url``/``baseUrl``, ``token``, ``namespace``.
+
+See docs/clients.md#configuration.
+"""
 
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ class ClientConfig:
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> ClientConfig:
-        """From ``{"base_url" | "baseUrl", "token", "namespace"}`` (the seed spells it ``baseUrl``)."""
+        """From ``{"base_url" | "baseUrl", "token", "namespace"}`` (the JS client spells it ``baseUrl``)."""
         base_url = config.get("base_url", config.get("baseUrl"))
         missing = [
             name

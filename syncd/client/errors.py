@@ -1,7 +1,7 @@
 """Errors the client raises.
 
 ``TokenError`` and its two subclasses come from local pre-validation, before
-any connection (SPEC section 10); ``ServiceError`` is a refusal by the service
+any connection (docs/clients.md#token-pre-validation); ``ServiceError`` is a refusal by the service
 (its ``{"error", "message"}`` body); ``TransportError`` is a failure to talk to
 it at all (refused connection, reset, timeout), the case worth retrying.
 """

@@ -1,4 +1,4 @@
-"""Op builders: one function per op of every type (SPEC section 2), no I/O.
+"""Op builders: one function per op of every type (docs/data-model.md#ops), no I/O.
 
 Each returns the op map the service takes, with its ``type`` named so the op
 also works on ids without a type prefix, and ``op_id`` (an idempotency key for

@@ -3,7 +3,7 @@
 The replica is built from the snapshot's mergeable state with the service's
 own CRDT types (``crdt_class(type).from_state(state)``) and applies each op
 delta with ``apply_delta``, so a replica holding the snapshot at seq N and the
-op deltas N+1, N+2, ... has exactly the service's state (SPEC section 5). The
+op deltas N+1, N+2, ... has exactly the service's state (docs/protocol.md#deltas). The
 application reads locally (``replica.value``) and hears of every change
 through callbacks (``on_change``) or an async iterator (``changes()``).
 

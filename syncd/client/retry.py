@@ -2,7 +2,7 @@
 
 An op whose answer was lost (connection reset after the service applied it)
 is retried with the same ``op_id``; the service recognises it and answers
-with the first answer and ``"duplicate": true`` (SPEC section 2). Retried:
+with the first answer and ``"duplicate": true`` (docs/data-model.md#op-ids). Retried:
 transport failures and the service's "try later" answers (429 honouring
 ``Retry-After``, 502/503/504). Anything else is final and raised at once.
 """

@@ -1,4 +1,4 @@
-"""An incremental parser of the SSE stream (SPEC section 5), no I/O.
+"""An incremental parser of the SSE stream (docs/protocol.md#the-sse-stream), no I/O.
 
 Feed it bytes as they arrive; it returns the complete events' ``data``
 payloads. The service writes ``data: <base64>`` and a blank line per event and

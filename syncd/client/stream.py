@@ -1,6 +1,6 @@
 """Delta streams that survive reconnects: ``subscribe`` (WebSocket) and ``events`` (SSE).
 
-Both are async iterators of deltas (SPEC section 5) that hide connection
+Both are async iterators of deltas (docs/protocol.md#deltas) that hide connection
 loss: after a drop they wait (exponential backoff with jitter), reconnect and
 resubscribe with ``since`` and ``epoch`` per id, so the service replays the
 missed ops, or sends a snapshot when it cannot. A :class:`ResumeTracker`

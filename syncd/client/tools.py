@@ -1,14 +1,14 @@
 """Agent tools: CRDTs as tool definitions for LLM tool calling, executed by HTTP.
 
-Given ``(crdt_id, type)`` pairs, :func:`build_tools` makes the tools the seed
-names (``service_read_<id>`` for every type, ``service_increment_<id>`` for
+Given ``(crdt_id, type)`` pairs, :func:`build_tools` makes the tools of
+docs/clients.md#agent-tools (``service_read_<id>`` for every type, ``service_increment_<id>`` for
 counters, ``service_set_<id>`` for registers, ``service_add_<id>`` for sets,
 with ``:``, ``/`` and ``-`` in the id written as ``_``), each with a
 description and a JSON-schema input, in the two common shapes: OpenAI-style
 function tools and Anthropic-style tools.
 
-Ids given to the tool helpers use letters, digits and hyphens only (SPEC
-section 10): the tool name is mapped back to the id by turning ``_`` into
+Ids given to the tool helpers use letters, digits and hyphens only
+(docs/clients.md#agent-tools): the tool name is mapped back to the id by turning ``_`` into
 ``-``, which only works when the id had no ``_`` (or ``:`` or ``/``) of its
 own; such ids are refused here with ValueError. The type comes from the pair
 and travels in each op's ``type`` field.
@@ -43,17 +43,17 @@ if TYPE_CHECKING:
     from syncd.client.sync import Client
 
 TOOL_PREFIX: Final = "service_"
-"""The seed's tool names begin ``service_`` (the brand part replaced)."""
+"""Tool names begin ``service_``, like the metric and variable names."""
 
 MAX_TOOL_NAME_LEN: Final = 64
 """OpenAI function names and Anthropic tool names are at most 64 characters
 (``^[a-zA-Z0-9_-]{1,64}$``); a longer name would be refused by the API."""
 
 TOOL_ID_RE: Final = re.compile(r"[A-Za-z0-9-]+")
-"""Ids the tool helpers accept (SPEC section 10)."""
+"""Ids the tool helpers accept (docs/clients.md#agent-tools)."""
 
 MAX_AMOUNT: Final = 2**53 - 1
-"""The service's largest counter step (SPEC section 2)."""
+"""The service's largest counter step (docs/data-model.md#gcounter)."""
 
 ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "read": frozenset(TYPES),
@@ -61,7 +61,7 @@ ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "set": frozenset({"lwwregister"}),
     "add": frozenset({"orset"}),
 }
-"""Tool action -> the CRDT types that get it (the seed's table)."""
+"""Tool action -> the CRDT types that get it (docs/clients.md#agent-tools)."""
 
 _KIND: Final = {
     "gcounter": "grow-only counter",

@@ -45,7 +45,7 @@ class Crdt(Protocol):
     TYPE: ClassVar[str]
     """The type name, e.g. ``"gcounter"``."""
     OPS: ClassVar[Mapping[str, int]]
-    """Op name -> op-mask bit (SPEC section 2)."""
+    """Op name -> op-mask bit (docs/data-model.md#types)."""
     PREFIX: ClassVar[str]
     """The id prefix that fixes this type, e.g. ``"gc:"`` (three characters)."""
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None]
@@ -70,7 +70,7 @@ class Crdt(Protocol):
         ...
 
     def view(self, now_ms: int) -> dict[str, Any]:
-        """The read view: ``{"value": ..., <per-type extra fields>}`` (SPEC section 2)."""
+        """The read view: ``{"value": ..., <per-type extra fields>}`` (docs/data-model.md#reading)."""
         ...
 
     def state(self) -> JSON:

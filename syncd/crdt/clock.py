@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 MAX_CLOCK_SKEW_MS = 60_000
-"""How far ahead of the server clock a client timestamp may be (SPEC section 2)."""
+"""How far ahead of the server clock a client timestamp may be (docs/data-model.md#lwwregister)."""
 
 MAX_FOLLOW_AHEAD_MS = 60_000
 """A remote stamp is followed only this far past the local wall clock, so one

@@ -46,10 +46,10 @@ from syncd.errors import (
 )
 
 MAX_BATCH_OPS = 1000
-"""Ops in one request (SPEC section 3)."""
+"""Ops in one request (docs/data-model.md#ops)."""
 
 OP_ID_MAX_LEN = 128
-"""SPEC section 2."""
+"""Characters in an ``op_id`` (docs/data-model.md#op-ids)."""
 
 OP_ID_WINDOW = 1024
 """The retention window of ``op_id``s (``SERVICE_OP_ID_WINDOW`` by default): how
@@ -57,7 +57,7 @@ many of the most recent ones each CRDT remembers. A client retrying within that 
 gets the first answer; memory per CRDT stays bounded."""
 
 MAX_LIST_LIMIT = 1000
-"""Largest page of :meth:`Engine.list_ids` (SPEC section 3: ``?limit`` ≤ 1000)."""
+"""Largest page of :meth:`Engine.list_ids` (``?limit`` ≤ 1000, docs/http-api.md#listing-crdts)."""
 
 OpIds = OrderedDict[str, tuple[int, dict[str, Any]]]
 
@@ -412,7 +412,7 @@ class Engine:
     # -- reading ----------------------------------------------------------
 
     def read(self, ns: str, crdt_id: str, *, full: bool = False) -> dict[str, Any] | None:
-        """The read answer (SPEC section 2), or with ``full`` the mergeable state."""
+        """The read answer (docs/data-model.md#reading), or with ``full`` the mergeable state."""
         entry = self._entries.get((ns, crdt_id))
         if entry is None:
             return None

@@ -28,7 +28,7 @@ from syncd.crdt.validate import MAX_ELEMENT_BYTES, canonical_json, int_field, js
 MIN_TTL_MS = 1_000
 MAX_TTL_MS = 300_000
 DEFAULT_TTL_MS = 30_000
-"""SPEC section 2: ``ttl_ms`` is 1000 … 300000, default 30000."""
+"""``ttl_ms`` is 1000 … 300000, default 30000 (docs/data-model.md#presence)."""
 
 PRUNE_INTERVAL_MS = 60_000
 """How often (in server time) an op also sweeps out records past the horizon:
@@ -36,7 +36,7 @@ often enough that a busy room's state stays near its live size, rarely enough
 that the O(clients) sweep is noise."""
 
 MAX_DATA_BYTES = MAX_ELEMENT_BYTES
-"""``data`` as canonical JSON (SPEC section 2: 64 KiB)."""
+"""``data`` as canonical JSON: 64 KiB (docs/data-model.md#presence)."""
 
 Record = tuple[int, int | None, dict[str, Any] | None]
 """``(stamp, expires_at, data)``; a leave is ``(stamp, None, None)``."""

@@ -1,6 +1,6 @@
 """RGA: a replicated sequence of JSON values (text is one element per character).
 
-Ops (SPEC section 2)::
+Ops (docs/data-model.md#rga)::
 
     {"op": "insert", "index": 3 | "after": "5@2" | null, "text": "abc" | "values": [...]}
     {"op": "delete", "index": 3, "count": 2}  |  {"op": "delete", "ids": ["5@2", ...]}

@@ -40,7 +40,7 @@ ROOT = "root"
 """The implicit root node: always present, never moved or deleted."""
 
 MAX_NODE_ID_LEN = 256
-"""Node ids are names, like CRDT ids (SPEC section 1 allows 256 characters)."""
+"""Node ids are names, as long as CRDT ids may be (docs/data-model.md#identifiers)."""
 
 MAX_POS_LEN = 1024
 """Sort keys (fractional indexes grow with repeated inserts between neighbours)."""

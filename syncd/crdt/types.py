@@ -1,4 +1,4 @@
-"""The registry of CRDT types: names, id prefixes and op-mask bits (SPEC section 2).
+"""The registry of CRDT types: names, id prefixes and op-mask bits (docs/data-model.md#types).
 
 A new type is a module with one class that satisfies ``syncd.crdt.base.Crdt``
 (its name, id prefix, ops and their mask bits are class attributes) and one
@@ -45,7 +45,7 @@ def crdt_class(type_name: str) -> type[Crdt]:
 
 
 def mask_bit(type_name: str, op_name: str) -> int:
-    """The op-mask bit of ``op_name`` on ``type_name`` (SPEC section 2)."""
+    """The op-mask bit of ``op_name`` on ``type_name`` (docs/data-model.md#types)."""
     bit = crdt_class(type_name).OPS.get(op_name)
     if bit is None:
         raise invalid_op(f"op: {op_name!r} is not an op of {type_name}")

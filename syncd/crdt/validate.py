@@ -18,10 +18,10 @@ MAX_SAFE_INTEGER = 2**53 - 1
 """The largest integer every JSON client (JavaScript included) holds exactly."""
 
 MAX_AMOUNT = MAX_SAFE_INTEGER
-"""Counter amounts (SPEC section 2): 1 … 2^53-1."""
+"""Counter amounts (docs/data-model.md#gcounter): 1 … 2^53-1."""
 
 MAX_ELEMENT_BYTES = 64 * 1024
-"""Set elements and presence data, as canonical JSON in UTF-8 (SPEC section 2)."""
+"""Set elements and presence data, as canonical JSON in UTF-8 (docs/data-model.md#orset)."""
 
 MAX_JSON_DEPTH = 64
 """Nesting limit of stored JSON values. Deeper values could not be encoded or

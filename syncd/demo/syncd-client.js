@@ -1666,7 +1666,7 @@ var HttpApi = class {
     return parsed;
   }
   /**
-   * The state of a CRDT (SPEC section 2), or null when it does not exist.
+   * The state of a CRDT (docs/data-model.md#reading), or null when it does not exist.
    * `{format: 'crdt'}` asks for the full mergeable state.
    */
   async read(id, { format } = {}) {
@@ -1956,7 +1956,7 @@ var RgaReplica = class _RgaReplica {
     }
     return -1;
   }
-  /** The view of SPEC section 2: `{value, text?}`. */
+  /** The view of docs/data-model.md#reading: `{value, text?}`. */
   view() {
     const value = this.values();
     return value.every((v) => typeof v === "string") ? { value, text: value.join("") } : { value };

@@ -1,4 +1,4 @@
-"""The request object handlers receive, and the JSON body rules of SPEC section 3."""
+"""The request object handlers receive, and the JSON body rules (docs/http-api.md#conventions)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 
 The op path calls ``enqueue()``, which never awaits, blocks or raises: a slow
 or dead receiver costs the op path one bounded-queue insert and nothing else.
-When the queue (the seed's 1024 slots) is full the event is dropped and
+When the queue (1024 slots) is full the event is dropped and
 counted. Each worker takes one event at a time and tries it up to four times
-(the seed's 3 retries after 200, 400 and 800 ms), then drops it and counts it.
+(3 retries after 200, 400 and 800 ms), then drops it and counts it
+(docs/webhooks.md#delivery).
 
 Events are independent POSTs handled by several workers, so receivers may see
 them out of order; ``seq`` and ``event_id`` in the payload let them sort and
@@ -30,9 +31,9 @@ from syncd.webhooks import client
 
 log = logging.getLogger("syncd.webhooks")
 
-# The seed: "Events are dropped when the internal queue of 1024 slots is full".
+# Events wait here; a new event finding it full is dropped (docs/webhooks.md#delivery).
 QUEUE_SIZE = 1024
-# The seed: "Up to 3 retries, exponential backoff of 200 ms, 400 ms, 800 ms".
+# Up to 3 retries after a failed attempt, with exponential backoff.
 RETRY_DELAYS: tuple[float, ...] = (0.2, 0.4, 0.8)
 # Concurrent deliveries. A few, so one stalled request does not hold up every
 # event, and few enough that a flood of events cannot open many sockets.

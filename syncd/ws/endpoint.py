@@ -1,4 +1,4 @@
-"""``GET /v1/namespaces/:ns/ws``: the WebSocket upgrade (SPEC section 6).
+"""``GET /v1/namespaces/:ns/ws``: the WebSocket upgrade (docs/protocol.md#the-websocket).
 
 Everything that can refuse the connection happens here, while it is still
 HTTP, so a refusal is an ordinary HTTP error answer and never an accepted

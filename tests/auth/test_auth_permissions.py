@@ -11,7 +11,7 @@ from syncd.auth import ROOT, Authenticator, Principal
 from syncd.errors import ApiError
 from tests.auth.support import ROOT_SECRET, FakeClock, Mint
 
-# SPEC section 2 / the seed's op-mask table.
+# The op-mask bits of docs/data-model.md#types.
 OP_BITS: dict[str, dict[str, int]] = {
     "gcounter": {"increment": 0x01},
     "pncounter": {"increment": 0x01, "decrement": 0x02},

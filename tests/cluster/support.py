@@ -39,7 +39,7 @@ def client(port: int) -> httpx.AsyncClient:
 
 
 class SseWatcher:
-    """One SSE subscription (SPEC section 5), read by a plain client: every delta kept."""
+    """One SSE subscription (docs/protocol.md#the-sse-stream), read by a plain client: every delta kept."""
 
     def __init__(self, port: int, crdt_id: str, ns: str = NS) -> None:
         self.port = port

@@ -168,7 +168,7 @@ def _pin_body_namespace(case: Any) -> None:
 
 def _unique_op_ids(case: Any) -> None:
     """Make valid op_ids unique: a repeated op_id is answered from memory without
-    validating the op again (SPEC section 2), which would make a deliberately
+    validating the op again (docs/data-model.md#op-ids), which would make a deliberately
     invalid op look accepted."""
     body = case.body
     ops = body if isinstance(body, list) else [body]

@@ -1,6 +1,7 @@
 // Strict base64 decoding for both alphabets, the same in browsers and Node
 // (no Buffer, no atob quirks): tokens use base64url (padding optional), SSE
-// events standard base64 with padding (SPEC sections 4 and 5).
+// events standard base64 with padding (docs/permissions.md#token-format,
+// docs/protocol.md#the-sse-stream).
 
 const STD = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';

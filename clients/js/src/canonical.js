@@ -1,4 +1,4 @@
-// Canonical JSON (SPEC section 2): sorted keys, no spaces, characters as they
+// Canonical JSON (docs/data-model.md#orset): sorted keys, no spaces, characters as they
 // are. It is the identity of set elements and the order of a set's value.
 
 export function canonicalJson(value) {

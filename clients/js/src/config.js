@@ -1,4 +1,4 @@
-// The client configuration of the seed: `{ baseUrl, token, namespace }`.
+// The client configuration (docs/clients.md#configuration): `{ baseUrl, token, namespace }`.
 // `token` may also be a function returning the token (or a promise of it),
 // for tokens that are refreshed, such as the demo's short-lived ones.
 

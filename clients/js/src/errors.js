@@ -1,5 +1,5 @@
 // Error types of the client. Every failure the server reports keeps its HTTP
-// status and the error code of SPEC section 3, so callers branch on `code`.
+// status and its error code (docs/http-api.md#status-codes), so callers branch on `code`.
 
 export class SyncdError extends Error {
   /**

@@ -1,4 +1,4 @@
-// HTTP access (SPEC section 3): reads, listing, ops for every type, delete,
+// HTTP access (docs/http-api.md#routes): reads, listing, ops for every type, delete,
 // and the caller's token. Any fetch implementation works (browsers, Node 18+,
 // or one given in the config).
 
@@ -50,7 +50,7 @@ export class HttpApi {
   }
 
   /**
-   * The state of a CRDT (SPEC section 2), or null when it does not exist.
+   * The state of a CRDT (docs/data-model.md#reading), or null when it does not exist.
    * `{format: 'crdt'}` asks for the full mergeable state.
    */
   async read(id, { format } = {}) {

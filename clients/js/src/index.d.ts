@@ -24,7 +24,7 @@ export interface TokenClaims {
 
 export class SyncdError extends Error {
   constructor(code: string, message: string, extra?: { status?: number; retryAfter?: number; body?: unknown });
-  /** The server's error code (SPEC section 3) or a client-side one. */
+  /** The server's error code (docs/http-api.md#status-codes) or a client-side one. */
   code: string;
   /** HTTP status, 0 when none. */
   status: number;

@@ -1,4 +1,4 @@
-// Op builders for every type (SPEC section 2). Each returns the op map the
+// Op builders for every type (docs/data-model.md#ops). Each returns the op map the
 // server takes over HTTP and WebSocket alike; `opts` may add `type` (for ids
 // without a type prefix) and `op_id` (an idempotency key).
 

@@ -1,6 +1,6 @@
 // Client replicas of every type: a snapshot's `state` (as `?format=crdt`)
 // in, op deltas in (in seq order: the subscription guarantees it), the read
-// view of SPEC section 2 out. Each mirrors the server's type in syncd/crdt.
+// view of docs/data-model.md#reading out. Each mirrors the server's type in syncd/crdt.
 
 import { canonicalJson, compareCodePoints } from './canonical.js';
 import { RgaReplica } from './rga.js';
@@ -227,7 +227,7 @@ export function createReplica(type, state = null) {
   return new cls(state);
 }
 
-/** The type an id's prefix fixes (SPEC section 2), or null. */
+/** The type an id's prefix fixes (docs/data-model.md#types), or null. */
 export function typeForId(id) {
   const prefixes = { 'gc:': 'gcounter', 'pn:': 'pncounter', 'or:': 'orset', 'lw:': 'lwwregister', 'pr:': 'presence', 'rg:': 'rga', 'tr:': 'tree' };
   return prefixes[id.slice(0, 3)] ?? null;

@@ -5,7 +5,7 @@
 // Elements are code points, as on the server: "😀" is one element even though
 // it is two UTF-16 units in a JavaScript string.
 //
-// Order (classic RGA, SPEC section 2): a new element goes right after its
+// Order (classic RGA, docs/data-model.md#rga): a new element goes right after its
 // origin, past every following element with a greater id (counter, then
 // client), so concurrent inserts at one place order by higher counter first.
 
@@ -147,7 +147,7 @@ export class RgaReplica {
     return -1;
   }
 
-  /** The view of SPEC section 2: `{value, text?}`. */
+  /** The view of docs/data-model.md#reading: `{value, text?}`. */
   view() {
     const value = this.values();
     return value.every((v) => typeof v === 'string') ? { value, text: value.join('') } : { value };

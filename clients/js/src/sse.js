@@ -1,4 +1,4 @@
-// The SSE transport (SPEC section 5): `data: <base64 msgpack delta>` events.
+// The SSE transport (docs/protocol.md#the-sse-stream): `data: <base64 msgpack delta>` events.
 //
 // Two ways to read the stream:
 // - `eventsource`: an EventSource (the browser's, or one given in the

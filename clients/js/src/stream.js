@@ -1,4 +1,4 @@
-// Following one CRDT's delta stream (SPEC section 5) without I/O: given what a
+// Following one CRDT's delta stream (docs/protocol.md#deltas) without I/O: given what a
 // subscriber holds (seq and epoch), what to do with the next delta. Shared by
 // the WebSocket and SSE transports, and unit-tested on its own.
 
@@ -55,7 +55,7 @@ export function advance(pos, delta, verdict) {
   return pos;
 }
 
-/** The subscribe fields that resume from `pos` (SPEC section 6), or none for a fresh start. */
+/** The subscribe fields that resume from `pos` (docs/protocol.md#resuming), or none for a fresh start. */
 export function resumeFields(pos) {
   return pos.epoch !== null && pos.seq > 0 ? { since: pos.seq, epoch: pos.epoch } : {};
 }

@@ -1,4 +1,4 @@
-// Token pre-validation (seed, Authentication 14): decode the claims locally
+// Token pre-validation (docs/clients.md#token-pre-validation): decode the claims locally
 // and report an unparseable token and an expired one as two distinct errors,
 // before any connection is made. The signature is not (cannot be) checked
 // here: that is the server's job.

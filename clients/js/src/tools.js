@@ -1,4 +1,4 @@
-// Agent tool helpers (seed, Client tool helpers; SPEC section 10): tool
+// Agent tool helpers (docs/clients.md#agent-tools): tool
 // definitions for a list of (crdt_id, type) pairs, in the JSON-schema shape
 // LLM tool-calling APIs take, and execution of a tool call over HTTP.
 //
@@ -23,7 +23,7 @@ export const TOOL_ACTIONS = Object.freeze({
 });
 
 const TOOL_ID = /^[A-Za-z0-9-]+$/;
-const MAX_ID_LENGTH = 256; // SPEC section 1
+const MAX_ID_LENGTH = 256; // docs/data-model.md#identifiers
 
 /** The tool name for an action on an id: `service_read_page_views`. */
 export function toolName(action, crdtId) {
@@ -137,7 +137,7 @@ export function toOpenAiTools(tools) {
  * Execute a tool call by HTTP. `http` is an HttpApi (or a SyncdClient);
  * `crdts` the pairs the tools were built from, which give the op's `type`.
  * Returns the state for `read` (null when absent or on any error status, as
- * the seed's helpers do) and the server's answer for ops.
+ * the Python client's tools do) and the server's answer for ops.
  */
 export async function executeTool(http, crdts, name, input = {}) {
   const parsed = parseToolName(name);

@@ -1,4 +1,4 @@
-// The WebSocket transport (SPEC section 6): subscriptions that survive
+// The WebSocket transport (docs/protocol.md#the-websocket): subscriptions that survive
 // reconnects (resubscribe with `since` + `epoch`), ops with acks, keep-alive.
 //
 // Reconnect: any close that we did not ask for schedules a new connection

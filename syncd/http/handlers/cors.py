@@ -31,7 +31,7 @@ CORS_PATTERNS: Final = (
     "/v1/namespaces/{ns}/tokens/me",
     "/v1/tokens",
 )
-"""The routes a browser page may call from another origin (SPEC section 3)."""
+"""The routes a browser page may call from another origin (docs/http-api.md#cors)."""
 
 ALLOWED_REQUEST_HEADERS: Final = b"authorization, content-type"
 """What the client sends beyond the CORS-safelisted headers."""

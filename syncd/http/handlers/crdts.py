@@ -1,4 +1,4 @@
-"""CRDT routes (SPEC section 3): read, ops, list, delete."""
+"""CRDT routes (docs/http-api.md#routes): read, ops, list, delete."""
 
 from __future__ import annotations
 

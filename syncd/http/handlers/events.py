@@ -1,4 +1,4 @@
-"""The SSE event stream (SPEC section 5): ``data: <base64 msgpack delta>`` events.
+"""The SSE event stream (docs/protocol.md#the-sse-stream): ``data: <base64 msgpack delta>``.
 
 The subscriber joins the hub *before* the initial snapshot or replay is read,
 buffering what arrives meanwhile, so no delta can fall between the two; on
@@ -125,7 +125,7 @@ def register(
         crdt_id = check_crdt_id(request.params["id"])
         query = request.query if request.query_string else {}
         # Browsers' EventSource cannot set headers, so ?token= works here as
-        # on the WebSocket upgrade (SPEC section 6).
+        # on the WebSocket upgrade (docs/protocol.md#the-websocket).
         principal = auth.authenticate(
             request.headers.get("authorization"), ns, query_token=query.get("token")
         )

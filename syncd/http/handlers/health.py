@@ -1,4 +1,4 @@
-"""Health and metrics: no authentication (seed, Health and metrics)."""
+"""Health and metrics: no authentication (docs/http-api.md#health-and-metrics)."""
 
 from __future__ import annotations
 

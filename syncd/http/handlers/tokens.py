@@ -1,4 +1,4 @@
-"""Token routes (SPEC section 4): issue (admin) and inspect (the caller's own)."""
+"""Token routes (docs/permissions.md#issuing-tokens): issue (admin) and inspect (the caller's own)."""
 
 from __future__ import annotations
 
