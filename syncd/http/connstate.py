@@ -27,13 +27,23 @@ from collections.abc import Mapping
 from typing import Final
 
 
-class Phase(enum.Enum):
-    IDLE = "idle"
-    BUSY = "busy"
-    STREAMING = "streaming"
-    LINGERING = "lingering"
-    UPGRADED = "upgraded"
-    CLOSED = "closed"
+class Phase(enum.IntEnum):
+    # An IntEnum: hashed and compared in C, since the checks run per request.
+    IDLE = 1
+    BUSY = 2
+    STREAMING = 3
+    LINGERING = 4
+    UPGRADED = 5
+    CLOSED = 6
+
+
+# Module constants for the per-request checks (a global, not an enum attribute lookup).
+IDLE: Final = Phase.IDLE
+BUSY: Final = Phase.BUSY
+STREAMING: Final = Phase.STREAMING
+LINGERING: Final = Phase.LINGERING
+UPGRADED: Final = Phase.UPGRADED
+CLOSED: Final = Phase.CLOSED
 
 
 TRANSITIONS: Final[Mapping[Phase, frozenset[Phase]]] = {
@@ -52,6 +62,9 @@ TRANSITIONS: Final[Mapping[Phase, frozenset[Phase]]] = {
 }
 """Phase -> the phases it may move to."""
 
+_ALLOWED: Final = (frozenset(), *(TRANSITIONS[Phase(i)] for i in range(1, len(Phase) + 1)))
+"""``TRANSITIONS`` indexed by the phase's number: the check costs a tuple index."""
+
 
 class IllegalTransition(RuntimeError):
     """The protocol tried a move the table does not have (a bug)."""
@@ -64,11 +77,11 @@ class ConnectionState:
         self.phase = Phase.IDLE
 
     def to(self, phase: Phase) -> None:
-        if phase not in TRANSITIONS[self.phase]:
+        if phase not in _ALLOWED[self.phase]:
             raise IllegalTransition(f"{self.phase.name} -> {phase.name}")
         self.phase = phase
 
     @property
     def done(self) -> bool:
         """Closed, or no longer ours (upgraded): nothing more happens here."""
-        return self.phase is Phase.CLOSED or self.phase is Phase.UPGRADED
+        return self.phase >= UPGRADED

@@ -41,8 +41,18 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from syncd.errors import ApiError
-from syncd.http.connstate import ConnectionState, Phase
-from syncd.http.parser import CLOSED, CONTINUE, NEED_DATA, HttpParser, ParseError
+from syncd.http.connstate import (
+    BUSY,
+    CLOSED,
+    IDLE,
+    LINGERING,
+    STREAMING,
+    UPGRADED,
+    ConnectionState,
+    Phase,
+)
+from syncd.http.parser import CLOSED as PEER_CLOSED
+from syncd.http.parser import CONTINUE, NEED_DATA, HttpParser, ParseError
 from syncd.http.parsers import make_parser
 from syncd.http.request import Request
 from syncd.http.response import (
@@ -158,29 +168,29 @@ class HttpProtocol(asyncio.Protocol):
         self._set_deadline(self._ctx.header_timeout)
 
     def data_received(self, data: bytes) -> None:
-        if self._state.phase is Phase.LINGERING:
+        if self._state.phase is LINGERING:
             self._linger_budget -= len(data)
             if self._linger_budget < 0:
                 self._abort()
             return
         if self._stream is not None:
             return  # a stream's client has nothing more to say; ignore it
-        if self._state.phase is Phase.IDLE and not self._parser.in_progress():
+        if self._state.phase is IDLE and not self._parser.in_progress():
             # First byte of a new request: the header deadline starts now, once.
             self._set_deadline(self._ctx.header_timeout)
         self._parser.feed(data)
-        if self._state.phase is Phase.IDLE:
+        if self._state.phase is IDLE:
             self._process()
         elif self._parser.buffered() > MAX_PIPELINE_BYTES:
             self._pause_reading()
 
     def eof_received(self) -> bool | None:
         self._peer_eof = True
-        if self._state.phase is Phase.STREAMING or self._state.phase is Phase.LINGERING:
+        if self._state.phase is STREAMING or self._state.phase is LINGERING:
             self._close()
             return None
         self._parser.feed(b"")
-        if self._state.phase is Phase.IDLE:
+        if self._state.phase is IDLE:
             self._process()
         return True  # keep our side open until our answer is written
 
@@ -189,7 +199,7 @@ class HttpProtocol(asyncio.Protocol):
             self._refused = False
             self._ctx.refused_lingering -= 1
         if not self._state.done:
-            self._state.to(Phase.CLOSED)
+            self._state.to(CLOSED)
         self._ctx.connections.discard(self)
         self._cancel_timer()
         for waiter in self._drain_waiters:
@@ -211,13 +221,13 @@ class HttpProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._write_paused = False
         self._cancel_timer()  # the send deadline; _process() sets the next one
-        if self._state.phase is Phase.LINGERING:
+        if self._state.phase is LINGERING:
             self._set_deadline(LINGER_TIMEOUT_S)
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_result(None)
         self._drain_waiters.clear()
-        if self._state.phase is not Phase.BUSY:
+        if self._state.phase is not BUSY:
             self._resume_reading()
             if self._stream is None:
                 self._process()  # the rest of a pipeline held back while paused
@@ -244,7 +254,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _process_requests(self) -> None:
         parser = self._parser
-        while self._state.phase is Phase.IDLE:
+        while self._state.phase is IDLE:
             if self._write_paused:
                 # Answering more of a pipeline the peer does not read would
                 # buffer without bound (a small GET can ask for a large
@@ -260,7 +270,7 @@ class HttpProtocol(asyncio.Protocol):
             if event is CONTINUE:
                 self._write(CONTINUE_BYTES)
                 continue
-            if event is CLOSED:
+            if event is PEER_CLOSED:
                 self._close()
                 return
             if isinstance(event, ParseError):
@@ -277,7 +287,7 @@ class HttpProtocol(asyncio.Protocol):
             self._dispatch(event)
 
     def _dispatch(self, request: Request) -> None:
-        self._state.to(Phase.BUSY)
+        self._state.to(BUSY)
         try:
             handler, params = self._ctx.router.match(request.method, request.path)
             request.params = params
@@ -335,8 +345,8 @@ class HttpProtocol(asyncio.Protocol):
         if not keep_alive:
             self._close_after_answer(LINGER_TIMEOUT_S, LINGER_MAX_BYTES)
             return
-        if self._state.phase is Phase.BUSY:
-            self._state.to(Phase.IDLE)
+        if self._state.phase is BUSY:
+            self._state.to(IDLE)
         self._parser.start_next_cycle()
         self._set_deadline(self._ctx.keepalive_timeout)
         if not self._write_paused:
@@ -354,7 +364,7 @@ class HttpProtocol(asyncio.Protocol):
         self._task = None
         sink = _Sink(self)
         self._stream = sink
-        self._state.to(Phase.STREAMING)
+        self._state.to(STREAMING)
         try:
             response.start(sink)
         except Exception:
@@ -369,7 +379,7 @@ class HttpProtocol(asyncio.Protocol):
         if self._ctx.on_response is not None:
             self._ctx.on_response(101)
         trailing = self._parser.trailing_data()
-        self._state.to(Phase.UPGRADED)
+        self._state.to(UPGRADED)
         self._cancel_timer()
         self._ctx.connections.discard(self)
         protocol = upgrade.attach(transport, trailing)
@@ -394,10 +404,10 @@ class HttpProtocol(asyncio.Protocol):
 
     def _close(self) -> None:
         transport = self._transport
-        if self._state.phase is Phase.UPGRADED:
+        if self._state.phase is UPGRADED:
             return  # the transport is another protocol's now
-        if self._state.phase is not Phase.CLOSED:
-            self._state.to(Phase.CLOSED)
+        if self._state.phase is not CLOSED:
+            self._state.to(CLOSED)
         self._cancel_timer()
         if transport is not None and not transport.is_closing():
             transport.close()
@@ -407,10 +417,10 @@ class HttpProtocol(asyncio.Protocol):
                 self._timer = self._loop.call_later(self._ctx.send_timeout, transport.abort)
 
     def _abort(self) -> None:
-        if self._state.phase is Phase.UPGRADED:
+        if self._state.phase is UPGRADED:
             return
-        if self._state.phase is not Phase.CLOSED:
-            self._state.to(Phase.CLOSED)
+        if self._state.phase is not CLOSED:
+            self._state.to(CLOSED)
         self._cancel_timer()
         if self._transport is not None:
             self._transport.abort()
@@ -430,7 +440,7 @@ class HttpProtocol(asyncio.Protocol):
             self._close()
             return
         transport.write_eof()
-        self._state.to(Phase.LINGERING)
+        self._state.to(LINGERING)
         self._linger_budget = budget
         self._resume_reading()
         if not self._write_paused:
@@ -444,7 +454,7 @@ class HttpProtocol(asyncio.Protocol):
             return
         # A request or two, not a body upload.
         self._close_after_answer(REFUSED_LINGER_S, WRITE_LOW_WATER)
-        if self._state.phase is Phase.LINGERING:
+        if self._state.phase is LINGERING:
             ctx.refused_lingering += 1
             self._refused = True
 
@@ -452,12 +462,12 @@ class HttpProtocol(asyncio.Protocol):
         """Graceful stop: idle connections close now, busy ones after their answer."""
         if self._stream is not None:
             self._stream.close()
-        elif self._state.phase is not Phase.BUSY:
+        elif self._state.phase is not BUSY:
             self._close()
 
     @property
     def busy(self) -> bool:
-        return self._state.phase is Phase.BUSY
+        return self._state.phase is BUSY
 
     @property
     def phase(self) -> Phase:
@@ -512,7 +522,7 @@ class HttpProtocol(asyncio.Protocol):
             self._abort()  # not one byte went out in send_timeout
             if self._stream is not None:
                 self._stream.lost()
-        elif self._state.phase is Phase.LINGERING or self._state.phase is Phase.IDLE:
+        elif self._state.phase is LINGERING or self._state.phase is IDLE:
             self._close()  # linger over, or idle past keep-alive / header timeout
 
     def _cancel_timer(self) -> None:
