@@ -38,6 +38,17 @@ commits it as one transaction:
    serialised across the cluster: with one transaction per batch that costs
    little (per request, as syncd once did, it capped every node's rate).
 
+*One round trip when nothing races.* A batch whose CRDTs no other node wrote
+lately (``Follower.contended``) skips waiting for steps 1-2: it takes the
+engine to be current, applies at once and sends the locks, the writes, the
+notification and the commit in one flush. The write then checks each row
+against the (epoch, seq) the engine numbered after (a row that moved gets a
+NULL seq, which its NOT NULL refuses; a seq another node took collides with
+the ops primary key), so a lost race aborts the transaction; the engine
+entries are read back quietly and the batch is done again the way above.
+The yield after step 5 (the callers resume under the batch's locks) keeps
+each CRDT's fan-out in seq order when another node's next op arrives at once.
+
 One batch commits at a time, in arrival order (a second one in flight made
 batches smaller and the node slower: the cost is per transaction, in
 psycopg and the server, not the WAL flush); the next one may wait up to
