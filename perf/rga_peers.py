@@ -1,7 +1,7 @@
 """Editing traces through syncd's rga type, plain list splicing and pycrdt, in one run.
 
 For every trace in ``--traces`` (default: ``$SYNCD_TRACES``, else
-``shared/traces`` beside the repository):
+``tests/data/traces`` in the repository):
 
 * a sequential trace is replayed three ways: through ``Rga.apply_op`` (one op
   per delete and per insert, as :mod:`perf.rga_trace` does), through Python
@@ -46,14 +46,9 @@ from syncd.crdt.rga import Rga
 
 
 def default_traces() -> Path:
-    """$SYNCD_TRACES, else shared/traces beside the repository (as CI lays it out)."""
+    """$SYNCD_TRACES, else the traces in the repository (tests/data/traces)."""
     env = os.environ.get("SYNCD_TRACES")
-    if env:
-        return Path(env)
-    for candidate in (ROOT.parent / "shared" / "traces", Path("/work/shared/traces")):
-        if candidate.is_dir():
-            return candidate
-    return ROOT.parent / "shared" / "traces"
+    return Path(env) if env else ROOT / "tests" / "data" / "traces"
 
 
 MIN_CHARS = 100_000

@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python perf/rga_trace.py /work/shared/traces/rustcode.json.gz [--repeat 5] [--copies 2]
+    .venv/bin/python perf/rga_trace.py tests/data/traces/rustcode.json.gz [--repeat 5] [--copies 2]
 
 Every patch ``[pos, del, ins]`` becomes real ops through ``Rga.apply_op`` (a
 delete ``{"op": "delete", "index": pos, "count": del}``, then an insert

@@ -1,4 +1,4 @@
-"""Real editing histories through the rga type (traces: /work/shared/traces, CC BY 4.0).
+"""Real editing histories through the rga type (traces: tests/data/traces, CC BY 4.0).
 
 Sequential traces replay through index ops, as an editor would send them, and
 must end at the trace's ``endContent``; a replica fed every delta in order must
@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import gzip
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,8 @@ import pytest
 from syncd.crdt.base import OpContext
 from syncd.crdt.rga import Rga
 
-TRACES = Path(os.environ.get("SYNCD_TRACES", "/work/shared/traces"))
-"""Where the trace files are; set SYNCD_TRACES to use another copy."""
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+"""The trace files, in the repository (see the README there for their license)."""
 
 SEQUENTIAL = ["sveltecomponent", "rustcode", "seph-blog1"]
 
@@ -33,7 +32,7 @@ SEQUENTIAL = ["sveltecomponent", "rustcode", "seph-blog1"]
 def load(name: str) -> dict[str, Any]:
     path = TRACES / f"{name}.json.gz"
     if not path.is_file():
-        pytest.fail(f"trace {path} is missing (set SYNCD_TRACES to the traces directory)")
+        pytest.fail(f"trace {path} is missing from the repository")
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         trace: dict[str, Any] = json.load(fh)
     return trace
