@@ -1,4 +1,4 @@
-"""``syncd [serve]``, ``syncd keygen``, ``syncd token ...``, ``syncd --version``."""
+"""``syncd [serve]``, ``syncd keygen``, ``syncd token ...``, ``syncd mcp ...``, ``syncd --version``."""
 
 from __future__ import annotations
 
@@ -40,6 +40,15 @@ def serve() -> int:
     except ConfigError as exc:
         print(f"syncd: {exc}", file=sys.stderr)
         return 2
+    if settings.database_url:
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+
+            if settings.wal_connstr:
+                import psycopg2  # noqa: F401
+        except ImportError as exc:
+            return _missing_extra("DATABASE_URL", "postgres", exc)
     _configure_logging(settings.log_level)
     from syncd.http.parsers import resolve_parser_name
 
@@ -57,6 +66,17 @@ def serve() -> int:
     return run(settings)
 
 
+def _missing_extra(what: str, extra: str, exc: ImportError) -> int:
+    """One line naming the extra to install, and exit status 2."""
+    missing = exc.name or "a module"
+    print(
+        f"syncd: {what} needs {missing}, which is not installed;"
+        f" install it with: pip install 'syncd[{extra}]'",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def keygen() -> int:
     print(secrets.token_bytes(32).hex())
     return 0
@@ -69,8 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return token_command(args[1:], os.environ)
     if args and args[0] == "mcp":
-        from syncd.client.mcp_server import main as mcp_main
-
+        try:
+            from syncd.client.mcp_server import main as mcp_main
+        except ImportError as exc:
+            return _missing_extra("syncd mcp", "mcp", exc)
         return mcp_main(args[1:])
     parser = argparse.ArgumentParser(prog="syncd", description="A self-hosted CRDT sync service.")
     parser.add_argument("--version", action="version", version=_version_text())
@@ -79,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("keygen", help="print a new SERVICE_SIGNING_KEY (64 hex characters)")
     sub.add_parser(
         "token", help="issue a token offline with SERVICE_SIGNING_KEY (see syncd token --help)"
+    )
+    sub.add_parser(
+        "mcp",
+        help="serve CRDTs as tools to an MCP client over stdio (the [mcp] extra; see syncd mcp --help)",
     )
     ns = parser.parse_args(args)
     if ns.command == "keygen":

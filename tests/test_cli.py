@@ -100,3 +100,50 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     out = subprocess.run(["systemd-analyze", "verify", str(target)], capture_output=True, text=True)
     problems = [ln for ln in (out.stdout + out.stderr).splitlines() if "syncd.service" in ln]
     assert out.returncode == 0 and not problems, out.stdout + out.stderr
+
+
+def _run_without(
+    modules: list[str], args: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``syncd args`` in a real subprocess where ``modules`` cannot be imported
+    (as on an install without their extra)."""
+    code = (
+        "import sys\n"
+        f"for name in {modules!r}: sys.modules[name] = None\n"
+        "from syncd.cli import main\n"
+        f"sys.exit(main({args!r}))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+
+
+def test_database_url_without_the_postgres_extra_is_one_line(tmp_path: Path) -> None:
+    result = _run_without(
+        ["psycopg", "psycopg_pool"],
+        ["serve"],
+        {"DATABASE_URL": "postgresql://u@127.0.0.1:1/db", "SERVICE_DATA_DIR": str(tmp_path)},
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "pip install 'syncd[postgres]'" in result.stderr and "DATABASE_URL" in result.stderr
+
+
+def test_mcp_without_its_extra_is_one_line() -> None:
+    result = _run_without(["mcp", "httpx", "websockets"], ["mcp", "--crdt", "gc:x"], {})
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "pip install 'syncd[mcp]'" in result.stderr
+
+
+def test_help_lists_every_command() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "syncd", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    for command in ("serve", "keygen", "token", "mcp"):
+        assert command in result.stdout

@@ -1,6 +1,6 @@
 """``syncd mcp``: the agent tools as an MCP server over stdio.
 
-    syncd mcp --base-url URL --token TOKEN --namespace NS --crdt ID:TYPE [--crdt ID:TYPE ...]
+    syncd mcp --base-url URL --token TOKEN --namespace NS --crdt ID[:TYPE] [--crdt ...]
 
 ``--base-url``, ``--token`` and ``--namespace`` default to ``SYNCD_BASE_URL``,
 ``SYNCD_TOKEN`` and ``SYNCD_NAMESPACE``. The server exposes, for one namespace
@@ -27,6 +27,7 @@ from syncd.client.aio import AsyncClient
 from syncd.client.config import ENV_BASE_URL, ENV_NAMESPACE, ENV_TOKEN
 from syncd.client.errors import TokenError
 from syncd.client.tools import AgentTools, build_tools
+from syncd.crdt.types import TYPES, type_for_id
 
 SERVER_NAME = "syncd"
 
@@ -43,11 +44,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_crdt(text: str) -> tuple[str, str]:
-    """``ID:TYPE`` -> ``(id, type)``; ids have no colon, so the split is unambiguous."""
-    crdt_id, sep, crdt_type = text.partition(":")
-    if not sep or not crdt_id or not crdt_type:
-        raise ValueError(f"--crdt {text!r}: expected ID:TYPE, e.g. visits:gcounter")
-    return crdt_id, crdt_type
+    """``ID`` (a prefixed id: ``gc:visits``) or ``ID:TYPE`` (``visits:gcounter``,
+    ``gc:visits:gcounter``) -> ``(id, type)``: the part after the last colon is
+    the type when it names one."""
+    crdt_id, sep, crdt_type = text.rpartition(":")
+    if sep and crdt_id and crdt_type in TYPES:
+        return crdt_id, crdt_type
+    fixed = type_for_id(text)
+    if fixed is not None:
+        return text, fixed
+    raise ValueError(
+        f"--crdt {text!r}: expected a prefixed id (gc:visits) or ID:TYPE (visits:gcounter)"
+    )
 
 
 def _parser() -> _Parser:
@@ -62,8 +70,8 @@ def _parser() -> _Parser:
         "--crdt",
         action="append",
         default=[],
-        metavar="ID:TYPE",
-        help="a CRDT to expose (repeatable); ID is letters, digits and hyphens",
+        metavar="ID[:TYPE]",
+        help="a CRDT to expose (repeatable): a prefixed id (gc:visits) or ID:TYPE (visits:gcounter)",
     )
     return parser
 
@@ -88,7 +96,7 @@ def parse_args(
     if missing:
         raise _UsageError(f"missing {', '.join(missing)} (or the SYNCD_* variables)")
     if not args.crdt:
-        raise _UsageError("give at least one --crdt ID:TYPE")
+        raise _UsageError("give at least one --crdt ID[:TYPE]")
     assert base_url is not None and token is not None and namespace is not None
     return base_url, token, namespace, [parse_crdt(item) for item in args.crdt]
 

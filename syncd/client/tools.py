@@ -3,15 +3,16 @@
 Given ``(crdt_id, type)`` pairs, :func:`build_tools` makes the tools of
 docs/clients.md#agent-tools (``service_read_<id>`` for every type, ``service_increment_<id>`` for
 counters, ``service_set_<id>`` for registers, ``service_add_<id>`` for sets,
-with ``:``, ``/`` and ``-`` in the id written as ``_``), each with a
+with any other character than letters, digits and ``_`` written as ``_``), each with a
 description and a JSON-schema input, in the two common shapes: OpenAI-style
 function tools and Anthropic-style tools.
 
-Ids given to the tool helpers use letters, digits and hyphens only
-(docs/clients.md#agent-tools): the tool name is mapped back to the id by turning ``_`` into
-``-``, which only works when the id had no ``_`` (or ``:`` or ``/``) of its
-own; such ids are refused here with ValueError. The type comes from the pair
-and travels in each op's ``type`` field.
+Any valid CRDT id may be given, prefixed ones such as ``gc:visits``
+included: a call is resolved by looking its tool name up among the tools
+built, never by parsing the id back out of it, so the only ids refused (with
+ValueError) are invalid ones and two ids whose tool names would be the same
+(``gc:a-b`` and ``gc:a_b``). The type comes from the pair and travels in each
+op's ``type`` field.
 
 :class:`AgentTools` (async) and :class:`SyncAgentTools` execute a call and
 return a JSON-serializable result for the agent to read: ``{"ok": true, ...}``
@@ -37,6 +38,8 @@ from syncd.client.errors import (
 )
 from syncd.client.retry import RETRY_ATTEMPTS
 from syncd.crdt.types import TYPES
+from syncd.errors import ApiError
+from syncd.ids import check_crdt_id
 
 if TYPE_CHECKING:
     from syncd.client.aio import AsyncClient
@@ -48,9 +51,6 @@ TOOL_PREFIX: Final = "service_"
 MAX_TOOL_NAME_LEN: Final = 64
 """OpenAI function names and Anthropic tool names are at most 64 characters
 (``^[a-zA-Z0-9_-]{1,64}$``); a longer name would be refused by the API."""
-
-TOOL_ID_RE: Final = re.compile(r"[A-Za-z0-9-]+")
-"""Ids the tool helpers accept (docs/clients.md#agent-tools)."""
 
 MAX_AMOUNT: Final = 2**53 - 1
 """The service's largest counter step (docs/data-model.md#gcounter)."""
@@ -79,12 +79,18 @@ Result = dict[str, Any]
 
 
 def tool_name(action: str, crdt_id: str) -> str:
-    """``service_<action>_<id>`` with ``:``, ``/`` and ``-`` in the id as ``_``."""
-    return f"{TOOL_PREFIX}{action}_{crdt_id.replace(':', '_').replace('/', '_').replace('-', '_')}"
+    """``service_<action>_<id>`` with every character of the id other than a
+    letter, digit or ``_`` written as ``_`` (tool names allow ``[A-Za-z0-9_-]``)."""
+    return f"{TOOL_PREFIX}{action}_{_NOT_NAME.sub('_', crdt_id)}"
+
+
+_NOT_NAME: Final = re.compile(r"[^A-Za-z0-9_]")
 
 
 def parse_tool_name(name: str) -> tuple[str, str] | None:
-    """``(action, crdt_id)`` of a tool name (``_`` back to ``-`` in the id), or None."""
+    """``(action, id)`` of a tool name, the id with ``_`` read as ``-``, or None.
+    Exact only for ids of letters, digits and hyphens; tools resolve names by
+    lookup, not with this."""
     if not name.startswith(TOOL_PREFIX):
         return None
     action, sep, rest = name[len(TOOL_PREFIX) :].partition("_")
@@ -197,17 +203,19 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
 
 
 def build_tools(crdts: Iterable[tuple[str, str]]) -> list[Tool]:
-    """The tools for ``(crdt_id, type)`` pairs, in order; ValueError for an id
-    that is not letters, digits and hyphens, an unknown type, a repeated id, or
-    a tool name over :data:`MAX_TOOL_NAME_LEN`."""
+    """The tools for ``(crdt_id, type)`` pairs, in order; ValueError for an
+    invalid CRDT id, an unknown type, a repeated id, two ids with the same tool
+    names, or a tool name over :data:`MAX_TOOL_NAME_LEN`."""
     tools: list[Tool] = []
     seen: set[str] = set()
+    names: dict[str, str] = {}
     for crdt_id, crdt_type in crdts:
-        if not isinstance(crdt_id, str) or TOOL_ID_RE.fullmatch(crdt_id) is None:
-            raise ValueError(
-                f"tool CRDT id {crdt_id!r}: only letters, digits and hyphens are allowed "
-                "(a ':', '/' or '_' could not be mapped back from the tool name)"
-            )
+        if not isinstance(crdt_id, str):
+            raise ValueError(f"tool CRDT id {crdt_id!r}: a string is required")
+        try:
+            check_crdt_id(crdt_id)
+        except ApiError as exc:
+            raise ValueError(f"tool CRDT id {crdt_id!r}: {exc.message}") from None
         if crdt_type not in TYPES:
             raise ValueError(
                 f"tool CRDT {crdt_id!r}: unknown type {crdt_type!r} (one of {', '.join(TYPES)})"
@@ -218,6 +226,12 @@ def build_tools(crdts: Iterable[tuple[str, str]]) -> list[Tool]:
         for action, types in ACTIONS.items():
             if crdt_type in types:
                 tool = _tool(action, crdt_id, crdt_type)
+                other = names.setdefault(tool.name, crdt_id)
+                if other != crdt_id:
+                    raise ValueError(
+                        f"tool CRDT ids {other!r} and {crdt_id!r} would share the tool name "
+                        f"{tool.name!r}; rename one"
+                    )
                 if len(tool.name) > MAX_TOOL_NAME_LEN:
                     raise ValueError(
                         f"tool name {tool.name!r} is longer than {MAX_TOOL_NAME_LEN} characters; "
@@ -337,14 +351,8 @@ class _ToolSet:
         return anthropic_tools(self.tools)
 
     def resolve(self, name: object) -> Tool:
-        """The tool a name means: the action and the id (``_`` back to ``-``) it encodes."""
-        parsed = parse_tool_name(name) if isinstance(name, str) else None
-        tool = None
-        if parsed is not None:
-            action, crdt_id = parsed
-            crdt_type = self._types.get(crdt_id)
-            if crdt_type is not None and crdt_type in ACTIONS[action]:
-                tool = self._by_name.get(tool_name(action, crdt_id))
+        """The tool a name means (looked up among the tools built)."""
+        tool = self._by_name.get(name) if isinstance(name, str) else None
         if tool is None:
             raise _InputError("unknown_tool", f"no tool named {name!r}")
         return tool

@@ -66,6 +66,25 @@ async def test_mcp_session_lists_and_calls_tools(server: RunningServer) -> None:
     assert view is not None and view["value"] == 3
 
 
+async def test_mcp_serves_prefixed_ids(server: RunningServer) -> None:
+    args = ["--base-url", server.url, "--token", make_token(21), "--namespace", NS]
+    args += ["--crdt", "gc:visits", "--crdt", "lw:page-title:lwwregister"]
+    async with stdio_client(_params(args)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        names = [tool.name for tool in (await session.list_tools()).tools]
+        assert names == [
+            "service_read_gc_visits",
+            "service_increment_gc_visits",
+            "service_read_lw_page_title",
+            "service_set_lw_page_title",
+        ]
+        result = await session.call_tool("service_increment_gc_visits", {"amount": 2})
+        assert json.loads(result.content[0].text) == {"ok": True, "seq": 1, "value": 2}
+        result = await session.call_tool("service_set_lw_page_title", {"value": "Home"})
+        assert json.loads(result.content[0].text)["value"] == "Home"
+    assert server.app.engine.read(NS, "gc:visits")["value"] == 2  # type: ignore[index]
+
+
 async def test_mcp_config_from_environment(server: RunningServer) -> None:
     env = {"SYNCD_BASE_URL": server.url, "SYNCD_TOKEN": make_token(22), "SYNCD_NAMESPACE": NS}
     params = _params(["--crdt", "tags:orset"], env)
@@ -116,14 +135,19 @@ def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
                 "--namespace",
                 NS,
                 "--crdt",
-                "gc_a:gcounter",
+                "gc:a-b",
+                "--crdt",
+                "gc:a_b",
             ],
-            "hyphens",
+            "share the tool name",
         ),
-        (["--base-url", "http://h", "--token", "T", "--namespace", NS, "--crdt", "a"], "ID:TYPE"),
+        (
+            ["--base-url", "http://h", "--token", "T", "--namespace", NS, "--crdt", "a"],
+            "prefixed id",
+        ),
         (
             ["--base-url", "http://h", "--token", "T", "--namespace", NS, "--crdt", "a:sundial"],
-            "unknown type",
+            "prefixed id",
         ),
     ],
 )
