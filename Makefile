@@ -2,44 +2,54 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev,fast,postgres,mcp,client,bench
+# What each command installs: running needs the service and its fast parser;
+# the tests (which also run the benchmarks' plumbing) and the benchmarks bring
+# every extra.
+EXTRAS_run := fast
+EXTRAS_test := dev,fast,postgres,mcp,client,bench
+EXTRAS_bench := $(EXTRAS_test)
+PIP := $(PY) -m pip --quiet --quiet --disable-pip-version-check --no-input
 
 .PHONY: run test lint typecheck pytest bench profile profiles clean
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "syncd needs Python 3.11+"; exit 1; }
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
-	touch $@
+$(VENV)/.created:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "syncd needs Python 3.11+"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@touch $@
 
-run: $(VENV)/.installed
+# One stamp per extras set: switching between commands installs what is missing.
+$(VENV)/.installed-%: pyproject.toml $(VENV)/.created
+	@echo "installing syncd[$(EXTRAS_$*)] into $(VENV) ..."
+	@$(PIP) install -e '.[$(EXTRAS_$*)]'
+	@touch $@
+
+run: $(VENV)/.installed-run
 	$(VENV)/bin/syncd serve
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check syncd tests perf
 	$(VENV)/bin/ruff format --check syncd tests perf
 	$(VENV)/bin/lint-imports
 
-typecheck: $(VENV)/.installed
+typecheck: $(VENV)/.installed-test
 	$(VENV)/bin/mypy
 
-pytest: $(VENV)/.installed
+pytest: $(VENV)/.installed-test
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	bash scripts/check-prerequisites.sh
 	bash scripts/ensure-browser.sh
 	$(MAKE) --no-print-directory lint typecheck pytest
 	npm test --prefix clients/js
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-bench
 	$(PY) -m perf
 
-profile: $(VENV)/.installed
+profile: $(VENV)/.installed-bench
 	$(PY) -m perf.profile $(BENCH) $(if $(filter raw,$(FORMAT)),--raw,)
 
-profiles: $(VENV)/.installed
+profiles: $(VENV)/.installed-bench
 	$(PY) -m perf.profile --missed
 
 clean:

@@ -70,6 +70,25 @@ def test_random_admin_token_written_and_not_logged(spawn_server: Any, tmp_path: 
     assert str(token_file) in server.log()
 
 
+def test_an_ignored_admin_token_file_is_named_in_one_warning(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    first = spawn_server({"SERVICE_ADMIN_TOKEN": ""})  # writes data/admin_token
+    first.terminate()
+    file_secret = (tmp_path / "data" / "admin_token").read_text().strip()
+    second = spawn_server({"SERVICE_ADMIN_TOKEN": "an-admin-token-set-in-the-environment"})
+    second.terminate()
+    warnings = [
+        line for line in second.log().splitlines() if "admin token" in line and "WARNING" in line
+    ]
+    assert len(warnings) == 1
+    assert "SERVICE_ADMIN_TOKEN is in force" in warnings[0] and "admin_token" in warnings[0]
+    assert file_secret not in second.log()
+    third = spawn_server({"SERVICE_ADMIN_TOKEN": file_secret})  # the same token: nothing to say
+    third.terminate()
+    assert "is in force" not in third.log()
+
+
 def test_sd_notify_ready_watchdog_stopping(spawn_server: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "notify.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

@@ -60,6 +60,7 @@ class AdminSecret:
                     "SERVICE_ADMIN_TOKEN is shorter than %d characters; use a long random value",
                     MIN_SECRET_CHARS,
                 )
+            _warn_if_shadowed(Path(data_dir) / ADMIN_TOKEN_FILE, env_value)
             return cls(env_value)
         path = Path(data_dir) / ADMIN_TOKEN_FILE
         existing = _read_secret(path)
@@ -77,6 +78,21 @@ class AdminSecret:
             return cls(existing, path)
         log.info("admin token created in %s (mode 0600); read it from there", path)
         return cls(secret, path)
+
+
+def _warn_if_shadowed(path: Path, env_value: str) -> None:
+    """One warning when a different admin token file is ignored: an operator who
+    reads the file for the token would otherwise get 401s and no clue why."""
+    try:
+        existing = _read_secret(path)
+    except AdminSecretError:
+        existing = None  # unreadable or malformed: not in force either way
+    if existing is not None and not hmac.compare_digest(existing.encode(), env_value.encode()):
+        log.warning(
+            "admin token: SERVICE_ADMIN_TOKEN is in force (the environment wins); "
+            "%s holds a different token, which is ignored - delete it or make them equal",
+            path,
+        )
 
 
 def _read_secret(path: Path) -> str | None:

@@ -42,8 +42,7 @@ Transfer/sec:      4.05MB
 def test_quick_suite_writes_rows_json_and_markdown(tmp_path: Path) -> None:
     from perf.rga_peers import default_traces
 
-    if not list(default_traces().glob("*.json.gz")):
-        pytest.skip(f"no editing traces in {default_traces()} (set SYNCD_TRACES)")
+    assert list(default_traces().glob("*.json.gz")), f"no editing traces in {default_traces()}"
     out_json = tmp_path / "results.json"
     out_md = tmp_path / "RESULTS.md"
     cmd = [sys.executable, "-m", "perf", "--quick", "--only", "rga,auth"]
