@@ -128,6 +128,7 @@ class ApplyResult:
     seq: int
     """The last seq: of the last newly applied op, else the highest repeated answer."""
     applied: int
+    """Ops of the request applied, now or by the first request with their op_id."""
     duplicate: bool
     """Whether any op was an op_id repeat."""
     extra: dict[str, Any]
@@ -267,7 +268,8 @@ class Engine:
         elif op_id is not None:
             hit = entry.op_ids.get(op_id)
             if hit is not None:
-                return ApplyResult([], hit[0], 0, True, dict(hit[1]), False)
+                # The first answer again (it applied this op), flagged as a repeat.
+                return ApplyResult([], hit[0], 1, True, dict(hit[1]), False)
         seq = entry.seq + 1
         # A refused op leaves the CRDT untouched (the type validates first), so no clone.
         delta = entry.crdt.apply_op(op, OpContext(client_id, now, seq))
@@ -335,8 +337,10 @@ class Engine:
                 }
             )
         duplicate = len(records) < len(plan.ops)
+        # ``applied`` counts the ops applied now or by the request that first
+        # carried their op_id: a repeat answers as the first time did.
         if not records:
-            return ApplyResult([], repeat_seq, 0, duplicate, extra, False)
+            return ApplyResult([], repeat_seq, len(plan.ops), duplicate, extra, False)
         created = entry is None
         if entry is None:
             entry = Entry(plan.ns, plan.id, plan.type_name, crdt, seq, self._epoch_factory())
@@ -348,7 +352,7 @@ class Engine:
             record["epoch"] = entry.epoch
         for op_id, answer_seq in fresh.items():
             self._remember(entry.op_ids, op_id, *answer_seq)
-        return ApplyResult(records, seq, len(records), duplicate, extra, created)
+        return ApplyResult(records, seq, len(plan.ops), duplicate, extra, created)
 
     def _remember(self, op_ids: OpIds, op_id: str, seq: int, extra: dict[str, Any]) -> None:
         op_ids[op_id] = (seq, extra)

@@ -256,11 +256,11 @@ def test_op_id_repeat_answers_with_the_first_answer() -> None:
     assert (again.records, again.seq, again.applied, again.duplicate, again.created) == (
         [],
         1,
-        0,
+        1,  # as the first answer said
         True,
         False,
     )
-    assert first.seq == 1
+    assert first.seq == 1 and first.applied == 1
     assert engine.read(NS, "gc:a")["value"] == 2  # type: ignore[index]
     # Inside a batch: a repeat of an older op and a repeat within the batch.
     result = run(
@@ -273,14 +273,15 @@ def test_op_id_repeat_answers_with_the_first_answer() -> None:
             {"op": "increment", "op_id": "z"},
         ],
     )
-    assert (result.applied, result.duplicate, result.seq) == (2, True, 4)
+    # applied counts every op of the request: two now, two by earlier requests.
+    assert (result.applied, result.duplicate, result.seq) == (4, True, 4)
     assert [r["op_id"] for r in result.records] == ["y", "z"]
     assert engine.read(NS, "gc:a")["value"] == 4  # type: ignore[index]
-    # A batch of nothing but repeats applies nothing and answers the highest seq.
+    # A batch of nothing but repeats writes nothing and answers the highest seq.
     result = run(
         engine, "gc:a", [{"op": "increment", "op_id": "z"}, {"op": "increment", "op_id": "x"}]
     )
-    assert (result.records, result.applied, result.duplicate, result.seq) == ([], 0, True, 4)
+    assert (result.records, result.applied, result.duplicate, result.seq) == ([], 2, True, 4)
     # The same op_id on another CRDT is another op.
     assert run(engine, "gc:b", {"op": "increment", "op_id": "x"}).applied == 1
 

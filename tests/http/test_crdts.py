@@ -142,7 +142,7 @@ async def test_batches_all_or_none_and_op_ids(client: httpx.AsyncClient) -> None
     )
     assert r.json() == {"ok": True, "seq": 2, "applied": 2}
     r = await op(client, h, "gc:c", {"op": "increment", "op_id": "k1", "amount": 1})
-    assert r.json()["duplicate"] is True and r.json()["seq"] == 1
+    assert r.json() == {"ok": True, "seq": 1, "applied": 1, "duplicate": True}
     assert (await read(client, h, "gc:c")).json()["value"] == 2
     r = await op(client, h, "gc:c", [{"op": "increment"}] * 1001)
     assert r.status_code == 400 and r.json()["error"] == "bad_request"
@@ -348,3 +348,19 @@ async def test_concurrent_ops_all_acknowledged_and_counted(make_server: Any) -> 
         assert 'service_ops_total{crdt_id="gc:n",ns="app",op_type="increment"} 200.0' in metrics
         assert 'service_merge_duration_seconds_count{ns="app"} 200.0' in metrics
         assert "service_wal_entries_total 200.0" in metrics
+
+
+async def test_a_repeated_op_id_gets_the_first_answer_flagged(make_server: Any) -> None:
+    server = await make_server()
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        body = {"op": "insert", "index": 0, "text": "hi", "op_id": "ins-1"}
+        first = (await op(client, h, "rg:doc", body)).json()
+        again = (await op(client, h, "rg:doc", body)).json()
+        assert first["applied"] == 1 and "duplicate" not in first
+        assert again == {**first, "duplicate": True}
+        batch = [{"op": "increment", "op_id": "a"}, {"op": "increment", "op_id": "b"}]
+        first = (await op(client, h, "gc:n", batch)).json()
+        again = (await op(client, h, "gc:n", batch)).json()
+        assert again == {**first, "duplicate": True} and first["applied"] == 2
+        assert (await read(client, h, "gc:n")).json()["value"] == 2
