@@ -28,5 +28,8 @@ fi
 
 command -v node >/dev/null 2>&1 || need "Node.js" "apt-get install nodejs npm"
 command -v npm >/dev/null 2>&1 || need "npm" "apt-get install npm"
+# The README's curl tour runs as a test.
+command -v curl >/dev/null 2>&1 || need "curl" "apt-get install curl"
+command -v jq >/dev/null 2>&1 || need "jq" "apt-get install jq"
 
 exit $missing

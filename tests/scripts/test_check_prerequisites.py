@@ -34,7 +34,7 @@ def test_passes_on_this_machine() -> None:
 
 
 def test_missing_postgres_binaries_stop_with_one_line(tmp_path: Path) -> None:
-    result = run_with(["node", "npm"], tmp_path)
+    result = run_with(["node", "npm", "curl", "jq"], tmp_path)
     assert result.returncode == 1
     lines = result.stderr.splitlines()
     assert len(lines) == 1
@@ -49,7 +49,7 @@ def test_finds_server_binaries_under_the_debian_layout(tmp_path: Path) -> None:
         tool = libdir / "15" / "bin" / name
         tool.write_text("#!/bin/sh\n")
         tool.chmod(0o755)
-    result = run_with(["node", "npm"], tmp_path, pg_libdir=libdir)
+    result = run_with(["node", "npm", "curl", "jq"], tmp_path, pg_libdir=libdir)
     assert result.returncode == 0, result.stderr
 
 
@@ -57,7 +57,9 @@ def test_missing_node_and_npm_are_named(tmp_path: Path) -> None:
     result = run_with([], tmp_path)
     assert result.returncode == 1
     lines = result.stderr.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 5
     assert "PostgreSQL" in lines[0]
     assert lines[1].startswith("make test: Node.js is missing")
     assert lines[2].startswith("make test: npm is missing")
+    assert lines[3].startswith("make test: curl is missing")
+    assert lines[4].startswith("make test: jq is missing")
