@@ -135,6 +135,7 @@ class HttpProtocol(asyncio.Protocol):
         self._loop = loop or asyncio.get_event_loop()
         self._parser: HttpParser = make_parser(ctx.parser_name, ctx.max_body)
         self._transport: asyncio.Transport | None = None
+        self._peer = ""
         self._state = ConnectionState()
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -155,6 +156,9 @@ class HttpProtocol(asyncio.Protocol):
         # uvloop's transports implement the interface without subclassing it.
         transport = cast(asyncio.Transport, transport)
         self._transport = transport
+        peer = transport.get_extra_info("peername")
+        # (host, port) for IPv4 and IPv6; a Unix socket's peer name is a string.
+        self._peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         ctx = self._ctx
         if ctx.closing or ctx.connection_count >= ctx.max_connections:
@@ -288,6 +292,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _dispatch(self, request: Request) -> None:
         self._state.to(BUSY)
+        request.client = self._peer
         try:
             handler, params = self._ctx.router.match(request.method, request.path)
             request.params = params

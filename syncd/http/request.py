@@ -21,6 +21,7 @@ class Request:
     __slots__ = (
         "_query",
         "body",
+        "client",
         "expect_continue",
         "headers",
         "http_version",
@@ -53,6 +54,8 @@ class Request:
         self._query: dict[str, str] | None = None
         self.expect_continue = False
         self.upgrade = headers.get("upgrade", "").lower()
+        self.client = ""
+        """The peer's IP address (set by the connection; empty when unknown)."""
 
     @property
     def query(self) -> dict[str, str]:

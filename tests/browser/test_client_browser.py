@@ -20,10 +20,10 @@ async ([api, transport]) => {
   const { token } = await (await fetch('/demo/token')).json();
   const client = new m.SyncdClient({ baseUrl: api, token, namespace: 'demo' });
   try {
-    const stream = client.events('gc:cors-' + transport, { transport });
+    const stream = client.events('pn:demo-counter-cors-' + transport, { transport });
     const sub = stream.subscription;
-    const answer = await client.increment('gc:cors-' + transport, 2);
-    const read = await client.read('gc:cors-' + transport);
+    const answer = await client.increment('pn:demo-counter-cors-' + transport, 2);
+    const read = await client.read('pn:demo-counter-cors-' + transport);
     const deadline = Date.now() + 5000;
     while (sub.value() !== 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     stream.close();
@@ -67,7 +67,7 @@ def test_cross_origin_calls_are_refused_otherwise(
     assert result == {"error": "TypeError: Failed to fetch"}
     # Nothing reached the CRDT: the preflight stopped the POST.
     r = httpx.get(
-        f"{server.url}/v1/namespaces/demo/crdts/gc:cors-fetch",
+        f"{server.url}/v1/namespaces/demo/crdts/pn:demo-counter-cors-fetch",
         headers={"authorization": f"Bearer {ADMIN}"},
     )
     assert r.status_code == 404
@@ -78,7 +78,7 @@ def test_event_source_transport(browser: Browser, spawn_server: Callable[..., Su
     token = httpx.get(f"{server.url}/demo/token").json()["token"]
     with httpx.stream(
         "GET",
-        f"{server.url}/v1/namespaces/demo/crdts/gc:probe/events",
+        f"{server.url}/v1/namespaces/demo/crdts/pn:demo-counter-probe/events",
         params={"token": token},
         headers={"accept": "text/event-stream"},
     ) as probe:

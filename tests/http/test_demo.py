@@ -10,7 +10,13 @@ import httpx
 import pytest
 
 from syncd.auth.tokens import decode_claims, split_token
-from syncd.http.handlers.demo import DEMO_CLIENT_ID_MAX, DEMO_TOKEN_TTL_MS, load_assets
+from syncd.http.handlers.demo import (
+    DEMO_CLIENT_ID_MAX,
+    DEMO_TOKEN_TTL_MS,
+    DEMO_TOKEN_WINDOW_MS,
+    DEMO_TOKENS_PER_WINDOW,
+    load_assets,
+)
 
 
 @pytest.mark.parametrize("path", ["/demo", "/demo/", "/demo/token", "/demo/app.js"])
@@ -77,9 +83,16 @@ async def test_demo_token_works_in_demo_namespace_only(make_server: Any) -> None
         )
         auth = {"authorization": f"Bearer {body['token']}"}
         r = await client.post(
-            "/v1/namespaces/demo/crdts/gc:x/ops", json={"op": "increment"}, headers=auth
+            "/v1/namespaces/demo/crdts/pn:demo-counter-r1/ops",
+            json={"op": "increment"},
+            headers=auth,
         )
         assert r.status_code == 200
+        # Narrow: only the demo page's CRDTs, only in the demo namespace.
+        r = await client.post(
+            "/v1/namespaces/demo/crdts/gc:x/ops", json={"op": "increment"}, headers=auth
+        )
+        assert r.status_code == 403
         r = await client.get("/v1/namespaces/other/crdts/gc:x", headers=auth)
         assert r.status_code == 403
         r = await client.post("/v1/namespaces/demo/tokens", json={"client_id": 1}, headers=auth)
@@ -93,3 +106,15 @@ async def test_demo_token_ttl_respects_max_token_ttl(make_server: Any) -> None:
     async with httpx.AsyncClient(base_url=srv.url) as client:
         body = (await client.get("/demo/token")).json()
     assert body["expires_at"] - time.time() * 1000 <= 60_000
+
+
+async def test_demo_tokens_are_rate_limited_per_address(make_server: Any) -> None:
+    srv = await make_server(demo=True)
+    async with httpx.AsyncClient(base_url=srv.url) as client:
+        answers = [await client.get("/demo/token") for _ in range(DEMO_TOKENS_PER_WINDOW)]
+        assert {r.status_code for r in answers} == {200}
+        refused = await client.get("/demo/token")
+        assert refused.status_code == 429 and refused.json()["error"] == "rate_limited"
+        assert 1 <= int(refused.headers["retry-after"]) <= DEMO_TOKEN_WINDOW_MS // 1000
+        # Other routes and the API are not affected by the demo's limit.
+        assert (await client.get("/demo/")).status_code == 200

@@ -15,8 +15,9 @@ from importlib import resources
 from typing import Final
 
 from syncd.auth.issue import issue_token
+from syncd.auth.ratelimit import RateLimiter
 from syncd.auth.tokens import SigningKey
-from syncd.errors import not_found
+from syncd.errors import ApiError, not_found
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router
@@ -27,6 +28,15 @@ DEMO_TOKEN_TTL_MS: Final = 15 * 60 * 1000
 """Demo tokens live 15 minutes (or less under SERVICE_MAX_TOKEN_TTL_MS); the
 page fetches a new one before its token runs out, so a leaked one is soon
 worthless."""
+
+DEMO_TOKENS_PER_WINDOW: Final = 20
+DEMO_TOKEN_WINDOW_MS: Final = 60_000
+"""Demo tokens one client address may get per window: a page needs one per
+visit (and one per 15 minutes after that), so a reload now and then stays far
+below; minting in a loop gets 429 with Retry-After."""
+
+DEMO_IDS: Final = ("pn:demo-counter*", "or:demo-todos*", "rg:demo-text*", "pr:demo-room*")
+"""The CRDTs the demo page uses (a room suffix after each): its tokens reach these only."""
 
 DEMO_CLIENT_ID_MAX: Final = 2**31 - 1
 """Demo client ids are random in 1 … this, so two visitors practically never share one."""
@@ -73,8 +83,15 @@ def load_assets() -> dict[str, tuple[bytes, bytes]]:
     return assets
 
 
-def register(router: Router, signing_key: SigningKey, *, max_token_ttl_ms: int) -> None:
+def register(
+    router: Router,
+    signing_key: SigningKey,
+    *,
+    max_token_ttl_ms: int,
+    tokens_per_window: int = DEMO_TOKENS_PER_WINDOW,
+) -> None:
     assets = load_assets()
+    minted = RateLimiter(window_ms=DEMO_TOKEN_WINDOW_MS)
     ttl_ms = min(DEMO_TOKEN_TTL_MS, max_token_ttl_ms)
 
     def redirect(_: Request) -> Response:
@@ -93,7 +110,15 @@ def register(router: Router, signing_key: SigningKey, *, max_token_ttl_ms: int) 
     def static(request: Request) -> Response:
         return asset(request.params["file"])
 
-    def token(_: Request) -> Response:
+    def token(request: Request) -> Response:
+        retry_after = minted.hit(request.client.encode(), tokens_per_window)
+        if retry_after:
+            raise ApiError(
+                429,
+                "rate_limited",
+                "too many demo tokens from this address; try again later",
+                headers=(("Retry-After", str(retry_after)),),
+            )
         now_ms = time.time_ns() // 1_000_000
         client_id = 1 + secrets.randbelow(DEMO_CLIENT_ID_MAX)
         value = issue_token(
@@ -101,7 +126,7 @@ def register(router: Router, signing_key: SigningKey, *, max_token_ttl_ms: int) 
             namespace=DEMO_NAMESPACE,
             client_id=client_id,
             ttl_ms=ttl_ms,
-            permissions={"read": ["*"], "write": ["*"]},
+            permissions={"read": list(DEMO_IDS), "write": list(DEMO_IDS)},
             now_ms=now_ms,
         )
         body = {
