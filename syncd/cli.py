@@ -49,6 +49,14 @@ def serve() -> int:
                 import psycopg2  # noqa: F401
         except ImportError as exc:
             return _missing_extra("DATABASE_URL", "postgres", exc)
+    if settings.tls_cert is not None and settings.tls_key is not None:
+        from syncd.tls import TlsError, server_context
+
+        try:
+            server_context(settings.tls_cert, settings.tls_key)
+        except TlsError as exc:
+            print(f"syncd: {exc}", file=sys.stderr)
+            return 2
     _configure_logging(settings.log_level)
     from syncd.http.parsers import resolve_parser_name
 

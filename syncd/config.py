@@ -97,6 +97,9 @@ class Settings:
     json_max_depth: int = DEFAULT_JSON_MAX_DEPTH
     cors_origins: tuple[str, ...] = ()
     demo: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    """PEM files: set both to serve HTTPS and wss:// (syncd/tls.py)."""
 
     @property
     def bind(self) -> str:
@@ -224,6 +227,10 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             "SERVICE_LOG_LEVEL", f"{log_level!r} is not one of {', '.join(LOG_LEVELS)}"
         )
     cors = tuple(o.strip() for o in (env.get("SERVICE_CORS_ORIGINS") or "").split(",") if o.strip())
+    tls_cert, tls_key = _opt(env, "SERVICE_TLS_CERT"), _opt(env, "SERVICE_TLS_KEY")
+    if (tls_cert is None) != (tls_key is None):
+        missing = "SERVICE_TLS_KEY" if tls_key is None else "SERVICE_TLS_CERT"
+        raise ConfigError(missing, "must be set too: TLS needs both the certificate and the key")
 
     return Settings(
         host=host,
@@ -260,4 +267,6 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         json_max_depth=_int(env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH),
         cors_origins=cors,
         demo=_bool(env, "SERVICE_DEMO", False),
+        tls_cert=Path(tls_cert) if tls_cert else None,
+        tls_key=Path(tls_key) if tls_key else None,
     )

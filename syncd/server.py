@@ -19,6 +19,7 @@ from syncd.config import Settings
 from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import HttpProtocol, ServerContext
 from syncd.sdnotify import Notifier
+from syncd.tls import Certificates, TlsError
 from syncd.ws.session import wait_background
 
 log = logging.getLogger("syncd.server")
@@ -51,6 +52,9 @@ class Server:
         self._port = settings.port
         self._stopped = asyncio.Event()
         self.notifier = Notifier()
+        self.certificates: Certificates | None = None
+        if settings.tls_cert is not None and settings.tls_key is not None:
+            self.certificates = Certificates(settings.tls_cert, settings.tls_key)
 
     @property
     def port(self) -> int:
@@ -66,14 +70,16 @@ class Server:
             port=self.settings.port,
             reuse_address=True,
             backlog=LISTEN_BACKLOG,
+            ssl=self.certificates.context if self.certificates is not None else None,
         )
         sock: socket.socket = self._server.sockets[0]
         self._port = int(sock.getsockname()[1])
         log.info(
-            "syncd %s listening on %s:%d (http parser %s, fsync %s)",
+            "syncd %s listening on %s:%d (%s, http parser %s, fsync %s)",
             __version__,
             self.settings.host,
             self.port,
+            "https" if self.certificates is not None else "http",
             self.parser_name,
             self.settings.fsync,
         )
@@ -115,10 +121,18 @@ class Server:
 
 
 async def _serve(settings: Settings) -> int:
-    server = Server(settings)
+    try:
+        server = Server(settings)
+    except TlsError as exc:
+        print(f"syncd: {exc}", file=sys.stderr)
+        return 2
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
+    certificates = server.certificates
+    if certificates is not None:
+        # systemctl reload: a renewed certificate for new handshakes, nobody dropped.
+        loop.add_signal_handler(signal.SIGHUP, certificates.reload)
     try:
         await server.start()
     except OSError as exc:

@@ -1,0 +1,249 @@
+"""Native TLS against the real server process: HTTPS and wss:// on one port, ALPN,
+old protocol versions refused, a certificate reloaded by SIGHUP with a
+connection open across it, and bad files stopping the start with one line.
+A throw-away CA and certificates are made per test module."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tests.conftest import ADMIN, Subprocess
+
+AUTH = {"authorization": f"Bearer {ADMIN}"}
+
+
+@dataclass
+class Pki:
+    ca: Path
+    ca_key: ec.EllipticCurvePrivateKey
+    ca_cert: x509.Certificate
+    root: Path
+
+    def issue(self, name: str, serial: int) -> tuple[Path, Path]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+            .issuer_name(self.ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(serial)
+            .not_valid_before(now - datetime.timedelta(minutes=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(
+                x509.SubjectAlternativeName(
+                    [
+                        x509.DNSName("localhost"),
+                        x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1")),
+                    ]
+                ),
+                critical=False,
+            )
+            .sign(self.ca_key, hashes.SHA256())
+        )
+        cert_path, key_path = self.root / f"{name}.crt", self.root / f"{name}.key"
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        return cert_path, key_path
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    root = tmp_path_factory.mktemp("pki")
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "syncd test CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    ca = root / "ca.crt"
+    ca.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return Pki(ca, key, cert, root)
+
+
+def client_context(pki: Pki) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+def handshake(port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+    return context.wrap_socket(raw, server_hostname="localhost")
+
+
+def start_tls(spawn_server: Any, pki: Pki, cert: Path, key: Path) -> Subprocess:
+    """The real server on TLS, once it answers /health/live over HTTPS."""
+    server: Subprocess = spawn_server(
+        {"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(key)}, ready=False
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        assert server.proc.poll() is None, server.log()
+        try:
+            with handshake(server.port, client_context(pki)) as tls:
+                tls.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+                if tls.recv(64).startswith(b"HTTP/1.1 200"):
+                    return server
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the TLS server did not become ready"
+        time.sleep(0.05)
+
+
+def served_serial(port: int, pki: Pki) -> int:
+    with handshake(port, client_context(pki)) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return int(x509.load_der_x509_certificate(der).serial_number)
+
+
+def test_https_and_wss_on_one_port(spawn_server: Any, pki: Pki) -> None:
+    cert, key = pki.issue("a", 100)
+    server = start_tls(spawn_server, pki, cert, key)
+    with handshake(server.port, client_context(pki)) as tls:
+        assert tls.selected_alpn_protocol() == "http/1.1"
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+    base = f"https://localhost:{server.port}"
+    with httpx.Client(base_url=base, verify=client_context(pki), headers=AUTH) as http:
+        answer = http.post("/v1/namespaces/t/crdts/gc:tls/ops", json={"op": "increment"})
+        assert answer.status_code == 200 and answer.json()["seq"] == 1
+
+    async def over_wss() -> list[dict[str, Any]]:
+        url = f"wss://localhost:{server.port}/v1/namespaces/t/ws?token={ADMIN}"
+        async with websockets.connect(url, ssl=client_context(pki)) as ws:
+            await ws.send(json.dumps({"kind": "subscribe", "id": "gc:tls"}))
+            await ws.send(
+                json.dumps({"kind": "op", "id": "gc:tls", "op": {"op": "increment"}, "ref": 1})
+            )
+            got = []
+            while len(got) < 3:
+                got.append(json.loads(await asyncio.wait_for(ws.recv(), 5)))
+            return got
+
+    kinds = {message["kind"] for message in asyncio.run(over_wss())}
+    assert kinds == {"snapshot", "ack", "op"}
+    # Plain HTTP on the TLS port gets nowhere.
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as plain:
+        plain.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert not plain.recv(100).startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion:DeprecationWarning")
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1, ssl.TLSVersion.TLSv1_1])
+def test_tls_1_0_and_1_1_are_refused(spawn_server: Any, pki: Pki, version: ssl.TLSVersion) -> None:
+    cert, key = pki.issue("old", 101)
+    server = start_tls(spawn_server, pki, cert, key)
+    context = client_context(pki)
+    context.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+    context.maximum_version = version
+    with pytest.raises((ssl.SSLError, OSError)):
+        handshake(server.port, context).close()
+
+
+def test_sighup_reloads_the_certificate_without_dropping_anyone(
+    spawn_server: Any, pki: Pki
+) -> None:
+    cert, key = pki.issue("live", 200)
+    server = start_tls(spawn_server, pki, cert, key)
+    assert served_serial(server.port, pki) == 200
+    base = f"https://localhost:{server.port}"
+    with httpx.Client(base_url=base, verify=client_context(pki), headers=AUTH) as http:
+        assert http.get("/health/live").status_code == 200  # one kept-alive connection
+        renewed_cert, renewed_key = pki.issue("renewed", 201)
+        cert.write_bytes(renewed_cert.read_bytes())
+        key.write_bytes(renewed_key.read_bytes())
+        server.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        done = 0
+        while served_serial(server.port, pki) != 201:  # new handshakes get the new one
+            assert time.monotonic() < deadline, "the certificate was not reloaded"
+            # Meanwhile the open connection goes on answering.
+            assert (
+                http.post("/v1/namespaces/t/crdts/gc:r/ops", json={"op": "increment"}).status_code
+                == 200
+            )
+            done += 1
+        for _ in range(20):
+            assert (
+                http.post("/v1/namespaces/t/crdts/gc:r/ops", json={"op": "increment"}).status_code
+                == 200
+            )
+        assert http.get("/v1/namespaces/t/crdts/gc:r").json()["value"] == done + 20
+    assert server.proc.poll() is None
+
+
+def test_a_bad_reload_keeps_the_old_certificate(spawn_server: Any, pki: Pki) -> None:
+    cert, key = pki.issue("keep", 300)
+    server = start_tls(spawn_server, pki, cert, key)
+    key.write_text("not a key\n")
+    server.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert server.proc.poll() is None
+    assert served_serial(server.port, pki) == 300
+
+
+def start_error(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "syncd"],
+        env={**os.environ, "SERVICE_BIND": "127.0.0.1:0", "SERVICE_DATA_DIR": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_bad_files_stop_the_start_with_one_line(pki: Pki, tmp_path: Path) -> None:
+    cert, key = pki.issue("bad", 400)
+    other_cert, other_key = pki.issue("other", 401)
+    cases = [
+        ({"SERVICE_TLS_CERT": str(cert)}, "SERVICE_TLS_KEY"),
+        (
+            {"SERVICE_TLS_CERT": str(tmp_path / "missing.crt"), "SERVICE_TLS_KEY": str(key)},
+            "SERVICE_TLS_CERT",
+        ),
+        ({"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(other_key)}, "SERVICE_TLS_KEY"),
+        ({"SERVICE_TLS_CERT": str(key), "SERVICE_TLS_KEY": str(key)}, "SERVICE_TLS_CERT"),
+    ]
+    for env, variable in cases:
+        result = start_error(env, tmp_path)
+        assert result.returncode != 0, env
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+        assert lines[0].startswith(f"syncd: {variable}:"), (env, lines[0])
+    del other_cert
