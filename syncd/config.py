@@ -19,6 +19,7 @@ from typing import Literal
 
 from syncd.auth.authenticator import DEFAULT_RATE_LIMIT
 from syncd.crdt.engine import OP_ID_WINDOW as DEFAULT_OP_ID_WINDOW
+from syncd.proxies import Network, parse_networks
 
 FsyncMode = Literal["batch", "always", "never"]
 ParserChoice = Literal["auto", "h11", "httptools"]
@@ -97,6 +98,8 @@ class Settings:
     json_max_depth: int = DEFAULT_JSON_MAX_DEPTH
     cors_origins: tuple[str, ...] = ()
     demo: bool = False
+    trusted_proxies: tuple[Network, ...] = ()
+    """Proxies whose X-Forwarded-For / Forwarded name the client (syncd/proxies.py)."""
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM files: set both to serve HTTPS and wss:// (syncd/tls.py)."""
@@ -227,6 +230,10 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             "SERVICE_LOG_LEVEL", f"{log_level!r} is not one of {', '.join(LOG_LEVELS)}"
         )
     cors = tuple(o.strip() for o in (env.get("SERVICE_CORS_ORIGINS") or "").split(",") if o.strip())
+    try:
+        trusted_proxies = parse_networks(env.get("SERVICE_TRUSTED_PROXIES") or "")
+    except ValueError as exc:
+        raise ConfigError("SERVICE_TRUSTED_PROXIES", str(exc)) from None
     tls_cert, tls_key = _opt(env, "SERVICE_TLS_CERT"), _opt(env, "SERVICE_TLS_KEY")
     if (tls_cert is None) != (tls_key is None):
         missing = "SERVICE_TLS_KEY" if tls_key is None else "SERVICE_TLS_CERT"
@@ -267,6 +274,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         json_max_depth=_int(env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH),
         cors_origins=cors,
         demo=_bool(env, "SERVICE_DEMO", False),
+        trusted_proxies=trusted_proxies,
         tls_cert=Path(tls_cert) if tls_cert else None,
         tls_key=Path(tls_key) if tls_key else None,
     )

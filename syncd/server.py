@@ -46,6 +46,7 @@ class Server:
             max_connections=settings.max_connections,
             extra_headers=self.app.extra_headers,
             on_response=self.app.metrics.http_response,
+            trusted_proxies=settings.trusted_proxies,
         )
         self.app.server_ctx = self.ctx
         self._server: asyncio.AbstractServer | None = None

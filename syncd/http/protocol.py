@@ -68,6 +68,7 @@ from syncd.http.response import (
     render,
     render_stream_head,
 )
+from syncd.proxies import Network, client_address
 
 if TYPE_CHECKING:
     from syncd.http.router import Router
@@ -107,6 +108,7 @@ class ServerContext:
         send_timeout: float,
         extra_headers: Callable[[Request], Headers] | None = None,
         on_response: Callable[[int], None] | None = None,
+        trusted_proxies: tuple[Network, ...] = (),
     ) -> None:
         self.router = router
         self.parser_name = parser_name
@@ -117,6 +119,8 @@ class ServerContext:
         self.max_connections = max_connections
         self.extra_headers = extra_headers
         self.on_response = on_response
+        self.trusted_proxies = trusted_proxies
+        """Peers whose forwarding headers name the client (SERVICE_TRUSTED_PROXIES)."""
         self.connections: set[HttpProtocol] = set()
         self.refused_lingering = 0
         """Connections answered 503 at accept and lingering (MAX_REFUSED_LINGERING)."""
@@ -292,7 +296,10 @@ class HttpProtocol(asyncio.Protocol):
 
     def _dispatch(self, request: Request) -> None:
         self._state.to(BUSY)
-        request.client = self._peer
+        trusted = self._ctx.trusted_proxies
+        request.client = (
+            client_address(self._peer, request.headers, trusted) if trusted else self._peer
+        )
         try:
             handler, params = self._ctx.router.match(request.method, request.path)
             request.params = params
