@@ -40,6 +40,7 @@ pytest: $(VENV)/.installed-test
 test: $(VENV)/.installed-test
 	bash scripts/check-prerequisites.sh
 	bash scripts/ensure-browser.sh
+	bash scripts/ensure-nginx.sh
 	$(MAKE) --no-print-directory lint typecheck pytest
 	npm test --prefix clients/js
 

@@ -6,7 +6,6 @@ A throw-away CA and certificates are made per test module."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 import json
 import signal
 import socket
@@ -14,7 +13,6 @@ import ssl
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,87 +20,16 @@ import httpx
 import pytest
 import websockets
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tests.conftest import ADMIN, Subprocess
+from tests.pki import Pki, client_context, handshake, make_pki
 
 AUTH = {"authorization": f"Bearer {ADMIN}"}
 
 
-@dataclass
-class Pki:
-    ca: Path
-    ca_key: ec.EllipticCurvePrivateKey
-    ca_cert: x509.Certificate
-    root: Path
-
-    def issue(self, name: str, serial: int) -> tuple[Path, Path]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-            .issuer_name(self.ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(serial)
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [
-                        x509.DNSName("localhost"),
-                        x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1")),
-                    ]
-                ),
-                critical=False,
-            )
-            .sign(self.ca_key, hashes.SHA256())
-        )
-        cert_path, key_path = self.root / f"{name}.crt", self.root / f"{name}.key"
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        return cert_path, key_path
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    root = tmp_path_factory.mktemp("pki")
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "syncd test CA")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    ca = root / "ca.crt"
-    ca.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return Pki(ca, key, cert, root)
-
-
-def client_context(pki: Pki) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=str(pki.ca))
-    context.set_alpn_protocols(["http/1.1"])
-    return context
-
-
-def handshake(port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
-    raw = socket.create_connection(("127.0.0.1", port), timeout=5)
-    return context.wrap_socket(raw, server_hostname="localhost")
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def start_tls(spawn_server: Any, pki: Pki, cert: Path, key: Path) -> Subprocess:
