@@ -140,6 +140,7 @@ class HttpProtocol(asyncio.Protocol):
         self._parser: HttpParser = make_parser(ctx.parser_name, ctx.max_body)
         self._transport: asyncio.Transport | None = None
         self._peer = ""
+        self._tls = False
         self._state = ConnectionState()
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -163,6 +164,8 @@ class HttpProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         # (host, port) for IPv4 and IPv6; a Unix socket's peer name is a string.
         self._peer = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+        # TLS cannot half-close: after the peer's EOF the transport closes.
+        self._tls = transport.get_extra_info("sslcontext") is not None
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         ctx = self._ctx
         if ctx.closing or ctx.connection_count >= ctx.max_connections:
@@ -200,7 +203,8 @@ class HttpProtocol(asyncio.Protocol):
         self._parser.feed(b"")
         if self._state.phase is IDLE:
             self._process()
-        return True  # keep our side open until our answer is written
+        # Keep our side open until our answer is written (plain TCP only).
+        return None if self._tls else True
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._refused:
