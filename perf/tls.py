@@ -21,65 +21,27 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import socket
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from perf.common import ADMIN, syncd
 from tests.pki import client_context, make_pki
 
-ADMIN = "perf-admin-secret"
 NS = "bench"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextlib.contextmanager
-def node(
-    data: Path, tls: tuple[Path, Path] | None, context: ssl.SSLContext | None
-) -> Iterator[int]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "SERVICE_BIND": f"127.0.0.1:{port}",
-        "SERVICE_DATA_DIR": str(data),
-        "SERVICE_ADMIN_TOKEN": ADMIN,
-        "SERVICE_LOG_LEVEL": "warning",
-        "SERVICE_RATE_LIMIT": "1000000",
-        "SERVICE_FSYNC": "batch",
-    }
+def node(data: Path, tls: tuple[Path, Path] | None) -> Iterator[int]:
+    env = {"SERVICE_RATE_LIMIT": "1000000", "SERVICE_FSYNC": "batch"}
     if tls is not None:
         env["SERVICE_TLS_CERT"], env["SERVICE_TLS_KEY"] = str(tls[0]), str(tls[1])
-    proc = subprocess.Popen([sys.executable, "-m", "syncd"], env=env)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                raw = socket.create_connection(("127.0.0.1", port), 0.2)
-                sock = context.wrap_socket(raw, server_hostname="localhost") if context else raw
-                with sock:
-                    sock.sendall(b"GET /health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
-                    if sock.recv(64).startswith(b"HTTP/1.1 200"):
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("syncd did not become ready")
-            time.sleep(0.05)
+    with syncd(env, data_dir=str(data)) as (port, _):
         yield port
-    finally:
-        proc.terminate()
-        proc.wait(15)
 
 
 async def open_conn(
@@ -220,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, float]]] = {"plain": [], "tls": []}
         for i in range(args.repeat):
             for label, tls, context in (("plain", None, None), ("tls", files, client_context(pki))):
-                with node(root / f"{label}{i}", tls, context) as port:
+                (root / f"{label}{i}").mkdir()
+                with node(root / f"{label}{i}", tls) as port:
                     runs[label].append(asyncio.run(measure(port, context, args)))
     figures: dict[str, dict[str, float]] = {}
     for label, results in runs.items():
