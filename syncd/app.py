@@ -17,7 +17,9 @@ from syncd.auth.authenticator import Authenticator, Principal
 from syncd.auth.tokens import SigningKey
 from syncd.config import Settings
 from syncd.crdt.engine import Engine
-from syncd.http.handlers import cors, crdts, demo, events, health, openapi, tokens
+from syncd.history import HistoryService
+from syncd.http.handlers import admin, cors, crdts, demo, events, health, openapi, tokens
+from syncd.http.handlers import history as history_routes
 from syncd.http.request import Request
 from syncd.http.response import Headers
 from syncd.http.router import Router
@@ -26,8 +28,10 @@ from syncd.metrics import Metrics
 from syncd.service import CrdtService
 from syncd.store.base import Recovered, Store
 from syncd.webhooks.dispatcher import WebhookDispatcher
-from syncd.ws import endpoint
-from syncd.ws.session import SessionContext
+from syncd.ws import endpoint, yjs_endpoint
+from syncd.ws.connection import SessionContext
+from syncd.ws.yjs_channel import YjsContext
+from syncd.ws.yjs_room import Rooms
 
 if TYPE_CHECKING:
     from syncd.cluster.replicator import Replicator
@@ -59,6 +63,8 @@ class App:
             if settings.webhook_url
             else None
         )
+        self.backup: admin.Backup | None = None
+        """The embedded store's online backup (None on PostgreSQL)."""
         self.store: Store = self._make_store(dict(store_options or {}))
         self.service = CrdtService(
             engine=self.engine,
@@ -69,6 +75,7 @@ class App:
             webhooks=self.webhooks,
             reload=self.load_state,
         )
+        self.history = HistoryService(engine=self.engine, store=self.store, service=self.service)
         self.cluster: Replicator | None = self._make_cluster() if settings.database_url else None
         self.metrics.watch_store(lambda: self.store.stats)
         if self.cluster is not None:
@@ -99,6 +106,13 @@ class App:
             auth=self.auth,
             engine=self.engine,
             service=self.service,
+            history=self.history,
+            json_max_depth=settings.json_max_depth,
+        )
+        history_routes.register(
+            router,
+            auth=self.auth,
+            history=self.history,
             json_max_depth=settings.json_max_depth,
         )
         events.register(
@@ -125,6 +139,25 @@ class App:
                 server=lambda: self.server_ctx,
             ),
         )
+        self.rooms = Rooms()
+        yjs_endpoint.register(
+            router,
+            YjsContext(
+                auth=self.auth,
+                engine=self.engine,
+                hub=self.hub,
+                service=self.service,
+                metrics=self.metrics,
+                settings=settings,
+                rooms=self.rooms,
+                server=lambda: self.server_ctx,
+            ),
+        )
+        admin.register(
+            router,
+            auth=self.auth,
+            backup=self.backup,
+        )
         cors.register(router, settings.cors_origins)
         if settings.demo:
             demo.register(router, self.signing_key, max_token_ttl_ms=settings.max_token_ttl_ms)
@@ -139,16 +172,20 @@ class App:
                 settings.database_url,
                 publication=settings.wal_pub if settings.wal_connstr is not None else None,
                 on_written=self.metrics.wal_entries_total.inc,
+                history_retention=settings.history_retention,
                 **options,
             )
         from syncd.store.filestore import FileStore
 
-        return FileStore(
+        store = FileStore(
             settings.data_dir,
             fsync=settings.fsync,
             on_written=self.metrics.wal_entries_total.inc,
+            history_retention=settings.history_retention,
             **options,
         )
+        self.backup = store.backup_plan
+        return store
 
     def _make_cluster(self) -> Replicator:
         from syncd.cluster.replicator import Replicator, WalSettings
@@ -170,11 +207,11 @@ class App:
         """Open storage and recover state; called before the socket is bound."""
         settings = self.settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        admin = AdminSecret.load(settings.admin_token, settings.data_dir)
-        self.auth.use_admin_secret(admin)
+        self.auth.use_admin_secret(AdminSecret.load(settings.admin_token, settings.data_dir))
+        admin.remove_leftovers(settings.data_dir)
         recovered = await self.store.open()
         self.load_state(recovered)
-        self.store.set_snapshot_source(lambda: self.engine.export_entries())
+        self.store.set_snapshot_source(self.engine.export_entries, self.engine.export_one)
         if self.cluster is not None:
             # Only now may other nodes' records be applied: the state is loaded;
             # its first catch-up covers whatever committed since.

@@ -96,6 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from syncd.auth.issue import token_command
 
         return token_command(args[1:], os.environ)
+    if args and args[0] in ("backup", "verify"):
+        from syncd.backup_cli import backup_command, verify_command
+
+        command = backup_command if args[0] == "backup" else verify_command
+        return command(args[1:], os.environ)
     if args and args[0] == "mcp":
         try:
             from syncd.client.mcp_server import main as mcp_main
@@ -110,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser(
         "token", help="issue a token offline with SERVICE_SIGNING_KEY (see syncd token --help)"
     )
+    sub.add_parser("backup", help="an online backup of a running server into DEST (embedded store)")
+    sub.add_parser("verify", help="check a data directory or a backup, read-only")
     sub.add_parser(
         "mcp",
         help="serve CRDTs as tools to an MCP client over stdio (the [mcp] extra; see syncd mcp --help)",

@@ -20,6 +20,7 @@ from typing import Literal
 from syncd.auth.authenticator import DEFAULT_RATE_LIMIT
 from syncd.crdt.engine import OP_ID_WINDOW as DEFAULT_OP_ID_WINDOW
 from syncd.proxies import Network, parse_networks
+from syncd.store.history import DEFAULT_RETENTION, Retention
 
 FsyncMode = Literal["batch", "always", "never"]
 ParserChoice = Literal["auto", "h11", "httptools"]
@@ -103,6 +104,8 @@ class Settings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM files: set both to serve HTTPS and wss:// (syncd/tls.py)."""
+    history_retention: Retention = field(default_factory=lambda: Retention.parse(DEFAULT_RETENTION))
+    """At least this much history per CRDT (docs/operations.md#history-and-retention)."""
 
     @property
     def bind(self) -> str:
@@ -239,6 +242,12 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         missing = "SERVICE_TLS_KEY" if tls_key is None else "SERVICE_TLS_CERT"
         raise ConfigError(missing, "must be set too: TLS needs both the certificate and the key")
 
+    retention_text = env.get("SERVICE_HISTORY_RETENTION") or DEFAULT_RETENTION
+    try:
+        history_retention = Retention.parse(retention_text)
+    except ValueError as exc:
+        raise ConfigError("SERVICE_HISTORY_RETENTION", str(exc)) from None
+
     return Settings(
         host=host,
         port=port,
@@ -277,4 +286,5 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         trusted_proxies=trusted_proxies,
         tls_cert=Path(tls_cert) if tls_cert else None,
         tls_key=Path(tls_key) if tls_key else None,
+        history_retention=history_retention,
     )

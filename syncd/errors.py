@@ -6,11 +6,13 @@ transport layers turn them into an HTTP answer or a WebSocket ``error`` message.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ApiError(Exception):
     """A refusal with an HTTP status, a stable machine code and a human message."""
 
-    __slots__ = ("code", "headers", "message", "status")
+    __slots__ = ("code", "extra", "headers", "message", "status")
 
     def __init__(
         self,
@@ -18,15 +20,21 @@ class ApiError(Exception):
         code: str,
         message: str,
         headers: tuple[tuple[str, str], ...] = (),
+        extra: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
         self.message = message
         self.headers = headers
+        self.extra = extra
+        """More fields of the error body (``history_expired``: ``oldest``)."""
 
-    def body(self) -> dict[str, str]:
-        return {"error": self.code, "message": self.message}
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.extra:
+            body.update(self.extra)
+        return body
 
 
 def bad_request(message: str) -> ApiError:
@@ -67,3 +75,13 @@ def forbidden(message: str) -> ApiError:
 
 def unavailable(message: str = "storage is unavailable") -> ApiError:
     return ApiError(503, "unavailable", message)
+
+
+def not_restorable(reason: str) -> ApiError:
+    """409: this type cannot be taken back to an earlier state by its ops."""
+    return ApiError(409, "not_restorable", reason)
+
+
+def history_expired(message: str, oldest: int) -> ApiError:
+    """410: the history asked for is older than what is retained."""
+    return ApiError(410, "history_expired", message, extra={"oldest": oldest})

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import groupby
 from typing import Any, Protocol
 
@@ -56,11 +56,12 @@ def to_json(obj: Any) -> bytes:
 class EncodedDelta:
     """A delta and its wire forms, each built on first use and then shared."""
 
-    __slots__ = ("_json", "_msgpack", "_sse", "_ws_binary", "_ws_text", "delta", "seq")
+    __slots__ = ("_forms", "_json", "_msgpack", "_sse", "_ws_binary", "_ws_text", "delta", "seq")
 
     def __init__(self, delta: dict[str, Any]) -> None:
         self.delta = delta
         self.seq: int = delta.get("seq", 0)
+        self._forms: dict[str, bytes] | None = None
         self._msgpack: bytes | None = None
         self._json: bytes | None = None
         self._ws_binary: bytes | None = None
@@ -92,13 +93,33 @@ class EncodedDelta:
             self._sse = b"data: " + base64.b64encode(self.msgpack()) + b"\n\n"
         return self._sse
 
+    def form(self, name: str, build: Callable[[dict[str, Any]], bytes]) -> bytes:
+        """Another wire form (a protocol's own frame, e.g. y-websocket's),
+        built by ``build`` from the delta on first use and then shared."""
+        forms = self._forms
+        if forms is None:
+            forms = self._forms = {}
+        data = forms.get(name)
+        if data is None:
+            data = forms[name] = build(self.delta)
+        return data
+
 
 class EncodedRun:
     """Consecutive deltas of one CRDT published together (one op batch, one WS
     read's ops): their frames are joined once, so a subscriber past none of
     them takes them in one call and one queued buffer instead of one per delta."""
 
-    __slots__ = ("_ws_binary", "_ws_text", "epoch", "first_seq", "items", "last_seq", "plain")
+    __slots__ = (
+        "_forms",
+        "_ws_binary",
+        "_ws_text",
+        "epoch",
+        "first_seq",
+        "items",
+        "last_seq",
+        "plain",
+    )
 
     def __init__(self, items: list[EncodedDelta]) -> None:
         self.items = items
@@ -118,6 +139,17 @@ class EncodedRun:
         self.plain = plain
         self._ws_binary: bytes | None = None
         self._ws_text: bytes | None = None
+        self._forms: dict[str, bytes] | None = None
+
+    def form(self, name: str, build: Callable[[dict[str, Any]], bytes]) -> bytes:
+        """The items' :meth:`EncodedDelta.form` joined, built once and shared."""
+        forms = self._forms
+        if forms is None:
+            forms = self._forms = {}
+        data = forms.get(name)
+        if data is None:
+            data = forms[name] = b"".join([item.form(name, build) for item in self.items])
+        return data
 
     def ws_binary(self) -> bytes:
         if self._ws_binary is None:

@@ -20,7 +20,7 @@ from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import HttpProtocol, ServerContext
 from syncd.sdnotify import Notifier
 from syncd.tls import Certificates, TlsError
-from syncd.ws.session import wait_background
+from syncd.ws.connection import wait_background
 
 log = logging.getLogger("syncd.server")
 

@@ -50,6 +50,28 @@ class ClientCore:
         params = {"return": "state"} if return_state else {}
         return self.config.crdt_url(crdt_id, "/ops"), params, payload
 
+    def history_params(self, before: int | None, limit: int | None) -> dict[str, str]:
+        params = {}
+        if before is not None:
+            params["before"] = str(before)
+        if limit is not None:
+            params["limit"] = str(limit)
+        return params
+
+    @staticmethod
+    def at_params(seq: int, crdt_format: bool) -> dict[str, str]:
+        params = {"at": str(seq)}
+        if crdt_format:
+            params["format"] = "crdt"
+        return params
+
+    @staticmethod
+    def restore_body(seq: int, op_id: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"seq": seq}
+        if op_id is not None:
+            body["op_id"] = op_id
+        return body
+
     def list_params(self, prefix: str, limit: int | None, cursor: str | None) -> dict[str, str]:
         params = {"prefix": prefix} if prefix else {}
         if limit is not None:
@@ -76,7 +98,9 @@ def error_from(status: int, headers: Mapping[str, str], content: bytes) -> Servi
             retry_after = max(0.0, float(raw))
         except ValueError:
             retry_after = None
-    return ServiceError(status, code, message, retry_after)
+    return ServiceError(
+        status, code, message, retry_after, body if isinstance(body, dict) else None
+    )
 
 
 def json_answer(response: httpx.Response) -> Any:

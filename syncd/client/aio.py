@@ -144,6 +144,37 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
             attempts=attempts,
         )
 
+    async def history(
+        self, crdt_id: str, *, before: int | None = None, limit: int | None = None
+    ) -> Answer:
+        """Retained ops, newest first: ``{"seq", "oldest", "ops": [{"seq",
+        "client_id", "ts", "op"}], "next"}``; pass ``next`` as ``before`` for
+        the older page (docs/http-api.md#history-and-restore)."""
+        params = self.core.history_params(before, limit)
+        answer: Answer = json_answer(
+            await self._send("GET", self.config.crdt_url(crdt_id, "/history"), params=params)
+        )
+        return answer
+
+    async def at(self, crdt_id: str, seq: int, *, crdt_format: bool = False) -> Answer:
+        """The read answer as it was right after op ``seq``; ServiceError 410
+        ``history_expired`` (``.body["oldest"]``) when that is no longer kept."""
+        params = self.core.at_params(seq, crdt_format)
+        answer: Answer = json_answer(
+            await self._send("GET", self.config.crdt_url(crdt_id), params=params)
+        )
+        return answer
+
+    async def restore(self, crdt_id: str, seq: int, *, op_id: str | None = None) -> Answer:
+        """Make the value what it was at ``seq``, by ordinary ops: ``{"ok",
+        "seq", "applied", "restored"}``; 409 ``not_restorable`` for gcounter
+        and presence. With ``op_id`` a repeat answers as the first did."""
+        body = self.core.restore_body(seq, op_id)
+        answer: Answer = json_answer(
+            await self._send("POST", self.config.crdt_url(crdt_id, "/restore"), json=body)
+        )
+        return answer
+
     async def list_crdts(
         self, *, prefix: str = "", limit: int | None = None, cursor: str | None = None
     ) -> Answer:

@@ -8,6 +8,8 @@ it at all (refused connection, reset, timeout), the case worth retrying.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ClientError(Exception):
     """Base of every error raised by :mod:`syncd.client`."""
@@ -37,7 +39,12 @@ class ServiceError(ClientError):
     """The service answered with an error status and body."""
 
     def __init__(
-        self, status: int, code: str, message: str, retry_after: float | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        retry_after: float | None = None,
+        body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
@@ -45,6 +52,8 @@ class ServiceError(ClientError):
         self.message = message
         self.retry_after = retry_after
         """Seconds to wait, from ``Retry-After`` (429 answers)."""
+        self.body: dict[str, Any] = body or {}
+        """The whole error body (``history_expired`` carries ``oldest``)."""
 
     @property
     def retryable(self) -> bool:

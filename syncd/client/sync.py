@@ -134,6 +134,29 @@ class Client(OpHelpers[Answer]):
             attempts=attempts,
         )
 
+    def history(
+        self, crdt_id: str, *, before: int | None = None, limit: int | None = None
+    ) -> Answer:
+        params = self.core.history_params(before, limit)
+        answer: Answer = json_answer(
+            self._send("GET", self.config.crdt_url(crdt_id, "/history"), params=params)
+        )
+        return answer
+
+    def at(self, crdt_id: str, seq: int, *, crdt_format: bool = False) -> Answer:
+        params = self.core.at_params(seq, crdt_format)
+        answer: Answer = json_answer(
+            self._send("GET", self.config.crdt_url(crdt_id), params=params)
+        )
+        return answer
+
+    def restore(self, crdt_id: str, seq: int, *, op_id: str | None = None) -> Answer:
+        body = self.core.restore_body(seq, op_id)
+        answer: Answer = json_answer(
+            self._send("POST", self.config.crdt_url(crdt_id, "/restore"), json=body)
+        )
+        return answer
+
     def list_crdts(
         self, *, prefix: str = "", limit: int | None = None, cursor: str | None = None
     ) -> Answer:

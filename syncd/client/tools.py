@@ -3,6 +3,9 @@
 Given ``(crdt_id, type)`` pairs, :func:`build_tools` makes the tools of
 docs/clients.md#agent-tools (``service_read_<id>`` for every type, ``service_increment_<id>`` for
 counters, ``service_set_<id>`` for registers, ``service_add_<id>`` for sets,
+``service_history_<id>`` (read-only: recent changes, or the value at a
+version) for every type and ``service_restore_<id>`` for the types that can
+go back,
 with any other character than letters, digits and ``_`` written as ``_``), each with a
 description and a JSON-schema input, in the two common shapes: OpenAI-style
 function tools and Anthropic-style tools.
@@ -36,8 +39,8 @@ from syncd.client.errors import (
     TokenExpiredError,
     TransportError,
 )
-from syncd.client.retry import RETRY_ATTEMPTS
-from syncd.crdt.types import TYPES
+from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_retries, with_retries_sync
+from syncd.crdt.types import TYPES, crdt_class
 from syncd.errors import ApiError
 from syncd.ids import check_crdt_id
 
@@ -52,6 +55,10 @@ MAX_TOOL_NAME_LEN: Final = 64
 """OpenAI function names and Anthropic tool names are at most 64 characters
 (``^[a-zA-Z0-9_-]{1,64}$``); a longer name would be refused by the API."""
 
+MAX_HISTORY_LIMIT: Final = 50
+"""Changes one history call returns at most: enough to see what happened
+lately, few enough to stay a small part of a model's context."""
+
 MAX_AMOUNT: Final = 2**53 - 1
 """The service's largest counter step (docs/data-model.md#gcounter)."""
 
@@ -60,6 +67,8 @@ ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "increment": frozenset({"gcounter", "pncounter"}),
     "set": frozenset({"lwwregister"}),
     "add": frozenset({"orset"}),
+    "history": frozenset(TYPES),
+    "restore": frozenset(t for t in TYPES if crdt_class(t).RESTORABLE),
 }
 """Tool action -> the CRDT types that get it (docs/clients.md#agent-tools)."""
 
@@ -183,6 +192,44 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
                 },
             },
             ["value"],
+        )
+    elif action == "history":
+        description = (
+            f"Look at the past of the {kind} '{crdt_id}' (read-only). Without input: its "
+            "latest changes, newest first, each with its version (seq), who made it "
+            "(client_id) and when (ts, ms). With 'at': its value right after that version. "
+            "With 'before': the changes older than that version."
+        )
+        seq = {"type": "integer", "minimum": 0}
+        schema = _schema(
+            {
+                "at": {**seq, "description": "Optional: read the value as of this version."},
+                "before": {**seq, "description": "Optional: only changes older than this."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_HISTORY_LIMIT,
+                    "default": 10,
+                    "description": "How many changes at most.",
+                },
+            },
+            [],
+        )
+    elif action == "restore":
+        description = (
+            f"Restore the {kind} '{crdt_id}' to its value as of an earlier version (seq), "
+            "undoing the changes made since by applying new ones (needs write permission). "
+            "Find the version with the history tool first. Returns the new value."
+        )
+        schema = _schema(
+            {
+                "seq": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "The version whose value to bring back.",
+                }
+            },
+            ["seq"],
         )
     else:
         description = (
@@ -314,6 +361,50 @@ def plan_op(tool: Tool, raw: Any) -> ops.Op | None:
     return ops.orset_add(arguments["element"])
 
 
+def _seq(arguments: Mapping[str, Any], name: str) -> int | None:
+    value = arguments.get(name)
+    if value is None:
+        return None
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    if type(value) is not int or value < 0:
+        raise _InputError("invalid_input", f"{name} must be a whole number, 0 or more")
+    return value
+
+
+def plan_history(raw: Any) -> tuple[int | None, int | None, int]:
+    """``(at, before, limit)`` of a history call; _InputError on bad input."""
+    arguments = _arguments(raw)
+    _only(arguments, {"at", "before", "limit"})
+    limit = arguments.get("limit", 10)
+    if type(limit) is float and limit.is_integer():
+        limit = int(limit)
+    if type(limit) is not int or not 1 <= limit <= MAX_HISTORY_LIMIT:
+        raise _InputError(
+            "invalid_input", f"limit must be a whole number from 1 to {MAX_HISTORY_LIMIT}"
+        )
+    return _seq(arguments, "at"), _seq(arguments, "before"), limit
+
+
+def plan_restore(raw: Any) -> int:
+    arguments = _arguments(raw)
+    _only(arguments, {"seq"})
+    seq = _seq(arguments, "seq")
+    if seq is None:
+        raise _InputError("invalid_input", "seq is required")
+    return seq
+
+
+def history_result(page: Mapping[str, Any]) -> Result:
+    return {
+        "ok": True,
+        "seq": page.get("seq"),
+        "oldest": page.get("oldest"),
+        "changes": page.get("ops", []),
+        "next": page.get("next"),
+    }
+
+
 def read_result(view: Mapping[str, Any]) -> Result:
     return {"ok": True, **view}
 
@@ -383,10 +474,26 @@ class AgentTools(_ToolSet):
         ``op_id`` on connection failures and 503)."""
         try:
             tool = self.resolve(name)
+            client = self.client
+            if tool.action == "history":
+                at, before, limit = plan_history(arguments)
+                if at is not None:
+                    return read_result(await client.at(tool.crdt_id, at))
+                return history_result(
+                    await client.history(tool.crdt_id, before=before, limit=limit)
+                )
+            if tool.action == "restore":
+                seq = plan_restore(arguments)
+                await with_retries(
+                    lambda key: client.restore(tool.crdt_id, seq, op_id=key),
+                    op_id=new_op_id(),
+                    attempts=self.attempts,
+                )
+                return read_result(await client.fetch(tool.crdt_id))
             op = plan_op(tool, arguments)
             if op is None:
-                return read_result(await self.client.fetch(tool.crdt_id))
-            answer = await self.client.apply_retrying(
+                return read_result(await client.fetch(tool.crdt_id))
+            answer = await client.apply_retrying(
                 tool.crdt_id, op, return_state=True, attempts=self.attempts
             )
             return op_result(answer)
@@ -409,10 +516,24 @@ class SyncAgentTools(_ToolSet):
     def execute(self, name: str, arguments: Any = None) -> Result:
         try:
             tool = self.resolve(name)
+            client = self.client
+            if tool.action == "history":
+                at, before, limit = plan_history(arguments)
+                if at is not None:
+                    return read_result(client.at(tool.crdt_id, at))
+                return history_result(client.history(tool.crdt_id, before=before, limit=limit))
+            if tool.action == "restore":
+                seq = plan_restore(arguments)
+                with_retries_sync(
+                    lambda key: client.restore(tool.crdt_id, seq, op_id=key),
+                    op_id=new_op_id(),
+                    attempts=self.attempts,
+                )
+                return read_result(client.fetch(tool.crdt_id))
             op = plan_op(tool, arguments)
             if op is None:
-                return read_result(self.client.fetch(tool.crdt_id))
-            answer = self.client.apply_retrying(
+                return read_result(client.fetch(tool.crdt_id))
+            answer = client.apply_retrying(
                 tool.crdt_id, op, return_state=True, attempts=self.attempts
             )
             return op_result(answer)

@@ -53,8 +53,19 @@ class Crdt(Protocol):
     to every CRDT of this type it wrote with another op (presence: ``leave``);
     None for types that keep no per-connection state."""
 
+    RESTORABLE: ClassVar[bool]
+    """Whether :meth:`restore_ops` can take this type back to an earlier state."""
+
     @classmethod
     def new(cls) -> Self: ...
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        """Client ops (as :meth:`apply_op` takes them) that, applied in order to
+        this state, make its read value equal ``target``'s: an earlier state of
+        this same CRDT, whose history this one contains. ``[]`` when equal.
+        Raises ``ApiError`` 409 ``not_restorable`` for a type that cannot go
+        back (``RESTORABLE`` False). It never changes this state."""
+        ...
 
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         """Validate ``op`` (raising :class:`syncd.errors.ApiError`, state untouched), apply it, return the delta op."""

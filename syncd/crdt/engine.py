@@ -487,6 +487,11 @@ class Engine:
         for entry in list(self._entries.values()):
             yield export_entry(entry)
 
+    def export_one(self, ns: str, crdt_id: str) -> dict[str, Any] | None:
+        """One CRDT as an entry map now (history checkpoints); None if unknown."""
+        entry = self._entries.get((ns, crdt_id))
+        return export_entry(entry) if entry is not None else None
+
     def import_entry(self, entry: dict[str, Any]) -> None:
         """Load an entry map made by :meth:`export_entries` (replacing a held one)."""
         cls = crdt_class(entry["type"])

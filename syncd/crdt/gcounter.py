@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
 from syncd.crdt.validate import amount_field, op_name
-from syncd.errors import invalid_op
+from syncd.errors import invalid_op, not_restorable
 
 MAX_COUNT = 2**63 - 1
 """One client's count must stay a signed 64-bit integer, or msgpack could not
@@ -66,6 +66,7 @@ class GCounter:
     OPS: ClassVar[Mapping[str, int]] = {"increment": 0x01}
     PREFIX: ClassVar[str] = "gc:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
+    RESTORABLE: ClassVar[bool] = False
 
     __slots__ = ("_counts", "_total")
 
@@ -108,6 +109,9 @@ class GCounter:
 
     def clone(self) -> Self:
         return type(self)(dict(self._counts))
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        raise not_restorable("a grow-only counter only goes up: no op of it takes it back")
 
     @property
     def total(self) -> int:

@@ -23,6 +23,7 @@ class LWWRegister:
     OPS: ClassVar[Mapping[str, int]] = {"set": 0x01}
     PREFIX: ClassVar[str] = "lw:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
+    RESTORABLE: ClassVar[bool] = True
 
     __slots__ = ("_client_id", "_timestamp", "_value")
 
@@ -92,3 +93,10 @@ class LWWRegister:
 
     def clone(self) -> Self:
         return type(self)(self._value, self._timestamp, self._client_id)
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        # A set stamped now wins over every earlier one. A register that was
+        # never set reads as null: setting null gives that value back.
+        if canonical_json(target._value) == canonical_json(self._value):
+            return []
+        return [{"op": "set", "value": target._value}]

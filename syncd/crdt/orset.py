@@ -41,6 +41,7 @@ class ORSet:
     OPS: ClassVar[Mapping[str, int]] = {"add": 0x01, "remove": 0x02}
     PREFIX: ClassVar[str] = "or:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
+    RESTORABLE: ClassVar[bool] = True
 
     __slots__ = ("_cloud", "_dots", "_values", "_vv")
 
@@ -191,6 +192,19 @@ class ORSet:
         for dot in list(self._cloud):
             if dot[1] <= self._vv.get(dot[0], 0):
                 self._cloud.discard(dot)
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        # Adds make new dots, so an element removed since comes back even
+        # though its old dots stay removed.
+        ops: list[dict[str, Any]] = [
+            {"op": "add", "element": target._values[key]}
+            for key in sorted(target._values.keys() - self._values.keys())
+        ]
+        ops += [
+            {"op": "remove", "element": self._values[key]}
+            for key in sorted(self._values.keys() - target._values.keys())
+        ]
+        return ops
 
     def clone(self) -> Self:
         new = type(self)()

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
 from syncd.crdt.gcounter import counts_from, counts_state, grow, join_count, join_counts
-from syncd.crdt.validate import amount_field, op_name
+from syncd.crdt.validate import MAX_AMOUNT, amount_field, op_name
 
 
 class PNCounter:
@@ -19,6 +19,7 @@ class PNCounter:
     OPS: ClassVar[Mapping[str, int]] = {"increment": 0x01, "decrement": 0x02}
     PREFIX: ClassVar[str] = "pn:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
+    RESTORABLE: ClassVar[bool] = True
 
     __slots__ = ("_n", "_p", "_value")
 
@@ -70,3 +71,14 @@ class PNCounter:
 
     def clone(self) -> Self:
         return type(self)(dict(self._p), dict(self._n))
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        diff = target._value - self._value
+        name = "increment" if diff > 0 else "decrement"
+        ops: list[dict[str, Any]] = []
+        left = abs(diff)
+        while left:  # one op unless the difference is past an op's largest amount
+            amount = min(left, MAX_AMOUNT)
+            ops.append({"op": name, "amount": amount})
+            left -= amount
+        return ops

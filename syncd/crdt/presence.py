@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Self
 from syncd.crdt.base import JSON, OpContext
 from syncd.crdt.clock import next_stamp
 from syncd.crdt.validate import MAX_ELEMENT_BYTES, canonical_json, int_field, json_object, op_name
+from syncd.errors import not_restorable
 
 MIN_TTL_MS = 1_000
 MAX_TTL_MS = 300_000
@@ -62,6 +63,7 @@ class Presence:
     OPS: ClassVar[Mapping[str, int]] = {"update": 0x01, "leave": 0x01}
     PREFIX: ClassVar[str] = "pr:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = {"op": "leave"}
+    RESTORABLE: ClassVar[bool] = False
     """A connection that wrote an ``update`` leaves when it goes away."""
 
     __slots__ = ("_horizon", "_records")
@@ -178,3 +180,6 @@ class Presence:
         new._records = dict(self._records)
         new._horizon = self._horizon
         return new
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        raise not_restorable("presence is who is here now, kept alive by its clients: not history")

@@ -60,6 +60,7 @@ class Rga(RunSeq):
     OPS: ClassVar[Mapping[str, int]] = {"insert": 0x01, "delete": 0x02}
     PREFIX: ClassVar[str] = "rg:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
+    RESTORABLE: ClassVar[bool] = True
 
     __slots__ = ()
 
@@ -333,6 +334,56 @@ class Rga(RunSeq):
             if run.vis
             for k in range(run.n)
         ]
+
+    # -- restore -----------------------------------------------------------------
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        """Delete what was inserted (or is visible) now but not at the target;
+        insert anew what was visible then and is deleted now, each run of such
+        elements as one insert right after the element before it (deleted
+        elements keep no content here, so the values come from the target).
+        Both sequences share one order, so the visible result is the target's."""
+        self._sync()
+        target._sync()
+        then: dict[tuple[int, int], Any] = {}
+        for run in target._runs():
+            if run.vis:
+                for k in range(run.n):
+                    then[(run.client, run.counter + k)] = run.content[k]
+        deletes: list[str] = []
+        inserts: list[dict[str, Any]] = []
+        pending: list[Any] = []
+        after: str | None = None
+        prev: str | None = None
+
+        def flush() -> None:
+            if pending:
+                if all(type(v) is str and len(v) == 1 for v in pending):
+                    inserts.append({"op": "insert", "after": after, "text": "".join(pending)})
+                else:
+                    inserts.append({"op": "insert", "after": after, "values": list(pending)})
+                pending.clear()
+
+        for run in self._runs():
+            for k in range(run.n):
+                key = (run.client, run.counter + k)
+                element = format_id(*key)
+                if key in then:
+                    if run.vis:
+                        flush()
+                    else:
+                        if not pending:
+                            after = prev
+                        pending.append(then[key])
+                else:
+                    flush()
+                    if run.vis:
+                        deletes.append(element)
+                prev = element
+        flush()
+        if deletes:
+            inserts.append({"op": "delete", "ids": deletes})
+        return inserts
 
     # -- state -------------------------------------------------------------------
 

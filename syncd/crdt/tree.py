@@ -79,6 +79,7 @@ class Tree:
     OPS: ClassVar[Mapping[str, int]] = {"add": 0x01, "move": 0x02, "update": 0x04, "delete": 0x08}
     PREFIX: ClassVar[str] = "tr:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
+    RESTORABLE: ClassVar[bool] = True
 
     __slots__ = ("_children", "_log", "_nodes", "_pending", "_upto")
 
@@ -309,6 +310,48 @@ class Tree:
 
     def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
         return {}
+
+    # -- restore ------------------------------------------------------------
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        """In an order in which no op can be refused: nodes that must move go
+        to the root first (no move there makes a cycle); nodes the target lacks
+        are deleted (only the topmost: a delete takes its subtree); nodes it
+        has and this tree lacks are added, parents first; the moved nodes go
+        to their places, parents first; then data is set where it differs.
+        A node deleted since comes back under its id with its data, but as a
+        new node (its later ops stay deleted with it)."""
+        mine, theirs = self._nodes, target._nodes
+        ops: list[dict[str, Any]] = []
+        moving = [
+            n
+            for n in sorted(mine.keys() & theirs.keys())
+            if n != ROOT and mine[n][:2] != theirs[n][:2]
+        ]
+        ops += [{"op": "move", "id": n, "parent": ROOT} for n in moving if mine[n][0] != ROOT]
+        parents = {n: (ROOT if n in moving else mine[n][0]) for n in mine}
+        extra = mine.keys() - theirs.keys()
+        ops += [{"op": "delete", "id": n} for n in sorted(extra) if parents[n] not in extra]
+        order = sorted(theirs, key=lambda n: (target._depth(n), n))
+        for n in order:
+            if n not in mine:
+                parent, pos, data = theirs[n]
+                add: dict[str, Any] = {"op": "add", "id": n, "parent": parent, "data": data}
+                if pos is not None:
+                    add["pos"] = pos
+                ops.append(add)
+        moved = set(moving)
+        for n in order:
+            if n in moved:
+                parent, pos, _ = theirs[n]
+                move: dict[str, Any] = {"op": "move", "id": n, "parent": parent}
+                if pos is not None:
+                    move["pos"] = pos
+                ops.append(move)
+        for n in sorted(mine.keys() & theirs.keys()):
+            if mine[n][2] != theirs[n][2]:
+                ops.append({"op": "update", "id": n, "data": theirs[n][2]})
+        return ops
 
     # -- views and state --------------------------------------------------
 

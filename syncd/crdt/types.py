@@ -18,9 +18,10 @@ from syncd.crdt.pncounter import PNCounter
 from syncd.crdt.presence import Presence
 from syncd.crdt.rga import Rga
 from syncd.crdt.tree import Tree
+from syncd.crdt.ydoc import YDoc
 from syncd.errors import invalid_op, unknown_type
 
-_classes: list[type[Crdt]] = [GCounter, PNCounter, ORSet, LWWRegister, Presence, Rga, Tree]
+_classes: list[type[Crdt]] = [GCounter, PNCounter, ORSet, LWWRegister, Presence, Rga, Tree, YDoc]
 
 TYPES: Mapping[str, type[Crdt]] = {cls.TYPE: cls for cls in _classes}
 """Type name -> class."""

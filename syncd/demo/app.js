@@ -3,6 +3,7 @@
 // WebSocket of the bundled JS client. For trying syncd out, not production.
 
 import { CollabText, SyncSocket, codePointIndex, utf16Offset, validateToken } from './syncd-client.js';
+import { mountEditor } from './editor.js';
 
 const params = new URLSearchParams(location.search);
 // `?room=NAME` gives a separate set of CRDTs (tests use one per test).
@@ -11,6 +12,7 @@ const IDS = {
   counter: `pn:demo-counter${room}`,
   todos: `or:demo-todos${room}`,
   text: `rg:demo-text${room}`,
+  doc: `yd:demo-doc${room}`,
   room: `pr:demo-room${room}`,
 };
 const PRESENCE_TTL_MS = 30000; // an entry outlives a missed heartbeat or two ...
@@ -277,6 +279,16 @@ function report(err) {
 
 // -- a handle for tests and the curious ----------------------------------------------
 
+// -- rich text (Yjs, through y-websocket) ------------------------------------------
+
+const rich = await mountEditor({
+  element: $('rich'),
+  namespace: 'demo',
+  room: IDS.doc,
+  token,
+  user: { name, color },
+});
+
 window.syncdDemo = {
   socket,
   text,
@@ -290,6 +302,8 @@ window.syncdDemo = {
     shownText: area.value,
     pending: text.pendingEdits + socket.pendingOps,
     presence: others().map((p) => p.name),
+    rich: rich.state(),
   }),
+  rich,
 };
 document.documentElement.dataset.ready = 'true';

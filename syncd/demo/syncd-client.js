@@ -1691,6 +1691,29 @@ var HttpApi = class {
       query: returnState ? { return: "state" } : void 0
     });
   }
+  /**
+   * Retained ops, newest first (docs/http-api.md#history-and-restore):
+   * `{seq, oldest, ops: [{seq, client_id, ts, op}], next}`; pass `next` as `before`.
+   */
+  history(id, { before, limit } = {}) {
+    return this.request("GET", `${crdtPath(this.config, id)}/history`, { query: { before, limit } });
+  }
+  /**
+   * The state right after op `seq`; SyncdError 410 `history_expired`
+   * (`err.body.oldest`) when that is no longer kept. `{format: 'crdt'}` for the full state.
+   */
+  at(id, seq, { format } = {}) {
+    return this.request("GET", crdtPath(this.config, id), { query: { at: seq, format } });
+  }
+  /**
+   * Make the value what it was at `seq`, by ordinary ops: `{ok, seq, applied, restored}`.
+   * 409 `not_restorable` for gcounter and presence; with `opId` a repeat answers as the first.
+   */
+  restore(id, seq, { opId } = {}) {
+    const body = { seq };
+    if (opId !== void 0) body.op_id = opId;
+    return this.request("POST", `${crdtPath(this.config, id)}/restore`, { body });
+  }
   /** Delete a CRDT (namespace admin). */
   async deleteCrdt(id) {
     await this.request("DELETE", crdtPath(this.config, id));
@@ -2459,14 +2482,15 @@ var EventStream = class extends Emitter {
 // src/tools.js
 var TOOL_PREFIX = "service_";
 var TOOL_ACTIONS = Object.freeze({
-  gcounter: ["increment"],
-  pncounter: ["increment"],
-  lwwregister: ["set"],
-  orset: ["add"],
-  presence: [],
-  rga: [],
-  tree: []
+  gcounter: ["increment", "history"],
+  pncounter: ["increment", "history", "restore"],
+  lwwregister: ["set", "history", "restore"],
+  orset: ["add", "history", "restore"],
+  presence: ["history"],
+  rga: ["history", "restore"],
+  tree: ["history", "restore"]
 });
+var MAX_HISTORY_LIMIT = 50;
 var TOOL_ID = /^[A-Za-z0-9-]+$/;
 var MAX_ID_LENGTH = 256;
 function toolName(action, crdtId) {
@@ -2475,7 +2499,7 @@ function toolName(action, crdtId) {
 function parseToolName(name) {
   if (typeof name !== "string" || !name.startsWith(TOOL_PREFIX)) return null;
   const rest = name.slice(TOOL_PREFIX.length);
-  for (const action of ["read", "increment", "set", "add"]) {
+  for (const action of ["read", "increment", "set", "add", "history", "restore"]) {
     if (rest.startsWith(`${action}_`) && rest.length > action.length + 1) {
       return { action, crdtId: rest.slice(action.length + 1).replace(/_/g, "-") };
     }
@@ -2536,6 +2560,31 @@ function definition(action, crdtId, type) {
           additionalProperties: false
         }
       };
+    case "history":
+      return {
+        name,
+        description: `Look at the past of the ${type} "${crdtId}" (read-only). Without input: its latest changes, newest first, each with its version (seq), who made it (client_id) and when (ts, ms). With 'at': its state right after that version. With 'before': the changes older than that version.`,
+        input_schema: {
+          type: "object",
+          properties: {
+            at: { type: "integer", minimum: 0, description: "Optional: read the state as of this version." },
+            before: { type: "integer", minimum: 0, description: "Optional: only changes older than this." },
+            limit: { type: "integer", minimum: 1, maximum: MAX_HISTORY_LIMIT, description: "How many changes at most (default 10)." }
+          },
+          additionalProperties: false
+        }
+      };
+    case "restore":
+      return {
+        name,
+        description: `Restore the ${type} "${crdtId}" to its value as of an earlier version (seq), undoing the changes made since by applying new ones (needs write permission). Find the version with the history tool first.`,
+        input_schema: {
+          type: "object",
+          properties: { seq: { type: "integer", minimum: 0, description: "The version whose value to bring back." } },
+          required: ["seq"],
+          additionalProperties: false
+        }
+      };
     default:
       throw new TypeError(`unknown action ${action}`);
   }
@@ -2593,6 +2642,18 @@ async function executeTool(http, crdts, name, input = {}) {
     case "add": {
       if (!("element" in args)) throw new SyncdError("invalid_op", "element: required");
       return http.apply(crdtId, { op: "add", type, element: args.element });
+    }
+    case "history": {
+      if (args.at !== void 0) return http.at(crdtId, args.at);
+      const limit = args.limit ?? 10;
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) {
+        throw new SyncdError("invalid_op", `limit: a whole number from 1 to ${MAX_HISTORY_LIMIT}`);
+      }
+      return http.history(crdtId, { before: args.before, limit });
+    }
+    case "restore": {
+      if (!Number.isInteger(args.seq) || args.seq < 0) throw new SyncdError("invalid_op", "seq: required, a whole number");
+      return http.restore(crdtId, args.seq);
     }
     default:
       throw new SyncdError("unknown_tool", name);
@@ -2956,6 +3017,15 @@ var SyncdClient = class {
   }
   deleteCrdt(id) {
     return this.http.deleteCrdt(id);
+  }
+  history(id, options) {
+    return this.http.history(id, options);
+  }
+  at(id, seq, options) {
+    return this.http.at(id, seq, options);
+  }
+  restore(id, seq, options) {
+    return this.http.restore(id, seq, options);
   }
   tokenInfo() {
     return this.http.tokenInfo();

@@ -558,7 +558,7 @@ _PARSE_CODES = {
 
 def _api_error_response(exc: ApiError) -> Response:
     headers = tuple((k.encode("latin-1"), v.encode("latin-1")) for k, v in exc.headers)
-    return error_response(exc.status, exc.code, exc.message, headers)
+    return error_response(exc.status, exc.code, exc.message, headers, exc.extra)
 
 
 class _Sink(StreamSink):

@@ -73,8 +73,17 @@ def json_response(obj: Any, status: int = 200, headers: Headers = ()) -> Respons
     return Response(status, dumps(obj), JSON_TYPE, headers)
 
 
-def error_response(status: int, code: str, message: str, headers: Headers = ()) -> Response:
-    return Response(status, dumps({"error": code, "message": message}), JSON_TYPE, headers)
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    headers: Headers = (),
+    extra: dict[str, Any] | None = None,
+) -> Response:
+    body: dict[str, Any] = {"error": code, "message": message}
+    if extra:
+        body.update(extra)
+    return Response(status, dumps(body), JSON_TYPE, headers)
 
 
 def render(

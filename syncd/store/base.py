@@ -40,6 +40,8 @@ from typing import Any, Protocol, TypeVar
 
 Record = dict[str, Any]
 SnapshotSource = Callable[[], Iterable[dict[str, Any]]]
+EntrySource = Callable[[str, str], dict[str, Any] | None]
+"""One CRDT's entry map as the engine holds it now (None if it holds none)."""
 
 
 class Applied(Protocol):
@@ -91,8 +93,26 @@ class Store(Protocol):
         """Open (lock, recover, repair a torn tail) and return the state to load."""
         ...
 
-    def set_snapshot_source(self, source: SnapshotSource) -> None:
-        """Give the store a way to read every CRDT's entry map when it compacts."""
+    def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
+        """Give the store a way to read every CRDT's entry map when it compacts,
+        and one CRDT's when it writes a history checkpoint."""
+        ...
+
+    async def history(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
+    ) -> tuple[list[Record], int]:
+        """Up to ``limit`` retained op records of the CRDT's life ``epoch`` (now
+        at seq ``latest``) with a seq below ``before``, newest first; and the
+        oldest seq whose state ``history_base`` can rebuild."""
+        ...
+
+    async def history_base(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, seq: int
+    ) -> tuple[dict[str, Any] | None, list[Record]]:
+        """What rebuilds the state right after op ``seq``: the newest retained
+        checkpoint (an entry map) at or before it (None: start empty) and the
+        op records after it up to ``seq``, ascending. Raises ``ApiError`` 410
+        ``history_expired`` (with ``oldest``) when ``seq`` is older than retained."""
         ...
 
     async def append(self, records: Sequence[Record]) -> None:

@@ -43,6 +43,13 @@ older snapshots are deleted. Start-up reads the newest snapshot and only the
 log after it, so restart time follows state size plus ``snapshot_every_bytes``,
 not history.
 
+*History.* After each durable write the same frames, and checkpoints of CRDTs
+due one, are appended to the history files (``filehistory.FileHistory``, not
+fsynced per write: the log is the truth; they are fsynced before the log drops
+segments, and what a crash took is appended again from the log at open).
+``history`` and ``history_base`` read them back for ``/history`` and ``?at=``;
+``SERVICE_HISTORY_RETENTION`` says what compaction keeps.
+
 *Replay tail.* Each CRDT's recent durable op records are kept in memory
 (``tail.ReplayTail``) for ``ops_since``; a snapshot carries the tail as of its
 LSN, so replays work across restarts.
@@ -64,6 +71,7 @@ import fcntl
 import gc
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -72,7 +80,18 @@ from typing import Any
 import msgpack
 
 from syncd.errors import ApiError, unavailable
-from syncd.store.base import AppliedT, Record, Recovered, SnapshotSource, StoreStats
+from syncd.store.backup import Plan, copy_plan, make_plan
+from syncd.store.base import (
+    AppliedT,
+    EntrySource,
+    Record,
+    Recovered,
+    SnapshotSource,
+    StoreStats,
+)
+from syncd.store.filehistory import FileHistory, Written
+from syncd.store.history import DEFAULT_RETENTION, Retention
+from syncd.store.history_log import HISTORY_SEGMENT_BYTES
 from syncd.store.iothread import IoThread
 from syncd.store.log import (
     FLAG_BATCH_START,
@@ -127,6 +146,10 @@ PROBE_INTERVAL_S = 1.0
 """How often a failed store tries the disk again."""
 
 
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class StoreLockedError(Exception):
     """Another store (in this or another process) has the data directory open."""
 
@@ -140,6 +163,8 @@ class _Group:
     frames: list[bytes]
     first_lsn: int
     size: int
+    checkpoints: list[Written] = field(default_factory=list)
+    """History checkpoints to write after these records."""
 
 
 @dataclass
@@ -280,6 +305,35 @@ def _read_disk_unpaused(
     return _Disk(snapshot, records, durable, segments, last, new_bytes, bytes_read, tail)
 
 
+@dataclass
+class Scan:
+    """What a read-only scan of a data directory found (``syncd verify``)."""
+
+    snapshot_lsn: int
+    segments: int
+    records: int
+    durable: int
+
+
+def read_only_scan(data_dir: str) -> Scan:
+    """Recovery's checks (every snapshot frame, every log record's CRC,
+    sequence and encoding) without taking the lock or changing a byte;
+    StoreCorruptError on damage, a torn tail included."""
+    disk = _read_disk(
+        os.path.join(data_dir, "log"),
+        os.path.join(data_dir, "snapshots"),
+        limits={},
+        tolerate_tail=False,
+        tail_per_crdt=1,
+        tail_total=1,
+    )
+    count = 0
+    for _ in disk.records:  # decodes every body: a record that is not a map fails here
+        count += 1
+    base = disk.snapshot.lsn if disk.snapshot else 0
+    return Scan(base, len(disk.segments), count, disk.durable)
+
+
 def _acquire_lock(data_dir: str) -> int:
     path = os.path.join(data_dir, "LOCK")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -323,6 +377,9 @@ class FileStore:
         on_failure: Callable[[BaseException], None] | None = None,
         opener: Opener = LogFile.open,
         log_runway: bool = True,
+        history_retention: Retention | None = None,
+        history_segment_bytes: int = HISTORY_SEGMENT_BYTES,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         if fsync not in FSYNC_MODES:
             raise ValueError(f"unknown fsync mode {fsync!r}; expected one of {FSYNC_MODES}")
@@ -346,6 +403,14 @@ class FileStore:
         self._packer = msgpack.Packer(use_bin_type=True)
         self._tail = ReplayTail(replay_tail_per_crdt, replay_tail_total)
         self._source: SnapshotSource | None = None
+        self._entry: EntrySource | None = None
+        self._history = FileHistory(
+            os.path.join(self.data_dir, "history"),
+            history_retention or Retention.parse(DEFAULT_RETENTION),
+            clock_ms or _wall_ms,
+            history_segment_bytes,
+        )
+        self._history_tasks: set[asyncio.Task[Any]] = set()
 
         self._opened = False
         self._closing = False
@@ -420,8 +485,82 @@ class FileStore:
         )
         return disk.hand_over()
 
-    def set_snapshot_source(self, source: SnapshotSource) -> None:
+    def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
         self._source = source
+        self._entry = entry
+
+    async def history(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
+    ) -> tuple[list[Record], int]:
+        assert self._snap_io is not None and self._loop is not None
+        return await self._history.page(
+            self._loop, self._snap_io, ns, crdt_id, epoch, latest, before, limit
+        )
+
+    async def history_base(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, seq: int
+    ) -> tuple[dict[str, Any] | None, list[Record]]:
+        assert self._snap_io is not None and self._loop is not None
+        return await self._history.base(self._loop, self._snap_io, ns, crdt_id, epoch, latest, seq)
+
+    async def backup(self, dest: str) -> dict[str, Any]:
+        """A consistent copy of this running store in ``dest`` (new or empty):
+        the newest snapshot, the log after it and the history, fsynced, with a
+        manifest; writes go on meanwhile (see ``backup.py``). The manifest."""
+        plan, release = await self.backup_plan()
+        try:
+            assert self._snap_io is not None
+            return await self._snap_io.run(asyncio.get_running_loop(), copy_plan, plan, dest)
+        finally:
+            release()
+
+    async def backup_plan(self) -> tuple[Plan, Callable[[], None]]:
+        """The files of a consistent copy as of now, and the call that ends the
+        copy: until then no snapshot (so no log compaction) and no history
+        compaction runs, since both would delete what the plan names. Writes
+        go on meanwhile."""
+        if not self._opened or self._closing:
+            raise RuntimeError("backup needs an open store")
+        assert self._io is not None and self._writer is not None
+        loop = asyncio.get_running_loop()
+        writer = self._writer
+        snapshot_lock, history_lock = self._snapshot_lock, self._history.lock
+        await snapshot_lock.acquire()
+        try:
+            await history_lock.acquire()
+        except BaseException:
+            snapshot_lock.release()
+            raise
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                history_lock.release()
+                snapshot_lock.release()
+
+        try:
+            await self._enqueue(())  # everything queued before now is durable
+            lsn = self._durable
+
+            def plan() -> Plan:
+                active = writer.active_file()
+                return make_plan(self.data_dir, lsn, active, self._history.log)
+
+            return await self._io.run(loop, plan), release
+        except BaseException:
+            release()
+            raise
+
+    async def compact_history(self) -> int:
+        """Apply the retention to the history now; the history segments deleted."""
+        assert self._snap_io is not None
+        return await self._history.compact(asyncio.get_running_loop(), self._snap_io)
+
+    @property
+    def history_bytes(self) -> int:
+        return self._history.log.total_bytes
 
     async def append(self, records: Sequence[Record]) -> None:
         """Persist ``records`` in order; returns once durable, else raises 503."""
@@ -469,6 +608,10 @@ class FileStore:
             except OSError as exc:
                 log.error("final fsync of the log failed: %s", exc)
         await self._io.run(loop, writer.close)
+        for task in list(self._history_tasks):
+            with contextlib.suppress(Exception):
+                await task
+        await self._io.run(loop, self._history.log.close)
         self._closed = True
         self._release()
 
@@ -573,7 +716,12 @@ class FileStore:
         # Not asyncio.get_running_loop(): on Python 3.11 each call is a getpid()
         # system call, and this runs once per op.
         future: asyncio.Future[None] = self._loop.create_future()
-        self._pending.append(_Group(future, list(records), frames, self._next_lsn, size))
+        group = _Group(future, list(records), frames, self._next_lsn, size)
+        if self._entry is not None and records:
+            # Now, in the loop step that applied them: the entry is the state
+            # right after each CRDT's last record here.
+            group.checkpoints = self._history.checkpoints_for(records, self._next_lsn, self._entry)
+        self._pending.append(group)
         self._pending_bytes += size
         self._next_lsn = lsn
         self._wake.set()
@@ -618,11 +766,18 @@ class FileStore:
                 continue
             batch = self._take_batch()
             parts: list[bytes] = []
+            written: list[Written] = []
+            checkpoints: list[bytes] = []
             first_lsn = 0
             count = 0
             for group in batch:
                 if not group.records:
                     continue
+                lsn = group.first_lsn
+                for i, record in enumerate(group.records):
+                    written.append((group.frames[i], record, lsn + i))
+                for cp in group.checkpoints:
+                    checkpoints.append(cp[0])
                 if not parts:
                     # Mark the batch's first record: see log.py on torn batches.
                     first_lsn = group.first_lsn
@@ -634,13 +789,18 @@ class FileStore:
                 count += len(group.records)
             if count:
                 data = b"".join(parts)
+                for group in batch:
+                    written += group.checkpoints
+                history_data = data + b"".join(checkpoints) if checkpoints else data
                 try:
                     if sync:
-                        await io.run(loop, writer.write, data, first_lsn, sync)
+                        at = await io.run(
+                            loop, self._write, data, first_lsn, sync, history_data, len(written)
+                        )
                     else:
                         # No fsync: a page-cache write is cheaper inline than a
                         # hop to the I/O thread and back.
-                        writer.write(data, first_lsn, sync)
+                        at = self._write(data, first_lsn, sync, history_data, len(written))
                 except Exception as exc:
                     if not isinstance(exc, OSError):
                         log.exception("unexpected error while writing the log")
@@ -656,6 +816,10 @@ class FileStore:
                 for group in batch:
                     for i, record in enumerate(group.records):
                         self._tail.add(group.first_lsn + i, record)
+                if at is not None:
+                    self._history.indexed(at, written)
+                    if self._history.should_compact:
+                        self._start_history_compaction()
             for group in batch:
                 if not group.future.done():
                     group.future.set_result(None)
@@ -667,9 +831,34 @@ class FileStore:
                         log.exception("on_written callback failed")
                 self._maybe_snapshot()
 
+    def _write(
+        self, data: bytes, first_lsn: int, sync: bool, history_data: bytes, frames: int
+    ) -> int | None:
+        """The log's write, then the history's (in the log's I/O thread, or
+        inline without fsync); where the history's went, None if it did not."""
+        assert self._writer is not None
+        self._writer.write(data, first_lsn, sync)
+        return self._history.write(history_data, frames)
+
+    def _start_history_compaction(self) -> None:
+        if self._history_tasks or self._closing or self._snap_io is None:
+            return
+        task = asyncio.create_task(self._compact_history(), name="syncd-history-compaction")
+        self._history_tasks.add(task)
+        task.add_done_callback(self._history_tasks.discard)
+
+    async def _compact_history(self) -> None:
+        try:
+            await self.compact_history()
+        except Exception:
+            log.exception("compacting the history failed; the next growth tries again")
+
     def _fail(self, exc: BaseException, batch: list[_Group]) -> None:
         """Fail the batch and everything queued behind it (their LSNs followed it)."""
         groups = [*batch, *self._pending]
+        for group in groups:
+            for _, meta, _ in group.checkpoints:
+                self._history.index.checkpoint_dropped(meta["ns"], meta["id"])
         self._pending.clear()
         self._pending_bytes = 0
         self._next_lsn = self._durable + 1
@@ -771,6 +960,7 @@ class FileStore:
             except OSError as exc:
                 log.warning("compacting the log behind snapshot %d failed: %s", covered, exc)
                 deleted = 0
+            self._start_history_compaction()
             log.info(
                 "snapshot at log sequence %d (%d bytes) published; %d segments deleted",
                 covered,
@@ -781,6 +971,12 @@ class FileStore:
 
     def _compact_sync(self, covered: int) -> int:
         assert self._writer is not None
+        if not self._history.broken:
+            # The history must hold for good what the log is about to forget.
+            try:
+                self._history.log.sync()
+            except OSError as exc:
+                self._history.fail(exc)
         deleted = self._writer.delete_covered(covered)
         delete_older(self._snap_dir, covered)
         return deleted
@@ -799,6 +995,10 @@ class FileStore:
             tail_per_crdt=self._tail_per_crdt,
             tail_total=self._tail_total,
         )
+        try:
+            self._history.load(disk.snapshot.entries if disk.snapshot else [], disk.records.after)
+        except OSError as exc:
+            self._history.fail(exc)
         writer = LogWriter(
             self._log_dir, self._opener, self._segment_bytes, disk.segments, self._log_runway
         )

@@ -506,6 +506,12 @@ class LogWriter:
             return
         self.zeroed_end = end
 
+    def active_file(self) -> tuple[str, int] | None:
+        """The segment being appended to and its size in records (no runway)."""
+        if self.active is None:
+            return None
+        return self.active.path, self.active_size
+
     def sync(self) -> None:
         if self.active is not None:
             try:

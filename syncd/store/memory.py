@@ -13,7 +13,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from syncd.errors import unavailable
-from syncd.store.base import AppliedT, Record, Recovered, SnapshotSource, StoreStats
+from syncd.store.base import (
+    AppliedT,
+    EntrySource,
+    Record,
+    Recovered,
+    SnapshotSource,
+    StoreStats,
+)
+from syncd.store.history import DEFAULT_RETENTION, HistoryIndex, Retention
 from syncd.store.tail import REPLAY_TAIL_PER_CRDT, REPLAY_TAIL_TOTAL, ReplayTail
 
 
@@ -27,6 +35,7 @@ class MemoryStore:
         replay_tail_total: int = REPLAY_TAIL_TOTAL,
         on_written: Callable[[int], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
+        history_retention: Retention | None = None,
     ) -> None:
         self.on_written = on_written
         self.on_failure = on_failure
@@ -37,6 +46,12 @@ class MemoryStore:
         self._tail_bounds = (replay_tail_per_crdt, replay_tail_total)
         self._tail = ReplayTail(*self._tail_bounds)
         self._source: SnapshotSource | None = None
+        self._entry: EntrySource | None = None
+        self.history_retention = history_retention or Retention.parse(DEFAULT_RETENTION)
+        self._history = HistoryIndex()
+        self._history_items: dict[int, Record] = {}
+        """Position -> op record or checkpoint entry."""
+        self._next_position = 0
         self._lsn = 0
         self._snapshot_lsn = 0
         self._opened = False
@@ -51,8 +66,48 @@ class MemoryStore:
         """What a restart would load (deep copies: the caller may mutate them)."""
         return Recovered(entries=copy.deepcopy(self.entries), records=copy.deepcopy(self.records))
 
-    def set_snapshot_source(self, source: SnapshotSource) -> None:
+    def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
         self._source = source
+        self._entry = entry
+
+    async def history(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
+    ) -> tuple[list[Record], int]:
+        positions, oldest = self._history.page(ns, crdt_id, epoch, latest, before, limit)
+        return [copy.deepcopy(self._history_items[p]) for p in positions], oldest
+
+    async def history_base(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, seq: int
+    ) -> tuple[dict[str, Any] | None, list[Record]]:
+        cp, positions = self._history.base(ns, crdt_id, epoch, latest, seq)
+        entry = copy.deepcopy(self._history_items[cp]) if cp is not None else None
+        return entry, [copy.deepcopy(self._history_items[p]) for p in positions]
+
+    def compact_history(self, now_ms: int) -> None:
+        """Apply the retention as of ``now_ms``: forget what it allows."""
+        self._history.trim(self.history_retention, now_ms)
+        live = set(self._history.positions())
+        for pos in [p for p in self._history_items if p not in live]:
+            del self._history_items[pos]
+
+    def _remember(self, record: Record) -> None:
+        index = self._history
+        if record.get("kind") == "deleted":
+            index.deleted(record["ns"], record["id"])
+            return
+        pos = self._next_position
+        self._next_position += 2  # room for a checkpoint right after it
+        self._history_items[pos] = record
+        ns, crdt_id = record["ns"], record["id"]
+        index.add_op(ns, crdt_id, record["epoch"], record["seq"], record["ts"], pos, 100)
+        if self._entry is not None and index.checkpoint_due(ns, crdt_id):
+            entry = self._entry(ns, crdt_id)
+            if entry is None or entry["seq"] != record["seq"]:
+                index.checkpoint_dropped(ns, crdt_id)
+                return
+            pos += 1
+            self._history_items[pos] = copy.deepcopy(entry)
+            index.add_checkpoint(ns, crdt_id, entry["epoch"], entry["seq"], pos, 100)
 
     async def append(self, records: Sequence[Record]) -> None:
         if not self._opened or self._closed:
@@ -68,6 +123,7 @@ class MemoryStore:
             stored = copy.deepcopy(record)
             self.records.append(stored)
             self._tail.add(self._lsn, stored)
+            self._remember(stored)
         if records:
             self.stats.batches += 1
             self.stats.records_written += len(records)

@@ -63,6 +63,23 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             )""",
         ),
     ),
+    (
+        2,
+        (
+            # History: every snapshot a CRDT had, kept as retention asks; ts is
+            # the time of the op at seq (what age retention compares).
+            """CREATE TABLE checkpoints (
+                ns text NOT NULL,
+                id text NOT NULL,
+                epoch text NOT NULL,
+                seq bigint NOT NULL,
+                ts bigint NOT NULL,
+                entry bytea NOT NULL,
+                PRIMARY KEY (ns, id, epoch, seq)
+            )""",
+            "INSERT INTO checkpoints SELECT ns, id, epoch, seq, 0, entry FROM snapshots",
+        ),
+    ),
 )
 
 

@@ -89,8 +89,17 @@ import msgpack
 import psycopg
 import psycopg.errors
 
-from syncd.errors import ApiError, unavailable
-from syncd.store.base import Applied, AppliedT, Record, Recovered, SnapshotSource, StoreStats
+from syncd.errors import ApiError, history_expired, unavailable
+from syncd.store.base import (
+    Applied,
+    AppliedT,
+    EntrySource,
+    Record,
+    Recovered,
+    SnapshotSource,
+    StoreStats,
+)
+from syncd.store.history import DEFAULT_RETENTION, Retention
 from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool
 from syncd.store.pg_schema import current_schema, migrate
 
@@ -359,6 +368,7 @@ class PostgresStore:
         max_batch_writes: int = MAX_BATCH_WRITES,
         gather_wait_s: float = GATHER_WAIT_S,
         on_written: Callable[[int], None] | None = None,
+        history_retention: Retention | None = None,
     ) -> None:
         if snapshot_every < 1 or ops_retained < 0 or max_batch_writes < 1 or gather_wait_s < 0:
             raise ValueError(
@@ -369,6 +379,7 @@ class PostgresStore:
         self._publication = publication
         self._snapshot_every = snapshot_every
         self._ops_retained = ops_retained
+        self.history_retention = history_retention or Retention.parse(DEFAULT_RETENTION)
         self._open_timeout = open_timeout_s
         self.commit_timeout = commit_timeout_s
         self._max_batch = max_batch_writes
@@ -441,8 +452,74 @@ class PostgresStore:
         )
         return recovered
 
-    def set_snapshot_source(self, source: SnapshotSource) -> None:
-        """Unused: each commit writes the snapshots that fall due itself."""
+    def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
+        """Unused: each commit writes the snapshots (and checkpoints) that fall due itself."""
+
+    async def history(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
+    ) -> tuple[list[Record], int]:
+        key = (ns, crdt_id, epoch)
+        try:
+            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT record FROM ops WHERE ns = %s AND id = %s AND epoch = %s"
+                    " AND seq < %s ORDER BY seq DESC LIMIT %s",
+                    (*key, before if before is not None else 2**62, limit),
+                )
+                rows = await cur.fetchall()
+                oldest = await self._oldest(conn, key, latest)
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            log.warning("history of %s/%s: %s", ns, crdt_id, exc)
+            raise unavailable("the database is unavailable") from None
+        return [unpack(raw) for (raw,) in rows], oldest
+
+    async def history_base(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, seq: int
+    ) -> tuple[dict[str, Any] | None, list[Record]]:
+        key = (ns, crdt_id, epoch)
+        try:
+            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT seq, entry FROM checkpoints WHERE ns = %s AND id = %s"
+                    " AND epoch = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
+                    (*key, seq),
+                )
+                found = await cur.fetchone()
+                base, entry = (found[0], unpack(found[1])) if found else (0, None)
+                cur = await conn.execute(
+                    "SELECT record FROM ops WHERE ns = %s AND id = %s AND epoch = %s"
+                    " AND seq > %s AND seq <= %s ORDER BY seq",
+                    (*key, base, seq),
+                )
+                records = [unpack(raw) for (raw,) in await cur.fetchall()]
+                complete = len(records) == seq - base and (
+                    not records or records[0]["seq"] == base + 1
+                )
+                if not complete:
+                    oldest = await self._oldest(conn, key, latest)
+                    raise history_expired(
+                        f"{ns}/{crdt_id}: the history before seq {oldest} is no longer retained",
+                        oldest,
+                    )
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            log.warning("history of %s/%s: %s", ns, crdt_id, exc)
+            raise unavailable("the database is unavailable") from None
+        return entry, records
+
+    async def _oldest(self, conn: PgConn, key: tuple[str, str, str], latest: int) -> int:
+        """The oldest seq whose state the retained rows rebuild."""
+        cur = await conn.execute(
+            "SELECT (SELECT min(seq) FROM ops WHERE ns = %s AND id = %s AND epoch = %s),"
+            " (SELECT min(seq) FROM checkpoints WHERE ns = %s AND id = %s AND epoch = %s)",
+            (*key, *key),
+        )
+        row = await cur.fetchone()
+        first_op, first_cp = row if row is not None else (None, None)
+        if first_op == 1:
+            return 0
+        if first_cp is not None:
+            return int(first_cp)
+        return latest
 
     async def reload(self) -> Recovered:
         """Everything the database holds, for the service's rebuild after a failure."""
@@ -733,7 +810,7 @@ class PostgresStore:
         }
         packed: list[bytes] = []
         new_lives: list[tuple[Key, str]] = []
-        snapshots: list[tuple[Key, str, int, bytes]] = []
+        snapshots: list[tuple[Key, str, int, int, bytes]] = []
         for key, write in writes.items():
             records = write.records
             first, last = records[0], records[-1]
@@ -763,7 +840,7 @@ class PostgresStore:
                 new_lives.append((key, epoch))
             if last["seq"] // self._snapshot_every > base // self._snapshot_every:
                 # The state at `last`, taken before any await changes the engine.
-                snapshots.append((key, epoch, last["seq"], pack(follower.export(key))))
+                snapshots.append((key, epoch, last["seq"], last["ts"], pack(follower.export(key))))
         params = {**ops, **{f"row_{name}": values for name, values in moved.items()}}
         gid_cur = await conn.execute(_WRITE_BATCH, params)
         for key, epoch in new_lives:
@@ -771,12 +848,15 @@ class PostgresStore:
             await conn.execute(
                 "DELETE FROM ops WHERE ns = %s AND id = %s AND epoch <> %s", (*key, epoch)
             )
-        for key, epoch, seq, entry in snapshots:
-            await self._write_snapshot(conn, key, epoch, seq, entry)
+            await conn.execute(
+                "DELETE FROM checkpoints WHERE ns = %s AND id = %s AND epoch <> %s", (*key, epoch)
+            )
+        for key, epoch, seq, ts, entry in snapshots:
+            await self._write_snapshot(conn, key, epoch, seq, ts, entry)
         return gid_cur, packed
 
     async def _write_snapshot(
-        self, conn: PgConn, key: Key, epoch: str, seq: int, entry: bytes
+        self, conn: PgConn, key: Key, epoch: str, seq: int, ts: int, entry: bytes
     ) -> None:
         await conn.execute(
             "INSERT INTO snapshots (ns, id, epoch, seq, entry) VALUES (%s, %s, %s, %s, %s) "
@@ -784,11 +864,38 @@ class PostgresStore:
             "entry = excluded.entry",
             (*key, epoch, seq, entry),
         )
-        keep_after = seq - self._ops_retained
-        if keep_after > 0:
+        await conn.execute(
+            "INSERT INTO checkpoints (ns, id, epoch, seq, ts, entry)"
+            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (*key, epoch, seq, ts, entry),
+        )
+        # Retention: the newest checkpoint that still covers what is promised
+        # becomes the oldest kept; the ops before it and older checkpoints go.
+        retention = self.history_retention
+        floor = seq - self._ops_retained  # replays to resuming subscribers need these
+        cutoff = 2**62
+        if retention.ops is not None:
+            floor = min(floor, seq - retention.ops)
+        else:
+            cutoff = time.time_ns() // 1_000_000 - (retention.age_ms or 0)
+        if floor <= 0:
+            self.stats.snapshots += 1
+            return
+        cur = await conn.execute(
+            "SELECT max(seq) FROM checkpoints WHERE ns = %s AND id = %s AND epoch = %s"
+            " AND seq <= %s AND ts < %s",
+            (*key, epoch, floor, cutoff),
+        )
+        row = await cur.fetchone()
+        base = row[0] if row is not None else None
+        if base is not None:
             await conn.execute(
                 "DELETE FROM ops WHERE ns = %s AND id = %s AND epoch = %s AND seq <= %s",
-                (*key, epoch, keep_after),
+                (*key, epoch, base),
+            )
+            await conn.execute(
+                "DELETE FROM checkpoints WHERE ns = %s AND id = %s AND epoch = %s AND seq < %s",
+                (*key, epoch, base),
             )
         self.stats.snapshots += 1
 
@@ -818,6 +925,9 @@ class PostgresStore:
                             await conn.execute("DELETE FROM ops WHERE ns = %s AND id = %s", key)
                             await conn.execute(
                                 "DELETE FROM snapshots WHERE ns = %s AND id = %s", key
+                            )
+                            await conn.execute(
+                                "DELETE FROM checkpoints WHERE ns = %s AND id = %s", key
                             )
                             payloads = follower.announce_deleted(key, ended)
                             await conn.execute(_NOTIFY, (self.channel, payloads))

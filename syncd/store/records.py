@@ -78,6 +78,16 @@ class LogRecords(Sequence[Record]):
             out.extend(zip(itertools.count(chunk.first_lsn + skip), records[skip:]))
         return out
 
+    def after(self, lsn: int) -> Iterator[tuple[int, Record]]:
+        """The records with a log sequence number above ``lsn``, with it."""
+        for i, chunk in enumerate(self._chunks):
+            end = chunk.first_lsn + chunk.count
+            if end <= lsn + 1:
+                continue
+            records = self._chunk_records(i)
+            skip = max(lsn + 1 - chunk.first_lsn, 0)
+            yield from zip(itertools.count(chunk.first_lsn + skip), records[skip:])
+
     def _chunk_records(self, i: int) -> list[Record]:
         records = self._decoded.get(i)
         return records if records is not None else decode_chunk(self._chunks[i])

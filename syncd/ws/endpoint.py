@@ -16,9 +16,9 @@ from syncd.http.request import Request
 from syncd.http.response import Upgrade
 from syncd.http.router import Router
 from syncd.ids import check_namespace
+from syncd.ws.connection import SessionContext, WsConnection
 from syncd.ws.flusher import Flusher
 from syncd.ws.handshake import check_upgrade, switching_head
-from syncd.ws.session import Session, SessionContext
 
 WS_PATH = "/v1/namespaces/{ns}/ws"
 
@@ -42,8 +42,8 @@ def register(router: Router, app: SessionContext) -> None:
             if ctx.connection_count > ctx.max_connections:
                 raise unavailable("too many connections")
 
-        def attach(transport: Any, trailing: bytes) -> Session:
-            return Session(app, transport, trailing, ns, principal, flusher)
+        def attach(transport: Any, trailing: bytes) -> WsConnection:
+            return WsConnection(app, transport, trailing, ns, principal, flusher)
 
         return Upgrade(switching_head(key), attach)
 

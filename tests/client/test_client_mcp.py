@@ -75,8 +75,11 @@ async def test_mcp_serves_prefixed_ids(server: RunningServer) -> None:
         assert names == [
             "service_read_gc_visits",
             "service_increment_gc_visits",
+            "service_history_gc_visits",
             "service_read_lw_page_title",
             "service_set_lw_page_title",
+            "service_history_lw_page_title",
+            "service_restore_lw_page_title",
         ]
         result = await session.call_tool("service_increment_gc_visits", {"amount": 2})
         assert json.loads(result.content[0].text) == {"ok": True, "seq": 1, "value": 2}
@@ -91,7 +94,12 @@ async def test_mcp_config_from_environment(server: RunningServer) -> None:
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         names = [tool.name for tool in (await session.list_tools()).tools]
-        assert names == ["service_read_tags", "service_add_tags"]
+        assert names == [
+            "service_read_tags",
+            "service_add_tags",
+            "service_history_tags",
+            "service_restore_tags",
+        ]
         result = await session.call_tool("service_add_tags", {"element": "x"})
         assert json.loads(result.content[0].text) == {"ok": True, "seq": 1, "value": ["x"]}
 

@@ -12,6 +12,7 @@ from syncd.client import (
     AgentTools,
     AsyncClient,
     Client,
+    ServiceError,
     SyncAgentTools,
     anthropic_tools,
     build_tools,
@@ -39,15 +40,27 @@ def test_tool_names() -> None:
     assert names == [
         "service_read_page_visits",
         "service_increment_page_visits",
+        "service_history_page_visits",
         "service_read_score",
         "service_increment_score",
+        "service_history_score",
+        "service_restore_score",
         "service_read_title",
         "service_set_title",
+        "service_history_title",
+        "service_restore_title",
         "service_read_cart_42",
         "service_add_cart_42",
+        "service_history_cart_42",
+        "service_restore_cart_42",
         "service_read_room_1",
+        "service_history_room_1",
         "service_read_doc",
+        "service_history_doc",
+        "service_restore_doc",
         "service_read_outline",
+        "service_history_outline",
+        "service_restore_outline",
     ]
     assert tool_name("read", "gc:a/b-c") == "service_read_gc_a_b_c"
     assert parse_tool_name("service_increment_page_visits") == ("increment", "page-visits")
@@ -66,8 +79,11 @@ def test_prefixed_and_other_valid_ids_get_tools() -> None:
     assert [t.name for t in built] == [
         "service_read_gc_visits",
         "service_increment_gc_visits",
+        "service_history_gc_visits",
         "service_read_a_b_c",
         "service_add_a_b_c",
+        "service_history_a_b_c",
+        "service_restore_a_b_c",
     ]
     with pytest.raises(ValueError, match="share the tool name"):
         build_tools([("gc:a-b", "gcounter"), ("gc:a_b", "gcounter")])
@@ -200,5 +216,65 @@ async def test_sync_tools(server: RunningServer) -> None:
             assert tools.execute("service_add_cart_42", {"element": 1})["value"] == [1]
             assert tools.execute("service_read_score", {})["value"] == 3
             assert tools.execute("service_nope", {})["error"] == "unknown_tool"
+
+    await asyncio.to_thread(run)
+
+
+async def test_history_and_restore_tools(tools: AgentTools) -> None:
+    for amount in (5, 7, 9):
+        await tools.execute("service_increment_score", {"amount": amount})
+    changes = await tools.execute("service_history_score", {"limit": 2})
+    assert changes["ok"] is True and changes["seq"] == 3 and changes["oldest"] == 0
+    assert [c["seq"] for c in changes["changes"]] == [3, 2] and changes["next"] == 2
+    assert all(c["client_id"] == 3 and c["op"]["op"] == "increment" for c in changes["changes"])
+    older = await tools.execute("service_history_score", {"before": 2})
+    assert [c["seq"] for c in older["changes"]] == [1] and older["next"] is None
+    assert (await tools.execute("service_history_score", {"at": 1}))["value"] == 5
+    restored = await tools.execute("service_restore_score", {"seq": 1})
+    assert restored["ok"] is True and restored["value"] == 5 and restored["seq"] == 4
+    # Errors come back as results: bad input, a version in the future, a grow-only counter.
+    bad = await tools.execute("service_history_score", {"limit": 500})
+    assert bad["error"] == "invalid_input"
+    assert (await tools.execute("service_restore_score", {}))["error"] == "invalid_input"
+    assert (await tools.execute("service_history_score", {"at": 99}))["error"] == "bad_request"
+    assert "service_restore_page_visits" not in [t.name for t in tools.tools]
+
+
+async def test_history_tools_are_read_only_and_restore_needs_write(
+    server: RunningServer,
+) -> None:
+    async with AsyncClient(server.url, make_token(3), NS) as writer:
+        await writer.pncounter_increment("score", 4)
+        await writer.pncounter_increment("score", 4)
+    reader = make_token(4, write=())
+    async with AsyncClient(server.url, reader, NS) as client:
+        tools = AgentTools(client, CRDTS)
+        assert (await tools.execute("service_history_score", {"at": 1}))["value"] == 4
+        refused = await tools.execute("service_restore_score", {"seq": 1})
+        assert refused["ok"] is False and refused["error"] == "forbidden"
+        assert (await client.fetch("score"))["value"] == 8
+
+
+async def test_client_history_at_and_restore_sync_and_async(server: RunningServer) -> None:
+    async with AsyncClient(server.url, make_token(3), NS) as client:
+        await client.lwwregister_set("title", "one")
+        await client.lwwregister_set("title", "two")
+        page = await client.history("title")
+        assert [o["seq"] for o in page["ops"]] == [2, 1]
+        assert (await client.at("title", 1))["value"] == "one"
+        assert "state" in await client.at("title", 1, crdt_format=True)
+        answer = await client.restore("title", 1, op_id="undo")
+        assert answer["restored"] == 1 and (await client.fetch("title"))["value"] == "one"
+        assert (await client.restore("title", 1, op_id="undo"))["duplicate"] is True
+        with pytest.raises(ServiceError) as refused:
+            await client.at("title", 50)
+        assert refused.value.status == 400
+
+    def run() -> None:
+        with Client(server.url, make_token(6), NS) as client:
+            assert client.history("title", limit=1)["ops"][0]["seq"] == 3
+            assert client.at("title", 2)["value"] == "two"
+            assert client.restore("title", 2)["restored"] == 2
+            assert client.fetch("title")["value"] == "two"
 
     await asyncio.to_thread(run)

@@ -61,6 +61,7 @@ def test_every_prefix_maps_to_a_type() -> None:
         "pr:": "presence",
         "rg:": "rga",
         "tr:": "tree",
+        "yd:": "ydoc",
     }
     assert type_for_id("gc:x") == "gcounter"
     assert type_for_id("plain") is None

@@ -197,14 +197,15 @@ async def test_inflight_ops_per_connection_edge(server: RunningServer) -> None:
             await send_mp(
                 ws, {"kind": "op", "id": "gc:flight", "op": {"op": "increment"}, "ref": ref}
             )
-        (session,) = server.server.ctx.other_connections
+        (connection,) = server.server.ctx.other_connections
+        session = connection.session
         for _ in range(200):
-            if session._inflight == MAX_INFLIGHT_OPS:
+            if session.inflight == MAX_INFLIGHT_OPS:
                 break
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.1)  # had it read on, more would be in flight by now
-        assert session._inflight == MAX_INFLIGHT_OPS
-        assert session._held
+        assert session.inflight == MAX_INFLIGHT_OPS
+        assert session.held
         gate.set()
         refs = [(await recv(ws))["ref"] for _ in range(MAX_INFLIGHT_OPS + extra)]
         assert refs == list(range(MAX_INFLIGHT_OPS + extra))

@@ -64,7 +64,10 @@ PATHLIKE_IDS = [
     "gc:..",
     "=..@..",
 ]
-LAYOUT = re.compile(r"^(LOCK|log|snapshots|log/\d{20}\.seg|snapshots/snapshot-\d{20}\.snap)$")
+LAYOUT = re.compile(
+    r"^(LOCK|log|snapshots|history|log/\d{20}\.seg|snapshots/snapshot-\d{20}\.snap"
+    r"|history/\d{20}\.hist)$"
+)
 
 
 def request(method: str, path: str, body: bytes = b"") -> bytes:

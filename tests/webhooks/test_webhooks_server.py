@@ -85,3 +85,36 @@ async def test_admin_token_is_not_a_webhook_client(make_server: Any, make_receiv
     await receiver.wait_for(1)
     assert receiver.requests[0].json()["client_id"] == 0
     assert receiver.requests[0].header("x-service-signature") is None
+
+
+async def test_a_yjs_update_fires_a_webhook_and_counts_in_the_metrics(
+    make_server: Any, make_receiver: Any
+) -> None:
+    """An update from a y-websocket connection takes the op path: a signed
+    webhook with source ``yjs``, and the op counter of /metrics."""
+    from pycrdt import Doc, Text, create_sync_message, create_update_message
+
+    receiver: Receiver = await make_receiver(secret=SECRET)
+    srv = await make_server(webhook_url=receiver.url, webhook_secret=SECRET)
+    async with httpx.AsyncClient(base_url=srv.url) as client:
+        h = await issue(client, client_id=11)
+        token = h["authorization"].split()[1]
+        url = f"ws://127.0.0.1:{srv.port}/v1/namespaces/app/yjs/hooked?token={token}"
+        doc: Doc[Any] = Doc()
+        updates: list[bytes] = []
+        doc.observe(lambda event: updates.append(event.update))
+        doc.get("content", type=Text).insert(0, "hi")
+        async with connect(url, proxy=None, compression=None, ping_interval=None) as ws:
+            await ws.send(create_sync_message(doc))
+            await ws.send(create_update_message(updates[0]))
+            await receiver.wait_for(1)
+        (event,) = (req.json() for req in receiver.requests)
+        assert receiver.requests[0].signature_ok
+        assert event["crdt_id"] == "yd:hooked" and event["source"] == "yjs"
+        assert event["op_type"] == "update" and event["client_id"] == 11 and event["seq"] == 1
+        metrics = (await client.get("/metrics")).text
+        counted = [line for line in metrics.splitlines() if line.startswith("service_ops_total{")]
+        assert any(
+            'crdt_id="yd:hooked"' in line and 'op_type="update"' in line and line.endswith(" 1.0")
+            for line in counted
+        ), counted

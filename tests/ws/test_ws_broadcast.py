@@ -9,7 +9,7 @@ from typing import Any
 
 import msgpack
 
-from syncd.ws.session import COALESCE_MAX_BYTES, Session
+from syncd.ws.connection import COALESCE_MAX_BYTES, WsConnection
 from tests.conftest import RunningServer
 from tests.ws.support import (
     WAIT_S,
@@ -44,9 +44,9 @@ async def _stalled_client(server: RunningServer) -> RawWs:
     return raw
 
 
-def _session_of(server: RunningServer, before: set[Any]) -> Session:
+def _session_of(server: RunningServer, before: set[Any]) -> WsConnection:
     (session,) = set(server.app.server_ctx.other_connections) - before
-    assert isinstance(session, Session)
+    assert isinstance(session, WsConnection)
     return session
 
 

@@ -50,6 +50,15 @@ export class SyncdClient {
   deleteCrdt(id) {
     return this.http.deleteCrdt(id);
   }
+  history(id, options) {
+    return this.http.history(id, options);
+  }
+  at(id, seq, options) {
+    return this.http.at(id, seq, options);
+  }
+  restore(id, seq, options) {
+    return this.http.restore(id, seq, options);
+  }
   tokenInfo() {
     return this.http.tokenInfo();
   }

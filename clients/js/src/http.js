@@ -78,6 +78,32 @@ export class HttpApi {
     });
   }
 
+  /**
+   * Retained ops, newest first (docs/http-api.md#history-and-restore):
+   * `{seq, oldest, ops: [{seq, client_id, ts, op}], next}`; pass `next` as `before`.
+   */
+  history(id, { before, limit } = {}) {
+    return this.request('GET', `${crdtPath(this.config, id)}/history`, { query: { before, limit } });
+  }
+
+  /**
+   * The state right after op `seq`; SyncdError 410 `history_expired`
+   * (`err.body.oldest`) when that is no longer kept. `{format: 'crdt'}` for the full state.
+   */
+  at(id, seq, { format } = {}) {
+    return this.request('GET', crdtPath(this.config, id), { query: { at: seq, format } });
+  }
+
+  /**
+   * Make the value what it was at `seq`, by ordinary ops: `{ok, seq, applied, restored}`.
+   * 409 `not_restorable` for gcounter and presence; with `opId` a repeat answers as the first.
+   */
+  restore(id, seq, { opId } = {}) {
+    const body = { seq };
+    if (opId !== undefined) body.op_id = opId;
+    return this.request('POST', `${crdtPath(this.config, id)}/restore`, { body });
+  }
+
   /** Delete a CRDT (namespace admin). */
   async deleteCrdt(id) {
     await this.request('DELETE', crdtPath(this.config, id));

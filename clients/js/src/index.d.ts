@@ -88,6 +88,26 @@ export const ops: {
   deleteNode(id: string, opts?: OpOptions): Op;
 };
 
+export interface HistoryPage {
+  id: string;
+  type: CrdtType;
+  epoch: string;
+  seq: number;
+  /** The oldest seq `at()` can read (0: from the start). */
+  oldest: number;
+  ops: { seq: number; client_id: number; ts: number; op: Record<string, unknown>; op_id?: string }[];
+  /** Pass as `before` for the older page; null at the end. */
+  next: number | null;
+}
+
+export interface RestoreAnswer {
+  ok: true;
+  seq: number;
+  applied?: number;
+  restored: number;
+  duplicate?: true;
+}
+
 export class HttpApi {
   constructor(config: ClientConfig);
   request(method: string, path: string, init?: { body?: unknown; query?: Record<string, unknown>; headers?: Record<string, string> }): Promise<any>;
@@ -97,6 +117,10 @@ export class HttpApi {
   apply(id: string, op: Op | Op[], options?: { returnState?: boolean }): Promise<OpAnswer>;
   deleteCrdt(id: string): Promise<void>;
   tokenInfo(): Promise<TokenClaims>;
+  history(id: string, options?: { before?: number; limit?: number }): Promise<HistoryPage>;
+  /** The state right after op `seq`; rejects with SyncdError 410 `history_expired` when no longer kept. */
+  at(id: string, seq: number, options?: { format?: 'crdt' }): Promise<ReadState>;
+  restore(id: string, seq: number, options?: { opId?: string }): Promise<RestoreAnswer>;
 }
 
 export interface Delta {
@@ -288,6 +312,9 @@ export class SyncdClient {
   apply(id: string, op: Op | Op[], options?: { returnState?: boolean }): Promise<OpAnswer>;
   deleteCrdt(id: string): Promise<void>;
   tokenInfo(): Promise<TokenClaims>;
+  history(id: string, options?: { before?: number; limit?: number }): Promise<HistoryPage>;
+  at(id: string, seq: number, options?: { format?: 'crdt' }): Promise<ReadState>;
+  restore(id: string, seq: number, options?: { opId?: string }): Promise<RestoreAnswer>;
   increment(id: string, amount?: number, opts?: OpOptions): Promise<OpAnswer>;
   decrement(id: string, amount?: number, opts?: OpOptions): Promise<OpAnswer>;
   add(id: string, element: unknown, opts?: OpOptions): Promise<OpAnswer>;

@@ -11,16 +11,19 @@ import { SyncdError } from './errors.js';
 
 export const TOOL_PREFIX = 'service_';
 
-/** Actions per type beyond `read` (which every type has). */
+/** Actions per type beyond `read` (which every type has), in tool order. */
 export const TOOL_ACTIONS = Object.freeze({
-  gcounter: ['increment'],
-  pncounter: ['increment'],
-  lwwregister: ['set'],
-  orset: ['add'],
-  presence: [],
-  rga: [],
-  tree: [],
+  gcounter: ['increment', 'history'],
+  pncounter: ['increment', 'history', 'restore'],
+  lwwregister: ['set', 'history', 'restore'],
+  orset: ['add', 'history', 'restore'],
+  presence: ['history'],
+  rga: ['history', 'restore'],
+  tree: ['history', 'restore'],
 });
+
+/** Changes one history call returns at most. */
+export const MAX_HISTORY_LIMIT = 50;
 
 const TOOL_ID = /^[A-Za-z0-9-]+$/;
 const MAX_ID_LENGTH = 256; // docs/data-model.md#identifiers
@@ -34,7 +37,7 @@ export function toolName(action, crdtId) {
 export function parseToolName(name) {
   if (typeof name !== 'string' || !name.startsWith(TOOL_PREFIX)) return null;
   const rest = name.slice(TOOL_PREFIX.length);
-  for (const action of ['read', 'increment', 'set', 'add']) {
+  for (const action of ['read', 'increment', 'set', 'add', 'history', 'restore']) {
     if (rest.startsWith(`${action}_`) && rest.length > action.length + 1) {
       return { action, crdtId: rest.slice(action.length + 1).replace(/_/g, '-') };
     }
@@ -96,6 +99,36 @@ function definition(action, crdtId, type) {
           type: 'object',
           properties: { element: { ...JSON_VALUE, description: 'The element to add.' } },
           required: ['element'],
+          additionalProperties: false,
+        },
+      };
+    case 'history':
+      return {
+        name,
+        description:
+          `Look at the past of the ${type} "${crdtId}" (read-only). Without input: its latest changes, ` +
+          'newest first, each with its version (seq), who made it (client_id) and when (ts, ms). ' +
+          "With 'at': its state right after that version. With 'before': the changes older than that version.",
+        input_schema: {
+          type: 'object',
+          properties: {
+            at: { type: 'integer', minimum: 0, description: 'Optional: read the state as of this version.' },
+            before: { type: 'integer', minimum: 0, description: 'Optional: only changes older than this.' },
+            limit: { type: 'integer', minimum: 1, maximum: MAX_HISTORY_LIMIT, description: 'How many changes at most (default 10).' },
+          },
+          additionalProperties: false,
+        },
+      };
+    case 'restore':
+      return {
+        name,
+        description:
+          `Restore the ${type} "${crdtId}" to its value as of an earlier version (seq), undoing the changes ` +
+          'made since by applying new ones (needs write permission). Find the version with the history tool first.',
+        input_schema: {
+          type: 'object',
+          properties: { seq: { type: 'integer', minimum: 0, description: 'The version whose value to bring back.' } },
+          required: ['seq'],
           additionalProperties: false,
         },
       };
@@ -172,6 +205,18 @@ export async function executeTool(http, crdts, name, input = {}) {
     case 'add': {
       if (!('element' in args)) throw new SyncdError('invalid_op', 'element: required');
       return http.apply(crdtId, { op: 'add', type, element: args.element });
+    }
+    case 'history': {
+      if (args.at !== undefined) return http.at(crdtId, args.at);
+      const limit = args.limit ?? 10;
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) {
+        throw new SyncdError('invalid_op', `limit: a whole number from 1 to ${MAX_HISTORY_LIMIT}`);
+      }
+      return http.history(crdtId, { before: args.before, limit });
+    }
+    case 'restore': {
+      if (!Number.isInteger(args.seq) || args.seq < 0) throw new SyncdError('invalid_op', 'seq: required, a whole number');
+      return http.restore(crdtId, args.seq);
     }
     default:
       throw new SyncdError('unknown_tool', name);

@@ -33,15 +33,27 @@ describe('tool names', () => {
       [
         'service_read_visits',
         'service_increment_visits',
+        'service_history_visits',
         'service_read_balance',
         'service_increment_balance',
+        'service_history_balance',
+        'service_restore_balance',
         'service_read_theme',
         'service_set_theme',
+        'service_history_theme',
+        'service_restore_theme',
         'service_read_cart_42',
         'service_add_cart_42',
+        'service_history_cart_42',
+        'service_restore_cart_42',
         'service_read_room',
+        'service_history_room',
         'service_read_doc',
+        'service_history_doc',
+        'service_restore_doc',
         'service_read_outline',
+        'service_history_outline',
+        'service_restore_outline',
       ],
     );
     const set = tools.find((t) => t.name === 'service_set_theme');
@@ -105,5 +117,29 @@ describe('tools against a real server', { skip: serverMissing() ?? false }, () =
     await assert.rejects(tools.execute('service_set_theme', { value: 1, client_id: 6 }), { code: 'forbidden' });
     await assert.rejects(tools.execute('service_add_other', { element: 1 }), { code: 'unknown_tool' });
     await assert.rejects(tools.execute('service_set_page_views', { value: 1 }), { code: 'unknown_tool' });
+  });
+
+  test('history, at and restore, as methods and as tools', async () => {
+    await client.increment('hist', 5, { type: 'pncounter' });
+    await client.decrement('hist', 2, { type: 'pncounter' });
+    await client.increment('hist', 10, { type: 'pncounter' });
+    const page = await client.history('hist', { limit: 2 });
+    assert.deepEqual(page.ops.map((o) => o.seq), [3, 2]);
+    assert.equal(page.next, 2);
+    assert.equal(page.oldest, 0);
+    assert.equal((await client.at('hist', 2)).value, 3);
+    await assert.rejects(client.at('hist', 9), { code: 'bad_request', status: 400 });
+    const restored = await client.restore('hist', 1, { opId: 'js-undo' });
+    assert.equal(restored.restored, 1);
+    assert.equal((await client.read('hist')).value, 5);
+    assert.equal((await client.restore('hist', 1, { opId: 'js-undo' })).duplicate, true);
+
+    const tools = client.agentTools([['hist', 'pncounter'], ['g', 'gcounter']]);
+    const changes = await tools.execute('service_history_hist', { limit: 1 });
+    assert.equal(changes.ops.length, 1);
+    assert.equal((await tools.execute('service_history_hist', { at: 3 })).value, 13);
+    assert.equal((await tools.execute('service_restore_hist', { seq: 3 })).ok, true);
+    assert.equal((await client.read('hist')).value, 13);
+    await assert.rejects(tools.execute('service_restore_g', { seq: 0 }), { code: 'unknown_tool' });
   });
 });

@@ -1,12 +1,17 @@
-"""CRDT routes (docs/http-api.md#routes): read, ops, list, delete."""
+"""CRDT routes (docs/http-api.md#routes): read (now, or ``?at=SEQ``), ops, list, delete."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Mapping
 from typing import Any, Final
 
 from syncd.auth.authenticator import Authenticator
 from syncd.crdt.engine import Engine
-from syncd.errors import bad_request, not_found
+from syncd.crdt.types import type_for_id
+from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
+from syncd.errors import bad_request, not_found, type_mismatch
+from syncd.history import HistoryService
+from syncd.http.handlers.history import parse_seq
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router
@@ -15,6 +20,8 @@ from syncd.service import CrdtService
 
 MAX_LIST_LIMIT: Final = 1000
 DEFAULT_LIST_LIMIT: Final = 100
+MAX_ROOT_NAME: Final = 256
+"""A Yjs root type's name in ``?root=``: editors use short names (``default``, ``content``)."""
 
 
 def register(
@@ -23,19 +30,65 @@ def register(
     auth: Authenticator,
     engine: Engine,
     service: CrdtService,
+    history: HistoryService,
     json_max_depth: int,
 ) -> None:
 
-    def read(request: Request) -> Response:
+    def read(request: Request) -> Response | Awaitable[Response]:
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         auth.check_read(principal, crdt_id)
-        full = request.query_string != "" and request.query.get("format") == "crdt"
+        full = False
+        if request.query_string:
+            query = request.query
+            if "root" in query:
+                return read_root(ns, crdt_id, query)
+            full = query.get("format") == "crdt"
+            if "at" in query:
+                return read_at(ns, crdt_id, parse_seq(query["at"], "at"), full)
         view = engine.read(ns, crdt_id, full=full)
         if view is None:
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
         return json_response(view)
+
+    async def read_at(ns: str, crdt_id: str, seq: int, full: bool) -> Response:
+        return json_response(await history.read_at(ns, crdt_id, seq, full=full))
+
+    async def read_root(ns: str, crdt_id: str, query: Mapping[str, str]) -> Response:
+        """``?root=NAME&as=text|map|array|xml`` on a Yjs document: one root type as JSON."""
+        kind_of_id = type_for_id(crdt_id)
+        if kind_of_id != YDoc.TYPE:
+            raise type_mismatch(
+                f"root: {crdt_id!r} is {kind_of_id or 'not a typed id'}; only Yjs documents "
+                "(yd: ids) have root types"
+            )
+        name, kind = query["root"], query.get("as", "text")
+        if not name or len(name) > MAX_ROOT_NAME:
+            raise bad_request(f"root: 1 to {MAX_ROOT_NAME} characters")
+        if kind not in ROOT_KINDS:
+            raise bad_request(f"as: one of {', '.join(ROOT_KINDS)}")
+        if "at" in query:
+            seq = parse_seq(query["at"], "at")
+            entry, crdt = await history.state_at(ns, crdt_id, seq)
+        else:
+            found = engine.get(ns, crdt_id)
+            if found is None:
+                raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
+            entry, crdt, seq = found, found.crdt, found.seq
+        assert isinstance(crdt, YDoc)
+        value = root_view(crdt.encoded(), name, kind)
+        return json_response(
+            {
+                "id": crdt_id,
+                "type": entry.type,
+                "seq": seq,
+                "epoch": entry.epoch,
+                "root": name,
+                "as": kind,
+                "value": value,
+            }
+        )
 
     async def ops(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])

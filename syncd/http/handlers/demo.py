@@ -35,7 +35,13 @@ DEMO_TOKEN_WINDOW_MS: Final = 60_000
 visit (and one per 15 minutes after that), so a reload now and then stays far
 below; minting in a loop gets 429 with Retry-After."""
 
-DEMO_IDS: Final = ("pn:demo-counter*", "or:demo-todos*", "rg:demo-text*", "pr:demo-room*")
+DEMO_IDS: Final = (
+    "pn:demo-counter*",
+    "or:demo-todos*",
+    "rg:demo-text*",
+    "pr:demo-room*",
+    "yd:demo-doc*",
+)
 """The CRDTs the demo page uses (a room suffix after each): its tokens reach these only."""
 
 DEMO_CLIENT_ID_MAX: Final = 2**31 - 1

@@ -1,0 +1,206 @@
+"""Keep a pycrdt ``Doc`` in sync with a syncd Yjs document (docs/yjs.md).
+
+::
+
+    doc = Doc()
+    async with YjsProvider("http://127.0.0.1:8080", "myapp", "notes", doc, token) as provider:
+        await provider.synced.wait()
+        doc.get("content", type=Text).insert(0, "hello")
+
+The provider speaks the y-websocket protocol to ``/v1/namespaces/NS/yjs/ROOM``
+as the JavaScript ``WebsocketProvider`` does: it sends its state vector and
+what the server lacks, applies what the server sends, and sends each local
+transaction as an update. When the connection drops it reconnects (with
+backoff) and syncs again by state vector, so edits made meanwhile are merged
+both ways. ``set_awareness`` publishes this client's awareness state;
+``awareness`` holds the room's.
+
+Needs ``websockets`` (the ``syncd[client]`` extra) and pycrdt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from types import TracebackType
+from typing import Any, Final, Self
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from pycrdt import (
+    Decoder,
+    Doc,
+    Encoder,
+    YMessageType,
+    create_sync_message,
+    create_update_message,
+    handle_sync_message,
+)
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
+
+log = logging.getLogger("syncd.client.yjs")
+
+RECONNECT_MIN_S: Final = 0.1
+RECONNECT_MAX_S: Final = 10.0
+"""Backoff between reconnects: doubled per failure up to this."""
+
+_SYNC_STEP2: Final = 1
+_MESSAGE_AUTH: Final = 2
+
+
+def yjs_url(base_url: str, ns: str, room: str, token: str) -> str:
+    parts = urlsplit(base_url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    path = (
+        f"{parts.path.rstrip('/')}/v1/namespaces/{quote(ns, safe='')}/yjs/{quote(room, safe=':')}"
+    )
+    return urlunsplit((scheme, parts.netloc, path, f"token={quote(token, safe='')}", ""))
+
+
+class YjsProvider:
+    def __init__(self, base_url: str, ns: str, room: str, doc: Doc[Any], token: str) -> None:
+        self.url = yjs_url(base_url, ns, room, token)
+        self.doc = doc
+        self.synced = asyncio.Event()
+        """Set once the server's step 2 has arrived (after each reconnect too)."""
+        self.denied: str | None = None
+        """The server's reason when it ignored our updates (a read-only token)."""
+        self.awareness: dict[int, Any] = {}
+        """The room's awareness states by awareness client id."""
+        self.refused: int | None = None
+        """The HTTP status when the handshake was refused (then it stops)."""
+        self._clocks: dict[int, int] = {}
+        self._local_state: Any = None
+        self._clock = 0
+        self._ws: ClientConnection | None = None
+        self._applying = False
+        self._task: asyncio.Task[None] | None = None
+        self._subscription: Any = None
+        self._outbox: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def start(self) -> None:
+        self._subscription = self.doc.observe(self._local_update)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> None:
+        if self._subscription is not None:
+            self.doc.unobserve(self._subscription)
+            self._subscription = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def set_awareness(self, state: Any) -> None:
+        """Publish this client's awareness state (None: leave)."""
+        self._local_state = state
+        self._clock += 1
+        ws = self._ws
+        if ws is not None:
+            self._outbox.put_nowait(self._awareness_message())
+
+    def _awareness_message(self) -> bytes:
+        update = Encoder()
+        update.write_var_uint(1)
+        update.write_var_uint(self.doc.client_id)
+        update.write_var_uint(self._clock)
+        update.write_var_string(json.dumps(self._local_state))
+        message = Encoder()
+        message.write_var_uint(YMessageType.AWARENESS)
+        body = update.to_bytes()
+        message.write_var_uint(len(body))
+        return message.to_bytes() + body
+
+    def _local_update(self, event: Any) -> None:
+        if not self._applying:
+            self._outbox.put_nowait(create_update_message(event.update))
+
+    async def _run(self) -> None:
+        delay = RECONNECT_MIN_S
+        while True:
+            try:
+                async with connect(self.url, max_size=None) as ws:
+                    delay = RECONNECT_MIN_S
+                    await self._session(ws)
+            except InvalidStatus as exc:
+                self.refused = exc.response.status_code
+                if exc.response.status_code in (400, 401, 403, 404, 409):
+                    log.warning("syncd refused the Yjs connection: %s", exc)
+                    return
+            except (OSError, ConnectionClosed, WebSocketException) as exc:
+                log.info("Yjs connection lost (%s); reconnecting", exc)
+            finally:
+                self._ws = None
+                self.synced.clear()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_S)
+
+    async def _session(self, ws: ClientConnection) -> None:
+        self._ws = ws
+        # Whatever was queued for the old connection is covered by this sync.
+        while not self._outbox.empty():
+            self._outbox.get_nowait()
+        await ws.send(create_sync_message(self.doc))
+        if self._local_state is not None:
+            await ws.send(self._awareness_message())
+        sender = asyncio.get_running_loop().create_task(self._send(ws))
+        try:
+            async for message in ws:
+                if isinstance(message, bytes) and message:
+                    await self._receive(ws, message)
+        finally:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+
+    async def _send(self, ws: ClientConnection) -> None:
+        while True:
+            message = await self._outbox.get()
+            await ws.send(message)
+
+    async def _receive(self, ws: ClientConnection, message: bytes) -> None:
+        kind = message[0]
+        if kind == YMessageType.SYNC:
+            self._applying = True
+            try:
+                reply = handle_sync_message(message[1:], self.doc)
+            finally:
+                self._applying = False
+            if reply is not None:
+                await ws.send(reply)
+            if len(message) > 1 and message[1] == _SYNC_STEP2:
+                self.synced.set()
+        elif kind == YMessageType.AWARENESS:
+            self._apply_awareness(message[1:])
+        elif kind == _MESSAGE_AUTH:
+            decoder = Decoder(message[2:])
+            self.denied = decoder.read_var_string()
+
+    def _apply_awareness(self, body: bytes) -> None:
+        update = Decoder(Decoder(body).read_message() or b"")
+        for _ in range(update.read_var_uint()):
+            client = update.read_var_uint()
+            clock = update.read_var_uint()
+            state = json.loads(update.read_var_string() or "null")
+            if clock < self._clocks.get(client, 0):
+                continue
+            self._clocks[client] = clock
+            if state is None:
+                self.awareness.pop(client, None)
+            else:
+                self.awareness[client] = state

@@ -1,0 +1,208 @@
+"""A Yjs document (``ydoc``, ids ``yd:…``), merged by Yrs through pycrdt.
+
+Theory of operation
+-------------------
+The op is a Yjs update (v1 encoding), base64 in JSON: ``{"op": "update",
+"update": "<base64>"}``. Yjs updates are themselves CRDT deltas: applying one
+twice, or several in any order, gives the same document, so the delta op is
+the update as received and :meth:`YDoc.apply_delta` is the same call. An
+update whose dependencies have not arrived yet is held by Yrs as pending and
+integrated when they do, exactly as in a browser.
+
+The read view is the whole document as one update plus its state vector
+(what a Yjs client needs to load it, or to ask for only what it lacks);
+:func:`root_view` gives a JSON view of one named root type. ``state()`` is the
+merged document as one update, so snapshots hold the document, not the list
+of updates that built it.
+
+Refusing bad input without corrupting the document: an update must decode
+(checked without touching the document) and be at most
+:data:`MAX_UPDATE_BYTES`. A decodable update can still make Yrs panic while
+integrating it (a forged reference, say), half-way through. So the type keeps
+what it can rebuild from, the last full update plus the updates applied
+since (bounded: folded into a new full update once they outweigh it), and
+after a failed apply rebuilds the document from those, and refuses the op.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final, Self
+
+from pycrdt import Array, Doc, Map, Text, XmlFragment, get_state
+
+from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.validate import op_name, required
+from syncd.errors import ApiError, invalid_op, not_restorable
+
+MAX_UPDATE_BYTES: Final = 4 * 1024 * 1024
+"""One update, decoded. Over HTTP and WebSocket the body and message limits
+(``SERVICE_MAX_BODY_BYTES``) usually refuse first; this bounds what any path
+can hand to Yrs in one call."""
+
+REBUILD_FLOOR_BYTES: Final = 64 * 1024
+"""Updates kept since the last full update before they are folded into a new
+one, at least; past that, at most as much as the full update itself, so the
+rebuild data stays within about twice the document."""
+
+EMPTY_UPDATE: Final = b"\x00\x00"
+"""A Yjs update that carries nothing (what an up-to-date peer sends)."""
+
+ROOT_KINDS: Final = ("text", "map", "array", "xml")
+
+
+def too_large(message: str) -> ApiError:
+    return ApiError(413, "payload_too_large", message)
+
+
+def decode_update(text: Any, field: str = "update") -> bytes:
+    """The bytes of a base64 Yjs update, checked to decode as one; 400/413 otherwise."""
+    if type(text) is not str:
+        raise invalid_op(f"{field}: must be a base64 string (a Yjs update, v1 encoding)")
+    if len(text) > (MAX_UPDATE_BYTES // 3 + 1) * 4:
+        raise too_large(f"{field}: over {MAX_UPDATE_BYTES} bytes")
+    try:
+        update = binascii.a2b_base64(text, strict_mode=True)
+    except binascii.Error:
+        raise invalid_op(f"{field}: not valid base64") from None
+    check_update(update, field)
+    return update
+
+
+def check_update(update: bytes, field: str = "update") -> None:
+    if len(update) > MAX_UPDATE_BYTES:
+        raise too_large(f"{field}: over {MAX_UPDATE_BYTES} bytes")
+    try:
+        get_state(update)  # decodes the whole update; the document is not touched
+    except ValueError:
+        raise invalid_op(f"{field}: not a Yjs update (v1 encoding)") from None
+
+
+def b64(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+class YDoc:
+    TYPE: ClassVar[str] = "ydoc"
+    OPS: ClassVar[Mapping[str, int]] = {"update": 0x01}
+    PREFIX: ClassVar[str] = "yd:"
+    DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
+    RESTORABLE: ClassVar[bool] = False
+
+    __slots__ = ("_base", "_doc", "_since", "_since_bytes")
+
+    def __init__(self, update: bytes = b"") -> None:
+        self._doc: Doc[Any] = Doc()
+        if update:
+            self._doc.apply_update(update)
+        self._base = update
+        """A full update this document was once equal to …"""
+        self._since: list[bytes] = []
+        """… and every update applied after it, in order."""
+        self._since_bytes = 0
+
+    @classmethod
+    def new(cls) -> Self:
+        return cls()
+
+    @property
+    def doc(self) -> Doc[Any]:
+        """The live document: read it, never write to it (use the ops)."""
+        return self._doc
+
+    def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
+        op_name(op, self.OPS, self.TYPE)
+        text = required(op, "update")
+        update = decode_update(text)
+        self._apply(update)
+        return {"op": "update", "update": text}
+
+    def apply_delta(self, delta: Mapping[str, Any]) -> None:
+        self._apply(binascii.a2b_base64(delta["update"]))
+
+    def _apply(self, update: bytes) -> None:
+        if update == EMPTY_UPDATE:
+            return
+        try:
+            self._doc.apply_update(update)
+        except BaseException as exc:  # pyo3's PanicException derives from BaseException
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            self._rebuild()
+            raise invalid_op("update: Yjs could not integrate it (malformed)") from None
+        self._since.append(update)
+        self._since_bytes += len(update)
+        if self._since_bytes > max(REBUILD_FLOOR_BYTES, len(self._base)):
+            self._fold()
+
+    def _fold(self) -> None:
+        self._base = self._doc.get_update()
+        self._since = []
+        self._since_bytes = 0
+
+    def _rebuild(self) -> None:
+        doc: Doc[Any] = Doc()
+        if self._base:
+            doc.apply_update(self._base)
+        for update in self._since:
+            doc.apply_update(update)
+        self._doc = doc
+
+    def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def encoded(self) -> bytes:
+        """The whole document as one update."""
+        return self._doc.get_update()
+
+    def state_vector(self) -> bytes:
+        return self._doc.get_state()
+
+    def diff(self, state_vector: bytes) -> bytes:
+        """What a peer with ``state_vector`` lacks, as one update."""
+        return self._doc.get_update(state_vector)
+
+    def view(self, now_ms: int) -> dict[str, Any]:
+        return {"value": b64(self.encoded()), "state_vector": b64(self.state_vector())}
+
+    def state(self) -> JSON:
+        self._fold()  # the snapshot's update is a good base to rebuild from
+        return {"update": b64(self._base)}
+
+    @classmethod
+    def from_state(cls, state: JSON) -> Self:
+        update = binascii.a2b_base64(state["update"])
+        check_update(update, "state.update")
+        return cls(update)
+
+    def merge(self, other: Self) -> None:
+        self._apply(other.encoded())
+
+    def clone(self) -> Self:
+        return type(self)(self.encoded())
+
+    def restore_ops(self, target: Self) -> list[dict[str, Any]]:
+        raise not_restorable(
+            "a Yjs document cannot be taken back by updates: Yjs has no op that "
+            "brings deleted content back (read the past with ?at=SEQ instead)"
+        )
+
+
+def root_view(update: bytes, name: str, kind: str) -> Any:
+    """The JSON view of root type ``name`` read as ``kind`` (one of ROOT_KINDS).
+
+    Read from a scratch copy: asking a Yjs document for a root type fixes that
+    root's type, which must not happen to the live one on a read.
+    """
+    doc: Doc[Any] = Doc()
+    doc.apply_update(update)
+    if kind == "text":
+        return str(doc.get(name, type=Text))
+    if kind == "map":
+        return doc.get(name, type=Map).to_py()
+    if kind == "array":
+        return doc.get(name, type=Array).to_py()
+    if kind == "xml":
+        return str(doc.get(name, type=XmlFragment))
+    raise ValueError(kind)

@@ -1,0 +1,140 @@
+"""A CRDT's past: its retained ops, its state at a seq, and restoring that state.
+
+The store keeps the records and checkpoints (``store/history.py`` says what
+and for how long); this module turns them into answers:
+
+- :meth:`HistoryService.page`: retained ops, newest first, with a cursor;
+- :meth:`HistoryService.state_at`: the newest checkpoint at or before the seq
+  (never the beginning when a later one is retained) plus the op records
+  after it, applied as deltas to a fresh replica of the type;
+- :meth:`HistoryService.restore`: the ordinary ops that take the current
+  state to that one (``Crdt.restore_ops``), applied through the service like
+  any client's ops: durable, replicated, broadcast, webhooks, and merged
+  with concurrent edits as CRDT ops are. With an ``op_id`` the ops carry
+  ``<op_id>/<i>``, so a repeated restore answers as the first did.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from syncd.crdt.engine import MAX_BATCH_OPS
+from syncd.crdt.types import crdt_class
+from syncd.errors import bad_request, not_found, not_restorable
+
+if TYPE_CHECKING:
+    from syncd.auth.authenticator import Principal
+    from syncd.crdt.base import Crdt
+    from syncd.crdt.engine import Engine, Entry
+    from syncd.service import CrdtService
+    from syncd.store.base import Store
+
+MAX_HISTORY_LIMIT: Final = 1000
+"""Ops in one page of ``/history``: about what one answer of a few hundred KB holds."""
+
+DEFAULT_HISTORY_LIMIT: Final = 100
+
+
+class HistoryService:
+    def __init__(self, *, engine: Engine, store: Store, service: CrdtService) -> None:
+        self._engine = engine
+        self._store = store
+        self._service = service
+
+    def _entry(self, ns: str, crdt_id: str) -> Entry:
+        entry = self._engine.get(ns, crdt_id)
+        if entry is None:
+            raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
+        return entry
+
+    def type_of(self, ns: str, crdt_id: str) -> str:
+        return self._entry(ns, crdt_id).type
+
+    async def page(self, ns: str, crdt_id: str, before: int | None, limit: int) -> dict[str, Any]:
+        entry = self._entry(ns, crdt_id)
+        epoch, latest = entry.epoch, entry.seq
+        records, oldest = await self._store.history(ns, crdt_id, epoch, latest, before, limit)
+        ops = []
+        for record in records:
+            item = {
+                "seq": record["seq"],
+                "client_id": record["client_id"],
+                "ts": record["ts"],
+                "op": record["op"],
+            }
+            if record.get("op_id") is not None:
+                item["op_id"] = record["op_id"]
+            ops.append(item)
+        last = ops[-1]["seq"] if ops else None
+        more = len(ops) == limit and last is not None and last > oldest + 1
+        return {
+            "id": crdt_id,
+            "type": entry.type,
+            "epoch": epoch,
+            "seq": latest,
+            "oldest": oldest,
+            "ops": ops,
+            "next": last if more else None,
+        }
+
+    async def state_at(self, ns: str, crdt_id: str, seq: int) -> tuple[Entry, Crdt]:
+        """The CRDT right after op ``seq`` of its current life (a new object)."""
+        entry = self._entry(ns, crdt_id)
+        if seq > entry.seq:
+            raise bad_request(f"at: seq {seq} is in the future (the CRDT is at seq {entry.seq})")
+        if seq == entry.seq:
+            return entry, entry.crdt.clone()
+        cls = crdt_class(entry.type)
+        checkpoint, records = await self._store.history_base(
+            ns, crdt_id, entry.epoch, entry.seq, seq
+        )
+        crdt = cls.from_state(checkpoint["state"]) if checkpoint is not None else cls.new()
+        for record in records:
+            crdt.apply_delta(record["op"])
+        return entry, crdt
+
+    async def read_at(self, ns: str, crdt_id: str, seq: int, *, full: bool) -> dict[str, Any]:
+        """The read answer as it was right after op ``seq``."""
+        entry, crdt = await self.state_at(ns, crdt_id, seq)
+        head: dict[str, Any] = {"id": crdt_id, "type": entry.type, "seq": seq, "epoch": entry.epoch}
+        if full:
+            head["state"] = crdt.state()
+        else:
+            head.update(crdt.view(self._engine.now_ms()))
+        return head
+
+    async def restore(
+        self,
+        ns: str,
+        crdt_id: str,
+        seq: int,
+        principal: Principal,
+        op_id: str | None,
+        source: str,
+    ) -> dict[str, Any]:
+        """Apply the ops that make the current state equal the state at ``seq``."""
+        entry = self._entry(ns, crdt_id)
+        cls = crdt_class(entry.type)
+        if not cls.RESTORABLE:
+            entry.crdt.restore_ops(entry.crdt)  # raises with the type's reason
+            raise not_restorable(f"{entry.type} cannot be restored")
+        if op_id is not None:
+            seen = entry.op_ids.get(f"{op_id}/0")
+            if seen is not None:
+                return {"ok": True, "seq": seen[0], "restored": seq, "duplicate": True}
+        _, target = await self.state_at(ns, crdt_id, seq)
+        entry = self._entry(ns, crdt_id)  # the current one, after the wait
+        ops = entry.crdt.restore_ops(target)
+        if not ops:
+            return {"ok": True, "seq": entry.seq, "applied": 0, "restored": seq}
+        if op_id is not None:
+            ops = [{**op, "op_id": f"{op_id}/{i}"} for i, op in enumerate(ops)]
+        applied = 0
+        last = entry.seq
+        for start in range(0, len(ops), MAX_BATCH_OPS):
+            result = await self._service.apply_ops(
+                ns, crdt_id, ops[start : start + MAX_BATCH_OPS], principal, source
+            )
+            applied += result.applied
+            last = result.seq
+        return {"ok": True, "seq": last, "applied": applied, "restored": seq}

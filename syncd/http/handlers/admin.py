@@ -1,0 +1,186 @@
+"""``POST /v1/admin/backup`` (docs/operations.md#backup-and-restore): an online
+backup of the embedded store, streamed as a tar. Root admin only.
+
+The store names the files of a consistent copy and holds off snapshots and
+history compaction (which would delete them) until the stream ends, whatever
+way it ends. A worker thread reads the files straight from the data
+directory into a tar (``syncd.store.backup.stream_plan``: nothing is copied
+on the server's disk) and hands the pieces to the loop through a small queue;
+the loop writes them with the connection's backpressure, so a slow reader
+holds a few buffers of memory, not the backup. On PostgreSQL the answer is
+409 ``unsupported``: use the database's own tools (pg_dump, or base backups
+with WAL archiving).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Final
+
+from syncd.auth.authenticator import Authenticator
+from syncd.errors import ApiError, bad_request
+from syncd.http.request import Request
+from syncd.http.response import StreamResponse, StreamSink
+from syncd.http.router import Router
+from syncd.store.backup import Plan, stream_plan
+
+log = logging.getLogger("syncd.http")
+
+BACKUP_PATH: Final = "/v1/admin/backup"
+TAR_TYPE: Final = b"application/x-tar"
+
+STREAM_HIGH_WATER_BYTES: Final = 4 * 1024 * 1024
+"""Unsent bytes past which the stream waits for the peer to drain."""
+
+MAX_RATE_LIMIT_MIB_S: Final = 1_000_000.0
+"""The largest ``?max_rate=`` taken (MiB/s): beyond any disk, i.e. no limit."""
+
+PIPE_PIECES: Final = 4
+"""Tar pieces (``TAR_BUFFER_BYTES`` each) the reading thread may be ahead of
+the loop: with the high-water mark, what one backup holds in memory."""
+
+TEMP_PREFIX: Final = ".backup-"
+"""Work files of earlier versions, which copied the backup into the data
+directory first; start-up removes any a crash left."""
+
+Backup = Callable[[], Awaitable[tuple[Plan, Callable[[], None]]]]
+"""The store's ``backup_plan``: the files, and the call that ends the backup."""
+
+
+def _unsupported() -> ApiError:
+    return ApiError(
+        409,
+        "unsupported",
+        "the PostgreSQL store is backed up with PostgreSQL's tools (pg_dump, or base "
+        "backups with WAL archiving), not by syncd",
+    )
+
+
+def remove_leftovers(data_dir: Path) -> None:
+    """Work files of backups a crash interrupted (see TEMP_PREFIX)."""
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(data_dir):
+            if entry.name.startswith(TEMP_PREFIX):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+
+
+def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> None:
+    async def backup_route(request: Request) -> StreamResponse:
+        principal = auth.authenticate(request.headers.get("authorization"), None)
+        auth.check_admin(principal, None)
+        if backup is None:
+            raise _unsupported()
+        max_rate = _max_rate(request.query.get("max_rate") if request.query_string else None)
+        plan, release = await backup()
+
+        def start(sink: StreamSink) -> None:
+            task = asyncio.get_running_loop().create_task(_stream(sink, plan, max_rate))
+            task.add_done_callback(lambda _: release())
+            _tasks.add(task)
+            task.add_done_callback(_tasks.discard)
+
+        headers = ((b"x-syncd-backup-lsn", str(plan.lsn).encode()),)
+        return StreamResponse(start, TAR_TYPE, headers, abort=release)
+
+    router.add("POST", BACKUP_PATH, backup_route)
+
+
+_tasks: set[asyncio.Task[None]] = set()
+
+
+def _max_rate(text: str | None) -> float | None:
+    """``?max_rate=MiB/s``: spread the backup's reads and sends over time, so
+    it takes less of the server from the writes going on (bytes/s or None)."""
+    if text is None:
+        return None
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = 0.0
+    if not 0 < rate <= MAX_RATE_LIMIT_MIB_S:
+        raise bad_request(
+            f"max_rate: MiB per second, more than 0, at most {MAX_RATE_LIMIT_MIB_S:g}"
+        )
+    return rate * 1024 * 1024
+
+
+class _Stopped(Exception):
+    """The connection went away: the reading thread stops."""
+
+
+async def _stream(sink: StreamSink, plan: Plan, max_rate: float | None) -> None:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    sent = 0
+    pieces: asyncio.Queue[bytes | None] = asyncio.Queue(PIPE_PIECES)
+    stopped = threading.Event()
+    drained: asyncio.Future[None] | None = None
+
+    def wake() -> None:
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def hand_over(piece: bytes) -> None:  # in the reading thread
+        if stopped.is_set():
+            raise _Stopped
+        future = asyncio.run_coroutine_threadsafe(pieces.put(piece), loop)
+        while True:
+            try:
+                future.result(timeout=0.5)
+                return
+            except TimeoutError:
+                if stopped.is_set():
+                    future.cancel()
+                    raise _Stopped from None
+
+    def produce() -> None:
+        try:
+            stream_plan(plan, hand_over)
+        finally:
+            if not stopped.is_set():
+                asyncio.run_coroutine_threadsafe(pieces.put(None), loop)
+
+    sink.on_drain(wake)
+    sink.on_close(wake)
+    producer = loop.run_in_executor(None, produce)
+    try:
+        while not sink.closed:
+            piece = await pieces.get()
+            if piece is None:
+                break
+            sink.write(piece)
+            sent += len(piece)
+            while sink.buffered() > STREAM_HIGH_WATER_BYTES and not sink.closed:
+                drained = loop.create_future()
+                await drained
+            if max_rate is not None:
+                ahead = sent / max_rate - (loop.time() - started)
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+    finally:
+        stopped.set()
+        with contextlib.suppress(asyncio.QueueEmpty):
+            while True:
+                pieces.get_nowait()  # unblock a waiting put
+    try:
+        await producer
+    except _Stopped:
+        return  # the client left; nothing to finish
+    except Exception:
+        log.exception("streaming a backup failed")
+        sink.abort()
+        return
+    if sink.closed:
+        return
+    sink.close()

@@ -1,0 +1,70 @@
+"""History routes (docs/http-api.md#history-and-restore): a CRDT's retained ops,
+its state at a seq (``?at=`` on the read route, in crdts.py) and restore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from syncd.auth.authenticator import Authenticator
+from syncd.crdt.engine import OP_ID_MAX_LEN
+from syncd.errors import bad_request
+from syncd.history import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, HistoryService
+from syncd.http.request import Request
+from syncd.http.response import Response, json_response
+from syncd.http.router import Router
+from syncd.ids import check_crdt_id, check_namespace
+
+MAX_OP_ID = OP_ID_MAX_LEN - 8
+"""A restore's ops carry ``<op_id>/<i>``: room for the suffix."""
+
+_MAX_SEQ_DIGITS = 18
+"""A seq is a signed 64-bit integer in the stores; longer text is not one."""
+
+
+def parse_seq(text: str | None, name: str) -> int:
+    """A non-negative integer query or body value, or 400 naming it."""
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > _MAX_SEQ_DIGITS:
+        raise bad_request(f"{name}: a non-negative integer seq is required")
+    return int(text)
+
+
+def register(
+    router: Router,
+    *,
+    auth: Authenticator,
+    history: HistoryService,
+    json_max_depth: int,
+) -> None:
+    async def listing(request: Request) -> Response:
+        ns = check_namespace(request.params["ns"])
+        crdt_id = check_crdt_id(request.params["id"])
+        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        auth.check_read(principal, crdt_id)
+        query = request.query if request.query_string else {}
+        before = parse_seq(query["before"], "before") if "before" in query else None
+        limit = DEFAULT_HISTORY_LIMIT
+        if "limit" in query:
+            limit = parse_seq(query["limit"], "limit")
+            if not 1 <= limit <= MAX_HISTORY_LIMIT:
+                raise bad_request(f"limit must be an integer from 1 to {MAX_HISTORY_LIMIT}")
+        return json_response(await history.page(ns, crdt_id, before, limit))
+
+    async def restore(request: Request) -> Response:
+        ns = check_namespace(request.params["ns"])
+        crdt_id = check_crdt_id(request.params["id"])
+        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        body: Any = request.json(json_max_depth)
+        if type(body) is not dict:
+            raise bad_request('body: an object {"seq": N} is required')
+        seq = body.get("seq")
+        if type(seq) is not int or seq < 0:
+            raise bad_request("seq: a non-negative integer is required")
+        op_id = body.get("op_id")
+        if op_id is not None and (type(op_id) is not str or not 1 <= len(op_id) <= MAX_OP_ID):
+            raise bad_request(f"op_id: must be a string of 1 to {MAX_OP_ID} characters")
+        # Write permission on the id, before any work (each op is checked again).
+        auth.check_write(principal, crdt_id, history.type_of(ns, crdt_id), 0)
+        return json_response(await history.restore(ns, crdt_id, seq, principal, op_id, "http"))
+
+    router.add("GET", "/v1/namespaces/{ns}/crdts/{id}/history", listing)
+    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/restore", restore)

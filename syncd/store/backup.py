@@ -1,0 +1,226 @@
+"""Online backup and verification of an embedded-store data directory.
+
+Theory of operation
+-------------------
+A consistent backup is what a crash at one instant would have left: the
+newest snapshot and every log segment after it, up to a record boundary. The
+store (``FileStore.backup``) provides that instant: holding its snapshot lock
+(no snapshot, so no log compaction) and its history lock (no history
+compaction), it waits until everything queued is durable, then asks its I/O
+thread (the only writer of the log and the history) for a :class:`Plan`: the
+files and, for the ones still growing, their sizes at that instant. Writes go
+on meanwhile; they land past the planned sizes and are not copied.
+
+:func:`copy_plan` then copies those bytes (in a thread, never on the loop),
+hashing them, fsyncs every file and directory, and writes ``MANIFEST.json``
+last (renamed into place), so a directory with a manifest is a whole backup.
+Starting a server on it restores it: the layout is a data directory's.
+:func:`stream_plan` writes the same files as a tar instead, straight from the
+data directory (no copy on the server's disk), the manifest last.
+
+``verify.py`` checks such a copy (or any data directory) without changing it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from syncd.store.history_log import HistoryLog
+from syncd.store.log import fsync_dir, list_segments
+from syncd.store.snapshot import list_snapshots
+
+MANIFEST: Final = "MANIFEST.json"
+FORMAT: Final = "syncd-backup"
+FORMAT_VERSION: Final = 1
+
+COPY_CHUNK_BYTES: Final = 1024 * 1024
+"""Bytes read and written at a time: large enough that a system call per chunk
+costs nothing, small enough to stay in the CPU caches while hashed."""
+
+EXTRA_FILES: Final = ("admin_token",)
+"""Copied when present: without the generated admin secret a restored server
+would make a new one (tokens signed with SERVICE_SIGNING_KEY stay valid)."""
+
+
+@dataclass
+class Plan:
+    """What to copy: ``(path relative to the data directory, bytes)``."""
+
+    data_dir: str
+    lsn: int
+    """Every record up to this log sequence number is in the copy."""
+    snapshot_lsn: int
+    files: list[tuple[str, int]] = field(default_factory=list)
+
+
+def make_plan(data_dir: str, lsn: int, active: tuple[str, int] | None, history: HistoryLog) -> Plan:
+    """The files of a consistent copy (call in the store's I/O thread, where the
+    log and the history are written): ``active`` is the log segment being
+    appended to with its size now; history segments are fsynced and taken at
+    their sizes now."""
+    log_dir = os.path.join(data_dir, "log")
+    snap_dir = os.path.join(data_dir, "snapshots")
+    snapshots = list_snapshots(snap_dir)
+    snapshot_lsn = snapshots[0][0] if snapshots else 0
+    plan = Plan(data_dir, lsn, snapshot_lsn)
+    if snapshots:
+        path = snapshots[0][1]
+        plan.files.append((os.path.relpath(path, data_dir), os.path.getsize(path)))
+    segments = list_segments(log_dir)
+    start = 0
+    while start + 1 < len(segments) and segments[start + 1][0] <= snapshot_lsn + 1:
+        start += 1
+    for first, path in segments[start:]:
+        if first > lsn:
+            break
+        size = active[1] if active is not None and path == active[0] else os.path.getsize(path)
+        plan.files.append((os.path.relpath(path, data_dir), size))
+    history.sync()
+    for path, size in history.files():
+        plan.files.append((os.path.relpath(path, data_dir), size))
+    for name in EXTRA_FILES:
+        path = os.path.join(data_dir, name)
+        if os.path.isfile(path):
+            plan.files.append((name, os.path.getsize(path)))
+    return plan
+
+
+def _manifest(plan: Plan, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "lsn": plan.lsn,
+        "snapshot_lsn": plan.snapshot_lsn,
+        "files": entries,
+    }
+
+
+TAR_BUFFER_BYTES: Final = 256 * 1024
+"""What the tar stream hands to ``write`` at a time."""
+
+
+class _Hashing(io.RawIOBase):
+    """The first ``size`` bytes of a file, hashed as they are read."""
+
+    def __init__(self, path: str, size: int) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._left = size
+        self._path = path
+        self._size = size
+        self.digest = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer)
+        want = min(len(view), self._left)
+        if want == 0:
+            return 0
+        got = self._file.readinto(view[:want])
+        if not got:
+            raise OSError(f"{self._path}: shorter than the {self._size} bytes planned")
+        self.digest.update(view[:got])
+        self._left -= got
+        return got
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+class _Sink(io.RawIOBase):
+    def __init__(self, write: Callable[[bytes], None]) -> None:
+        self._write = write
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._write(bytes(data))
+        return len(data)
+
+
+def stream_plan(plan: Plan, write: Callable[[bytes], None]) -> dict[str, Any]:
+    """What ``plan`` names as one tar, handed to ``write`` in pieces (call in a
+    thread: it reads the files). The files in the tar have a data directory's
+    layout and ``MANIFEST.json`` comes last; the manifest."""
+    entries = []
+    with tarfile.open(fileobj=_Sink(write), mode="w|", bufsize=TAR_BUFFER_BYTES) as tar:
+        for sub in ("log", "snapshots", "history"):
+            info = tarfile.TarInfo(sub)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            tar.addfile(info)
+        for rel, size in plan.files:
+            path = os.path.join(plan.data_dir, rel)
+            info = tarfile.TarInfo(rel)
+            info.size = size
+            stat = os.stat(path)
+            info.mode = stat.st_mode & 0o777
+            info.mtime = int(stat.st_mtime)
+            source = _Hashing(path, size)
+            try:
+                tar.addfile(info, source)
+            finally:
+                source.close()
+            entries.append({"path": rel, "bytes": size, "sha256": source.digest.hexdigest()})
+        manifest = _manifest(plan, entries)
+        data = json.dumps(manifest, indent=1).encode()
+        info = tarfile.TarInfo(MANIFEST)
+        info.size = len(data)
+        info.mode = 0o644
+        info.mtime = int(datetime.datetime.now(datetime.UTC).timestamp())
+        tar.addfile(info, io.BytesIO(data))
+    return manifest
+
+
+def copy_plan(plan: Plan, dest: str) -> dict[str, Any]:
+    """Copy what ``plan`` names into ``dest`` (new or empty), durably; the manifest."""
+    if os.path.exists(dest) and os.listdir(dest):
+        raise FileExistsError(f"{dest}: the backup destination must be new or empty")
+    os.makedirs(dest, exist_ok=True)
+    for sub in ("log", "snapshots", "history"):
+        os.makedirs(os.path.join(dest, sub), exist_ok=True)
+    entries = []
+    for rel, size in plan.files:
+        digest = _copy(os.path.join(plan.data_dir, rel), os.path.join(dest, rel), size)
+        entries.append({"path": rel, "bytes": size, "sha256": digest})
+    for sub in ("log", "snapshots", "history", "."):
+        fsync_dir(os.path.join(dest, sub))
+    manifest = _manifest(plan, entries)
+    tmp = os.path.join(dest, MANIFEST + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(dest, MANIFEST))
+    fsync_dir(dest)
+    return manifest
+
+
+def _copy(src: str, dst: str, size: int) -> str:
+    digest = hashlib.sha256()
+    left = size
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while left > 0:
+            chunk = fin.read(min(COPY_CHUNK_BYTES, left))
+            if not chunk:
+                raise OSError(f"{src}: shorter than the {size} bytes planned")
+            fout.write(chunk)
+            digest.update(chunk)
+            left -= len(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    shutil.copymode(src, dst)
+    return digest.hexdigest()

@@ -1,0 +1,351 @@
+"""The embedded store's history: the index (``history.py``) over the history
+files (``history_log.py``), fed by the store's flush loop.
+
+The store calls, in this order of a record's life:
+
+1. :meth:`FileHistory.checkpoints_for` when it queues records: checkpoint
+   frames for the CRDTs that are due one, made from the engine's entry right
+   now (the store applies and queues in one loop step, so the entry is the
+   state right after the CRDT's last queued record);
+2. :meth:`FileHistory.write` in the log's I/O thread right after the main
+   log's durable write of the same frames, then :meth:`FileHistory.indexed`
+   back on the loop with where they went;
+3. :meth:`FileHistory.compact` after a snapshot, or when the history has grown
+   by a segment: the index forgets what retention allows and dead segments go.
+
+Reads (:meth:`FileHistory.page`, :meth:`FileHistory.base`) and compaction
+hold one asyncio lock, so no read meets a segment being deleted.
+
+If a history write fails the history is switched off until the next start
+(the main log, the truth, goes on); its routes then answer 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import msgpack
+
+from syncd.errors import unavailable
+from syncd.store.base import EntrySource, Record
+from syncd.store.history import HistoryIndex, Life, Retention
+from syncd.store.history_log import HistoryLog, Scanned, split
+from syncd.store.iothread import IoThread
+from syncd.store.log import HEADER_SIZE, frame
+
+log = logging.getLogger("syncd.store")
+
+_Key = tuple[str, str]
+
+Written = tuple[bytes, Record, int]
+"""A frame, the record it holds (for a checkpoint, ``{"kind": "checkpoint",
+"ns", "id", "epoch", "seq"}`` without the state) and its LSN tag."""
+
+
+def _is_entry(entry: Any) -> bool:
+    """Whether ``entry`` (an entry map or an op record) names a CRDT life and seq."""
+    return (
+        isinstance(entry, dict)
+        and type(entry.get("ns")) is str
+        and type(entry.get("id")) is str
+        and type(entry.get("epoch")) is str
+        and type(entry.get("seq")) is int
+    )
+
+
+def _checkpoint_meta(entry: dict[str, Any]) -> Record:
+    return {
+        "kind": "checkpoint",
+        "ns": entry["ns"],
+        "id": entry["id"],
+        "epoch": entry["epoch"],
+        "seq": entry["seq"],
+    }
+
+
+class FileHistory:
+    def __init__(
+        self,
+        directory: str,
+        retention: Retention,
+        clock_ms: Callable[[], int],
+        segment_bytes: int,
+    ) -> None:
+        self.retention = retention
+        self.index = HistoryIndex()
+        self.log = HistoryLog(directory, segment_bytes)
+        self.last_lsn = 0
+        """The highest main-log LSN the history holds."""
+        self.broken = False
+        self._clock = clock_ms
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+        self.lock = asyncio.Lock()
+        """Held by compaction, reads and backups: no read or copy meets a
+        segment being deleted."""
+        self._grown = 0
+        """Bytes written since the last compaction."""
+        self.compactions = 0
+
+    # -- opening (in the I/O thread, before anything else runs) ---------------
+
+    def load(
+        self,
+        snapshot_entries: Iterable[dict[str, Any]],
+        main_after: Callable[[int], Iterable[tuple[int, Record]]],
+    ) -> None:
+        """Read the history files back, then append what the main log holds
+        past them, and a checkpoint from the snapshot for every CRDT whose
+        history does not reach the snapshot (a first start, or lost files)."""
+        scanned = self.log.open()
+        self._build(scanned)
+        frames: list[Written] = []
+        for entry in snapshot_entries:
+            if not _is_entry(entry):
+                continue  # not an engine's entry map (the store never needs one)
+            life = self.index.get(entry["ns"], entry["id"])
+            if life is None or life.epoch != entry["epoch"] or life.latest < entry["seq"]:
+                body = self._pack({"kind": "checkpoint", "entry": entry})
+                frames.append((frame(0, body), _checkpoint_meta(entry), 0))
+                # What the history held of it cannot reach the snapshot: start afresh.
+                self.index.deleted(entry["ns"], entry["id"])
+        for lsn, record in main_after(self.last_lsn):
+            frames.append((frame(lsn, self._pack(record)), record, lsn))
+        if frames:
+            data = b"".join(f for f, _, _ in frames)
+            start = self.log.plan(len(data), len(frames))
+            self.log.write(start, data)
+            self._index_written(start, frames)
+            self.log.sync()
+
+    def _build(self, scanned: list[Scanned]) -> None:
+        per_key: dict[_Key, list[Scanned]] = defaultdict(list)
+        deleted_at: dict[_Key, int] = {}
+        last = 0
+        for item in scanned:
+            record = item.record
+            kind = record.get("kind")
+            if kind == "checkpoint":
+                entry: dict[str, Any] = record.get("entry") or {}
+                if _is_entry(entry):
+                    per_key[(entry["ns"], entry["id"])].append(item)
+                continue
+            last = max(last, item.tag)
+            if not (_is_entry(record) or kind == "deleted"):
+                continue  # not a record of the engine's (the log takes any map)
+            key = (record["ns"], record["id"])
+            if kind == "deleted":
+                deleted_at[key] = max(deleted_at.get(key, 0), item.tag)
+            elif kind == "op":
+                per_key[key].append(item)
+        self.last_lsn = last
+        index = self.index
+        for key, items in per_key.items():
+            ops = [i for i in items if i.record.get("kind") == "op"]
+            newest = max(ops, key=lambda i: i.tag, default=None)
+            epoch = newest.record["epoch"] if newest is not None else None
+            if epoch is None:
+                cps = [i for i in items if i.record.get("kind") == "checkpoint"]
+                if not cps:
+                    continue
+                epoch = max(cps, key=lambda i: i.record["entry"]["seq"]).record["entry"]["epoch"]
+            gone = deleted_at.get(key, 0)
+            if newest is not None and newest.tag < gone:
+                continue
+            chosen: list[tuple[int, int, Scanned]] = []
+            for item in items:
+                record = item.record
+                if record.get("kind") == "op":
+                    if record.get("epoch") == epoch:
+                        chosen.append((record["seq"], 0, item))
+                elif record["entry"].get("epoch") == epoch:
+                    chosen.append((record["entry"]["seq"], 1, item))
+            chosen.sort(key=lambda c: (c[0], c[1]))
+            ns, crdt_id = key
+            for seq, is_cp, item in chosen:
+                if is_cp:
+                    index.add_checkpoint(ns, crdt_id, epoch, seq, item.pos, item.size)
+                else:
+                    index.add_op(
+                        ns, crdt_id, epoch, seq, item.record.get("ts", 0), item.pos, item.size
+                    )
+
+    # -- writing ---------------------------------------------------------------
+
+    def checkpoints_for(
+        self, records: Sequence[Record], lsn: int, entry: EntrySource
+    ) -> list[Written]:
+        """Checkpoint frames to write after ``records`` (the first has LSN ``lsn``)."""
+        if self.broken:
+            return []
+        last: dict[_Key, int] = {}
+        for i, record in enumerate(records):
+            if record.get("kind") == "op":
+                last[(record["ns"], record["id"])] = i
+        out: list[Written] = []
+        index = self.index
+        for (ns, crdt_id), i in last.items():
+            if not index.checkpoint_due(ns, crdt_id):
+                continue
+            current = entry(ns, crdt_id)
+            if current is None or current["seq"] != records[i]["seq"]:
+                index.checkpoint_dropped(ns, crdt_id)
+                continue
+            body = self._pack({"kind": "checkpoint", "entry": current})
+            out.append((frame(lsn + i, body), _checkpoint_meta(current), lsn + i))
+        return out
+
+    def write(self, data: bytes, nframes: int) -> int | None:
+        """Append (in the I/O thread); where it went, or None once broken."""
+        if self.broken:
+            return None
+        try:
+            start = self.log.plan(len(data), nframes)
+            self.log.write(start, data)
+        except OSError as exc:
+            self.fail(exc)
+            return None
+        self._grown += len(data)
+        return start
+
+    def indexed(self, start: int, written: Sequence[Written]) -> None:
+        """Frames written at ``start`` (in this order) enter the index."""
+        try:
+            self._index_written(start, written)
+        except Exception as exc:  # never the log's flush loop: the history is secondary
+            log.exception("indexing the history failed")
+            self.fail(exc)
+
+    def _index_written(self, start: int, written: Sequence[Written]) -> None:
+        index = self.index
+        pos = start
+        # A batch is mostly runs of one CRDT's consecutive seqs: the op after
+        # one add_op joined goes straight onto the same life (what add_op
+        # would do, without its lookups), a tenth of the history's op cost.
+        run: Life | None = None
+        run_ns = run_id = run_epoch = None
+        for data, record, lsn in written:
+            size = len(data) - HEADER_SIZE
+            kind = record.get("kind")
+            if kind == "op":
+                seq = record.get("seq")
+                if (
+                    run is not None
+                    and type(seq) is int
+                    and seq == run.seqs[-1] + 1
+                    and record.get("id") == run_id
+                    and record.get("ns") == run_ns
+                    and record.get("epoch") == run_epoch
+                ):
+                    run.seqs.append(seq)
+                    run.ts.append(record.get("ts", 0))
+                    run.pos.append(pos)
+                    run.since_checkpoint += size
+                    self.last_lsn = max(self.last_lsn, lsn)
+                elif _is_entry(record):
+                    run_ns, run_id, run_epoch = record["ns"], record["id"], record["epoch"]
+                    run = index.add_op(
+                        run_ns, run_id, run_epoch, record["seq"], record.get("ts", 0), pos, size
+                    )
+                    self.last_lsn = max(self.last_lsn, lsn)
+                else:
+                    run = None
+            else:
+                run = None  # a checkpoint or a delete may change the life
+                if kind == "checkpoint":
+                    index.add_checkpoint(
+                        record["ns"], record["id"], record["epoch"], record["seq"], pos, size
+                    )
+                elif kind == "deleted" and "ns" in record and "id" in record:
+                    index.deleted(record["ns"], record["id"])
+                    self.last_lsn = max(self.last_lsn, lsn)
+            pos += len(data)
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.broken:
+            log.error("writing the history failed (%s); history is off until restart", exc)
+        self.broken = True
+
+    @property
+    def should_compact(self) -> bool:
+        return not self.broken and self._grown >= self.log.segment_bytes
+
+    # -- compaction --------------------------------------------------------------
+
+    async def compact(self, loop: asyncio.AbstractEventLoop, io: IoThread) -> int:
+        """Forget what retention allows, then delete or copy out dead segments;
+        the segments deleted."""
+        if self.broken:
+            return 0
+        async with self.lock:
+            self._grown = 0
+            self.index.trim(self.retention, self._clock())
+            empty, sparse = self.log.collectable(self.index.positions())
+            if sparse:
+                wanted = set(sparse)
+                live = [p for p in self.index.positions() if split(p)[0] in wanted]
+                moved = await io.run(loop, self._copy, live)
+                self.index.relocate(moved)
+            deleted = await io.run(loop, self.log.delete, [*empty, *sparse])
+            self.compactions += 1
+            return deleted
+
+    def _copy(self, live: list[int]) -> dict[int, int]:
+        frames = list(self.log.read_frames(sorted(live)))
+        if not frames:
+            return {}
+        data = b"".join(f for _, f in frames)
+        start = self.log.plan(len(data), len(frames))
+        self.log.write(start, data)
+        self.log.sync()
+        moved: dict[int, int] = {}
+        pos = start
+        for old, f in frames:
+            moved[old] = pos
+            pos += len(f)
+        return moved
+
+    # -- reading -------------------------------------------------------------------
+
+    async def page(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        io: IoThread,
+        ns: str,
+        crdt_id: str,
+        epoch: str,
+        latest: int,
+        before: int | None,
+        limit: int,
+    ) -> tuple[list[Record], int]:
+        self._check()
+        async with self.lock:
+            positions, oldest = self.index.page(ns, crdt_id, epoch, latest, before, limit)
+            records = await io.run(loop, self.log.read, positions) if positions else []
+        return records, oldest
+
+    async def base(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        io: IoThread,
+        ns: str,
+        crdt_id: str,
+        epoch: str,
+        latest: int,
+        seq: int,
+    ) -> tuple[dict[str, Any] | None, list[Record]]:
+        self._check()
+        async with self.lock:
+            cp, positions = self.index.base(ns, crdt_id, epoch, latest, seq)
+            wanted = ([cp] if cp is not None else []) + positions
+            got = await io.run(loop, self.log.read, wanted) if wanted else []
+        if cp is not None:
+            return got[0]["entry"], got[1:]
+        return None, got
+
+    def _check(self) -> None:
+        if self.broken:
+            raise unavailable("the history is unavailable (a write failed; see the server log)")

@@ -1,0 +1,312 @@
+"""Which past op records and checkpoints each CRDT keeps, and where they are.
+
+Theory of operation
+-------------------
+``GET .../history`` pages through a CRDT's retained op records, and ``?at=SEQ``
+rebuilds its state right after op SEQ from the newest *checkpoint* (a full
+entry map, as a snapshot holds it) at or before SEQ plus the ops after it.
+This module is the bookkeeping for both, shared by the stores: a
+:class:`HistoryIndex` holds, per CRDT life (ns, id, epoch), the seq, time and
+*position* of every retained op record and checkpoint. A position is an
+opaque integer of the store's choosing (a file and offset in the embedded
+store's history log, a key in the memory store); the store reads the records
+back itself.
+
+Checkpoints: a store asks :meth:`HistoryIndex.checkpoint_due` after ops, and
+writes the CRDT's entry when the op bytes since the last checkpoint reach the
+size of that checkpoint (at least :data:`CHECKPOINT_MIN_BYTES`). Checkpoints
+then take at most about as many bytes as the ops between them, and rebuilding
+a state replays at most about one state's size of ops.
+
+Retention (:class:`Retention`, ``SERVICE_HISTORY_RETENTION``) keeps *at
+least* the promised history: for ``N ops``, the state at ``latest - N`` and
+every op after it; for an age, the state before the oldest op younger than
+that age and every op after it. :meth:`HistoryIndex.trim` forgets everything
+older than the newest base (a checkpoint, or the life's start) that still
+covers that point, so more than promised may stay, never less. The store then
+drops what no CRDT indexes any more (compaction).
+
+The index also answers what is *available*: a life's oldest base is the
+oldest seq whose state can be rebuilt (0 when the life's ops are all held).
+A life is only trusted while its ops are contiguous up to the CRDT's current
+seq: a gap (records lost with a damaged history file) drops what came before
+it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from syncd.errors import ApiError, history_expired
+
+CHECKPOINT_MIN_BYTES: Final = 16 * 1024
+"""Op bytes between two checkpoints of a CRDT with a small state: rebuilding
+replays at most about this many bytes of ops (a few hundred small ops, about a
+millisecond), while checkpoints of a counter cost a few bytes per 16 KiB."""
+
+_RETENTION_RE: Final = re.compile(r"^\s*(\d+)\s*(ops|s|m|h|d)\s*$")
+_UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+DEFAULT_RETENTION: Final = "1000ops"
+"""See docs/operations.md#history-and-retention for the disk this costs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """At least this much history per CRDT: by op count or by age."""
+
+    ops: int | None = None
+    age_ms: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Retention:
+        """``"10000ops"``, ``"7d"``, ``"12h"``, ``"30m"`` or ``"90s"``."""
+        m = _RETENTION_RE.match(text)
+        if m is None:
+            raise ValueError(
+                f"{text!r} is not a retention: a count of ops (e.g. 10000ops) "
+                "or an age (e.g. 7d, 12h, 30m, 90s)"
+            )
+        value, unit = int(m.group(1)), m.group(2)
+        if unit == "ops":
+            return cls(ops=value)
+        return cls(age_ms=value * _UNIT_MS[unit])
+
+    def __str__(self) -> str:
+        if self.ops is not None:
+            return f"{self.ops}ops"
+        return f"{(self.age_ms or 0) // 1000}s"
+
+
+def _expired(ns: str, crdt_id: str, oldest: int) -> ApiError:
+    return history_expired(
+        f"{ns}/{crdt_id}: the history before seq {oldest} is no longer retained", oldest
+    )
+
+
+Key = tuple[str, str]
+
+
+class Life:
+    """One CRDT life's retained history, seq ascending."""
+
+    __slots__ = (
+        "checkpoint_due_at",
+        "cp_pos",
+        "cp_seqs",
+        "epoch",
+        "from_start",
+        "pending_checkpoint",
+        "pos",
+        "seqs",
+        "since_checkpoint",
+        "ts",
+    )
+
+    def __init__(self, epoch: str) -> None:
+        self.epoch = epoch
+        self.seqs = array("q")
+        self.ts = array("q")
+        self.pos = array("q")
+        self.cp_seqs = array("q")
+        self.cp_pos = array("q")
+        self.from_start = False
+        """Whether the held ops start at seq 1 (the empty state is a base)."""
+        self.since_checkpoint = 0
+        """Op bytes since the newest checkpoint (or the life's start)."""
+        self.checkpoint_due_at = CHECKPOINT_MIN_BYTES
+        self.pending_checkpoint = False
+
+    @property
+    def latest(self) -> int:
+        if self.seqs:
+            return self.seqs[-1]
+        return self.cp_seqs[-1] if self.cp_seqs else 0
+
+    def bases(self) -> Iterator[int]:
+        if self.from_start:
+            yield 0
+        yield from self.cp_seqs
+
+    @property
+    def oldest(self) -> int | None:
+        """The oldest seq whose state can be rebuilt; None when none can."""
+        if self.from_start:
+            return 0
+        return self.cp_seqs[0] if self.cp_seqs else None
+
+
+class HistoryIndex:
+    def __init__(self) -> None:
+        self._lives: dict[Key, Life] = {}
+
+    def __len__(self) -> int:
+        return len(self._lives)
+
+    def get(self, ns: str, crdt_id: str) -> Life | None:
+        return self._lives.get((ns, crdt_id))
+
+    def items(self) -> Iterator[tuple[Key, Life]]:
+        return iter(list(self._lives.items()))
+
+    # -- adding ------------------------------------------------------------
+
+    def _life(self, key: Key, epoch: str, seq: int) -> Life:
+        life = self._lives.get(key)
+        if life is None or life.epoch != epoch:
+            life = self._lives[key] = Life(epoch)
+            life.from_start = seq == 1
+        return life
+
+    def add_op(
+        self, ns: str, crdt_id: str, epoch: str, seq: int, ts: int, pos: int, size: int
+    ) -> Life | None:
+        """Index one op; the life it joined (so the op with the next seq may be
+        appended to it directly), or None when it was held already."""
+        key = (ns, crdt_id)
+        life = self._life(key, epoch, seq)
+        latest = life.latest
+        if seq <= latest and (life.seqs or life.cp_seqs):
+            return None  # held already (a copy read back after its original)
+        if (life.seqs or life.cp_seqs) and seq != latest + 1:
+            # A gap: what came before cannot be rebuilt past it.
+            life = self._lives[key] = Life(epoch)
+        life.seqs.append(seq)
+        life.ts.append(ts)
+        life.pos.append(pos)
+        life.since_checkpoint += size
+        return life
+
+    def add_checkpoint(
+        self, ns: str, crdt_id: str, epoch: str, seq: int, pos: int, size: int
+    ) -> None:
+        key = (ns, crdt_id)
+        life = self._lives.get(key)
+        if life is None or life.epoch != epoch:
+            life = self._lives[key] = Life(epoch)
+        life.pending_checkpoint = False
+        if life.cp_seqs and seq <= life.cp_seqs[-1]:
+            return
+        if life.seqs and seq < life.seqs[0] - 1:
+            return  # older than the ops held: of no use
+        life.cp_seqs.append(seq)
+        life.cp_pos.append(pos)
+        if seq >= life.latest:
+            life.since_checkpoint = 0
+            life.checkpoint_due_at = max(CHECKPOINT_MIN_BYTES, size)
+
+    def deleted(self, ns: str, crdt_id: str) -> None:
+        self._lives.pop((ns, crdt_id), None)
+
+    def checkpoint_due(self, ns: str, crdt_id: str) -> bool:
+        """Whether the store should write a checkpoint of this CRDT now (and it
+        then calls :meth:`add_checkpoint`, or :meth:`checkpoint_dropped`)."""
+        life = self._lives.get((ns, crdt_id))
+        if life is None or life.pending_checkpoint:
+            return False
+        if life.since_checkpoint < life.checkpoint_due_at:
+            return False
+        life.pending_checkpoint = True
+        return True
+
+    def checkpoint_dropped(self, ns: str, crdt_id: str) -> None:
+        life = self._lives.get((ns, crdt_id))
+        if life is not None:
+            life.pending_checkpoint = False
+
+    # -- reading -----------------------------------------------------------
+
+    def page(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
+    ) -> tuple[list[int], int]:
+        """Positions of up to ``limit`` ops with seq below ``before``, newest
+        first, and the oldest seq whose state can be rebuilt."""
+        life = self._usable(ns, crdt_id, epoch, latest)
+        if life is None:
+            return [], latest
+        oldest = life.oldest
+        end = len(life.seqs) if before is None else bisect.bisect_left(life.seqs, before)
+        start = max(0, end - limit)
+        positions = [life.pos[i] for i in range(end - 1, start - 1, -1)]
+        return positions, latest if oldest is None else oldest
+
+    def base(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, seq: int
+    ) -> tuple[int | None, list[int]]:
+        """Where to rebuild the state at ``seq`` from: the checkpoint's position
+        (None: the empty state) and the positions of the ops after it up to
+        ``seq``. Raises ``history_expired`` when ``seq`` is older than retained."""
+        life = self._usable(ns, crdt_id, epoch, latest)
+        oldest = None if life is None else life.oldest
+        if life is None or oldest is None or seq < oldest:
+            raise _expired(ns, crdt_id, latest if oldest is None else oldest)
+        i = bisect.bisect_right(life.cp_seqs, seq) - 1
+        if i >= 0:
+            cp_seq, cp_pos = life.cp_seqs[i], life.cp_pos[i]
+        else:
+            cp_seq, cp_pos = 0, None
+        lo = bisect.bisect_right(life.seqs, cp_seq)
+        hi = bisect.bisect_right(life.seqs, seq)
+        return cp_pos, list(life.pos[lo:hi])
+
+    def _usable(self, ns: str, crdt_id: str, epoch: str, latest: int) -> Life | None:
+        life = self._lives.get((ns, crdt_id))
+        if life is None or life.epoch != epoch or life.latest != latest:
+            return None  # not held up to now (lost, or another life)
+        return life
+
+    # -- retention -----------------------------------------------------------
+
+    def trim(self, retention: Retention, now_ms: int) -> int:
+        """Forget what ``retention`` no longer asks for; the entries forgotten."""
+        dropped = 0
+        for _, life in self.items():
+            dropped += _trim_life(life, retention, now_ms)
+        return dropped
+
+    def positions(self) -> Iterator[int]:
+        """Every position the index still needs."""
+        for life in self._lives.values():
+            yield from life.pos
+            yield from life.cp_pos
+
+    def relocate(self, moved: dict[int, int]) -> None:
+        """Positions that moved (compaction copied their records elsewhere)."""
+        for life in self._lives.values():
+            for arr in (life.pos, life.cp_pos):
+                for i, p in enumerate(arr):
+                    new = moved.get(p)
+                    if new is not None:
+                        arr[i] = new
+
+
+def _trim_life(life: Life, retention: Retention, now_ms: int) -> int:
+    seqs = life.seqs
+    latest = life.latest
+    if retention.ops is not None:
+        floor = max(0, latest - retention.ops)
+    else:
+        young = bisect.bisect_left(life.ts, now_ms - (retention.age_ms or 0))
+        # ts is not strictly sorted (hybrid clock per node), but near enough: a
+        # few ops kept longer than promised is within "at least".
+        floor = seqs[young] - 1 if young < len(seqs) else latest
+    base = None
+    for candidate in life.bases():
+        if candidate <= floor:
+            base = candidate
+    if base is None:
+        return 0  # nothing old enough to start from: keep it all
+    n_ops = bisect.bisect_right(seqs, base)
+    n_cps = bisect.bisect_left(life.cp_seqs, base)
+    if n_ops:
+        del life.seqs[:n_ops], life.ts[:n_ops], life.pos[:n_ops]
+    if n_cps:
+        del life.cp_seqs[:n_cps], life.cp_pos[:n_cps]
+    if base > 0:
+        life.from_start = False
+    return n_ops + n_cps

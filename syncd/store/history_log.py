@@ -1,0 +1,303 @@
+"""The embedded store's history files: past op records and checkpoints, by position.
+
+Theory of operation
+-------------------
+The main log (``log.py``) is compacted behind each snapshot, so it cannot also
+be the history. The history lives in its own segments in ``<data>/history``,
+named ``<number>.hist``, in the main log's frame format (``log.frame``):
+
+- after each durable write of the main log, the same frames (op and delete
+  records, tagged with their LSN) are appended here, followed by checkpoint
+  frames (``{"kind": "checkpoint", "entry": <entry map>}``, tagged with the
+  LSN of the op they follow);
+- nothing here is fsynced per write: the main log is the truth. The history
+  is fsynced before the main log drops segments behind a snapshot, and after
+  a crash the records past the history's last LSN are appended again from the
+  main log (:meth:`HistoryLog.last_lsn`). A torn tail is cut at open.
+
+A record's *position* is ``segment number << 36 | offset``; the index
+(``history.py``) holds positions and this module reads them back.
+
+Compaction: once the index has forgotten what retention no longer asks for,
+a sealed segment that no position points into is deleted; one that is
+mostly forgotten has its remaining records copied to the head first
+(``MAX_LIVE_SHARE``), so a CRDT written long ago does not keep a whole old
+segment alive. Copies keep their LSN tags; at open, per CRDT, records are
+ordered by seq and the copy and its original are one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from syncd.store.log import (
+    HEADER,
+    HEADER_SIZE,
+    LENGTH_MASK,
+    MAX_RECORD_BYTES,
+    decode_map,
+    fsync_dir,
+)
+
+log = logging.getLogger("syncd.store")
+
+HISTORY_SEGMENT_BYTES: Final = 16 * 1024 * 1024
+"""As the main log's segments: compaction copies or deletes whole segments."""
+
+MAX_LIVE_SHARE: Final = 0.5
+"""A sealed segment with at most this share of its records still indexed is
+compacted (the rest copied to the head): copying costs at most as much as it
+frees."""
+
+OFFSET_BITS: Final = 36
+_OFFSET_MASK: Final = (1 << OFFSET_BITS) - 1
+_NAME_RE: Final = re.compile(r"^(\d{20})\.hist$")
+
+
+def position(segment: int, offset: int) -> int:
+    return segment << OFFSET_BITS | offset
+
+
+def split(pos: int) -> tuple[int, int]:
+    return pos >> OFFSET_BITS, pos & _OFFSET_MASK
+
+
+@dataclass(slots=True)
+class Scanned:
+    """One frame read back at open."""
+
+    pos: int
+    tag: int
+    size: int
+    record: dict[str, Any]
+
+
+class HistoryLog:
+    """The history segments; blocking calls, made from I/O threads."""
+
+    def __init__(self, directory: str, segment_bytes: int = HISTORY_SEGMENT_BYTES) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self._sizes: dict[int, int] = {}
+        """Segment number -> bytes written (the last one is the active one)."""
+        self._frames: Counter[int] = Counter()
+        """Segment number -> frames written."""
+        self._fds: dict[int, int] = {}
+        self._dirty: set[int] = set()
+        self._active = 0
+        self._planned = 0
+        """Bytes of the active segment handed out by ``plan`` (ahead of writes)."""
+        self._mutex = threading.Lock()
+        """Appends (the log's I/O thread) and compaction's copies (another) share
+        the active segment, the file descriptors and the dirty set."""
+
+    # -- opening -------------------------------------------------------------
+
+    def open(self) -> list[Scanned]:
+        """Read every segment back (cutting a torn tail); what they hold."""
+        os.makedirs(self.directory, exist_ok=True)
+        numbers = sorted(
+            int(m.group(1)) for name in os.listdir(self.directory) if (m := _NAME_RE.match(name))
+        )
+        found: list[Scanned] = []
+        for i, number in enumerate(numbers):
+            good_end = self._scan(number, found)
+            path = self._path(number)
+            if os.path.getsize(path) != good_end:
+                if i == len(numbers) - 1:
+                    log.warning("history %s: cut a torn tail at %d", path, good_end)
+                    with open(path, "r+b") as f:
+                        f.truncate(good_end)
+                else:
+                    log.warning(
+                        "history %s: damaged after offset %d; the rest is lost", path, good_end
+                    )
+            self._sizes[number] = good_end
+        self._active = numbers[-1] if numbers else 1
+        self._sizes.setdefault(self._active, 0)
+        self._planned = self._sizes[self._active]
+        return found
+
+    def _scan(self, number: int, out: list[Scanned]) -> int:
+        with open(self._path(number), "rb") as f:
+            data = f.read()
+        off = 0
+        end = len(data)
+        count = 0
+        while off + HEADER_SIZE <= end:
+            word, crc, tag = HEADER.unpack_from(data, off)
+            length = word & LENGTH_MASK
+            stop = off + HEADER_SIZE + length
+            if length == 0 or length > MAX_RECORD_BYTES or stop > end:
+                break
+            body = data[off + HEADER_SIZE : stop]
+            if zlib.crc32(body, zlib.crc32(data[off : off + 4] + data[off + 8 : off + 16])) != crc:
+                break
+            record = decode_map(body)
+            if record is None:
+                break
+            out.append(Scanned(position(number, off), tag, len(body), record))
+            count += 1
+            off = stop
+        self._frames[number] = count
+        return off
+
+    # -- writing -------------------------------------------------------------
+
+    def plan(self, nbytes: int, frames: int) -> int:
+        """Where the next ``nbytes`` go (then ``write`` them there)."""
+        with self._mutex:
+            if self._planned >= self.segment_bytes:
+                self._active += 1
+                self._planned = 0
+            start = position(self._active, self._planned)
+            self._planned += nbytes
+            self._frames[self._active] += frames
+            return start
+
+    def write(self, pos: int, data: bytes) -> None:
+        number, offset = split(pos)
+        fd = self._fd(number)
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, offset)
+            view = view[n:]
+            offset += n
+        with self._mutex:
+            self._sizes[number] = max(self._sizes.get(number, 0), offset)
+            self._dirty.add(number)
+
+    def sync(self) -> None:
+        """Make what was written durable (before the main log forgets it)."""
+        with self._mutex:
+            dirty, self._dirty = self._dirty, set()
+        for number in sorted(dirty):
+            fd = self._fds.get(number)
+            if fd is not None:
+                os.fsync(fd)
+        if dirty:
+            fsync_dir(self.directory)
+
+    # -- reading ---------------------------------------------------------------
+
+    def read(self, positions: Iterable[int]) -> list[dict[str, Any]]:
+        out = []
+        for pos in positions:
+            number, offset = split(pos)
+            fd = self._fd(number)
+            head = os.pread(fd, HEADER_SIZE, offset)
+            word, crc, tag = HEADER.unpack(head)
+            body = os.pread(fd, word & LENGTH_MASK, offset + HEADER_SIZE)
+            if zlib.crc32(body, zlib.crc32(head[:4] + head[8:])) != crc:
+                raise OSError(f"history record at {self._path(number)}:{offset} is damaged")
+            record = decode_map(body)
+            if record is None:
+                raise OSError(f"history record at {self._path(number)}:{offset} is not a map")
+            out.append(record)
+        return out
+
+    def read_frames(self, positions: Iterable[int]) -> Iterator[tuple[int, bytes]]:
+        """(position, whole frame) for each position, as written."""
+        for pos in positions:
+            number, offset = split(pos)
+            fd = self._fd(number)
+            head = os.pread(fd, HEADER_SIZE, offset)
+            length = HEADER.unpack(head)[0] & LENGTH_MASK
+            yield pos, head + os.pread(fd, length, offset + HEADER_SIZE)
+
+    # -- compaction -----------------------------------------------------------
+
+    def collectable(self, live: Iterable[int]) -> tuple[list[int], list[int]]:
+        """Sealed segments to delete outright, and those to copy out first."""
+        counts: Counter[int] = Counter(split(p)[0] for p in live)
+        empty: list[int] = []
+        sparse: list[int] = []
+        for number in sorted(self._sizes):
+            if number >= self._active:
+                break
+            held = counts.get(number, 0)
+            if held == 0:
+                empty.append(number)
+            elif held <= self._frames.get(number, 0) * MAX_LIVE_SHARE:
+                sparse.append(number)
+        return empty, sparse
+
+    def delete(self, numbers: Iterable[int]) -> int:
+        deleted = 0
+        for number in numbers:
+            with self._mutex:
+                fd = self._fds.pop(number, None)
+            if fd is not None:
+                os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._path(number))
+                deleted += 1
+            self._sizes.pop(number, None)
+            self._frames.pop(number, None)
+            self._dirty.discard(number)
+        if deleted:
+            fsync_dir(self.directory)
+        return deleted
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sync()
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds.clear()
+
+    def files(self) -> list[tuple[str, int]]:
+        """Every segment's path and size now (sizes end at frame boundaries when
+        asked from the thread that appends)."""
+        with self._mutex:
+            return [(self._path(n), size) for n, size in sorted(self._sizes.items()) if size]
+
+    @staticmethod
+    def check(directory: str) -> tuple[int, int, list[str]]:
+        """Read every segment without changing it: ``(files, frames, problems)``.
+        A torn tail of the last segment is what a crash leaves (cut at the next
+        start), not damage."""
+        reader = HistoryLog(directory)
+        numbers = sorted(
+            int(m.group(1)) for name in os.listdir(directory) if (m := _NAME_RE.match(name))
+        )
+        found: list[Scanned] = []
+        problems = []
+        for i, number in enumerate(numbers):
+            good_end = reader._scan(number, found)
+            size = os.path.getsize(reader._path(number))
+            if good_end != size and i < len(numbers) - 1:
+                problems.append(f"{reader._path(number)}: damaged after offset {good_end}")
+        return len(numbers), len(found), problems
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self._sizes.values())
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._sizes)
+
+    def _path(self, number: int) -> str:
+        return os.path.join(self.directory, f"{number:020d}.hist")
+
+    def _fd(self, number: int) -> int:
+        fd = self._fds.get(number)
+        if fd is None:
+            with self._mutex:
+                fd = self._fds.get(number)
+                if fd is None:
+                    path = self._path(number)
+                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                    self._fds[number] = fd
+        return fd

@@ -1,0 +1,526 @@
+"""One WebSocket connection's I/O: the socket, the flusher, the timers, the tasks.
+
+Theory of operation
+-------------------
+The HTTP connection hands its transport over with the bytes it had already
+read; from then on this :class:`WsConnection` is the transport's protocol. It
+is the adapter around the sans-I/O :class:`~syncd.ws.session.Session`, as
+hypercorn's TCP server is around its protocols: bytes read and the clock go
+into the session, and the actions it emits are carried out here (see the
+session's docstring for the protocol itself):
+
+- ``Send``: written at once, unless broadcast frames are queued: then behind
+  them, so the client sees everything in the order it was produced.
+- ``Apply``: the ops go through the same service as HTTP ops (auth, engine,
+  durable store, webhooks with source ``ws``). With a store that stages ops,
+  the read's ops are applied by one task (one store append and one wait for
+  the group commit, not one of each per op); otherwise each op has a task of
+  its own, started in arrival order (the engine applies an op before the task
+  first waits, so ops still apply in order).
+- ``Subscribe`` / ``Unsubscribe``: a :class:`~syncd.ws.subscription.WsSubscription`
+  joins or leaves the hub, starting from a snapshot or a replay
+  (:mod:`syncd.catchup`). The hub hands it the delta's frame bytes, shared by
+  every subscriber; they are queued here and written by the app's
+  :class:`~syncd.ws.flusher.Flusher`, one send per connection per flush.
+- ``Close`` / ``Finish``: the closing handshake. When we close (1009,
+  shutdown's 1001, keepalive's 1011) we send our close frame and wait up to
+  :data:`CLOSE_TIMEOUT_S` for the peer's; when the peer closes first we answer
+  and close the transport. A transport that will not finish closing is
+  aborted after the same timeout.
+
+Timers: one keepalive timer per connection, re-armed for the time the
+session names, and the close timeout.
+
+Backpressure: while the transport's buffer is over its high-water mark (the
+subscriber bound), or the session holds reading for its in-flight ops, we stop
+reading from the client. When the transport drains, subscriptions that were
+skipped meanwhile get a fresh snapshot.
+
+Disconnect: once the connection is gone and its in-flight ops are done, the
+ops the session names (presence's ``leave``) are applied on its behalf, with
+the same principal, through the service: durable and broadcast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from syncd.catchup import initial_deltas
+from syncd.errors import ApiError
+from syncd.ws.flusher import Flusher
+from syncd.ws.framing import CLOSE_GOING_AWAY
+from syncd.ws.session import (
+    Action,
+    Apply,
+    Close,
+    PauseReading,
+    ResumeReading,
+    Send,
+    Session,
+    StagedOp,
+    Subscribe,
+    Unsubscribe,
+)
+from syncd.ws.subscription import WsSubscription
+
+if TYPE_CHECKING:
+    from syncd.auth.authenticator import Authenticator, Principal
+    from syncd.config import Settings
+    from syncd.crdt.engine import ApplyResult, Engine
+    from syncd.http.protocol import ServerContext
+    from syncd.hub import Hub
+    from syncd.metrics import Metrics
+    from syncd.service import CrdtService
+    from syncd.store.base import Store
+
+log = logging.getLogger("syncd.ws")
+
+CLOSE_TIMEOUT_S: Final = 5.0
+"""How long we wait for the peer's close frame after sending ours, and for a
+closing transport to flush, before dropping the connection: long enough for a
+live client on a slow link, short enough that dead peers do not pile up."""
+
+LOW_WATER_DIVISOR: Final = 4
+"""The transport's low-water mark is the subscriber bound over this: a drained
+connection has room for a snapshot and the deltas that follow it."""
+
+COALESCE_MAX_BYTES: Final = 64 * 1024
+"""Queued broadcast bytes that are flushed at once instead of at the flusher's
+next pass: a send this size is already cheap per byte, and the queue (which
+the subscriber bound does not see) stays small."""
+
+_REPLAY_FAILED: Final = ApiError(503, "unavailable", "could not read the CRDT's history")
+
+# Tasks nobody awaits (disconnect ops, replays) must be referenced somewhere,
+# or the loop may garbage-collect them half-way.
+_background: set[asyncio.Task[Any]] = set()
+
+
+def _spawn(coro: Any) -> asyncio.Task[Any]:
+    task = asyncio.get_running_loop().create_task(coro)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
+
+
+async def wait_background(timeout: float) -> None:
+    """Let closed connections finish their disconnect ops (graceful shutdown)."""
+    if _background:
+        await asyncio.wait(list(_background), timeout=timeout)
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What every WebSocket connection uses, wired once by app.py."""
+
+    auth: Authenticator
+    engine: Engine
+    store: Store
+    hub: Hub
+    metrics: Metrics
+    service: CrdtService
+    settings: Settings
+    server: Callable[[], ServerContext | None]
+    """The HTTP server's shared state (connection count, shutdown), once it runs."""
+
+
+class WsConnection(asyncio.Protocol):
+    def __init__(
+        self,
+        app: SessionContext,
+        transport: asyncio.Transport,
+        trailing: bytes,
+        ns: str,
+        principal: Principal,
+        flusher: Flusher,
+    ) -> None:
+        settings = app.settings
+        self._app = app
+        self._loop = loop = asyncio.get_running_loop()
+        self.transport = transport
+        self.ns = ns
+        self.principal = principal
+        self.session = Session(
+            self._do,
+            app.auth,
+            principal,
+            max_message_bytes=settings.max_body_bytes,
+            json_max_depth=settings.json_max_depth,
+            max_subscriptions=settings.max_subscriptions,
+            ping_s=settings.ws_ping_s,
+            now=loop.time(),
+        )
+        self._bound = settings.subscriber_buffer_bytes
+        self.subscriptions: dict[str, WsSubscription] = {}
+        self._lagging: list[WsSubscription] = []
+        self._flusher = flusher
+        self._out: list[bytes] = []
+        """Broadcast frames (and what followed them) waiting for the flusher."""
+        self._out_bytes = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Op tasks still running: disconnect ops wait for them."""
+        self._staging = app.service.stages
+        self.can_send = True
+        """False once closing started: then nothing but close frames go out."""
+        self._read_paused = False
+        self._write_paused = False
+        self._gone = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._keepalive_due = 0.0
+        self._arm_keepalive(self.session.keepalive_due)
+        transport.set_write_buffer_limits(high=self._bound, low=self._bound // LOW_WATER_DIVISOR)
+        ctx = app.server()
+        if ctx is not None:
+            ctx.other_connections.add(self)
+        app.metrics.ws_connections_active.inc()
+        if trailing:
+            # Parsed on the next loop pass, once the transport is ours; bytes
+            # that arrive before then queue behind these in the frame layer.
+            self.session.feed(trailing)
+            loop.call_soon(self.session.process)
+
+    # -- asyncio.Protocol -------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Not called: the transport is handed over already connected."""
+
+    def data_received(self, data: bytes) -> None:
+        self.session.data_received(data, self._loop.time())
+
+    def eof_received(self) -> bool | None:
+        # The peer will send nothing more, not even a close frame: done.
+        self.can_send = False
+        self.session.eof_received()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._gone:
+            return
+        self._gone = True
+        self.can_send = False
+        self.session.connection_lost()
+        self._cancel_timer()
+        self._stop_keepalive()
+        app = self._app
+        ctx = app.server()
+        if ctx is not None:
+            ctx.other_connections.discard(self)
+        app.metrics.ws_connections_active.dec()
+        for subscription in list(self.subscriptions.values()):
+            self._drop_subscription(subscription)
+        self._lagging.clear()
+        self._out.clear()
+        self._out_bytes = 0
+        if self._tasks or self.session.may_have_disconnect_ops:
+            _spawn(self._after_disconnect(list(self._tasks)))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self.session.write_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._lagging:
+            lagging, self._lagging = self._lagging, []
+            engine = self._app.engine
+            for subscription in lagging:
+                subscription.resync(engine)
+        self.session.writing_resumed()
+        self._maybe_resume_reading()
+
+    # -- the session's actions ----------------------------------------------
+
+    def _do(self, action: Action) -> None:
+        if isinstance(action, Send):
+            self.send(action.data)
+        elif isinstance(action, Apply):
+            self._apply(action.run)
+        elif isinstance(action, Subscribe):
+            self._subscribe(action)
+        elif isinstance(action, Unsubscribe):
+            subscription = self.subscriptions.get(action.crdt_id)
+            if subscription is not None:
+                self._drop_subscription(subscription)
+        elif isinstance(action, PauseReading):
+            self._pause_reading()
+        elif isinstance(action, ResumeReading):
+            self._maybe_resume_reading()
+        elif isinstance(action, Close):
+            self._close(action)
+        else:
+            self._peer_closed(action.data)
+
+    # -- output ------------------------------------------------------------
+
+    def push(self, data: bytes, subscription: WsSubscription) -> bool:
+        """Queue a broadcast frame for the flusher (see WsSubscription.deliver)."""
+        if not self.can_send:
+            return False
+        if self._write_paused:
+            # The transport's high-water mark is the bound: paused means the
+            # peer has left more than that unread (and not yet drained to the
+            # low-water mark), known without asking the transport per delta.
+            subscription.lag = True
+            self._lagging.append(subscription)
+            return False
+        out = self._out
+        if not out:
+            self._flusher.mark(self)
+        out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes >= COALESCE_MAX_BYTES:
+            self.flush()  # enough to be worth a send of its own
+        return True
+
+    def send(self, data: bytes) -> None:
+        """Write now, unless frames are queued: then behind them, keeping order."""
+        if not self.can_send:
+            return
+        if self._out:
+            self._out.append(data)
+            self._out_bytes += len(data)
+            if self._out_bytes >= COALESCE_MAX_BYTES:
+                self.flush()  # so the transport sees it and can pause us
+        else:
+            self._write(data)
+
+    def flush(self) -> None:
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_bytes = 0
+        if not self.can_send:
+            return
+        self._write(out[0] if len(out) == 1 else b"".join(out))
+
+    # -- server ------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """The server is stopping: close with 1001 (going away)."""
+        self.close(CLOSE_GOING_AWAY, "server shutting down")
+
+    def close(self, code: int, reason: str = "") -> None:
+        if not self._gone:
+            self.session.close(code, reason)
+
+    def _close(self, action: Close) -> None:
+        self.flush()  # what was queued goes before the close frame
+        self.can_send = False
+        self._stop_keepalive()
+        if action.data:
+            self._write(action.data)
+        if action.await_peer:
+            self._resume_reading()  # whatever held it back: the peer's answer
+            self._arm_timer()
+        else:
+            self._finish()
+
+    def _peer_closed(self, answer: bytes) -> None:
+        self.can_send = False
+        self._out.clear()  # the peer is leaving: no data after its close
+        self._out_bytes = 0
+        if answer:
+            self._write(answer)
+        self._finish()
+
+    # -- ops -----------------------------------------------------------------
+
+    def _apply(self, run: list[StagedOp]) -> None:
+        if self._staging:
+            self._track(self._apply_run(run))
+        else:
+            for staged in run:
+                self._track(self._apply_one(staged))
+
+    def _track(self, coro: Any) -> None:
+        task: asyncio.Task[None] = self._loop.create_task(coro)
+        tasks = self._tasks
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _apply_run(self, run: list[StagedOp]) -> None:
+        """Apply a read's ops in arrival order, persist their records at once,
+        answer each (ack or its own error) once they are durable."""
+        service = self._app.service
+        session = self.session
+        ns = self.ns
+        principal = self.principal
+        applied: list[tuple[StagedOp, ApplyResult]] = []
+        records: list[dict[str, Any]] = []
+        try:
+            for staged in run:
+                try:
+                    result = service.stage(ns, staged.crdt_id, staged.body, principal)
+                except ApiError as exc:
+                    session.fail(staged, exc)
+                except Exception:
+                    log.exception("op on %s/%s failed", ns, staged.crdt_id)
+                    session.fail(staged, None)
+                else:
+                    applied.append((staged, result))
+                    if result.records:
+                        records += result.records
+            if applied:
+                try:
+                    # Duplicates only (no records) still wait: see apply_ops.
+                    await service.persist(records, "ws")
+                except ApiError as exc:
+                    for staged, _ in applied:
+                        session.fail(staged, exc)
+                except Exception:
+                    log.exception("ops on %s failed", ns)
+                    for staged, _ in applied:
+                        session.fail(staged, None)
+                else:
+                    for staged, result in applied:
+                        session.ack(staged, result)
+        finally:
+            for staged in run:
+                session.drop(staged)
+            session.answers_ready()
+
+    async def _apply_one(self, staged: StagedOp) -> None:
+        session = self.session
+        try:
+            result = await self._app.service.apply_ops(
+                self.ns, staged.crdt_id, staged.body, self.principal, "ws"
+            )
+        except ApiError as exc:
+            session.fail(staged, exc)
+        except Exception:
+            log.exception("op on %s/%s failed", self.ns, staged.crdt_id)
+            session.fail(staged, None)
+        else:
+            session.ack(staged, result)
+        finally:
+            session.drop(staged)
+            # From here rather than as a done callback: no extra loop pass per op.
+            session.answers_ready()
+
+    async def _after_disconnect(self, inflight: list[asyncio.Task[None]]) -> None:
+        if inflight:
+            await asyncio.wait(inflight)
+        service = self._app.service
+        for crdt_id, op in self.session.disconnect_ops():
+            try:
+                await service.apply_ops(self.ns, crdt_id, dict(op), self.principal, "ws")
+            except ApiError as exc:
+                log.info("disconnect op on %s/%s refused: %s", self.ns, crdt_id, exc.message)
+            except Exception:
+                log.exception("disconnect op on %s/%s failed", self.ns, crdt_id)
+
+    # -- subscriptions ---------------------------------------------------------
+
+    def _subscribe(self, action: Subscribe) -> None:
+        app = self._app
+        crdt_id = action.crdt_id
+        subscription = WsSubscription(self, self.ns, crdt_id, action.binary)
+        self.subscriptions[crdt_id] = subscription
+        # Join the hub before reading the state: deltas made meanwhile wait
+        # in the subscription, so none falls between the two.
+        app.hub.subscribe(self.ns, crdt_id, subscription)
+        app.metrics.subscriptions_active.inc()
+        if action.since is None:
+            subscription.start([app.engine.snapshot_delta(self.ns, crdt_id)])
+        else:
+            _spawn(self._start_replay(subscription, action.since, action.epoch))
+
+    async def _start_replay(
+        self, subscription: WsSubscription, since: int, epoch: str | None
+    ) -> None:
+        try:
+            app = self._app
+            initial = await initial_deltas(
+                app.engine, app.store, self.ns, subscription.crdt_id, since, epoch
+            )
+        except Exception as exc:
+            if subscription.active:
+                log.exception("replay for %s/%s failed", self.ns, subscription.crdt_id)
+                self._drop_subscription(subscription)
+                error = exc if isinstance(exc, ApiError) else _REPLAY_FAILED
+                self.session.subscription_failed(subscription.crdt_id, error, subscription.binary)
+            return
+        subscription.start(initial)
+
+    def _drop_subscription(self, subscription: WsSubscription) -> None:
+        if not subscription.active:
+            return
+        subscription.active = False
+        subscription.pending = None
+        app = self._app
+        app.hub.unsubscribe(self.ns, subscription.crdt_id, subscription)
+        app.metrics.subscriptions_active.dec()
+        if self.subscriptions.get(subscription.crdt_id) is subscription:
+            del self.subscriptions[subscription.crdt_id]
+        if subscription.lag:
+            subscription.lag = False
+            self._lagging.remove(subscription)
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.transport.write(data)
+        except RuntimeError:
+            # uvloop refuses writes once the socket failed, a moment before
+            # connection_lost reaches us; nothing more can be sent.
+            self.can_send = False
+
+    def _finish(self) -> None:
+        """Close the transport (after its buffer flushes), aborting if that stalls."""
+        self.can_send = False
+        if not self.transport.is_closing():
+            self.transport.close()
+        self._arm_timer()
+
+    def _on_keepalive(self) -> None:
+        self._keepalive = None
+        if self._gone or not self.can_send:
+            return
+        due = self.session.keepalive(self._loop.time(), self._keepalive_due)
+        if due is not None and self.can_send:
+            self._arm_keepalive(due)
+
+    def _arm_keepalive(self, due: float) -> None:
+        self._keepalive_due = due
+        self._keepalive = self._loop.call_at(due, self._on_keepalive)
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
+
+    def _arm_timer(self) -> None:
+        if self._timer is None and not self._gone:
+            self._timer = self._loop.call_later(CLOSE_TIMEOUT_S, self._abort)
+
+    def _abort(self) -> None:
+        self._timer = None
+        if not self._gone:
+            self.transport.abort()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _pause_reading(self) -> None:
+        if not self._read_paused and not self._gone:
+            self._read_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._read_paused and not self._gone:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if not self._write_paused and not self.session.held:
+            self._resume_reading()

@@ -1,0 +1,239 @@
+"""The Hocuspocus protocol (``@hocuspocus/provider``) on syncd's Yjs documents.
+
+Theory of operation
+-------------------
+Hocuspocus speaks the same y-protocols messages as y-websocket, with three
+differences, and this module is those differences; the documents are the
+same :class:`~syncd.ws.yjs_channel.YjsChannel`s y-websocket connections use,
+so both kinds of provider edit one document together.
+
+- **Multiplexed.** One socket carries many documents: every message starts
+  with the document's name (a lib0 var-string; with ``sessionAwareness`` the
+  name is followed by ``\\0`` and a session id, which we echo back). A
+  connection holds up to :data:`MAX_DOCUMENTS` channels.
+- **Authenticated in band.** The upgrade carries no token. Each document
+  opens with an auth message (type 2, ``0`` token, the token, the provider's
+  version); we answer ``2`` authenticated with the scope (``read-write`` or
+  ``readonly``) and open the channel (our step 1, the room's awareness), or
+  ``1`` permission denied with the reason. Messages for a document before
+  its auth succeeded are dropped. A socket that authenticates no document
+  within :data:`AUTH_TIMEOUT_S` is closed (1008).
+- **Acknowledged.** Each update is answered with a sync-status message
+  (type 8, ``1`` once durable, ``0`` when refused or read-only), which the
+  provider counts to know it has no unsynced changes.
+
+A close message (type 7) from the provider detaches that document; stateless
+messages (5) are not supported and ignored, like unknown types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from pycrdt import Decoder, Encoder
+
+from syncd.errors import ApiError
+from syncd.hub import WS_OPCODE_BINARY, EncodedDelta, ws_frame
+from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
+from syncd.ws.yjs_channel import CLOSE_POLICY, YjsChannel, YjsContext, may_write, update_of
+from syncd.ws.yjs_connection import YjsSocket
+from syncd.ws.yjs_protocol import sync_update
+
+if TYPE_CHECKING:
+    from syncd.auth.authenticator import Principal
+
+MESSAGE_AUTH: Final = 2
+MESSAGE_CLOSE: Final = 7
+MESSAGE_SYNC_STATUS: Final = 8
+MESSAGE_PONG: Final = 10
+CHANNEL_MESSAGES: Final = frozenset({0, 1, 3})
+"""Sync, awareness and query-awareness: the channel's own y-protocols messages."""
+
+AUTH_TOKEN: Final = 0
+AUTH_PERMISSION_DENIED: Final = 1
+AUTH_AUTHENTICATED: Final = 2
+
+MAX_DOCUMENTS: Final = 100
+"""Documents one Hocuspocus connection may open: an editor opens a few."""
+
+MAX_NAME_BYTES: Final = 1024
+"""A document name (with its session id): ids are at most 256 characters."""
+
+AUTH_TIMEOUT_S: Final = 10.0
+"""A socket that has authenticated no document by then is closed: an
+unauthenticated socket must not hold a connection slot for long."""
+
+
+def _string(text: str) -> bytes:
+    encoder = Encoder()
+    encoder.write_var_string(text)
+    return encoder.to_bytes()
+
+
+def _uint(n: int) -> bytes:
+    encoder = Encoder()
+    encoder.write_var_uint(n)
+    return encoder.to_bytes()
+
+
+def authenticated(name: str, scope: str) -> bytes:
+    return _string(name) + _uint(MESSAGE_AUTH) + _uint(AUTH_AUTHENTICATED) + _string(scope)
+
+
+def permission_denied(name: str, reason: str) -> bytes:
+    return _string(name) + _uint(MESSAGE_AUTH) + _uint(AUTH_PERMISSION_DENIED) + _string(reason)
+
+
+def sync_status(name: str, applied: bool) -> bytes:
+    # lib0 var-int: 0 and 1 are one byte each, as they are as var-uints.
+    return _string(name) + _uint(MESSAGE_SYNC_STATUS) + (b"\x01" if applied else b"\x00")
+
+
+def parse(data: bytes) -> tuple[str, int, bytes]:
+    """``(document name, message type, the rest)``; ValueError when malformed."""
+    decoder = Decoder(data)
+    length = decoder.read_var_uint()
+    if length > MAX_NAME_BYTES or length > decoder.length:
+        raise ValueError("bad document name")
+    start = decoder.i0
+    name = data[start : start + length].decode("utf-8")
+    decoder.i0 += length
+    decoder.length -= length
+    kind = decoder.read_var_uint()
+    return name, kind, data[decoder.i0 :]
+
+
+def read_token(rest: bytes) -> str | None:
+    """The token of an auth message's body, or None for another auth message."""
+    decoder = Decoder(rest)
+    if decoder.read_var_uint() != AUTH_TOKEN:
+        return None
+    return decoder.read_var_string()
+
+
+class HocuspocusConnection(YjsSocket):
+    def __init__(
+        self,
+        ctx: YjsContext,
+        transport: asyncio.Transport,
+        trailing: bytes,
+        ns: str,
+        document_id: Callable[[str], str],
+    ) -> None:
+        super().__init__(ctx, transport)
+        self.ns = ns
+        self._document_id = document_id
+        """Room name -> document id (the y-websocket endpoint's rule)."""
+        self._channels: dict[str, YjsChannel] = {}
+        self._names: dict[YjsChannel, str] = {}
+        self._auth_timer: asyncio.TimerHandle | None = self._loop.call_later(
+            AUTH_TIMEOUT_S, self._auth_timeout
+        )
+        if trailing:
+            self._loop.call_soon(self.data_received, trailing)
+
+    def channels(self) -> list[YjsChannel]:
+        return list(self._channels.values())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+        super().connection_lost(exc)
+
+    def _auth_timeout(self) -> None:
+        self._auth_timer = None
+        if not self._channels:
+            self.close(CLOSE_POLICY, "no document authenticated")
+
+    # -- messages ------------------------------------------------------------
+
+    def on_message(self, data: bytes | str) -> None:
+        if isinstance(data, str):
+            self.close(CLOSE_PROTOCOL_ERROR, "Hocuspocus messages are binary")
+            return
+        if data == _uint(MESSAGE_PONG):
+            return  # the answer to a connection-level ping (we ping with frames)
+        try:
+            name, kind, rest = parse(data)
+            if kind == MESSAGE_AUTH:
+                token = read_token(rest)
+                if token is not None:
+                    self._authenticate(name, token)
+                return
+        except (ValueError, IndexError, UnicodeDecodeError, RuntimeError):
+            self.close(CLOSE_PROTOCOL_ERROR, "malformed Hocuspocus message")
+            return
+        channel = self._channels.get(name)
+        if channel is None:
+            return  # not authenticated for it (yet): dropped, as Hocuspocus does
+        if kind in CHANNEL_MESSAGES:
+            channel.session.receive(_uint(kind) + rest)
+        elif kind == MESSAGE_CLOSE:
+            self._detach(name)
+
+    def _authenticate(self, name: str, token: str) -> None:
+        if name in self._channels:
+            channel = self._channels[name]
+            scope = "read-write" if channel.session.writable else "readonly"
+            self._write_raw(authenticated(name, scope))
+            return
+        auth = self._ctx.auth
+        try:
+            crdt_id = self._document_id(name.split("\0", 1)[0])
+            principal: Principal = auth.authenticate(f"Bearer {token}", self.ns)
+            auth.check_read(principal, crdt_id)
+            if len(self._channels) >= MAX_DOCUMENTS:
+                raise ApiError(
+                    400, "bad_request", f"at most {MAX_DOCUMENTS} documents per connection"
+                )
+        except ApiError as exc:
+            self._write_raw(permission_denied(name, f"{exc.code}: {exc.message}"))
+            return
+        writable = may_write(auth, principal, crdt_id)
+        self._write_raw(authenticated(name, "read-write" if writable else "readonly"))
+        channel = YjsChannel(self._ctx, self, self.ns, crdt_id, principal, writable=writable)
+        self._channels[name] = channel
+        self._names[channel] = name
+        channel.start()
+
+    def _detach(self, name: str) -> None:
+        channel = self._channels.pop(name, None)
+        if channel is not None:
+            del self._names[channel]
+            channel.leave()
+
+    # -- the channels' Owner -------------------------------------------------
+
+    def send_message(self, channel: YjsChannel, message: bytes) -> None:
+        name = self._names.get(channel)
+        if name is not None:
+            self._write_raw(_string(name) + message)
+
+    def send_delta(self, channel: YjsChannel, delta: EncodedDelta) -> None:
+        name = self._names.get(channel)
+        if name is None:
+            return
+        prefix = _string(name)
+
+        def frame(data: dict[str, Any]) -> bytes:
+            update = update_of(data)
+            return ws_frame(WS_OPCODE_BINARY, prefix + sync_update(update)) if update else b""
+
+        data = delta.form("hocuspocus:" + name, frame)
+        if data:
+            self._write(data)
+
+    def update_done(self, channel: YjsChannel, applied: bool) -> None:
+        name = self._names.get(channel)
+        if name is not None and not self._closing:
+            self._write_raw(sync_status(name, applied))
+
+    def read_only_update(self, channel: YjsChannel) -> None:
+        name = self._names.get(channel)
+        if name is not None:
+            self._write_raw(sync_status(name, False))
+
+    def _write_raw(self, message: bytes) -> None:
+        self._write(ws_frame(WS_OPCODE_BINARY, message))

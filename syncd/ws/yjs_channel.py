@@ -1,0 +1,351 @@
+"""One Yjs document on one connection: what y-websocket and Hocuspocus share.
+
+Theory of operation
+-------------------
+A :class:`YjsChannel` joins one document to one socket. It holds the
+document's sans-I/O :class:`~syncd.ws.yjs_protocol.YjsSession` and carries
+out its actions; the socket adapter that owns it (a y-websocket connection
+has one channel, a Hocuspocus connection one per document) frames what the
+channel sends and reads what it is given:
+
+- an update goes through the same service as every op (write permission,
+  rate limit, the engine, the durable store or the cluster's database,
+  webhooks, metrics) as ``{"op": "update", ...}`` on the document. It
+  reaches the other channels as the hub's delta, only once durable, like
+  every delta; the writer's own echo is skipped. The owner hears of each
+  update's outcome (Hocuspocus acknowledges them).
+- a step 1 is answered from the engine's document: exactly what the peer's
+  state vector lacks, so a reconnecting provider gets only what it missed.
+- awareness goes to the room (:mod:`syncd.ws.yjs_room`).
+
+The channel joins the hub before it sends its step 1, so nothing committed
+in between is missed (a delta the step 2 already covered is a no-op for Yjs).
+
+Over the token's rate limit an update waits, and the owner stops reading the
+socket meanwhile: y-websocket cannot be told to slow down, so it is slowed
+down. A refused update closes the connection: 1007 for one that is
+malformed or too large (400/413), 1008 for a permission refused after the
+handshake (an expired token), 1013 for a store that is unavailable, so the
+provider reconnects later and syncs by state vector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import binascii
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from syncd.crdt.engine import mask_bit
+from syncd.crdt.ydoc import YDoc
+from syncd.errors import ApiError
+from syncd.hub import DeliverEach, EncodedDelta
+from syncd.ws.framing import CLOSE_BAD_DATA, CLOSE_INTERNAL_ERROR, CLOSE_NORMAL
+from syncd.ws.yjs_protocol import (
+    Action,
+    ApplyUpdate,
+    Close,
+    EmptyUpdate,
+    ReadOnlyUpdate,
+    RelayAwareness,
+    Send,
+    SendAwareness,
+    SendDiff,
+    YjsSession,
+    awareness_message,
+    sync_step2,
+    sync_update,
+)
+from syncd.ws.yjs_room import AwarenessRefused, Room, Rooms
+
+if TYPE_CHECKING:
+    from syncd.auth.authenticator import Authenticator, Principal
+    from syncd.config import Settings
+    from syncd.crdt.engine import Engine
+    from syncd.http.protocol import ServerContext
+    from syncd.hub import Hub
+    from syncd.metrics import Metrics
+    from syncd.service import CrdtService
+
+log = logging.getLogger("syncd.ws")
+
+CLOSE_POLICY: Final = 1008
+CLOSE_TRY_AGAIN: Final = 1013
+
+RATE_RETRY_MIN_S: Final = 0.05
+RATE_RETRY_MAX_S: Final = 1.0
+"""How long an update over the token's rate limit waits before it asks again
+(the 429's Retry-After, within these bounds: the limit is per sliding second)."""
+
+EMPTY_STATE_VECTOR: Final = b"\x00"
+
+
+@dataclass(frozen=True)
+class YjsContext:
+    """What every Yjs connection uses, wired once by app.py."""
+
+    auth: Authenticator
+    engine: Engine
+    hub: Hub
+    service: CrdtService
+    metrics: Metrics
+    settings: Settings
+    rooms: Rooms
+    server: Callable[[], ServerContext | None]
+
+
+class Owner(Protocol):
+    """The socket adapter a channel belongs to."""
+
+    def send_message(self, channel: YjsChannel, message: bytes) -> None:
+        """Frame and write one y-protocols message of ``channel``."""
+        ...
+
+    def send_delta(self, channel: YjsChannel, delta: EncodedDelta) -> None:
+        """Write a document delta as an update message (shared framing)."""
+        ...
+
+    def close(self, code: int, reason: str = "") -> None: ...
+
+    def update_started(self) -> None:
+        """An update now awaits the store: the owner may stop reading."""
+        ...
+
+    def update_finished(self) -> None:
+        """That update no longer awaits the store."""
+        ...
+
+    def update_done(self, channel: YjsChannel, applied: bool) -> None:
+        """An update is durable (``applied``) or was refused; also called,
+        without ``update_started``, for an update that carried nothing."""
+        ...
+
+    def read_only_update(self, channel: YjsChannel) -> None:
+        """The peer sent an update on a read-only channel (it was dropped)."""
+        ...
+
+    def hold_reading(self, held: bool) -> None:
+        """Stop reading (True) until each such call is matched by a False: an
+        update waits for the token's rate limit."""
+        ...
+
+    @property
+    def write_paused(self) -> bool: ...
+
+
+_UPDATE_BIT: Final = mask_bit(YDoc.TYPE, "update")
+
+
+def may_write(auth: Authenticator, principal: Principal, crdt_id: str) -> bool:
+    """Whether ``principal`` may send updates to the document (else read-only)."""
+    try:
+        auth.check_write(principal, crdt_id, YDoc.TYPE, _UPDATE_BIT)
+    except ApiError:
+        return False
+    return True
+
+
+def update_of(delta: dict[str, Any]) -> bytes:
+    """The Yjs update a hub delta carries (empty for one that carries none)."""
+    if delta.get("kind") == "snapshot":
+        state = delta.get("state")
+        return binascii.a2b_base64(state["update"]) if state else b""
+    return binascii.a2b_base64(delta["op"]["update"])
+
+
+class YjsChannel(DeliverEach):
+    def __init__(
+        self,
+        ctx: YjsContext,
+        owner: Owner,
+        ns: str,
+        crdt_id: str,
+        principal: Principal,
+        *,
+        writable: bool,
+    ) -> None:
+        self._ctx = ctx
+        self._owner = owner
+        self.ns = ns
+        self.crdt_id = crdt_id
+        self.principal = principal
+        self.session = YjsSession(self._do, writable=writable)
+        self._echo: dict[str, int] = {}
+        """Updates this peer sent that are not yet back from the hub: skipped."""
+        self._lagged = False
+        self.closed = False
+        """Nothing more goes out (the connection is closing)."""
+        self._left = False
+        self.room: Room = ctx.rooms.join(ns, crdt_id, self)
+        ctx.hub.subscribe(ns, crdt_id, self)
+
+    def start(self) -> None:
+        """Our opening: step 1 and the room's awareness states."""
+        self.session.start(self._state_vector(), self.room.states())
+
+    def leave(self) -> None:
+        """Leave the hub and the room (once; the connection is gone)."""
+        self.closed = True
+        if self._left:
+            return
+        self._left = True
+        self._ctx.hub.unsubscribe(self.ns, self.crdt_id, self)
+        self._ctx.rooms.leave(self.ns, self.crdt_id, self)
+
+    def _document(self) -> YDoc | None:
+        entry = self._ctx.engine.get(self.ns, self.crdt_id)
+        if entry is None:
+            return None
+        crdt = entry.crdt
+        assert isinstance(crdt, YDoc)
+        return crdt
+
+    def _state_vector(self) -> bytes:
+        doc = self._document()
+        return doc.state_vector() if doc is not None else EMPTY_STATE_VECTOR
+
+    def drained(self) -> None:
+        """The owner's socket drained: what was skipped meanwhile, as one update."""
+        if self._lagged and not self.closed:
+            self._lagged = False
+            doc = self._document()
+            if doc is not None:
+                self._owner.send_message(self, sync_update(doc.encoded()))
+
+    # -- the hub ---------------------------------------------------------------
+
+    def deliver(self, delta: EncodedDelta) -> None:
+        if self.closed:
+            return
+        data = delta.delta
+        if data.get("kind") == "deleted":
+            self._owner.close(CLOSE_NORMAL, "document deleted")
+            return
+        if data.get("kind") == "op":
+            update = data["op"]["update"]
+            pending = self._echo.get(update)
+            if pending is not None:
+                if pending == 1:
+                    del self._echo[update]
+                else:
+                    self._echo[update] = pending - 1
+                return
+        if self._owner.write_paused:
+            self._lagged = True
+            return
+        self._owner.send_delta(self, delta)
+
+    # -- the room ------------------------------------------------------------
+
+    def send_awareness(self, update: bytes) -> None:
+        if not self.closed and not self._owner.write_paused:
+            self._owner.send_message(self, awareness_message(update))
+
+    # -- the session's actions ---------------------------------------------
+
+    def _do(self, action: Action) -> None:
+        owner = self._owner
+        if isinstance(action, Send):
+            owner.send_message(self, action.message)
+        elif isinstance(action, SendDiff):
+            doc = self._document()
+            update = doc.diff(action.state_vector) if doc is not None else b"\x00\x00"
+            owner.send_message(self, sync_step2(update))
+        elif isinstance(action, ApplyUpdate):
+            self._apply(action.update)
+        elif isinstance(action, RelayAwareness):
+            try:
+                self.room.apply(self, action.update)
+            except AwarenessRefused as exc:
+                owner.close(CLOSE_POLICY, str(exc))
+        elif isinstance(action, SendAwareness):
+            states = self.room.states()
+            if states is not None:
+                owner.send_message(self, awareness_message(states))
+        elif isinstance(action, ReadOnlyUpdate):
+            owner.read_only_update(self)
+        elif isinstance(action, EmptyUpdate):
+            owner.update_done(self, True)  # nothing to apply: done at once
+        else:
+            assert isinstance(action, Close)
+            owner.close(action.code, action.reason)
+
+    def _apply(self, update: bytes) -> None:
+        try:
+            self._ctx.auth.check_expiry(self.principal)
+        except ApiError as exc:
+            self._refused(exc)
+            return
+        text = binascii.b2a_base64(update, newline=False).decode("ascii")
+        self._echo[text] = self._echo.get(text, 0) + 1
+        self._owner.update_started()
+        task = asyncio.get_running_loop().create_task(self._commit(text))
+        _tasks.add(task)
+        task.add_done_callback(_tasks.discard)
+
+    async def _commit(self, text: str) -> None:
+        ctx = self._ctx
+        body = {"op": "update", "update": text}
+        applied = False
+        try:
+            await self._within_rate()
+            await ctx.service.apply_ops(self.ns, self.crdt_id, body, self.principal, "yjs")
+            applied = True
+        except ApiError as exc:
+            self._forget_echo(text)
+            self._refused(exc)
+        except Exception:
+            self._forget_echo(text)
+            log.exception("applying a Yjs update failed")
+            self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
+        finally:
+            self._owner.update_finished()
+            self._owner.update_done(self, applied)
+
+    async def _within_rate(self) -> None:
+        """Count the update against the token's rate limit; over it, wait."""
+        auth = self._ctx.auth
+        while True:
+            try:
+                auth.rate_check(self.principal)
+                return
+            except ApiError as exc:
+                if exc.status != 429 or self.closed:
+                    raise
+                self._owner.hold_reading(True)
+                try:
+                    await asyncio.sleep(_retry_after(exc))
+                finally:
+                    self._owner.hold_reading(False)
+
+    def _forget_echo(self, text: str) -> None:
+        pending = self._echo.get(text, 0)
+        if pending <= 1:
+            self._echo.pop(text, None)
+        else:
+            self._echo[text] = pending - 1
+
+    def _refused(self, exc: ApiError) -> None:
+        if exc.status in (400, 413):
+            code = CLOSE_BAD_DATA
+        elif exc.status in (401, 403):
+            code = CLOSE_POLICY
+        else:
+            code = CLOSE_TRY_AGAIN
+        self._owner.close(code, f"{exc.code}: {exc.message}"[:120])
+
+
+def _retry_after(exc: ApiError) -> float:
+    for name, value in exc.headers:
+        if name.lower() == "retry-after":
+            try:
+                return min(max(float(value), RATE_RETRY_MIN_S), RATE_RETRY_MAX_S)
+            except ValueError:
+                break
+    return RATE_RETRY_MIN_S
+
+
+_tasks: set[asyncio.Task[None]] = set()
+"""Update tasks nobody else references (the loop holds tasks weakly)."""

@@ -1,0 +1,91 @@
+"""``GET /v1/namespaces/:ns/yjs/:room``: the y-websocket protocol, and
+``GET /v1/namespaces/:ns/hocuspocus``: the Hocuspocus protocol (docs/yjs.md).
+
+``new WebsocketProvider("ws://HOST/v1/namespaces/NS/yjs", room, doc,
+{ params: { token } })`` connects here unchanged: y-websocket appends the
+room name to the URL and the params as a query string. The room is a Yjs
+document's id; a room name without a type prefix means the ``yd:`` document
+of that name (``notes`` is ``yd:notes``), so apps keep their room names.
+
+Everything that can refuse the connection happens here, while it is still
+HTTP: the namespace and room, the token (``?token=`` or ``Authorization:
+Bearer``, counted against the rate limit), read permission on the document,
+the handshake headers, and room for one more connection. A token that may
+read but not write connects read-only. The Hocuspocus upgrade needs no token:
+its provider authenticates each document in band (:mod:`syncd.ws.hocuspocus`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from syncd.crdt.types import type_for_id
+from syncd.crdt.ydoc import YDoc
+from syncd.errors import type_mismatch, unavailable
+from syncd.http.request import Request
+from syncd.http.response import Upgrade
+from syncd.http.router import Router
+from syncd.ids import check_crdt_id, check_namespace
+from syncd.ws.handshake import check_upgrade, switching_head
+from syncd.ws.hocuspocus import HocuspocusConnection
+from syncd.ws.yjs_channel import YjsContext, may_write
+from syncd.ws.yjs_connection import YjsConnection
+
+YJS_PATH = "/v1/namespaces/{ns}/yjs/{room}"
+HOCUSPOCUS_PATH = "/v1/namespaces/{ns}/hocuspocus"
+
+
+def document_id(room: str) -> str:
+    """The Yjs document a room name means (see the module docstring)."""
+    kind = type_for_id(room)
+    if kind is None:
+        return check_crdt_id(YDoc.PREFIX + room)
+    if kind != YDoc.TYPE:
+        raise type_mismatch(f"room: {room!r} is a {kind}, not a Yjs document (yd:)")
+    return check_crdt_id(room)
+
+
+def register(router: Router, ctx: YjsContext) -> None:
+    def upgrade(request: Request) -> Upgrade:
+        ns = check_namespace(request.params["ns"])
+        crdt_id = document_id(request.params["room"])
+        auth = ctx.auth
+        query_token = request.query.get("token") if request.query_string else None
+        principal = auth.authenticate(
+            request.headers.get("authorization"), ns, query_token=query_token
+        )
+        auth.check_read(principal, crdt_id)
+        writable = may_write(auth, principal, crdt_id)
+        key = check_upgrade(request.http_version, request.headers)
+        _check_room_for_one_more(ctx)
+
+        def attach(transport: Any, trailing: bytes) -> YjsConnection:
+            return YjsConnection(
+                ctx, transport, trailing, ns, crdt_id, principal, writable=writable
+            )
+
+        return Upgrade(switching_head(key), attach)
+
+    def hocuspocus_upgrade(request: Request) -> Upgrade:
+        # No token here: Hocuspocus authenticates each document in band.
+        ns = check_namespace(request.params["ns"])
+        key = check_upgrade(request.http_version, request.headers)
+        _check_room_for_one_more(ctx)
+
+        def attach(transport: Any, trailing: bytes) -> HocuspocusConnection:
+            return HocuspocusConnection(ctx, transport, trailing, ns, document_id)
+
+        return Upgrade(switching_head(key), attach)
+
+    router.add("GET", YJS_PATH, upgrade)
+    router.add("GET", HOCUSPOCUS_PATH, hocuspocus_upgrade)
+
+
+def _check_room_for_one_more(ctx: YjsContext) -> None:
+    server = ctx.server()
+    if server is not None:
+        if server.closing:
+            raise unavailable("server is shutting down")
+        # This connection is already counted; the upgrade keeps it counted.
+        if server.connection_count > server.max_connections:
+            raise unavailable("too many connections")

@@ -1,0 +1,200 @@
+"""The y-websocket protocol of one connection, without I/O.
+
+Theory of operation
+-------------------
+y-websocket (the ``y-protocols`` package) sends binary WebSocket messages,
+each a var-uint message type and a body, coded with lib0's var-uints and
+length-prefixed byte strings (pycrdt's ``Decoder``/``Encoder`` read and
+write them):
+
+====================  =====================================================
+``0`` sync            a var-uint step and a byte string: ``0`` step 1 (the
+                      peer's state vector: "send me what I lack"), ``1``
+                      step 2 (an update answering a step 1), ``2`` update
+``1`` awareness       a byte string: an awareness update (cursors, names)
+``2`` auth            server to client only: ``0`` permission denied, reason
+``3`` query awareness "send me every awareness state you know"
+====================  =====================================================
+
+A connection opens with the server's step 1 (our state vector) and the
+room's awareness states; the client answers with its step 2 (what we lack)
+and sends its own step 1, which we answer with a step 2. After that both
+sides send updates as they happen.
+
+:class:`YjsSession` turns one whole message into actions for the adapter
+(:mod:`syncd.ws.yjs_connection`), emitted through an injected callable:
+:class:`Send` bytes, :class:`SendDiff` (answer a step 1 from the document),
+:class:`ApplyUpdate`, :class:`RelayAwareness`, :class:`SendAwareness`, and
+:class:`EmptyUpdate` for an update that carries nothing,
+:class:`ReadOnlyUpdate` for an update from a connection that may not
+write (the document is not changed; the adapter says so in its protocol's
+way), and :class:`Close` for a message that does not parse (1002).
+
+Unknown message types are ignored, as y-websocket's own server does, so newer
+clients keep working.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from pycrdt import Decoder, Encoder
+
+from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
+
+MESSAGE_SYNC: Final = 0
+MESSAGE_AWARENESS: Final = 1
+MESSAGE_AUTH: Final = 2
+MESSAGE_QUERY_AWARENESS: Final = 3
+
+SYNC_STEP1: Final = 0
+SYNC_STEP2: Final = 1
+SYNC_UPDATE: Final = 2
+
+AUTH_PERMISSION_DENIED: Final = 0
+
+EMPTY_UPDATE: Final = b"\x00\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    message: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SendDiff:
+    """Answer the peer's step 1: a step 2 with what ``state_vector`` lacks."""
+
+    state_vector: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyUpdate:
+    update: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RelayAwareness:
+    update: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SendAwareness:
+    """Send the peer every awareness state of the room."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyUpdate:
+    """The peer sent an update that carries nothing (an up-to-date step 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOnlyUpdate:
+    """The peer sent an update, and may not write: the document is not changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    code: int
+    reason: str
+
+
+Action = (
+    Send
+    | SendDiff
+    | ApplyUpdate
+    | RelayAwareness
+    | SendAwareness
+    | EmptyUpdate
+    | ReadOnlyUpdate
+    | Close
+)
+
+
+def _message_part(part: int | bytes) -> bytes:
+    encoder = Encoder()
+    if isinstance(part, int):
+        encoder.write_var_uint(part)
+        return encoder.to_bytes()
+    encoder.write_var_uint(len(part))
+    return encoder.to_bytes() + part
+
+
+def sync_step1(state_vector: bytes) -> bytes:
+    return _message_part(MESSAGE_SYNC) + _message_part(SYNC_STEP1) + _message_part(state_vector)
+
+
+def sync_step2(update: bytes) -> bytes:
+    return _message_part(MESSAGE_SYNC) + _message_part(SYNC_STEP2) + _message_part(update)
+
+
+def sync_update(update: bytes) -> bytes:
+    return _message_part(MESSAGE_SYNC) + _message_part(SYNC_UPDATE) + _message_part(update)
+
+
+def awareness_message(update: bytes) -> bytes:
+    return _message_part(MESSAGE_AWARENESS) + _message_part(update)
+
+
+def permission_denied(reason: str) -> bytes:
+    encoder = Encoder()
+    encoder.write_var_uint(MESSAGE_AUTH)
+    encoder.write_var_uint(AUTH_PERMISSION_DENIED)
+    encoder.write_var_string(reason)
+    return encoder.to_bytes()
+
+
+def _byte_string(decoder: Decoder) -> bytes:
+    """A length-prefixed byte string, whole (lib0's decoder would hand out a
+    truncated one without a word)."""
+    payload = decoder.read_message()
+    if payload is None or decoder.length < 0:
+        raise ValueError("truncated message")
+    return payload
+
+
+class YjsSession:
+    """One connection's y-websocket protocol state; see the module docstring."""
+
+    __slots__ = ("_emit", "writable")
+
+    def __init__(self, emit: Callable[[Action], None], *, writable: bool) -> None:
+        self._emit = emit
+        self.writable = writable
+
+    def start(self, state_vector: bytes, awareness: bytes | None) -> None:
+        """The server's opening: its step 1, then the room's awareness states."""
+        self._emit(Send(sync_step1(state_vector)))
+        if awareness is not None:
+            self._emit(Send(awareness_message(awareness)))
+
+    def receive(self, message: bytes | str) -> None:
+        """One whole WebSocket message from the peer."""
+        if isinstance(message, str):
+            self._emit(Close(CLOSE_PROTOCOL_ERROR, "y-websocket messages are binary"))
+            return
+        try:
+            decoder = Decoder(message)
+            kind = decoder.read_var_uint()
+            if kind == MESSAGE_SYNC:
+                step = decoder.read_var_uint()
+                self._sync(step, _byte_string(decoder))
+            elif kind == MESSAGE_AWARENESS:
+                self._emit(RelayAwareness(_byte_string(decoder)))
+            elif kind == MESSAGE_QUERY_AWARENESS:
+                self._emit(SendAwareness())
+        except Exception:  # lib0 decoding of bytes a peer chose
+            self._emit(Close(CLOSE_PROTOCOL_ERROR, "malformed y-websocket message"))
+
+    def _sync(self, step: int, payload: bytes) -> None:
+        if step == SYNC_STEP1:
+            self._emit(SendDiff(payload))
+        elif step in (SYNC_STEP2, SYNC_UPDATE):
+            if payload == EMPTY_UPDATE:
+                self._emit(EmptyUpdate())
+                return
+            self._emit(ApplyUpdate(payload) if self.writable else ReadOnlyUpdate())
+        else:
+            raise ValueError(f"unknown sync step {step}")
