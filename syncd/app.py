@@ -76,7 +76,11 @@ class App:
             reload=self.load_state,
         )
         self.history = HistoryService(engine=self.engine, store=self.store, service=self.service)
+        self.rooms = Rooms()
         self.cluster: Replicator | None = self._make_cluster() if settings.database_url else None
+        if self.cluster is not None:
+            # Yjs rooms of one document on every node act as one room.
+            self.rooms.relay = self.cluster
         self.metrics.watch_store(lambda: self.store.stats)
         if self.cluster is not None:
             cluster = self.cluster
@@ -139,7 +143,6 @@ class App:
                 server=lambda: self.server_ctx,
             ),
         )
-        self.rooms = Rooms()
         yjs_endpoint.register(
             router,
             YjsContext(
@@ -199,7 +202,9 @@ class App:
             wal = WalSettings(settings.wal_connstr, settings.wal_slot, settings.wal_pub)
         # The one interface by which other nodes' records reach the engine and
         # the subscribers: the service.
-        return Replicator(store, self.service, node_id=settings.node_id, wal=wal)
+        return Replicator(
+            store, self.service, node_id=settings.node_id, wal=wal, awareness=self.rooms
+        )
 
     # -- lifecycle ------------------------------------------------------------
 

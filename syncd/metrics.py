@@ -78,6 +78,12 @@ CLUSTER_COUNTERS: Final = (
     ("syncs", "service_cluster_table_reads_total", "CRDTs read from the tables outside a commit"),
     ("catch_ups", "service_cluster_catch_ups_total", "Comparisons of every CRDT with the tables"),
     ("conflicts", "service_cluster_conflicts_total", "Optimistic batches redone under the locks"),
+    ("awareness_sent", "service_cluster_awareness_sent_total", "Yjs awareness notices sent"),
+    (
+        "awareness_dropped",
+        "service_cluster_awareness_dropped_total",
+        "Yjs awareness notices not sent (too large, outbox full, database away)",
+    ),
 )
 """(field of ``ClusterStats``, metric, help): PostgreSQL clusters only."""
 

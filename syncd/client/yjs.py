@@ -12,8 +12,9 @@ as the JavaScript ``WebsocketProvider`` does: it sends its state vector and
 what the server lacks, applies what the server sends, and sends each local
 transaction as an update. When the connection drops it reconnects (with
 backoff) and syncs again by state vector, so edits made meanwhile are merged
-both ways. ``set_awareness`` publishes this client's awareness state;
-``awareness`` holds the room's.
+both ways. ``set_awareness`` publishes this client's awareness state, and
+the provider renews it as y-protocols clients do (peers drop a state not
+renewed within 30 s); ``awareness`` holds the room's.
 
 Needs ``websockets`` (the ``syncd[client]`` extra) and pycrdt.
 """
@@ -24,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from types import TracebackType
 from typing import Any, Final, Self
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -46,6 +48,10 @@ RECONNECT_MIN_S: Final = 0.1
 RECONNECT_MAX_S: Final = 10.0
 """Backoff between reconnects: doubled per failure up to this."""
 
+AWARENESS_RENEW_S: Final = 15.0
+"""How often our awareness state is sent again while set: half of y-protocols'
+30 s ``outdatedTimeout``, after which peers and syncd's other nodes drop it."""
+
 _SYNC_STEP2: Final = 1
 _MESSAGE_AUTH: Final = 2
 
@@ -60,7 +66,16 @@ def yjs_url(base_url: str, ns: str, room: str, token: str) -> str:
 
 
 class YjsProvider:
-    def __init__(self, base_url: str, ns: str, room: str, doc: Doc[Any], token: str) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        ns: str,
+        room: str,
+        doc: Doc[Any],
+        token: str,
+        *,
+        awareness_renew_s: float = AWARENESS_RENEW_S,
+    ) -> None:
         self.url = yjs_url(base_url, ns, room, token)
         self.doc = doc
         self.synced = asyncio.Event()
@@ -71,7 +86,8 @@ class YjsProvider:
         """The room's awareness states by awareness client id."""
         self.refused: int | None = None
         """The HTTP status when the handshake was refused (then it stops)."""
-        self._clocks: dict[int, int] = {}
+        self.clocks: dict[int, int] = {}
+        """The newest awareness clock seen of each awareness client."""
         self._local_state: Any = None
         self._clock = 0
         self._ws: ClientConnection | None = None
@@ -79,6 +95,8 @@ class YjsProvider:
         self._task: asyncio.Task[None] | None = None
         self._subscription: Any = None
         self._outbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self._renew_s = awareness_renew_s
+        self._renew_at = 0.0
 
     async def __aenter__(self) -> Self:
         self.start()
@@ -115,6 +133,7 @@ class YjsProvider:
             self._outbox.put_nowait(self._awareness_message())
 
     def _awareness_message(self) -> bytes:
+        self._renew_at = time.monotonic() + self._renew_s
         update = Encoder()
         update.write_var_uint(1)
         update.write_var_uint(self.doc.client_id)
@@ -170,7 +189,14 @@ class YjsProvider:
 
     async def _send(self, ws: ClientConnection) -> None:
         while True:
-            message = await self._outbox.get()
+            wait = None
+            if self._local_state is not None:
+                wait = max(0.0, self._renew_at - time.monotonic())
+            try:
+                message = await asyncio.wait_for(self._outbox.get(), wait)
+            except TimeoutError:
+                self._clock += 1
+                message = self._awareness_message()
             await ws.send(message)
 
     async def _receive(self, ws: ClientConnection, message: bytes) -> None:
@@ -197,9 +223,9 @@ class YjsProvider:
             client = update.read_var_uint()
             clock = update.read_var_uint()
             state = json.loads(update.read_var_string() or "null")
-            if clock < self._clocks.get(client, 0):
+            if clock < self.clocks.get(client, 0):
                 continue
-            self._clocks[client] = clock
+            self.clocks[client] = clock
             if state is None:
                 self.awareness.pop(client, None)
             else:

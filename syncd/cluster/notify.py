@@ -7,7 +7,11 @@ so it is plain ASCII as NOTIFY needs):
   bytes stored in the ops table, not packed a second time);
 - ``"ref"``: ``[ns, id, epoch, seq]`` of an op too large to notify: the
   receiver reads it from the ops table;
-- ``"del"``: ``[ns, id, epoch]``: that life of that CRDT ended.
+- ``"del"``: ``[ns, id, epoch]``: that life of that CRDT ended;
+- ``"aw"``: ``[ns, id, update]``: a Yjs awareness update (cursors, names)
+  from a connection on the sender, for the same document's rooms elsewhere;
+- ``"awq"``: ``[ns, id]``: the sender just opened a room on that document:
+  nodes with connections on it answer with their awareness states (``"aw"``).
 
 PostgreSQL refuses payloads of 8000 bytes or more, so the records of one
 commit are packed greedily into as few payloads as fit; a record that does not
@@ -56,6 +60,7 @@ class Notice:
     id: str = ""
     epoch: str = ""
     seq: int = 0
+    update: bytes = b""
 
 
 class BadNotice(ValueError):
@@ -99,6 +104,17 @@ def pack_deleted(node: str, ns: str, crdt_id: str, epoch: str) -> str:
     return _encode(node, "del", [ns, crdt_id, epoch])
 
 
+def pack_awareness(node: str, ns: str, crdt_id: str, update: bytes) -> str | None:
+    """The payload carrying an awareness update, or None when it would not fit
+    (a room with very many cursors: it then stays on this node)."""
+    payload = _encode(node, "aw", [ns, crdt_id, update])
+    return payload if len(payload) <= NOTIFY_MAX_BYTES else None
+
+
+def pack_awareness_query(node: str, ns: str, crdt_id: str) -> str:
+    return _encode(node, "awq", [ns, crdt_id])
+
+
 _RECORD_FIELDS: Final = (("ns", str), ("id", str), ("epoch", str), ("type", str), ("seq", int))
 
 
@@ -127,6 +143,16 @@ def unpack(payload: str) -> Notice:
         if kind == "del":
             ns, crdt_id, epoch = body
             return Notice(node, kind, ns=ns, id=crdt_id, epoch=epoch)
+        if kind == "aw":
+            ns, crdt_id, update = body
+            if type(ns) is not str or type(crdt_id) is not str or type(update) is not bytes:
+                raise BadNotice("bad awareness notice")
+            return Notice(node, kind, ns=ns, id=crdt_id, update=update)
+        if kind == "awq":
+            ns, crdt_id = body
+            if type(ns) is not str or type(crdt_id) is not str:
+                raise BadNotice("bad awareness query")
+            return Notice(node, kind, ns=ns, id=crdt_id)
     except (ValueError, TypeError, binascii.Error, msgpack.UnpackException) as exc:
         raise BadNotice(str(exc)) from None
     raise BadNotice(f"unknown kind {kind!r}")

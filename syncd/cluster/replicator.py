@@ -28,6 +28,13 @@ node's; ``commit_failed`` when a commit failed after ``apply()`` (memory may
 be ahead: the entry is dropped quietly and read back; subscribers are told
 only what they have not seen).
 
+*Awareness.* Yjs cursors and names are not data: they travel on the same
+channel (``aw``, ``awq``) but never through the tables. The yjs rooms
+(``AwarenessRooms``) publish through this node's own speaking connection,
+batched, best effort: when PostgreSQL is away or the outbox is full an
+update is dropped, and the client's next one (at most 15 s later) replaces
+it. Rooms drop remote clients that stop renewing.
+
 *Health.* A dedicated LISTEN connection doubles as the health probe: a query
 on it every ``probe_interval_s``. When either fails the store is marked
 unreachable (readiness 503, ops 503), the pool is checked and the node
@@ -55,6 +62,8 @@ from psycopg import sql
 from syncd.cluster.notify import (
     SINGLE_RECORD_MAX,
     BadNotice,
+    pack_awareness,
+    pack_awareness_query,
     pack_deleted,
     pack_records,
     pack_reference,
@@ -70,6 +79,7 @@ from syncd.store.postgres import Key, PostgresStore, Row, RowReader
 __all__ = [
     "PROBE_INTERVAL_S",
     "RECONCILE_INTERVAL_S",
+    "AwarenessRooms",
     "ClusterStats",
     "Replicator",
     "Sink",
@@ -96,6 +106,18 @@ writing optimistically and doing it again on a conflict."""
 
 LISTEN_TICK_S: Final = 0.25
 """The listener looks up from its notifications this often (probe, trouble)."""
+
+AWARENESS_OUTBOX_MAX: Final = 1024
+"""Awareness notices waiting for the speaking connection; beyond this they are
+dropped (counted): a cursor's next move replaces a lost one."""
+
+AWARENESS_SWEEP_S: Final = 1.0
+"""How often the rooms drop remote awareness clients that stopped renewing."""
+
+AWARENESS_RETRY_S: Final = 1.0
+"""Pause after the speaking connection failed, before the next attempt."""
+
+_NOTIFY_MANY: Final = "SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p"
 
 RECONNECT_MIN_S: Final = 0.1
 RECONNECT_MAX_S: Final = 2.0
@@ -132,6 +154,20 @@ class Sink(Protocol):
         ...
 
 
+class AwarenessRooms(Protocol):
+    """This node's Yjs rooms, as the other nodes' awareness reaches them."""
+
+    def remote_update(self, ns: str, crdt_id: str, update: bytes) -> None: ...
+
+    def remote_query(self, ns: str, crdt_id: str) -> None:
+        """Another node opened a room on this document: publish our states."""
+        ...
+
+    def expire(self) -> None:
+        """Drop remote clients that stopped renewing."""
+        ...
+
+
 @dataclass(frozen=True)
 class WalSettings:
     """Where the replication stream comes from (SERVICE_WAL_*)."""
@@ -155,6 +191,10 @@ class ClusterStats:
     catch_ups: int = 0
     conflicts: int = 0
     """Optimistic batches that lost a race to another node and were redone."""
+    awareness_sent: int = 0
+    """Awareness notices (updates and queries) this node sent."""
+    awareness_dropped: int = 0
+    """Awareness notices not sent: too large, outbox full, or PostgreSQL away."""
 
 
 # What a node learned about one CRDT from elsewhere, queued behind its lock.
@@ -170,6 +210,7 @@ class Replicator:
         *,
         node_id: str,
         wal: WalSettings | None = None,
+        awareness: AwarenessRooms | None = None,
         probe_interval_s: float = PROBE_INTERVAL_S,
         reconcile_interval_s: float = RECONCILE_INTERVAL_S,
     ) -> None:
@@ -196,6 +237,10 @@ class Replicator:
         """CRDTs dropped after a failed commit: (epoch, seq) their subscribers have seen."""
         self._remote_at: dict[Key, float] = {}
         """When another node's op on a CRDT was last applied here (monotonic)."""
+        self._awareness = awareness
+        self._outbox: list[str] = []
+        self._outbox_ready = asyncio.Event()
+        self._speaker: asyncio.Task[None] | None = None
         self.stats = ClusterStats()
         store.follower = self
 
@@ -206,7 +251,10 @@ class Replicator:
     def start(self) -> None:
         """Begin following the database; call once the store's state is in the engine."""
         self.channel = self._store.channel
-        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+        loop = asyncio.get_running_loop()
+        self._supervisor = loop.create_task(self._supervise())
+        if self._awareness is not None:
+            self._speaker = loop.create_task(self._speak(self._awareness))
         if self._wal_settings is not None:
             self._start_wal(self._wal_settings)
 
@@ -214,7 +262,11 @@ class Replicator:
         if self._closed:
             return
         self._closed = True
-        tasks = [t for t in (self._supervisor, self._catching_up, *self._tasks) if t is not None]
+        tasks = [
+            t
+            for t in (self._supervisor, self._catching_up, self._speaker, *self._tasks)
+            if t is not None
+        ]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -429,6 +481,12 @@ class Replicator:
                     self._offer((record["ns"], record["id"]), ("op", record))
             elif notice.kind == "del":
                 self._offer((notice.ns, notice.id), ("del", notice.epoch))
+            elif notice.kind == "aw":
+                if self._awareness is not None:
+                    self._awareness.remote_update(notice.ns, notice.id, notice.update)
+            elif notice.kind == "awq":
+                if self._awareness is not None:
+                    self._awareness.remote_query(notice.ns, notice.id)
             else:
                 self._offer((notice.ns, notice.id), ("ref", notice.epoch, notice.seq))
         except Exception:
@@ -467,6 +525,63 @@ class Replicator:
             min_record_bytes=SINGLE_RECORD_MAX,
         )
         self._wal.start()
+
+    # -- awareness to other nodes (the rooms' AwarenessRelay) ----------------------
+
+    def publish(self, ns: str, crdt_id: str, update: bytes) -> None:
+        payload = pack_awareness(self._sender, ns, crdt_id, update)
+        if payload is None:
+            self.stats.awareness_dropped += 1
+            return
+        self._send_awareness(payload)
+
+    def ask(self, ns: str, crdt_id: str) -> None:
+        self._send_awareness(pack_awareness_query(self._sender, ns, crdt_id))
+
+    def _send_awareness(self, payload: str) -> None:
+        if self._closed or self._speaker is None:
+            return
+        if len(self._outbox) >= AWARENESS_OUTBOX_MAX:
+            self.stats.awareness_dropped += 1
+            return
+        self._outbox.append(payload)
+        self._outbox_ready.set()
+
+    async def _speak(self, rooms: AwarenessRooms) -> None:
+        """Send the outbox in batches on a connection of its own (a busy pool
+        must not hold cursors back), and sweep the rooms now and then."""
+        conn: PgConn | None = None
+        next_sweep = time.monotonic() + AWARENESS_SWEEP_S
+        try:
+            while not self._closed:
+                with contextlib.suppress(TimeoutError):
+                    wait = max(0.0, next_sweep - time.monotonic())
+                    await asyncio.wait_for(self._outbox_ready.wait(), wait)
+                if time.monotonic() >= next_sweep:
+                    next_sweep = time.monotonic() + AWARENESS_SWEEP_S
+                    rooms.expire()
+                self._outbox_ready.clear()
+                payloads, self._outbox = self._outbox, []
+                if not payloads:
+                    continue
+                try:
+                    async with asyncio.timeout(PROBE_TIMEOUT_S):
+                        if conn is None or conn.closed:
+                            conn = await self._store.pool.connect()
+                        await conn.execute(_NOTIFY_MANY, (self.channel, payloads))
+                    self.stats.awareness_sent += len(payloads)
+                except Exception as exc:
+                    self.stats.awareness_dropped += len(payloads)
+                    log.debug("awareness not sent to other nodes: %s", str(exc).strip())
+                    if conn is not None:
+                        with contextlib.suppress(Exception):
+                            await conn.close()
+                    conn = None
+                    await asyncio.sleep(AWARENESS_RETRY_S)
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
 
     # -- health, reconnects and catch-up ------------------------------------------
 

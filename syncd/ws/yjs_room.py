@@ -8,20 +8,49 @@ room's current states, and it remembers which connection announced which
 clients, so that when a connection goes its clients are removed and the
 room is told. A room lives while it has connections.
 
-Awareness is per node: in a cluster, providers on different nodes see each
-other's document edits (those go through the database) but not each other's
-cursors.
+In a cluster the rooms of one document on every node act as one room,
+through an :class:`AwarenessRelay` (the replicator's NOTIFY channel): each
+update a connection sends, and each removal when it leaves, is published to
+the other nodes, which apply it as *remote* and pass it to their own
+connections, never on. A node that opens a room asks the others for their
+states. A remote client is dropped when it is not renewed for
+``REMOTE_TIMEOUT_S`` (y-protocols clients renew every 15 s), which is how
+the cursors of a node that died without saying so go away.
 """
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from pycrdt import Awareness, Doc
 
+log = logging.getLogger("syncd.ws")
+
 MAX_AWARENESS_CLIENTS: Final = 64
 """Awareness clients one connection may announce. A browser tab is one; a
 peer announcing many is refused (close 1008) instead of growing the room."""
+
+REMOTE_TIMEOUT_S: Final = 30.0
+"""A remote awareness client not renewed for this long is removed: y-protocols'
+``outdatedTimeout``, after which its clients drop a silent peer too."""
+
+REMOTE = object()
+"""The origin of awareness updates from other nodes."""
+
+
+class AwarenessRelay(Protocol):
+    """Carries awareness to the same document's rooms on the other nodes."""
+
+    def publish(self, ns: str, crdt_id: str, update: bytes) -> None:
+        """Send an awareness update to the other nodes (best effort)."""
+        ...
+
+    def ask(self, ns: str, crdt_id: str) -> None:
+        """Ask the other nodes for their states of this document's room."""
+        ...
 
 
 class Member(Protocol):
@@ -35,12 +64,17 @@ class AwarenessRefused(Exception):
 
 
 class Room:
-    __slots__ = ("_announced", "awareness", "members")
+    __slots__ = ("_announced", "_relay", "_remote", "awareness", "crdt_id", "members", "ns")
 
-    def __init__(self) -> None:
+    def __init__(self, ns: str, crdt_id: str, relay: AwarenessRelay | None = None) -> None:
+        self.ns = ns
+        self.crdt_id = crdt_id
         self.members: set[Member] = set()
         self.awareness = Awareness(Doc())
         self._announced: dict[Member, set[int]] = {}
+        self._remote: dict[int, float] = {}
+        """Awareness clients from other nodes: when each was last renewed."""
+        self._relay = relay
 
     def states(self) -> bytes | None:
         """Every live awareness state as one update, or None when there is none."""
@@ -48,8 +82,13 @@ class Room:
         ids = [i for i in self.awareness.states if i != own]
         return self.awareness.encode_awareness_update(ids) if ids else None
 
-    def apply(self, member: Member, update: bytes) -> None:
-        """Apply ``member``'s awareness update and relay it to the others."""
+    def local_states(self) -> bytes | None:
+        """The states this node's connections announced (what other nodes ask for)."""
+        ids = {i for announced in self._announced.values() for i in announced}
+        ids.intersection_update(self.awareness.states)
+        return self.awareness.encode_awareness_update(sorted(ids)) if ids else None
+
+    def _apply(self, update: bytes, origin: object) -> dict[str, Any]:
         changes: dict[str, Any] = {}
 
         def observed(topic: str, event: tuple[dict[str, Any], Any]) -> None:
@@ -58,11 +97,16 @@ class Room:
 
         subscription = self.awareness.observe(observed)
         try:
-            self.awareness.apply_awareness_update(update, member)
+            self.awareness.apply_awareness_update(update, origin)
         except Exception as exc:  # JSON and lib0 decoding of peer bytes
             raise AwarenessRefused("malformed awareness update") from exc
         finally:
             self.awareness.unobserve(subscription)
+        return changes
+
+    def apply(self, member: Member, update: bytes) -> None:
+        """Apply ``member``'s awareness update and relay it to the others."""
+        changes = self._apply(update, member)
         if not changes:
             return
         announced = self._announced.setdefault(member, set())
@@ -74,6 +118,39 @@ class Room:
                 other.send_awareness(update)
         if len(announced) > MAX_AWARENESS_CLIENTS:
             raise AwarenessRefused(f"over {MAX_AWARENESS_CLIENTS} awareness clients")
+        if self._relay is not None:
+            self._relay.publish(self.ns, self.crdt_id, update)
+
+    def apply_remote(self, update: bytes, now: float) -> None:
+        """Apply an update from another node and pass it to every connection here."""
+        changes = self._apply(update, REMOTE)
+        if not changes:
+            return
+        for client in (*changes.get("added", ()), *changes.get("updated", ())):
+            self._remote[client] = now
+        for client in changes.get("removed", ()):
+            self._remote.pop(client, None)
+        for member in self.members:
+            member.send_awareness(update)
+
+    def expire(self, now: float, timeout: float = REMOTE_TIMEOUT_S) -> None:
+        """Remove the remote clients not renewed within ``timeout`` and tell the room."""
+        stale = [client for client, seen in self._remote.items() if now - seen > timeout]
+        if not stale:
+            return
+        for client in stale:
+            del self._remote[client]
+        ids = [client for client in stale if client in self.awareness.states]
+        if not ids:
+            return
+        self.awareness.remove_awareness_states(ids, None)
+        update = self.awareness.encode_awareness_update(ids)
+        for member in self.members:
+            member.send_awareness(update)
+
+    @property
+    def has_remote(self) -> bool:
+        return bool(self._remote)
 
     def leave(self, member: Member) -> None:
         """``member`` is gone: remove what it announced and tell the others."""
@@ -85,18 +162,25 @@ class Room:
         update = self.awareness.encode_awareness_update(ids)
         for other in self.members:
             other.send_awareness(update)
+        if self._relay is not None:
+            self._relay.publish(self.ns, self.crdt_id, update)
 
 
 class Rooms:
     """Every room of this node, by (namespace, document id)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._rooms: dict[tuple[str, str], Room] = {}
+        self._clock = clock
+        self.relay: AwarenessRelay | None = None
+        """Set by app.py in a cluster, before the server accepts connections."""
 
     def join(self, ns: str, crdt_id: str, member: Member) -> Room:
         room = self._rooms.get((ns, crdt_id))
         if room is None:
-            room = self._rooms[(ns, crdt_id)] = Room()
+            room = self._rooms[(ns, crdt_id)] = Room(ns, crdt_id, self.relay)
+            if self.relay is not None:
+                self.relay.ask(ns, crdt_id)
         room.members.add(member)
         return room
 
@@ -110,3 +194,31 @@ class Rooms:
 
     def __len__(self) -> int:
         return len(self._rooms)
+
+    # -- from other nodes (the relay) -------------------------------------------
+
+    def remote_update(self, ns: str, crdt_id: str, update: bytes) -> None:
+        """Another node's awareness update: for this node's room, if it has one."""
+        room = self._rooms.get((ns, crdt_id))
+        if room is None:
+            return
+        try:
+            room.apply_remote(update, self._clock())
+        except AwarenessRefused:
+            log.warning("ignoring a malformed awareness update from another node")
+
+    def remote_query(self, ns: str, crdt_id: str) -> None:
+        """Another node opened a room: send it this node's states, if any."""
+        room = self._rooms.get((ns, crdt_id))
+        if room is None or self.relay is None:
+            return
+        states = room.local_states()
+        if states is not None:
+            self.relay.publish(ns, crdt_id, states)
+
+    def expire(self) -> None:
+        """Drop the remote clients that stopped renewing (their node may be gone)."""
+        now = self._clock()
+        for room in list(self._rooms.values()):
+            if room.has_remote:
+                room.expire(now)

@@ -52,6 +52,27 @@ async def test_two_providers_converge_and_see_each_others_awareness(
         await _eventually(lambda: not b.awareness)
 
 
+async def test_awareness_is_renewed_while_set(server: RunningServer) -> None:
+    token = await _token(server)
+    a_doc: Doc[Any] = Doc()
+    async with (
+        YjsProvider(server.url, "app", "renew", a_doc, token, awareness_renew_s=0.2) as a,
+        YjsProvider(server.url, "app", "renew", Doc(), token) as b,
+    ):
+        await asyncio.wait_for(a.synced.wait(), WAIT_S)
+        await asyncio.wait_for(b.synced.wait(), WAIT_S)
+        a.set_awareness({"user": {"name": "ada"}})
+        await _eventually(lambda: a_doc.client_id in b.clocks)
+        first = b.clocks[a_doc.client_id]
+        # Nothing else is sent: only the renewal moves the clock on.
+        await _eventually(lambda: b.clocks[a_doc.client_id] >= first + 2)
+        a.set_awareness(None)
+        await _eventually(lambda: not b.awareness)
+        left = b.clocks[a_doc.client_id]
+        await asyncio.sleep(0.5)
+        assert b.clocks[a_doc.client_id] == left  # no renewal of a cleared state
+
+
 async def test_edits_made_while_disconnected_are_merged_on_reconnect(
     server: RunningServer,
 ) -> None:

@@ -16,6 +16,8 @@ from syncd.cluster.notify import (
     SENDER_MAX,
     SINGLE_RECORD_MAX,
     BadNotice,
+    pack_awareness,
+    pack_awareness_query,
     pack_deleted,
     pack_records,
     pack_reference,
@@ -89,10 +91,34 @@ def test_references_and_deletes_round_trip() -> None:
     assert (gone.kind, gone.ns, gone.id, gone.epoch) == ("del", "ns", "rg:doc", "ep")
 
 
+def test_awareness_and_queries_round_trip() -> None:
+    payload = pack_awareness(NODE, "ns", "yd:doc", b"\x01\x02\x00")
+    assert payload is not None
+    notice = unpack(payload)
+    assert (notice.kind, notice.node, notice.ns, notice.id, notice.update) == (
+        "aw",
+        NODE,
+        "ns",
+        "yd:doc",
+        b"\x01\x02\x00",
+    )
+    query = unpack(pack_awareness_query(NODE, "ns", "yd:doc"))
+    assert (query.kind, query.ns, query.id) == ("awq", "ns", "yd:doc")
+
+
+def test_awareness_too_large_to_notify_is_not_packed() -> None:
+    fits = pack_awareness(NODE, "ns", "yd:doc", b"x" * 5000)
+    assert fits is not None and len(fits) <= NOTIFY_MAX_BYTES
+    assert pack_awareness(NODE, "ns", "yd:doc", b"x" * 6000) is None
+
+
 @pytest.mark.parametrize(
     "payload",
     [
         "not base64!",
+        base64.b64encode(msgpack.packb(["a", "aw", ["ns", "yd:d", "text, not bytes"]])).decode(),
+        base64.b64encode(msgpack.packb(["a", "aw", ["ns", "yd:d"]])).decode(),
+        base64.b64encode(msgpack.packb(["a", "awq", ["ns", 5]])).decode(),
         base64.b64encode(b"\xc1").decode(),
         base64.b64encode(msgpack.packb([1, "r", []])).decode(),
         base64.b64encode(msgpack.packb(["a", "what", []])).decode(),

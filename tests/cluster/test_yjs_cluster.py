@@ -73,3 +73,42 @@ async def test_a_provider_on_each_node_edits_one_document(
     finally:
         for provider in providers:
             await provider.close()
+
+
+async def _metric(port: int, name: str) -> float:
+    async with client(port) as http:
+        text = (await http.get("/metrics")).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+
+async def test_awareness_reaches_providers_on_other_nodes(
+    spawn_server: Spawn, cluster_db: str
+) -> None:
+    url = database_url(cluster_db)
+    nodes = [spawn_server(node_env(url, f"a{i}"), ready=False) for i in range(2)]
+    for node in nodes:
+        wait_ready(node.port, node.proc)
+    token = await _token(nodes[0].port)
+    base = [f"http://127.0.0.1:{node.port}" for node in nodes]
+    ada_doc, bob_doc = Doc[Any](), Doc[Any]()
+    ada = YjsProvider(base[0], NS, "cursors", ada_doc, token)
+    bob = YjsProvider(base[1], NS, "cursors", bob_doc, token)
+    ada.start()
+    try:
+        await asyncio.wait_for(ada.synced.wait(), WAIT_S)
+        ada.set_awareness({"user": {"name": "ada"}})
+        # bob's node opens its room after ada's state is there: it asks for it.
+        bob.start()
+        await asyncio.wait_for(bob.synced.wait(), WAIT_S)
+        await _eventually(lambda: bob.awareness.get(ada_doc.client_id) == {"user": {"name": "ada"}})
+        bob.set_awareness({"user": {"name": "bob"}})
+        await _eventually(lambda: ada.awareness.get(bob_doc.client_id) == {"user": {"name": "bob"}})
+        ada.set_awareness({"user": {"name": "ada"}, "cursor": 3})
+        await _eventually(lambda: bob.awareness.get(ada_doc.client_id, {}).get("cursor") == 3)
+        assert await _metric(nodes[0].port, "service_cluster_awareness_sent_total") >= 2
+        # ada's connection goes: node 0 tells node 1, which tells bob.
+        await ada.close()
+        await _eventually(lambda: ada_doc.client_id not in bob.awareness)
+    finally:
+        await ada.close()
+        await bob.close()
