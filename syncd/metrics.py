@@ -11,6 +11,12 @@ prometheus_client's own Counter and Histogram take a lock on every ``inc`` and
 path. Everything that touches these counters runs on the loop thread, scrapes
 included, so they need no lock. The rarely-touched gauges and webhook counters
 stay prometheus_client objects.
+
+``service_ops_total`` is the one family labelled by CRDT id. Its number of
+``crdt_id`` values is capped (``SERVICE_METRICS_MAX_CRDT_SERIES``), so a scrape
+does not grow with the number of CRDTs: past the cap, the ops of CRDT ids not
+seen before count under ``crdt_id="#other"`` (:data:`OVERFLOW_CRDT_ID`), and
+``service_ops_overflow_crdts_total`` counts those ids.
 """
 
 from __future__ import annotations
@@ -54,6 +60,25 @@ _BUCKET_LABELS: Final[tuple[str, ...]] = (
 """The ``le`` labels, spelled as prometheus_client spells them."""
 
 OPS_DOC: Final = "CRDT operations applied"
+OPS_LABELS: Final = ("ns", "crdt_id", "op_type")
+OVERFLOW_DOC: Final = (
+    'CRDT ids whose ops count under crdt_id="#other" of service_ops_total '
+    "(past SERVICE_METRICS_MAX_CRDT_SERIES)"
+)
+
+# First-come CRDT ids that get a service_ops_total series of their own. Each
+# id is one series per op type it has seen (usually one or two), each two
+# samples (_total and _created) of about 90 bytes: some 200-500 KB of scrape
+# at the cap, a few thousand series, well inside what one Prometheus target
+# is commonly allowed, and enough for every CRDT of a small deployment to be
+# seen by name. Larger deployments aggregate by namespace anyway.
+DEFAULT_MAX_CRDT_SERIES: Final = 1000
+
+OVERFLOW_CRDT_ID: Final = "#other"
+"""The ``crdt_id`` label of the ops of every CRDT id past the cap. ``#`` is
+outside the CRDT id syntax (``CRDT_ID_RE`` in syncd/ids.py), so no real id can
+ever be spelled this way."""
+
 WAL_DOC: Final = "WAL entries written"
 MERGE_DOC: Final = "Merge/apply latency"
 HTTP_DOC: Final = "HTTP requests answered"
@@ -147,20 +172,79 @@ class LabelledCounts:
         return family
 
 
+class OpCounts:
+    """``service_ops_total``, with at most ``max_ids`` CRDT ids given series of
+    their own (first come, kept for the process's life); the ops of any other
+    id count under :data:`OVERFLOW_CRDT_ID` in its namespace.
+
+    Every (ns, crdt_id, op_type) seen maps to the one-element list that holds
+    its series' count: its own, or the overflow series it folds into. An op
+    on a key seen before is one dict look-up and one increment, whichever
+    series it lands in; the cap is decided once per key, on its first op.
+    """
+
+    __slots__ = ("cells", "created", "folded", "ids", "max_ids", "series")
+
+    def __init__(self, max_ids: int = DEFAULT_MAX_CRDT_SERIES) -> None:
+        if max_ids < 0:
+            raise ValueError("max_ids must be at least 0")
+        self.max_ids = max_ids
+        self.cells: dict[tuple[str, str, str], list[int]] = {}
+        """Every (ns, crdt_id, op_type) seen -> its series' count cell."""
+        self.series: dict[tuple[str, str, str], list[int]] = {}
+        """The exposed (ns, crdt_id label, op_type) -> count cell."""
+        self.created: dict[tuple[str, str, str], float] = {}
+        self.ids: set[tuple[str, str]] = set()
+        """(ns, crdt_id) with series of their own: at most ``max_ids``."""
+        self.folded: set[tuple[str, str]] = set()
+        """(ns, crdt_id) counted under the overflow value."""
+
+    def count(self, ns: str, crdt_id: str, op_type: str) -> None:
+        """One op applied (durable)."""
+        key = (ns, crdt_id, op_type)
+        cell = self.cells.get(key)
+        if cell is None:
+            cell = self._first(key)
+        cell[0] += 1
+
+    def _first(self, key: tuple[str, str, str]) -> list[int]:
+        """The cell of a key's first op: its own series, or the overflow's."""
+        ns, crdt_id, op_type = key
+        pair = (ns, crdt_id)
+        if pair not in self.ids:
+            if pair in self.folded or len(self.ids) >= self.max_ids:
+                self.folded.add(pair)
+                key = (ns, OVERFLOW_CRDT_ID, op_type)
+            else:
+                self.ids.add(pair)
+        cell = self.series.get(key)
+        if cell is None:
+            cell = self.series[key] = [0]
+            self.created[key] = time.time()
+        self.cells[(ns, crdt_id, op_type)] = cell
+        return cell
+
+    def family(self) -> CounterMetricFamily:
+        family = CounterMetricFamily("service_ops_total", OPS_DOC, labels=list(OPS_LABELS))
+        created = self.created
+        for key, cell in list(self.series.items()):
+            family.add_metric(list(key), cell[0], created=created[key])
+        return family
+
+
 class HotCounters(Collector):
     """The per-op and per-request counters, exposed at scrape time."""
 
-    def __init__(self) -> None:
-        self.ops = LabelledCounts()
-        """(ns, crdt_id, op_type) -> ops applied (durable)."""
+    def __init__(self, max_crdt_series: int = DEFAULT_MAX_CRDT_SERIES) -> None:
+        self.ops = OpCounts(max_crdt_series)
+        """(ns, crdt_id, op_type) -> ops applied (durable), crdt_id values capped."""
+        self.count_op: Callable[[str, str, str], None] = self.ops.count
+        """Count one durable op: ``count_op(ns, crdt_id, op_type)``."""
         self.merge: dict[str, MergeHistogram] = {}
         self.wal = WalCounter()
         self.http = LabelledCounts()
         """HTTP status -> answers."""
         self.http_response = self.http.inc
-
-    def count_op(self, ns: str, crdt_id: str, op_type: str) -> None:
-        self.ops.inc((ns, crdt_id, op_type))
 
     def merge_histogram(self, ns: str) -> MergeHistogram:
         """The namespace's histogram; callers keep it to observe without a look-up."""
@@ -171,13 +255,18 @@ class HotCounters(Collector):
 
     def describe(self) -> Iterator[Metric]:
         # Names only, so the registry can refuse a clash at registration.
-        yield CounterMetricFamily("service_ops_total", OPS_DOC, labels=["ns", "crdt_id", "op_type"])
+        yield CounterMetricFamily("service_ops_total", OPS_DOC, labels=list(OPS_LABELS))
+        yield CounterMetricFamily("service_ops_overflow_crdts_total", OVERFLOW_DOC)
         yield CounterMetricFamily("service_wal_entries_total", WAL_DOC)
         yield HistogramMetricFamily("service_merge_duration_seconds", MERGE_DOC, labels=["ns"])
         yield CounterMetricFamily("service_http_requests_total", HTTP_DOC, labels=["status"])
 
     def collect(self) -> Iterator[Metric]:
-        yield self.ops.family("service_ops_total", OPS_DOC, ["ns", "crdt_id", "op_type"])
+        ops = self.ops
+        yield ops.family()
+        yield CounterMetricFamily(
+            "service_ops_overflow_crdts_total", OVERFLOW_DOC, value=len(ops.folded)
+        )
         wal = self.wal
         yield CounterMetricFamily(
             "service_wal_entries_total", WAL_DOC, value=wal.value, created=wal.created
@@ -218,12 +307,15 @@ class StatsCollector(Collector):
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, *, max_crdt_series: int = DEFAULT_MAX_CRDT_SERIES) -> None:
+        """``max_crdt_series``: CRDT ids given ``service_ops_total`` series of
+        their own (``SERVICE_METRICS_MAX_CRDT_SERIES``); 0 counts every op
+        under the overflow value."""
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
-        self.hot = HotCounters()
+        self.hot = HotCounters(max_crdt_series)
         r.register(self.hot)
         self.wal_entries_total = self.hot.wal
         """``inc(n)`` per durable batch (the stores' ``on_written``)."""

@@ -19,6 +19,7 @@ def test_defaults() -> None:
     assert s.max_body_bytes == 1048576 and s.max_token_ttl_ms == 2592000000
     assert s.http_parser == "auto" and s.max_connections == 10000
     assert s.wal_slot == "service_wal" and s.wal_pub == "service_pub"
+    assert s.metrics_max_crdt_series == 1000
     assert len(s.node_id) == 8
 
 
@@ -32,13 +33,20 @@ def test_values_are_read() -> None:
             "SERVICE_CORS_ORIGINS": "https://a.example, https://b.example",
             "SERVICE_DEMO": "true",
             "DATABASE_URL": "postgresql://x@y/z",
+            "SERVICE_METRICS_MAX_CRDT_SERIES": "3",
         }
     )
     assert (s.host, s.port) == ("::1", 8080)
     assert s.signing_key == bytes.fromhex("ab" * 32)
     assert s.fsync == "always" and s.rate_limit == 5 and s.demo
     assert s.cors_origins == ("https://a.example", "https://b.example")
+    assert s.metrics_max_crdt_series == 3
     assert isinstance(s, Settings)
+
+
+def test_metrics_max_crdt_series_may_be_zero() -> None:
+    """0: no per-CRDT series, every op under the overflow value."""
+    assert from_env({"SERVICE_METRICS_MAX_CRDT_SERIES": "0"}).metrics_max_crdt_series == 0
 
 
 @pytest.mark.parametrize(
@@ -65,6 +73,9 @@ def test_values_are_read() -> None:
         ("SERVICE_NODE_ID", "a/b"),
         ("SERVICE_HEADER_TIMEOUT_S", "0"),
         ("SERVICE_DEMO", "maybe"),
+        ("SERVICE_METRICS_MAX_CRDT_SERIES", "-1"),
+        ("SERVICE_METRICS_MAX_CRDT_SERIES", "many"),
+        ("SERVICE_METRICS_MAX_CRDT_SERIES", "1e3"),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str) -> None:
@@ -88,6 +99,7 @@ def test_parse_bind() -> None:
         ("SERVICE_BIND", "127.0.0.1:99999"),
         ("SERVICE_FSYNC", "nope"),
         ("SERVICE_SIGNING_KEY", "short"),
+        ("SERVICE_METRICS_MAX_CRDT_SERIES", "-1"),
     ],
 )
 def test_bad_value_exits_nonzero_with_one_line(variable: str, value: str, tmp_path: Path) -> None:

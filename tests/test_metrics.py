@@ -8,9 +8,12 @@ from typing import Any
 
 import httpx
 import msgpack
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from syncd.metrics import MERGE_BUCKETS, Metrics
+from syncd.errors import ApiError
+from syncd.ids import CRDT_ID_RE, check_crdt_id
+from syncd.metrics import DEFAULT_MAX_CRDT_SERIES, MERGE_BUCKETS, OVERFLOW_CRDT_ID, Metrics
 from syncd.store.base import StoreStats
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
@@ -151,3 +154,159 @@ def test_every_store_counter_is_exported_from_the_stats() -> None:
     assert got[("service_store_commits_total", ())] == 3
     assert got[("service_store_write_failures_total", ())] == 1
     assert got[("service_store_fsyncs_total", ())] == 0
+
+
+def ops_series(text: str) -> dict[tuple[str, str, str], float]:
+    """``service_ops_total`` of a scrape: (ns, crdt_id, op_type) -> count."""
+    return {
+        (s.labels["ns"], s.labels["crdt_id"], s.labels["op_type"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "service_ops_total"
+    }
+
+
+def folded(text: str) -> float:
+    return samples(text)[("service_ops_overflow_crdts_total", ())]
+
+
+FIVE = {"gc:a": 1, "gc:b": 2, "gc:c": 3, "gc:d": 4, "gc:e": 5}
+"""Five CRDTs, first seen in this order, and the ops each gets."""
+
+
+def count_five(m: Metrics) -> None:
+    for crdt_id, n in FIVE.items():
+        for _ in range(n):
+            m.hot.count_op("a", crdt_id, "increment")
+
+
+def test_crdt_ids_past_the_cap_count_under_the_overflow_value() -> None:
+    m = Metrics(max_crdt_series=3)
+    count_five(m)
+    text = m.render().decode()
+    assert ops_series(text) == {
+        ("a", "gc:a", "increment"): 1,
+        ("a", "gc:b", "increment"): 2,
+        ("a", "gc:c", "increment"): 3,
+        ("a", OVERFLOW_CRDT_ID, "increment"): 4 + 5,
+    }
+    assert folded(text) == 2
+    assert (
+        "service_ops_created",
+        (("crdt_id", OVERFLOW_CRDT_ID), ("ns", "a"), ("op_type", "increment")),
+    ) in samples(text)
+    # Ids that have a series keep it, new op types included; folded ids stay
+    # folded; a new id still folds.
+    m.hot.count_op("a", "gc:a", "increment")
+    m.hot.count_op("a", "gc:b", "reset")
+    m.hot.count_op("a", "gc:d", "increment")
+    m.hot.count_op("a", "gc:e", "reset")
+    m.hot.count_op("a", "gc:f", "increment")
+    text = m.render().decode()
+    assert ops_series(text) == {
+        ("a", "gc:a", "increment"): 2,
+        ("a", "gc:b", "increment"): 2,
+        ("a", "gc:b", "reset"): 1,
+        ("a", "gc:c", "increment"): 3,
+        ("a", OVERFLOW_CRDT_ID, "increment"): 4 + 5 + 1 + 1,
+        ("a", OVERFLOW_CRDT_ID, "reset"): 1,
+    }
+    assert folded(text) == 3
+
+
+def test_the_cap_is_what_folds() -> None:
+    """The same ops under a cap one higher than the ids, and the default: no overflow."""
+    for cap in (len(FIVE), DEFAULT_MAX_CRDT_SERIES):
+        m = Metrics(max_crdt_series=cap)
+        count_five(m)
+        text = m.render().decode()
+        assert ops_series(text) == {("a", i, "increment"): n for i, n in FIVE.items()}
+        assert folded(text) == 0
+    # One under: exactly the last id folds.
+    m = Metrics(max_crdt_series=len(FIVE) - 1)
+    count_five(m)
+    text = m.render().decode()
+    assert ops_series(text)[("a", OVERFLOW_CRDT_ID, "increment")] == FIVE["gc:e"]
+    assert ("a", "gc:d", "increment") in ops_series(text)
+    assert folded(text) == 1
+
+
+def test_a_cap_of_zero_counts_every_op_under_the_overflow_value() -> None:
+    m = Metrics(max_crdt_series=0)
+    count_five(m)
+    m.hot.count_op("b", "lw:x", "set")
+    text = m.render().decode()
+    # The overflow series keeps the namespace and the op type.
+    assert ops_series(text) == {
+        ("a", OVERFLOW_CRDT_ID, "increment"): sum(FIVE.values()),
+        ("b", OVERFLOW_CRDT_ID, "set"): 1,
+    }
+    assert folded(text) == 6
+
+
+def test_the_cap_counts_ids_across_namespaces() -> None:
+    """The same id in two namespaces is two CRDTs, and two of the cap."""
+    m = Metrics(max_crdt_series=2)
+    for ns in ("a", "b", "c"):
+        m.hot.count_op(ns, "gc:x", "increment")
+    assert ops_series(m.render().decode()) == {
+        ("a", "gc:x", "increment"): 1,
+        ("b", "gc:x", "increment"): 1,
+        ("c", OVERFLOW_CRDT_ID, "increment"): 1,
+    }
+
+
+def test_the_scrape_does_not_grow_with_the_crdt_count() -> None:
+    m = Metrics(max_crdt_series=10)
+    for i in range(20):
+        m.hot.count_op("a", f"gc:{i}", "increment")
+    small = len(m.render())
+    for i in range(20, 5000):
+        m.hot.count_op("a", f"gc:{i}", "increment")
+    text = m.render().decode()
+    assert len(ops_series(text)) == 11
+    assert ops_series(text)[("a", OVERFLOW_CRDT_ID, "increment")] == 4990
+    assert folded(text) == 4990
+    # The same lines, only wider numbers (and process figures that drift).
+    assert len(text) < small + 200
+
+
+def test_the_overflow_value_is_never_a_crdt_id() -> None:
+    assert CRDT_ID_RE.fullmatch(OVERFLOW_CRDT_ID) is None
+    with pytest.raises(ApiError):
+        check_crdt_id(OVERFLOW_CRDT_ID)
+
+
+def test_a_negative_cap_is_refused() -> None:
+    with pytest.raises(ValueError):
+        Metrics(max_crdt_series=-1)
+
+
+async def test_the_cap_on_a_real_server(make_server: Any) -> None:
+    """SERVICE_METRICS_MAX_CRDT_SERIES=3, ops over HTTP and WebSocket on five CRDTs."""
+    server: RunningServer = await make_server(metrics_max_crdt_series=3)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client, NS)
+        for crdt_id, n in list(FIVE.items())[:4]:
+            r = await op(client, h, crdt_id, [{"op": "increment"}] * n, NS)
+            assert r.status_code == 200
+        raw = await RawWs.connect(server)
+        frames = b"".join(
+            client_frame(
+                0x2,
+                msgpack.packb({"kind": "op", "id": "gc:e", "op": {"op": "increment"}, "ref": ref}),
+            )
+            for ref in range(FIVE["gc:e"])
+        )
+        raw.send(frames)
+        for _ in range(FIVE["gc:e"]):
+            assert msgpack.unpackb((await raw.frame())[1])["kind"] == "ack"
+        raw.writer.close()
+        text = (await client.get("/metrics")).text
+    assert ops_series(text) == {
+        (NS, "gc:a", "increment"): 1,
+        (NS, "gc:b", "increment"): 2,
+        (NS, "gc:c", "increment"): 3,
+        (NS, OVERFLOW_CRDT_ID, "increment"): 4 + 5,
+    }
+    assert folded(text) == 2
