@@ -68,10 +68,11 @@ OVERFLOW_DOC: Final = (
 
 # First-come CRDT ids that get a service_ops_total series of their own. Each
 # id is one series per op type it has seen (usually one or two), each two
-# samples (_total and _created) of about 90 bytes: some 200-500 KB of scrape
-# at the cap, a few thousand series, well inside what one Prometheus target
-# is commonly allowed, and enough for every CRDT of a small deployment to be
-# seen by name. Larger deployments aggregate by namespace anyway.
+# samples (_total and _created) of about 90 bytes: at the cap 1000-2000
+# series, 180-360 KB of scrape with short ids, well inside what one
+# Prometheus target is commonly allowed, and enough for every CRDT of a small
+# deployment to be seen by name. Past it, per-id series stop being something
+# to read anyway: dashboards aggregate by namespace.
 DEFAULT_MAX_CRDT_SERIES: Final = 1000
 
 OVERFLOW_CRDT_ID: Final = "#other"
