@@ -51,7 +51,12 @@ def parse(lines: Iterable[str]) -> Iterator[tuple[list[tuple[str, str]], int]]:
         yield frames, int(count)
 
 
-ENTRY_FILES = ("syncd/__main__.py", "syncd/cli.py", "syncd/server.py")
+ENTRY_FILES = (
+    "syncd/__main__.py",
+    "syncd/cli/__init__.py",
+    "syncd/cli/serve.py",
+    "syncd/server.py",
+)
 """Frames that only start the loop: time under them alone is the loop's own."""
 
 

@@ -21,7 +21,6 @@ from syncd.auth.issue import (
     issue,
     issue_token,
     parse_issue_body,
-    token_command,
 )
 from syncd.auth.permissions import Permissions, Rule, V1Permissions, V2Permissions
 from syncd.auth.ratelimit import RateLimiter
@@ -60,6 +59,5 @@ __all__ = [
     "parse_issue_body",
     "parse_token",
     "sign_claims",
-    "token_command",
     "verify_token",
 ]

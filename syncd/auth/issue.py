@@ -1,4 +1,5 @@
-"""Issuing tokens: the two admin endpoints' bodies, ``tokens/me``, and ``syncd token``.
+"""Issuing tokens: the two admin endpoints' bodies and ``tokens/me`` (``syncd token``,
+in :mod:`syncd.cli.token`, goes through the same checks).
 
 - ``POST /v1/namespaces/:ns/tokens``: ``{client_id, ttl_ms?, permissions |
   rules}``; ``permissions`` ``{read, write, admin?}`` makes a V1 token, ``rules``
@@ -12,13 +13,9 @@ Unknown body fields are refused rather than ignored: a typo such as
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 from syncd.auth.authenticator import Principal
 from syncd.auth.permissions import (
@@ -30,7 +27,7 @@ from syncd.auth.permissions import (
     parse_v2,
 )
 from syncd.auth.tokens import MAX_CLIENT_ID, Claims, SigningKey, sign_claims
-from syncd.errors import ApiError, bad_request
+from syncd.errors import bad_request
 from syncd.ids import check_namespace
 
 DEFAULT_TTL_MS = 3_600_000
@@ -173,85 +170,3 @@ def describe(principal: Principal) -> dict[str, Any]:
         "expires_at": principal.expires_at,
         "permissions": principal.permissions.to_map(),
     }
-
-
-# --- syncd token ------------------------------------------------------------
-
-
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
-def _parser() -> _Parser:
-    p = _Parser(
-        prog="syncd token",
-        description="Issue a token offline, signed with SERVICE_SIGNING_KEY.",
-    )
-    p.add_argument("--namespace", required=True)
-    p.add_argument("--client-id", required=True, type=int)
-    p.add_argument("--ttl-ms", type=int, default=None, help=f"lifetime, default {DEFAULT_TTL_MS}")
-    p.add_argument(
-        "--read", action="append", default=[], metavar="GLOB", help="V1 read glob (repeatable)"
-    )
-    p.add_argument(
-        "--write", action="append", default=[], metavar="GLOB", help="V1 write glob (repeatable)"
-    )
-    p.add_argument("--admin", action="store_true", help="V1 namespace admin")
-    p.add_argument("--rules", metavar="JSON", help='V2 rules, e.g. \'{"r":[{"p":"*"}],"w":[]}\'')
-    return p
-
-
-def token_command(argv: list[str], env: Mapping[str, str]) -> int:
-    """``syncd token ...``: print a token; exit 2 with one line on stderr on error."""
-    try:
-        args = _parser().parse_args(argv)
-    except _UsageError as e:
-        print(f"syncd token: {e}", file=sys.stderr)
-        return 2
-    except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else 0
-    raw_key = env.get("SERVICE_SIGNING_KEY")
-    if not raw_key:
-        print("syncd token: SERVICE_SIGNING_KEY is not set", file=sys.stderr)
-        return 2
-    try:
-        key = SigningKey.from_hex(raw_key)
-    except ValueError:
-        print("syncd token: SERVICE_SIGNING_KEY must be 64 hexadecimal characters", file=sys.stderr)
-        return 2
-    raw_max = env.get("SERVICE_MAX_TOKEN_TTL_MS")
-    try:
-        max_ttl = int(raw_max) if raw_max else DEFAULT_MAX_TTL_MS
-    except ValueError:
-        print("syncd token: SERVICE_MAX_TOKEN_TTL_MS must be an integer", file=sys.stderr)
-        return 2
-    body: dict[str, Any] = {"client_id": args.client_id}
-    if args.ttl_ms is not None:
-        body["ttl_ms"] = args.ttl_ms
-    if args.rules is not None:
-        if args.read or args.write or args.admin:
-            print(
-                "syncd token: --rules (V2) cannot be combined with --read/--write/--admin (V1)",
-                file=sys.stderr,
-            )
-            return 2
-        try:
-            body["rules"] = json.loads(args.rules)
-        except json.JSONDecodeError as e:
-            print(f"syncd token: --rules is not valid JSON: {e.msg}", file=sys.stderr)
-            return 2
-    else:
-        body["permissions"] = {"read": args.read, "write": args.write, "admin": args.admin}
-    try:
-        request = parse_issue_body(body, args.namespace, max_ttl)
-        token = issue(key, request, time.time_ns() // 1_000_000)
-    except ApiError as e:
-        print(f"syncd token: {e.message}", file=sys.stderr)
-        return 2
-    print(token)
-    return 0

@@ -1,4 +1,4 @@
-"""Token issuing: both endpoint bodies (every 400), ``tokens/me``, ``syncd token``."""
+"""Token issuing: both endpoint bodies (every 400) and ``tokens/me`` (``syncd token``: tests/cli/test_token.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from syncd.auth import (
     issue,
     issue_token,
     parse_issue_body,
-    token_command,
     verify_token,
 )
 from syncd.auth.permissions import Rule, V1Permissions, V2Permissions
@@ -252,115 +251,3 @@ def test_describe_v1_and_root(auth: Authenticator, key: SigningKey, clock: FakeC
     p = auth.authenticate(f"Bearer {token}", "demo")
     assert describe(p)["permissions"] == {"read": ["gc:*"], "write": [], "admin": False}
     assert describe(ROOT) == {"admin": True, "root": True}
-
-
-# --- syncd token ---
-
-
-def run_cli(
-    argv: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str, str]:
-    code = token_command(argv, env)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_cli_v1(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = [
-        "--namespace",
-        "demo",
-        "--client-id",
-        "42",
-        "--read",
-        "*",
-        "--write",
-        "gc:*",
-        "--write",
-        "or:*",
-        "--admin",
-    ]
-    code, out, err = run_cli(argv, {"SERVICE_SIGNING_KEY": KEY_HEX}, capsys)
-    assert (code, err) == (0, "")
-    claims, _ = verify_token(out.strip(), SigningKey.from_hex(KEY_HEX))
-    assert claims.namespace == "demo" and claims.client_id == 42
-    assert claims.permissions == V1Permissions(("*",), ("gc:*", "or:*"), True)
-
-
-def test_cli_v2_and_ttl(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = [
-        "--namespace",
-        "demo",
-        "--client-id",
-        "1",
-        "--ttl-ms",
-        "5000",
-        "--rules",
-        '{"r":[{"p":"*"}],"w":[],"rl":3}',
-    ]
-    code, out, _ = run_cli(argv, {"SERVICE_SIGNING_KEY": KEY_HEX}, capsys)
-    assert code == 0
-    claims, _ = verify_token(out.strip(), SigningKey.from_hex(KEY_HEX))
-    assert claims.permissions == V2Permissions((Rule("*"),), (), 3)
-
-
-@pytest.mark.parametrize(
-    ("argv", "env"),
-    [
-        (["--namespace", "demo", "--client-id", "1"], {}),
-        (["--namespace", "demo", "--client-id", "1"], {"SERVICE_SIGNING_KEY": ""}),
-        (["--namespace", "demo", "--client-id", "1"], {"SERVICE_SIGNING_KEY": "abc"}),
-        (["--namespace", "demo", "--client-id", "1"], {"SERVICE_SIGNING_KEY": "zz" * 32}),
-        (["--client-id", "1"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
-        (["--namespace", "demo", "--client-id", "x"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
-        (["--namespace", "demo", "--client-id", "1", "--bogus"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
-        (
-            [
-                "--namespace",
-                "demo",
-                "--client-id",
-                "1",
-                "--rules",
-                "{",
-            ],
-            {"SERVICE_SIGNING_KEY": KEY_HEX},
-        ),
-        (
-            ["--namespace", "demo", "--client-id", "1", "--rules", "{}", "--read", "*"],
-            {"SERVICE_SIGNING_KEY": KEY_HEX},
-        ),
-        (
-            ["--namespace", "demo", "--client-id", "1", "--rules", '{"r": "*"}'],
-            {"SERVICE_SIGNING_KEY": KEY_HEX},
-        ),
-        (["--namespace", "../x", "--client-id", "1"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
-        (["--namespace", "demo", "--client-id", "-1"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
-        (
-            ["--namespace", "demo", "--client-id", "1", "--ttl-ms", "0"],
-            {"SERVICE_SIGNING_KEY": KEY_HEX},
-        ),
-        (
-            ["--namespace", "demo", "--client-id", "1", "--ttl-ms", "5000"],
-            {"SERVICE_SIGNING_KEY": KEY_HEX, "SERVICE_MAX_TOKEN_TTL_MS": "1000"},
-        ),
-        (
-            ["--namespace", "demo", "--client-id", "1"],
-            {"SERVICE_SIGNING_KEY": KEY_HEX, "SERVICE_MAX_TOKEN_TTL_MS": "lots"},
-        ),
-    ],
-)
-def test_cli_refusals(
-    argv: list[str], env: dict[str, str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, err = run_cli(argv, env, capsys)
-    assert code == 2
-    assert out == ""
-    assert err.startswith("syncd token: ")
-    assert err.count("\n") == 1
-    if env.get("SERVICE_SIGNING_KEY"):
-        assert env["SERVICE_SIGNING_KEY"] not in err
-
-
-def test_cli_help(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(["--help"], {}, capsys)
-    assert code == 0
-    assert "--namespace" in out

@@ -1,19 +1,18 @@
 """The MCP server: the official mcp stdio client launches ``python -m syncd mcp``
-against a running server, lists the tools and calls them."""
+against a running server, lists the tools and calls them (the command line's
+refusals: tests/cli/test_mcp.py)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from syncd.client.mcp_server import main, parse_args, parse_crdt
+from syncd.cli.mcp import parse_crdt
 from syncd.client.tools import build_tools
-from tests.client.conftest import NS, make_token, now_ms
+from tests.client.conftest import NS, make_token
 from tests.conftest import RunningServer
 
 mcp = pytest.importorskip("mcp")
@@ -102,94 +101,3 @@ async def test_mcp_config_from_environment(server: RunningServer) -> None:
         ]
         result = await session.call_tool("service_add_tags", {"element": "x"})
         assert json.loads(result.content[0].text) == {"ok": True, "seq": 1, "value": ["x"]}
-
-
-def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncd", "mcp", *args],
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", **(env or {})},
-        cwd=str(REPO),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        ([], "missing --base-url"),
-        (
-            [
-                "--base-url",
-                "http://h",
-                "--token",
-                "garbage",
-                "--namespace",
-                NS,
-                "--crdt",
-                "a:gcounter",
-            ],
-            "token",
-        ),
-        (["--base-url", "http://h", "--token", "T", "--namespace", NS], "--crdt"),
-        (
-            [
-                "--base-url",
-                "http://h",
-                "--token",
-                "T",
-                "--namespace",
-                NS,
-                "--crdt",
-                "gc:a-b",
-                "--crdt",
-                "gc:a_b",
-            ],
-            "share the tool name",
-        ),
-        (
-            ["--base-url", "http://h", "--token", "T", "--namespace", NS, "--crdt", "a"],
-            "prefixed id",
-        ),
-        (
-            ["--base-url", "http://h", "--token", "T", "--namespace", NS, "--crdt", "a:sundial"],
-            "prefixed id",
-        ),
-    ],
-)
-def test_bad_invocations_exit_2_with_a_message(args: list[str], message: str) -> None:
-    # main() in-process: every one of these stops before any I/O.
-    import contextlib
-    import io
-
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        assert main(args, env={}) == 2
-    assert message in err.getvalue() and err.getvalue().startswith("syncd mcp: ")
-
-
-def test_expired_token_stops_the_real_command() -> None:
-    expired = make_token(ttl_ms=1, issued_ms=now_ms() - 10_000)
-    done = _run(
-        ["--crdt", "a:gcounter"],
-        {"SYNCD_BASE_URL": "http://127.0.0.1:9", "SYNCD_TOKEN": expired, "SYNCD_NAMESPACE": NS},
-    )
-    assert done.returncode == 2 and "expired" in done.stderr and done.stdout == ""
-
-
-def test_parse_args_flags_win_over_env() -> None:
-    env: dict[str, Any] = {
-        "SYNCD_BASE_URL": "http://env",
-        "SYNCD_TOKEN": "t",
-        "SYNCD_NAMESPACE": "n",
-    }
-    assert parse_args(
-        ["--base-url", "http://flag", "--crdt", "a:orset", "--crdt", "b:gcounter"], env
-    ) == (
-        "http://flag",
-        "t",
-        "n",
-        [("a", "orset"), ("b", "gcounter")],
-    )

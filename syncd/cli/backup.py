@@ -1,10 +1,11 @@
-"""``syncd backup DEST`` and ``syncd verify DIR`` (docs/operations.md#backup-and-restore).
+"""``syncd backup DEST``: an online backup of a running server (docs/operations.md#backup-and-restore).
 
-``backup`` asks a running server for an online backup (``POST
-/v1/admin/backup`` with the root admin secret), unpacks the tar it streams
-into ``DEST`` (new or empty), fsyncs it and verifies it. ``verify`` checks a
-data directory or a backup without changing it. Both exit 0 when all is
-well, 1 when the copy or the directory is damaged, 2 on bad usage.
+It asks the server for the backup (``POST /v1/admin/backup`` with the root
+admin secret) instead of copying the data directory, because only the server
+knows which bytes of its log are whole; it unpacks the tar the server streams
+into ``DEST`` (new or empty), fsyncs every file, and verifies the copy the way
+``syncd verify`` would, so a backup that exits 0 is one that restores. Exit 0
+when all is well, 1 when the transfer or the copy is bad, 2 on bad usage.
 """
 
 from __future__ import annotations
@@ -16,17 +17,39 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from syncd.cli.command import Commands, add_command
+from syncd.cli.verify import verify_dir
 from syncd.config import DEFAULT_BIND, parse_bind
-from syncd.store.log import fsync_dir
 
 REQUEST_TIMEOUT_S: Final = 600.0
 """A backup of a large directory is copied before the first byte comes back."""
 
 DOWNLOAD_CHUNK_BYTES: Final = 1024 * 1024
+
+
+def register(commands: Commands) -> None:
+    parser = add_command(
+        commands,
+        "backup",
+        run,
+        help="an online backup of a running server into DEST (embedded store)",
+        description="Take an online backup of a running syncd (embedded store) into DEST.",
+    )
+    parser.add_argument("dest", help="a new or empty directory")
+    parser.add_argument("--url", help="the server (default: from SERVICE_BIND)")
+    parser.add_argument(
+        "--token", help="the root admin secret (default: SERVICE_ADMIN_TOKEN or the data dir's)"
+    )
+    parser.add_argument(
+        "--max-rate",
+        type=float,
+        metavar="MIB_S",
+        help="limit the backup to this many MiB/s, so it takes less from the writes going on",
+    )
 
 
 def _default_url(env: Mapping[str, str]) -> str:
@@ -47,23 +70,7 @@ def _default_token(env: Mapping[str, str]) -> str | None:
         return None
 
 
-def backup_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="syncd backup",
-        description="Take an online backup of a running syncd (embedded store) into DEST.",
-    )
-    parser.add_argument("dest", help="a new or empty directory")
-    parser.add_argument("--url", help="the server (default: from SERVICE_BIND)")
-    parser.add_argument(
-        "--token", help="the root admin secret (default: SERVICE_ADMIN_TOKEN or the data dir's)"
-    )
-    parser.add_argument(
-        "--max-rate",
-        type=float,
-        metavar="MIB_S",
-        help="limit the backup to this many MiB/s, so it takes less from the writes going on",
-    )
-    args = parser.parse_args(list(argv))
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     dest = Path(args.dest)
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         print(f"syncd backup: {dest} must be a new or empty directory", file=sys.stderr)
@@ -99,10 +106,12 @@ def backup_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
             print(f"syncd backup: the stream is not a whole tar ({exc})", file=sys.stderr)
             return 1
     _fsync_tree(dest)
-    return verify_command([str(dest)], env)
+    return verify_dir(dest)
 
 
 def _fsync_tree(root: Path) -> None:
+    from syncd.store.log import fsync_dir
+
     for directory, _, files in os.walk(root):
         for name in files:
             fd = os.open(os.path.join(directory, name), os.O_RDONLY)
@@ -111,18 +120,3 @@ def _fsync_tree(root: Path) -> None:
             finally:
                 os.close(fd)
         fsync_dir(directory)
-
-
-def verify_command(argv: Sequence[str], env: Mapping[str, str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="syncd verify",
-        description="Check a data directory or a backup (read-only): snapshots, log records, "
-        "history files and the backup manifest.",
-    )
-    parser.add_argument("dir")
-    args = parser.parse_args(list(argv))
-    from syncd.store.verify import verify
-
-    report = verify(args.dir)
-    print(report.text())
-    return 0 if report.ok else 1

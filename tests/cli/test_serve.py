@@ -1,9 +1,9 @@
-"""The real process: `python -m syncd` over TCP, SIGTERM exit 0, keygen, --version, sd_notify."""
+"""``syncd serve``: the real process over TCP, SIGTERM exit 0, sd_notify, the systemd unit,
+one-line refusals, and the help that names the settings."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import socket
@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from tests.cli.support import run_without
 from tests.conftest import ADMIN
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_subprocess_serves_and_sigterm_exits_zero(spawn_server: Any) -> None:
@@ -34,29 +35,6 @@ def test_subprocess_serves_and_sigterm_exits_zero(spawn_server: Any) -> None:
         assert "token" in json.load(resp)
     assert server.terminate() == 0
     assert "syncd stopped" in server.log()
-
-
-def test_keygen_prints_a_signing_key() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "syncd", "keygen"], capture_output=True, text=True, check=True
-    )
-    key = out.stdout.strip()
-    assert re.fullmatch(r"[0-9a-f]{64}", key)
-    again = subprocess.run(
-        [sys.executable, "-m", "syncd", "keygen"], capture_output=True, text=True, check=True
-    )
-    assert again.stdout.strip() != key
-
-
-def test_version_names_the_parser() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "syncd", "--version"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "SERVICE_HTTP_PARSER": "h11"},
-    )
-    assert out.stdout.startswith("syncd 0.1.0") and "http parser: h11" in out.stdout
 
 
 def test_random_admin_token_written_and_not_logged(spawn_server: Any, tmp_path: Path) -> None:
@@ -121,28 +99,8 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     assert out.returncode == 0 and not problems, out.stdout + out.stderr
 
 
-def _run_without(
-    modules: list[str], args: list[str], env: dict[str, str]
-) -> subprocess.CompletedProcess[str]:
-    """``syncd args`` in a real subprocess where ``modules`` cannot be imported
-    (as on an install without their extra)."""
-    code = (
-        "import sys\n"
-        f"for name in {modules!r}: sys.modules[name] = None\n"
-        "from syncd.cli import main\n"
-        f"sys.exit(main({args!r}))\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **env},
-    )
-
-
 def test_database_url_without_the_postgres_extra_is_one_line(tmp_path: Path) -> None:
-    result = _run_without(
+    result = run_without(
         ["psycopg", "psycopg_pool"],
         ["serve"],
         {"DATABASE_URL": "postgresql://u@127.0.0.1:1/db", "SERVICE_DATA_DIR": str(tmp_path)},
@@ -152,17 +110,17 @@ def test_database_url_without_the_postgres_extra_is_one_line(tmp_path: Path) -> 
     assert "pip install 'syncd[postgres]'" in result.stderr and "DATABASE_URL" in result.stderr
 
 
-def test_mcp_without_its_extra_is_one_line() -> None:
-    result = _run_without(["mcp", "httpx", "websockets"], ["mcp", "--crdt", "gc:x"], {})
-    assert result.returncode == 2
-    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert "pip install 'syncd[mcp]'" in result.stderr
-
-
-def test_help_lists_every_command() -> None:
+def test_help_names_the_settings_and_where_all_of_them_are() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "syncd", "--help"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "syncd", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0
-    for command in ("serve", "keygen", "token", "mcp"):
-        assert command in result.stdout
+    assert "docs/configuration.md" in result.stdout
+    reference = (ROOT / "docs" / "configuration.md").read_text()
+    named = set(re.findall(r"\b(?:SERVICE_[A-Z_]+|DATABASE_URL)\b", result.stdout))
+    assert {"SERVICE_BIND", "SERVICE_DATA_DIR", "SERVICE_SIGNING_KEY"} <= named
+    for variable in named:
+        assert f"`{variable}`" in reference, variable

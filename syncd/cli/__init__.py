@@ -1,0 +1,63 @@
+"""The ``syncd`` command: one argparse parser, one module per subcommand.
+
+    syncd [serve]     run the service (the default)       syncd.cli.serve
+    syncd keygen      print a new signing key              syncd.cli.keygen
+    syncd token       issue a token offline                syncd.cli.token
+    syncd backup      online backup of a running server    syncd.cli.backup
+    syncd verify      check a data directory or backup     syncd.cli.verify
+    syncd mcp         CRDTs as MCP tools over stdio        syncd.cli.mcp
+    syncd --version   the version and HTTP parser          syncd.cli.version
+
+Each module's ``register`` adds its subparser (so ``syncd <command> --help``
+describes it) and names the function that runs it; :func:`main` parses once
+and calls that function. Command modules import what only they need when they
+run, so that, say, ``syncd token`` works on an install without the extras
+``syncd mcp`` or PostgreSQL need.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from syncd.cli import backup, keygen, mcp, serve, token, verify
+from syncd.cli.command import PARSER, RUN, Command, CommandParser, UsageError
+from syncd.cli.version import VersionAction
+
+COMMANDS: tuple[Command, ...] = (serve, keygen, token, backup, verify, mcp)
+"""In the order ``syncd --help`` lists them."""
+
+
+def build_parser(env: Mapping[str, str]) -> CommandParser:
+    """The whole command line; ``env`` is what ``--version`` reports on."""
+    parser = CommandParser(prog="syncd", description="A self-hosted CRDT sync service.")
+    parser.add_argument("--version", action=VersionAction, env=env)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS:
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    """Run ``syncd`` with ``argv`` (default: the process's) and ``env`` (default:
+    ``os.environ``); the exit status. No command means ``serve``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    environ = os.environ if env is None else env
+    parser = build_parser(environ)
+    try:
+        ns, extra = parser.parse_known_args(args)
+        chosen: CommandParser = getattr(ns, PARSER, parser)
+        if extra:
+            chosen.error(f"unrecognized arguments: {' '.join(extra)}")
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help, --version, or argparse's own usage error
+        return exc.code if isinstance(exc.code, int) else 0
+    run = getattr(ns, RUN, serve.run)
+    code: int = run(ns, environ)
+    return code
+
+
+__all__ = ["build_parser", "main"]

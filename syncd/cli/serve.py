@@ -1,0 +1,92 @@
+"""``syncd serve`` (also plain ``syncd``): run the service as its settings say.
+
+Every check that can fail on a bad environment runs before the server binds
+anything, so that a mistake is one line naming its cause and exit 2 rather
+than a traceback: the settings themselves (:func:`syncd.config.from_env`), the
+extras ``DATABASE_URL`` needs, the TLS files, the HTTP parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Mapping
+
+from syncd.cli.command import Commands, add_command, fail, missing_extra
+from syncd.config import ConfigError, from_env
+
+EPILOG = """\
+settings:
+  syncd is configured only by environment variables, read once at start; an
+  empty value counts as unset, and a bad one stops the start with one line
+  naming it (exit 2). The ones most deployments set:
+
+    SERVICE_BIND          address to listen on (default 0.0.0.0:3000)
+    SERVICE_DATA_DIR      storage directory (default ./data)
+    SERVICE_SIGNING_KEY   64 hex chars that sign tokens (syncd keygen makes one)
+    SERVICE_ADMIN_TOKEN   the root admin secret (default: made, kept in the data dir)
+    DATABASE_URL          postgresql://...: store in PostgreSQL, nodes form a cluster
+    SERVICE_TLS_CERT, SERVICE_TLS_KEY   PEM files: serve HTTPS and wss:// natively
+    SERVICE_LOG_LEVEL     debug, info, warning, error, critical (default info)
+
+  Every variable, with its default and accepted values (limits, timeouts,
+  storage, webhooks, CORS, proxies): docs/configuration.md in the source tree.
+"""
+
+
+def register(commands: Commands) -> None:
+    add_command(
+        commands,
+        "serve",
+        run,
+        help="run the service (the default); configured by SERVICE_* variables",
+        description="Run the syncd service in the foreground until SIGTERM or SIGINT.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    try:
+        settings = from_env(env)
+    except ConfigError as exc:
+        return fail("syncd", str(exc))
+    if settings.database_url:
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+
+            if settings.wal_connstr:
+                import psycopg2  # noqa: F401
+        except ImportError as exc:
+            return missing_extra("DATABASE_URL", "postgres", exc)
+    if settings.tls_cert is not None and settings.tls_key is not None:
+        from syncd.tls import TlsError, server_context
+
+        try:
+            server_context(settings.tls_cert, settings.tls_key)
+        except TlsError as exc:
+            return fail("syncd", str(exc))
+    configure_logging(settings.log_level)
+    from syncd.http.parsers import resolve_parser_name
+
+    try:
+        resolve_parser_name(settings.http_parser)
+    except ValueError as exc:
+        return fail("syncd", f"SERVICE_HTTP_PARSER: {exc}")
+    if settings.signing_key is None:
+        logging.getLogger("syncd").warning(
+            "SERVICE_SIGNING_KEY is unset: using a random key; every token dies with this process"
+        )
+    from syncd.server import run as run_server
+
+    return run_server(settings)

@@ -1,0 +1,80 @@
+"""``syncd token``: issue a token offline, signed with ``SERVICE_SIGNING_KEY``.
+
+The flags build the same body ``POST /v1/namespaces/:ns/tokens`` takes and go
+through the same checks (:func:`syncd.auth.issue.parse_issue_body`), so a token
+made here is one the server could have issued, with the same lifetime cap
+(``SERVICE_MAX_TOKEN_TTL_MS``). Every refusal is one line on stderr and exit
+2, and the signing key never appears in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from syncd.auth.issue import DEFAULT_MAX_TTL_MS, DEFAULT_TTL_MS, issue, parse_issue_body
+from syncd.auth.tokens import SigningKey
+from syncd.cli.command import Commands, add_command, fail
+from syncd.errors import ApiError
+
+PROG = "syncd token"
+
+
+def register(commands: Commands) -> None:
+    p = add_command(
+        commands,
+        "token",
+        run,
+        help="issue a token offline with SERVICE_SIGNING_KEY (see syncd token --help)",
+        description="Issue a token offline, signed with SERVICE_SIGNING_KEY.",
+        terse_errors=True,
+    )
+    p.add_argument("--namespace", required=True)
+    p.add_argument("--client-id", required=True, type=int)
+    p.add_argument("--ttl-ms", type=int, default=None, help=f"lifetime, default {DEFAULT_TTL_MS}")
+    p.add_argument(
+        "--read", action="append", default=[], metavar="GLOB", help="V1 read glob (repeatable)"
+    )
+    p.add_argument(
+        "--write", action="append", default=[], metavar="GLOB", help="V1 write glob (repeatable)"
+    )
+    p.add_argument("--admin", action="store_true", help="V1 namespace admin")
+    p.add_argument("--rules", metavar="JSON", help='V2 rules, e.g. \'{"r":[{"p":"*"}],"w":[]}\'')
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    """Print a token; exit 2 with one line on stderr on error."""
+    raw_key = env.get("SERVICE_SIGNING_KEY")
+    if not raw_key:
+        return fail(PROG, "SERVICE_SIGNING_KEY is not set")
+    try:
+        key = SigningKey.from_hex(raw_key)
+    except ValueError:
+        return fail(PROG, "SERVICE_SIGNING_KEY must be 64 hexadecimal characters")
+    raw_max = env.get("SERVICE_MAX_TOKEN_TTL_MS")
+    try:
+        max_ttl = int(raw_max) if raw_max else DEFAULT_MAX_TTL_MS
+    except ValueError:
+        return fail(PROG, "SERVICE_MAX_TOKEN_TTL_MS must be an integer")
+    body: dict[str, Any] = {"client_id": args.client_id}
+    if args.ttl_ms is not None:
+        body["ttl_ms"] = args.ttl_ms
+    if args.rules is not None:
+        if args.read or args.write or args.admin:
+            return fail(PROG, "--rules (V2) cannot be combined with --read/--write/--admin (V1)")
+        try:
+            body["rules"] = json.loads(args.rules)
+        except json.JSONDecodeError as e:
+            return fail(PROG, f"--rules is not valid JSON: {e.msg}")
+    else:
+        body["permissions"] = {"read": args.read, "write": args.write, "admin": args.admin}
+    try:
+        request = parse_issue_body(body, args.namespace, max_ttl)
+        token = issue(key, request, time.time_ns() // 1_000_000)
+    except ApiError as e:
+        return fail(PROG, e.message)
+    print(token)
+    return 0
