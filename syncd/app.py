@@ -56,7 +56,9 @@ class App:
             else SigningKey.generate()
         )
         # One engine for the process's life: recovery reloads it in place.
-        self.engine = Engine(op_id_window=settings.op_id_window)
+        self.engine = Engine(
+            op_id_window=settings.op_id_window, op_id_ttl_ms=settings.op_id_ttl_s * 1000
+        )
         self.auth = Authenticator(self.signing_key, None, default_rate_limit=settings.rate_limit)
         self.webhooks = (
             WebhookDispatcher(settings.webhook_url, settings.webhook_secret, metrics=self.metrics)

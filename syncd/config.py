@@ -19,6 +19,7 @@ from typing import Literal
 
 from syncd.auth.authenticator import DEFAULT_RATE_LIMIT
 from syncd.crdt.engine import OP_ID_WINDOW as DEFAULT_OP_ID_WINDOW
+from syncd.crdt.opids import OP_ID_TTL_MS
 from syncd.metrics import DEFAULT_MAX_CRDT_SERIES
 from syncd.proxies import Network, parse_networks
 from syncd.store.history import DEFAULT_RETENTION, Retention
@@ -97,6 +98,8 @@ class Settings:
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
     webhook_drain_s: float = DEFAULT_WEBHOOK_DRAIN_S
     op_id_window: int = DEFAULT_OP_ID_WINDOW
+    op_id_ttl_s: int = OP_ID_TTL_MS // 1000
+    """op_ids younger than this are remembered beyond the window (syncd/crdt/opids.py)."""
     json_max_depth: int = DEFAULT_JSON_MAX_DEPTH
     metrics_max_crdt_series: int = DEFAULT_MAX_CRDT_SERIES
     """CRDT ids with ``service_ops_total`` series of their own (0: none; syncd/metrics.py)."""
@@ -283,6 +286,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         shutdown_timeout_s=_float(env, "SERVICE_SHUTDOWN_TIMEOUT_S", DEFAULT_SHUTDOWN_TIMEOUT_S),
         webhook_drain_s=_float(env, "SERVICE_WEBHOOK_DRAIN_S", DEFAULT_WEBHOOK_DRAIN_S),
         op_id_window=_int(env, "SERVICE_OP_ID_WINDOW", DEFAULT_OP_ID_WINDOW),
+        op_id_ttl_s=_int(env, "SERVICE_OP_ID_TTL_S", OP_ID_TTL_MS // 1000, minimum=0),
         json_max_depth=_int(env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH),
         metrics_max_crdt_series=_int(
             env, "SERVICE_METRICS_MAX_CRDT_SERIES", DEFAULT_MAX_CRDT_SERIES, minimum=0

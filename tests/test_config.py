@@ -20,6 +20,7 @@ def test_defaults() -> None:
     assert s.http_parser == "auto" and s.max_connections == 10000
     assert s.wal_slot == "service_wal" and s.wal_pub == "service_pub"
     assert s.metrics_max_crdt_series == 1000
+    assert (s.op_id_window, s.op_id_ttl_s) == (1024, 120)
     assert len(s.node_id) == 8
 
 
@@ -42,6 +43,11 @@ def test_values_are_read() -> None:
     assert s.cors_origins == ("https://a.example", "https://b.example")
     assert s.metrics_max_crdt_series == 3
     assert isinstance(s, Settings)
+
+
+def test_op_id_ttl_may_be_zero() -> None:
+    """0: the count window alone bounds the op_id memory."""
+    assert from_env({"SERVICE_OP_ID_TTL_S": "0"}).op_id_ttl_s == 0
 
 
 def test_metrics_max_crdt_series_may_be_zero() -> None:
@@ -76,6 +82,8 @@ def test_metrics_max_crdt_series_may_be_zero() -> None:
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "-1"),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "many"),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "1e3"),
+        ("SERVICE_OP_ID_TTL_S", "-1"),
+        ("SERVICE_OP_ID_TTL_S", "2m"),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str) -> None:

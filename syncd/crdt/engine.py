@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import bisect
 import secrets
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from syncd.crdt.base import Crdt, OpContext
 from syncd.crdt.clock import HybridClock, wall_clock_ms
+from syncd.crdt.opids import OP_ID_TTL_MS, OpIdMemory
 from syncd.crdt.types import PREFIXES, TYPES, crdt_class, mask_bit, type_for_id
 from syncd.errors import (
     ApiError,
@@ -52,14 +52,13 @@ OP_ID_MAX_LEN = 128
 """Characters in an ``op_id`` (docs/data-model.md#op-ids)."""
 
 OP_ID_WINDOW = 1024
-"""The retention window of ``op_id``s (``SERVICE_OP_ID_WINDOW`` by default): how
-many of the most recent ones each CRDT remembers. A client retrying within that many ops of its first attempt
-gets the first answer; memory per CRDT stays bounded."""
+"""How many of its most recent ``op_id``s each CRDT remembers at least
+(``SERVICE_OP_ID_WINDOW``), whatever their age; ids younger than the TTL
+(``SERVICE_OP_ID_TTL_S``, ``opids.OP_ID_TTL_MS``) are remembered too. A quiet
+CRDT answers a retry after hours; a busy one for at least the TTL."""
 
 MAX_LIST_LIMIT = 1000
 """Largest page of :meth:`Engine.list_ids` (``?limit`` ≤ 1000, docs/http-api.md#listing-crdts)."""
-
-OpIds = OrderedDict[str, tuple[int, dict[str, Any]]]
 
 
 def new_epoch() -> str:
@@ -68,15 +67,19 @@ def new_epoch() -> str:
 
 def export_entry(entry: Entry) -> dict[str, Any]:
     """One CRDT as a snapshot entry map (what :meth:`Engine.import_entry` loads)."""
-    return {
+    recent, aged = entry.op_ids.export()
+    exported = {
         "ns": entry.ns,
         "id": entry.id,
         "type": entry.type,
         "seq": entry.seq,
         "epoch": entry.epoch,
         "state": entry.crdt.state(),
-        "op_ids": [[op_id, seq, extra] for op_id, (seq, extra) in entry.op_ids.items()],
+        "op_ids": recent,
     }
+    if aged:
+        exported["op_id_hashes"] = aged
+    return exported
 
 
 class GapError(Exception):
@@ -103,8 +106,8 @@ class Entry:
     crdt: Crdt
     seq: int
     epoch: str
-    op_ids: OpIds = field(default_factory=OrderedDict)
-    """op_id -> (seq, answer extra), oldest first, at most the window."""
+    op_ids: OpIdMemory = field(default_factory=OpIdMemory)
+    """The op_ids remembered (opids.py): the last window, and younger ones."""
 
 
 @dataclass(slots=True)
@@ -157,12 +160,14 @@ class Engine:
         *,
         clock_ms: Callable[[], int] = wall_clock_ms,
         op_id_window: int = OP_ID_WINDOW,
+        op_id_ttl_ms: int = OP_ID_TTL_MS,
         epoch_factory: Callable[[], str] = new_epoch,
     ) -> None:
-        if op_id_window < 0:
-            raise ValueError("op_id_window must be >= 0")
+        if op_id_window < 0 or op_id_ttl_ms < 0:
+            raise ValueError("op_id_window and op_id_ttl_ms must be >= 0")
         self._clock = HybridClock(clock_ms)
         self._window = op_id_window
+        self._ttl_ms = op_id_ttl_ms
         self._epoch_factory = epoch_factory
         self._entries: dict[tuple[str, str], Entry] = {}
         self._index: dict[str, list[str]] = {}
@@ -279,7 +284,7 @@ class Engine:
             entry.epoch = self._epoch_factory()
             self._add(entry)
         if op_id is not None:
-            self._remember(entry.op_ids, op_id, seq, extra)
+            entry.op_ids.remember(op_id, seq, extra, now, self._window, self._ttl_ms)
         record = {
             "kind": "op",
             "ns": plan.ns,
@@ -298,7 +303,7 @@ class Engine:
         self, plan: Plan, entry: Entry | None, client_id: int, now: int
     ) -> ApplyResult:
         crdt = entry.crdt.clone() if entry is not None else plan.cls.new()
-        held: OpIds = entry.op_ids if entry is not None else OrderedDict()
+        held = entry.op_ids if entry is not None else OpIdMemory()
         seq = entry.seq if entry is not None else 0
         fresh: dict[str, tuple[int, dict[str, Any]]] = {}
         records: list[dict[str, Any]] = []
@@ -350,14 +355,10 @@ class Engine:
             entry.seq = seq
         for record in records:
             record["epoch"] = entry.epoch
-        for op_id, answer_seq in fresh.items():
-            self._remember(entry.op_ids, op_id, *answer_seq)
+        op_ids, window, ttl_ms = entry.op_ids, self._window, self._ttl_ms
+        for op_id, (answer_seq, answer) in fresh.items():
+            op_ids.remember(op_id, answer_seq, answer, now, window, ttl_ms)
         return ApplyResult(records, seq, len(plan.ops), duplicate, extra, created)
-
-    def _remember(self, op_ids: OpIds, op_id: str, seq: int, extra: dict[str, Any]) -> None:
-        op_ids[op_id] = (seq, extra)
-        if len(op_ids) > self._window:
-            op_ids.popitem(last=False)
 
     def delete(self, ns: str, crdt_id: str) -> dict[str, Any] | None:
         """End a CRDT's life; the deleted record, or None when there was none."""
@@ -408,9 +409,12 @@ class Engine:
         entry.crdt.apply_delta(delta)
         entry.seq = seq
         op_id = record.get("op_id")
+        ts = record["ts"]
         if op_id is not None:
-            self._remember(entry.op_ids, op_id, seq, entry.crdt.answer(delta))
-        self._clock.observe(record["ts"])
+            entry.op_ids.remember(
+                op_id, seq, entry.crdt.answer(delta), ts, self._window, self._ttl_ms
+            )
+        self._clock.observe(ts)
         return True
 
     # -- reading ----------------------------------------------------------
@@ -495,9 +499,13 @@ class Engine:
     def import_entry(self, entry: dict[str, Any]) -> None:
         """Load an entry map made by :meth:`export_entries` (replacing a held one)."""
         cls = crdt_class(entry["type"])
-        op_ids: OpIds = OrderedDict()
-        for op_id, seq, extra in entry["op_ids"][-self._window :] if self._window else ():
-            op_ids[op_id] = (seq, extra)
+        op_ids = OpIdMemory.load(
+            entry["op_ids"],
+            entry.get("op_id_hashes"),
+            now_ms=self._clock.now(),
+            window=self._window,
+            ttl_ms=self._ttl_ms,
+        )
         self._add(
             Entry(
                 entry["ns"],

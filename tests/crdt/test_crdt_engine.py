@@ -288,7 +288,7 @@ def test_op_id_repeat_answers_with_the_first_answer() -> None:
 
 
 def test_op_id_window_is_bounded() -> None:
-    engine, _ = make_engine(op_id_window=3)
+    engine, _ = make_engine(op_id_window=3, op_id_ttl_ms=0)
     for key in "abcd":
         run(engine, "gc:a", {"op": "increment", "op_id": key})
     assert list(engine.get(NS, "gc:a").op_ids) == ["b", "c", "d"]  # type: ignore[union-attr]
@@ -298,7 +298,7 @@ def test_op_id_window_is_bounded() -> None:
     batch = run(engine, "gc:a", [{"op": "increment", "op_id": k} for k in "pqrst"])
     assert batch.applied == 5
     assert list(engine.get(NS, "gc:a").op_ids) == ["r", "s", "t"]  # type: ignore[union-attr]
-    off, _ = make_engine(op_id_window=0)
+    off, _ = make_engine(op_id_window=0, op_id_ttl_ms=0)
     run(off, "gc:a", {"op": "increment", "op_id": "a"})
     assert run(off, "gc:a", {"op": "increment", "op_id": "a"}).applied == 1
 
@@ -421,7 +421,7 @@ def test_import_keeps_only_the_window_of_op_ids() -> None:
     engine, _ = make_engine()
     for key in "abcde":
         run(engine, "gc:a", {"op": "increment", "op_id": key})
-    small, _ = make_engine(op_id_window=2)
+    small, _ = make_engine(op_id_window=2, op_id_ttl_ms=0)
     for entry in engine.export_entries():
         small.import_entry(entry)
     assert list(small.get(NS, "gc:a").op_ids) == ["d", "e"]  # type: ignore[union-attr]
@@ -571,3 +571,63 @@ def test_answer_extras_are_concatenated_across_a_batch_and_repeated_for_duplicat
     again = run(engine, "rg:doc", {"op": "insert", "index": 0, "text": "zz", "op_id": "i1"}, 5)
     assert (again.duplicate, again.seq, again.extra) == (True, 1, {"ids": ["1@5", "2@5"]})
     assert engine.read(NS, "rg:doc")["value"] == ["a", "b", 1]  # type: ignore[index]
+
+
+def test_op_ids_are_remembered_for_the_ttl_beyond_the_window() -> None:
+    engine, clock = make_engine(op_id_window=2, op_id_ttl_ms=10_000)
+    run(engine, "rg:t", {"op": "insert", "index": 0, "text": "a", "op_id": "first"})
+    for i in range(50):
+        clock.now += 10
+        run(engine, "gc:a", {"op": "increment", "op_id": f"k{i}"})
+    # k0 left the window long ago but is younger than the TTL: still a repeat.
+    repeat = run(engine, "gc:a", {"op": "increment", "op_id": "k0"})
+    assert (repeat.duplicate, repeat.seq, repeat.records) == (True, 1, [])
+    # An rga insert's answer extras survive the move to the aged tier.
+    for i in range(5):
+        run(engine, "rg:t", {"op": "insert", "index": 0, "text": "b", "op_id": f"r{i}"})
+    first = run(engine, "rg:t", {"op": "insert", "index": 0, "text": "a", "op_id": "first"})
+    assert first.duplicate and first.extra["ids"]
+    # Past the TTL (and out of the window) an op_id is forgotten, in whole buckets.
+    clock.now += 20_000
+    for i in range(3):
+        run(engine, "gc:a", {"op": "increment", "op_id": f"late{i}"})
+    assert run(engine, "gc:a", {"op": "increment", "op_id": "k0"}).applied == 1
+    assert not run(engine, "gc:a", {"op": "increment", "op_id": "k1"}).duplicate
+    assert len(engine.get(NS, "gc:a").op_ids) < 10  # type: ignore[union-attr]
+
+
+def test_aged_op_ids_survive_export_and_import() -> None:
+    engine, clock = make_engine(op_id_window=4, op_id_ttl_ms=60_000)
+    for i in range(3000):
+        clock.now += 1
+        run(engine, "gc:a", {"op": "increment", "op_id": f"id{i}"})
+    exported = msgpack.unpackb(msgpack.packb(list(engine.export_entries())))
+    assert exported[0]["op_id_hashes"]  # the aged tier is written
+    copy, copy_clock = make_engine(op_id_window=4, op_id_ttl_ms=60_000)
+    copy_clock.now = clock.now
+    for entry in exported:
+        copy.import_entry(entry)
+    for i in (0, 1234, 2999):
+        hit = run(copy, "gc:a", {"op": "increment", "op_id": f"id{i}"})
+        assert (hit.duplicate, hit.seq) == (True, i + 1)
+    assert run(copy, "gc:a", {"op": "increment", "op_id": "new"}).applied == 1
+    # Imported long after, the aged tier has expired; the window still holds.
+    later, later_clock = make_engine(op_id_window=4, op_id_ttl_ms=60_000)
+    later_clock.now = clock.now + 120_000
+    for entry in exported:
+        later.import_entry(entry)
+    assert not run(later, "gc:a", {"op": "increment", "op_id": "id5"}).duplicate
+    assert run(later, "gc:a", {"op": "increment", "op_id": "id2999"}).duplicate
+
+
+def test_replayed_op_ids_age_by_their_stamps() -> None:
+    engine, clock = make_engine(op_id_window=1, op_id_ttl_ms=5_000)
+    records = []
+    for i in range(10):
+        clock.now += 100
+        records += run(engine, "gc:a", {"op": "increment", "op_id": f"x{i}"}).records
+    other, other_clock = make_engine(op_id_window=1, op_id_ttl_ms=5_000)
+    other_clock.now = clock.now
+    for record in records:
+        other.replay(record)
+    assert run(other, "gc:a", {"op": "increment", "op_id": "x0"}).duplicate
