@@ -118,6 +118,7 @@ class EncodedRun:
         "first_seq",
         "items",
         "last_seq",
+        "last_ts",
         "plain",
     )
 
@@ -127,8 +128,10 @@ class EncodedRun:
         self.last_seq = items[-1].seq
         self.epoch: str | None = items[-1].delta.get("epoch")
         # Plain: ops of one epoch with consecutive seqs. A subscriber whose last
-        # seq is below the first takes every one of them (see WsSubscription).
+        # seq is below the first takes every one of them (see WsSubscription)
+        # if its read lasts past the latest of their times.
         plain = True
+        last_ts = 0
         seq = self.first_seq - 1
         for encoded in items:
             delta = encoded.delta
@@ -136,7 +139,12 @@ class EncodedRun:
             if encoded.seq != seq or delta.get("kind") != "op" or delta.get("epoch") != self.epoch:
                 plain = False
                 break
+            ts = delta.get("ts", 0)
+            if ts > last_ts:
+                last_ts = ts
         self.plain = plain
+        self.last_ts: int = last_ts
+        """The latest op time among the items (meaningful when ``plain``)."""
         self._ws_binary: bytes | None = None
         self._ws_text: bytes | None = None
         self._forms: dict[str, bytes] | None = None

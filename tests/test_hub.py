@@ -127,3 +127,27 @@ def test_a_run_is_taken_whole_when_the_connection_has_room() -> None:
     assert subscription.last_seq == 3 and not subscription.lag
     hub.publish(op("a", 4))
     assert subscription.last_seq == 3 and subscription.lag
+
+
+def test_deltas_made_from_the_end_of_the_read_on_are_not_sent() -> None:
+    # A subscription whose read ends at 100 (its token's expiry): the expiry
+    # timer ends it, and until then no delta of an op made at 100 or later goes
+    # out, whether it comes alone or in a run.
+    def stamped(seq: int, ts: int) -> dict[str, Any]:
+        return {**op("a", seq), "ts": ts}
+
+    for many in (False, True):
+        hub = Hub()
+        connection = Connection()
+        subscription = WsSubscription(connection, NS, "a", True, until=100)
+        hub.subscribe(NS, "a", subscription)
+        subscription.start([])
+        deltas = [stamped(1, 98), stamped(2, 99), stamped(3, 100), stamped(4, 101)]
+        if many:
+            hub.publish_many(deltas)
+        else:
+            for delta in deltas:
+                hub.publish(delta)
+        expected = b"".join(EncodedDelta(delta).ws_binary() for delta in deltas[:2])
+        assert connection.data == expected, many
+        assert subscription.last_seq == 2

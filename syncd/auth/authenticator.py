@@ -43,6 +43,16 @@ ROOT_CLIENT_ID = 0
 
 RATE_LIMITED_MESSAGE = "too many requests"
 
+TOKEN_EXPIRED_MESSAGE = "token expired"
+
+NO_END_MS = 2**63
+"""The end of a read that never ends: past every ms timestamp (int64)."""
+
+TIMER_SLACK_MS = 1
+"""Added to the delay of a timer set for an expiry: uvloop rounds delays down
+to whole milliseconds, and a timer that fires before the instant finds
+nothing expired and must be set again."""
+
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -92,6 +102,10 @@ ROOT = Principal(
 
 def _missing_token() -> ApiError:
     return ApiError(401, "missing_token", "missing bearer token")
+
+
+def token_expired() -> ApiError:
+    return ApiError(401, "token_expired", TOKEN_EXPIRED_MESSAGE)
 
 
 def _rate_limited(retry_after: int) -> ApiError:
@@ -164,7 +178,7 @@ class Authenticator:
         assert principal.expires_at is not None
         if self._clock() >= principal.expires_at:
             self._cache.pop(bearer, None)
-            raise ApiError(401, "token_expired", "token expired")
+            raise token_expired()
         if ns is not None and principal.namespace != ns:
             raise forbidden("token is for another namespace")
         self.rate_check(principal)
@@ -208,7 +222,17 @@ class Authenticator:
         """401 ``token_expired`` once the token has expired (for long-lived
         connections, e.g. before each WebSocket op)."""
         if principal.expires_at is not None and self._clock() >= principal.expires_at:
-            raise ApiError(401, "token_expired", "token expired")
+            raise token_expired()
+
+    def now_ms(self) -> int:
+        """The wall clock that token and rule expiry are measured on (ms)."""
+        return self._clock()
+
+    def seconds_until(self, at_ms: int) -> float:
+        """The delay for a loop timer that must not fire before ``at_ms`` on
+        this clock (0 once it has passed). Loop timers run on the monotonic
+        clock, so whoever it calls checks :meth:`now_ms` again."""
+        return max(at_ms - self._clock() + TIMER_SLACK_MS, 0) / 1000
 
     # --- authorization -----------------------------------------------------
 
@@ -221,6 +245,31 @@ class Authenticator:
     def check_read(self, principal: Principal, crdt_id: str) -> None:
         if not self.can_read(principal, crdt_id):
             raise forbidden(f"no read permission matches {crdt_id!r}")
+
+    def read_ends(self, principal: Principal, crdt_id: str) -> int | None:
+        """When the principal's read of ``crdt_id`` ends (ms since the epoch):
+        its token's expiry, or earlier when the rules that grant the read
+        expire first (docs/permissions.md#when-access-ends); the current time
+        or earlier when it may not read it now; None: never (the root admin).
+        A long-lived stream ends at this instant."""
+        now = self._clock()
+        compiled = principal.compiled
+        if compiled is None:
+            return None if principal.root else now
+        ends = compiled.read_ends(crdt_id, now)
+        expires_at = principal.expires_at
+        if expires_at is None or (ends is not None and ends < expires_at):
+            return ends
+        return expires_at
+
+    def read_ended(self, principal: Principal, crdt_id: str) -> ApiError:
+        """Why a read that :meth:`read_ends` said would end has ended: the
+        token expired (401 ``token_expired``), or the rules that granted it did
+        (403 ``forbidden``, as any new request for it would get)."""
+        expires_at = principal.expires_at
+        if expires_at is not None and self._clock() >= expires_at:
+            return token_expired()
+        return forbidden(f"the read permission for {crdt_id!r} expired")
 
     def check_write(self, principal: Principal, crdt_id: str, type_name: str, mask: int) -> None:
         """403 unless the principal may apply ops with these mask bits (the OR

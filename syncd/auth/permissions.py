@@ -230,6 +230,26 @@ class RuleList:
                 return rule
         return None
 
+    def grant_ends(self, crdt_id: str, now: int) -> int | None:
+        """When these rules stop granting ``crdt_id``, as seen at ``now``: None
+        while a rule without ``e`` decides, else the instant the grant ends
+        (``now`` when none grants it now).
+
+        When the deciding rule expires, the next unexpired match decides, so
+        the grant lasts through a chain of rules; one pass finds its end,
+        since an expired rule never comes back and a pattern never starts
+        matching later."""
+        at = now
+        for rule in self.rules:
+            expires_at = rule.expires_at
+            if expires_at is not None and at >= expires_at:
+                continue
+            if rule.match(crdt_id):
+                if expires_at is None:
+                    return None
+                at = expires_at
+        return at
+
 
 class CompiledPermissions:
     """What the request-time checks consult: V1 glob sets or V2 rule lists."""
@@ -257,6 +277,17 @@ class CompiledPermissions:
             return self.read_globs.matches(crdt_id)
         assert self.read_rules is not None
         return self.read_rules.first_match(crdt_id, clock_ms) is not None
+
+    def read_ends(self, crdt_id: str, now: int) -> int | None:
+        """When the read of ``crdt_id`` stops being granted, as seen at ``now``
+        (``now`` when it is not granted now); None: never (the token's own
+        expiry aside)."""
+        if self.full_access:
+            return None
+        if self.read_globs is not None:
+            return None if self.read_globs.matches(crdt_id) else now
+        assert self.read_rules is not None
+        return self.read_rules.grant_ends(crdt_id, now)
 
     def write_denial(
         self, crdt_id: str, type_name: str, mask: int, clock_ms: Callable[[], int]

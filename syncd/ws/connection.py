@@ -29,7 +29,11 @@ session's docstring for the protocol itself):
   aborted after the same timeout.
 
 Timers: one keepalive timer per connection, re-armed for the time the
-session names, and the close timeout.
+session names; one expiry timer, set to the session's :attr:`expiry_due` (the
+token's expiry, or the earliest end of a subscription's read) and re-armed
+when the subscriptions change; and the close timeout. No per-delta clock
+read: a subscription drops deltas of ops made from its end on by their
+``ts`` (see :mod:`syncd.ws.subscription`), the timer does the rest.
 
 Backpressure: while the transport's buffer is over its high-water mark (the
 subscriber bound), or the session holds reading for its in-flight ops, we stop
@@ -173,6 +177,11 @@ class WsConnection(asyncio.Protocol):
         self._keepalive: asyncio.TimerHandle | None = None
         self._keepalive_due = 0.0
         self._arm_keepalive(self.session.keepalive_due)
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_due: int | None = None
+        """What the expiry timer is set for (None: not set)."""
+        self._expiring = False
+        self._arm_expiry()
         transport.set_write_buffer_limits(high=self._bound, low=self._bound // LOW_WATER_DIVISOR)
         ctx = app.server()
         if ctx is not None:
@@ -206,6 +215,7 @@ class WsConnection(asyncio.Protocol):
         self.session.connection_lost()
         self._cancel_timer()
         self._stop_keepalive()
+        self._stop_expiry()
         app = self._app
         ctx = app.server()
         if ctx is not None:
@@ -226,6 +236,11 @@ class WsConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        due = self._expiry_due
+        if self._lagging and due is not None and self._app.auth.now_ms() >= due:
+            # A fresh snapshot would carry what was made after the end, and
+            # the timer may not have had its turn yet: end what ended first.
+            self._on_expiry()
         if self._lagging:
             lagging, self._lagging = self._lagging, []
             engine = self._app.engine
@@ -243,10 +258,13 @@ class WsConnection(asyncio.Protocol):
             self._apply(action.run)
         elif isinstance(action, Subscribe):
             self._subscribe(action)
+            self._arm_expiry()
         elif isinstance(action, Unsubscribe):
             subscription = self.subscriptions.get(action.crdt_id)
             if subscription is not None:
                 self._drop_subscription(subscription)
+            if not self._expiring:
+                self._arm_expiry()
         elif isinstance(action, PauseReading):
             self._pause_reading()
         elif isinstance(action, ResumeReading):
@@ -314,6 +332,7 @@ class WsConnection(asyncio.Protocol):
         self.flush()  # what was queued goes before the close frame
         self.can_send = False
         self._stop_keepalive()
+        self._stop_expiry()
         if action.data:
             self._write(action.data)
         if action.await_peer:
@@ -421,7 +440,7 @@ class WsConnection(asyncio.Protocol):
     def _subscribe(self, action: Subscribe) -> None:
         app = self._app
         crdt_id = action.crdt_id
-        subscription = WsSubscription(self, self.ns, crdt_id, action.binary)
+        subscription = WsSubscription(self, self.ns, crdt_id, action.binary, action.until)
         self.subscriptions[crdt_id] = subscription
         # Join the hub before reading the state: deltas made meanwhile wait
         # in the subscription, so none falls between the two.
@@ -446,6 +465,7 @@ class WsConnection(asyncio.Protocol):
                 self._drop_subscription(subscription)
                 error = exc if isinstance(exc, ApiError) else _REPLAY_FAILED
                 self.session.subscription_failed(subscription.crdt_id, error, subscription.binary)
+                self._arm_expiry()
             return
         subscription.start(initial)
 
@@ -496,6 +516,37 @@ class WsConnection(asyncio.Protocol):
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
+
+    def _arm_expiry(self) -> None:
+        """Set the expiry timer for what the session now names, unless it is
+        set for that already (the usual case: every read ends with the token)."""
+        due = self.session.expiry_due
+        if due == self._expiry_due:
+            return
+        self._stop_expiry()
+        if due is None or self._gone:
+            return
+        self._expiry_due = due
+        delay = self._app.auth.seconds_until(due)
+        self._expiry = self._loop.call_later(delay, self._on_expiry)
+
+    def _on_expiry(self) -> None:
+        self._stop_expiry()
+        if self._gone:
+            return
+        # One re-arm after all of it, not one per subscription it ends.
+        self._expiring = True
+        try:
+            self.session.expire()
+        finally:
+            self._expiring = False
+        self._arm_expiry()
+
+    def _stop_expiry(self) -> None:
+        self._expiry_due = None
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
 
     def _arm_timer(self) -> None:
         if self._timer is None and not self._gone:

@@ -44,6 +44,13 @@ CLOSE_BAD_DATA: Final = 1007
 CLOSE_TOO_BIG: Final = 1009
 CLOSE_INTERNAL_ERROR: Final = 1011
 """Also what the websockets library closes with when a keepalive ping times out."""
+CLOSE_TOKEN_EXPIRED: Final = 4401
+"""The token expired while the connection was open. 4000-4999 are the
+application's (RFC 6455 7.4.2); 4401 echoes HTTP's 401, as Hocuspocus's own
+``Unauthorized`` does, so a provider's close handler can tell it apart."""
+CLOSE_READ_EXPIRED: Final = 4403
+"""The rule that granted a Yjs document's read expired (the token is still
+good): HTTP's 403, as Hocuspocus's ``Forbidden``."""
 
 _OPEN: Final = ConnectionState.OPEN
 _LOCAL_CLOSING: Final = ConnectionState.LOCAL_CLOSING

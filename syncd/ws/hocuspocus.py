@@ -24,6 +24,11 @@ so both kinds of provider edit one document together.
 
 A close message (type 7) from the provider detaches that document; stateless
 messages (5) are not supported and ignored, like unknown types.
+
+Each document's read ends with its own token (or the rules that grant it):
+the first to end closes the socket (4401, or 4403 for a rule; see
+:mod:`syncd.ws.yjs_connection`), and the providers reconnect and
+authenticate every document again, each with its current token.
 """
 
 from __future__ import annotations
@@ -197,12 +202,14 @@ class HocuspocusConnection(YjsSocket):
         self._channels[name] = channel
         self._names[channel] = name
         channel.start()
+        self._arm_expiry()
 
     def _detach(self, name: str) -> None:
         channel = self._channels.pop(name, None)
         if channel is not None:
             del self._names[channel]
             channel.leave()
+            self._arm_expiry()
 
     # -- the channels' Owner -------------------------------------------------
 

@@ -43,6 +43,15 @@ the time it last returned): a peer silent for the ping interval gets a
 protocol ping; if nothing at all arrives for as long again, we close with
 1011. Any bytes count as life, so a busy client is never pinged.
 
+Expiry (:meth:`Session.expire`, called by the adapter's expiry timer at
+:attr:`Session.expiry_due`, the token's expiry or, earlier, the end of the
+rules that grant a subscription's read): each subscription whose read has
+ended gets an ``error`` naming it (``token_expired``, or ``forbidden`` when
+only its rule expired) and ends. Once the token has expired the connection
+can do nothing more: it closes with :data:`CLOSE_TOKEN_EXPIRED`, after the
+answers still owed to ops sent before. The clock decides, not the timer: a
+timer that fires early ends nothing.
+
 Disconnect: each CRDT whose type declares a ``DISCONNECT_OP`` (presence:
 ``leave``) and that this connection wrote with another op is returned by
 :meth:`Session.disconnect_ops`, which the adapter asks once the connection is
@@ -55,12 +64,14 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from syncd.auth.authenticator import TOKEN_EXPIRED_MESSAGE, token_expired
 from syncd.crdt.types import crdt_class
 from syncd.errors import ApiError, bad_request
 from syncd.ids import check_crdt_id
 from syncd.ws.codec import MessageLimits, decode, encode
 from syncd.ws.framing import (
     CLOSE_INTERNAL_ERROR,
+    CLOSE_TOKEN_EXPIRED,
     Failed,
     FrameLayer,
     Message,
@@ -106,14 +117,24 @@ class Apply:
 
 
 class Subscribe:
-    __slots__ = ("binary", "crdt_id", "epoch", "since")
+    __slots__ = ("binary", "crdt_id", "epoch", "since", "until")
 
-    def __init__(self, crdt_id: str, since: int | None, epoch: str | None, binary: bool) -> None:
+    def __init__(
+        self,
+        crdt_id: str,
+        since: int | None,
+        epoch: str | None,
+        binary: bool,
+        until: int | None = None,
+    ) -> None:
         self.crdt_id = crdt_id
         self.since = since
         """None: start from a snapshot; else replay what came after it."""
         self.epoch = epoch
         self.binary = binary
+        self.until = until
+        """When the read ends (wall-clock ms; None: never): the subscription
+        sends no delta of an op made from then on, whatever the timer does."""
 
 
 class Unsubscribe:
@@ -221,7 +242,15 @@ class Session:
         self._frames = FrameLayer(max_message_bytes)
         self._limits = MessageLimits(max_message_bytes, json_max_depth)
         self._max_subscriptions = max_subscriptions
-        self.subscribed: set[str] = set()
+        self.subscribed: dict[str, bool] = {}
+        """CRDT id -> whether its deltas go out binary (msgpack) or as JSON."""
+        self._read_ends: dict[str, int] = {}
+        """CRDT id -> when its read ends, for subscriptions whose rules expire
+        before the token does (the others end with the token)."""
+        self.expired = False
+        """The token has expired: every subscription has ended."""
+        self._close_when_answered = False
+        """Close (token expired) once the answers still owed have gone out."""
         self._replies: deque[bytes | StagedOp] = deque()
         """Answers owed, in arrival order: ready bytes, or ops still running."""
         self.inflight = 0
@@ -240,6 +269,21 @@ class Session:
         self._last_read = now
         self._pinged = False
         self._ping_sent = 0.0
+
+    @property
+    def expiry_due(self) -> int | None:
+        """When (wall-clock ms, the authenticator's clock) the adapter's expiry
+        timer should call :meth:`expire`: the token's expiry or, earlier, the
+        end of a subscription's read. None: nothing to time."""
+        if self.closing or self.expired:
+            return None
+        due = self.principal.expires_at
+        ends = self._read_ends
+        if ends:
+            first = min(ends.values())
+            if due is None or first < due:
+                due = first
+        return due
 
     @property
     def keepalive_due(self) -> float:
@@ -284,6 +328,7 @@ class Session:
         self._gone = True
         self.closing = True
         self.subscribed.clear()
+        self._read_ends.clear()
         self._replies.clear()
         self.inflight = 0
 
@@ -337,6 +382,34 @@ class Session:
             self._emit(Send(ping))
         return now + self._ping_s
 
+    def expire(self) -> None:
+        """The expiry timer fired: end each subscription whose read has ended,
+        by the clock; close once the token itself has expired."""
+        if self._gone or self.closing or self.expired:
+            return
+        auth = self._auth
+        principal = self.principal
+        now = auth.now_ms()
+        expires_at = principal.expires_at
+        if expires_at is not None and now >= expires_at:
+            self.expired = True
+            ended = list(self.subscribed)
+        else:
+            ended = [crdt_id for crdt_id, until in self._read_ends.items() if until <= now]
+        for crdt_id in ended:
+            binary = self.subscribed.pop(crdt_id)
+            self._read_ends.pop(crdt_id, None)
+            self._emit(Unsubscribe(crdt_id))
+            exc = token_expired() if self.expired else auth.read_ended(principal, crdt_id)
+            # Not an answer to a message: out at once, as deltas go, rather
+            # than behind the acks still owed.
+            self._emit(Send(encode(error_message(None, exc, crdt_id), binary)))
+        if self.expired:
+            if self._replies:
+                self._close_when_answered = True
+            else:
+                self.close(CLOSE_TOKEN_EXPIRED, TOKEN_EXPIRED_MESSAGE)
+
     # -- answers ---------------------------------------------------------------
 
     def ack(self, staged: StagedOp, result: ApplyResult) -> None:
@@ -378,6 +451,10 @@ class Session:
         if out:
             # One write for a run of answers: pipelined acks cost one send.
             self._emit(Send(out[0] if len(out) == 1 else b"".join(out)))
+        if self._close_when_answered and not replies:
+            self._close_when_answered = False
+            self.close(CLOSE_TOKEN_EXPIRED, TOKEN_EXPIRED_MESSAGE)
+            return
         if self.held and self.inflight <= RESUME_INFLIGHT_OPS:
             self.held = False
             self.process()
@@ -386,7 +463,8 @@ class Session:
 
     def subscription_failed(self, crdt_id: str, exc: ApiError, binary: bool) -> None:
         """The adapter could not start a subscription (its replay failed)."""
-        self.subscribed.discard(crdt_id)
+        self.subscribed.pop(crdt_id, None)
+        self._read_ends.pop(crdt_id, None)
         self._reply(encode(error_message(None, exc, crdt_id), binary))
 
     # -- internals ---------------------------------------------------------------
@@ -474,18 +552,24 @@ class Session:
         if epoch is not None and type(epoch) is not str:
             raise bad_request("epoch: must be a string")
         auth = self._auth
-        auth.check_expiry(self.principal)
-        auth.check_read(self.principal, crdt_id)
+        principal = self.principal
+        auth.check_expiry(principal)
+        auth.check_read(principal, crdt_id)
         if crdt_id in self.subscribed:
-            self._emit(Unsubscribe(crdt_id))  # subscribing again starts afresh
+            self._on_unsubscribe(crdt_id)  # subscribing again starts afresh
         elif len(self.subscribed) >= self._max_subscriptions:
             raise bad_request(f"at most {self._max_subscriptions} subscriptions per connection")
-        self.subscribed.add(crdt_id)
-        self._emit(Subscribe(crdt_id, since, epoch, binary))
+        until = auth.read_ends(principal, crdt_id)
+        expires_at = principal.expires_at
+        if until is not None and (expires_at is None or until < expires_at):
+            self._read_ends[crdt_id] = until
+        self.subscribed[crdt_id] = binary
+        self._emit(Subscribe(crdt_id, since, epoch, binary, until))
 
     def _on_unsubscribe(self, crdt_id: str) -> None:
         if crdt_id in self.subscribed:
-            self.subscribed.discard(crdt_id)
+            del self.subscribed[crdt_id]
+            self._read_ends.pop(crdt_id, None)
             self._emit(Unsubscribe(crdt_id))
 
     def _note_disconnect_op(self, crdt_id: str, result: ApplyResult) -> None:

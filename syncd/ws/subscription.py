@@ -10,7 +10,11 @@ as they are (queued there and coalesced into one send per flush, see
 - it is *lagging*: the transport held more than its bound of unsent bytes, so
   deltas are skipped until the transport drains and :meth:`resync` sends a
   fresh snapshot (the client sees ``seq`` jump and knows it skipped some);
-- the delta is already covered (``seq`` not above what was sent, same epoch).
+- the delta is already covered (``seq`` not above what was sent, same epoch);
+- the read has ended: the op was made (its ``ts``) at or after the end of the
+  read (the token's or its rule's expiry). The connection's expiry timer ends
+  the subscription at that instant; this check, an int comparison with no
+  clock read, covers a delta that reaches us before the timer has had its turn.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
+from syncd.auth.authenticator import NO_END_MS
 from syncd.hub import EncodedDelta, EncodedRun
 
 if TYPE_CHECKING:
@@ -51,9 +56,12 @@ class WsSubscription:
         "last_seq",
         "ns",
         "pending",
+        "until",
     )
 
-    def __init__(self, writer: Writer, ns: str, crdt_id: str, binary: bool) -> None:
+    def __init__(
+        self, writer: Writer, ns: str, crdt_id: str, binary: bool, until: int | None = None
+    ) -> None:
         self._writer = writer
         self.ns = ns
         self.crdt_id = crdt_id
@@ -65,6 +73,9 @@ class WsSubscription:
         """Deltas that arrived before the start; None once started."""
         self.lag = False
         self.active = True
+        self.until = NO_END_MS if until is None else until
+        """When the read ends (wall-clock ms): deltas of ops made from then on
+        are never sent."""
 
     def deliver(self, encoded: EncodedDelta) -> None:
         pending = self.pending
@@ -77,6 +88,8 @@ class WsSubscription:
         delta = encoded.delta
         if seq <= self.last_seq and (delta["kind"] == "op" and delta["epoch"] == self.epoch):
             return
+        if delta.get("ts", 0) >= self.until:
+            return  # made after the read ended; the expiry timer ends us
         try:
             frame = encoded.ws_binary() if self.binary else encoded.ws_text()
         except (TypeError, ValueError, OverflowError):
@@ -96,7 +109,13 @@ class WsSubscription:
         one push when this subscription is past none of them. The push is
         taken whole or refused whole: a connection just under its bound may
         end one run past it, as it may end one delta past it."""
-        if self.pending is None and not self.lag and run.plain and run.first_seq > self.last_seq:
+        if (
+            self.pending is None
+            and not self.lag
+            and run.plain
+            and run.first_seq > self.last_seq
+            and run.last_ts < self.until
+        ):
             try:
                 frames = run.ws_binary() if self.binary else run.ws_text()
             except (TypeError, ValueError, OverflowError):

@@ -24,9 +24,15 @@ in between is missed (a delta the step 2 already covered is a no-op for Yjs).
 Over the token's rate limit an update waits, and the owner stops reading the
 socket meanwhile: y-websocket cannot be told to slow down, so it is slowed
 down. A refused update closes the connection: 1007 for one that is
-malformed or too large (400/413), 1008 for a permission refused after the
-handshake (an expired token), 1013 for a store that is unavailable, so the
-provider reconnects later and syncs by state vector.
+malformed or too large (400/413), 4401 for an expired token, 1008 for
+another permission refused after the handshake, 1013 for a store that is
+unavailable, so the provider reconnects later and syncs by state vector.
+
+The channel's read ends at :attr:`YjsChannel.until` (the token's expiry, or
+earlier the end of the rules that grant it); the owner's expiry timer closes
+the connection then (:data:`CLOSE_TOKEN_EXPIRED` or
+:data:`CLOSE_READ_EXPIRED`), and deltas of ops made from then on (by their
+``ts``) are never sent, even before the timer has had its turn.
 """
 
 from __future__ import annotations
@@ -38,11 +44,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from syncd.auth.authenticator import NO_END_MS
 from syncd.crdt.engine import mask_bit
 from syncd.crdt.ydoc import YDoc
 from syncd.errors import ApiError
 from syncd.hub import DeliverEach, EncodedDelta
-from syncd.ws.framing import CLOSE_BAD_DATA, CLOSE_INTERNAL_ERROR, CLOSE_NORMAL
+from syncd.ws.framing import (
+    CLOSE_BAD_DATA,
+    CLOSE_INTERNAL_ERROR,
+    CLOSE_NORMAL,
+    CLOSE_TOKEN_EXPIRED,
+)
 from syncd.ws.yjs_protocol import (
     Action,
     ApplyUpdate,
@@ -171,6 +183,9 @@ class YjsChannel(DeliverEach):
         self.ns = ns
         self.crdt_id = crdt_id
         self.principal = principal
+        until = ctx.auth.read_ends(principal, crdt_id)
+        self.until = NO_END_MS if until is None else until
+        """When the read ends (wall-clock ms; NO_END_MS: never)."""
         self.session = YjsSession(self._do, writable=writable)
         self._echo: dict[str, int] = {}
         """Updates this peer sent that are not yet back from the hub: skipped."""
@@ -224,6 +239,8 @@ class YjsChannel(DeliverEach):
             self._owner.close(CLOSE_NORMAL, "document deleted")
             return
         if data.get("kind") == "op":
+            if data.get("ts", 0) >= self.until:
+                return  # made after the read ended; the owner's expiry timer closes us
             update = data["op"]["update"]
             pending = self._echo.get(update)
             if pending is not None:
@@ -330,6 +347,8 @@ class YjsChannel(DeliverEach):
     def _refused(self, exc: ApiError) -> None:
         if exc.status in (400, 413):
             code = CLOSE_BAD_DATA
+        elif exc.code == "token_expired":
+            code = CLOSE_TOKEN_EXPIRED
         elif exc.status in (401, 403):
             code = CLOSE_POLICY
         else:

@@ -13,6 +13,13 @@ which call back through the channel ``Owner`` protocol implemented here.
 :class:`YjsConnection` is the y-websocket protocol: one document per
 connection, its messages the channel's messages as they are.
 
+Expiry: one timer per connection, set to the earliest end of a channel's
+read (its token's expiry, or earlier the end of the rules that grant it) and
+re-armed when channels come and go, closes the connection then: 4401
+(:data:`CLOSE_TOKEN_EXPIRED`) when a token expired, 4403
+(:data:`CLOSE_READ_EXPIRED`) when only a rule did. Providers reconnect and
+authenticate again, with a new token if they have one.
+
 Backpressure: while the transport's buffer is over the subscriber bound,
 deltas are not queued; once it drains, each channel that skipped some sends
 the whole document as one update (Yjs merges what it has). Reading stops
@@ -25,10 +32,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
+from syncd.auth.authenticator import NO_END_MS, TOKEN_EXPIRED_MESSAGE
 from syncd.hub import WS_OPCODE_BINARY, EncodedDelta, ws_frame
 from syncd.ws.framing import (
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL_ERROR,
+    CLOSE_READ_EXPIRED,
+    CLOSE_TOKEN_EXPIRED,
     Failed,
     FrameLayer,
     Message,
@@ -75,6 +85,9 @@ class YjsSocket(asyncio.Protocol):
         self._gone = False
         self._heard = True
         self._close_timer: asyncio.TimerHandle | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_due = NO_END_MS
+        """What the expiry timer is set for (NO_END_MS: not set)."""
         self._keepalive: asyncio.TimerHandle | None = loop.call_later(self._ping_s, self._tick)
         transport.set_write_buffer_limits(high=self._bound, low=self._bound // 4)
         server = ctx.server()
@@ -129,6 +142,7 @@ class YjsSocket(asyncio.Protocol):
         for timer in (self._keepalive, self._close_timer):
             if timer is not None:
                 timer.cancel()
+        self._stop_expiry()
         for channel in self.channels():
             channel.leave()
         ctx = self._ctx
@@ -142,6 +156,11 @@ class YjsSocket(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        due = self._expiry_due
+        if due != NO_END_MS and not self._closing and self._ctx.auth.now_ms() >= due:
+            # The whole document would carry what was made after the end, and
+            # the timer may not have had its turn yet: close first.
+            self._on_expiry()
         if not self._closing:
             for channel in self.channels():
                 channel.drained()
@@ -202,6 +221,7 @@ class YjsSocket(asyncio.Protocol):
         if self._closing or self._gone:
             return
         self._closing = True
+        self._stop_expiry()
         for channel in self.channels():
             channel.closed = True  # nothing more goes out for it
         if self._frames.open:
@@ -216,6 +236,43 @@ class YjsSocket(asyncio.Protocol):
         if timer is not None:
             timer.cancel()
         self._close_timer = self._loop.call_later(CLOSE_TIMEOUT_S, self.transport.abort)
+
+    # -- expiry ----------------------------------------------------------------
+
+    def _arm_expiry(self) -> None:
+        """Set the expiry timer for the earliest end of a channel's read, unless
+        it is set for that already (call when channels come or go)."""
+        due = min((channel.until for channel in self.channels()), default=NO_END_MS)
+        if due == self._expiry_due:
+            return
+        self._stop_expiry()
+        if due == NO_END_MS or self._closing or self._gone:
+            return
+        self._expiry_due = due
+        delay = self._ctx.auth.seconds_until(due)
+        self._expiry = self._loop.call_later(delay, self._on_expiry)
+
+    def _on_expiry(self) -> None:
+        self._stop_expiry()
+        if self._closing or self._gone:
+            return
+        auth = self._ctx.auth
+        now = auth.now_ms()
+        for channel in self.channels():
+            if channel.until <= now:
+                expires_at = channel.principal.expires_at
+                if expires_at is not None and now >= expires_at:
+                    self.close(CLOSE_TOKEN_EXPIRED, TOKEN_EXPIRED_MESSAGE)
+                else:
+                    self.close(CLOSE_READ_EXPIRED, "read permission expired")
+                return
+        self._arm_expiry()  # fired early by the wall clock: set it again
+
+    def _stop_expiry(self) -> None:
+        self._expiry_due = NO_END_MS
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
 
     def _tick(self) -> None:
         """Keepalive: ping when the peer was heard since the last tick, else give up."""
@@ -247,6 +304,7 @@ class YjsConnection(YjsSocket):
         self._denied = False
         self.channel = YjsChannel(ctx, self, ns, crdt_id, principal, writable=writable)
         self.channel.start()
+        self._arm_expiry()
         if trailing:
             self._loop.call_soon(self.data_received, trailing)
 

@@ -278,3 +278,48 @@ def test_denials_are_403_forbidden(auth: Authenticator, mint: Mint, rules: dict[
         auth.check_write(p, "or:cart-7", "orset", 0x02)
     assert ei.value.body()["error"] == "forbidden"
     assert ei.value.status == 403
+
+
+def test_read_ends_follows_the_chain_of_deciding_rules(
+    auth: Authenticator, mint: Mint, clock: FakeClock
+) -> None:
+    t = clock.now
+    rules = {
+        "r": [
+            {"p": "gc:a", "e": t + 100},
+            {"p": "gc:*", "e": t + 50},  # expires before the first: never decides gc:a
+            {"p": "gc:a", "e": t + 300},  # decides from t+100 to t+300
+            {"p": "lw:*", "e": t + 200},
+            {"p": "pn:*"},
+        ]
+    }
+    p = _authn(auth, mint(rules=rules, ttl_ms=1000))
+    assert auth.read_ends(p, "gc:a") == t + 300
+    assert auth.read_ends(p, "gc:b") == t + 50
+    assert auth.read_ends(p, "lw:x") == t + 200
+    assert auth.read_ends(p, "pn:x") == t + 1000  # no e: the token's expiry
+    assert auth.read_ends(p, "or:x") == t  # not granted now
+    clock.advance(150)  # the first gc:a rule has expired; the third decides now
+    assert auth.can_read(p, "gc:a") and auth.read_ends(p, "gc:a") == t + 300
+    assert auth.read_ends(p, "gc:b") == t + 150
+
+
+def test_read_ended_says_why(auth: Authenticator, mint: Mint, clock: FakeClock) -> None:
+    p = _authn(auth, mint(rules={"r": [{"p": "gc:a", "e": clock.now + 10}]}, ttl_ms=100))
+    clock.advance(10)
+    ended = auth.read_ended(p, "gc:a")
+    assert (ended.status, ended.code) == (403, "forbidden") and "expired" in ended.message
+    clock.advance(90)
+    ended = auth.read_ended(p, "gc:a")
+    assert (ended.status, ended.code, ended.message) == (401, "token_expired", "token expired")
+
+
+def test_read_ends_for_v1_and_the_root_admin(
+    auth: Authenticator, mint: Mint, clock: FakeClock
+) -> None:
+    p = _authn(auth, mint(permissions={"read": ["gc:*"]}, ttl_ms=500))
+    assert auth.read_ends(p, "gc:a") == clock.now + 500
+    assert auth.read_ends(p, "or:a") == clock.now
+    assert auth.read_ends(ROOT, "gc:a") is None
+    assert auth.seconds_until(clock.now + 500) == pytest.approx(0.501)
+    assert auth.seconds_until(clock.now - 5) == 0

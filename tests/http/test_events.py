@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import socket
+import time
 from typing import Any
 
 import httpx
@@ -50,6 +52,23 @@ class SseReader:
             payload = base64.b64decode(text[6:-2], validate=True)
             delta: dict[str, Any] = msgpack.unpackb(payload, raw=False)
             return delta
+
+    async def end_event(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The stream's last event, ``event: end``: its data (the error body);
+        no delta may come before it."""
+        while True:
+            block = await asyncio.wait_for(self.reader.readuntil(b"\n\n"), timeout)
+            text = block.decode("utf-8")
+            if text.startswith(":"):
+                continue
+            name, data, blank = text.split("\n", 2)
+            assert name == "event: end" and data.startswith("data: ") and blank == "\n", text
+            body: dict[str, Any] = json.loads(data[6:])
+            return body
+
+    async def remainder(self, timeout: float = 5.0) -> bytes:
+        """Whatever comes until the server closes the connection."""
+        return await asyncio.wait_for(self.reader.read(), timeout)
 
     def close(self) -> None:
         self.writer.close()
@@ -155,3 +174,63 @@ async def test_stalled_reader_dropped_healthy_reader_keeps_receiving(make_server
         assert received < 200 * 40000
         sock.close()
         assert srv.app.hub.count == 1
+
+
+TTL_MS = 1000
+"""A token or rule lifetime that a test waits out: short, yet long enough to
+subscribe and see a delta first on a loaded machine."""
+EARLY_S = 0.02
+"""How much earlier than its expiry a stream may seem to end: the test's
+monotonic clock and the server's wall clock are read at different moments."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def test_the_stream_ends_with_an_end_event_when_the_token_expires(
+    server: RunningServer,
+) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        writer = await issue(client, client_id=8)
+        started = time.monotonic()
+        h = await issue(client, ttl_ms=TTL_MS)
+        path = "/v1/namespaces/app/crdts/gc:x/events"
+        sse, status, _ = await SseReader.open(server.port, path, h)
+        assert status == 200 and (await sse.event())["kind"] == "snapshot"
+        await op(client, writer, "gc:x", {"op": "increment"})
+        assert (await sse.event())["seq"] == 1  # deltas flow until the expiry
+        end = await sse.end_event()
+        assert time.monotonic() - started >= TTL_MS / 1000 - EARLY_S
+        assert end == {"error": "token_expired", "message": "token expired"}
+        # Another token writes after the expiry: nothing reaches the stream,
+        # which the server has closed.
+        assert (await op(client, writer, "gc:x", {"op": "increment"})).status_code == 200
+        assert await sse.remainder() == b""
+        assert server.app.hub.count == 0
+
+
+async def test_a_rule_expiry_ends_only_the_stream_it_granted(server: RunningServer) -> None:
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        writer = await issue(client, client_id=8)
+        ends = _now_ms() + TTL_MS
+        rules = {"r": [{"p": "gc:short", "e": ends}, {"p": "gc:long"}]}
+        h = await issue(client, rules=rules)
+        short, _, _ = await SseReader.open(
+            server.port, "/v1/namespaces/app/crdts/gc:short/events", h
+        )
+        long, _, _ = await SseReader.open(server.port, "/v1/namespaces/app/crdts/gc:long/events", h)
+        assert (await short.event())["kind"] == "snapshot"
+        assert (await long.event())["kind"] == "snapshot"
+        end = await short.end_event()
+        assert _now_ms() >= ends
+        assert end["error"] == "forbidden" and "expired" in end["message"]
+        for crdt_id in ("gc:short", "gc:long"):
+            await op(client, writer, crdt_id, {"op": "increment"})
+        assert await short.remainder() == b""
+        delta = await long.event()
+        assert (delta["id"], delta["seq"]) == ("gc:long", 1)
+        # The token still reads gc:long; gc:short is refused from now on.
+        r = await client.get("/v1/namespaces/app/crdts/gc:short/events", headers=h)
+        assert r.status_code == 403
+        long.close()

@@ -8,10 +8,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from syncd.auth import ROOT, AdminSecret, Authenticator, SigningKey
+from syncd.auth import ROOT, AdminSecret, Authenticator, Principal, SigningKey, issue_token
 from syncd.crdt.engine import ApplyResult
 from syncd.errors import ApiError
-from syncd.ws.framing import CLOSE_INTERNAL_ERROR, CLOSE_TOO_BIG
+from syncd.ws.framing import CLOSE_INTERNAL_ERROR, CLOSE_TOKEN_EXPIRED, CLOSE_TOO_BIG
 from syncd.ws.session import (
     MAX_INFLIGHT_OPS,
     RESUME_INFLIGHT_OPS,
@@ -27,6 +27,7 @@ from syncd.ws.session import (
     Subscribe,
     Unsubscribe,
 )
+from tests.auth.support import ROOT_SECRET, FakeClock
 from tests.ws.support import client_frame, parse_frame
 
 PING_S = 10.0
@@ -36,13 +37,19 @@ MAX_BYTES = 4096
 class Harness:
     """A session whose actions land in a list, as an adapter would see them."""
 
-    def __init__(self, max_subscriptions: int = 3) -> None:
+    def __init__(
+        self,
+        max_subscriptions: int = 3,
+        auth: Authenticator | None = None,
+        principal: Principal = ROOT,
+    ) -> None:
         self.actions: list[Action] = []
-        auth = Authenticator(SigningKey(bytes(32)), AdminSecret("root-secret-for-tests-0123456789"))
+        if auth is None:
+            auth = Authenticator(SigningKey(bytes(32)), AdminSecret(ROOT_SECRET))
         self.session = Session(
             self.actions.append,
             auth,
-            ROOT,
+            principal,
             max_message_bytes=MAX_BYTES,
             json_max_depth=32,
             max_subscriptions=max_subscriptions,
@@ -150,11 +157,11 @@ def test_subscribe_again_starts_afresh_and_the_limit_is_an_error() -> None:
     h.feed({"kind": "unsubscribe", "id": "gc:b"}, {"kind": "unsubscribe", "id": "gc:zz"})
     (gone,) = h.take()  # unsubscribing from what is not held does nothing
     assert isinstance(gone, Unsubscribe) and gone.crdt_id == "gc:b"
-    assert h.session.subscribed == {"gc:a"}
+    assert set(h.session.subscribed) == {"gc:a"}
     h.session.subscription_failed("gc:a", ApiError(503, "unavailable", "x"), binary=False)
     (failed,) = h.sent()
     assert failed == {"kind": "error", "id": "gc:a", "error": "unavailable", "message": "x"}
-    assert h.session.subscribed == set()
+    assert not h.session.subscribed
 
 
 def test_reading_stops_at_the_inflight_limit_and_resumes_at_half() -> None:
@@ -270,4 +277,126 @@ def test_an_op_answered_after_the_connection_is_lost_sends_nothing() -> None:
     h.session.ack(staged, _result(1))
     Session.drop(staged)
     h.session.answers_ready()
+    assert h.take() == []
+
+
+# -- expiry ------------------------------------------------------------------------
+
+TTL_MS = 10_000
+
+
+def _expiring(rules: dict[str, Any]) -> tuple[Harness, FakeClock]:
+    """A session for a V2 token of ``rules`` expiring in TTL_MS, on a fake clock."""
+    clock = FakeClock()
+    key = SigningKey(bytes(32))
+    auth = Authenticator(key, AdminSecret(ROOT_SECRET), clock_ms=clock, rate_clock_ms=clock)
+    token = issue_token(
+        key, namespace="demo", client_id=1, ttl_ms=TTL_MS, rules=rules, now_ms=clock.now
+    )
+    return Harness(auth=auth, principal=auth.authenticate(f"Bearer {token}", "demo")), clock
+
+
+def _close_code(action: Action) -> int:
+    assert isinstance(action, Close), action
+    return int.from_bytes(action.data[2:4], "big")
+
+
+def test_the_expiry_due_is_the_token_or_an_earlier_rule() -> None:
+    # gc:short is granted for 1 s, gc:long until the token expires.
+    h, clock = _expiring({"r": [{"p": "gc:short", "e": 1_700_000_001_000}, {"p": "gc:long"}]})
+    t = clock.now
+    assert h.session.expiry_due == t + TTL_MS  # no subscription: the token's expiry
+    h.feed({"kind": "subscribe", "id": "gc:long"})
+    (long,) = h.take()
+    assert isinstance(long, Subscribe) and long.until == t + TTL_MS
+    assert h.session.expiry_due == t + TTL_MS
+    h.feed({"kind": "subscribe", "id": "gc:short"})
+    (short,) = h.take()
+    assert isinstance(short, Subscribe) and short.until == 1_700_000_001_000
+    # The short rule ends before the token: it is what the timer waits for.
+    assert h.session.expiry_due == 1_700_000_001_000
+    h.feed({"kind": "unsubscribe", "id": "gc:short"})
+    h.take()
+    assert h.session.expiry_due == t + TTL_MS
+
+
+def test_a_later_rule_that_grants_the_read_too_carries_it_on() -> None:
+    h, clock = _expiring({"r": [{"p": "gc:a", "e": 1_700_000_001_000}, {"p": "gc:*"}]})
+    h.feed({"kind": "subscribe", "id": "gc:a"})
+    (subscribe,) = h.take()
+    assert isinstance(subscribe, Subscribe) and subscribe.until == clock.now + TTL_MS
+    assert h.session.expiry_due == clock.now + TTL_MS
+
+
+def test_a_rule_expiry_ends_only_what_it_granted() -> None:
+    h, clock = _expiring({"r": [{"p": "gc:short", "e": 1_700_000_001_000}, {"p": "gc:long"}]})
+    h.feed({"kind": "subscribe", "id": "gc:short"}, {"kind": "subscribe", "id": "gc:long"})
+    h.take()
+    clock.advance(999)  # a timer that fires early ends nothing
+    h.session.expire()
+    assert h.take() == []
+    clock.advance(1)
+    h.session.expire()
+    unsubscribe, error = h.take()
+    assert isinstance(unsubscribe, Unsubscribe) and unsubscribe.crdt_id == "gc:short"
+    assert isinstance(error, Send)
+    message = msgpack.unpackb(error.data[2:])
+    assert message["kind"] == "error" and message["id"] == "gc:short"
+    assert message["error"] == "forbidden" and "expired" in message["message"]
+    assert set(h.session.subscribed) == {"gc:long"} and not h.session.closing
+    assert h.session.expiry_due == clock.now - 1000 + TTL_MS
+
+
+def test_token_expiry_ends_every_subscription_in_its_encoding_then_closes() -> None:
+    h, clock = _expiring({"r": [{"p": "*"}]})
+    h.feed({"kind": "subscribe", "id": "gc:a"})
+    h.feed({"kind": "subscribe", "id": "gc:b"}, text=True)
+    h.take()
+    clock.advance(TTL_MS)
+    h.session.expire()
+    actions = h.take()
+    assert [type(a) for a in actions] == [Unsubscribe, Send, Unsubscribe, Send, Close]
+    binary, text = actions[1], actions[3]
+    assert isinstance(binary, Send) and binary.data[0] == 0x82
+    assert isinstance(text, Send) and text.data[0] == 0x81
+    assert json.loads(text.data[2:]) == {
+        "kind": "error",
+        "id": "gc:b",
+        "error": "token_expired",
+        "message": "token expired",
+    }
+    assert _close_code(actions[4]) == CLOSE_TOKEN_EXPIRED
+    assert h.session.expiry_due is None and not h.session.subscribed
+
+
+def test_token_expiry_closes_after_the_answers_still_owed() -> None:
+    h, clock = _expiring({"r": [{"p": "*"}], "w": [{"p": "*"}]})
+    h.feed(_op(1))
+    (apply,) = h.take()
+    assert isinstance(apply, Apply)
+    clock.advance(TTL_MS)
+    h.session.expire()
+    assert h.take() == []  # no subscription to end; the ack is still owed
+    assert h.session.expiry_due is None
+    h.feed(_op(2))  # too late: refused, answered behind the first
+    assert h.take() == []
+    h.session.ack(apply.run[0], _result(1))
+    h.session.answers_ready()
+    send, close = h.take()
+    assert isinstance(send, Send) and _close_code(close) == CLOSE_TOKEN_EXPIRED
+    buffer = bytearray(send.data)
+    answers = []
+    while (frame := parse_frame(buffer)) is not None:
+        answers.append(msgpack.unpackb(frame[1]))
+    assert answers[0] == {"kind": "ack", "ref": 1, "seq": 1}
+    assert answers[1]["ref"] == 2 and answers[1]["error"] == "token_expired"
+
+
+def test_the_root_admin_never_expires() -> None:
+    h = Harness()
+    h.feed({"kind": "subscribe", "id": "gc:a"})
+    (subscribe,) = h.take()
+    assert isinstance(subscribe, Subscribe) and subscribe.until is None
+    assert h.session.expiry_due is None
+    h.session.expire()
     assert h.take() == []

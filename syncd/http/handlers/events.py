@@ -5,6 +5,15 @@ buffering what arrives meanwhile, so no delta can fall between the two; on
 start it writes the initial events, then the buffered deltas it has not
 already covered (by seq), then streams. A reader whose unsent bytes pass the
 bound is dropped (its stream ends) and resumes with ``since``.
+
+The stream ends when the read does (docs/permissions.md#when-access-ends):
+at the token's expiry, or earlier when the rules that grant the read expire.
+One timer per stream fires then; it writes a last event, ``event: end`` with
+the error body (``token_expired``, or ``forbidden`` for a rule), and closes.
+The event is named ``end``, not ``error``: an EventSource fires its
+``onerror`` for an event named ``error``, where it could not be told apart
+from a failed connection. Deltas of ops made from the end on (by their
+``ts``) are never written, even before the timer has had its turn.
 """
 
 from __future__ import annotations
@@ -12,12 +21,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Final
 
-from syncd.auth.authenticator import Authenticator
+from syncd.auth.authenticator import NO_END_MS, Authenticator, Principal
 from syncd.catchup import initial_deltas
 from syncd.crdt.engine import Engine
 from syncd.errors import bad_request
 from syncd.http.request import Request
-from syncd.http.response import StreamResponse, StreamSink
+from syncd.http.response import StreamResponse, StreamSink, dumps
 from syncd.http.router import Router
 from syncd.hub import DeliverEach, EncodedDelta, Hub
 from syncd.ids import check_crdt_id, check_namespace
@@ -27,20 +36,42 @@ from syncd.store.base import Store
 EVENT_STREAM: Final = b"text/event-stream"
 PING: Final = b": ping\n\n"
 SSE_HEADERS: Final = ((b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"))
+END_EVENT: Final = b"event: end\ndata: "
+"""The last event of a stream whose read ended; its data is the error body."""
 MAX_SEQ_DIGITS: Final = 20
 """Digits of a ``since``: every seq fits (they are 64-bit), and int() is never
 asked to parse the thousands of digits it refuses with a ValueError."""
 
 
+def end_event(body: dict[str, Any]) -> bytes:
+    """``event: end`` with ``body`` as one line of JSON (JSON escapes newlines)."""
+    return END_EVENT + dumps(body) + b"\n\n"
+
+
 class SseSubscriber(DeliverEach):
     def __init__(
-        self, hub: Hub, metrics: Metrics, ns: str, crdt_id: str, *, bound: int, ping_s: float
+        self,
+        hub: Hub,
+        metrics: Metrics,
+        ns: str,
+        crdt_id: str,
+        *,
+        bound: int,
+        ping_s: float,
+        auth: Authenticator,
+        principal: Principal,
     ) -> None:
         self._hub = hub
         self._metrics = metrics
         self._ping_s = ping_s
         self.ns = ns
         self.crdt_id = crdt_id
+        self._auth = auth
+        self._principal = principal
+        until = auth.read_ends(principal, crdt_id)
+        self._until = NO_END_MS if until is None else until
+        """When the read ends (wall-clock ms)."""
+        self._expiry: asyncio.TimerHandle | None = None
         self._sink: StreamSink | None = None
         self._pending: list[EncodedDelta] = []
         self._last_seq = -1
@@ -63,6 +94,8 @@ class SseSubscriber(DeliverEach):
         if kind == "op":
             if delta.seq <= self._last_seq and delta.delta.get("epoch") == self._epoch:
                 return  # already covered by the snapshot or replay
+            if delta.delta.get("ts", 0) >= self._until:
+                return  # made after the read ended; the expiry timer ends the stream
             self._last_seq = delta.seq
             self._epoch = delta.delta.get("epoch")
         if sink.buffered() > self._bound:
@@ -87,6 +120,25 @@ class SseSubscriber(DeliverEach):
         for encoded in pending:
             self._write(encoded)
         self._schedule_ping()
+        self._arm_expiry()
+
+    def _arm_expiry(self) -> None:
+        if self._closed or self._until == NO_END_MS:
+            return
+        loop = asyncio.get_running_loop()
+        self._expiry = loop.call_later(self._auth.seconds_until(self._until), self._on_expiry)
+
+    def _on_expiry(self) -> None:
+        self._expiry = None
+        sink = self._sink
+        if self._closed or sink is None or sink.closed:
+            return
+        if self._auth.now_ms() < self._until:
+            self._arm_expiry()  # the loop's clock ran ahead of the wall clock
+            return
+        error = self._auth.read_ended(self._principal, self.crdt_id)
+        sink.write(end_event(error.body()))
+        sink.close()  # after what is queued, the end event last
 
     def _schedule_ping(self) -> None:
         if self._closed:
@@ -105,6 +157,8 @@ class SseSubscriber(DeliverEach):
         self._closed = True
         if self._ping is not None:
             self._ping.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
         self._hub.unsubscribe(self.ns, self.crdt_id, self)
         self._metrics.sse_connections_active.dec()
 
@@ -139,7 +193,16 @@ def register(
                 raise bad_request("since must be a non-negative integer")
             since = int(since_text)
         epoch = query.get("epoch")
-        subscriber = SseSubscriber(hub, metrics, ns, crdt_id, bound=buffer_bytes, ping_s=ping_s)
+        subscriber = SseSubscriber(
+            hub,
+            metrics,
+            ns,
+            crdt_id,
+            bound=buffer_bytes,
+            ping_s=ping_s,
+            auth=auth,
+            principal=principal,
+        )
         hub.subscribe(ns, crdt_id, subscriber)
         metrics.sse_connections_active.inc()
         try:
