@@ -176,7 +176,7 @@ async def test_stalled_reader_dropped_healthy_reader_keeps_receiving(make_server
         assert srv.app.hub.count == 1
 
 
-TTL_MS = 1000
+TTL_MS = 1500
 """A token or rule lifetime that a test waits out: short, yet long enough to
 subscribe and see a delta first on a loaded machine."""
 EARLY_S = 0.02

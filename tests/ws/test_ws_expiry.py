@@ -25,7 +25,7 @@ from tests.http.support import ADMIN_HEADERS
 from tests.ws.support import NS, mint, op, open_ws, recv, recv_kind, send_json, send_mp
 from tests.ws.test_hocuspocus import auth, on
 
-TTL_MS = 1000
+TTL_MS = 1500
 """A token or rule lifetime that a test waits out: short, yet long enough to
 subscribe and see a delta first on a loaded machine."""
 
