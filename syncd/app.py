@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from syncd.auth.admin import AdminSecret
-from syncd.auth.authenticator import Authenticator, Principal
+from syncd.auth.authenticator import Authenticator, Principal, wall_clock_ms
+from syncd.auth.revocations import FileRevocationStore, Revocations, RevocationStore
 from syncd.auth.tokens import SigningKey
 from syncd.config import Settings
 from syncd.crdt.engine import Engine
 from syncd.history import HistoryService
 from syncd.http.handlers import admin, cors, crdts, demo, events, health, openapi, tokens
 from syncd.http.handlers import history as history_routes
+from syncd.http.handlers import revocations as revocation_routes
 from syncd.http.request import Request
 from syncd.http.response import Headers
 from syncd.http.router import Router
@@ -59,7 +61,12 @@ class App:
         self.engine = Engine(
             op_id_window=settings.op_id_window, op_id_ttl_ms=settings.op_id_ttl_s * 1000
         )
-        self.auth = Authenticator(self.signing_key, None, default_rate_limit=settings.rate_limit)
+        self.auth = Authenticator(
+            self.signing_key,
+            None,
+            default_rate_limit=settings.rate_limit,
+            previous_keys=[SigningKey(seed) for seed in settings.previous_signing_keys],
+        )
         self.webhooks = (
             WebhookDispatcher(settings.webhook_url, settings.webhook_secret, metrics=self.metrics)
             if settings.webhook_url
@@ -68,6 +75,9 @@ class App:
         self.backup: admin.Backup | None = None
         """The embedded store's online backup (None on PostgreSQL)."""
         self.store: Store = self._make_store(dict(store_options or {}))
+        self.revocations = Revocations(
+            self.auth.revocations, self._make_revocation_store(), wall_clock_ms
+        )
         self.service = CrdtService(
             engine=self.engine,
             store=self.store,
@@ -163,6 +173,12 @@ class App:
             auth=self.auth,
             backup=self.backup,
         )
+        revocation_routes.register(
+            router,
+            auth=self.auth,
+            revocations=self.revocations,
+            json_max_depth=settings.json_max_depth,
+        )
         cors.register(router, settings.cors_origins)
         if settings.demo:
             demo.register(router, self.signing_key, max_token_ttl_ms=settings.max_token_ttl_ms)
@@ -192,6 +208,15 @@ class App:
         self.backup = store.backup_plan
         return store
 
+    def _make_revocation_store(self) -> RevocationStore:
+        if self.settings.database_url:
+            from syncd.auth.revocations_pg import PgRevocationStore
+            from syncd.store.postgres import PostgresStore
+
+            assert isinstance(self.store, PostgresStore)
+            return PgRevocationStore(self.store.pool)
+        return FileRevocationStore(self.settings.data_dir)
+
     def _make_cluster(self) -> Replicator:
         from syncd.cluster.replicator import Replicator, WalSettings
         from syncd.store.postgres import PostgresStore
@@ -218,6 +243,8 @@ class App:
         admin.remove_leftovers(settings.data_dir)
         recovered = await self.store.open()
         self.load_state(recovered)
+        await self.revocations.open()  # after the store: on PostgreSQL it made the table
+        log.info("tokens verify with keys %s", ", ".join(k.key_id for k in self.auth.keys))
         self.store.set_snapshot_source(self.engine.export_entries, self.engine.export_one)
         if self.cluster is not None:
             # Only now may other nodes' records be applied: the state is loaded;
@@ -246,6 +273,7 @@ class App:
             await self.webhooks.close(self.settings.webhook_drain_s)
         if self.cluster is not None:
             await self.cluster.close()
+        await self.revocations.close()
         await self.store.close()
 
     # -- shared by the handlers -------------------------------------------------

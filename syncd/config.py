@@ -54,6 +54,11 @@ DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 DEFAULT_WEBHOOK_DRAIN_S = 5.0
 DEFAULT_JSON_MAX_DEPTH = 64
 
+# Older signing keys whose tokens still verify (key rotation). Each bad token
+# costs one ed25519 verify per key (~60 us each), so a long list would make
+# garbage tokens that much dearer; a rotation needs one or two.
+MAX_PREVIOUS_SIGNING_KEYS = 8
+
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -73,6 +78,8 @@ class Settings:
     data_dir: Path = Path("./data")
     signing_key: bytes | None = None
     """32-byte ed25519 seed; None means a random key per start (tokens die with the process)."""
+    previous_signing_keys: tuple[bytes, ...] = ()
+    """32-byte seeds of older keys whose tokens still verify (docs/operations.md#rotating-the-signing-key)."""
     webhook_url: str | None = None
     webhook_secret: str | None = None
     database_url: str | None = None
@@ -190,6 +197,25 @@ def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str,
     return raw
 
 
+def _previous_keys(raw: str) -> tuple[bytes, ...]:
+    """``SERVICE_PREVIOUS_SIGNING_KEYS``: comma-separated 64-hex seeds (spaces
+    and empty items ignored). The message never repeats a value: they are secrets."""
+    name = "SERVICE_PREVIOUS_SIGNING_KEYS"
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    if len(items) > MAX_PREVIOUS_SIGNING_KEYS:
+        raise ConfigError(name, f"at most {MAX_PREVIOUS_SIGNING_KEYS} keys, got {len(items)}")
+    keys: list[bytes] = []
+    for position, item in enumerate(items, 1):
+        if not _HEX64.fullmatch(item):
+            raise ConfigError(
+                name, f"key {position} must be 64 hex characters (a 32-byte ed25519 seed)"
+            )
+        key = bytes.fromhex(item)
+        if key not in keys:
+            keys.append(key)
+    return tuple(keys)
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     bind = env.get("SERVICE_BIND") or DEFAULT_BIND
@@ -206,6 +232,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
                 "SERVICE_SIGNING_KEY", "must be 64 hex characters (a 32-byte ed25519 seed)"
             )
         signing_key = bytes.fromhex(raw_key)
+    previous_signing_keys = _previous_keys(env.get("SERVICE_PREVIOUS_SIGNING_KEYS") or "")
 
     webhook_url = _opt(env, "SERVICE_WEBHOOK_URL")
     if webhook_url is not None and not re.match(r"https?://[^/\s]+", webhook_url):
@@ -259,6 +286,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         port=port,
         data_dir=Path(env.get("SERVICE_DATA_DIR") or "./data"),
         signing_key=signing_key,
+        previous_signing_keys=previous_signing_keys,
         webhook_url=webhook_url,
         webhook_secret=_opt(env, "SERVICE_WEBHOOK_SECRET"),
         database_url=database_url,

@@ -45,6 +45,21 @@ def test_values_are_read() -> None:
     assert isinstance(s, Settings)
 
 
+def test_previous_signing_keys() -> None:
+    """Comma-separated seeds, spaces and empty items ignored, repeats once;
+    unset: none."""
+    assert from_env({}).previous_signing_keys == ()
+    s = from_env({"SERVICE_PREVIOUS_SIGNING_KEYS": f" {'ab' * 32}, ,{'CD' * 32},{'ab' * 32},"})
+    assert s.previous_signing_keys == (bytes.fromhex("ab" * 32), bytes.fromhex("cd" * 32))
+
+
+def test_a_bad_previous_key_is_named_by_position_not_value() -> None:
+    secret = "ab" * 31 + "zz"
+    with pytest.raises(ConfigError) as info:
+        from_env({"SERVICE_PREVIOUS_SIGNING_KEYS": f"{'cd' * 32},{secret}"})
+    assert "key 2" in str(info.value) and secret not in str(info.value)
+
+
 def test_op_id_ttl_may_be_zero() -> None:
     """0: the count window alone bounds the op_id memory."""
     assert from_env({"SERVICE_OP_ID_TTL_S": "0"}).op_id_ttl_s == 0
@@ -84,6 +99,9 @@ def test_metrics_max_crdt_series_may_be_zero() -> None:
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "1e3"),
         ("SERVICE_OP_ID_TTL_S", "-1"),
         ("SERVICE_OP_ID_TTL_S", "2m"),
+        ("SERVICE_PREVIOUS_SIGNING_KEYS", "abc"),
+        ("SERVICE_PREVIOUS_SIGNING_KEYS", "ab" * 32 + ",zz" + "z" * 62),
+        ("SERVICE_PREVIOUS_SIGNING_KEYS", ",".join(f"{i:02x}" * 32 for i in range(9))),
     ],
 )
 def test_bad_values_name_the_variable(variable: str, value: str) -> None:
@@ -108,6 +126,7 @@ def test_parse_bind() -> None:
         ("SERVICE_FSYNC", "nope"),
         ("SERVICE_SIGNING_KEY", "short"),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "-1"),
+        ("SERVICE_PREVIOUS_SIGNING_KEYS", "ab" * 32 + ",nothex"),
     ],
 )
 def test_bad_value_exits_nonzero_with_one_line(variable: str, value: str, tmp_path: Path) -> None:

@@ -10,9 +10,17 @@ and :meth:`Authenticator.rate_check` for every WebSocket op message.
 
 Verifying an ed25519 signature costs ~140 us, far more than everything else
 here, so verified tokens are kept in a bounded LRU cache keyed by the token
-string: the signature of a token is checked once, while its expiry, namespace
-and rate are checked on every call. Only verified tokens enter the cache, so
-garbage cannot evict good entries.
+string: the signature of a token is checked once, while its expiry,
+revocation, namespace and rate are checked on every call. Only verified tokens
+enter the cache, so garbage cannot evict good entries.
+
+Keys: a token verifies under the current signing key or one of the previous
+ones (``SERVICE_PREVIOUS_SIGNING_KEYS``), tried in that order on a cache miss;
+the principal remembers which (``key_id``, shown by ``tokens/me``).
+
+Revocation (:mod:`syncd.auth.revocations`): one dictionary lookup per
+request, keyed by a string each principal carries ready-made, and skipped
+altogether while nothing is revoked.
 
 The checks after :meth:`authenticate` take no namespace: they assume the
 principal was authenticated for the request's namespace (a token only ever
@@ -23,13 +31,14 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from syncd.auth.admin import AdminSecret
 from syncd.auth.permissions import CompiledPermissions, Permissions, V2Permissions
 from syncd.auth.ratelimit import RateLimiter, monotonic_ms
-from syncd.auth.tokens import SigningKey, invalid_token, verify_token
+from syncd.auth.revocations import RevocationTable, revoke_key, token_revoked
+from syncd.auth.tokens import SigningKey, invalid_token, verify_token_any
 from syncd.errors import ApiError, forbidden
 
 TOKEN_CACHE_SIZE = 10_000
@@ -76,6 +85,14 @@ class Principal:
     """What the rate limiter counts by: the token's signature (kept out of
     repr: with the claims, it would rebuild the token)."""
     compiled: CompiledPermissions | None = field(repr=False)
+    issued_at: int = 0
+    """The token's ``issued_at`` (ms); 0 for a token without one, and the root admin."""
+    key_id: str | None = None
+    """The id of the key that signed the token (syncd/auth/tokens.py); None
+    for the root admin."""
+    revoke_key: str = field(default="", repr=False)
+    """``namespace/client_id``, what revocations are looked up by; empty for
+    the root admin (it cannot be revoked)."""
 
     @property
     def version(self) -> int:
@@ -125,21 +142,33 @@ class Authenticator:
         cache_size: int = TOKEN_CACHE_SIZE,
         rate_limiter: RateLimiter | None = None,
         rate_clock_ms: Callable[[], int] = monotonic_ms,
+        previous_keys: Sequence[SigningKey] = (),
     ) -> None:
         """``clock_ms`` is wall time (token and rule expiry); the rate limiter
         measures its window on ``rate_clock_ms`` (monotonic), unless a ready
-        ``rate_limiter`` is given. ``cache_size=0`` turns the cache off."""
+        ``rate_limiter`` is given. ``cache_size=0`` turns the cache off.
+        Tokens signed by ``signing_key`` or one of ``previous_keys`` verify."""
         if default_rate_limit < 1:
             raise ValueError("default_rate_limit must be at least 1")
         if cache_size < 0:
             raise ValueError("cache_size must not be negative")
         self._key = signing_key
+        keys = [signing_key]
+        for key in previous_keys:
+            if all(key.seed != known.seed for known in keys):
+                keys.append(key)
+        self.keys: tuple[SigningKey, ...] = tuple(keys)
+        """The keys tokens may be signed with: the current one first."""
         self._admin = admin_secret
         self.default_rate_limit = default_rate_limit
         self._clock = clock_ms
         self._cache_size = cache_size
         self._cache: OrderedDict[str, Principal] = OrderedDict()
         self.rate_limiter = rate_limiter or RateLimiter(clock_ms=rate_clock_ms)
+        self.revocations = RevocationTable()
+        """Revoked clients, and the open connections a revocation ends."""
+        self._revoked = self.revocations.before
+        """The table's dictionary itself (changed only in place)."""
 
     def use_admin_secret(self, admin_secret: AdminSecret) -> None:
         """Set the root admin secret (read at start-up, from the environment or
@@ -179,6 +208,11 @@ class Authenticator:
         if self._clock() >= principal.expires_at:
             self._cache.pop(bearer, None)
             raise token_expired()
+        revoked = self._revoked
+        if revoked:
+            before = revoked.get(principal.revoke_key)
+            if before is not None and principal.issued_at < before:
+                raise token_revoked()
         if ns is not None and principal.namespace != ns:
             raise forbidden("token is for another namespace")
         self.rate_check(principal)
@@ -191,7 +225,7 @@ class Authenticator:
         if principal is not None:
             self._cache.move_to_end(token)
             return principal
-        claims, signature = verify_token(token, self._key)
+        claims, signature, key = verify_token_any(token, self.keys)
         permissions = claims.permissions
         rl = permissions.rate_limit if isinstance(permissions, V2Permissions) else None
         principal = Principal(
@@ -203,6 +237,9 @@ class Authenticator:
             rate_limit=rl if rl is not None else self.default_rate_limit,
             rate_key=signature,
             compiled=CompiledPermissions(permissions, claims.client_id),
+            issued_at=claims.issued_at or 0,
+            key_id=key.key_id,
+            revoke_key=revoke_key(claims.namespace, claims.client_id),
         )
         if self._cache_size:
             self._cache[token] = principal
@@ -219,10 +256,13 @@ class Authenticator:
             raise _rate_limited(retry_after)
 
     def check_expiry(self, principal: Principal) -> None:
-        """401 ``token_expired`` once the token has expired (for long-lived
-        connections, e.g. before each WebSocket op)."""
+        """401 ``token_expired`` once the token has expired, ``token_revoked``
+        once it is revoked (for long-lived connections, e.g. before each
+        WebSocket op)."""
         if principal.expires_at is not None and self._clock() >= principal.expires_at:
             raise token_expired()
+        if self._revoked and self.revocations.is_revoked(principal):
+            raise token_revoked()
 
     def now_ms(self) -> int:
         """The wall clock that token and rule expiry are measured on (ms)."""

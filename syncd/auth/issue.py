@@ -109,9 +109,14 @@ def parse_issue_body(body: Any, ns: str | None, max_ttl_ms: int) -> IssueRequest
 
 
 def issue(signing_key: SigningKey, request: IssueRequest, now_ms: int) -> str:
-    """The token for a validated request; 400 if it would be over the size cap."""
+    """The token for a validated request, stamped ``issued_at`` = ``now_ms``
+    (what revocations compare); 400 if it would be over the size cap."""
     claims = Claims(
-        request.namespace, request.client_id, now_ms + request.ttl_ms, request.permissions
+        request.namespace,
+        request.client_id,
+        now_ms + request.ttl_ms,
+        request.permissions,
+        issued_at=now_ms,
     )
     try:
         return sign_claims(claims, signing_key)
@@ -161,12 +166,16 @@ def issue_token(
 
 
 def describe(principal: Principal) -> dict[str, Any]:
-    """The ``GET /v1/namespaces/:ns/tokens/me`` answer."""
+    """The ``GET /v1/namespaces/:ns/tokens/me`` answer: the claims, and the id
+    of the key that signed the token (``issued_at`` is 0 for a token from
+    before that claim existed)."""
     if principal.root or principal.permissions is None:
         return {"admin": True, "root": True}
     return {
         "namespace": principal.namespace,
         "client_id": principal.client_id,
         "expires_at": principal.expires_at,
+        "issued_at": principal.issued_at,
         "permissions": principal.permissions.to_map(),
+        "key_id": principal.key_id,
     }

@@ -6,6 +6,16 @@ untrusted input of attacker-chosen shape, so every failure, whatever its cause
 oversized token, a bad signature), becomes one answer: 401 ``invalid_token``.
 The signature is checked before the claims are parsed, so the parser only ever
 sees bytes this service signed.
+
+Claims: ``namespace``, ``client_id``, ``expires_at`` and ``permissions``, and
+since revocation (docs/permissions.md#revoking-tokens) ``issued_at``. A token
+without ``issued_at`` (issued before it existed) still verifies and counts as
+issued at 0, so every revocation of its client refuses it.
+
+Keys: a token verifies under the current key or one of the previous keys
+(``SERVICE_PREVIOUS_SIGNING_KEYS``, for rotation). A key is named by its
+*key id*, the first :data:`KEY_ID_HEX` hex characters of its public key: not
+secret, stable across restarts, and what ``tokens/me`` reports.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import base64
 import binascii
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +51,11 @@ SIGNATURE_BYTES = 64
 _B64URL_RE = re.compile(r"[A-Za-z0-9_-]*={0,2}")
 _HEX_KEY_RE = re.compile(r"[0-9a-fA-F]{64}")
 _CLAIM_KEYS = frozenset({"namespace", "client_id", "expires_at", "permissions"})
+_CLAIM_KEYS_ISSUED = _CLAIM_KEYS | {"issued_at"}
+
+KEY_ID_HEX = 8
+"""Hex characters of the public key that name a signing key (32 bits: enough
+to tell apart the handful of keys a deployment holds at once)."""
 
 # msgpack limits: nothing inside a token can be longer than the token itself.
 _UNPACK_LIMITS: dict[str, Any] = {
@@ -65,7 +81,7 @@ def invalid_token(message: str) -> ApiError:
 class SigningKey:
     """An ed25519 key pair built from a 32-byte seed (``SERVICE_SIGNING_KEY``)."""
 
-    __slots__ = ("_signing", "_verify", "seed")
+    __slots__ = ("_signing", "_verify", "key_id", "seed")
 
     def __init__(self, seed: bytes) -> None:
         if len(seed) != SEED_BYTES:
@@ -73,6 +89,8 @@ class SigningKey:
         self.seed = bytes(seed)
         self._signing = nacl.signing.SigningKey(self.seed)
         self._verify = self._signing.verify_key
+        self.key_id = bytes(self._verify).hex()[:KEY_ID_HEX]
+        """The first :data:`KEY_ID_HEX` hex characters of the public key."""
 
     @classmethod
     def from_hex(cls, text: str) -> SigningKey:
@@ -111,14 +129,20 @@ class Claims:
     expires_at: int
     """Expiry, ms since the epoch; the token is expired once ``now >= expires_at``."""
     permissions: Permissions
+    issued_at: int | None = None
+    """When it was issued, ms since the epoch; None: a token from before the
+    claim existed (revocations count it as issued at 0)."""
 
     def to_map(self) -> dict[str, Any]:
-        return {
+        claims: dict[str, Any] = {
             "namespace": self.namespace,
             "client_id": self.client_id,
             "expires_at": self.expires_at,
             "permissions": self.permissions.to_map(),
         }
+        if self.issued_at is not None:
+            claims["issued_at"] = self.issued_at
+        return claims
 
 
 def _b64encode(data: bytes) -> str:
@@ -187,20 +211,23 @@ def decode_claims(payload: bytes) -> Claims:
         raise invalid_token("token payload is not a msgpack claims map") from None
     if not isinstance(obj, dict):
         raise invalid_token("token payload is not a msgpack claims map")
-    if set(obj) != _CLAIM_KEYS:
+    keys = set(obj)
+    if keys != _CLAIM_KEYS and keys != _CLAIM_KEYS_ISSUED:
         raise invalid_token(
             "token claims must be exactly namespace, client_id, expires_at, permissions"
+            " and optionally issued_at"
         )
     namespace = obj["namespace"]
     if not valid_namespace(namespace):
         raise invalid_token("token claim namespace is not a valid namespace")
     client_id = _claim_int(obj, "client_id", MAX_CLIENT_ID)
     expires_at = _claim_int(obj, "expires_at", MAX_EXPIRES_AT)
+    issued_at = _claim_int(obj, "issued_at", MAX_EXPIRES_AT) if "issued_at" in obj else None
     try:
         permissions = parse_permissions(obj["permissions"])
     except PermissionsError as e:
         raise invalid_token(f"token claim {e}") from None
-    return Claims(namespace, client_id, expires_at, permissions)
+    return Claims(namespace, client_id, expires_at, permissions, issued_at)
 
 
 def parse_token(token: str) -> tuple[Claims, bytes]:
@@ -212,7 +239,15 @@ def parse_token(token: str) -> tuple[Claims, bytes]:
 
 def verify_token(token: str, key: SigningKey) -> tuple[Claims, bytes]:
     """Claims and signature of a token signed by ``key``; 401 otherwise."""
+    claims, signature, _ = verify_token_any(token, (key,))
+    return claims, signature
+
+
+def verify_token_any(token: str, keys: Sequence[SigningKey]) -> tuple[Claims, bytes, SigningKey]:
+    """Claims, signature and signing key of a token signed by one of ``keys``
+    (tried in order: the current key first); 401 otherwise."""
     payload, signature = split_token(token)
-    if not key.verify(payload, signature):
-        raise invalid_token("token signature is invalid")
-    return decode_claims(payload), signature
+    for key in keys:
+        if key.verify(payload, signature):
+            return decode_claims(payload), signature, key
+    raise invalid_token("token signature is invalid")

@@ -11,6 +11,9 @@ isolates deployments that share one database):
   log sequence (``wal_last_seq``).
 - ``snapshots``: one entry map per CRDT (msgpack), written every N ops, so
   start-up loads a snapshot and only the ops after it.
+- ``revocations`` and ``revocations_version``: revoked clients, and a
+  counter every change increments, which each node polls
+  (:mod:`syncd.auth.revocations_pg`).
 
 Several nodes may start at once: migrations run inside one transaction that
 holds a transaction-scoped advisory lock, so exactly one node applies each
@@ -78,6 +81,27 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 PRIMARY KEY (ns, id, epoch, seq)
             )""",
             "INSERT INTO checkpoints SELECT ns, id, epoch, seq, 0, entry FROM snapshots",
+        ),
+    ),
+    (
+        3,
+        (
+            # Revocations (docs/permissions.md#revoking-tokens): tokens of
+            # client_id in ns issued before before_ms are refused.
+            """CREATE TABLE revocations (
+                ns text NOT NULL,
+                client_id bigint NOT NULL,
+                before_ms bigint NOT NULL,
+                revoked_at bigint NOT NULL,
+                PRIMARY KEY (ns, client_id)
+            )""",
+            # One row; every change to revocations increments it in the same
+            # transaction, so a node polls one value to know it must reload.
+            """CREATE TABLE revocations_version (
+                id boolean PRIMARY KEY DEFAULT true CHECK (id),
+                version bigint NOT NULL
+            )""",
+            "INSERT INTO revocations_version (id, version) VALUES (true, 0)",
         ),
     ),
 )

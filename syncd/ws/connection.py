@@ -35,6 +35,10 @@ when the subscriptions change; and the close timeout. No per-delta clock
 read: a subscription drops deltas of ops made from its end on by their
 ``ts`` (see :mod:`syncd.ws.subscription`), the timer does the rest.
 
+Revocation: the connection is registered with the authenticator's revocation
+table while it is open; revoking its token calls :meth:`WsConnection.end_revoked`,
+which ends it as expiry does (:meth:`Session.revoke`).
+
 Backpressure: while the transport's buffer is over its high-water mark (the
 subscriber bound), or the session holds reading for its in-flight ops, we stop
 reading from the client. When the transport drains, subscriptions that were
@@ -187,6 +191,9 @@ class WsConnection(asyncio.Protocol):
         if ctx is not None:
             ctx.other_connections.add(self)
         app.metrics.ws_connections_active.inc()
+        if app.auth.revocations.watch(principal, self):
+            # Revoked between the upgrade's check and now.
+            loop.call_soon(self.end_revoked)
         if trailing:
             # Parsed on the next loop pass, once the transport is ours; bytes
             # that arrive before then queue behind these in the frame layer.
@@ -221,6 +228,7 @@ class WsConnection(asyncio.Protocol):
         if ctx is not None:
             ctx.other_connections.discard(self)
         app.metrics.ws_connections_active.dec()
+        app.auth.revocations.unwatch(self.principal, self)
         for subscription in list(self.subscriptions.values()):
             self._drop_subscription(subscription)
         self._lagging.clear()
@@ -538,6 +546,17 @@ class WsConnection(asyncio.Protocol):
         self._expiring = True
         try:
             self.session.expire()
+        finally:
+            self._expiring = False
+        self._arm_expiry()
+
+    def end_revoked(self) -> None:
+        """The token was revoked (the revocation table calls this)."""
+        if self._gone:
+            return
+        self._expiring = True  # one re-arm after all of it, as for expiry
+        try:
+            self.session.revoke()
         finally:
             self._expiring = False
         self._arm_expiry()

@@ -52,6 +52,11 @@ can do nothing more: it closes with :data:`CLOSE_TOKEN_EXPIRED`, after the
 answers still owed to ops sent before. The clock decides, not the timer: a
 timer that fires early ends nothing.
 
+Revocation (:meth:`Session.revoke`, called when an admin revokes the token,
+docs/permissions.md#revoking-tokens) ends the connection the same way as the
+token's expiry: every subscription gets ``token_revoked``, then the close
+(:data:`CLOSE_TOKEN_EXPIRED`, reason ``token revoked``) after the answers owed.
+
 Disconnect: each CRDT whose type declares a ``DISCONNECT_OP`` (presence:
 ``leave``) and that this connection wrote with another op is returned by
 :meth:`Session.disconnect_ops`, which the adapter asks once the connection is
@@ -65,6 +70,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from syncd.auth.authenticator import TOKEN_EXPIRED_MESSAGE, token_expired
+from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE, token_revoked
 from syncd.crdt.types import crdt_class
 from syncd.errors import ApiError, bad_request
 from syncd.ids import check_crdt_id
@@ -250,7 +256,9 @@ class Session:
         self.expired = False
         """The token has expired: every subscription has ended."""
         self._close_when_answered = False
-        """Close (token expired) once the answers still owed have gone out."""
+        """Close (token expired or revoked) once the answers still owed have gone out."""
+        self._close_reason = TOKEN_EXPIRED_MESSAGE
+        """Why the token ended: the reason of that close."""
         self._replies: deque[bytes | StagedOp] = deque()
         """Answers owed, in arrival order: ready bytes, or ops still running."""
         self.inflight = 0
@@ -392,23 +400,37 @@ class Session:
         now = auth.now_ms()
         expires_at = principal.expires_at
         if expires_at is not None and now >= expires_at:
-            self.expired = True
-            ended = list(self.subscribed)
-        else:
-            ended = [crdt_id for crdt_id, until in self._read_ends.items() if until <= now]
+            self._end_token(token_expired, TOKEN_EXPIRED_MESSAGE)
+            return
+        ended = [crdt_id for crdt_id, until in self._read_ends.items() if until <= now]
         for crdt_id in ended:
-            binary = self.subscribed.pop(crdt_id)
-            self._read_ends.pop(crdt_id, None)
-            self._emit(Unsubscribe(crdt_id))
-            exc = token_expired() if self.expired else auth.read_ended(principal, crdt_id)
-            # Not an answer to a message: out at once, as deltas go, rather
-            # than behind the acks still owed.
-            self._emit(Send(encode(error_message(None, exc, crdt_id), binary)))
-        if self.expired:
-            if self._replies:
-                self._close_when_answered = True
-            else:
-                self.close(CLOSE_TOKEN_EXPIRED, TOKEN_EXPIRED_MESSAGE)
+            self._end_subscription(crdt_id, auth.read_ended(principal, crdt_id))
+
+    def revoke(self) -> None:
+        """The token was revoked: end every subscription and close."""
+        if self._gone or self.closing or self.expired:
+            return
+        self._end_token(token_revoked, TOKEN_REVOKED_MESSAGE)
+
+    def _end_token(self, error: Callable[[], ApiError], reason: str) -> None:
+        """The token is no longer good: every subscription ends with ``error``,
+        then the connection closes (after the answers still owed)."""
+        self.expired = True
+        self._close_reason = reason
+        for crdt_id in list(self.subscribed):
+            self._end_subscription(crdt_id, error())
+        if self._replies:
+            self._close_when_answered = True
+        else:
+            self.close(CLOSE_TOKEN_EXPIRED, reason)
+
+    def _end_subscription(self, crdt_id: str, exc: ApiError) -> None:
+        binary = self.subscribed.pop(crdt_id)
+        self._read_ends.pop(crdt_id, None)
+        self._emit(Unsubscribe(crdt_id))
+        # Not an answer to a message: out at once, as deltas go, rather
+        # than behind the acks still owed.
+        self._emit(Send(encode(error_message(None, exc, crdt_id), binary)))
 
     # -- answers ---------------------------------------------------------------
 
@@ -453,7 +475,7 @@ class Session:
             self._emit(Send(out[0] if len(out) == 1 else b"".join(out)))
         if self._close_when_answered and not replies:
             self._close_when_answered = False
-            self.close(CLOSE_TOKEN_EXPIRED, TOKEN_EXPIRED_MESSAGE)
+            self.close(CLOSE_TOKEN_EXPIRED, self._close_reason)
             return
         if self.held and self.inflight <= RESUME_INFLIGHT_OPS:
             self.held = False

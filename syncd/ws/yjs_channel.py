@@ -33,6 +33,11 @@ earlier the end of the rules that grant it); the owner's expiry timer closes
 the connection then (:data:`CLOSE_TOKEN_EXPIRED` or
 :data:`CLOSE_READ_EXPIRED`), and deltas of ops made from then on (by their
 ``ts``) are never sent, even before the timer has had its turn.
+
+A revoked token (docs/permissions.md#revoking-tokens) closes the connection
+at once with :data:`CLOSE_TOKEN_EXPIRED` and the reason ``token revoked``: each
+channel is registered with the authenticator's revocation table while it is
+attached.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from syncd.auth.authenticator import NO_END_MS
+from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE
 from syncd.crdt.engine import mask_bit
 from syncd.crdt.ydoc import YDoc
 from syncd.errors import ApiError
@@ -195,6 +201,9 @@ class YjsChannel(DeliverEach):
         self._left = False
         self.room: Room = ctx.rooms.join(ns, crdt_id, self)
         ctx.hub.subscribe(ns, crdt_id, self)
+        if ctx.auth.revocations.watch(principal, self):
+            # Revoked between the check and now: closed once the owner is set up.
+            asyncio.get_running_loop().call_soon(self.end_revoked)
 
     def start(self) -> None:
         """Our opening: step 1 and the room's awareness states."""
@@ -206,8 +215,15 @@ class YjsChannel(DeliverEach):
         if self._left:
             return
         self._left = True
+        self._ctx.auth.revocations.unwatch(self.principal, self)
         self._ctx.hub.unsubscribe(self.ns, self.crdt_id, self)
         self._ctx.rooms.leave(self.ns, self.crdt_id, self)
+
+    def end_revoked(self) -> None:
+        """The token was revoked (the revocation table calls this): the whole
+        connection closes, as at the token's expiry."""
+        if not self._left:
+            self._owner.close(CLOSE_TOKEN_EXPIRED, TOKEN_REVOKED_MESSAGE)
 
     def _document(self) -> YDoc | None:
         entry = self._ctx.engine.get(self.ns, self.crdt_id)
@@ -347,7 +363,7 @@ class YjsChannel(DeliverEach):
     def _refused(self, exc: ApiError) -> None:
         if exc.status in (400, 413):
             code = CLOSE_BAD_DATA
-        elif exc.code == "token_expired":
+        elif exc.code in ("token_expired", "token_revoked"):
             code = CLOSE_TOKEN_EXPIRED
         elif exc.status in (401, 403):
             code = CLOSE_POLICY

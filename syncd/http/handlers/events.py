@@ -14,6 +14,10 @@ The event is named ``end``, not ``error``: an EventSource fires its
 ``onerror`` for an event named ``error``, where it could not be told apart
 from a failed connection. Deltas of ops made from the end on (by their
 ``ts``) are never written, even before the timer has had its turn.
+
+A revoked token (docs/permissions.md#revoking-tokens) ends the stream the
+same way, at once, with ``token_revoked``: the stream is registered with the
+authenticator's revocation table for as long as it is open.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import asyncio
 from typing import Any, Final
 
 from syncd.auth.authenticator import NO_END_MS, Authenticator, Principal
+from syncd.auth.revocations import token_revoked
 from syncd.catchup import initial_deltas
 from syncd.crdt.engine import Engine
 from syncd.errors import bad_request
@@ -79,6 +84,8 @@ class SseSubscriber(DeliverEach):
         self._bound = bound
         self._ping: asyncio.TimerHandle | None = None
         self._closed = False
+        self._revoked = auth.revocations.watch(principal, self)
+        """Revoked before the stream started: it ends as it starts."""
 
     def deliver(self, delta: EncodedDelta) -> None:
         sink = self._sink
@@ -108,6 +115,9 @@ class SseSubscriber(DeliverEach):
     def start(self, sink: StreamSink, initial: list[dict[str, Any]]) -> None:
         self._sink = sink
         sink.on_close(self.close)
+        if self._revoked:
+            self._end(token_revoked().body())
+            return
         for delta in initial:
             encoded = EncodedDelta(delta)
             if delta.get("kind") == "snapshot":
@@ -136,8 +146,18 @@ class SseSubscriber(DeliverEach):
         if self._auth.now_ms() < self._until:
             self._arm_expiry()  # the loop's clock ran ahead of the wall clock
             return
-        error = self._auth.read_ended(self._principal, self.crdt_id)
-        sink.write(end_event(error.body()))
+        self._end(self._auth.read_ended(self._principal, self.crdt_id).body())
+
+    def end_revoked(self) -> None:
+        """The token was revoked (the revocation table calls this)."""
+        self._revoked = True
+        self._end(token_revoked().body())
+
+    def _end(self, body: dict[str, Any]) -> None:
+        sink = self._sink
+        if self._closed or sink is None or sink.closed:
+            return  # not started yet: start() ends it
+        sink.write(end_event(body))
         sink.close()  # after what is queued, the end event last
 
     def _schedule_ping(self) -> None:
@@ -159,6 +179,7 @@ class SseSubscriber(DeliverEach):
             self._ping.cancel()
         if self._expiry is not None:
             self._expiry.cancel()
+        self._auth.revocations.unwatch(self._principal, self)
         self._hub.unsubscribe(self.ns, self.crdt_id, self)
         self._metrics.sse_connections_active.dec()
 
