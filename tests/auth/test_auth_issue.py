@@ -230,6 +230,8 @@ def test_describe_v2_keeps_placeholder(
         "namespace": "demo",
         "client_id": 42,
         "expires_at": clock.now + 1000,
+        "issued_at": clock.now,
+        "key_id": key.key_id,
         "permissions": {
             "v": 2,
             "r": [{"p": "*"}],

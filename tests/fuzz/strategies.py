@@ -828,6 +828,7 @@ claims_map = st.one_of(
                 st.sampled_from([0, 1, 2**63 - 1, 2**63, 4102444800000]), claim_any
             ),
             "permissions": permissions,
+            "issued_at": st.one_of(st.sampled_from([0, 1, -1, 2**63 - 1, 2**63]), claim_any),
             "extra": claim_any,
         },
     ),

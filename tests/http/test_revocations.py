@@ -162,9 +162,7 @@ async def test_bad_bodies_are_400(server: RunningServer, body: Any) -> None:
 @pytest.mark.parametrize("segment", ["x", "-1", "07", "1.0", "9" * 30, str(MAX_CLIENT_ID + 1)])
 async def test_bad_client_ids_in_the_path_are_400(server: RunningServer, segment: str) -> None:
     async with httpx.AsyncClient(base_url=server.url) as client:
-        r = await client.delete(
-            f"/v1/namespaces/app/revocations/{segment}", headers=ADMIN_HEADERS
-        )
+        r = await client.delete(f"/v1/namespaces/app/revocations/{segment}", headers=ADMIN_HEADERS)
         assert r.status_code == 400 and r.json()["error"] == "bad_request", r.text
 
 
@@ -245,5 +243,5 @@ async def test_a_damaged_revocations_file_stops_the_start(
     data_dir = tmp_path / "damaged"
     data_dir.mkdir()
     (data_dir / REVOCATIONS_FILE).write_text('{"format": 1, "revocations": [{"namespace": 3}]}')
-    with pytest.raises(OSError, match="revocations file .* is damaged"):
+    with pytest.raises(OSError, match=r"revocations file .* is damaged"):
         await make_server(data_dir=data_dir)

@@ -1,0 +1,162 @@
+"""Revocations on PostgreSQL: two nodes of a cluster on the suite's throw-away
+server (real HTTP, SSE and WebSocket), and the table across restarts
+(docs/permissions.md#revoking-tokens)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+
+from syncd.auth.revocations_pg import POLL_INTERVAL_S
+from syncd.ws.framing import CLOSE_TOKEN_EXPIRED
+from tests.conftest import RunningServer
+from tests.http.support import ADMIN_HEADERS, issue
+from tests.http.test_events import SseReader
+from tests.store.pgnodes import sql_conn
+from tests.ws.support import recv, recv_kind, send_mp
+
+pytestmark = pytest.mark.timeout(120)
+
+END_WITHIN_S = 1.0
+"""What docs/permissions.md promises: every node refuses a revoked token, and
+ends what it holds open, within a second."""
+
+NS = "app"
+REVOKED = {"error": "token_revoked", "message": "token revoked"}
+
+Start = Callable[..., Awaitable[RunningServer]]
+
+
+@pytest.fixture
+def http_parser() -> str:
+    """One parser: the cluster is what is tested here, not the parsers."""
+    return "h11"
+
+
+@pytest.fixture
+def start(make_server: Callable[..., Any], pg_url: str) -> Start:
+    async def node(node_id: str) -> RunningServer:
+        server: RunningServer = await make_server(database_url=pg_url, node_id=node_id)
+        return server
+
+    return node
+
+
+async def _within(check: Callable[[], Awaitable[bool]], limit_s: float) -> float:
+    """Seconds until ``check`` holds; fails past ``limit_s``."""
+    started = time.monotonic()
+    while not await check():
+        elapsed = time.monotonic() - started
+        assert elapsed < limit_s, f"not within {limit_s} s"
+        await asyncio.sleep(0.01)
+    return time.monotonic() - started
+
+
+async def _me_status(client: httpx.AsyncClient, headers: dict[str, str]) -> int:
+    r = await client.get(f"/v1/namespaces/{NS}/tokens/me", headers=headers)
+    return r.status_code
+
+
+def test_the_poll_interval_keeps_the_promise() -> None:
+    assert POLL_INTERVAL_S <= 0.5
+
+
+async def test_a_revocation_on_one_node_ends_the_clients_streams_on_the_other(
+    start: Start,
+) -> None:
+    a, b = await start("rev-a"), await start("rev-b")
+    async with (
+        httpx.AsyncClient(base_url=a.url) as on_a,
+        httpx.AsyncClient(base_url=b.url) as on_b,
+    ):
+        token = await issue(on_a, NS, client_id=7)
+        other = await issue(on_a, NS, client_id=8)
+        assert await _me_status(on_b, token) == 200  # the same key on both nodes
+
+        # On node B: an event stream and a WebSocket subscription of client 7.
+        sse, status, _ = await SseReader.open(
+            b.port, f"/v1/namespaces/{NS}/crdts/gc:c/events", token
+        )
+        assert status == 200 and (await sse.event())["kind"] == "snapshot"
+        bearer = token["authorization"].removeprefix("Bearer ")
+        ws = await websockets.connect(
+            f"ws://127.0.0.1:{b.port}/v1/namespaces/{NS}/ws?token={bearer}"
+        )
+        await send_mp(ws, {"kind": "subscribe", "id": "gc:c"})
+        await recv_kind(ws, "snapshot")
+
+        r = await on_a.post(
+            f"/v1/namespaces/{NS}/revocations", json={"client_id": 7}, headers=ADMIN_HEADERS
+        )
+        assert r.status_code == 200
+        revocation = r.json()
+        answered = time.monotonic()
+        assert await _me_status(on_a, token) == 401  # at once on the node that revoked
+
+        async def refused_on_b() -> bool:
+            return await _me_status(on_b, token) == 401
+
+        await _within(refused_on_b, END_WITHIN_S)
+        r = await on_b.get(f"/v1/namespaces/{NS}/crdts/gc:c", headers=token)
+        assert r.json() == REVOKED
+        # Node B's streams ended, within the same second.
+        assert await sse.end_event(timeout=END_WITHIN_S) == REVOKED
+        error = await asyncio.wait_for(recv(ws), END_WITHIN_S)
+        assert (error["kind"], error["id"], error["error"]) == ("error", "gc:c", "token_revoked")
+        with pytest.raises(websockets.ConnectionClosed):
+            await asyncio.wait_for(ws.recv(), END_WITHIN_S)
+        assert ws.close_code == CLOSE_TOKEN_EXPIRED
+        assert time.monotonic() - answered < END_WITHIN_S
+        assert await _me_status(on_b, other) == 200  # another client is untouched
+
+        # Node B lists it, and lifting it there lets the token in on node A again.
+        r = await on_b.get(f"/v1/namespaces/{NS}/revocations", headers=ADMIN_HEADERS)
+        assert r.json() == {"revocations": [revocation]}
+        r = await on_b.delete(f"/v1/namespaces/{NS}/revocations/7", headers=ADMIN_HEADERS)
+        assert r.status_code == 204
+
+        async def accepted_on_a() -> bool:
+            return await _me_status(on_a, token) == 200
+
+        await _within(accepted_on_a, END_WITHIN_S)
+        r = await on_a.get(f"/v1/namespaces/{NS}/revocations", headers=ADMIN_HEADERS)
+        assert r.json() == {"revocations": []}
+
+
+async def test_revocations_are_kept_in_the_database(start: Start, pg_url: str) -> None:
+    a = await start("keep-a")
+    async with httpx.AsyncClient(base_url=a.url) as on_a:
+        token = await issue(on_a, NS, client_id=7)
+        r = await on_a.post(
+            f"/v1/namespaces/{NS}/revocations",
+            json={"client_id": 7, "before_ms": time.time_ns() // 1_000_000 + 60_000},
+            headers=ADMIN_HEADERS,
+        )
+        revocation = r.json()
+    await a.server.shutdown()
+    with sql_conn(pg_url) as conn:
+        rows = conn.execute("SELECT ns, client_id, before_ms FROM revocations").fetchall()
+        assert rows == [(NS, 7, revocation["before_ms"])]
+        (version,) = conn.execute("SELECT version FROM revocations_version").fetchone() or (0,)
+        assert version == 1
+
+    # A node started afterwards (a restart, or a new node) refuses the token from the start.
+    b = await start("keep-b")
+    async with httpx.AsyncClient(base_url=b.url) as on_b:
+        assert await _me_status(on_b, token) == 401
+        r = await on_b.get(f"/v1/namespaces/{NS}/revocations", headers=ADMIN_HEADERS)
+        assert r.json() == {"revocations": [revocation]}
+        # Revoking the same client again replaces the row (still one, version 2).
+        r = await on_b.post(
+            f"/v1/namespaces/{NS}/revocations", json={"client_id": 7}, headers=ADMIN_HEADERS
+        )
+        assert r.status_code == 200
+    with sql_conn(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM revocations").fetchone() == (1,)
+        assert conn.execute("SELECT version FROM revocations_version").fetchone() == (2,)
