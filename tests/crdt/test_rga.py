@@ -17,12 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import syncd.crdt._rga_seq as seq_module
-import syncd.crdt.rga as rga_module
-from syncd.crdt._rga_ids import MAX_ID_CHARS
-from syncd.crdt._rga_seq import MAX_COUNTER
+import syncd.crdt.rga.sequence as seq_module
 from syncd.crdt.base import OpContext
 from syncd.crdt.rga import Rga
+from syncd.crdt.rga.ids import MAX_ID_CHARS
+from syncd.crdt.rga.sequence import MAX_COUNTER
 from syncd.errors import ApiError
 
 EXAMPLES = int(os.environ.get("SYNCD_HYPOTHESIS_EXAMPLES", "100"))
@@ -70,7 +69,6 @@ def small_limits(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Tiny runs and blocks, so that small random documents split both."""
     monkeypatch.setattr(seq_module, "RUN_MAX", 3)
     monkeypatch.setattr(seq_module, "BLOCK_MAX", 4)
-    monkeypatch.setattr(rga_module, "BLOCK_MAX", 4)
     yield
 
 
@@ -373,7 +371,7 @@ def test_typing_past_the_run_limit_keeps_text_and_state_compact() -> None:
     for i in range(total):
         rga.apply_op({"op": "insert", "index": i, "text": "x"}, ctx())
     assert text_of(rga) == "x" * total
-    assert max(run.n for run in rga._runs()) <= seq_module.RUN_MAX
+    assert max(run.n for run in rga._seq.runs()) <= seq_module.RUN_MAX
     # One chain of typing is one run in the state, however it is split inside.
     assert rga.state() == {"runs": [[1, 1, None, "x" * total]]}
 
@@ -384,8 +382,9 @@ def test_many_runs_split_blocks_and_stay_in_order() -> None:
     for i in range(count):
         # Inserting at the front makes every element its own run.
         rga.apply_op({"op": "insert", "index": 0, "text": chr(0x4E00 + i)}, ctx())
-    assert len(rga._blocks) > 1
-    assert all(len(blk.runs) <= seq_module.BLOCK_MAX for blk in rga._blocks)
+    sizes = rga._seq.runs_per_block()
+    assert len(sizes) > 1
+    assert all(size <= seq_module.BLOCK_MAX for size in sizes)
     assert text_of(rga) == "".join(chr(0x4E00 + i) for i in reversed(range(count)))
     rga.apply_op({"op": "delete", "index": 1, "count": count - 2}, ctx())
     assert rga.length == 2
@@ -634,7 +633,7 @@ def test_replicas_converge_to_the_server(data: st.DataObject) -> None:
         deltas.append(apply_checked(server, model, op, data.draw(st.integers(1, 4))))
         # Typing bursts exercise the cursor paths.
         for _ in range(data.draw(st.integers(0, 3))):
-            hot = server._hot_end
+            hot = server._seq.cursor
             if hot is None:
                 break
             if data.draw(st.booleans()) or not hot:

@@ -1,5 +1,5 @@
 // A client replica of the rga type: snapshot state in, op deltas in, the
-// visible sequence and element ids out. It mirrors syncd/crdt/rga.py one
+// visible sequence and element ids out. It mirrors syncd/crdt/rga/ one
 // element per slot (simple and fast enough for documents a browser edits).
 //
 // Elements are code points, as on the server: "😀" is one element even though

@@ -1,5 +1,16 @@
 """The element sequence of the rga type: blocks of runs, with an id index.
 
+This module is the only one that touches the structure. Every routine that
+changes it is a method of :class:`RunSeq` here, the editing fast paths
+included (a keystroke at the cursor, backspace), and each public method
+leaves the structure whole, caches included, for the next; the type in
+:mod:`syncd.crdt.rga.type` validates ops, makes deltas and converts state
+through those public methods alone (tests/crdt/test_rga_boundary.py checks
+that nothing else reaches in). The typing buffer (``_pend``, below) is the
+one cache that lags behind the structure; every public method but
+:meth:`RunSeq.type_text` first moves it into the run, so that no caller has
+to remember to.
+
 Theory of operation
 -------------------
 The sequence is every element ever inserted, deleted ones included (a tombstone
@@ -34,8 +45,11 @@ passes. A local insert has the greatest counter of all and needs no scan.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import pairwise
 from typing import Any
+
+from syncd.crdt.rga.ids import format_id
 
 RUN_MAX = 512
 """Typing extends a run only up to this many elements, because extending a
@@ -52,6 +66,9 @@ holds integers up to 2^53 - 1 exactly."""
 
 Origin = tuple[int, int] | None
 """An element id ``(client, counter)``, or None for the head of the sequence."""
+
+Range = tuple[int, int, int] | list[int]
+"""Elements ``counter .. counter + count - 1`` of ``client``: ``(client, counter, count)``."""
 
 
 class Run:
@@ -84,7 +101,12 @@ class Block:
 
 
 class RunSeq:
-    """The sequence structure; :class:`syncd.crdt.rga.Rga` adds ops, deltas and state."""
+    """The sequence structure; :class:`syncd.crdt.rga.Rga` adds ops, deltas and state.
+
+    Public methods check nothing the type has already checked (an op's
+    shape, that an id exists) and report what they cannot do with None; they
+    raise ValueError only for what a delta or a state can get wrong.
+    """
 
     __slots__ = (
         "_blocks",
@@ -134,7 +156,7 @@ class RunSeq:
         self._hot_stop = -1
         self._hot_shift = 0
         self._hot_client = 0
-        self._pend = ""
+        self._pend: list[str] = []
         """The *hot* run: a visible run at the cursor of the last local index op
         (block, position in it, and the visible index right after it; both
         ``_hot`` and ``_hot_end`` None when unknown). The next keystroke usually
@@ -144,11 +166,194 @@ class RunSeq:
         Typing by ``_hot_client`` grows it while its end index stays at most
         ``_hot_stop`` (-1 when it cannot grow: a values run, or one whose last
         element is not the newest); the next typed element's counter is its
-        index plus ``_hot_shift``. Typed text first goes to ``_pend``, which
-        :meth:`_sync` moves into the run, so that a keystroke updates two
-        fields: ``_hot_end`` already counts it, while the run, block and
-        document lengths and ``_max`` do not. Everything but the keystroke
-        path calls :meth:`_sync` first."""
+        index plus ``_hot_shift``. Typed text first goes to ``_pend``, a list
+        of the typed pieces that :meth:`_sync` joins into the run, so that a
+        keystroke costs a list append and one field: ``_hot_end`` already
+        counts it, while the run, block and document lengths and ``_max`` do
+        not (appending beats concatenating, which copies what is pending).
+        Every public method but :meth:`type_text` calls :meth:`_sync` first."""
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def length(self) -> int:
+        """Visible elements."""
+        self._sync()
+        return self._len
+
+    @property
+    def clock(self) -> int:
+        """The greatest counter seen: a new element gets ``clock + 1``."""
+        self._sync()
+        return self._max
+
+    @property
+    def cursor(self) -> int | None:
+        """The visible index right after the last local index op, when known:
+        where the next keystroke is cheapest."""
+        return self._hot_end
+
+    def runs(self) -> Iterator[Run]:
+        """Every run in document order (to read: a run is changed only here)."""
+        self._sync()
+        for blk in self._blocks:
+            yield from blk.runs
+
+    def visible_contents(self) -> list[Any]:
+        """The content of every visible run in document order (a str of text or
+        a list of values each): what a read shows, gathered at C speed."""
+        self._sync()
+        return [run.content for blk in self._blocks for run in blk.runs if run.vis]
+
+    def runs_per_block(self) -> list[int]:
+        """How many runs each block holds (for tests of the block limit)."""
+        self._sync()
+        return [len(blk.runs) for blk in self._blocks]
+
+    def has(self, client: int, counter: int) -> bool:
+        """Whether element ``(client, counter)`` exists, visible or deleted."""
+        if self._pend:
+            self._sync()
+        return self._lookup(client, counter) is not None
+
+    def contains(self, client: int, counter: int, n: int) -> bool:
+        """Whether all of ``counter .. counter + n - 1`` of ``client`` exist."""
+        if self._pend:
+            self._sync()
+        while n > 0:
+            found = self._lookup(client, counter)
+            if found is None:
+                return False
+            run, off = found
+            step = run.n - off
+            counter += step
+            n -= step
+        return True
+
+    # -- editing at an index (local ops) --------------------------------------
+
+    def type_text(self, index: int, text: str, client: int) -> int:
+        """Typing at the cursor: when ``text`` (non-empty) by ``client`` at
+        ``index`` can simply grow the hot run, do so and return the first new
+        counter (its origin is the counter before, of the same client); else
+        0 and nothing changes. The text waits in ``_pend`` until the next
+        other call, so that a keystroke costs next to nothing."""
+        if index == self._hot_end:
+            end = index + len(text)
+            if end <= self._hot_stop and client == self._hot_client:
+                self._pend.append(text)
+                self._hot_end = end
+                return index + self._hot_shift
+        return 0
+
+    def insert_text(self, index: int, text: str, client: int) -> tuple[Origin, int] | None:
+        """Insert ``text`` (non-empty) at visible ``index`` with fresh counters:
+        (origin, first counter), or None when ``index`` is out of range or the
+        counters would pass ``MAX_COUNTER``."""
+        if self._pend:
+            self._sync()
+        n = len(text)
+        if self._max + n > MAX_COUNTER:
+            return None
+        if index == self._hot_end:
+            return self._insert_hot(index, text, client)
+        if 0 <= index <= self._len:
+            return self._insert_local(index, client, text, n)
+        return None
+
+    def insert_at(self, index: int, client: int, content: Any, n: int) -> tuple[Origin, int]:
+        """Insert ``n`` elements (a str or a list) at visible ``index`` (0 to
+        length) with fresh counters (room checked); return (origin, first counter)."""
+        self._sync()
+        return self._insert_local(index, client, content, n)
+
+    def insert_after(self, origin: Origin, client: int, content: Any, n: int) -> int:
+        """Insert right after element ``origin`` (it exists) with fresh counters; return the first."""
+        self._sync()
+        counter = self._max + 1
+        if origin is None:
+            bi = ri = 0
+        else:
+            bi, ri, run, off = self._after_point(origin)
+            if off < run.n - 1:
+                self._split(run.blk, ri, off + 1)
+            ri += 1
+        self._max = counter + n - 1
+        _, bi, _ = self._place(bi, ri, client, counter, n, content, origin)
+        self._drop_hot()
+        self._set_finger(bi)
+        return counter
+
+    def delete_at(self, index: int, count: int) -> list[list[int]] | None:
+        """Delete visible ``index .. index + count - 1`` (``count`` > 0); return
+        the ids as ranges ``[client, first, count]``, or None when out of range.
+        Deleting the end of the hot run (backspace) takes a short path."""
+        if self._pend:
+            self._sync()
+        if index < 0 or index + count > self._len:
+            return None
+        run = self._hot
+        if run is not None and index + count == self._hot_end and count < run.vis:
+            return self._backspace(run, count)
+        return self._delete_at(index, count)
+
+    # -- elements made elsewhere (deltas, merges) -------------------------------
+
+    def integrate(self, client: int, counter: int, n: int, content: Any, origin: Origin) -> bool:
+        """Insert elements made elsewhere at their RGA place after ``origin``;
+        False, with nothing changed, when the first is here already (an op's
+        elements arrive together or not at all). ValueError, with nothing
+        changed, when ``origin`` is unknown. ``content`` None integrates them
+        as already deleted."""
+        if self._pend:
+            self._sync()
+        if self._lookup(client, counter) is not None:
+            return False
+        self._integrate(client, counter, n, content, origin)
+        return True
+
+    def delete_ranges(self, ranges: Iterable[Range]) -> None:
+        """Delete the elements of ``ranges`` (they exist; deleted ones stay so)."""
+        if self._pend:
+            self._sync()
+        for client, counter, count in ranges:
+            self._delete_range(client, counter, count)
+
+    def merge(self, other: RunSeq) -> None:
+        """Join ``other`` (which may be this very sequence) into this one."""
+        self._sync()
+        other._sync()
+        # Theirs as plain tuples first: ``other`` may be ``self``.
+        theirs = [(r.client, r.counter, r.n, r.content, r.origin) for r in other._runs()]
+        # Causal order: an origin always has a smaller counter than its element.
+        theirs.sort(key=lambda item: item[1])
+        for client, counter, n, content, origin in theirs:
+            self._merge_run(client, counter, n, content, origin)
+        for client, counter, n, content, _ in theirs:
+            if content is None:
+                self._delete_range(client, counter, n)
+
+    # -- whole sequences -------------------------------------------------------
+
+    @classmethod
+    def load(cls, runs: list[Run]) -> RunSeq:
+        """A sequence of ``runs``: new ones (their block :data:`NO_BLOCK`), in
+        document order, handed over for good. ValueError when their ids overlap
+        or an origin is missing (a state no replica could make)."""
+        seq = cls()
+        seq._load(runs)
+        seq._check_loaded()
+        return seq
+
+    def clone(self) -> RunSeq:
+        """An independent copy: new runs, sharing their contents (no routine here
+        changes a content in place; growing or cutting one makes a new one)."""
+        self._sync()
+        copy = RunSeq()
+        copy._load(
+            [Run(r.client, r.counter, r.n, r.vis, r.content, r.origin, r.blk) for r in self._runs()]
+        )
+        return copy
 
     # -- the id index ------------------------------------------------------
 
@@ -213,18 +418,6 @@ class RunSeq:
         if off >= run.n:
             return None
         return run, off
-
-    def _contains(self, client: int, counter: int, n: int) -> bool:
-        """Whether all of ``counter .. counter + n - 1`` of ``client`` exist."""
-        while n > 0:
-            found = self._lookup(client, counter)
-            if found is None:
-                return False
-            run, off = found
-            step = run.n - off
-            counter += step
-            n -= step
-        return True
 
     # -- blocks ------------------------------------------------------------
 
@@ -389,18 +582,22 @@ class RunSeq:
             ri += 1
 
     def _sync(self) -> None:
-        """Move the pending typed text into the hot run."""
+        """Move the pending typed text into the hot run.
+
+        The entry points that edits and deltas go through test ``_pend``
+        before calling this, to spare the call when nothing is pending."""
         pend = self._pend
         if pend:
             run = self._hot
             assert run is not None
-            n = len(pend)
-            run.content += pend
+            text = pend[0] if len(pend) == 1 else "".join(pend)
+            pend.clear()
+            n = len(text)
+            run.content += text
             run.n += n
             run.vis += n
             self._bvis[self._hot_bi] += n
             self._len += n
-            self._pend = ""
             assert self._hot_end is not None
             self._max = self._hot_end + self._hot_shift - 1
 
@@ -521,21 +718,17 @@ class RunSeq:
         self._set_hot(run, bi, ri, index + n)
         return origin, counter
 
-    def _insert_after(self, origin: Origin, client: int, content: Any, n: int) -> int:
-        """Insert right after element ``origin`` (it exists) with fresh counters; return the first."""
+    def _insert_hot(self, index: int, text: str, client: int) -> tuple[Origin, int]:
+        """Insert at the cursor right after the hot run when it cannot simply grow."""
+        run = self._hot
+        assert run is not None
+        origin = (run.client, run.counter + run.n - 1)
         counter = self._max + 1
-        if origin is None:
-            bi = ri = 0
-        else:
-            bi, ri, run, off = self._after_point(origin)
-            if off < run.n - 1:
-                self._split(run.blk, ri, off + 1)
-            ri += 1
+        n = len(text)
         self._max = counter + n - 1
-        _, bi, _ = self._place(bi, ri, client, counter, n, content, origin)
-        self._drop_hot()
-        self._set_finger(bi)
-        return counter
+        new, bi, ri = self._place(self._hot_bi, self._hot_ri + 1, client, counter, n, text, origin)
+        self._set_hot(new, bi, ri, index + n)
+        return origin, counter
 
     def _integrate(self, client: int, counter: int, n: int, content: Any, origin: Origin) -> None:
         """Insert elements made elsewhere (origin exists, they do not) at their RGA place.
@@ -682,6 +875,44 @@ class RunSeq:
             self._fix_block(first_bi)
         return out
 
+    def _backspace(self, run: Run, count: int) -> list[list[int]]:
+        """Delete the last ``count`` elements of the hot run (which keeps at least one)."""
+        client = run.client
+        keep = run.n - count
+        first = run.counter + keep
+        run.n = keep
+        run.vis = keep
+        run.content = run.content[:keep]
+        self._hot_stop = -1  # its last element is no longer the newest
+        self._bvis[self._hot_bi] -= count
+        self._len -= count
+        assert self._hot_end is not None
+        self._hot_end -= count
+        ri = self._hot_ri + 1
+        runs = run.blk.runs
+        nxt = runs[ri] if ri < len(runs) else None
+        if (
+            nxt is not None
+            and not nxt.vis
+            and nxt.client == client
+            and nxt.counter == first + count
+            and nxt.origin == (client, first + count - 1)
+        ):
+            # The elements join the deleted run after them (repeated backspace).
+            if self._ids is not None:
+                keys = self._ids[client][0]
+                keys[bisect_left(keys, nxt.counter)] = first
+            nxt.counter = first
+            nxt.n += count
+            nxt.origin = (client, first - 1)
+        else:
+            dead = Run(client, first, count, 0, None, (client, first - 1), run.blk)
+            runs.insert(ri, dead)
+            self._index_add(dead)
+            if len(runs) > BLOCK_MAX:
+                self._fix_block(self._hot_bi)
+        return [[client, first, count]]
+
     def _delete_range(self, client: int, counter: int, count: int) -> None:
         """Delete elements ``counter .. counter + count - 1`` of ``client`` (they exist)."""
         bvis = self._bvis
@@ -712,6 +943,27 @@ class RunSeq:
         self._drop_hot()
         self._fbi = 0
         self._fstart = 0
+
+    def _merge_run(self, client: int, first: int, n: int, content: Any, origin: Origin) -> None:
+        """Integrate the elements of one of their runs that this sequence lacks."""
+        counter = first
+        end = first + n
+        while counter < end:
+            found = self._lookup(client, counter)
+            if found is not None:
+                run, off = found
+                counter += run.n - off
+                continue
+            entry = self._index().get(client)
+            keys = entry[0] if entry is not None else []
+            pos = bisect_left(keys, counter)
+            stop = min(end, keys[pos]) if pos < len(keys) else end
+            k = counter - first
+            part = None if content is None else content[k : k + stop - counter]
+            self._integrate(
+                client, counter, stop - counter, part, origin if k == 0 else (client, counter - 1)
+            )
+            counter = stop
 
     # -- whole-sequence views ------------------------------------------------
 
@@ -750,6 +1002,22 @@ class RunSeq:
         self._fstart = 0
         self._drop_hot()
 
+    def _check_loaded(self) -> None:
+        """Refuse a state whose ids overlap or whose origins are missing."""
+        for _, runs in self._index().values():
+            for a, b in pairwise(runs):
+                if a.counter + a.n > b.counter:
+                    raise ValueError(f"rga state: element {format_id(b.client, b.counter)} twice")
+        for run in self._runs():
+            if run.origin is not None and self._lookup(*run.origin) is None:
+                raise ValueError(f"rga state: unknown origin {format_id(*run.origin)}")
+
 
 def _counter_of(run: Run) -> int:
     return run.counter
+
+
+NO_BLOCK = Block([], -1)
+"""The block of a run made for :meth:`RunSeq.load`, until it puts the run in
+its own (a real Block, so that the types hold even where they are enforced,
+as mypyc does)."""
