@@ -27,6 +27,7 @@ from syncd.http.response import Headers
 from syncd.http.router import Router
 from syncd.hub import Hub
 from syncd.metrics import Metrics
+from syncd.residency import Residency
 from syncd.service import CrdtService
 from syncd.store.base import Recovered, Store
 from syncd.webhooks.dispatcher import WebhookDispatcher
@@ -78,6 +79,19 @@ class App:
         self.revocations = Revocations(
             self.auth.revocations, self._make_revocation_store(), wall_clock_ms
         )
+        budget = settings.memory_budget_mb * 1024 * 1024
+        self.residency = Residency(
+            engine=self.engine,
+            store=self.store,
+            budget_bytes=budget,
+            subscribed=self.hub.subscribed,
+        )
+        engine = self.engine
+        self.residency.on_load = self.metrics.watch_residency(
+            lambda: self.residency.stats,
+            lambda: (len(engine), engine.resident_bytes),
+            budget,
+        )
         self.service = CrdtService(
             engine=self.engine,
             store=self.store,
@@ -86,6 +100,7 @@ class App:
             metrics=self.metrics,
             webhooks=self.webhooks,
             reload=self.load_state,
+            residency=self.residency,
         )
         self.history = HistoryService(engine=self.engine, store=self.store, service=self.service)
         self.rooms = Rooms()
@@ -136,6 +151,7 @@ class App:
             auth=self.auth,
             engine=self.engine,
             store=self.store,
+            residency=self.residency,
             hub=self.hub,
             metrics=self.metrics,
             buffer_bytes=settings.subscriber_buffer_bytes,
@@ -245,6 +261,7 @@ class App:
         self.load_state(recovered)
         await self.revocations.open()  # after the store: on PostgreSQL it made the table
         log.info("tokens verify with keys %s", ", ".join(k.key_id for k in self.auth.keys))
+        self.residency.check()  # the snapshot may hold more than the budget
         self.store.set_snapshot_source(self.engine.export_entries, self.engine.export_one)
         if self.cluster is not None:
             # Only now may other nodes' records be applied: the state is loaded;
@@ -258,8 +275,10 @@ class App:
         engine.clear()
         for entry in recovered.entries:
             engine.import_entry(entry)
-        # Consumed in C: on a long log a Python loop adds about a fifth to the cost of replaying.
-        deque(map(engine.replay, recovered.records), maxlen=0)
+        # Consumed in C: on a long log a Python loop adds about a fifth to the cost
+        # of replaying. The snapshot holds the CRDTs that were in memory: the
+        # records of any other are passed over (the store loads them on use).
+        deque(map(engine.replay_resident, recovered.records), maxlen=0)
         log.info(
             "state loaded: %d CRDTs from the snapshot, %d records replayed",
             len(recovered.entries),

@@ -12,14 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 from syncd.crdt.engine import Engine
+from syncd.residency import Residency
 from syncd.store.base import Store
 
 
 async def initial_deltas(
-    engine: Engine, store: Store, ns: str, crdt_id: str, since: int | None, epoch: str | None
+    engine: Engine,
+    store: Store,
+    residency: Residency,
+    ns: str,
+    crdt_id: str,
+    since: int | None,
+    epoch: str | None,
 ) -> list[dict[str, Any]]:
-    """The replay after ``since`` when the store still has it for this epoch, else a snapshot."""
-    entry = engine.get(ns, crdt_id)
+    """The replay after ``since`` when the store still has it for this epoch, else
+    a snapshot. The caller has subscribed already: that keeps the CRDT resident."""
+    entry = await residency.ensure(ns, crdt_id)
     if (
         since is not None
         and epoch is not None

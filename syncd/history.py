@@ -41,17 +41,17 @@ class HistoryService:
         self._store = store
         self._service = service
 
-    def _entry(self, ns: str, crdt_id: str) -> Entry:
-        entry = self._engine.get(ns, crdt_id)
+    async def _entry(self, ns: str, crdt_id: str) -> Entry:
+        entry = await self._service.ensure(ns, crdt_id)
         if entry is None:
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
         return entry
 
-    def type_of(self, ns: str, crdt_id: str) -> str:
-        return self._entry(ns, crdt_id).type
+    async def type_of(self, ns: str, crdt_id: str) -> str:
+        return (await self._entry(ns, crdt_id)).type
 
     async def page(self, ns: str, crdt_id: str, before: int | None, limit: int) -> dict[str, Any]:
-        entry = self._entry(ns, crdt_id)
+        entry = await self._entry(ns, crdt_id)
         epoch, latest = entry.epoch, entry.seq
         records, oldest = await self._store.history(ns, crdt_id, epoch, latest, before, limit)
         ops = []
@@ -79,7 +79,7 @@ class HistoryService:
 
     async def state_at(self, ns: str, crdt_id: str, seq: int) -> tuple[Entry, Crdt]:
         """The CRDT right after op ``seq`` of its current life (a new object)."""
-        entry = self._entry(ns, crdt_id)
+        entry = await self._entry(ns, crdt_id)
         if seq > entry.seq:
             raise bad_request(f"at: seq {seq} is in the future (the CRDT is at seq {entry.seq})")
         if seq == entry.seq:
@@ -113,7 +113,7 @@ class HistoryService:
         source: str,
     ) -> dict[str, Any]:
         """Apply the ops that make the current state equal the state at ``seq``."""
-        entry = self._entry(ns, crdt_id)
+        entry = await self._entry(ns, crdt_id)
         cls = crdt_class(entry.type)
         if not cls.RESTORABLE:
             entry.crdt.restore_ops(entry.crdt)  # raises with the type's reason
@@ -123,7 +123,7 @@ class HistoryService:
             if seen is not None:
                 return {"ok": True, "seq": seen[0], "restored": seq, "duplicate": True}
         _, target = await self.state_at(ns, crdt_id, seq)
-        entry = self._entry(ns, crdt_id)  # the current one, after the wait
+        entry = await self._entry(ns, crdt_id)  # the current one, after the wait
         ops = entry.crdt.restore_ops(target)
         if not ops:
             return {"ok": True, "seq": entry.seq, "applied": 0, "restored": seq}

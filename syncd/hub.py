@@ -246,6 +246,10 @@ class Hub:
             for subscriber in tuple(subs):
                 subscriber.deliver_run(run)
 
+    def subscribed(self, ns: str, crdt_id: str) -> bool:
+        """Whether the CRDT has any subscriber."""
+        return (ns, crdt_id) in self._subs
+
     def subscribers(self, ns: str, crdt_id: str) -> Iterator[Subscriber]:
         return iter(tuple(self._subs.get((ns, crdt_id), ())))
 

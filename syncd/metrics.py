@@ -30,9 +30,15 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    Histogram,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
@@ -307,6 +313,32 @@ class StatsCollector(Collector):
             yield CounterMetricFamily(name, doc, value=getattr(stats, field))
 
 
+RESIDENCY_COUNTERS: Final = (
+    ("loads", "service_engine_loads_total", "CRDTs read from the store into memory"),
+    ("misses", "service_engine_load_misses_total", "Loads of ids the store does not hold"),
+    ("evictions", "service_engine_evictions_total", "CRDTs let go from memory (budget)"),
+)
+
+
+class ResidentCollector(Collector):
+    """The engine's resident CRDTs and their estimated bytes, read when scraped."""
+
+    def __init__(self, resident: Callable[[], tuple[int, int]]) -> None:
+        self._resident = resident
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        count, size = self._resident()
+        yield GaugeMetricFamily("service_engine_resident_crdts", "CRDTs in memory", value=count)
+        yield GaugeMetricFamily(
+            "service_engine_resident_bytes",
+            "Estimated memory of the CRDTs in memory (what the budget bounds)",
+            value=size,
+        )
+
+
 class Metrics:
     def __init__(self, *, max_crdt_series: int = DEFAULT_MAX_CRDT_SERIES) -> None:
         """``max_crdt_series``: CRDT ids given ``service_ops_total`` series of
@@ -349,6 +381,31 @@ class Metrics:
     def watch_store(self, stats: Callable[[], object]) -> None:
         """Export the store's counters (see ``STORE_COUNTERS``) from ``stats()``."""
         self.registry.register(StatsCollector(stats, STORE_COUNTERS))
+
+    def watch_residency(
+        self,
+        stats: Callable[[], object],
+        resident: Callable[[], tuple[int, int]],
+        budget_bytes: int,
+    ) -> Callable[[float], None]:
+        """Export which CRDTs are in memory: ``RESIDENCY_COUNTERS`` from
+        ``stats()``, gauges of ``resident()`` (count, estimated bytes) and the
+        budget; returns what to call with each load's seconds."""
+        r = self.registry
+        r.register(StatsCollector(stats, RESIDENCY_COUNTERS))
+        r.register(ResidentCollector(resident))
+        Gauge(
+            "service_engine_memory_budget_bytes",
+            "SERVICE_MEMORY_BUDGET_MB, in bytes: the bound on resident CRDT state",
+            registry=r,
+        ).set(budget_bytes)
+        seconds = Histogram(
+            "service_engine_load_seconds",
+            "Time to read one CRDT from the store into memory",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=r,
+        )
+        return seconds.observe
 
     def watch_cluster(self, stats: Callable[[], object]) -> None:
         """Export the replication layer's counters (see ``CLUSTER_COUNTERS``)."""

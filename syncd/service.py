@@ -18,14 +18,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from syncd.crdt.engine import export_entry
-from syncd.errors import ApiError, unavailable
+from syncd.crdt.engine import MAX_LIST_LIMIT, export_entry
+from syncd.errors import ApiError, bad_request, unavailable
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal
-    from syncd.crdt.engine import ApplyResult, Engine, Plan
+    from syncd.crdt.engine import ApplyResult, Engine, Entry, Plan
     from syncd.hub import Hub
     from syncd.metrics import MergeHistogram, Metrics
+    from syncd.residency import Residency
     from syncd.store.base import Recovered, Store
     from syncd.webhooks.dispatcher import WebhookDispatcher
 
@@ -46,8 +47,10 @@ class CrdtService:
         metrics: Metrics,
         webhooks: WebhookDispatcher | None,
         reload: Callable[[Recovered], None],
+        residency: Residency,
     ) -> None:
         self.engine = engine
+        self.residency = residency
         self.store = store
         self.auth = auth
         self.hub = hub
@@ -79,10 +82,17 @@ class CrdtService:
         for a local store; a shared store (PostgreSQL) orders ops itself."""
         return not self.store.shared
 
+    async def ensure(self, ns: str, crdt_id: str) -> Entry | None:
+        """The CRDT in memory (loaded from the store if need be); None if there is none."""
+        return await self.residency.ensure(ns, crdt_id)
+
     async def apply_ops(
         self, ns: str, crdt_id: str, body: Any, principal: Principal, source: str
     ) -> ApplyResult:
         store = self.store
+        if (ns, crdt_id) not in self.engine and store.loads_on_demand:
+            # No await from here to apply() on a local store: what is loaded stays.
+            await self.residency.ensure(ns, crdt_id)
         plan = self.engine.plan(ns, crdt_id, body)
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
@@ -124,7 +134,9 @@ class CrdtService:
         The caller must hand the records to :meth:`persist` in the same loop
         step (the store's snapshots rely on memory and log moving together),
         and answer only once that returns. Several staged results may share
-        one ``persist``: one append, one wait for the group commit.
+        one ``persist``: one append, one wait for the group commit. The CRDT
+        must have been made resident (:meth:`ensure`) and held there
+        (``residency.hold``) by the caller.
         """
         plan = self.engine.plan(ns, crdt_id, body)
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
@@ -144,6 +156,9 @@ class CrdtService:
     def _timed_apply(self, plan: Plan, client_id: int) -> ApplyResult:
         started = time.perf_counter()
         result = self.engine.apply(plan, client_id)
+        residency = self.residency
+        if self.engine.resident_bytes > residency.budget_bytes:
+            residency.check()
         ns = plan.ns
         merge = self._merge.get(ns)
         if merge is None:
@@ -195,12 +210,54 @@ class CrdtService:
     async def delete(self, ns: str, crdt_id: str) -> bool:
         if not self.writable:
             raise unavailable()
+        if await self.residency.ensure(ns, crdt_id) is None:
+            return False
         record = self.engine.delete(ns, crdt_id)
         if record is None:
             return False
-        await self._persist([record])
+        key = (ns, crdt_id)
+        done = self.loop.create_future()
+        deleting = self.residency.deleting
+        deleting[key] = done
+        try:
+            await self._persist([record])
+        finally:
+            done.set_result(None)
+            if deleting.get(key) is done:
+                del deleting[key]
         self.publish_soon(record)
         return True
+
+    async def list_ids(
+        self,
+        ns: str,
+        *,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        visible: Callable[[str], bool] = lambda _: True,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of ``{"id","type","seq"}`` sorted by id, and the cursor of the
+        next page (None when no readable CRDT follows)."""
+        if type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise bad_request(f"limit: must be an integer from 1 to {MAX_LIST_LIMIT}")
+        page: list[dict[str, Any]] = []
+        engine = self.engine
+        cursor = after
+        while True:
+            rows = await self.store.list_ids(ns, prefix, cursor, MAX_LIST_LIMIT)
+            for crdt_id, type_name, seq in rows:
+                if not visible(crdt_id):
+                    continue
+                if len(page) == limit:
+                    return page, page[-1]["id"]
+                held = engine.get(ns, crdt_id)
+                if held is not None:
+                    seq = max(seq, held.seq)  # ahead of the store by ops in flight
+                page.append({"id": crdt_id, "type": type_name, "seq": seq})
+            if len(rows) < MAX_LIST_LIMIT:
+                return page, None
+            cursor = rows[-1][0]
 
     async def _persist(self, records: list[dict[str, Any]]) -> None:
         try:
@@ -260,6 +317,7 @@ class CrdtService:
             return
 
     async def close(self) -> None:
+        await self.residency.close()
         if self._recovery is not None:
             self._recovery.cancel()
             with contextlib.suppress(BaseException):

@@ -21,6 +21,7 @@ def test_defaults() -> None:
     assert s.wal_slot == "service_wal" and s.wal_pub == "service_pub"
     assert s.metrics_max_crdt_series == 1000
     assert (s.op_id_window, s.op_id_ttl_s) == (1024, 120)
+    assert s.memory_budget_mb == 512
     assert len(s.node_id) == 8
 
 
@@ -98,6 +99,8 @@ def test_metrics_max_crdt_series_may_be_zero() -> None:
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "many"),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "1e3"),
         ("SERVICE_OP_ID_TTL_S", "-1"),
+        ("SERVICE_MEMORY_BUDGET_MB", "0"),
+        ("SERVICE_MEMORY_BUDGET_MB", "1.5"),
         ("SERVICE_OP_ID_TTL_S", "2m"),
         ("SERVICE_PREVIOUS_SIGNING_KEYS", "abc"),
         ("SERVICE_PREVIOUS_SIGNING_KEYS", "ab" * 32 + ",zz" + "z" * 62),

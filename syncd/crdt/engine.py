@@ -15,6 +15,14 @@ Lives and epochs: a CRDT comes into being with its first successful op and
 gets a fresh random ``epoch``; ``delete`` ends the life, and the next op
 starts a new one (new epoch, seq from 1), so a subscriber never mixes two lives.
 
+Residency: the engine is a cache over the store. It holds the CRDTs in use
+(``resident``), least recently used first, and an estimate of the memory each
+takes (:func:`estimate_bytes`, summed in ``resident_bytes``); :meth:`Engine.load`
+brings one in from what the store holds and :meth:`Engine.drop` lets one go
+(no record: the store still has it). Which CRDTs may go, and when, is the
+caller's policy (``syncd/residency.py``); the engine only keeps the order and
+the sums.
+
 Replaying records (recovery, other cluster nodes): records must arrive in
 store order. An op record of the live epoch applies when its seq is the next
 one, is ignored when already applied, and raises :class:`GapError` when seqs
@@ -26,11 +34,13 @@ old one was missed); at a higher seq it raises :class:`GapError` with
 
 from __future__ import annotations
 
-import bisect
 import secrets
-from collections.abc import Callable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+import msgpack
 
 from syncd.crdt.base import Crdt, OpContext
 from syncd.crdt.clock import HybridClock, wall_clock_ms
@@ -58,7 +68,36 @@ OP_ID_WINDOW = 1024
 CRDT answers a retry after hours; a busy one for at least the TTL."""
 
 MAX_LIST_LIMIT = 1000
-"""Largest page of :meth:`Engine.list_ids` (``?limit`` ≤ 1000, docs/http-api.md#listing-crdts)."""
+"""Largest page of a listing (``?limit`` ≤ 1000, docs/http-api.md#listing-crdts)."""
+
+ENTRY_BASE_BYTES: Final = 800
+"""Memory of an entry beyond its state (the Entry, its Crdt object, dict slots)."""
+
+STATE_BYTE_FACTORS: Final = {
+    "gcounter": 60,
+    "pncounter": 70,
+    "lwwregister": 15,
+    "orset": 40,
+    "presence": 30,
+    "tree": 25,
+    "rga": 3,
+    "ydoc": 2,
+}
+"""Memory per byte of a CRDT's msgpack-encoded state, by type: what tracemalloc
+measured for entries loaded from snapshots (small counters ~1 KB whole, a 2 KB
+rga text ~7 KB, a 20-element orset ~9 KB). An estimate: the budget bounds it."""
+
+RESIZE_EVERY_OPS: Final = 256
+"""Ops after which an entry's size is estimated again (an encode of its state):
+often enough for the budget to notice growth, rare enough to cost little per op."""
+
+Key = tuple[str, str]
+
+
+def estimate_bytes(type_name: str, state: Any, op_ids: OpIdMemory) -> int:
+    """About what an entry of this type and state takes in memory."""
+    packed = len(msgpack.packb(state, use_bin_type=True, default=repr))
+    return ENTRY_BASE_BYTES + STATE_BYTE_FACTORS.get(type_name, 10) * packed + op_ids.approx_bytes()
 
 
 def new_epoch() -> str:
@@ -108,6 +147,10 @@ class Entry:
     epoch: str
     op_ids: OpIdMemory = field(default_factory=OpIdMemory)
     """The op_ids remembered (opids.py): the last window, and younger ones."""
+    size: int = 0
+    """Estimated bytes in memory (see :func:`estimate_bytes`)."""
+    unsized_ops: int = 0
+    """Ops applied since ``size`` was estimated."""
 
 
 @dataclass(slots=True)
@@ -169,25 +212,58 @@ class Engine:
         self._window = op_id_window
         self._ttl_ms = op_id_ttl_ms
         self._epoch_factory = epoch_factory
-        self._entries: dict[tuple[str, str], Entry] = {}
-        self._index: dict[str, list[str]] = {}
-        """namespace -> its CRDT ids, sorted (for paging)."""
+        self._entries: OrderedDict[Key, Entry] = OrderedDict()
+        """The resident CRDTs, least recently used first."""
+        self.resident_bytes = 0
+        """The sum of the resident entries' estimated sizes."""
 
     mask_bit = staticmethod(mask_bit)
 
     # -- lookups ----------------------------------------------------------
 
     def get(self, ns: str, crdt_id: str) -> Entry | None:
+        """The resident entry (no change to the use order)."""
         return self._entries.get((ns, crdt_id))
+
+    def touch(self, ns: str, crdt_id: str) -> Entry | None:
+        """The resident entry, now the most recently used."""
+        key = (ns, crdt_id)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+        return entry
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def lru(self) -> Iterator[Entry]:
+        """The resident entries, least recently used first (a snapshot of the order)."""
+        return iter(list(self._entries.values()))
 
     def clear(self) -> None:
         """Forget every CRDT (before loading the durable state again); the clock
         keeps its time, so new stamps stay monotonic."""
         self._entries.clear()
-        self._index.clear()
+        self.resident_bytes = 0
+
+    def drop(self, ns: str, crdt_id: str) -> bool:
+        """Let a resident CRDT go from memory (the store still holds it)."""
+        entry = self._entries.pop((ns, crdt_id), None)
+        if entry is None:
+            return False
+        self.resident_bytes -= entry.size
+        return True
+
+    def resize(self, entry: Entry) -> None:
+        """Estimate ``entry``'s size again (after ops, or before an eviction)."""
+        size = estimate_bytes(entry.type, entry.crdt.state(), entry.op_ids)
+        if (entry.ns, entry.id) in self._entries:
+            self.resident_bytes += size - entry.size
+        entry.size = size
+        entry.unsized_ops = 0
 
     def now_ms(self) -> int:
         """The engine's hybrid clock (the time records are stamped with)."""
@@ -210,7 +286,10 @@ class Engine:
             ops = body
         else:
             raise bad_request("body: must be an op object or an array of op objects")
-        entry = self._entries.get((ns, crdt_id))
+        key = (ns, crdt_id)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
         fixed = entry.type if entry is not None else type_for_id(crdt_id)
         type_name = fixed
         batch = len(ops) > 1
@@ -283,6 +362,10 @@ class Engine:
         if created:
             entry.epoch = self._epoch_factory()
             self._add(entry)
+        else:
+            entry.unsized_ops += 1
+            if entry.unsized_ops >= RESIZE_EVERY_OPS:
+                self.resize(entry)
         if op_id is not None:
             entry.op_ids.remember(op_id, seq, extra, now, self._window, self._ttl_ms)
         record = {
@@ -353,6 +436,9 @@ class Engine:
         else:
             entry.crdt = crdt
             entry.seq = seq
+            entry.unsized_ops += len(records)
+            if entry.unsized_ops >= RESIZE_EVERY_OPS:
+                self.resize(entry)
         for record in records:
             record["epoch"] = entry.epoch
         op_ids, window, ttl_ms = entry.op_ids, self._window, self._ttl_ms
@@ -362,20 +448,18 @@ class Engine:
 
     def delete(self, ns: str, crdt_id: str) -> dict[str, Any] | None:
         """End a CRDT's life; the deleted record, or None when there was none."""
-        entry = self._entries.pop((ns, crdt_id), None)
-        if entry is None:
+        if not self.drop(ns, crdt_id):
             return None
-        ids = self._index[ns]
-        del ids[bisect.bisect_left(ids, crdt_id)]
-        if not ids:
-            del self._index[ns]
         return {"kind": "deleted", "ns": ns, "id": crdt_id}
 
     def _add(self, entry: Entry) -> None:
         key = (entry.ns, entry.id)
-        if key not in self._entries:
-            bisect.insort(self._index.setdefault(entry.ns, []), entry.id)
+        held = self._entries.pop(key, None)
+        if held is not None:
+            self.resident_bytes -= held.size
+        self.resize(entry)
         self._entries[key] = entry
+        self.resident_bytes += entry.size
 
     # -- replaying records ------------------------------------------------
 
@@ -389,6 +473,33 @@ class Engine:
             raise ValueError(f"unknown record kind {kind!r}")
         seq, epoch = record["seq"], record["epoch"]
         entry = self._entries.get((ns, crdt_id))
+        return self._replay_op(record, ns, crdt_id, seq, epoch, entry)
+
+    def replay_resident(self, record: dict[str, Any]) -> bool:
+        """:meth:`replay` for the CRDTs held now only: a record of another CRDT
+        (or of a life after the held one, but its first op) is passed over; the
+        store holds it and :meth:`load` reads it with its CRDT."""
+        kind = record.get("kind")
+        ns, crdt_id = record["ns"], record["id"]
+        entry = self._entries.get((ns, crdt_id))
+        if kind == "deleted":
+            return self.delete(ns, crdt_id) is not None
+        if kind != "op":
+            raise ValueError(f"unknown record kind {kind!r}")
+        seq, epoch = record["seq"], record["epoch"]
+        if seq != 1 and (entry is None or entry.epoch != epoch):
+            return False
+        return self._replay_op(record, ns, crdt_id, seq, epoch, entry)
+
+    def _replay_op(
+        self,
+        record: dict[str, Any],
+        ns: str,
+        crdt_id: str,
+        seq: int,
+        epoch: str,
+        entry: Entry | None,
+    ) -> bool:
         if entry is not None and entry.epoch != epoch:
             if seq != 1:
                 raise GapError(ns, crdt_id, 0, seq, epoch)
@@ -408,6 +519,9 @@ class Engine:
         delta = record["op"]
         entry.crdt.apply_delta(delta)
         entry.seq = seq
+        entry.unsized_ops += 1
+        if entry.unsized_ops >= RESIZE_EVERY_OPS:
+            self.resize(entry)
         op_id = record.get("op_id")
         ts = record["ts"]
         if op_id is not None:
@@ -421,7 +535,7 @@ class Engine:
 
     def read(self, ns: str, crdt_id: str, *, full: bool = False) -> dict[str, Any] | None:
         """The read answer (docs/data-model.md#reading), or with ``full`` the mergeable state."""
-        entry = self._entries.get((ns, crdt_id))
+        entry = self.touch(ns, crdt_id)
         if entry is None:
             return None
         head = {"id": crdt_id, "type": entry.type, "seq": entry.seq, "epoch": entry.epoch}
@@ -454,40 +568,10 @@ class Engine:
             "state": entry.crdt.state(),
         }
 
-    def list_ids(
-        self,
-        ns: str,
-        *,
-        prefix: str = "",
-        after: str | None = None,
-        limit: int = 100,
-        visible: Callable[[str], bool] = lambda _: True,
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        """A page of ``{"id","type","seq"}`` sorted by id, and the cursor of the next page."""
-        if type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT:
-            raise bad_request(f"limit: must be an integer from 1 to {MAX_LIST_LIMIT}")
-        ids = self._index.get(ns)
-        if not ids:
-            return [], None
-        start = bisect.bisect_right(ids, after) if after is not None else 0
-        if prefix:
-            start = max(start, bisect.bisect_left(ids, prefix))
-        page: list[dict[str, Any]] = []
-        for crdt_id in ids[start:] if start else ids:
-            if not crdt_id.startswith(prefix):
-                break
-            if not visible(crdt_id):
-                continue
-            if len(page) == limit:
-                return page, page[-1]["id"]
-            entry = self._entries[(ns, crdt_id)]
-            page.append({"id": crdt_id, "type": entry.type, "seq": entry.seq})
-        return page, None
-
     # -- snapshots --------------------------------------------------------
 
     def export_entries(self) -> Iterator[dict[str, Any]]:
-        """Every CRDT as an entry map, for store snapshots."""
+        """Every resident CRDT as an entry map, for store snapshots."""
         for entry in list(self._entries.values()):
             yield export_entry(entry)
 
@@ -495,6 +579,26 @@ class Engine:
         """One CRDT as an entry map now (history checkpoints); None if unknown."""
         entry = self._entries.get((ns, crdt_id))
         return export_entry(entry) if entry is not None else None
+
+    def load(
+        self,
+        ns: str,
+        crdt_id: str,
+        base: dict[str, Any] | None,
+        records: Iterable[dict[str, Any]],
+    ) -> Entry | None:
+        """Bring one CRDT in from what its store holds: a checkpoint entry map
+        (None: the empty state before its first op) and the op records after
+        it, ascending. The resident entry (now the most recently used), or None
+        when there was nothing to load. Raises ``GapError`` when the records do
+        not follow the checkpoint."""
+        if base is not None:
+            self.import_entry(base)
+        else:
+            self.drop(ns, crdt_id)
+        for record in records:
+            self.replay(record)
+        return self.touch(ns, crdt_id)
 
     def import_entry(self, entry: dict[str, Any]) -> None:
         """Load an entry map made by :meth:`export_entries` (replacing a held one)."""

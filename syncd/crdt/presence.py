@@ -133,6 +133,14 @@ class Presence:
     def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
+    def live_until(self) -> int:
+        """When the last entry expires (0 when none is live): until then the
+        CRDT stays in memory, so a disconnect still finds its entry to leave."""
+        return max(
+            (r[1] for r in self._records.values() if r[1] is not None and r[2] is not None),
+            default=0,
+        )
+
     def view(self, now_ms: int) -> dict[str, Any]:
         value: dict[str, Any] = {}
         expires: dict[str, int] = {}

@@ -29,7 +29,11 @@ A snapshot is a sequence of *entry maps* exported by the engine (opaque here)::
 
 Recovery hands back the newest snapshot's entries, then every record written
 after it, in the order they were appended; the application feeds them to the
-engine (``Engine.import_entry`` then ``Engine.replay``) as it iterates them.
+engine (``Engine.import_entry`` then ``Engine.replay_resident``) as it
+iterates them. A store that ``loads_on_demand`` may leave CRDTs out of both:
+``load`` brings any CRDT it holds back, one at a time, when it is used, and
+the engine lets CRDTs go from memory only where ``holds`` says ``load`` would
+rebuild exactly what it had.
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 Record = dict[str, Any]
+Loaded = tuple[dict[str, Any] | None, list[Record]]
+"""One CRDT as a store holds it: a checkpoint entry map (None: the empty
+state before seq 1) and the op records after it, ascending."""
+Listed = tuple[str, str, int]
+"""A CRDT in a listing: id, type, seq."""
 SnapshotSource = Callable[[], Iterable[dict[str, Any]]]
 EntrySource = Callable[[str, str], dict[str, Any] | None]
 """One CRDT's entry map as the engine holds it now (None if it holds none)."""
@@ -96,6 +105,26 @@ class Store(Protocol):
     def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
         """Give the store a way to read every CRDT's entry map when it compacts,
         and one CRDT's when it writes a history checkpoint."""
+        ...
+
+    @property
+    def loads_on_demand(self) -> bool:
+        """Whether :meth:`load` can bring back any CRDT this store holds, so
+        the engine may let CRDTs go from memory (False: it holds them all)."""
+        ...
+
+    async def load(self, ns: str, crdt_id: str) -> Loaded | None:
+        """The CRDT's current life as durable now, or None when it has none."""
+        ...
+
+    def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
+        """Whether :meth:`load` would give back exactly life ``epoch`` at ``seq``
+        (every record up to it durable and readable)."""
+        ...
+
+    async def list_ids(self, ns: str, prefix: str, after: str | None, limit: int) -> list[Listed]:
+        """Up to ``limit`` live CRDTs of ``ns`` whose id starts with ``prefix``,
+        after ``after``, sorted by id (as durable now)."""
         ...
 
     async def history(

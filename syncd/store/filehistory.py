@@ -31,7 +31,8 @@ from typing import Any
 import msgpack
 
 from syncd.errors import unavailable
-from syncd.store.base import EntrySource, Record
+from syncd.store.base import EntrySource, Loaded, Record
+from syncd.store.catalogue import Catalogue
 from syncd.store.history import HistoryIndex, Life, Retention
 from syncd.store.history_log import HistoryLog, Scanned, split
 from syncd.store.iothread import IoThread
@@ -62,6 +63,7 @@ def _checkpoint_meta(entry: dict[str, Any]) -> Record:
         "kind": "checkpoint",
         "ns": entry["ns"],
         "id": entry["id"],
+        "type": entry.get("type"),
         "epoch": entry["epoch"],
         "seq": entry["seq"],
     }
@@ -77,6 +79,8 @@ class FileHistory:
     ) -> None:
         self.retention = retention
         self.index = HistoryIndex()
+        self.catalogue = Catalogue()
+        """Every live CRDT the history holds, with its type (for listings)."""
         self.log = HistoryLog(directory, segment_bytes)
         self.last_lsn = 0
         """The highest main-log LSN the history holds."""
@@ -112,6 +116,7 @@ class FileHistory:
                 frames.append((frame(0, body), _checkpoint_meta(entry), 0))
                 # What the history held of it cannot reach the snapshot: start afresh.
                 self.index.deleted(entry["ns"], entry["id"])
+                self.catalogue.remove(entry["ns"], entry["id"])
         for lsn, record in main_after(self.last_lsn):
             frames.append((frame(lsn, self._pack(record)), record, lsn))
         if frames:
@@ -165,6 +170,15 @@ class FileHistory:
                     chosen.append((record["entry"]["seq"], 1, item))
             chosen.sort(key=lambda c: (c[0], c[1]))
             ns, crdt_id = key
+            if chosen:
+                newest_item = chosen[-1][2].record
+                type_name = (
+                    newest_item.get("type")
+                    if newest_item.get("kind") == "op"
+                    else newest_item["entry"].get("type")
+                )
+                if isinstance(type_name, str):
+                    self.catalogue.add(ns, crdt_id, type_name)
             for seq, is_cp, item in chosen:
                 if is_cp:
                     index.add_checkpoint(ns, crdt_id, epoch, seq, item.pos, item.size)
@@ -250,6 +264,9 @@ class FileHistory:
                     run = index.add_op(
                         run_ns, run_id, run_epoch, record["seq"], record.get("ts", 0), pos, size
                     )
+                    type_name = record.get("type")
+                    if isinstance(type_name, str):
+                        self.catalogue.add(run_ns, run_id, type_name)
                     self.last_lsn = max(self.last_lsn, lsn)
                 else:
                     run = None
@@ -259,8 +276,12 @@ class FileHistory:
                     index.add_checkpoint(
                         record["ns"], record["id"], record["epoch"], record["seq"], pos, size
                     )
+                    type_name = record.get("type")
+                    if isinstance(type_name, str):
+                        self.catalogue.add(record["ns"], record["id"], type_name)
                 elif kind == "deleted" and "ns" in record and "id" in record:
                     index.deleted(record["ns"], record["id"])
+                    self.catalogue.remove(record["ns"], record["id"])
                     self.last_lsn = max(self.last_lsn, lsn)
             pos += len(data)
 
@@ -340,6 +361,28 @@ class FileHistory:
         self._check()
         async with self.lock:
             cp, positions = self.index.base(ns, crdt_id, epoch, latest, seq)
+            wanted = ([cp] if cp is not None else []) + positions
+            got = await io.run(loop, self.log.read, wanted) if wanted else []
+        if cp is not None:
+            return got[0]["entry"], got[1:]
+        return None, got
+
+    def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
+        """Whether :meth:`current` rebuilds exactly life ``epoch`` at ``seq``."""
+        return not self.broken and self.index.holds(ns, crdt_id, epoch, seq)
+
+    async def current(
+        self, loop: asyncio.AbstractEventLoop, io: IoThread, ns: str, crdt_id: str
+    ) -> Loaded | None:
+        """The CRDT's current life as the history holds it (a checkpoint and the
+        ops after it), or None when it holds no life of it."""
+        self._check()
+        async with self.lock:
+            life = self.index.get(ns, crdt_id)
+            if life is None:
+                return None
+            latest = life.latest
+            cp, positions = self.index.base(ns, crdt_id, life.epoch, latest, latest)
             wanted = ([cp] if cp is not None else []) + positions
             got = await io.run(loop, self.log.read, wanted) if wanted else []
         if cp is not None:

@@ -84,6 +84,8 @@ from syncd.store.backup import Plan, copy_plan, make_plan
 from syncd.store.base import (
     AppliedT,
     EntrySource,
+    Listed,
+    Loaded,
     Record,
     Recovered,
     SnapshotSource,
@@ -488,6 +490,27 @@ class FileStore:
     def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
         self._source = source
         self._entry = entry
+
+    @property
+    def loads_on_demand(self) -> bool:
+        # The history files address each CRDT (a checkpoint and the ops after
+        # it); while they take every write, any CRDT can be read back from them.
+        return not self._history.broken
+
+    async def load(self, ns: str, crdt_id: str) -> Loaded | None:
+        assert self._snap_io is not None and self._loop is not None
+        return await self._history.current(self._loop, self._snap_io, ns, crdt_id)
+
+    def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
+        return self._history.holds(ns, crdt_id, epoch, seq)
+
+    async def list_ids(self, ns: str, prefix: str, after: str | None, limit: int) -> list[Listed]:
+        index = self._history.index
+        out: list[Listed] = []
+        for crdt_id, type_name in self._history.catalogue.page(ns, prefix, after, limit):
+            life = index.get(ns, crdt_id)
+            out.append((crdt_id, type_name, life.latest if life is not None else 0))
+        return out
 
     async def history(
         self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
@@ -910,6 +933,9 @@ class FileStore:
             self._source is None
             or self._closing
             or self._memory_suspect
+            # The history holds the CRDTs the engine let go: while it takes no
+            # writes, the log behind a snapshot is the only other copy of them.
+            or self._history.broken
             or self._snapshot_lock.locked()
             or self._log_bytes - self._bytes_at_snapshot < threshold
         ):

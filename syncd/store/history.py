@@ -38,11 +38,12 @@ from __future__ import annotations
 import bisect
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from syncd.errors import ApiError, history_expired
+from syncd.store.hint import column, column_bytes
 
 CHECKPOINT_MIN_BYTES: Final = 16 * 1024
 """Op bytes between two checkpoints of a CRDT with a small state: rebuilding
@@ -154,6 +155,44 @@ class HistoryIndex:
     def items(self) -> Iterator[tuple[Key, Life]]:
         return iter(list(self._lives.items()))
 
+    # -- the hint file (hint.py) -------------------------------------------
+
+    def rows(self, type_of: Callable[[str, str], str | None]) -> list[list[Any]]:
+        """Every life as a hint row (copies: the index may change meanwhile)."""
+        out: list[list[Any]] = []
+        for (ns, crdt_id), life in self._lives.items():
+            out.append(
+                [
+                    ns,
+                    crdt_id,
+                    type_of(ns, crdt_id),
+                    life.epoch,
+                    life.from_start,
+                    life.since_checkpoint,
+                    life.checkpoint_due_at,
+                    column_bytes(life.seqs),
+                    column_bytes(life.ts),
+                    column_bytes(life.pos),
+                    column_bytes(life.cp_seqs),
+                    column_bytes(life.cp_pos),
+                ]
+            )
+        return out
+
+    def load_rows(self, rows: Iterable[list[Any]], add_type: Callable[[str, str, str], None]) -> None:
+        """Hold the lives of a hint (``rows``); ``add_type`` hears each CRDT's type."""
+        lives = self._lives
+        for ns, crdt_id, type_name, epoch, from_start, since, due, seqs, ts, pos, cps, cpp in rows:
+            life = Life(epoch)
+            life.from_start = bool(from_start)
+            life.since_checkpoint = since
+            life.checkpoint_due_at = due
+            life.seqs, life.ts, life.pos = column(seqs), column(ts), column(pos)
+            life.cp_seqs, life.cp_pos = column(cps), column(cpp)
+            lives[(ns, crdt_id)] = life
+            if isinstance(type_name, str):
+                add_type(ns, crdt_id, type_name)
+
     # -- adding ------------------------------------------------------------
 
     def _life(self, key: Key, epoch: str, seq: int) -> Life:
@@ -253,6 +292,11 @@ class HistoryIndex:
         lo = bisect.bisect_right(life.seqs, cp_seq)
         hi = bisect.bisect_right(life.seqs, seq)
         return cp_pos, list(life.pos[lo:hi])
+
+    def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
+        """Whether the current state of life ``epoch`` at ``seq`` can be rebuilt."""
+        life = self._usable(ns, crdt_id, epoch, seq)
+        return life is not None and life.oldest is not None
 
     def _usable(self, ns: str, crdt_id: str, epoch: str, latest: int) -> Life | None:
         life = self._lives.get((ns, crdt_id))

@@ -16,11 +16,14 @@ from syncd.errors import unavailable
 from syncd.store.base import (
     AppliedT,
     EntrySource,
+    Listed,
+    Loaded,
     Record,
     Recovered,
     SnapshotSource,
     StoreStats,
 )
+from syncd.store.catalogue import Catalogue
 from syncd.store.history import DEFAULT_RETENTION, HistoryIndex, Retention
 from syncd.store.tail import REPLAY_TAIL_PER_CRDT, REPLAY_TAIL_TOTAL, ReplayTail
 
@@ -49,6 +52,7 @@ class MemoryStore:
         self._entry: EntrySource | None = None
         self.history_retention = history_retention or Retention.parse(DEFAULT_RETENTION)
         self._history = HistoryIndex()
+        self._catalogue = Catalogue()
         self._history_items: dict[int, Record] = {}
         """Position -> op record or checkpoint entry."""
         self._next_position = 0
@@ -69,6 +73,28 @@ class MemoryStore:
     def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
         self._source = source
         self._entry = entry
+
+    @property
+    def loads_on_demand(self) -> bool:
+        return True
+
+    async def load(self, ns: str, crdt_id: str) -> Loaded | None:
+        life = self._history.get(ns, crdt_id)
+        if life is None:
+            return None
+        cp, positions = self._history.base(ns, crdt_id, life.epoch, life.latest, life.latest)
+        entry = copy.deepcopy(self._history_items[cp]) if cp is not None else None
+        return entry, [copy.deepcopy(self._history_items[p]) for p in positions]
+
+    def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
+        return self._history.holds(ns, crdt_id, epoch, seq)
+
+    async def list_ids(self, ns: str, prefix: str, after: str | None, limit: int) -> list[Listed]:
+        out: list[Listed] = []
+        for crdt_id, type_name in self._catalogue.page(ns, prefix, after, limit):
+            life = self._history.get(ns, crdt_id)
+            out.append((crdt_id, type_name, life.latest if life is not None else 0))
+        return out
 
     async def history(
         self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
@@ -94,12 +120,14 @@ class MemoryStore:
         index = self._history
         if record.get("kind") == "deleted":
             index.deleted(record["ns"], record["id"])
+            self._catalogue.remove(record["ns"], record["id"])
             return
         pos = self._next_position
         self._next_position += 2  # room for a checkpoint right after it
         self._history_items[pos] = record
         ns, crdt_id = record["ns"], record["id"]
         index.add_op(ns, crdt_id, record["epoch"], record["seq"], record["ts"], pos, 100)
+        self._catalogue.add(ns, crdt_id, record["type"])
         if self._entry is not None and index.checkpoint_due(ns, crdt_id):
             entry = self._entry(ns, crdt_id)
             if entry is None or entry["seq"] != record["seq"]:

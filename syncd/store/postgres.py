@@ -94,6 +94,8 @@ from syncd.store.base import (
     Applied,
     AppliedT,
     EntrySource,
+    Listed,
+    Loaded,
     Record,
     Recovered,
     SnapshotSource,
@@ -454,6 +456,37 @@ class PostgresStore:
 
     def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
         """Unused: each commit writes the snapshots (and checkpoints) that fall due itself."""
+
+    @property
+    def loads_on_demand(self) -> bool:
+        # Every node loads every CRDT at start-up and follows every write.
+        return False
+
+    async def load(self, ns: str, crdt_id: str) -> Loaded | None:
+        return None
+
+    def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
+        return False
+
+    async def list_ids(self, ns: str, prefix: str, after: str | None, limit: int) -> list[Listed]:
+        # ``prefix`` is matched by a range, not LIKE (ids may hold % and _), and
+        # in code point order (COLLATE "C"), as the other stores sort.
+        query = (
+            'SELECT id, type, seq FROM crdts WHERE ns = %s AND NOT deleted AND id COLLATE "C" > %s'
+            ' AND id COLLATE "C" >= %s ORDER BY id COLLATE "C" LIMIT %s'
+        )
+        try:
+            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+                cur = await conn.execute(query, (ns, after or "", prefix, limit))
+                rows = await cur.fetchall()
+        except NETWORK_ERRORS:
+            raise unavailable("the database is unavailable") from None
+        out: list[Listed] = []
+        for crdt_id, type_name, seq in rows:
+            if not crdt_id.startswith(prefix):
+                break
+            out.append((crdt_id, type_name, seq))
+        return out
 
     async def history(
         self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int

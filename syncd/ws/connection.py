@@ -381,8 +381,31 @@ class WsConnection(asyncio.Protocol):
         principal = self.principal
         applied: list[tuple[StagedOp, ApplyResult]] = []
         records: list[dict[str, Any]] = []
+        residency = service.residency
+        engine = self._app.engine
+        # Keep the CRDTs the run touches in memory until it is staged, and load
+        # those that are not there (the loads await).
+        held: set[str] = set()
+        missing: set[str] = set()
+        if service.store.loads_on_demand:
+            held = {s.crdt_id for s in run}
+            for crdt_id in held:
+                residency.hold(ns, crdt_id)
+            missing = {crdt_id for crdt_id in held if (ns, crdt_id) not in engine}
+        unreadable: dict[str, ApiError | None] = {}
         try:
+            for crdt_id in missing:
+                try:
+                    await service.ensure(ns, crdt_id)
+                except ApiError as exc:
+                    unreadable[crdt_id] = exc
+                except Exception:
+                    log.exception("loading %s/%s failed", ns, crdt_id)
+                    unreadable[crdt_id] = None
             for staged in run:
+                if staged.crdt_id in unreadable:
+                    session.fail(staged, unreadable[staged.crdt_id])
+                    continue
                 try:
                     result = service.stage(ns, staged.crdt_id, staged.body, principal)
                 except ApiError as exc:
@@ -409,6 +432,8 @@ class WsConnection(asyncio.Protocol):
                     for staged, result in applied:
                         session.ack(staged, result)
         finally:
+            for crdt_id in held:
+                residency.release(ns, crdt_id)
             for staged in run:
                 session.drop(staged)
             session.answers_ready()
@@ -454,18 +479,26 @@ class WsConnection(asyncio.Protocol):
         # in the subscription, so none falls between the two.
         app.hub.subscribe(self.ns, crdt_id, subscription)
         app.metrics.subscriptions_active.inc()
-        if action.since is None:
+        if action.since is None and (
+            (self.ns, crdt_id) in app.engine or not app.store.loads_on_demand
+        ):
             subscription.start([app.engine.snapshot_delta(self.ns, crdt_id)])
         else:
             _spawn(self._start_replay(subscription, action.since, action.epoch))
 
     async def _start_replay(
-        self, subscription: WsSubscription, since: int, epoch: str | None
+        self, subscription: WsSubscription, since: int | None, epoch: str | None
     ) -> None:
         try:
             app = self._app
             initial = await initial_deltas(
-                app.engine, app.store, self.ns, subscription.crdt_id, since, epoch
+                app.engine,
+                app.store,
+                app.service.residency,
+                self.ns,
+                subscription.crdt_id,
+                since,
+                epoch,
             )
         except Exception as exc:
             if subscription.active:

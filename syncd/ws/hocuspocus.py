@@ -174,7 +174,7 @@ class HocuspocusConnection(YjsSocket):
         if channel is None:
             return  # not authenticated for it (yet): dropped, as Hocuspocus does
         if kind in CHANNEL_MESSAGES:
-            channel.session.receive(_uint(kind) + rest)
+            channel.receive(_uint(kind) + rest)
         elif kind == MESSAGE_CLOSE:
             self._detach(name)
 

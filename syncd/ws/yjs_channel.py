@@ -89,6 +89,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("syncd.ws")
 
+_loading: set[asyncio.Task[None]] = set()
+"""Documents being read from the store for a joining peer (kept from the GC)."""
+
 CLOSE_POLICY: Final = 1008
 CLOSE_TRY_AGAIN: Final = 1013
 
@@ -196,6 +199,8 @@ class YjsChannel(DeliverEach):
         self._echo: dict[str, int] = {}
         """Updates this peer sent that are not yet back from the hub: skipped."""
         self._lagged = False
+        self._early: list[bytes | str] | None = None
+        """Messages the peer sent before the document was loaded (see start)."""
         self.closed = False
         """Nothing more goes out (the connection is closing)."""
         self._left = False
@@ -206,8 +211,45 @@ class YjsChannel(DeliverEach):
             asyncio.get_running_loop().call_soon(self.end_revoked)
 
     def start(self) -> None:
-        """Our opening: step 1 and the room's awareness states."""
+        """Our opening: step 1 and the room's awareness states (once the
+        document is in memory: the hub subscription keeps it there)."""
+        ctx = self._ctx
+        if (self.ns, self.crdt_id) in ctx.engine or not ctx.service.store.loads_on_demand:
+            self.session.start(self._state_vector(), self.room.states())
+            return
+        # The peer's step 1 must be answered from the whole document: nothing
+        # it sends is read until the document is in memory.
+        self._early = []
+        self._owner.hold_reading(True)
+        task = asyncio.get_running_loop().create_task(self._load_then_start())
+        _loading.add(task)
+        task.add_done_callback(_loading.discard)
+
+    def receive(self, data: bytes | str) -> None:
+        """A y-protocols message from the peer (held while the document loads)."""
+        if self._early is not None:
+            self._early.append(data)
+        else:
+            self.session.receive(data)
+
+    async def _load_then_start(self) -> None:
+        try:
+            await self._ctx.service.ensure(self.ns, self.crdt_id)
+        except Exception:
+            log.exception("loading %s/%s for a Yjs peer failed", self.ns, self.crdt_id)
+            if not self.closed:
+                self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
+            return
+        finally:
+            self._owner.hold_reading(False)
+        early, self._early = self._early or [], None
+        if self.closed:
+            return
         self.session.start(self._state_vector(), self.room.states())
+        for data in early:
+            if self.closed:
+                break
+            self.session.receive(data)
 
     def leave(self) -> None:
         """Leave the hub and the room (once; the connection is gone)."""

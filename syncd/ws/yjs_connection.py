@@ -312,7 +312,7 @@ class YjsConnection(YjsSocket):
         return [self.channel]
 
     def on_message(self, data: bytes | str) -> None:
-        self.channel.session.receive(data)
+        self.channel.receive(data)
 
     def send_message(self, channel: YjsChannel, message: bytes) -> None:
         self._write(ws_frame(WS_OPCODE_BINARY, message))

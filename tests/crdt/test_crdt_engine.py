@@ -11,7 +11,6 @@ import pytest
 
 from syncd.crdt.engine import (
     MAX_BATCH_OPS,
-    MAX_LIST_LIMIT,
     OP_ID_MAX_LEN,
     Engine,
     GapError,
@@ -210,7 +209,7 @@ def test_a_refused_first_op_creates_nothing() -> None:
     assert err.message.startswith("amount:")
     assert engine.get(NS, "gc:a") is None
     assert engine.read(NS, "gc:a") is None
-    assert engine.list_ids(NS) == ([], None)
+    assert len(engine) == 0 and engine.resident_bytes == 0
 
 
 def test_body_client_id_must_match_the_token() -> None:
@@ -393,11 +392,8 @@ def populate(engine: Engine) -> list[dict[str, Any]]:
 
 
 def reads(engine: Engine) -> dict[str, Any]:
-    ids, _ = engine.list_ids(NS, limit=MAX_LIST_LIMIT)
-    return {
-        item["id"]: (engine.read(NS, item["id"]), engine.read(NS, item["id"], full=True))
-        for item in ids
-    }
+    ids = sorted(entry.id for entry in engine.lru() if entry.ns == NS)
+    return {i: (engine.read(NS, i), engine.read(NS, i, full=True)) for i in ids}
 
 
 def test_export_import_round_trip_through_msgpack() -> None:
@@ -493,70 +489,6 @@ def test_replay_of_deletes_and_new_epochs() -> None:
     assert (info.value.have, info.value.got, info.value.epoch) == (0, 2, new[1]["epoch"])
     with pytest.raises(ValueError):
         behind.replay({"kind": "nonsense", "ns": NS, "id": "gc:a"})
-
-
-# -- listing --------------------------------------------------------------
-
-
-def test_list_ids_pages_by_id() -> None:
-    engine, _ = make_engine()
-    ids = [f"gc:{i:02d}" for i in range(10)] + ["or:x", "plain"]
-    for crdt_id in reversed(ids):
-        body: dict[str, Any] = (
-            {"op": "increment"}
-            if crdt_id.startswith("gc:")
-            else {"op": "add", "element": 1, "type": "orset"}
-        )
-        run(engine, crdt_id, body)
-    run(engine, "gc:00", {"op": "increment"})
-    run(engine, "gc:zz", {"op": "increment"}, 1)
-    engine.delete(NS, "gc:zz")
-    page, cursor = engine.list_ids(NS, limit=4)
-    assert page == [
-        {"id": "gc:00", "type": "gcounter", "seq": 2},
-        {"id": "gc:01", "type": "gcounter", "seq": 1},
-        {"id": "gc:02", "type": "gcounter", "seq": 1},
-        {"id": "gc:03", "type": "gcounter", "seq": 1},
-    ]
-    assert cursor == "gc:03"
-    seen = [item["id"] for item in page]
-    while cursor is not None:
-        page, cursor = engine.list_ids(NS, after=cursor, limit=4)
-        seen += [item["id"] for item in page]
-    assert seen == ids
-    # Exactly a full last page: no cursor, no empty page to fetch.
-    assert engine.list_ids(NS, after="gc:07", limit=4) == (
-        [
-            {"id": i, "type": t, "seq": 1}
-            for i, t in [
-                ("gc:08", "gcounter"),
-                ("gc:09", "gcounter"),
-                ("or:x", "orset"),
-                ("plain", "orset"),
-            ]
-        ],
-        None,
-    )
-    page, cursor = engine.list_ids(NS, prefix="gc:0", after="gc:05")
-    assert [item["id"] for item in page] == ["gc:06", "gc:07", "gc:08", "gc:09"] and cursor is None
-    assert engine.list_ids(NS, prefix="or:") == ([{"id": "or:x", "type": "orset", "seq": 1}], None)
-    page, cursor = engine.list_ids(NS, visible=lambda i: i.endswith(("1", "x")), limit=1)
-    assert ([item["id"] for item in page], cursor) == (["gc:01"], "gc:01")
-    page, cursor = engine.list_ids(
-        NS, visible=lambda i: i.endswith(("1", "x")), after="gc:01", limit=1
-    )
-    assert ([item["id"] for item in page], cursor) == (["or:x"], None)
-    assert engine.list_ids("other-ns") == ([], None)
-    for limit in (0, MAX_LIST_LIMIT + 1):
-        assert error(engine.list_ids, NS, limit=limit).code == "bad_request"
-
-
-def test_list_ids_limit_is_inclusive() -> None:
-    engine, _ = make_engine()
-    for i in range(MAX_LIST_LIMIT + 1):
-        run(engine, f"gc:{i:04d}", {"op": "increment"})
-    page, cursor = engine.list_ids(NS, limit=MAX_LIST_LIMIT)
-    assert len(page) == MAX_LIST_LIMIT and cursor == f"gc:{MAX_LIST_LIMIT - 1:04d}"
 
 
 def test_answer_extras_are_concatenated_across_a_batch_and_repeated_for_duplicates() -> None:

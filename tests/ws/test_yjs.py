@@ -380,3 +380,22 @@ async def test_a_reconnecting_peer_gets_only_what_it_lacks(
     assert str(copy.get("content", type=Text)).startswith("new")
     await ws.close()
     await a.close()
+
+
+async def test_a_peer_joining_an_evicted_document_gets_all_of_it(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    token = _token(await issue(client))
+    a = await _peer(server, token, room="cold")
+    a.text.insert(0, "written before the eviction")
+    engine = server.app.engine
+    await _eventually(lambda: engine.get("app", "yd:cold") is not None)
+    await a.close()
+    residency = server.app.residency
+    residency.budget_bytes = 1
+    await _eventually(lambda: residency.check() or engine.get("app", "yd:cold") is None)
+    residency.budget_bytes = 1 << 30
+    b = await _peer(server, token, room="cold")
+    assert str(b.text) == "written before the eviction"
+    assert residency.stats.loads >= 1
+    await b.close()

@@ -47,6 +47,19 @@ def register(
             full = query.get("format") == "crdt"
             if "at" in query:
                 return read_at(ns, crdt_id, parse_seq(query["at"], "at"), full)
+        if (ns, crdt_id) not in engine and loads_on_demand():
+            return read_cold(ns, crdt_id, full)
+        view = engine.read(ns, crdt_id, full=full)
+        if view is None:
+            raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
+        return json_response(view)
+
+    def loads_on_demand() -> bool:
+        return service.store.loads_on_demand
+
+    async def read_cold(ns: str, crdt_id: str, full: bool) -> Response:
+        """A CRDT not in memory: read from the store first."""
+        await service.ensure(ns, crdt_id)
         view = engine.read(ns, crdt_id, full=full)
         if view is None:
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
@@ -72,7 +85,7 @@ def register(
             seq = parse_seq(query["at"], "at")
             entry, crdt = await history.state_at(ns, crdt_id, seq)
         else:
-            found = engine.get(ns, crdt_id)
+            found = await service.ensure(ns, crdt_id)
             if found is None:
                 raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
             entry, crdt, seq = found, found.crdt, found.seq
@@ -111,7 +124,7 @@ def register(
             answer["state"] = engine.read(ns, crdt_id)
         return json_response(answer)
 
-    def listing(request: Request) -> Response:
+    async def listing(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         query = request.query if request.query_string else {}
@@ -122,7 +135,7 @@ def register(
             or not 1 <= int(limit_text) <= MAX_LIST_LIMIT
         ):
             raise bad_request(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}")
-        items, cursor = engine.list_ids(
+        items, cursor = await service.list_ids(
             ns,
             prefix=query.get("prefix", ""),
             after=query.get("cursor") or None,

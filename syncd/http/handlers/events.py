@@ -36,6 +36,7 @@ from syncd.http.router import Router
 from syncd.hub import DeliverEach, EncodedDelta, Hub
 from syncd.ids import check_crdt_id, check_namespace
 from syncd.metrics import Metrics
+from syncd.residency import Residency
 from syncd.store.base import Store
 
 EVENT_STREAM: Final = b"text/event-stream"
@@ -190,6 +191,7 @@ def register(
     auth: Authenticator,
     engine: Engine,
     store: Store,
+    residency: Residency,
     hub: Hub,
     metrics: Metrics,
     buffer_bytes: int,
@@ -227,7 +229,7 @@ def register(
         hub.subscribe(ns, crdt_id, subscriber)
         metrics.sse_connections_active.inc()
         try:
-            initial = await initial_deltas(engine, store, ns, crdt_id, since, epoch)
+            initial = await initial_deltas(engine, store, residency, ns, crdt_id, since, epoch)
         except BaseException:
             subscriber.close()
             raise

@@ -1,0 +1,248 @@
+"""Which CRDTs are in memory: loaded on first use, let go when memory is short.
+
+Theory of operation
+-------------------
+The engine holds the CRDTs in use; the store holds them all. Every path that
+uses a CRDT (a read, an op, a subscription, a history read, a Yjs join, a
+delete) first calls :meth:`Residency.ensure`. A resident CRDT costs a dict
+lookup and moves to the recent end of the engine's use order; any other is
+read from the store (``Store.load``: its checkpoint and the ops after it)
+once, however many callers ask at the same time, and its load time counted.
+
+*The budget.* ``SERVICE_MEMORY_BUDGET_MB`` bounds the engine's estimate of
+resident state (``Engine.resident_bytes``). Past it, an eviction pass runs
+soon (never inside the caller's step): it picks the least recently used
+CRDTs that may go until the estimate would be :data:`EVICT_TO` of the
+budget, waits for the store's barrier (``append([])``: everything applied
+before it is durable and readable), and drops those that did not change
+meanwhile and that the store says it can rebuild exactly (``Store.holds``).
+
+A CRDT stays while:
+
+- it has subscribers (SSE, WebSocket, Yjs): deltas are applied to it;
+- its presence has entries that have not expired: a disconnect must still
+  find them to leave;
+- it changed since the pass chose it (ops in flight);
+- a caller holds it (:meth:`Residency.hold`) between loading it and using
+  it across an await (a WebSocket read's run of ops).
+
+A store that cannot load on demand (``loads_on_demand`` False) keeps every
+CRDT resident: nothing is evicted, and ``ensure`` finds what the engine has.
+
+*Deletes.* A delete drops the CRDT from memory before its record is durable;
+until then the store still shows the old life, so a load of that key waits
+for the delete to finish (``deleting``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from syncd.crdt.engine import Entry, GapError
+from syncd.crdt.presence import Presence
+from syncd.errors import unavailable
+
+if TYPE_CHECKING:
+    from syncd.crdt.engine import Engine
+    from syncd.store.base import Store
+
+log = logging.getLogger("syncd.residency")
+
+EVICT_TO: Final = 0.9
+"""An eviction pass frees down to this share of the budget, so the next one
+is not due at the next op (passes are batched, like a GC's headroom)."""
+
+DEFAULT_MEMORY_BUDGET_MB: Final = 512
+"""Resident CRDT state by default: a quarter of a small 2 GB host, room for
+about half a million small counters or 70,000 2 KB texts (estimated sizes;
+docs/operations.md#sizing-a-node)."""
+
+Key = tuple[str, str]
+
+
+class ResidencyStats:
+    """Counters for the metrics (service_engine_*)."""
+
+    __slots__ = ("evictions", "loads", "misses")
+
+    def __init__(self) -> None:
+        self.loads = 0
+        """CRDTs read from the store."""
+        self.misses = 0
+        """Loads that found no CRDT (an unknown id)."""
+        self.evictions = 0
+
+
+class Residency:
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        store: Store,
+        budget_bytes: int,
+        subscribed: Callable[[str, str], bool],
+        on_load: Callable[[float], None] | None = None,
+    ) -> None:
+        if budget_bytes < 1:
+            raise ValueError("the memory budget must be positive")
+        self.engine = engine
+        self.store = store
+        self.budget_bytes = budget_bytes
+        self._subscribed = subscribed
+        self._loading: dict[Key, asyncio.Future[Entry | None]] = {}
+        self.deleting: dict[Key, asyncio.Future[None]] = {}
+        """Keys whose delete is not durable yet (loads wait for it)."""
+        self._pass: asyncio.Task[None] | None = None
+        self._held: dict[Key, int] = {}
+        self.stats = ResidencyStats()
+        self.on_load = on_load
+        """Called with each load's seconds (the metrics' histogram)."""
+
+    def hold(self, ns: str, crdt_id: str) -> None:
+        """Keep this CRDT in memory (once resident) until :meth:`release`."""
+        key = (ns, crdt_id)
+        self._held[key] = self._held.get(key, 0) + 1
+
+    def release(self, ns: str, crdt_id: str) -> None:
+        key = (ns, crdt_id)
+        count = self._held.get(key, 0) - 1
+        if count > 0:
+            self._held[key] = count
+        else:
+            self._held.pop(key, None)
+
+    # -- loading ----------------------------------------------------------------
+
+    async def ensure(self, ns: str, crdt_id: str) -> Entry | None:
+        """The CRDT, resident now; None when the store has none."""
+        entry = self.engine.touch(ns, crdt_id)
+        if entry is not None or not self.store.loads_on_demand:
+            return entry
+        key = (ns, crdt_id)
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Entry | None] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            entry = await self._load(ns, crdt_id)
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # retrieved: the waiters (if any) raise it
+            raise
+        finally:
+            self._loading.pop(key, None)
+        future.set_result(entry)
+        return entry
+
+    async def _load(self, ns: str, crdt_id: str) -> Entry | None:
+        key = (ns, crdt_id)
+        deleting = self.deleting.get(key)
+        if deleting is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(deleting)
+        started = time.perf_counter()
+        loaded = await self.store.load(ns, crdt_id)
+        engine = self.engine
+        entry = engine.touch(ns, crdt_id)
+        if entry is not None:
+            return entry  # made meanwhile (its first op)
+        stats = self.stats
+        if loaded is None:
+            stats.misses += 1
+            return None
+        base, records = loaded
+        try:
+            entry = engine.load(ns, crdt_id, base, records)
+        except (GapError, KeyError, ValueError) as exc:
+            log.error("%s/%s: the store's copy cannot be loaded: %s", ns, crdt_id, exc)
+            engine.drop(ns, crdt_id)
+            raise unavailable(f"{ns}/{crdt_id} cannot be read from storage") from None
+        stats.loads += 1
+        if self.on_load is not None:
+            self.on_load(time.perf_counter() - started)
+        self.check()
+        return entry
+
+    # -- evicting -----------------------------------------------------------------
+
+    def check(self) -> None:
+        """Start an eviction pass if the resident estimate is past the budget."""
+        if (
+            self.engine.resident_bytes > self.budget_bytes
+            and self._pass is None
+            and self.store.loads_on_demand
+        ):
+            self._pass = asyncio.get_running_loop().create_task(
+                self._evict(), name="syncd-eviction"
+            )
+
+    def pinned(self, entry: Entry, now_ms: int) -> bool:
+        """Whether ``entry`` must stay in memory now."""
+        if (entry.ns, entry.id) in self._held or self._subscribed(entry.ns, entry.id):
+            return True
+        crdt = entry.crdt
+        return isinstance(crdt, Presence) and crdt.live_until() > now_ms
+
+    def candidates(self) -> list[tuple[Entry, int]]:
+        """Least recently used CRDTs that may go, with their seqs, enough to bring
+        the estimate down to :data:`EVICT_TO` of the budget."""
+        engine = self.engine
+        target = int(self.budget_bytes * EVICT_TO)
+        now = engine.now_ms()
+        chosen: list[tuple[Entry, int]] = []
+        freed = 0
+        for entry in engine.lru():
+            if engine.resident_bytes - freed <= target:
+                break
+            if self.pinned(entry, now):
+                continue
+            engine.resize(entry)  # the estimate may be stale: the pass frees by the fresh one
+            chosen.append((entry, entry.seq))
+            freed += entry.size
+        return chosen
+
+    async def _evict(self) -> None:
+        try:
+            chosen = self.candidates()
+            if not chosen:
+                return
+            # Everything applied before this point is durable (and readable by
+            # load) once the barrier returns.
+            await self.store.append([])
+            engine = self.engine
+            now = engine.now_ms()
+            store = self.store
+            for entry, seq in chosen:
+                ns, crdt_id = entry.ns, entry.id
+                if (
+                    engine.get(ns, crdt_id) is entry
+                    and entry.seq == seq
+                    and not self.pinned(entry, now)
+                    and store.holds(ns, crdt_id, entry.epoch, seq)
+                ):
+                    engine.drop(ns, crdt_id)
+                    self.stats.evictions += 1
+        except Exception:
+            log.exception("an eviction pass failed; the next one tries again")
+        finally:
+            self._pass = None
+        if self.engine.resident_bytes > self.budget_bytes:
+            # Still over (CRDTs pinned or changed meanwhile): try again later.
+            asyncio.get_running_loop().call_later(1.0, self.check)
+
+    async def close(self) -> None:
+        task = self._pass
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+__all__ = ["DEFAULT_MEMORY_BUDGET_MB", "EVICT_TO", "Residency", "ResidencyStats"]

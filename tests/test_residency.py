@@ -1,0 +1,276 @@
+"""The engine as a cache over the store: CRDTs leave memory past the budget and
+come back exactly as they were, on a real server over real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgpack
+import pytest
+from pycrdt import Doc, Text
+from websockets.asyncio.client import connect
+
+from syncd.crdt.engine import MAX_LIST_LIMIT
+from syncd.store.filestore import FileStore
+from tests.conftest import RunningServer
+from tests.http.support import issue, op
+from tests.ws.support import op as ws_op
+from tests.ws.support import ws_url
+
+BASE = "/v1/namespaces/app/crdts"
+
+
+def _ydoc_update(text: str) -> str:
+    doc: Doc[Any] = Doc(client_id=5)
+    doc.get("content", type=Text).insert(0, text)
+    return base64.b64encode(doc.get_update()).decode()
+
+
+# One op per type, each with an op_id: (id, ops).
+WRITES: list[tuple[str, list[dict[str, Any]]]] = [
+    ("gc:c", [{"op": "increment", "amount": 3}, {"op": "increment"}]),
+    ("pn:p", [{"op": "increment", "amount": 5}, {"op": "decrement", "amount": 2}]),
+    ("lw:r", [{"op": "set", "value": {"a": [1, 2]}}]),
+    ("or:s", [{"op": "add", "element": "x"}, {"op": "add", "element": "y"}]),
+    ("rg:t", [{"op": "insert", "index": 0, "text": "hello"}, {"op": "delete", "index": 0}]),
+    ("tr:t", [{"op": "add", "id": "n1", "parent": "root", "data": {"k": 1}}]),
+    ("yd:d", [{"op": "update", "update": _ydoc_update("shared text")}]),
+]
+
+
+@pytest.fixture
+async def client(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=server.url) as c:
+        yield c
+
+
+async def _write_all(client: httpx.AsyncClient, h: dict[str, str]) -> None:
+    for crdt_id, ops in WRITES:
+        for i, body in enumerate(ops):
+            r = await op(client, h, crdt_id, {**body, "op_id": f"{crdt_id}-{i}"})
+            assert r.status_code == 200, r.text
+
+
+async def _reads(client: httpx.AsyncClient, h: dict[str, str]) -> dict[str, Any]:
+    out = {}
+    for crdt_id, _ in WRITES:
+        plain = (await client.get(f"{BASE}/{crdt_id}", headers=h)).json()
+        full = (await client.get(f"{BASE}/{crdt_id}?format=crdt", headers=h)).json()
+        plain.pop("expires_at", None)
+        out[crdt_id] = (plain, full)
+    return out
+
+
+async def _evict_all(server: RunningServer) -> int:
+    """Shrink the budget to nothing and run an eviction pass; what is resident after."""
+    residency = server.app.residency
+    residency.budget_bytes = 1
+    residency.check()
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if residency._pass is None:  # the pass is done
+            break
+    return len(server.app.engine)
+
+
+async def test_every_type_leaves_memory_and_comes_back_exactly(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    h = await issue(client)
+    await _write_all(client, h)
+    before = await _reads(client, h)
+    engine = server.app.engine
+    assert len(engine) == len(WRITES) and engine.resident_bytes > 0
+    assert await _evict_all(server) == 0
+    assert engine.resident_bytes == 0
+    evictions = server.app.residency.stats.evictions
+    assert evictions == len(WRITES)
+    # Reads load each back, equal in value, seq, epoch and mergeable state.
+    server.app.residency.budget_bytes = 1 << 30
+    assert await _reads(client, h) == before
+    assert server.app.residency.stats.loads == len(WRITES)
+    # op_ids survive the eviction: every retry is a duplicate with the first answer.
+    await _evict_all(server)
+    server.app.residency.budget_bytes = 1 << 30
+    for crdt_id, ops in WRITES:
+        for i, body in enumerate(ops):
+            r = await op(client, h, crdt_id, {**body, "op_id": f"{crdt_id}-{i}"})
+            assert r.json()["duplicate"] is True, (crdt_id, r.text)
+            assert r.json()["seq"] == i + 1
+    assert await _reads(client, h) == before
+    metrics = (await client.get("/metrics")).text
+    assert "service_engine_evictions_total 14.0" in metrics
+    assert "service_engine_resident_crdts 7.0" in metrics
+    assert "service_engine_load_seconds_count" in metrics
+
+
+async def test_ops_on_an_evicted_crdt_continue_its_life(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    h = await issue(client)
+    await op(client, h, "gc:a", {"op": "increment", "amount": 2})
+    epoch = (await client.get(f"{BASE}/gc:a", headers=h)).json()["epoch"]
+    await _evict_all(server)
+    server.app.residency.budget_bytes = 1 << 30
+    r = await op(client, h, "gc:a", {"op": "increment"})
+    assert r.json()["seq"] == 2
+    read = (await client.get(f"{BASE}/gc:a", headers=h)).json()
+    assert (read["value"], read["epoch"]) == (3, epoch)
+    # Over the WebSocket too (ops staged in runs).
+    await _evict_all(server)
+    server.app.residency.budget_bytes = 1 << 30
+    token = h["authorization"].split()[1]
+    async with connect(ws_url(server, token, ns="app"), proxy=None, compression=None) as ws:
+        answer = await ws_op(ws, "gc:a", {"op": "increment"})
+        assert (answer["kind"], answer.get("seq")) == ("ack", 3), answer
+    read = (await client.get(f"{BASE}/gc:a", headers=h)).json()
+    assert (read["value"], read["seq"], read["epoch"]) == (4, 3, epoch)
+
+
+async def test_unknown_ids_are_misses_and_deletes_reach_evicted_crdts(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    h = await issue(client, admin=True)
+    assert (await client.get(f"{BASE}/gc:none", headers=h)).status_code == 404
+    assert server.app.residency.stats.misses == 1
+    await op(client, h, "gc:gone", {"op": "increment"})
+    await _evict_all(server)
+    server.app.residency.budget_bytes = 1 << 30
+    assert (await client.delete(f"{BASE}/gc:gone", headers=h)).status_code == 204
+    assert (await client.get(f"{BASE}/gc:gone", headers=h)).status_code == 404
+    await _evict_all(server)
+    assert (await client.get(f"{BASE}/gc:gone", headers=h)).status_code == 404
+    # A new life starts at seq 1.
+    assert (await op(client, h, "gc:gone", {"op": "increment"})).json()["seq"] == 1
+
+
+async def test_subscribed_and_present_crdts_stay(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    h = await issue(client)
+    await op(client, h, "gc:watched", {"op": "increment"})
+    await op(client, h, "pr:room", {"op": "update", "data": {"name": "a"}, "ttl_ms": 60_000})
+    await op(client, h, "gc:idle", {"op": "increment"})
+    async with client.stream("GET", f"{BASE}/gc:watched/events", headers=h) as stream:
+        lines = stream.aiter_lines()
+        assert (await anext(lines)).startswith("data:")
+        assert await _evict_all(server) == 2
+        engine = server.app.engine
+        assert engine.get("app", "gc:idle") is None
+        assert engine.get("app", "gc:watched") is not None
+        assert engine.get("app", "pr:room") is not None
+
+
+async def test_a_subscription_to_an_evicted_crdt_starts_with_its_state(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    h = await issue(client)
+    for _ in range(3):
+        await op(client, h, "gc:cold", {"op": "increment"})
+    await _evict_all(server)
+    server.app.residency.budget_bytes = 1 << 30
+    async with client.stream("GET", f"{BASE}/gc:cold/events", headers=h) as stream:
+        lines = stream.aiter_lines()
+        first = await anext(lines)
+        assert first.startswith("data: "), first
+        delta = msgpack.unpackb(base64.b64decode(first[6:]))
+        assert (delta["kind"], delta["seq"]) == ("snapshot", 3)
+        assert delta["state"]
+
+
+async def test_history_and_reads_at_a_seq_of_an_evicted_crdt(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    h = await issue(client)
+    for i in range(5):
+        await op(client, h, "rg:doc", {"op": "insert", "index": i, "text": str(i)})
+    await _evict_all(server)
+    server.app.residency.budget_bytes = 1 << 30
+    page = (await client.get(f"{BASE}/rg:doc/history", headers=h)).json()
+    assert [o["seq"] for o in page["ops"]] == [5, 4, 3, 2, 1]
+    await _evict_all(server)
+    server.app.residency.budget_bytes = 1 << 30
+    past = (await client.get(f"{BASE}/rg:doc?at=3", headers=h)).json()
+    assert past["value"] == ["0", "1", "2"]
+
+
+async def test_listing_covers_evicted_crdts_in_id_order(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    h = await issue(client, admin=True)
+    ids = [f"gc:{i:02d}" for i in range(10)] + ["or:x", "plain"]
+    for crdt_id in reversed(ids):
+        body: dict[str, Any] = (
+            {"op": "increment"}
+            if crdt_id.startswith("gc:")
+            else {"op": "add", "element": 1, "type": "orset"}
+        )
+        assert (await op(client, h, crdt_id, body)).status_code == 200
+    await op(client, h, "gc:00", {"op": "increment"})
+    await op(client, h, "gc:zz", {"op": "increment"})
+    assert (await client.delete(f"{BASE}/gc:zz", headers=h)).status_code == 204
+    await _evict_all(server)
+
+    async def listing(query: str) -> dict[str, Any]:
+        r = await client.get(f"{BASE}?{query}", headers=h)
+        assert r.status_code == 200, r.text
+        result: dict[str, Any] = r.json()
+        return result
+
+    page = await listing("limit=4")
+    assert page["crdts"] == [
+        {"id": "gc:00", "type": "gcounter", "seq": 2},
+        {"id": "gc:01", "type": "gcounter", "seq": 1},
+        {"id": "gc:02", "type": "gcounter", "seq": 1},
+        {"id": "gc:03", "type": "gcounter", "seq": 1},
+    ]
+    seen = [item["id"] for item in page["crdts"]]
+    while page["next"] is not None:
+        page = await listing(f"limit=4&cursor={page['next']}")
+        seen += [item["id"] for item in page["crdts"]]
+    assert seen == ids
+    # Exactly a full last page: no cursor.
+    last = await listing("limit=4&cursor=gc:07")
+    assert [i["id"] for i in last["crdts"]] == ["gc:08", "gc:09", "or:x", "plain"]
+    assert last["next"] is None
+    assert [i["id"] for i in (await listing("prefix=gc:0&cursor=gc:05"))["crdts"]] == [
+        "gc:06",
+        "gc:07",
+        "gc:08",
+        "gc:09",
+    ]
+    assert (await listing("prefix=or:"))["crdts"] == [{"id": "or:x", "type": "orset", "seq": 1}]
+    # Only what the token may read, and a cursor only when more follows.
+    narrow = await issue(client, read=["gc:01", "or:*"], write=[])
+    r = (await client.get(f"{BASE}?limit=1", headers=narrow)).json()
+    assert ([i["id"] for i in r["crdts"]], r["next"]) == (["gc:01"], "gc:01")
+    r = (await client.get(f"{BASE}?limit=1&cursor=gc:01", headers=narrow)).json()
+    assert ([i["id"] for i in r["crdts"]], r["next"]) == (["or:x"], None)
+    assert (await client.get(f"{BASE}?limit={MAX_LIST_LIMIT + 1}", headers=h)).status_code == 400
+
+
+async def test_a_restart_after_evictions_keeps_everything(make_server: Any, tmp_path: Any) -> None:
+    data_dir = tmp_path / "restart"
+    server = await make_server(data_dir=data_dir)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        await _write_all(client, h)
+        before = await _reads(client, h)
+        await _evict_all(server)
+        # A snapshot now holds none of them: they live in the history files.
+        store = server.app.store
+        assert isinstance(store, FileStore)
+        await store.compact_now()
+        await op(client, h, "gc:late", {"op": "increment"})
+    await server.server.shutdown()
+    again = await make_server(data_dir=data_dir)
+    async with httpx.AsyncClient(base_url=again.url) as client:
+        assert len(again.app.engine) <= 1
+        assert await _reads(client, h) == before
+        r = await op(client, h, "gc:c", {"op": "increment", "op_id": "gc:c-0"})
+        assert r.json()["duplicate"] is True
+        assert (await client.get(f"{BASE}/gc:late", headers=h)).json()["value"] == 1
