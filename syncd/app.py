@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("syncd")
 
 
+def _no_entries() -> tuple[dict[str, Any], ...]:
+    return ()
+
+
 class App:
     def __init__(
         self, settings: Settings, *, store_options: Mapping[str, Any] | None = None
@@ -262,7 +266,12 @@ class App:
         await self.revocations.open()  # after the store: on PostgreSQL it made the table
         log.info("tokens verify with keys %s", ", ".join(k.key_id for k in self.auth.keys))
         self.residency.check()  # the snapshot may hold more than the budget
-        self.store.set_snapshot_source(self.engine.export_entries, self.engine.export_one)
+        # A store that loads on demand reads every CRDT back by itself: its
+        # snapshots need not carry them (start-up then reads no CRDT state).
+        self.store.set_snapshot_source(
+            _no_entries if self.store.loads_on_demand else self.engine.export_entries,
+            self.engine.export_one,
+        )
         if self.cluster is not None:
             # Only now may other nodes' records be applied: the state is loaded;
             # its first catch-up covers whatever committed since.
@@ -273,6 +282,10 @@ class App:
     def load_state(self, recovered: Recovered) -> None:
         engine = self.engine
         engine.clear()
+        if self.store.loads_on_demand:
+            # Every CRDT comes back from the store when it is first used.
+            log.info("state: CRDTs load from storage on first use")
+            return
         for entry in recovered.entries:
             engine.import_entry(entry)
         # Consumed in C: on a long log a Python loop adds about a fifth to the cost

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -31,6 +32,7 @@ from typing import Any
 import msgpack
 
 from syncd.errors import unavailable
+from syncd.store import hint as hint_file
 from syncd.store.base import EntrySource, Loaded, Record
 from syncd.store.catalogue import Catalogue
 from syncd.store.history import HistoryIndex, Life, Retention
@@ -81,7 +83,10 @@ class FileHistory:
         self.index = HistoryIndex()
         self.catalogue = Catalogue()
         """Every live CRDT the history holds, with its type (for listings)."""
+        self.directory = directory
         self.log = HistoryLog(directory, segment_bytes)
+        self.hint_lives = 0
+        """Lives the index took from a hint file at open (0: none was used)."""
         self.last_lsn = 0
         """The highest main-log LSN the history holds."""
         self.broken = False
@@ -101,10 +106,20 @@ class FileHistory:
         snapshot_entries: Iterable[dict[str, Any]],
         main_after: Callable[[int], Iterable[tuple[int, Record]]],
     ) -> None:
-        """Read the history files back, then append what the main log holds
-        past them, and a checkpoint from the snapshot for every CRDT whose
-        history does not reach the snapshot (a first start, or lost files)."""
-        scanned = self.log.open()
+        """Read the history back (the index from the hint file, when there is a
+        usable one, and the frames after it; else every frame), then append
+        what the main log holds past it, and a checkpoint from the snapshot for
+        every CRDT whose history does not reach the snapshot (a first start,
+        or lost files)."""
+        found = hint_file.read(self.directory, self.log.numbers())
+        if found is not None and not self._hint_fits(found):
+            log.warning("history index hint is ahead of the history files; reading them all")
+            found = None
+        if found is not None:
+            self.index.load_rows(found.lives, self.catalogue.add)
+            self.last_lsn = found.last_lsn
+            self.hint_lives = len(found.lives)
+        scanned = self.log.open(found)
         self._build(scanned)
         frames: list[Written] = []
         for entry in snapshot_entries:
@@ -126,10 +141,37 @@ class FileHistory:
             self._index_written(start, frames)
             self.log.sync()
 
+    def _hint_fits(self, found: hint_file.Hint) -> bool:
+        """Whether the segments reach where the hint says the history ended."""
+        number, offset = split(found.end)
+        path = os.path.join(self.directory, f"{number:020d}.hist")
+        try:
+            size = os.path.getsize(path)
+        except FileNotFoundError:
+            return offset == 0
+        return size >= offset
+
+    def hint_now(self) -> hint_file.Hint | None:
+        """The index as a hint, taken on the loop once no write is in flight
+        (at close); None when the history is broken."""
+        if self.broken:
+            return None
+        return hint_file.Hint(
+            end=self.log.end(),
+            last_lsn=self.last_lsn,
+            segments=self.log.segment_counts(),
+            lives=self.index.rows(self.catalogue.type_of),
+        )
+
+    def write_hint(self, found: hint_file.Hint) -> int:
+        """Make the history durable, then write ``found`` beside it (I/O thread)."""
+        self.log.sync()
+        return hint_file.write(self.directory, found)
+
     def _build(self, scanned: list[Scanned]) -> None:
         per_key: dict[_Key, list[Scanned]] = defaultdict(list)
         deleted_at: dict[_Key, int] = {}
-        last = 0
+        last = self.last_lsn
         for item in scanned:
             record = item.record
             kind = record.get("kind")
@@ -148,6 +190,12 @@ class FileHistory:
                 per_key[key].append(item)
         self.last_lsn = last
         index = self.index
+        for key, gone in deleted_at.items():
+            # A life the hint holds that a later delete ended (and nothing since).
+            later = [i.tag for i in per_key.get(key, ()) if i.record.get("kind") == "op"]
+            if not later or max(later) < gone:
+                index.deleted(*key)
+                self.catalogue.remove(*key)
         for key, items in per_key.items():
             ops = [i for i in items if i.record.get("kind") == "op"]
             newest = max(ops, key=lambda i: i.tag, default=None)
@@ -303,6 +351,8 @@ class FileHistory:
             return 0
         async with self.lock:
             self._grown = 0
+            # Compaction moves and deletes what the hint points at.
+            await io.run(loop, hint_file.remove, self.directory)
             self.index.trim(self.retention, self._clock())
             empty, sparse = self.log.collectable(self.index.positions())
             if sparse:

@@ -494,8 +494,9 @@ class FileStore:
     @property
     def loads_on_demand(self) -> bool:
         # The history files address each CRDT (a checkpoint and the ops after
-        # it); while they take every write, any CRDT can be read back from them.
-        return not self._history.broken
+        # it): any CRDT can be read back from them (load raises 503 while they
+        # take no writes).
+        return True
 
     async def load(self, ns: str, crdt_id: str) -> Loaded | None:
         assert self._snap_io is not None and self._loop is not None
@@ -601,7 +602,15 @@ class FileStore:
 
     @property
     def ready(self) -> bool:
-        return self._opened and not self._closing and not self._failed and not self._reloading
+        return (
+            self._opened
+            and not self._closing
+            and not self._failed
+            and not self._reloading
+            # The history holds the CRDTs that left memory: without it, a write
+            # to one of them could not be told from the first op of a new one.
+            and not self._history.broken
+        )
 
     @property
     def wal_last_seq(self) -> int:
@@ -634,6 +643,13 @@ class FileStore:
         for task in list(self._history_tasks):
             with contextlib.suppress(Exception):
                 await task
+        # The index as a hint file: the next start reads it, not every frame.
+        hint = self._history.hint_now()
+        if hint is not None:
+            try:
+                await self._io.run(loop, self._history.write_hint, hint)
+            except OSError as exc:
+                log.warning("writing the history index hint failed: %s", exc)
         await self._io.run(loop, self._history.log.close)
         self._closed = True
         self._release()
@@ -997,12 +1013,14 @@ class FileStore:
 
     def _compact_sync(self, covered: int) -> int:
         assert self._writer is not None
-        if not self._history.broken:
-            # The history must hold for good what the log is about to forget.
-            try:
-                self._history.log.sync()
-            except OSError as exc:
-                self._history.fail(exc)
+        if self._history.broken:
+            return 0  # the log is the only whole copy: it stays
+        # The history must hold for good what the log is about to forget.
+        try:
+            self._history.log.sync()
+        except OSError as exc:
+            self._history.fail(exc)
+            return 0
         deleted = self._writer.delete_covered(covered)
         delete_older(self._snap_dir, covered)
         return deleted

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from syncd.store.hint import Hint
 from syncd.store.log import (
     HEADER,
     HEADER_SIZE,
@@ -102,15 +103,30 @@ class HistoryLog:
 
     # -- opening -------------------------------------------------------------
 
-    def open(self) -> list[Scanned]:
-        """Read every segment back (cutting a torn tail); what they hold."""
+    def numbers(self) -> list[int]:
+        """The segment numbers on disk, ascending."""
         os.makedirs(self.directory, exist_ok=True)
-        numbers = sorted(
+        return sorted(
             int(m.group(1)) for name in os.listdir(self.directory) if (m := _NAME_RE.match(name))
         )
+
+    def open(self, hint: Hint | None = None) -> list[Scanned]:
+        """Read the segments back (cutting a torn tail); what they hold. With a
+        ``hint``, the frames before its ``end`` are taken as read (the hint
+        holds their index) and only those after it are scanned."""
+        numbers = self.numbers()
         found: list[Scanned] = []
+        end_number, end_offset = split(hint.end) if hint is not None else (0, 0)
         for i, number in enumerate(numbers):
-            good_end = self._scan(number, found)
+            if hint is not None and number < end_number and number in hint.segments:
+                size, frames = hint.segments[number]
+                self._sizes[number] = size
+                self._frames[number] = frames
+                continue
+            start = end_offset if hint is not None and number == end_number else 0
+            good_end = self._scan(number, found, start)
+            if start:
+                self._frames[number] += hint.segments.get(number, (0, 0))[1] if hint else 0
             path = self._path(number)
             if os.path.getsize(path) != good_end:
                 if i == len(numbers) - 1:
@@ -127,8 +143,9 @@ class HistoryLog:
         self._planned = self._sizes[self._active]
         return found
 
-    def _scan(self, number: int, out: list[Scanned]) -> int:
+    def _scan(self, number: int, out: list[Scanned], start: int = 0) -> int:
         with open(self._path(number), "rb") as f:
+            f.seek(start)
             data = f.read()
         off = 0
         end = len(data)
@@ -145,11 +162,11 @@ class HistoryLog:
             record = decode_map(body)
             if record is None:
                 break
-            out.append(Scanned(position(number, off), tag, len(body), record))
+            out.append(Scanned(position(number, start + off), tag, len(body), record))
             count += 1
             off = stop
         self._frames[number] = count
-        return off
+        return start + off
 
     # -- writing -------------------------------------------------------------
 
@@ -247,6 +264,16 @@ class HistoryLog:
         if deleted:
             fsync_dir(self.directory)
         return deleted
+
+    def end(self) -> int:
+        """Where the next frame goes (every frame written is before it)."""
+        with self._mutex:
+            return position(self._active, self._planned)
+
+    def segment_counts(self) -> dict[int, tuple[int, int]]:
+        """Segment number -> (bytes, frames) now (for a hint)."""
+        with self._mutex:
+            return {n: (size, self._frames.get(n, 0)) for n, size in self._sizes.items()}
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

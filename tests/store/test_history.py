@@ -206,7 +206,7 @@ async def test_a_torn_history_tail_is_cut_and_refilled(
     writer = Writer(store)
     texts = await _fill(writer)
     await store.close()
-    (segment,) = sorted((data / "history").iterdir())
+    (segment,) = sorted((data / "history").glob("*.hist"))
     with open(segment, "r+b") as f:
         f.truncate(os.path.getsize(segment) - 37)  # a crash mid-write
     store, recovered = await make_store(data)
