@@ -417,6 +417,24 @@ class FileHistory:
             return got[0]["entry"], got[1:]
         return None, got
 
+    async def since(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        io: IoThread,
+        ns: str,
+        crdt_id: str,
+        epoch: str,
+        since: int,
+        most: int,
+    ) -> list[Record] | None:
+        """The durable ops of life ``epoch`` after seq ``since``, or None when
+        the history does not hold every one of them or there are over ``most``."""
+        async with self.lock:
+            positions = self.index.since(ns, crdt_id, epoch, since, most)
+            if positions is None:
+                return None
+            return await io.run(loop, self.log.read, positions) if positions else []
+
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
         """Whether :meth:`current` rebuilds exactly life ``epoch`` at ``seq``."""
         return not self.broken and self.index.holds(ns, crdt_id, epoch, seq)

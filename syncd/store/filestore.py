@@ -50,9 +50,10 @@ segments, and what a crash took is appended again from the log at open).
 ``history`` and ``history_base`` read them back for ``/history`` and ``?at=``;
 ``SERVICE_HISTORY_RETENTION`` says what compaction keeps.
 
-*Replay tail.* Each CRDT's recent durable op records are kept in memory
-(``tail.ReplayTail``) for ``ops_since``; a snapshot carries the tail as of its
-LSN, so replays work across restarts.
+*Replays.* ``ops_since`` reads a CRDT's recent ops back from the history
+files (at most ``replay_tail_per_crdt`` of them; further behind, a snapshot
+is cheaper): nothing per CRDT is held in memory for it, and it works across
+restarts.
 
 *Recovery.* ``open`` takes an exclusive non-blocking ``flock`` on ``LOCK``,
 loads the newest valid snapshot, checks every frame of the log after it, cuts a
@@ -119,7 +120,7 @@ from syncd.store.snapshot import (
     read_snapshot,
     remove_temporaries,
 )
-from syncd.store.tail import REPLAY_TAIL_PER_CRDT, REPLAY_TAIL_TOTAL, ReplayTail
+from syncd.store.tail import REPLAY_TAIL_PER_CRDT
 
 __all__ = [
     "FSYNC_MODES",
@@ -180,7 +181,6 @@ class _Disk:
     last: tuple[str, int] | None
     new_bytes: int
     bytes_read: int
-    tail: ReplayTail = field(default_factory=ReplayTail)
 
     def hand_over(self) -> Recovered:
         """What the caller loads. The disk lets go of it, since the finished
@@ -214,8 +214,6 @@ def _read_disk(
     *,
     limits: dict[str, int],
     tolerate_tail: bool,
-    tail_per_crdt: int,
-    tail_total: int,
 ) -> _Disk:
     """Read the newest valid snapshot and check every log record after it; the
     records stay encoded (``LogRecords``) but for those the replay tail holds."""
@@ -225,8 +223,6 @@ def _read_disk(
             snap_dir,
             limits=limits,
             tolerate_tail=tolerate_tail,
-            tail_per_crdt=tail_per_crdt,
-            tail_total=tail_total,
         )
 
 
@@ -236,8 +232,6 @@ def _read_disk_unpaused(
     *,
     limits: dict[str, int],
     tolerate_tail: bool,
-    tail_per_crdt: int,
-    tail_total: int,
 ) -> _Disk:
     snapshot: Snapshot | None = None
     damaged: list[tuple[int, StoreCorruptError]] = []
@@ -299,12 +293,9 @@ def _read_disk_unpaused(
         )
 
     records = LogRecords(chunks)
-    tail = ReplayTail(tail_per_crdt, tail_total)
-    # Only the last ``tail_total`` records can stay in the tail: decode just those.
-    # When there are more, the snapshot's tail is out of date (see ReplayTail.load).
-    recent = records.last(tail_total)
-    tail.load(base, snapshot.tail if snapshot and len(records) <= tail_total else [], recent)
-    return _Disk(snapshot, records, durable, segments, last, new_bytes, bytes_read, tail)
+    if snapshot is not None:
+        snapshot.tail = []  # (older snapshots carry a replay tail: replays now read the history)
+    return _Disk(snapshot, records, durable, segments, last, new_bytes, bytes_read)
 
 
 @dataclass
@@ -326,8 +317,6 @@ def read_only_scan(data_dir: str) -> Scan:
         os.path.join(data_dir, "snapshots"),
         limits={},
         tolerate_tail=False,
-        tail_per_crdt=1,
-        tail_total=1,
     )
     count = 0
     for _ in disk.records:  # decodes every body: a record that is not a map fails here
@@ -373,7 +362,6 @@ class FileStore:
         snapshot_every_bytes: int = SNAPSHOT_EVERY_BYTES,
         max_batch_bytes: int = MAX_BATCH_BYTES,
         replay_tail_per_crdt: int = REPLAY_TAIL_PER_CRDT,
-        replay_tail_total: int = REPLAY_TAIL_TOTAL,
         probe_interval: float = PROBE_INTERVAL_S,
         on_written: Callable[[int], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
@@ -399,11 +387,9 @@ class FileStore:
         self._snapshot_every = snapshot_every_bytes
         self._max_batch = max_batch_bytes
         self._tail_per_crdt = replay_tail_per_crdt
-        self._tail_total = replay_tail_total
         self._probe_interval = probe_interval
         self._opener = opener
         self._packer = msgpack.Packer(use_bin_type=True)
-        self._tail = ReplayTail(replay_tail_per_crdt, replay_tail_total)
         self._source: SnapshotSource | None = None
         self._entry: EntrySource | None = None
         self._history = FileHistory(
@@ -465,7 +451,6 @@ class FileStore:
         self._writer = writer
         self._durable = disk.durable
         self._next_lsn = disk.durable + 1
-        self._tail = disk.tail
         self._log_bytes = disk.new_bytes
         self._last_snapshot_size = disk.snapshot.size if disk.snapshot else 0
         self.stats.recovered_records = len(disk.records)
@@ -598,7 +583,13 @@ class FileStore:
         return result
 
     async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:
-        return self._tail.since(ns, crdt_id, epoch, since)
+        # From the history files: nothing per CRDT is kept in memory for it.
+        if self._history.broken:
+            return None
+        assert self._snap_io is not None and self._loop is not None
+        return await self._history.since(
+            self._loop, self._snap_io, ns, crdt_id, epoch, since, self._tail_per_crdt
+        )
 
     @property
     def ready(self) -> bool:
@@ -675,15 +666,12 @@ class FileStore:
                     self._snap_dir,
                     limits=writer.limits(),
                     tolerate_tail=False,
-                    tail_per_crdt=self._tail_per_crdt,
-                    tail_total=self._tail_total,
                 ),
             )
         finally:
             self._reloading = False
         if disk.durable != self._durable:
             log.error("reload read up to sequence %d, expected %d", disk.durable, self._durable)
-        self._tail = disk.tail
         return disk.hand_over()
 
     async def compact_now(self) -> int:
@@ -852,9 +840,6 @@ class FileStore:
                 self.stats.batches += 1
                 self.stats.records_written += count
                 self.stats.bytes_written += len(data)
-                for group in batch:
-                    for i, record in enumerate(group.records):
-                        self._tail.add(group.first_lsn + i, record)
                 if at is not None:
                     self._history.indexed(at, written)
                     if self._history.should_compact:
@@ -989,7 +974,7 @@ class FileStore:
                 await self._snap_io.run(loop, writer.write_entries, entries)
                 del entries
                 await barrier  # publish only what is durable
-                tail = self._tail.export(covered)
+                tail: list[Record] = []  # replays come from the history files
                 size = await self._snap_io.run(loop, writer.finish, tail)
             except BaseException:
                 await self._snap_io.run(loop, writer.abort)
@@ -1036,8 +1021,6 @@ class FileStore:
             self._snap_dir,
             limits={},
             tolerate_tail=True,
-            tail_per_crdt=self._tail_per_crdt,
-            tail_total=self._tail_total,
         )
         try:
             self._history.load(disk.snapshot.entries if disk.snapshot else [], disk.records.after)

@@ -179,7 +179,9 @@ class HistoryIndex:
             )
         return out
 
-    def load_rows(self, rows: Iterable[list[Any]], add_type: Callable[[str, str, str], None]) -> None:
+    def load_rows(
+        self, rows: Iterable[list[Any]], add_type: Callable[[str, str, str], None]
+    ) -> None:
         """Hold the lives of a hint (``rows``); ``add_type`` hears each CRDT's type."""
         lives = self._lives
         for ns, crdt_id, type_name, epoch, from_start, since, due, seqs, ts, pos, cps, cpp in rows:
@@ -292,6 +294,23 @@ class HistoryIndex:
         lo = bisect.bisect_right(life.seqs, cp_seq)
         hi = bisect.bisect_right(life.seqs, seq)
         return cp_pos, list(life.pos[lo:hi])
+
+    def since(self, ns: str, crdt_id: str, epoch: str, since: int, most: int) -> list[int] | None:
+        """Positions of the ops of life ``epoch`` after seq ``since``; None when
+        not every one is held, or there are more than ``most``."""
+        life = self._lives.get((ns, crdt_id))
+        if life is None or life.epoch != epoch:
+            return None
+        latest = life.latest
+        if since >= latest:
+            return [] if since == latest else None
+        if latest - since > most:
+            return None
+        seqs = life.seqs
+        i = bisect.bisect_right(seqs, since)
+        if i >= len(seqs) or seqs[i] != since + 1:
+            return None  # the first op wanted is no longer retained
+        return list(life.pos[i:])
 
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
         """Whether the current state of life ``epoch`` at ``seq`` can be rebuilt."""

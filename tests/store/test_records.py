@@ -98,12 +98,12 @@ def test_a_checksummed_body_that_is_not_one_map_refuses_naming_file_and_offset(
 
 
 async def test_a_reopened_store_replays_a_log_longer_than_its_tail(tmp_path: Path) -> None:
-    store = FileStore(tmp_path, fsync="never", replay_tail_total=10)
+    store = FileStore(tmp_path, fsync="never", replay_tail_per_crdt=10)
     await store.open()
     for i in range(0, 300, 30):
         await store.append([op(i + j + 1, note="y" * 200) for j in range(30)])
     await store.close()
-    again = FileStore(tmp_path, fsync="never", replay_tail_total=10)
+    again = FileStore(tmp_path, fsync="never", replay_tail_per_crdt=10)
     recovered = await again.open()
     assert isinstance(recovered.records, LogRecords)
     assert seqs(list(recovered.records)) == list(range(1, 301))
