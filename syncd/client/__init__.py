@@ -8,7 +8,9 @@
 - Token pre-validation at construction, before any connection:
   :class:`TokenParseError` or :class:`TokenExpiredError` (both :class:`TokenError`).
 - ``subscribe(ids)`` (WebSocket) and ``events(id)`` (SSE): async iterators of
-  deltas that reconnect and resume with ``since`` and ``epoch``.
+  deltas that reconnect and resume with ``since`` and ``epoch``; a refusal by
+  the service raises :class:`ServiceError` (:class:`TokenRevokedError` for a
+  revoked token), including a stream the service ends (expiry, revocation).
 - :class:`Replica`: a local copy of one CRDT kept current by deltas.
 - :mod:`syncd.client.tools`: agent tool definitions and execution;
   :mod:`syncd.client.mcp_server`: the same tools over MCP (``syncd mcp``).
@@ -27,6 +29,7 @@ from syncd.client.errors import (
     TokenExpiredError,
     TokenNamespaceError,
     TokenParseError,
+    TokenRevokedError,
     TransportError,
 )
 from syncd.client.replica import Replica, ReplicaLagError
@@ -63,6 +66,7 @@ __all__ = [
     "TokenExpiredError",
     "TokenNamespaceError",
     "TokenParseError",
+    "TokenRevokedError",
     "Tool",
     "TransportError",
     "anthropic_tools",

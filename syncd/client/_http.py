@@ -10,7 +10,7 @@ import httpx
 
 from syncd.auth.tokens import Claims
 from syncd.client.config import ClientConfig
-from syncd.client.errors import ServiceError
+from syncd.client.errors import ServiceError, service_error
 from syncd.client.ops import Op
 from syncd.client.token import check_expiry, check_token
 
@@ -98,7 +98,7 @@ def error_from(status: int, headers: Mapping[str, str], content: bytes) -> Servi
             retry_after = max(0.0, float(raw))
         except ValueError:
             retry_after = None
-    return ServiceError(
+    return service_error(
         status, code, message, retry_after, body if isinstance(body, dict) else None
     )
 

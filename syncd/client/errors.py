@@ -2,7 +2,9 @@
 
 ``TokenError`` and its two subclasses come from local pre-validation, before
 any connection (docs/clients.md#token-pre-validation); ``ServiceError`` is a refusal by the service
-(its ``{"error", "message"}`` body); ``TransportError`` is a failure to talk to
+(its ``{"error", "message"}`` body), :class:`TokenRevokedError` when the
+refusal is ``token_revoked`` (an admin revoked the token: only the service can
+know, so there is no local check); ``TransportError`` is a failure to talk to
 it at all (refused connection, reset, timeout), the case worth retrying.
 """
 
@@ -61,6 +63,26 @@ class ServiceError(ClientError):
         return self.status in (429, 502, 503, 504)
 
 
+class TokenRevokedError(ServiceError):
+    """401 ``token_revoked``: an admin revoked the client's tokens issued before
+    some time (docs/permissions.md#revoking-tokens). Retrying with the same
+    token cannot help; a token issued after the revocation works. Raised by
+    requests, and by streams the service ends for it."""
+
+
+def service_error(
+    status: int,
+    code: str,
+    message: str,
+    retry_after: float | None = None,
+    body: dict[str, Any] | None = None,
+) -> ServiceError:
+    """The exception for a refusal: :class:`TokenRevokedError` for
+    ``token_revoked``, else :class:`ServiceError`."""
+    cls = TokenRevokedError if code == "token_revoked" else ServiceError
+    return cls(status, code, message, retry_after, body)
+
+
 class TransportError(ClientError):
     """The service could not be reached, or the connection failed mid-request."""
 
@@ -78,5 +100,7 @@ __all__ = [
     "TokenExpiredError",
     "TokenNamespaceError",
     "TokenParseError",
+    "TokenRevokedError",
     "TransportError",
+    "service_error",
 ]

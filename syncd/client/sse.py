@@ -1,17 +1,22 @@
 """An incremental parser of the SSE stream (docs/protocol.md#the-sse-stream), no I/O.
 
-Feed it bytes as they arrive; it returns the complete events' ``data``
-payloads. The service writes ``data: <base64>`` and a blank line per event and
-``: ping`` comments; the parser follows the general rules (``data`` lines of
-one event joined by newlines, other fields and comments ignored, CR/LF/CRLF
-line ends) so a proxy's reformatting does not break it.
+Feed it bytes as they arrive; it returns the complete events, each its name
+and ``data``. The service writes ``data: <base64>`` and a blank line per delta
+(an unnamed event: ``message``), ``: ping`` comments, and when the read ends
+(the token expires or is revoked, or the rule that granted it expires) a last
+event ``event: end`` whose data is the error body as JSON
+(docs/protocol.md#the-sse-stream). The parser follows the general rules
+(``data`` lines of one event joined by newlines, the last ``event`` line names
+it, ``id``/``retry`` and comments ignored, an event without data not
+dispatched, CR/LF/CRLF line ends) so a proxy's reformatting does not break it.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Final
+import json
+from typing import Any, Final, NamedTuple
 
 import msgpack
 
@@ -20,8 +25,21 @@ MAX_EVENT_BYTES: Final = 64 * 1024 * 1024
 memory a broken or hostile server can make the client hold."""
 
 
+MESSAGE: Final = "message"
+"""The name of an event without an ``event`` line: a delta."""
+
+END: Final = "end"
+"""The name of the stream's last event when the read ends."""
+
+
 class SseProtocolError(ValueError):
     pass
+
+
+class SseEvent(NamedTuple):
+    name: str
+    """``message`` unless an ``event`` line named it."""
+    data: bytes
 
 
 class SseEventTooLarge(SseProtocolError):
@@ -31,14 +49,15 @@ class SseEventTooLarge(SseProtocolError):
 class SseParser:
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buffer = bytearray()
+        self._name = MESSAGE
         self._data: list[bytes] = []
         self._size = 0
         self._max = max_event_bytes
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The data payloads of the events completed by ``chunk``."""
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        """The events completed by ``chunk``."""
         self._buffer += chunk
-        events: list[bytes] = []
+        events: list[SseEvent] = []
         start = 0
         buffer = self._buffer
         while True:
@@ -53,20 +72,24 @@ class SseParser:
             raise SseEventTooLarge(f"an SSE event is longer than {self._max} bytes")
         return events
 
-    def _line(self, line: bytes, events: list[bytes]) -> None:
+    def _line(self, line: bytes, events: list[SseEvent]) -> None:
         if not line:
             if self._data:
-                events.append(b"\n".join(self._data))
+                events.append(SseEvent(self._name, b"\n".join(self._data)))
+            self._name = MESSAGE
             self._data = []
             self._size = 0
             return
         if line.startswith(b":"):
             return
-        name, _, value = line.partition(b":")
-        if name != b"data":
-            return
+        field, _, value = line.partition(b":")
         if value.startswith(b" "):
             value = value[1:]
+        if field == b"event":
+            self._name = value.decode("utf-8", "replace") or MESSAGE
+            return
+        if field != b"data":
+            return
         self._data.append(value)
         self._size += len(value) + 1
         if self._size > self._max:
@@ -84,6 +107,18 @@ def _line_end(buffer: bytearray, start: int) -> tuple[int, int] | None:
     if lf >= 0:
         return lf, lf + 1
     return None
+
+
+def decode_end(data: bytes) -> dict[str, Any]:
+    """The error body of an ``end`` event as a WebSocket ``error`` message
+    (``{"kind": "error", "error", "message"}``), which the streams handle alike."""
+    try:
+        body = json.loads(data)
+    except ValueError as exc:
+        raise SseProtocolError(f"an end event is not JSON: {exc}") from None
+    if not isinstance(body, dict) or not isinstance(body.get("error"), str):
+        raise SseProtocolError("an end event without an error code")
+    return {"kind": "error", "error": body["error"], "message": str(body.get("message", ""))}
 
 
 def decode_delta(data: bytes) -> dict[str, Any]:

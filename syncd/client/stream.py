@@ -10,8 +10,12 @@ same socket; SSE: a new request), so the application sees each seq once, in
 order, or a snapshot that replaces what it had.
 
 Errors that retrying cannot fix end the iteration by raising: a refused
-connection or subscription (ServiceError: 401, 403, ...) and an expired token
-(TokenExpiredError, checked locally before every reconnect).
+connection or subscription (ServiceError: 401, 403, ...), a subscription or
+stream the service ended because its read did (an ``error`` message over the
+WebSocket, the ``end`` event of an SSE stream: ``token_expired``,
+``forbidden`` for an expired rule, ``token_revoked`` as TokenRevokedError),
+and an expired token (TokenExpiredError, checked locally before every
+reconnect).
 """
 
 from __future__ import annotations
@@ -31,14 +35,18 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 
 from syncd.client._http import ClientCore, error_from
 from syncd.client.config import ClientConfig
-from syncd.client.errors import MessageTooLargeError, ServiceError
+from syncd.client.errors import MessageTooLargeError, service_error
 from syncd.client.resume import RECONNECT_BASE_S, RECONNECT_MAX_S, Backoff, ResumeTracker, Verdict
 from syncd.client.sse import (
+    END,
     MAX_EVENT_BYTES,
+    MESSAGE,
+    SseEvent,
     SseEventTooLarge,
     SseParser,
     SseProtocolError,
     decode_delta,
+    decode_end,
 )
 
 Delta = dict[str, Any]
@@ -75,6 +83,7 @@ _CODE_STATUS: Final = {
     "missing_token": 401,
     "invalid_token": 401,
     "token_expired": 401,
+    "token_revoked": 401,
     "forbidden": 403,
     "not_found": 404,
     "rate_limited": 429,
@@ -175,7 +184,7 @@ class _ResumingStream(ABC):
                 await self._lost()
                 return
             await self.aclose()
-            raise ServiceError(_CODE_STATUS.get(code, 400), code, str(message.get("message", "")))
+            raise service_error(_CODE_STATUS.get(code, 400), code, str(message.get("message", "")))
         if kind not in DELTA_KINDS:
             return
         verdict = self._tracker.accept(message)
@@ -339,7 +348,7 @@ class EventStream(_ResumingStream):
         self._response: httpx.Response | None = None
         self._chunks: AsyncIterator[bytes] | None = None
         self._read: asyncio.Future[bytes] | None = None
-        self._events: deque[bytes] = deque()
+        self._events: deque[SseEvent] = deque()
         self._parser = SseParser(max_event_bytes)
 
     async def _connect(self) -> None:
@@ -377,6 +386,23 @@ class EventStream(_ResumingStream):
         self._parser = SseParser(self._max_event_bytes)
 
     async def _receive(self) -> Delta:
+        while True:
+            event = await self._next_event()
+            if event.name == MESSAGE:
+                try:
+                    return decode_delta(event.data)
+                except SseProtocolError as exc:
+                    raise _Lost(str(exc)) from exc
+            if event.name == END:
+                # The read ended (expiry, revocation): an error, handled as
+                # the WebSocket's is. A broken one: reconnecting will tell.
+                try:
+                    return decode_end(event.data)
+                except SseProtocolError as exc:
+                    raise _Lost(str(exc)) from exc
+            # Another name: an event this client does not know; skipped.
+
+    async def _next_event(self) -> SseEvent:
         while not self._events:
             if self._chunks is None:
                 raise _Lost("not connected")
@@ -399,10 +425,7 @@ class EventStream(_ResumingStream):
             except (httpx.HTTPError, httpx.StreamError, SseProtocolError) as exc:
                 self._read = None
                 raise _Lost(repr(exc)) from exc
-        try:
-            return decode_delta(self._events.popleft())
-        except SseProtocolError as exc:
-            raise _Lost(str(exc)) from exc
+        return self._events.popleft()
 
     async def _resync(self, crdt_id: str) -> None:
         # SSE has no way back to the server: a new request, at once (no backoff).

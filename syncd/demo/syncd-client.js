@@ -1520,6 +1520,18 @@ var SyncdError = class extends Error {
     this.body = extra.body;
   }
 };
+var TokenRevokedError = class extends SyncdError {
+  constructor(message = "token revoked", extra = {}) {
+    super("token_revoked", message, { status: 401, ...extra });
+    this.name = "TokenRevokedError";
+  }
+};
+var STATUS = { token_expired: 401, token_revoked: 401, invalid_token: 401, forbidden: 403, not_found: 404 };
+function serviceError(code, message, extra = {}) {
+  const status = extra.status ?? STATUS[code];
+  if (code === "token_revoked") return new TokenRevokedError(message, { ...extra, status: status ?? 401 });
+  return new SyncdError(code, message, { ...extra, status });
+}
 var TokenParseError = class extends Error {
   constructor(message) {
     super(message);
@@ -1657,7 +1669,7 @@ var HttpApi = class {
     }
     if (!response.ok) {
       const retry = response.headers.get("retry-after");
-      throw new SyncdError(
+      throw serviceError(
         parsed?.error ?? `http_${response.status}`,
         parsed?.message ?? `HTTP ${response.status}`,
         { status: response.status, retryAfter: retry ? Number(retry) : void 0, body: parsed }
@@ -2277,12 +2289,14 @@ var Subscription = class extends Emitter {
 function decodeSseData(data) {
   return decode(base64Decode(data.trim()));
 }
+var END_EVENT = "end";
 var SseParser = class {
   constructor() {
     this._buffer = "";
     this._data = [];
+    this._event = "";
   }
-  feed(chunk) {
+  events(chunk) {
     this._buffer += chunk;
     const events = [];
     let nl;
@@ -2291,17 +2305,35 @@ var SseParser = class {
       const width = this._buffer.startsWith("\r\n", nl) ? 2 : 1;
       this._buffer = this._buffer.slice(nl + width);
       if (line === "") {
-        if (this._data.length) events.push(this._data.join("\n"));
+        if (this._data.length) events.push({ event: this._event || "message", data: this._data.join("\n") });
         this._data = [];
+        this._event = "";
       } else if (line.startsWith(":")) {
         continue;
       } else if (line.startsWith("data:")) {
         this._data.push(line.slice(line[5] === " " ? 6 : 5));
+      } else if (line.startsWith("event:")) {
+        this._event = line.slice(line[6] === " " ? 7 : 6);
       }
     }
     return events;
   }
+  feed(chunk) {
+    return this.events(chunk).filter((e) => e.event === "message").map((e) => e.data);
+  }
 };
+function endError(data) {
+  let body;
+  try {
+    body = JSON.parse(data);
+  } catch {
+    body = null;
+  }
+  if (body === null || typeof body !== "object" || typeof body.error !== "string") {
+    return new SyncdError("bad_event", `an end event without an error: ${String(data).slice(0, 200)}`);
+  }
+  return serviceError(body.error, String(body.message ?? ""), { body });
+}
 var EventStream = class extends Emitter {
   /**
    * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch, EventSource?: unknown}} config
@@ -2349,6 +2381,16 @@ var EventStream = class extends Emitter {
     if (token !== void 0) url.searchParams.set("token", token);
     return url.toString();
   }
+  _end(data) {
+    const err = endError(data);
+    if (err.code === "token_expired" && typeof this.config.token === "function") {
+      this.emit("disconnect", err);
+      this._restart();
+      return;
+    }
+    this.emit("error", err);
+    this.close();
+  }
   _deliver(data) {
     let delta;
     try {
@@ -2391,6 +2433,9 @@ var EventStream = class extends Emitter {
     this._source = source;
     source.onopen = () => this._setState("open");
     source.onmessage = (event) => this._deliver(event.data);
+    source.addEventListener(END_EVENT, (event) => {
+      if (this._source === source) this._end(event.data);
+    });
     source.onerror = () => {
       if (this._source !== source) return;
       source.close();
@@ -2412,7 +2457,7 @@ var EventStream = class extends Emitter {
           body = await response.json();
         } catch {
         }
-        throw new SyncdError(body?.error ?? `http_${response.status}`, body?.message ?? `HTTP ${response.status}`, {
+        throw serviceError(body?.error ?? `http_${response.status}`, body?.message ?? `HTTP ${response.status}`, {
           status: response.status,
           body
         });
@@ -2424,7 +2469,13 @@ var EventStream = class extends Emitter {
       for (; ; ) {
         const { value, done } = await reader.read();
         if (done) break;
-        for (const data of parser.feed(decoder.decode(value, { stream: true }))) this._deliver(data);
+        for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
+          if (event === "message") this._deliver(data);
+          else if (event === END_EVENT) {
+            this._end(data);
+            return;
+          }
+        }
       }
       throw new SyncdError("connection_lost", "event stream ended");
     } catch (err) {
@@ -2666,6 +2717,7 @@ function createAgentTools(http, crdts) {
 }
 
 // src/ws.js
+var CLOSE_TOKEN_ENDED = 4401;
 var DEFAULTS = Object.freeze({
   encoding: "msgpack",
   /** First reconnect delay; doubles per failed attempt up to maxReconnectMs. */
@@ -2780,6 +2832,10 @@ var SyncSocket = class extends Emitter {
     };
     ws.onclose = (event) => {
       if (this._ws !== ws) return;
+      if (event.code === CLOSE_TOKEN_ENDED && event.reason === "token revoked" && typeof this.config.token !== "function") {
+        this._fail(new TokenRevokedError());
+        return;
+      }
       this._lost(new SyncdError("connection_lost", `connection closed (${event.code}${event.reason ? ` ${event.reason}` : ""})`));
     };
     ws.onerror = () => {
@@ -2866,10 +2922,19 @@ var SyncSocket = class extends Emitter {
         return;
       }
       case "error": {
-        const err = new SyncdError(msg.error ?? "error", msg.message ?? "error", { body: msg });
+        const err = serviceError(msg.error ?? "error", msg.message ?? "error", { body: msg });
         const pending = msg.ref !== void 0 ? this._pending.get(msg.ref) : void 0;
-        if (err.code === "token_expired" && typeof this.config.token === "function") {
+        if ((err.code === "token_expired" || err.code === "token_revoked") && typeof this.config.token === "function") {
           this._lost(err);
+          return;
+        }
+        if (err.code === "token_revoked") {
+          const sub2 = msg.id !== void 0 ? this._subs.get(msg.id) : void 0;
+          if (pending) {
+            this._pending.delete(msg.ref);
+            pending.reject(err);
+          } else if (sub2) sub2.handleError(err);
+          this._fail(err);
           return;
         }
         if (pending) {
@@ -3394,6 +3459,7 @@ var CollabText = class extends Emitter {
   }
 };
 export {
+  CLOSE_TOKEN_ENDED,
   CollabText,
   EventStream,
   HttpApi,
@@ -3407,6 +3473,7 @@ export {
   TYPES,
   TokenExpiredError,
   TokenParseError,
+  TokenRevokedError,
   advance,
   base64Decode,
   base64urlDecode,
@@ -3420,6 +3487,7 @@ export {
   decodeSseData,
   decodeToken,
   diffText,
+  endError,
   executeTool,
   formatId,
   ops,

@@ -9,7 +9,7 @@ import pytest
 
 from syncd.client import ops
 from syncd.client.resume import Backoff, ResumeTracker, Verdict
-from syncd.client.sse import SseParser, SseProtocolError, decode_delta
+from syncd.client.sse import SseEvent, SseParser, SseProtocolError, decode_delta, decode_end
 
 
 def test_builders_name_the_type_and_carry_op_id() -> None:
@@ -121,14 +121,37 @@ def test_sse_parser_split_anywhere() -> None:
     for cut in range(len(stream) + 1):
         parser = SseParser()
         got = parser.feed(stream[:cut]) + parser.feed(stream[cut:])
-        assert [decode_delta(d)["seq"] for d in got] == [1, 2]
+        assert [e.name for e in got] == ["message", "message"]
+        assert [decode_delta(e.data)["seq"] for e in got] == [1, 2]
 
 
 def test_sse_parser_crlf_multiline_and_other_fields() -> None:
     parser = SseParser()
-    assert parser.feed(b"event: x\r\ndata: a\r\ndata:b\r\n\r\n") == [b"a\nb"]
+    assert parser.feed(b"event: x\r\ndata: a\r\ndata:b\r\n\r\n") == [("x", b"a\nb")]
     assert parser.feed(b"id: 1\r\rdata: c\r") == []
-    assert parser.feed(b"\n\r\n") == [b"c"]
+    assert parser.feed(b"\n\r\n") == [("message", b"c")]  # the name lasts one event
+
+
+def test_sse_parser_names_the_end_event() -> None:
+    """The stream's last event when the read ends (docs/protocol.md#the-sse-stream)."""
+    parser = SseParser()
+    stream = _event({"kind": "op", "seq": 1}) + (
+        b'event: end\ndata: {"error": "token_revoked", "message": "token revoked"}\n\n'
+    )
+    events = parser.feed(stream)
+    assert [e.name for e in events] == ["message", "end"]
+    assert decode_end(events[1].data) == {
+        "kind": "error",
+        "error": "token_revoked",
+        "message": "token revoked",
+    }
+    # An event line without data dispatches nothing, and does not name the next event.
+    assert parser.feed(b"event: end\n\n" + _event({"seq": 2})) == [
+        SseEvent("message", _event({"seq": 2})[6:-2])
+    ]
+    for bad in (b"not json", b"[1]", b'{"message": "no code"}'):
+        with pytest.raises(SseProtocolError):
+            decode_end(bad)
 
 
 def test_sse_parser_event_size_limit() -> None:

@@ -17,10 +17,11 @@ from syncd.client import (
     MessageTooLargeError,
     ServiceError,
     TokenExpiredError,
+    TokenRevokedError,
 )
 from syncd.client.stream import EventStream, Subscription
 from tests.client.conftest import NS, make_token, now_ms
-from tests.conftest import RunningServer, Subprocess
+from tests.conftest import ADMIN, RunningServer, Subprocess
 
 WAIT_S = 10.0
 """Upper bound on waiting for something the server does promptly."""
@@ -130,6 +131,44 @@ async def test_expired_token_is_not_sent_on_reconnect(server: RunningServer, via
             await take(stream, 1)
         with pytest.raises(StopAsyncIteration):
             await anext(stream)
+
+
+@pytest.mark.parametrize("via", ["ws", "sse"])
+async def test_a_revoked_token_ends_the_stream_with_token_revoked(
+    server: RunningServer, via: str
+) -> None:
+    """The service ends the stream (SSE: its ``end`` event; WebSocket: an
+    ``error``, then close 4401); the iteration raises instead of reconnecting."""
+    async with AsyncClient(server.url, make_token(5), NS) as client:
+        stream = open_stream(client, via, "gc:r", backoff_max_s=0.05)
+        assert [d["kind"] for d in await take(stream, 1)] == ["snapshot"]
+        r = await client.http.post(
+            f"{server.url}/v1/namespaces/{NS}/revocations",
+            json={"client_id": 5},
+            headers={"authorization": f"Bearer {ADMIN}"},
+        )
+        assert r.status_code == 200, r.text
+        with pytest.raises(TokenRevokedError) as info:
+            await take(stream, 1)
+        assert (info.value.status, info.value.code) == (401, "token_revoked")
+        assert isinstance(info.value, ServiceError) and stream.connects == 1
+        with pytest.raises(StopAsyncIteration):
+            await anext(stream)
+        with pytest.raises(TokenRevokedError):  # and so is every request
+            await client.fetch("gc:r")
+
+
+async def test_an_expired_token_ends_the_sse_stream_with_token_expired(
+    server: RunningServer,
+) -> None:
+    """The ``end`` event of an expiry: not a delta, and not a reason to reconnect."""
+    async with AsyncClient(server.url, make_token(6, ttl_ms=1500), NS) as client:
+        stream = client.events("gc:e", backoff_max_s=0.05)
+        assert [d["kind"] for d in await take(stream, 1)] == ["snapshot"]
+        with pytest.raises(ServiceError) as info:
+            await take(stream, 1)
+        assert (info.value.status, info.value.code) == (401, "token_expired")
+        assert stream.connects == 1
 
 
 async def test_blocking_stream(server: RunningServer, client: AsyncClient) -> None:

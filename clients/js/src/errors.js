@@ -17,6 +17,28 @@ export class SyncdError extends Error {
   }
 }
 
+/**
+ * 401 `token_revoked`: an admin revoked the client's tokens issued before some
+ * time (docs/permissions.md#revoking-tokens). Only the server knows, so there
+ * is no local check; the same token will not work again, a newer one does.
+ */
+export class TokenRevokedError extends SyncdError {
+  constructor(message = 'token revoked', extra = {}) {
+    super('token_revoked', message, { status: 401, ...extra });
+    this.name = 'TokenRevokedError';
+  }
+}
+
+/** HTTP status of the error codes a stream or socket reports without one. */
+const STATUS = { token_expired: 401, token_revoked: 401, invalid_token: 401, forbidden: 403, not_found: 404 };
+
+/** The error for a server's `{error, message}`: TokenRevokedError for `token_revoked`. */
+export function serviceError(code, message, extra = {}) {
+  const status = extra.status ?? STATUS[code];
+  if (code === 'token_revoked') return new TokenRevokedError(message, { ...extra, status: status ?? 401 });
+  return new SyncdError(code, message, { ...extra, status });
+}
+
 /** A token that cannot be decoded locally (not base64url + msgpack claims). */
 export class TokenParseError extends Error {
   constructor(message) {

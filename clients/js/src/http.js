@@ -2,7 +2,7 @@
 // and the caller's token. Any fetch implementation works (browsers, Node 18+,
 // or one given in the config).
 
-import { SyncdError } from './errors.js';
+import { SyncdError, serviceError } from './errors.js';
 import { crdtPath, currentToken, normalizeConfig, nsPath } from './config.js';
 
 export class HttpApi {
@@ -40,7 +40,7 @@ export class HttpApi {
     }
     if (!response.ok) {
       const retry = response.headers.get('retry-after');
-      throw new SyncdError(
+      throw serviceError(
         parsed?.error ?? `http_${response.status}`,
         parsed?.message ?? `HTTP ${response.status}`,
         { status: response.status, retryAfter: retry ? Number(retry) : undefined, body: parsed },

@@ -19,7 +19,11 @@ export interface TokenClaims {
   namespace: string;
   client_id: number;
   expires_at: number;
+  /** When it was issued (ms); absent in tokens from before the claim existed. */
+  issued_at?: number;
   permissions: Record<string, unknown>;
+  /** `tokenInfo()` only: the id of the key that signed the token. */
+  key_id?: string;
 }
 
 export class SyncdError extends Error {
@@ -37,6 +41,11 @@ export class TokenParseError extends Error {
 export class TokenExpiredError extends Error {
   code: 'token_expired';
   expiresAt: number;
+}
+/** 401 `token_revoked`: an admin revoked the token (docs/permissions.md#revoking-tokens). */
+export class TokenRevokedError extends SyncdError {
+  constructor(message?: string, extra?: { status?: number; body?: unknown });
+  code: 'token_revoked';
 }
 
 export function decodeToken(token: string): TokenClaims;
@@ -220,10 +229,17 @@ export class SyncSocket extends Emitter {
   on(event: 'disconnect' | 'error', handler: (error: Error) => void): Unsubscribe;
 }
 export function wsUrl(baseUrl: string, namespace: string, token: string): string;
+/** The close code of a token that expired or was revoked while the socket was open. */
+export const CLOSE_TOKEN_ENDED: 4401;
 
 export class SseParser {
+  /** Each complete event: `event` is `'message'` for a delta, `'end'` for the stream's last. */
+  events(chunk: string): { event: string; data: string }[];
+  /** The data of each complete delta (unnamed) event. */
   feed(chunk: string): string[];
 }
+/** The error an `end` event's data stands for (TokenRevokedError for `token_revoked`). */
+export function endError(data: string): SyncdError;
 export function decodeSseData(data: string): Delta;
 export class EventStream extends Emitter {
   constructor(

@@ -2,15 +2,15 @@
 
 export { SyncdClient } from './client.js';
 export { HttpApi } from './http.js';
-export { SyncSocket, wsUrl } from './ws.js';
-export { EventStream, SseParser, decodeSseData } from './sse.js';
+export { CLOSE_TOKEN_ENDED, SyncSocket, wsUrl } from './ws.js';
+export { EventStream, SseParser, decodeSseData, endError } from './sse.js';
 export { Subscription } from './subscription.js';
 export { classifyDelta, advance, resumeFields } from './stream.js';
 export { createReplica, typeForId, TYPES } from './replicas.js';
 export { RgaReplica, formatId, parseId } from './rga.js';
 export { CollabText, diffText, codePointIndex, utf16Offset } from './text.js';
 export { decodeToken, validateToken } from './token.js';
-export { SyncdError, TokenExpiredError, TokenParseError } from './errors.js';
+export { SyncdError, TokenExpiredError, TokenParseError, TokenRevokedError } from './errors.js';
 export { ops } from './ops.js';
 export { canonicalJson } from './canonical.js';
 export {

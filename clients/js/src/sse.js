@@ -1,4 +1,9 @@
-// The SSE transport (docs/protocol.md#the-sse-stream): `data: <base64 msgpack delta>` events.
+// The SSE transport (docs/protocol.md#the-sse-stream): `data: <base64 msgpack delta>` events,
+// and, when the read ends (the token expires or is revoked, or the rule that
+// granted it expires), a last event `event: end` whose data is the error body
+// as JSON. That ends the stream with the error (a SyncdError; TokenRevokedError
+// for `token_revoked`) instead of a reconnect that would only be refused;
+// an expired token with a token function reconnects with a fresh token.
 //
 // Two ways to read the stream:
 // - `eventsource`: an EventSource (the browser's, or one given in the
@@ -15,7 +20,7 @@ import { decode } from '@msgpack/msgpack';
 import { base64Decode } from './base64.js';
 import { crdtPath, currentToken, normalizeConfig } from './config.js';
 import { Emitter } from './emitter.js';
-import { SyncdError, TokenExpiredError, TokenParseError } from './errors.js';
+import { SyncdError, TokenExpiredError, TokenParseError, serviceError } from './errors.js';
 import { Subscription } from './subscription.js';
 
 /** Decode one SSE `data:` payload into a delta. */
@@ -23,17 +28,24 @@ export function decodeSseData(data) {
   return decode(base64Decode(data.trim()));
 }
 
+/** The name of the stream's last event when its read ends. */
+export const END_EVENT = 'end';
+
 /**
- * Split an SSE text stream into events' data fields. Feed text chunks; returns
- * the data of each complete event. Comments (`: ping`) are skipped.
+ * Split an SSE text stream into events. Feed text chunks: `events()` returns
+ * each complete event as `{event, data}` (`event` is `'message'` unless an
+ * `event:` line named it); `feed()` only the data of the unnamed ones, the
+ * deltas. Comments (`: ping`) are skipped, an event without data is not
+ * dispatched (the SSE rules).
  */
 export class SseParser {
   constructor() {
     this._buffer = '';
     this._data = [];
+    this._event = '';
   }
 
-  feed(chunk) {
+  events(chunk) {
     this._buffer += chunk;
     const events = [];
     let nl;
@@ -42,16 +54,39 @@ export class SseParser {
       const width = this._buffer.startsWith('\r\n', nl) ? 2 : 1;
       this._buffer = this._buffer.slice(nl + width);
       if (line === '') {
-        if (this._data.length) events.push(this._data.join('\n'));
+        if (this._data.length) events.push({ event: this._event || 'message', data: this._data.join('\n') });
         this._data = [];
+        this._event = '';
       } else if (line.startsWith(':')) {
         continue;
       } else if (line.startsWith('data:')) {
         this._data.push(line.slice(line[5] === ' ' ? 6 : 5));
+      } else if (line.startsWith('event:')) {
+        this._event = line.slice(line[6] === ' ' ? 7 : 6);
       }
     }
     return events;
   }
+
+  feed(chunk) {
+    return this.events(chunk)
+      .filter((e) => e.event === 'message')
+      .map((e) => e.data);
+  }
+}
+
+/** The error an `end` event's data (`{"error", "message"}`) stands for. */
+export function endError(data) {
+  let body;
+  try {
+    body = JSON.parse(data);
+  } catch {
+    body = null;
+  }
+  if (body === null || typeof body !== 'object' || typeof body.error !== 'string') {
+    return new SyncdError('bad_event', `an end event without an error: ${String(data).slice(0, 200)}`);
+  }
+  return serviceError(body.error, String(body.message ?? ''), { body });
 }
 
 export class EventStream extends Emitter {
@@ -103,6 +138,18 @@ export class EventStream extends Emitter {
     return url.toString();
   }
 
+  _end(data) {
+    const err = endError(data);
+    if (err.code === 'token_expired' && typeof this.config.token === 'function') {
+      // A fresh token may be had: reconnect with it, resuming where we were.
+      this.emit('disconnect', err);
+      this._restart();
+      return;
+    }
+    this.emit('error', err);
+    this.close();
+  }
+
   _deliver(data) {
     let delta;
     try {
@@ -147,6 +194,9 @@ export class EventStream extends Emitter {
     this._source = source;
     source.onopen = () => this._setState('open');
     source.onmessage = (event) => this._deliver(event.data);
+    source.addEventListener(END_EVENT, (event) => {
+      if (this._source === source) this._end(event.data);
+    });
     source.onerror = () => {
       if (this._source !== source) return;
       source.close();
@@ -170,7 +220,7 @@ export class EventStream extends Emitter {
         } catch {
           // not JSON
         }
-        throw new SyncdError(body?.error ?? `http_${response.status}`, body?.message ?? `HTTP ${response.status}`, {
+        throw serviceError(body?.error ?? `http_${response.status}`, body?.message ?? `HTTP ${response.status}`, {
           status: response.status,
           body,
         });
@@ -182,7 +232,13 @@ export class EventStream extends Emitter {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
-        for (const data of parser.feed(decoder.decode(value, { stream: true }))) this._deliver(data);
+        for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
+          if (event === 'message') this._deliver(data);
+          else if (event === END_EVENT) {
+            this._end(data);
+            return;
+          }
+        }
       }
       throw new SyncdError('connection_lost', 'event stream ended');
     } catch (err) {

@@ -7,12 +7,21 @@
 // snapshot), and every op not yet acknowledged is sent again. Ops carry an
 // `op_id` (made here when the caller gave none), so a resent op that had
 // already been applied is answered with its first answer, never applied twice.
+//
+// A token that ends on an open connection (docs/permissions.md#when-access-ends):
+// each subscription gets an `error` and the server closes with 4401. With a
+// token function, we reconnect with a fresh token; with a fixed token, an
+// expired one stops at the next connect (pre-validation) and a revoked one
+// (`token_revoked`) stops at once, with a TokenRevokedError.
 
 import { decode, encode } from '@msgpack/msgpack';
 import { currentToken, checkId, normalizeConfig, nsPath } from './config.js';
 import { Emitter } from './emitter.js';
-import { SyncdError, TokenExpiredError, TokenParseError } from './errors.js';
+import { SyncdError, TokenExpiredError, TokenParseError, TokenRevokedError, serviceError } from './errors.js';
 import { Subscription } from './subscription.js';
+
+/** The close code of a token that expired or was revoked while the socket was open. */
+export const CLOSE_TOKEN_ENDED = 4401;
 
 export const DEFAULTS = Object.freeze({
   encoding: 'msgpack',
@@ -137,6 +146,12 @@ export class SyncSocket extends Emitter {
     };
     ws.onclose = (event) => {
       if (this._ws !== ws) return;
+      if (event.code === CLOSE_TOKEN_ENDED && event.reason === 'token revoked' && typeof this.config.token !== 'function') {
+        // Revoked (docs/permissions.md#revoking-tokens): the same token would
+        // be refused at every reconnect. Stop and say why.
+        this._fail(new TokenRevokedError());
+        return;
+      }
       this._lost(new SyncdError('connection_lost', `connection closed (${event.code}${event.reason ? ` ${event.reason}` : ''})`));
     };
     ws.onerror = () => {
@@ -235,12 +250,22 @@ export class SyncSocket extends Emitter {
         return;
       }
       case 'error': {
-        const err = new SyncdError(msg.error ?? 'error', msg.message ?? 'error', { body: msg });
+        const err = serviceError(msg.error ?? 'error', msg.message ?? 'error', { body: msg });
         const pending = msg.ref !== undefined ? this._pending.get(msg.ref) : undefined;
-        if (err.code === 'token_expired' && typeof this.config.token === 'function') {
-          // The token ran out on an open connection: reconnect with a fresh
-          // one; the refused op (not applied) stays pending and goes again.
+        if ((err.code === 'token_expired' || err.code === 'token_revoked') && typeof this.config.token === 'function') {
+          // The token ran out (or was revoked) on an open connection: reconnect
+          // with a fresh one; the refused op (not applied) stays pending and goes again.
           this._lost(err);
+          return;
+        }
+        if (err.code === 'token_revoked') {
+          // A fixed token that was revoked: every reconnect would be refused.
+          const sub = msg.id !== undefined ? this._subs.get(msg.id) : undefined;
+          if (pending) {
+            this._pending.delete(msg.ref);
+            pending.reject(err);
+          } else if (sub) sub.handleError(err);
+          this._fail(err);
           return;
         }
         if (pending) {
