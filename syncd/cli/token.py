@@ -5,6 +5,14 @@ through the same checks (:func:`syncd.auth.issue.parse_issue_body`), so a token
 made here is one the server could have issued, with the same lifetime cap
 (``SERVICE_MAX_TOKEN_TTL_MS``). Every refusal is one line on stderr and exit
 2, and the signing key never appears in it.
+
+The token carries ``issued_at`` (now), as the server's do, so revocations
+apply to it alike: once an admin revokes the client
+(``POST /v1/namespaces/:ns/revocations``), the tokens issued to it before are
+refused with 401 ``token_revoked`` and a token made here afterwards works
+(docs/permissions.md#revoking-tokens). It is signed with
+``SERVICE_SIGNING_KEY`` only: ``SERVICE_PREVIOUS_SIGNING_KEYS`` is for
+verifying, on the server.
 """
 
 from __future__ import annotations
@@ -22,6 +30,13 @@ from syncd.errors import ApiError
 
 PROG = "syncd token"
 
+EPILOG = (
+    "The token carries issued_at (now). A revocation of the client (POST "
+    "/v1/namespaces/NS/revocations) refuses the tokens issued to it before, with 401 "
+    "token_revoked; one made after it works. Tokens are signed with SERVICE_SIGNING_KEY "
+    "(the id of its key is tokens/me's key_id)."
+)
+
 
 def register(commands: Commands) -> None:
     p = add_command(
@@ -30,6 +45,7 @@ def register(commands: Commands) -> None:
         run,
         help="issue a token offline with SERVICE_SIGNING_KEY (see syncd token --help)",
         description="Issue a token offline, signed with SERVICE_SIGNING_KEY.",
+        epilog=EPILOG,
         terse_errors=True,
     )
     p.add_argument("--namespace", required=True)

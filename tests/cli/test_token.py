@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from syncd.auth import Rule, SigningKey, V1Permissions, V2Permissions, verify_token
+from syncd.auth import (
+    DEFAULT_TTL_MS,
+    Rule,
+    SigningKey,
+    V1Permissions,
+    V2Permissions,
+    verify_token,
+)
 from syncd.cli import main
 
 KEY_HEX = "11" * 32
@@ -37,6 +46,16 @@ def test_cli_v1(capsys: pytest.CaptureFixture[str]) -> None:
     claims, _ = verify_token(out.strip(), SigningKey.from_hex(KEY_HEX))
     assert claims.namespace == "demo" and claims.client_id == 42
     assert claims.permissions == V1Permissions(("*",), ("gc:*", "or:*"), True)
+    # Stamped like the server's tokens, so revocations apply to it.
+    assert claims.issued_at is not None
+    assert abs(claims.issued_at - time.time_ns() // 1_000_000) < 60_000
+    assert claims.expires_at == claims.issued_at + DEFAULT_TTL_MS
+
+
+def test_cli_help_says_what_revocation_does(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["token", "--help"], {}) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "issued_at" in out and "token_revoked" in out
 
 
 def test_cli_v2_and_ttl(capsys: pytest.CaptureFixture[str]) -> None:
