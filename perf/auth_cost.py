@@ -6,7 +6,12 @@ namespace, rate limit) and ``check_write`` against a V2 token with a few rules.
 The warm figure is the steady state (target: at most 5 us); the cold one has
 the cache turned off, so every request pays for the ed25519 verification.
 
-    .venv/bin/python -m perf.auth_cost [--n 200000]
+``--revocations N`` fills the revocation table first (docs/permissions.md#revoking-tokens):
+N-1 other clients of the namespace, and the measured client itself with a
+line before its token's ``issued_at``, so each request takes the whole check
+(a lookup that finds an entry, and the comparison) and is let through.
+
+    .venv/bin/python -m perf.auth_cost [--n 200000] [--revocations N]
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import time
 
 from syncd.auth import AdminSecret, Authenticator, SigningKey, issue_token
+from syncd.auth.revocations import Revocation
 
 RULES = {
     "r": [{"p": "pr:*"}, {"p": "or:cart-{clientId}"}],
@@ -44,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200_000, help="requests for the warm run")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument(
+        "--revocations", type=int, default=0, help="revocations in the table (see above)"
+    )
     args = ap.parse_args(argv)
     key = SigningKey.generate()
     admin = AdminSecret("bench-admin-secret-0123456789abcdef")
@@ -54,18 +63,26 @@ def main(argv: list[str] | None = None) -> int:
     header = f"Bearer {token}"
 
     warm = Authenticator(key, admin)
+    if args.revocations > 0:
+        others = [Revocation("demo", 1000 + i, now, now) for i in range(args.revocations - 1)]
+        warm.revocations.replace([*others, Revocation("demo", 42, now - 1, now)])
     _per_request_us(warm, header, 1000)  # fill the cache, warm up
     warm_us = min(_per_request_us(warm, header, args.n) for _ in range(3))
 
     cold = Authenticator(key, admin, cache_size=0)
     cold_us = min(_per_request_us(cold, header, max(1000, args.n // 100)) for _ in range(3))
 
+    print(f"revocations in the table: {args.revocations}")
     print(f"warm cache: {warm_us:6.2f} us per request (authenticate + check_write; target <= 5 us)")
     print(f"cold verify:{cold_us:7.2f} us per request (cache disabled: ed25519 verify each time)")
     print(f"ratio: {cold_us / warm_us:.0f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"warm_us": warm_us, "cold_us": cold_us}, f, indent=2)
+            json.dump(
+                {"warm_us": warm_us, "cold_us": cold_us, "revocations": args.revocations},
+                f,
+                indent=2,
+            )
     return 0
 
 
