@@ -228,7 +228,15 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         raise ConfigError("SERVICE_BIND", f"{bind!r}: {exc}") from None
 
     signing_key = None
-    raw_key = _opt(env, "SERVICE_SIGNING_KEY")
+    raw_key = env.get("SERVICE_SIGNING_KEY")
+    if raw_key is not None and not raw_key.strip():
+        # Unlike the other variables, set-but-empty is not "unset": it is what
+        # `export SERVICE_SIGNING_KEY=$(a command that failed)` leaves, and a
+        # random key would make every token die with the process unnoticed.
+        raise ConfigError(
+            "SERVICE_SIGNING_KEY",
+            "is set but empty: give 64 hex characters (syncd keygen makes them) or unset it",
+        )
     if raw_key is not None:
         if not _HEX64.fullmatch(raw_key):
             raise ConfigError(

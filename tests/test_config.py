@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,6 +81,8 @@ def test_metrics_max_crdt_series_may_be_zero() -> None:
         ("SERVICE_BIND", "::1:80"),
         ("SERVICE_SIGNING_KEY", "abc"),
         ("SERVICE_SIGNING_KEY", "zz" * 32),
+        ("SERVICE_SIGNING_KEY", ""),
+        ("SERVICE_SIGNING_KEY", "  \t"),
         ("SERVICE_FSYNC", "sometimes"),
         ("SERVICE_RATE_LIMIT", "0"),
         ("SERVICE_RATE_LIMIT", "ten"),
@@ -128,6 +131,7 @@ def test_parse_bind() -> None:
         ("SERVICE_BIND", "127.0.0.1:99999"),
         ("SERVICE_FSYNC", "nope"),
         ("SERVICE_SIGNING_KEY", "short"),
+        ("SERVICE_SIGNING_KEY", ""),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "-1"),
         ("SERVICE_PREVIOUS_SIGNING_KEYS", "ab" * 32 + ",nothex"),
     ],
@@ -143,3 +147,24 @@ def test_bad_value_exits_nonzero_with_one_line(variable: str, value: str, tmp_pa
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and variable in lines[0], proc.stderr
+
+
+def test_an_empty_signing_key_is_refused_not_taken_for_unset() -> None:
+    """`export SERVICE_SIGNING_KEY=$(a failed command)` leaves it empty: that
+    must stop the start, not fall back to a random key."""
+    assert from_env({}).signing_key is None
+    for empty in ("", " ", "\n"):
+        with pytest.raises(ConfigError, match="set but empty"):
+            from_env({"SERVICE_SIGNING_KEY": empty})
+
+
+def test_every_variable_is_in_the_readme_table_and_the_reference() -> None:
+    """The README's table and docs/configuration.md name every variable read here."""
+    root = Path(__file__).resolve().parents[1]
+    source = (root / "syncd" / "config.py").read_text()
+    names = set(re.findall(r'"(SERVICE_[A-Z0-9_]+|DATABASE_URL)"', source))
+    assert "SERVICE_HISTORY_RETENTION" in names
+    for page in ("README.md", "docs/configuration.md"):
+        text = (root / page).read_text()
+        missing = sorted(name for name in names if f"`{name}`" not in text)
+        assert not missing, f"{page} does not name {missing}"

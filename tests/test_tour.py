@@ -1,31 +1,46 @@
 """The README's curl tour and docs/quickstart.md, run as printed against a real server.
 
-Every ```sh block marked ``<!-- tour -->`` runs, in order, in one bash session
-against a server started here (``python -m syncd`` on a free port, so
-``localhost:3000`` in the text becomes that port; ``make run`` lines are the
-server this test started). Each sample answer printed under a command
-(``# {...}`` or ``# data: ...``) is compared with what the command printed:
-every field the sample shows must be there with the same value, except where
-the sample elides it (``…`` or ``...``). Endless streams (``curl -N``) are
-given a second to show their first events.
+The README's tour is one block a reader pastes whole into a shell, so it runs
+here as one ``bash -c`` of the block as printed. Its ``make run &`` line
+starts the server, late on purpose (``make run`` on a fresh clone first
+creates ``.venv``), so the block must wait for the server itself. Only the
+port changes (``localhost:3000`` becomes a free one).
+
+The quickstart's ``sh`` blocks marked ``<!-- tour -->`` run one command at a
+time, in order, in one bash session against a server started here
+(``python -m syncd`` on a free port; ``make run`` lines are that server).
+Endless streams (``curl -N``) are given a second to show their first events.
+
+Either way, each sample answer printed under a command (``# {...}`` or
+``# data: ...``) is compared with what was printed: every field the sample
+shows must be there with the same value, except where the sample elides it
+(``…`` or ``...``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Subprocess
+from tests.conftest import Subprocess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- tour -->"
 STREAM_SECONDS = 1.5
+# How late the README's `make run &` brings the server up: long enough that a
+# block that does not wait for it fails (its first request finds no server).
+LATE_START_S = 2.0
 ELIDED = ("…", "...")
 
 Spawn = Any
@@ -71,7 +86,8 @@ def as_run(command: str, port: int) -> str:
     # The server this test started is the one `make run` would start.
     command = re.sub(r"^make run( &)?$", ":", command, flags=re.M)
     # A stream never ends by itself: show its first events, then stop.
-    command = command.replace("curl -sN ", f"curl -sN --max-time {STREAM_SECONDS} ")
+    if "--max-time" not in command:
+        command = command.replace("curl -sN ", f"curl -sN --max-time {STREAM_SECONDS} ")
     return command
 
 
@@ -102,16 +118,23 @@ def matches(sample: Any, actual: Any) -> bool:
     return bool(sample == actual)
 
 
-def check_sample(sample: str, printed: str) -> None:
+def sample_matches(sample: str, line: str) -> bool:
+    """Whether one printed line is what ``sample`` shows."""
     if sample.startswith("data: "):
-        prefix = sample.rstrip("…").rstrip(".")
-        assert printed.startswith(prefix), (sample, printed[:200])
-        return
+        return line.startswith(sample.rstrip("…").rstrip("."))
     sample = re.sub(r"\s+\(.*\)$", "", sample.split("   ")[0])  # a trailing remark
     # Elided numbers (``17...``) become strings the matcher skips.
     sample_json = json.loads(re.sub(r":(\d*)(…|\.\.\.)", r':"…"', sample))
+    try:
+        actual = json.loads(line)
+    except ValueError:
+        return False
+    return matches(sample_json, actual)
+
+
+def check_sample(sample: str, printed: str) -> None:
     first = printed.strip().splitlines()[0] if printed.strip() else ""
-    assert matches(sample_json, json.loads(first)), (sample, first)
+    assert sample_matches(sample, first), (sample, first[:200])
 
 
 def run_tour(doc: Path, spawn: Spawn, tmp_path: Path) -> None:
@@ -140,8 +163,71 @@ def run_tour(doc: Path, spawn: Spawn, tmp_path: Path) -> None:
                 raise AssertionError(f"{doc.name}: `{command}` printed {outputs[index]!r}") from exc
 
 
-def test_the_readme_tour_runs_as_printed(spawn_server: Spawn, tmp_path: Path) -> None:
-    run_tour(ROOT / "README.md", spawn_server, tmp_path)
+def pasted(block: str, port: int, pid_file: Path) -> str:
+    """The README block as a reader pastes it, on ``port``; its ``make run &``
+    starts the server ``LATE_START_S`` late and notes its pid."""
+    assert re.search(r"^make run &", block, flags=re.M), "the tour starts the server"
+    # Its output goes to a file: an inherited pipe would stay open after the block.
+    log = pid_file.with_suffix(".log")
+    server = (
+        f"(sleep {LATE_START_S}; exec {sys.executable} -m syncd serve) >{log} 2>&1 &"
+        f" echo $! > {pid_file}"
+    )
+    text = re.sub(r"^make run &.*$", server, block, flags=re.M)
+    return text.replace("localhost:3000", f"localhost:{port}")
+
+
+def stop(pid_file: Path) -> None:
+    with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+        pid = int(pid_file.read_text())
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)  # ProcessLookupError once it is gone
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_the_readme_tour_runs_as_one_pasted_block(tmp_path: Path) -> None:
+    if shutil.which("curl") is None or shutil.which("jq") is None:
+        pytest.fail("the tour needs curl and jq (apt-get install curl jq)")
+    (block,) = tour_blocks(ROOT / "README.md")
+    port = free_port()
+    pid_file = tmp_path / "server.pid"
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        # What `make run` would use, but on a free port and a scratch directory.
+        "SERVICE_BIND": f"127.0.0.1:{port}",
+        "SERVICE_DATA_DIR": str(tmp_path / "data"),
+    }
+    try:
+        result = subprocess.run(
+            ["bash", "-c", pasted(block, port, pid_file)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    finally:
+        stop(pid_file)
+    lines = result.stdout.splitlines()
+    # Every sample answer, in order, among what the block printed.
+    position = 0
+    for command, sample in steps([block]):
+        if sample is None:
+            continue
+        found = next(
+            (i for i in range(position, len(lines)) if sample_matches(sample, lines[i])), None
+        )
+        assert found is not None, (
+            f"`{command}` should print {sample!r}; the block printed:\n"
+            + result.stdout[-3000:]
+            + result.stderr[-3000:]
+        )
+        position = found + 1
+    assert any(line.startswith("service_ops_total{") for line in lines), result.stdout[-2000:]
 
 
 def test_the_quickstart_runs_as_printed(spawn_server: Spawn, tmp_path: Path) -> None:

@@ -19,8 +19,9 @@ from syncd.config import ConfigError, from_env
 EPILOG = """\
 settings:
   syncd is configured only by environment variables, read once at start; an
-  empty value counts as unset, and a bad one stops the start with one line
-  naming it (exit 2). The ones most deployments set:
+  empty value counts as unset (except SERVICE_SIGNING_KEY, refused when
+  empty), and a bad one stops the start with one line naming it (exit 2).
+  The ones most deployments set:
 
     SERVICE_BIND          address to listen on (default 0.0.0.0:3000)
     SERVICE_DATA_DIR      storage directory (default ./data)
