@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
@@ -22,6 +22,11 @@ from syncd.client.replica import Replica
 from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_op_ids, with_retries
 from syncd.client.stream import EventStream, Subscription
 from syncd.client.token import wall_clock_ms
+
+NOT_FOUND: Final = 404
+"""The one status ``read`` and ``read_state`` answer with None (no such CRDT): any
+other refusal (401, 403, 429, ...) raises, so a permission problem never looks
+like a missing CRDT."""
 
 Answer = dict[str, Any]
 
@@ -107,18 +112,23 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
 
     async def read(self, crdt_id: str) -> Answer | None:
         """``{"id", "type", "seq", "epoch", "value", ...}``, or None when the
-        service answers with any non-success status (as the agent tools expect)."""
+        CRDT does not exist (404); ServiceError for any other refusal."""
         try:
             return await self.fetch(crdt_id)
-        except ServiceError:
-            return None
+        except ServiceError as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise
 
     async def read_state(self, crdt_id: str) -> Answer | None:
-        """The full mergeable state (``?format=crdt``: ``{"id","type","seq","epoch","state"}``), or None."""
+        """The full mergeable state (``?format=crdt``: ``{"id","type","seq","epoch","state"}``),
+        or None when the CRDT does not exist (404); ServiceError otherwise."""
         try:
             return await self.fetch(crdt_id, crdt_format=True)
-        except ServiceError:
-            return None
+        except ServiceError as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise
 
     async def apply(
         self, crdt_id: str, body: Op | Sequence[Op], *, return_state: bool = False

@@ -21,7 +21,7 @@ from typing import Any, Final
 import httpx
 
 from syncd.client._http import DEFAULT_TIMEOUT_S, ClientCore, json_answer
-from syncd.client.aio import AsyncClient
+from syncd.client.aio import NOT_FOUND, AsyncClient
 from syncd.client.config import ClientConfig
 from syncd.client.errors import ServiceError, TransportError
 from syncd.client.helpers import OpHelpers
@@ -105,14 +105,18 @@ class Client(OpHelpers[Answer]):
     def read(self, crdt_id: str) -> Answer | None:
         try:
             return self.fetch(crdt_id)
-        except ServiceError:
-            return None
+        except ServiceError as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise
 
     def read_state(self, crdt_id: str) -> Answer | None:
         try:
             return self.fetch(crdt_id, crdt_format=True)
-        except ServiceError:
-            return None
+        except ServiceError as error:
+            if error.status == NOT_FOUND:
+                return None
+            raise
 
     def apply(self, crdt_id: str, body: Op | Sequence[Op], *, return_state: bool = False) -> Answer:
         url, params, payload = self.core.ops_request(crdt_id, body, return_state)

@@ -132,8 +132,14 @@ async def test_read_unknown_and_refusals(client: AsyncClient, server: RunningSer
     with pytest.raises(ServiceError) as info:
         await reader.gcounter_increment("gc:c")
     assert info.value.status == 403
-    # read: a non-success status is no state, whatever the status.
-    assert await AsyncClient(server.url, make_token(9, read=("x*",)), NS).read("gc:c") is None
+    # read: None only for a CRDT that does not exist; a refusal raises, so a
+    # missing permission is not taken for a missing CRDT.
+    outsider = AsyncClient(server.url, make_token(9, read=("x*",)), NS)
+    for call in (outsider.read, outsider.read_state):
+        with pytest.raises(ServiceError) as info:
+            await call("gc:c")
+        assert (info.value.status, info.value.code) == (403, "forbidden")
+    await outsider.aclose()
     await reader.aclose()
 
 
@@ -295,6 +301,12 @@ def _sync_session(url: str) -> None:
             {"id": "n1", "data": {"x": 1}, "children": []}
         ]
         assert c.read("nothing") is None and c.read_state("nothing") is None
+        token = make_token(5)
+        forged_token = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
+        with Client(url, forged_token, NS) as forged:  # a bad signature: 401
+            with pytest.raises(ServiceError) as info:
+                forged.read("s-g")
+            assert info.value.status == 401
         assert c.read_state("s-g") is not None
         answer = c.batch(
             "s-g", [ops.gcounter_increment(1), ops.gcounter_increment(1)], return_state=True

@@ -16,24 +16,29 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Subprocess
-from tests.http.support import ADMIN_HEADERS
+from tests.conftest import ADMIN, Subprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "python-client.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
 
 
-def issue_token(port: int) -> str:
-    import httpx
+TOKEN_BLOCK = re.findall(r"<!-- token -->\n```sh\n(.*?)```", DOC.read_text(), flags=re.S)
 
-    answer = httpx.post(
-        f"http://127.0.0.1:{port}/v1/namespaces/app/tokens",
-        headers=ADMIN_HEADERS,
-        json={"client_id": 7, "permissions": {"read": ["*"], "write": ["*"]}},
+
+def issue_token(port: int) -> str:
+    """The token the page tells its reader to issue, by its own block, as printed."""
+    (block,) = TOKEN_BLOCK
+    script = block.replace("localhost:3000", f"127.0.0.1:{port}") + 'printf %s "$SYNCD_TOKEN"\n'
+    result = subprocess.run(
+        ["bash", "-c", script],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "SERVICE_ADMIN_TOKEN": ADMIN},
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
-    answer.raise_for_status()
-    return str(answer.json()["token"])
+    assert result.returncode == 0 and result.stdout.count(".") == 1, result.stderr
+    return result.stdout
 
 
 @pytest.fixture(scope="module")
