@@ -3,7 +3,7 @@
 #   docker build -t syncd .                                  # embedded store
 #   docker build -t syncd --build-arg EXTRAS=fast,postgres . # + cluster mode
 #   docker run -p 3000:3000 -v syncd-data:/data \
-#     -e SERVICE_SIGNING_KEY="$(syncd keygen)" -e SERVICE_ADMIN_TOKEN=change-me syncd
+#     -e SERVICE_SIGNING_KEY="$(docker run --rm syncd keygen)" -e SERVICE_ADMIN_TOKEN=change-me syncd
 #
 # State lives in the /data volume (log segments, snapshots, admin_token), so
 # the container can be replaced without losing anything; run one container per

@@ -99,6 +99,33 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     assert out.returncode == 0 and not problems, out.stdout + out.stderr
 
 
+def test_the_systemd_steps_work_in_their_own_install_layout() -> None:
+    """docs/operations.md's systemd steps: `syncd` is not on PATH there, the
+    unit is verified only once ExecStart exists, and the env file asks for
+    literal values (systemd never runs $(...))."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    section = text[text.index("## systemd") : text.index("## Container")]
+    block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    assert block is not None
+    lines = [line.split("#")[0].strip() for line in block.group(1).splitlines()]
+    commands = [line for line in lines if line]
+    install = next(i for i, c in enumerate(commands) if "pip install" in c)
+    verify = next(i for i, c in enumerate(commands) if "systemd-analyze verify" in c)
+    assert verify > install
+    assert "/etc/systemd/system/syncd.service" in commands[verify]
+    for command in commands:
+        words = command.replace("sudo ", "").split()
+        assert words[0] != "syncd" and "$(syncd" not in command, command
+    unit = (ROOT / "systemd" / "syncd.service").read_text()
+    assert "ExecStart=/opt/syncd/.venv/bin/syncd serve" in unit
+    env_file = (ROOT / "systemd" / "syncd.env").read_text()
+    for line in env_file.splitlines():
+        setting = line.lstrip("#").strip()
+        if re.match(r"[A-Z_]+=", setting):
+            assert "$(" not in setting and "`" not in setting, line
+    assert "/opt/syncd/.venv/bin/syncd keygen" in env_file
+
+
 def test_database_url_without_the_postgres_extra_is_one_line(tmp_path: Path) -> None:
     result = run_without(
         ["psycopg", "psycopg_pool"],
