@@ -83,7 +83,7 @@ class App:
         self.revocations = Revocations(
             self.auth.revocations, self._make_revocation_store(), wall_clock_ms
         )
-        budget = settings.memory_budget_mb * 1024 * 1024
+        budget = max(1, int(settings.memory_budget_mb * 1024 * 1024))
         self.residency = Residency(
             engine=self.engine,
             store=self.store,
@@ -112,6 +112,8 @@ class App:
         if self.cluster is not None:
             # Yjs rooms of one document on every node act as one room.
             self.rooms.relay = self.cluster
+            # A node reads a CRDT it does not hold the way it follows one it does.
+            self.residency.loader = self.cluster.load
         self.metrics.watch_store(lambda: self.store.stats)
         if self.cluster is not None:
             cluster = self.cluster

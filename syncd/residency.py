@@ -40,7 +40,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 from syncd.crdt.engine import Entry, GapError
@@ -102,6 +102,10 @@ class Residency:
         self.stats = ResidencyStats()
         self.on_load = on_load
         """Called with each load's seconds (the metrics' histogram)."""
+        self.loader: Callable[[str, str], Awaitable[None]] | None = None
+        """Where a store shared by a cluster loads from instead of ``Store.load``:
+        the cluster layer, which brings the engine's entry up to the tables
+        and tells subscribers what they lack (``Replicator.load``)."""
 
     def hold(self, ns: str, crdt_id: str) -> None:
         """Keep this CRDT in memory (once resident) until :meth:`release`."""
@@ -148,12 +152,23 @@ class Residency:
             with contextlib.suppress(Exception):
                 await asyncio.shield(deleting)
         started = time.perf_counter()
-        loaded = await self.store.load(ns, crdt_id)
         engine = self.engine
+        stats = self.stats
+        if self.loader is not None:
+            await self.loader(ns, crdt_id)
+            entry = engine.touch(ns, crdt_id)
+            if entry is None:
+                stats.misses += 1
+                return None
+            stats.loads += 1
+            if self.on_load is not None:
+                self.on_load(time.perf_counter() - started)
+            self.check()
+            return entry
+        loaded = await self.store.load(ns, crdt_id)
         entry = engine.touch(ns, crdt_id)
         if entry is not None:
             return entry  # made meanwhile (its first op)
-        stats = self.stats
         if loaded is None:
             stats.misses += 1
             return None

@@ -183,6 +183,9 @@ class CrdtService:
         self.publish_soon(record)
         return True
 
+    def wanted(self, ns: str, crdt_id: str) -> bool:
+        return self.hub.subscribed(ns, crdt_id)
+
     def replay_quietly(self, record: dict[str, Any]) -> None:
         self.engine.replay(record)
 

@@ -62,6 +62,10 @@ def test_a_bad_previous_key_is_named_by_position_not_value() -> None:
     assert "key 2" in str(info.value) and secret not in str(info.value)
 
 
+def test_the_memory_budget_may_be_a_fraction_of_a_mb() -> None:
+    assert from_env({"SERVICE_MEMORY_BUDGET_MB": "0.25"}).memory_budget_mb == 0.25
+
+
 def test_op_id_ttl_may_be_zero() -> None:
     """0: the count window alone bounds the op_id memory."""
     assert from_env({"SERVICE_OP_ID_TTL_S": "0"}).op_id_ttl_s == 0
@@ -103,7 +107,8 @@ def test_metrics_max_crdt_series_may_be_zero() -> None:
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "1e3"),
         ("SERVICE_OP_ID_TTL_S", "-1"),
         ("SERVICE_MEMORY_BUDGET_MB", "0"),
-        ("SERVICE_MEMORY_BUDGET_MB", "1.5"),
+        ("SERVICE_MEMORY_BUDGET_MB", "lots"),
+        ("SERVICE_MEMORY_BUDGET_MB", "-2"),
         ("SERVICE_OP_ID_TTL_S", "2m"),
         ("SERVICE_PREVIOUS_SIGNING_KEYS", "abc"),
         ("SERVICE_PREVIOUS_SIGNING_KEYS", "ab" * 32 + ",zz" + "z" * 62),

@@ -72,9 +72,10 @@ from syncd.cluster.notify import (
 )
 from syncd.cluster.wal import WalConsumer, slot_name
 from syncd.crdt.engine import GapError
+from syncd.errors import unavailable
 from syncd.store.base import Record
 from syncd.store.pg_pool import PgConn
-from syncd.store.postgres import Key, PostgresStore, Row, RowReader
+from syncd.store.postgres import NETWORK_ERRORS, Key, PostgresStore, Row, RowReader
 
 __all__ = [
     "PROBE_INTERVAL_S",
@@ -151,6 +152,11 @@ class Sink(Protocol):
 
     def export(self, ns: str, crdt_id: str) -> Record:
         """The entry map of the engine's entry (it must exist)."""
+        ...
+
+    def wanted(self, ns: str, crdt_id: str) -> bool:
+        """Whether a CRDT this node does not hold must be read when another
+        node writes it (it has subscribers waiting for its first op)."""
         ...
 
 
@@ -387,6 +393,18 @@ class Replicator:
         if records:
             self._remote(key)
 
+    async def load(self, ns: str, crdt_id: str) -> None:
+        """Read a CRDT this node does not hold into the engine (nothing when it
+        has no live row), under its lock: what other nodes commit meanwhile is
+        queued and applied after, and subscribers hear what they lack."""
+        key = (ns, crdt_id)
+        try:
+            async with self._store.locks.hold(key):
+                if self._sink.position(ns, crdt_id) is None:
+                    await self._sync_key(key)
+        except NETWORK_ERRORS:
+            raise unavailable("the database is unavailable") from None
+
     async def _sync_key(self, key: Key) -> None:
         """Read one CRDT (consistently) and bring the engine to it; caller holds its lock."""
         self.stats.syncs += 1
@@ -396,6 +414,10 @@ class Replicator:
         """Apply what needs no database read; False when the tables must decide."""
         held = self._sink.position(*key)
         kind = item[0]
+        if held is None and not self._sink.wanted(*key):
+            # Not held here: the table has it for whenever this node uses it
+            # (a dictionary lookup per notification, nothing more).
+            return True
         if kind == "op":
             record = item[1]
             if held is None or held[0] != record["epoch"]:
@@ -666,8 +688,8 @@ class Replicator:
             behind = 0
             for key, row in rows:
                 held = self._sink.position(*key)
-                if held is None and not row.live:
-                    continue
+                if held is None and (not row.live or not self._sink.wanted(*key)):
+                    continue  # not held here: loaded from the table when used
                 if held is not None and row.live and held == (row.epoch, row.seq):
                     continue
                 behind += 1

@@ -64,8 +64,11 @@ database). A failure before any ``apply()`` (a dead pooled connection after a
 server restart) is retried once on a fresh connection. A network error marks
 the store not ready until the cluster layer's probe reaches the server again.
 
-*Start-up.* ``open`` migrates the schema and loads, in one repeatable-read
-transaction, each live CRDT's snapshot and the ops after it.
+*Start-up and loads.* ``open`` migrates the schema and reads the newest
+``gid``; it loads no CRDT. ``load`` reads one CRDT (its snapshot and the ops
+after it, one repeatable-read transaction, under the CRDT's lock) when the
+node first uses it, and ``holds`` lets the node drop one from memory when
+nothing is in flight on it: the rows are the truth.
 
 ``wal_last_seq`` is the ops table's global identity (``ops.gid``): the newest
 this node committed or saw.
@@ -432,7 +435,9 @@ class PostgresStore:
                 async with self.pool.connection() as conn:
                     self.schema = await current_schema(conn)
                     await migrate(conn, publication=self._publication)
-                recovered = await self._load_all()
+                recovered = Recovered()  # CRDTs load on first use (load)
+                async with self.pool.connection() as conn:
+                    await self.newest_gid(conn)
                 break
             except NETWORK_ERRORS as exc:
                 if time.monotonic() + delay > deadline:
@@ -459,14 +464,42 @@ class PostgresStore:
 
     @property
     def loads_on_demand(self) -> bool:
-        # Every node loads every CRDT at start-up and follows every write.
-        return False
+        # A node reads a CRDT's rows when it is first used; the cluster layer
+        # follows other nodes' writes only for the CRDTs it holds.
+        return True
 
     async def load(self, ns: str, crdt_id: str) -> Loaded | None:
-        return None
+        """The CRDT's live row as committed now: its snapshot entry (if any) and
+        the ops after it, read in one repeatable-read transaction under the
+        CRDT's lock (so the cluster layer queues what it hears meanwhile and
+        applies it after the caller has installed this, in the same step)."""
+        key = (ns, crdt_id)
+        loaded: Loaded | None = None
+
+        async def then(rows: RowReader, row: Row | None) -> None:
+            nonlocal loaded
+            if row is None or not row.live:
+                return
+            snapshot = await rows.snapshot(key, row.epoch)
+            base = snapshot["seq"] if snapshot is not None else 0
+            records = await rows.ops_after(key, row.epoch, base) if row.seq > base else []
+            if (records and records[0]["seq"] != base + 1) or base + len(records) != row.seq:
+                raise RuntimeError(
+                    f"{ns}/{crdt_id}: the ops after seq {base} up to {row.seq} are not all held"
+                )
+            loaded = (snapshot, records)
+
+        try:
+            async with self.locks.hold(key):
+                await self.read_key(key, then)
+        except NETWORK_ERRORS:
+            raise unavailable("the database is unavailable") from None
+        return loaded
 
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
-        return False
+        # Nothing in flight on the CRDT: what the node holds is committed (a
+        # commit applies and writes under the lock), and the rows are the truth.
+        return not self.locks.busy((ns, crdt_id))
 
     async def list_ids(self, ns: str, prefix: str, after: str | None, limit: int) -> list[Listed]:
         # ``prefix`` is matched by a range, not LIKE (ids may hold % and _), and
@@ -555,8 +588,8 @@ class PostgresStore:
         return latest
 
     async def reload(self) -> Recovered:
-        """Everything the database holds, for the service's rebuild after a failure."""
-        return await self._load_all()
+        """Nothing to load: CRDTs are read from the database when they are used."""
+        return Recovered()
 
     async def append(self, records: Sequence[Record]) -> None:
         """Deletes (op records go through :meth:`commit`)."""
@@ -1002,29 +1035,3 @@ class PostgresStore:
         gid = int(found[0]) if found is not None else 0
         self.note_gid(gid)
         return gid
-
-    async def _load_all(self) -> Recovered:
-        """Every live CRDT's snapshot entry and the ops after it, read consistently."""
-        recovered = Recovered()
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            cur = await conn.execute(
-                "SELECT s.entry FROM snapshots s JOIN crdts c "
-                "ON c.ns = s.ns AND c.id = s.id AND c.epoch = s.epoch WHERE NOT c.deleted"
-            )
-            recovered.entries = [unpack(raw) for (raw,) in await cur.fetchall()]
-            # A server-side cursor: the ops table may be far larger than one fetch.
-            ops = conn.cursor(name="syncd_load")
-            await ops.execute(
-                "SELECT o.record FROM ops o "
-                "JOIN crdts c ON c.ns = o.ns AND c.id = o.id AND c.epoch = o.epoch "
-                "LEFT JOIN snapshots s ON s.ns = o.ns AND s.id = o.id AND s.epoch = o.epoch "
-                "WHERE NOT c.deleted AND o.seq > coalesce(s.seq, 0) ORDER BY o.ns, o.id, o.seq"
-            )
-            records: list[Record] = []
-            recovered.records = records
-            async for (raw,) in ops:
-                records.append(unpack(raw))
-            await ops.close()
-            await self.newest_gid(conn)
-        return recovered

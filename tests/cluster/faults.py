@@ -39,6 +39,10 @@ WATCHED: tuple[str, ...] = ("gc:h0", "rg:t")
 REQUEST_TIMEOUT_S = 2.0
 """A node that does not answer within this is treated as down (SIGSTOP): retry elsewhere."""
 RETRY_PAUSE_S = 0.05
+MEMORY_BUDGET_MB = "0.004"
+"""A budget of about 4 KB: a node keeps the CRDTs its subscribers watch and
+lets the others go and come back all through the run (evictions under the
+faults)."""
 ACK_DEADLINE_S = 60.0
 """An op not acknowledged within this (across every retry) fails the run."""
 
@@ -177,6 +181,8 @@ class Report:
     acked: int = 0
     retries: int = 0
     seconds: float = 0.0
+    evictions: int = 0
+    """CRDTs the nodes let go from memory during the run (all nodes)."""
     recovery_s: dict[str, float] = field(default_factory=dict)
     """Per fault: from the fault (or the restart) to the next op acknowledged there."""
 
@@ -215,13 +221,19 @@ async def run_faults(
     writers_per_node: int = 2,
     phase_s: float = 1.5,
     stop_s: float = 10.0,
+    memory_budget_mb: str = MEMORY_BUDGET_MB,
 ) -> Report:
     """The whole scenario; raises AssertionError on any broken promise."""
     url = f"{pg.url}/postgres"
     envs = [
         # The default op_id memory (1024 ids and 120 s) must cover the 10 s stop:
         # the stopped node reads its client's abandoned request only after SIGCONT.
-        node_env(url, f"node{i}", SERVICE_RATE_LIMIT="1000000")
+        node_env(
+            url,
+            f"node{i}",
+            SERVICE_RATE_LIMIT="1000000",
+            SERVICE_MEMORY_BUDGET_MB=memory_budget_mb,
+        )
         for i in range(3)
     ]
     nodes = [spawn(env, ready=False) for env in envs]
@@ -290,6 +302,7 @@ async def run_faults(
             for crdt_id in IDS
         }
     check_acknowledged(values, writers)
+    report.evictions = sum([await _evictions(port) for port in ports])
     try:
         for watcher in watchers:
             deadline = time.monotonic() + 20
@@ -305,6 +318,16 @@ async def run_faults(
         for watcher in watchers:
             await watcher.close()
     return report
+
+
+async def _evictions(port: int) -> int:
+    """service_engine_evictions_total of one node."""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        text = (await http.get("/metrics")).text
+    for line in text.splitlines():
+        if line.startswith("service_engine_evictions_total "):
+            return int(float(line.split()[1]))
+    return 0
 
 
 def check_acknowledged(state: dict[str, Any], writers: list[Writer]) -> None:

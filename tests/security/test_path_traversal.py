@@ -66,7 +66,7 @@ PATHLIKE_IDS = [
 ]
 LAYOUT = re.compile(
     r"^(LOCK|log|snapshots|history|log/\d{20}\.seg|snapshots/snapshot-\d{20}\.snap"
-    r"|history/\d{20}\.hist)$"
+    r"|history/\d{20}\.hist|history/index\.hint)$"
 )
 
 

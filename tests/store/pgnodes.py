@@ -112,6 +112,13 @@ async def settled(app: App) -> None:
     await eventually(done)
 
 
+async def load(app: App, *crdt_ids: str) -> None:
+    """Make ``app`` hold these CRDTs: a node reads a CRDT when it is first used,
+    and from then on follows what other nodes write to it."""
+    for crdt_id in crdt_ids:
+        await app.service.ensure(NS, crdt_id)
+
+
 def full(app: App, crdt_id: str) -> dict[str, Any] | None:
     return app.engine.read(NS, crdt_id, full=True)
 

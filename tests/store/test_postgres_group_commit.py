@@ -24,6 +24,7 @@ from tests.store.pgnodes import (
     allow_inserts,
     eventually,
     full,
+    load,
     op,
     refuse_inserts,
     settled,
@@ -75,6 +76,7 @@ async def test_one_bad_op_never_sinks_its_batch(start_node: StartNode) -> None:
     assert a.store.stats.batches - before <= 2  # all of it rode one or two transactions
     assert a.engine.read(NS, "gc:n")["value"] == 11  # type: ignore[index]
     b = await start_node("b")  # what the database holds
+    await load(b, "gc:n", "rg:doc")
     assert full(b, "gc:n") == full(a, "gc:n")
     assert full(b, "rg:doc") == full(a, "rg:doc")
 
@@ -202,6 +204,7 @@ async def test_an_optimistic_batch_that_lost_a_race_is_done_again_right(
     b.store.channel = "nowhere"  # type: ignore[attr-defined]  # a never hears of b's ops
     rec = Recorder(a, "gc:r")
     await op(a, "gc:r", {"op": "increment"})
+    await load(b, "gc:r")
     await eventually(lambda: full(b, "gc:r") is not None)
     await op(b, "gc:r", {"op": "increment", "amount": 10})  # seq 2, unknown to a
     conflicts = a.cluster.stats.conflicts  # type: ignore[union-attr]
@@ -226,6 +229,7 @@ async def test_the_cluster_counters_are_exported(start_node: StartNode) -> None:
     a = await start_node("a")
     b = await start_node("b")
     await settled(b)  # listening
+    Recorder(b, "gc:x")  # b follows what its subscribers wait for
     await op(a, "gc:x", {"op": "increment"})
     await eventually(lambda: full(b, "gc:x") is not None)
     text = b.metrics.render().decode()
