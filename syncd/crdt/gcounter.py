@@ -10,8 +10,12 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
-from syncd.crdt.validate import amount_field, op_name
+from syncd.crdt.validate import amount_field, check_fields, op_fields, op_name
 from syncd.errors import invalid_op, not_restorable
+
+INCREMENT_FIELDS = op_fields("amount")
+"""The fields of an ``increment`` (docs/data-model.md#gcounter); pncounter's
+ops take the same."""
 
 MAX_COUNT = 2**63 - 1
 """One client's count must stay a signed 64-bit integer, or msgpack could not
@@ -81,6 +85,8 @@ class GCounter:
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         if op.get("op") != "increment":
             op_name(op, self.OPS, self.TYPE)
+        if len(op) != 2 or "amount" not in op:  # {"op", "amount"} needs no more
+            check_fields(op, INCREMENT_FIELDS)
         amount = amount_field(op)
         cid = ctx.client_id
         count = grow(self._counts, cid, amount)

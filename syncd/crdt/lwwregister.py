@@ -14,8 +14,19 @@ from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
 from syncd.crdt.clock import MAX_CLOCK_SKEW_MS, next_stamp
-from syncd.crdt.validate import MAX_SAFE_INTEGER, canonical_json, json_value, op_name, required
+from syncd.crdt.validate import (
+    MAX_SAFE_INTEGER,
+    canonical_json,
+    check_fields,
+    json_value,
+    op_fields,
+    op_name,
+    required,
+)
 from syncd.errors import invalid_op
+
+SET_FIELDS = op_fields("value", "timestamp")
+"""The fields of ``set`` (docs/data-model.md#lwwregister)."""
 
 
 class LWWRegister:
@@ -40,6 +51,7 @@ class LWWRegister:
 
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         op_name(op, self.OPS, self.TYPE)
+        check_fields(op, SET_FIELDS)
         value = required(op, "value")
         json_value(value, "value")
         timestamp = op.get("timestamp")

@@ -17,7 +17,18 @@ from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
 from syncd.crdt.gcounter import counts_from, counts_state
-from syncd.crdt.validate import MAX_ELEMENT_BYTES, canonical_json, json_value, op_name, required
+from syncd.crdt.validate import (
+    MAX_ELEMENT_BYTES,
+    canonical_json,
+    check_fields,
+    json_value,
+    op_fields,
+    op_name,
+    required,
+)
+
+ELEMENT_FIELDS = op_fields("element")
+"""The fields of ``add`` and ``remove`` (docs/data-model.md#orset)."""
 
 Dot = tuple[int, int]
 
@@ -89,6 +100,7 @@ class ORSet:
 
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         name = op_name(op, self.OPS, self.TYPE)
+        check_fields(op, ELEMENT_FIELDS)
         element = required(op, "element")
         key = json_value(element, "element", MAX_ELEMENT_BYTES)
         observed = _dot_list(self._dots.get(key, ()))

@@ -10,8 +10,15 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
-from syncd.crdt.gcounter import counts_from, counts_state, grow, join_count, join_counts
-from syncd.crdt.validate import MAX_AMOUNT, amount_field, op_name
+from syncd.crdt.gcounter import (
+    INCREMENT_FIELDS,
+    counts_from,
+    counts_state,
+    grow,
+    join_count,
+    join_counts,
+)
+from syncd.crdt.validate import MAX_AMOUNT, amount_field, check_fields, op_name
 
 
 class PNCounter:
@@ -34,6 +41,8 @@ class PNCounter:
 
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         name = op_name(op, self.OPS, self.TYPE)
+        if len(op) != 2 or "amount" not in op:  # {"op", "amount"} needs no more
+            check_fields(op, INCREMENT_FIELDS)  # decrement takes the same
         amount = amount_field(op)
         cid = ctx.client_id
         if name == "increment":

@@ -23,8 +23,19 @@ from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
 from syncd.crdt.clock import next_stamp
-from syncd.crdt.validate import MAX_ELEMENT_BYTES, canonical_json, int_field, json_object, op_name
+from syncd.crdt.validate import (
+    MAX_ELEMENT_BYTES,
+    canonical_json,
+    check_fields,
+    int_field,
+    json_object,
+    op_fields,
+    op_name,
+)
 from syncd.errors import not_restorable
+
+FIELDS = {"update": op_fields("data", "ttl_ms"), "leave": op_fields()}
+"""The fields of each op (docs/data-model.md#presence)."""
 
 MIN_TTL_MS = 1_000
 MAX_TTL_MS = 300_000
@@ -78,6 +89,7 @@ class Presence:
 
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         name = op_name(op, self.OPS, self.TYPE)
+        check_fields(op, FIELDS[name])
         cid = ctx.client_id
         previous = self._records.get(cid)
         stamp = next_stamp(ctx.now_ms, previous[0] if previous is not None else None)

@@ -33,8 +33,24 @@ from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, OpContext
-from syncd.crdt.validate import MAX_ELEMENT_BYTES, json_object, op_name, required, str_field
+from syncd.crdt.validate import (
+    MAX_ELEMENT_BYTES,
+    check_fields,
+    json_object,
+    op_fields,
+    op_name,
+    required,
+    str_field,
+)
 from syncd.errors import cycle, invalid_op
+
+FIELDS = {
+    "add": op_fields("id", "parent", "pos", "data"),
+    "move": op_fields("id", "parent", "pos"),
+    "update": op_fields("id", "data"),
+    "delete": op_fields("id"),
+}
+"""The fields of each op (docs/data-model.md#tree)."""
 
 ROOT = "root"
 """The implicit root node: always present, never moved or deleted."""
@@ -102,6 +118,7 @@ class Tree:
 
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         name = op_name(op, self.OPS, self.TYPE)
+        check_fields(op, FIELDS[name])
         node_id = str_field(op, "id", MAX_NODE_ID_LEN)
         assert node_id is not None
         delta: dict[str, Any] = {"op": name, "id": node_id}

@@ -33,8 +33,11 @@ from typing import Any, ClassVar, Final, Self
 from pycrdt import Array, Doc, Map, Text, XmlFragment, get_state
 
 from syncd.crdt.base import JSON, OpContext
-from syncd.crdt.validate import op_name, required
+from syncd.crdt.validate import check_fields, op_fields, op_name, required
 from syncd.errors import ApiError, invalid_op, not_restorable
+
+UPDATE_FIELDS = op_fields("update")
+"""The fields of ``update`` (docs/yjs.md)."""
 
 MAX_UPDATE_BYTES: Final = 4 * 1024 * 1024
 """One update, decoded. Over HTTP and WebSocket the body and message limits
@@ -113,6 +116,7 @@ class YDoc:
 
     def apply_op(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
         op_name(op, self.OPS, self.TYPE)
+        check_fields(op, UPDATE_FIELDS)
         text = required(op, "update")
         update = decode_update(text)
         self._apply(update)

@@ -250,7 +250,7 @@ async def test_connection_refused_is_a_transport_error() -> None:
 async def test_list_delete_me(server: RunningServer, client: AsyncClient) -> None:
     for name in ("gc:a", "gc:b", "or:c"):
         await client.apply(
-            name, {"op": "increment" if name.startswith("gc") else "add", "element": 1}
+            name, {"op": "increment"} if name.startswith("gc") else {"op": "add", "element": 1}
         )
     page = await client.list_crdts(prefix="gc:", limit=1)
     assert [item["id"] for item in page["crdts"]] == ["gc:a"] and page["next"] == "gc:a"

@@ -364,3 +364,19 @@ async def test_a_repeated_op_id_gets_the_first_answer_flagged(make_server: Any) 
         again = (await op(client, h, "gc:n", batch)).json()
         assert again == {**first, "duplicate": True} and first["applied"] == 2
         assert (await read(client, h, "gc:n")).json()["value"] == 2
+
+
+async def test_a_misspelt_field_is_refused_not_defaulted(client: httpx.AsyncClient) -> None:
+    """`amout` is not `amount`: 400 naming it, and nothing applied."""
+    h = await issue(client)
+    r = await op(client, h, "gc:typo", {"op": "increment", "amout": 2})
+    assert r.status_code == 400 and r.json()["error"] == "invalid_op"
+    assert r.json()["message"].startswith("amout: unknown field")
+    assert (await read(client, h, "gc:typo")).status_code == 404
+    batch = [{"op": "increment", "amount": 1}, {"op": "increment", "amount": 1, "ammount": 3}]
+    r = await op(client, h, "gc:typo", batch)
+    assert r.status_code == 400 and r.json()["message"].startswith("ops[1].ammount: unknown field")
+    assert (await read(client, h, "gc:typo")).status_code == 404
+    # The common fields are still taken on any op.
+    full = {"op": "increment", "amount": 2, "type": "gcounter", "op_id": "t-1", "client_id": 7}
+    assert (await op(client, h, "gc:typo", full)).json()["seq"] == 1

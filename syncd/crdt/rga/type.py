@@ -41,8 +41,13 @@ from syncd.crdt.base import JSON, OpContext
 from syncd.crdt.rga.ids import format_id, parse_id, rle_ids
 from syncd.crdt.rga.sequence import MAX_COUNTER, Origin, RunSeq
 from syncd.crdt.rga.wire import insert_delta, ranges_of, state_run
-from syncd.crdt.validate import check_json
+from syncd.crdt.validate import check_fields, check_json, op_fields
 from syncd.errors import invalid_op
+
+INSERT_FIELDS = op_fields("index", "after", "text", "values")
+DELETE_FIELDS = op_fields("index", "count", "ids")
+"""The fields of ``insert`` and ``delete`` (docs/data-model.md#rga). The
+typing fast path (``op``, ``index`` and ``text`` alone) needs no check."""
 
 
 def _text_ok(text: str) -> bool:
@@ -116,6 +121,7 @@ class Rga:
                         }
                 return self._insert(op, ctx)
             if kind == "delete" and "ids" not in op:
+                check_fields(op, DELETE_FIELDS)
                 count = op.get("count", 1)
                 if type(count) is int and count > 0:
                     ranges = self._seq.delete_at(index, count)
@@ -129,6 +135,7 @@ class Rga:
         raise invalid_op(f"op: must be one of {', '.join(sorted(self.OPS))} for rga")
 
     def _insert(self, op: Mapping[str, Any], ctx: OpContext) -> dict[str, Any]:
+        check_fields(op, INSERT_FIELDS)
         has_index = "index" in op
         if has_index == ("after" in op):
             raise invalid_op("index, after: an insert takes exactly one of index or after")
@@ -180,6 +187,7 @@ class Rga:
         }
 
     def _delete(self, op: Mapping[str, Any]) -> dict[str, Any]:
+        check_fields(op, DELETE_FIELDS)
         has_index = "index" in op
         if has_index == ("ids" in op):
             raise invalid_op("index, ids: a delete takes exactly one of index or ids")
