@@ -54,6 +54,12 @@ RATE_LIMITED_MESSAGE = "too many requests"
 
 TOKEN_EXPIRED_MESSAGE = "token expired"
 
+NOT_A_BEARER_MESSAGE = (
+    "the bearer is neither the admin secret nor a token (a token is two base64url "
+    "parts joined by '.')"
+)
+"""A bearer without a dot cannot be a token: most often a mistyped admin secret."""
+
 NO_END_MS = 2**63
 """The end of a read that never ends: past every ms timestamp (int64)."""
 
@@ -125,9 +131,15 @@ def token_expired() -> ApiError:
     return ApiError(401, "token_expired", TOKEN_EXPIRED_MESSAGE)
 
 
-def _rate_limited(retry_after: int) -> ApiError:
+def rate_limited(retry_after: int, message: str = RATE_LIMITED_MESSAGE) -> ApiError:
+    """429 with the seconds to wait in ``Retry-After`` and in the body's
+    ``retry_after`` (as a WebSocket ``error`` message carries it)."""
     return ApiError(
-        429, "rate_limited", RATE_LIMITED_MESSAGE, headers=(("Retry-After", str(retry_after)),)
+        429,
+        "rate_limited",
+        message,
+        headers=(("Retry-After", str(retry_after)),),
+        extra={"retry_after": retry_after},
     )
 
 
@@ -214,7 +226,7 @@ class Authenticator:
             if before is not None and principal.issued_at < before:
                 raise token_revoked()
         if ns is not None and principal.namespace != ns:
-            raise forbidden("token is for another namespace")
+            raise forbidden(f"the token is for namespace {principal.namespace!r}, not {ns!r}")
         self.rate_check(principal)
         return principal
 
@@ -225,6 +237,8 @@ class Authenticator:
         if principal is not None:
             self._cache.move_to_end(token)
             return principal
+        if "." not in token:
+            raise invalid_token(NOT_A_BEARER_MESSAGE)
         claims, signature, key = verify_token_any(token, self.keys)
         permissions = claims.permissions
         rl = permissions.rate_limit if isinstance(permissions, V2Permissions) else None
@@ -253,7 +267,7 @@ class Authenticator:
             return
         retry_after = self.rate_limiter.hit(principal.rate_key, principal.rate_limit)
         if retry_after:
-            raise _rate_limited(retry_after)
+            raise rate_limited(retry_after)
 
     def check_expiry(self, principal: Principal) -> None:
         """401 ``token_expired`` once the token has expired, ``token_revoked``

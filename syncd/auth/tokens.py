@@ -250,4 +250,8 @@ def verify_token_any(token: str, keys: Sequence[SigningKey]) -> tuple[Claims, by
     for key in keys:
         if key.verify(payload, signature):
             return decode_claims(payload), signature, key
-    raise invalid_token("token signature is invalid")
+    raise invalid_token(
+        "token signature is invalid: another key signed it (a server started without "
+        "SERVICE_SIGNING_KEY makes a new key at every start, and the tokens of earlier "
+        "starts then fail)"
+    )

@@ -11,7 +11,9 @@ when all is well, 1 when the transfer or the copy is bad, 2 on bad usage.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -43,6 +45,11 @@ def register(commands: Commands) -> None:
     parser.add_argument("--url", help="the server (default: from SERVICE_BIND)")
     parser.add_argument(
         "--token", help="the root admin secret (default: SERVICE_ADMIN_TOKEN or the data dir's)"
+    )
+    parser.add_argument(
+        "--without-admin-token",
+        action="store_true",
+        help="leave the data directory's generated admin secret (admin_token) out of the copy",
     )
     parser.add_argument(
         "--max-rate",
@@ -80,33 +87,69 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         print("syncd backup: no admin token (--token or SERVICE_ADMIN_TOKEN)", file=sys.stderr)
         return 2
     url = (args.url or _default_url(env)).rstrip("/") + "/v1/admin/backup"
+    query = []
     if args.max_rate is not None:
-        url += f"?max_rate={args.max_rate:g}"
+        query.append(f"max_rate={args.max_rate:g}")
+    if args.without_admin_token:
+        query.append("admin_token=false")
+    if query:
+        url += "?" + "&".join(query)
     request = urllib.request.Request(
         url, method="POST", data=b"", headers={"authorization": f"Bearer {token}"}
     )
+    created = not dest.exists()
     dest.mkdir(parents=True, exist_ok=True)
+    problem = _download(request, url, dest)
+    if problem is not None:
+        print(f"syncd backup: {problem}", file=sys.stderr)
+        _undo(dest, created)
+        return 1
+    _fsync_tree(dest)
+    return verify_dir(dest)
+
+
+def _download(request: urllib.request.Request, url: str, dest: Path) -> str | None:
+    """Fetch the backup and unpack it into ``dest``; what went wrong, or None."""
     with tempfile.TemporaryFile(dir=dest) as tar_file:
         try:
             with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
                 while chunk := response.read(DOWNLOAD_CHUNK_BYTES):
                     tar_file.write(chunk)
         except urllib.error.HTTPError as exc:
-            body = exc.read().decode("utf-8", "replace")[:300]
-            print(f"syncd backup: {url}: {exc.code} {body}", file=sys.stderr)
-            return 1
+            return _refusal(url, exc.code, exc.read())
         except OSError as exc:
-            print(f"syncd backup: {url}: {exc}", file=sys.stderr)
-            return 1
+            return f"{url}: {exc}"
         tar_file.seek(0)
         try:
             with tarfile.open(fileobj=tar_file, mode="r:") as tar:
                 tar.extractall(dest, filter="data")
         except tarfile.TarError as exc:
-            print(f"syncd backup: the stream is not a whole tar ({exc})", file=sys.stderr)
-            return 1
-    _fsync_tree(dest)
-    return verify_dir(dest)
+            return f"the stream is not a whole tar ({exc})"
+    return None
+
+
+def _refusal(url: str, status: int, body: bytes) -> str:
+    """The server's refusal in one line: its status, code and message."""
+    try:
+        error = json.loads(body)
+        text = f"{status} {error['error']}: {error['message']}"
+    except (ValueError, TypeError, KeyError):
+        text = f"{status} {body.decode('utf-8', 'replace')[:300]}"
+    if status in (401, 403):
+        text += " (--token or SERVICE_ADMIN_TOKEN must be the server's root admin secret)"
+    return f"{url} refused the backup: {text}"
+
+
+def _undo(dest: Path, created: bool) -> None:
+    """Leave ``dest`` as it was: gone if this run made it, else empty again."""
+    if created:
+        shutil.rmtree(dest, ignore_errors=True)
+        return
+    for entry in dest.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _fsync_tree(root: Path) -> None:

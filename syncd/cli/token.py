@@ -89,6 +89,13 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         body["permissions"] = {"read": args.read, "write": args.write, "admin": args.admin}
     try:
         request = parse_issue_body(body, args.namespace, max_ttl)
+        if args.rules is None and not (args.read or args.write or args.admin):
+            # A token that may do nothing is always a slip on the command line.
+            return fail(
+                PROG,
+                "the token would grant nothing: give --read GLOB and/or --write GLOB "
+                "(or --admin, or --rules)",
+            )
         token = issue(key, request, time.time_ns() // 1_000_000)
     except ApiError as e:
         return fail(PROG, e.message)

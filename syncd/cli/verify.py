@@ -9,10 +9,15 @@ well, 1 when something is damaged, 2 on bad usage.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 from syncd.cli.command import Commands, add_command
+
+LAYOUT: Final = ("log", "snapshots", "history")
+"""The subdirectories every data directory and backup of the embedded store has."""
 
 
 def register(commands: Commands) -> None:
@@ -36,5 +41,24 @@ def verify_dir(path: str | Path) -> int:
     return 0 if report.ok else 1
 
 
+def not_a_data_dir(path: Path) -> str | None:
+    """Why ``path`` is not something to verify at all, or None."""
+    if not path.exists():
+        return f"{path}: no such directory"
+    if not path.is_dir():
+        return f"{path}: not a directory"
+    if not any((path / name).is_dir() for name in LAYOUT):
+        return (
+            f"{path} is not a syncd data directory or backup: it has none of "
+            f"{', '.join(name + '/' for name in LAYOUT)} (a PostgreSQL node keeps its data "
+            "in the database)"
+        )
+    return None
+
+
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    problem = not_a_data_dir(Path(args.dir))
+    if problem is not None:
+        print(f"syncd verify: {problem}", file=sys.stderr)
+        return 2
     return verify_dir(args.dir)

@@ -9,6 +9,7 @@ masks, snapshots, the engine) follows from the class.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from syncd.crdt.base import Crdt
 from syncd.crdt.gcounter import GCounter
@@ -19,7 +20,7 @@ from syncd.crdt.presence import Presence
 from syncd.crdt.rga import Rga
 from syncd.crdt.tree import Tree
 from syncd.crdt.ydoc import YDoc
-from syncd.errors import invalid_op, unknown_type
+from syncd.errors import ApiError, invalid_op, unknown_type
 
 _classes: list[type[Crdt]] = [GCounter, PNCounter, ORSet, LWWRegister, Presence, Rga, Tree, YDoc]
 
@@ -36,6 +37,42 @@ if len(TYPES) != len(_classes) or len(PREFIXES) != len(_classes):
 def type_for_id(crdt_id: str) -> str | None:
     """The type an id's prefix fixes, or None for an id without a known prefix."""
     return PREFIXES.get(crdt_id[:3])
+
+
+def with_type_list(exc: ApiError) -> ApiError:
+    """``exc``, with the valid types and id prefixes added when it is
+    ``unknown_type`` (the engine's message says only what was wrong)."""
+    if exc.code != "unknown_type":
+        return exc
+    prefixes = ", ".join(f"{prefix} ({name})" for prefix, name in PREFIXES.items())
+    return ApiError(
+        exc.status,
+        exc.code,
+        f"{exc.message}; the types are {', '.join(TYPES)}, and the id prefixes {prefixes}",
+        exc.headers,
+        exc.extra,
+    )
+
+
+def check_ops_named(crdt_id: str, body: Any) -> None:
+    """400 ``invalid_op`` for an op without its ``op`` field, saying that it is
+    missing (the engine would call it an op name it does not know). Bodies of
+    another shape are left to the engine."""
+    if type(body) is dict:
+        if "op" not in body:
+            raise invalid_op(_missing_op(crdt_id, ""))
+    elif type(body) is list:
+        for i, op in enumerate(body):
+            if type(op) is dict and "op" not in op:
+                raise invalid_op(_missing_op(crdt_id, f"ops[{i}]."))
+
+
+def _missing_op(crdt_id: str, where: str) -> str:
+    type_name = type_for_id(crdt_id)
+    if type_name is None:
+        return f"{where}op: missing; every op names what it does in 'op'"
+    names = ", ".join(sorted(TYPES[type_name].OPS))
+    return f"{where}op: missing; every op names what it does in 'op' (a {type_name}: {names})"
 
 
 def crdt_class(type_name: str) -> type[Crdt]:

@@ -19,6 +19,7 @@ from syncd.http.parser import (
     NEED_DATA,
     Event,
     ParseError,
+    body_too_large,
     request_from_head,
     transfer_coding_refusal,
     version_refusal,
@@ -93,7 +94,7 @@ class H11Parser:
             elif isinstance(event, h11.Data):
                 self._size += len(event.data)
                 if self._size > self._max_body:
-                    self._failed = ParseError(413, "request body too large")
+                    self._failed = ParseError(413, body_too_large(self._max_body))
                     return self._failed
                 self._body.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
@@ -133,7 +134,7 @@ class H11Parser:
             self._failed = ParseError(400, "both Content-Length and Transfer-Encoding")
             return self._failed
         if length is not None and int(length) > self._max_body:
-            self._failed = ParseError(413, "request body too large")
+            self._failed = ParseError(413, body_too_large(self._max_body))
             return self._failed
         version = event.http_version.decode("ascii")
         refusal = version_refusal(version)

@@ -22,6 +22,7 @@ from syncd.http.parser import (
     NEED_DATA,
     Event,
     ParseError,
+    body_too_large,
     request_from_head,
     transfer_coding_refusal,
     version_refusal,
@@ -192,7 +193,7 @@ class HttptoolsParser:
             if not (length.isascii() and length.isdigit()):
                 raise _Refused(400, "bad Content-Length")
             if int(length) > self._max_body:
-                raise _Refused(413, "request body too large")
+                raise _Refused(413, body_too_large(self._max_body))
         method = self._parser.get_method().decode("ascii")
         request = request_from_head(method, self._url.decode("latin-1"), headers, version)
         self._current = request
@@ -208,7 +209,7 @@ class HttptoolsParser:
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
         if self._size > self._max_body:
-            raise _Refused(413, "request body too large")
+            raise _Refused(413, body_too_large(self._max_body))
         self._body.append(body)
 
     def on_message_complete(self) -> None:

@@ -66,6 +66,11 @@ class ParseError:
 Event = Request | ParseError | _Sentinel
 
 
+def body_too_large(limit: int) -> str:
+    """The 413 message: the limit and the setting that raises it."""
+    return f"request body larger than {limit} bytes (SERVICE_MAX_BODY_BYTES)"
+
+
 class HttpParser(Protocol):
     name: str
 

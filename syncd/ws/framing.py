@@ -300,7 +300,7 @@ class FrameLayer:
         # is sent), so the peer's answering close can still be seen.
         self._parts = []
         self._size = 0
-        return Failed(CLOSE_TOO_BIG, f"message over {self._max} bytes")
+        return Failed(CLOSE_TOO_BIG, f"message over {self._max} bytes (SERVICE_MAX_BODY_BYTES)")
 
     def ping(self, payload: bytes = b"") -> bytes:
         """A protocol ping (the keepalive); b"" once closing has started."""

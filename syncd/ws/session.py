@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from syncd.auth.authenticator import TOKEN_EXPIRED_MESSAGE, token_expired
 from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE, token_revoked
-from syncd.crdt.types import crdt_class
+from syncd.crdt.types import check_ops_named, crdt_class, with_type_list
 from syncd.errors import ApiError, bad_request
 from syncd.ids import check_crdt_id
 from syncd.ws.codec import MessageLimits, decode, encode
@@ -192,6 +192,7 @@ def error_message(ref: Any, exc: ApiError, crdt_id: str | None = None) -> dict[s
         message["ref"] = ref
     if crdt_id is not None:
         message["id"] = crdt_id
+    exc = with_type_list(exc)
     message["error"] = exc.code
     message["message"] = exc.message
     for name, value in exc.headers:
@@ -557,6 +558,7 @@ class Session:
         crdt_id = _id_field(message)
         if "op" not in message:
             raise bad_request("op: an op object or an array of ops is required")
+        check_ops_named(crdt_id, message["op"])
         auth = self._auth
         auth.check_expiry(self.principal)
         auth.rate_check(self.principal)

@@ -33,7 +33,7 @@ def test_exactly_default_limit_per_second(
         auth.authenticate(header, "demo")
     e = _429(auth, header)
     assert (e.status, e.code, e.message) == (429, "rate_limited", "too many requests")
-    assert e.body() == {"error": "rate_limited", "message": "too many requests"}
+    assert e.body() == {"error": "rate_limited", "message": "too many requests", "retry_after": 1}
     assert e.headers == (("Retry-After", "1"),)
     clock.advance(999)
     assert _429(auth, header).code == "rate_limited"

@@ -57,3 +57,64 @@ async def test_backs_up_a_running_server_and_verifies(spawn_server: Any, tmp_pat
         [*cli, "verify", str(dest)], env=env, capture_output=True, text=True, timeout=60
     )
     assert broken.returncode == 1 and "DAMAGED" in broken.stdout
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "syncd", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+async def test_a_wrong_secret_is_named_and_leaves_nothing_behind(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    server = spawn_server({})
+    env = {**os.environ, "SERVICE_ADMIN_TOKEN": ADMIN}
+    dest = tmp_path / "new"
+    wrong = run_cli("backup", str(dest), "--url", server.url, "--token", "not-the-secret", env=env)
+    assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1, wrong.stderr
+    assert "401 invalid_token: the bearer is neither the admin secret nor a token" in wrong.stderr
+    assert "root admin secret" in wrong.stderr
+    assert not dest.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    wrong = run_cli("backup", str(empty), "--url", server.url, "--token", "x", env=env)
+    assert wrong.returncode == 1 and list(empty.iterdir()) == []
+    unreachable = run_cli("backup", str(dest), "--url", "http://127.0.0.1:1", env=env)
+    assert unreachable.returncode == 1 and not dest.exists()
+
+
+async def test_the_generated_admin_secret_can_be_left_out(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    # No SERVICE_ADMIN_TOKEN: the server makes one and keeps it in the data dir.
+    server = spawn_server({"SERVICE_ADMIN_TOKEN": ""})
+    secret = (tmp_path / "data" / "admin_token").read_text().strip()
+    env = {**os.environ, "SERVICE_ADMIN_TOKEN": secret}
+    with_it, without = tmp_path / "with", tmp_path / "without"
+    done = run_cli("backup", str(with_it), "--url", server.url, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (with_it / "admin_token").read_text().strip() == secret
+    done = run_cli("backup", str(without), "--url", server.url, "--without-admin-token", env=env)
+    assert done.returncode == 0 and "OK" in done.stdout, done.stdout + done.stderr
+    assert not (without / "admin_token").exists()
+    assert "admin_token" not in (without / "MANIFEST.json").read_text()
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        r = await client.post(
+            "/v1/admin/backup?admin_token=maybe", headers={"authorization": f"Bearer {secret}"}
+        )
+        assert r.status_code == 400 and r.json()["message"] == "admin_token: true or false"
+
+
+def test_verify_says_plainly_when_a_directory_is_not_a_data_directory(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    (tmp_path / "notes.txt").write_text("hello")
+    for target, expected in (
+        (tmp_path, "is not a syncd data directory or backup"),
+        (tmp_path / "missing", "no such directory"),
+        (tmp_path / "notes.txt", "not a directory"),
+    ):
+        result = run_cli("verify", str(target), env=env)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr.startswith("syncd verify: ") and expected in result.stderr
+        assert result.stderr.count("\n") == 1

@@ -118,6 +118,7 @@ def test_cli_v2_and_ttl(capsys: pytest.CaptureFixture[str]) -> None:
             ["--namespace", "demo", "--client-id", "1"],
             {"SERVICE_SIGNING_KEY": KEY_HEX, "SERVICE_MAX_TOKEN_TTL_MS": "lots"},
         ),
+        (["--namespace", "demo", "--client-id", "1"], {"SERVICE_SIGNING_KEY": KEY_HEX}),
     ],
 )
 def test_cli_refusals(
@@ -136,3 +137,26 @@ def test_cli_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["--help"], {}, capsys)
     assert code == 0
     assert "--namespace" in out
+
+
+def test_a_token_that_grants_nothing_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        ["--namespace", "demo", "--client-id", "1"], {"SERVICE_SIGNING_KEY": KEY_HEX}, capsys
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        "syncd token: the token would grant nothing: give --read GLOB and/or --write GLOB "
+        "(or --admin, or --rules)\n"
+    )
+    for grant in (
+        ["--read", "*"],
+        ["--write", "gc:*"],
+        ["--admin"],
+        ["--rules", '{"r":[],"w":[]}'],
+    ):
+        code, out, _ = run_cli(
+            ["--namespace", "demo", "--client-id", "1", *grant],
+            {"SERVICE_SIGNING_KEY": KEY_HEX},
+            capsys,
+        )
+        assert code == 0 and out.count(".") == 1, grant

@@ -257,8 +257,13 @@ async def test_rate_limit_429(make_server: Any) -> None:
         ]
         assert codes[:5] == [404] * 5 and codes[5:] == [429] * 3
         r = await client.get("/v1/namespaces/app/crdts/gc:a", headers=h)
-        assert r.json() == {"error": "rate_limited", "message": "too many requests"}
-        assert int(r.headers["retry-after"]) >= 1
+        retry_after = int(r.headers["retry-after"])
+        assert retry_after >= 1
+        assert r.json() == {
+            "error": "rate_limited",
+            "message": "too many requests",
+            "retry_after": retry_after,
+        }
 
 
 async def test_list_and_delete(client: httpx.AsyncClient) -> None:

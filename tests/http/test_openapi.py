@@ -237,8 +237,9 @@ def test_every_error_code_in_the_source_is_documented() -> None:
     assert raised - documented_codes() == set()
 
 
-EXTRA_ERROR_FIELDS = {410: ["oldest"]}
-"""Errors that say more than error and message (history_expired: the oldest seq)."""
+EXTRA_ERROR_FIELDS = {410: ["oldest"], 429: ["retry_after"]}
+"""Errors that say more than error and message (history_expired: the oldest seq;
+rate_limited: the seconds to wait)."""
 
 
 def test_error_bodies_are_exactly_error_and_message() -> None:

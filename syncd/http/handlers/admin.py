@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
+from syncd.auth.admin import ADMIN_TOKEN_FILE
 from syncd.auth.authenticator import Authenticator
 from syncd.errors import ApiError, bad_request
 from syncd.http.request import Request
@@ -81,8 +82,14 @@ def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> N
         auth.check_admin(principal, None)
         if backup is None:
             raise _unsupported()
-        max_rate = _max_rate(request.query.get("max_rate") if request.query_string else None)
+        query = request.query if request.query_string else {}
+        max_rate = _max_rate(query.get("max_rate"))
+        with_admin_token = _flag(query.get("admin_token"), "admin_token")
         plan, release = await backup()
+        if not with_admin_token:
+            # The generated admin secret stays on the server (the copy's
+            # server makes a new one, or takes SERVICE_ADMIN_TOKEN).
+            plan.files = [(rel, size) for rel, size in plan.files if rel != ADMIN_TOKEN_FILE]
 
         def start(sink: StreamSink) -> None:
             task = asyncio.get_running_loop().create_task(_stream(sink, plan, max_rate))
@@ -97,6 +104,15 @@ def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> N
 
 
 _tasks: set[asyncio.Task[None]] = set()
+
+
+def _flag(text: str | None, name: str) -> bool:
+    """A ``true``/``false`` query parameter, true when absent."""
+    if text is None or text in ("true", "1"):
+        return True
+    if text in ("false", "0"):
+        return False
+    raise bad_request(f"{name}: true or false")
 
 
 def _max_rate(text: str | None) -> float | None:

@@ -7,9 +7,9 @@ from typing import Any, Final
 
 from syncd.auth.authenticator import Authenticator
 from syncd.crdt.engine import Engine
-from syncd.crdt.types import type_for_id
+from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
 from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
-from syncd.errors import bad_request, not_found, type_mismatch
+from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history import HistoryService
 from syncd.http.handlers.history import parse_seq
 from syncd.http.request import Request
@@ -108,7 +108,11 @@ def register(
         crdt_id = check_crdt_id(request.params["id"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         body = request.json(json_max_depth)
-        result = await service.apply_ops(ns, crdt_id, body, principal, "http")
+        check_ops_named(crdt_id, body)
+        try:
+            result = await service.apply_ops(ns, crdt_id, body, principal, "http")
+        except ApiError as exc:
+            raise with_type_list(exc) from None
         if not result.extra and not result.duplicate and not request.query_string:
             # The common answer, written directly: JSON-encoding this small
             # map was a tenth of a whole increment's cost.

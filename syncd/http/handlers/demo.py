@@ -14,10 +14,11 @@ import time
 from importlib import resources
 from typing import Final
 
+from syncd.auth.authenticator import rate_limited
 from syncd.auth.issue import issue_token
 from syncd.auth.ratelimit import RateLimiter
 from syncd.auth.tokens import SigningKey
-from syncd.errors import ApiError, not_found
+from syncd.errors import not_found
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router
@@ -119,11 +120,8 @@ def register(
     def token(request: Request) -> Response:
         retry_after = minted.hit(request.client.encode(), tokens_per_window)
         if retry_after:
-            raise ApiError(
-                429,
-                "rate_limited",
-                "too many demo tokens from this address; try again later",
-                headers=(("Retry-After", str(retry_after)),),
+            raise rate_limited(
+                retry_after, "too many demo tokens from this address; try again later"
             )
         now_ms = time.time_ns() // 1_000_000
         client_id = 1 + secrets.randbelow(DEMO_CLIENT_ID_MAX)
