@@ -31,10 +31,11 @@ from syncd.residency import Residency
 from syncd.service import CrdtService
 from syncd.store.base import Recovered, Store
 from syncd.webhooks.dispatcher import WebhookDispatcher
-from syncd.ws import endpoint, yjs_endpoint
+from syncd.ws import endpoint
 from syncd.ws.connection import SessionContext
-from syncd.ws.yjs_channel import YjsContext
-from syncd.ws.yjs_room import Rooms
+from syncd.yjs import endpoint as yjs_endpoint
+from syncd.yjs.channel import YjsContext
+from syncd.yjs.room import Rooms
 
 if TYPE_CHECKING:
     from syncd.cluster.replicator import Replicator

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A :class:`YjsChannel` joins one document to one socket. It holds the
-document's sans-I/O :class:`~syncd.ws.yjs_protocol.YjsSession` and carries
+document's sans-I/O :class:`~syncd.yjs.protocol.YjsSession` and carries
 out its actions; the socket adapter that owns it (a y-websocket connection
 has one channel, a Hocuspocus connection one per document) frames what the
 channel sends and reads what it is given:
@@ -16,7 +16,7 @@ channel sends and reads what it is given:
   update's outcome (Hocuspocus acknowledges them).
 - a step 1 is answered from the engine's document: exactly what the peer's
   state vector lacks, so a reconnecting provider gets only what it missed.
-- awareness goes to the room (:mod:`syncd.ws.yjs_room`).
+- awareness goes to the room (:mod:`syncd.yjs.room`).
 
 The channel joins the hub before it sends its step 1, so nothing committed
 in between is missed (a delta the step 2 already covered is a no-op for Yjs).
@@ -61,7 +61,7 @@ from syncd.ws.framing import (
     CLOSE_NORMAL,
     CLOSE_TOKEN_EXPIRED,
 )
-from syncd.ws.yjs_protocol import (
+from syncd.yjs.protocol import (
     Action,
     ApplyUpdate,
     Close,
@@ -76,7 +76,7 @@ from syncd.ws.yjs_protocol import (
     sync_step2,
     sync_update,
 )
-from syncd.ws.yjs_room import AwarenessRefused, Room, Rooms
+from syncd.yjs.room import AwarenessRefused, Room, Rooms
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal

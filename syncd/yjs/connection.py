@@ -7,7 +7,7 @@ Theory of operation
 handed its transport over: the frame layer (:mod:`syncd.ws.framing`), the
 keepalive timer, the closing handshake, backpressure, and the count of
 updates awaiting the store. Each whole message goes to :meth:`on_message`;
-the documents themselves are :class:`~syncd.ws.yjs_channel.YjsChannel`s,
+the documents themselves are :class:`~syncd.yjs.channel.YjsChannel`s,
 which call back through the channel ``Owner`` protocol implemented here.
 
 :class:`YjsConnection` is the y-websocket protocol: one document per
@@ -45,8 +45,8 @@ from syncd.ws.framing import (
     PeerClosed,
     Reply,
 )
-from syncd.ws.yjs_channel import YjsChannel, YjsContext, update_of
-from syncd.ws.yjs_protocol import permission_denied, sync_update
+from syncd.yjs.channel import YjsChannel, YjsContext, update_of
+from syncd.yjs.protocol import permission_denied, sync_update
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal

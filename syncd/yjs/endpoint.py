@@ -12,7 +12,7 @@ HTTP: the namespace and room, the token (``?token=`` or ``Authorization:
 Bearer``, counted against the rate limit), read permission on the document,
 the handshake headers, and room for one more connection. A token that may
 read but not write connects read-only. The Hocuspocus upgrade needs no token:
-its provider authenticates each document in band (:mod:`syncd.ws.hocuspocus`).
+its provider authenticates each document in band (:mod:`syncd.yjs.hocuspocus`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from syncd.http.response import Upgrade
 from syncd.http.router import Router
 from syncd.ids import check_crdt_id, check_namespace
 from syncd.ws.handshake import check_upgrade, switching_head
-from syncd.ws.hocuspocus import HocuspocusConnection
-from syncd.ws.yjs_channel import YjsContext, may_write
-from syncd.ws.yjs_connection import YjsConnection
+from syncd.yjs.channel import YjsContext, may_write
+from syncd.yjs.connection import YjsConnection
+from syncd.yjs.hocuspocus import HocuspocusConnection
 
 YJS_PATH = "/v1/namespaces/{ns}/yjs/{room}"
 HOCUSPOCUS_PATH = "/v1/namespaces/{ns}/hocuspocus"

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Hocuspocus speaks the same y-protocols messages as y-websocket, with three
 differences, and this module is those differences; the documents are the
-same :class:`~syncd.ws.yjs_channel.YjsChannel`s y-websocket connections use,
+same :class:`~syncd.yjs.channel.YjsChannel`s y-websocket connections use,
 so both kinds of provider edit one document together.
 
 - **Multiplexed.** One socket carries many documents: every message starts
@@ -27,7 +27,7 @@ messages (5) are not supported and ignored, like unknown types.
 
 Each document's read ends with its own token (or the rules that grant it):
 the first to end closes the socket (4401, or 4403 for a rule; see
-:mod:`syncd.ws.yjs_connection`), and the providers reconnect and
+:mod:`syncd.yjs.connection`), and the providers reconnect and
 authenticate every document again, each with its current token.
 """
 
@@ -42,9 +42,9 @@ from pycrdt import Decoder, Encoder
 from syncd.errors import ApiError
 from syncd.hub import WS_OPCODE_BINARY, EncodedDelta, ws_frame
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
-from syncd.ws.yjs_channel import CLOSE_POLICY, YjsChannel, YjsContext, may_write, update_of
-from syncd.ws.yjs_connection import YjsSocket
-from syncd.ws.yjs_protocol import sync_update
+from syncd.yjs.channel import CLOSE_POLICY, YjsChannel, YjsContext, may_write, update_of
+from syncd.yjs.connection import YjsSocket
+from syncd.yjs.protocol import sync_update
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal

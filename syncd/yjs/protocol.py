@@ -22,7 +22,7 @@ and sends its own step 1, which we answer with a step 2. After that both
 sides send updates as they happen.
 
 :class:`YjsSession` turns one whole message into actions for the adapter
-(:mod:`syncd.ws.yjs_connection`), emitted through an injected callable:
+(:mod:`syncd.yjs.connection`), emitted through an injected callable:
 :class:`Send` bytes, :class:`SendDiff` (answer a step 1 from the document),
 :class:`ApplyUpdate`, :class:`RelayAwareness`, :class:`SendAwareness`, and
 :class:`EmptyUpdate` for an update that carries nothing,

@@ -19,11 +19,11 @@ from pycrdt import Doc, Text
 
 from syncd.auth.permissions import Rule, V2Permissions
 from syncd.ws.framing import CLOSE_READ_EXPIRED, CLOSE_TOKEN_EXPIRED
-from syncd.ws.yjs_protocol import sync_step1, sync_update
+from syncd.yjs.protocol import sync_step1, sync_update
 from tests.conftest import RunningServer
 from tests.http.support import ADMIN_HEADERS
 from tests.ws.support import NS, mint, op, open_ws, recv, recv_kind, send_json, send_mp
-from tests.ws.test_hocuspocus import auth, on
+from tests.yjs.test_hocuspocus import auth, on
 
 TTL_MS = 1500
 """A token or rule lifetime that a test waits out: short, yet long enough to

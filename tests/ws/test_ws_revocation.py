@@ -16,13 +16,13 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from syncd.auth.tokens import Claims, sign_claims
-from syncd.ws import hocuspocus
 from syncd.ws.framing import CLOSE_TOKEN_EXPIRED
-from syncd.ws.yjs_protocol import sync_step1
+from syncd.yjs import hocuspocus
+from syncd.yjs.protocol import sync_step1
 from tests.conftest import RunningServer
 from tests.http.support import ADMIN_HEADERS
 from tests.ws.support import ALL, KEY, NS, open_ws, recv, recv_kind, send_json, send_mp
-from tests.ws.test_hocuspocus import auth
+from tests.yjs.test_hocuspocus import auth
 
 END_WITHIN_S = 1.0
 """What docs/permissions.md promises: what a revoked token holds open ends within a second."""

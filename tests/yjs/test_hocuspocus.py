@@ -12,8 +12,8 @@ import pytest
 import websockets
 from pycrdt import Decoder, Doc, Encoder, Text
 
-from syncd.ws import hocuspocus
-from syncd.ws.yjs_protocol import sync_step1, sync_update
+from syncd.yjs import hocuspocus
+from syncd.yjs.protocol import sync_step1, sync_update
 from tests.conftest import RunningServer
 from tests.http.support import issue
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from pycrdt import Doc, Text, create_sync_message, create_update_message
 
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
-from syncd.ws.yjs_protocol import (
+from syncd.yjs.protocol import (
     Action,
     ApplyUpdate,
     Close,

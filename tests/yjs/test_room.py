@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pycrdt import Awareness, Doc
 
-from syncd.ws.yjs_room import REMOTE_TIMEOUT_S, AwarenessRefused, Rooms
+from syncd.yjs.room import REMOTE_TIMEOUT_S, AwarenessRefused, Rooms
 
 NS, DOC = "ns", "yd:doc"
 

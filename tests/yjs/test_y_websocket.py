@@ -20,8 +20,8 @@ from pycrdt import (
     handle_sync_message,
 )
 
-from syncd.ws.yjs_protocol import awareness_message
-from syncd.ws.yjs_room import MAX_AWARENESS_CLIENTS
+from syncd.yjs.protocol import awareness_message
+from syncd.yjs.room import MAX_AWARENESS_CLIENTS
 from tests.conftest import RunningServer
 from tests.http.support import issue
 
