@@ -262,6 +262,10 @@ class App:
         """Open storage and recover state; called before the socket is bound."""
         settings = self.settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        from syncd.store.filestore import FileStore
+
+        if isinstance(self.store, FileStore):
+            self.store.lock()  # before admin_token is written: the directory may be in use
         self.auth.use_admin_secret(AdminSecret.load(settings.admin_token, settings.data_dir))
         admin.remove_leftovers(settings.data_dir)
         recovered = await self.store.open()

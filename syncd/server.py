@@ -15,10 +15,12 @@ from typing import Final
 
 from syncd import __version__
 from syncd.app import App
+from syncd.auth.admin import AdminSecretError
 from syncd.config import Settings
 from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import HttpProtocol, ServerContext
 from syncd.sdnotify import Notifier
+from syncd.store.filestore import StoreLockedError
 from syncd.tls import Certificates, TlsError
 from syncd.ws.connection import wait_background
 
@@ -136,6 +138,11 @@ async def _serve(settings: Settings) -> int:
         loop.add_signal_handler(signal.SIGHUP, certificates.reload)
     try:
         await server.start()
+    except (StoreLockedError, AdminSecretError) as exc:
+        # A data directory in use, or an admin_token file that cannot be
+        # used: one line naming it, like a bad setting.
+        print(f"syncd: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1

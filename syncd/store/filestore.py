@@ -433,13 +433,21 @@ class FileStore:
 
     # -- the Store protocol -------------------------------------------------
 
+    def lock(self) -> None:
+        """Take the directory's lock now (``open`` takes it otherwise), so a
+        caller can hold it before it writes anything there; StoreLockedError
+        when another store has it."""
+        if self._lock_fd < 0:
+            os.makedirs(self.data_dir, exist_ok=True)
+            self._lock_fd = _acquire_lock(self.data_dir)
+
     async def open(self) -> Recovered:
         """Lock the directory, recover, repair a torn tail; the state to load."""
         if self._opened or self._closed:
             raise RuntimeError("a FileStore is opened once")
+        self.lock()
         os.makedirs(self._log_dir, exist_ok=True)
         os.makedirs(self._snap_dir, exist_ok=True)
-        self._lock_fd = _acquire_lock(self.data_dir)
         self._io = IoThread("syncd-log")
         self._snap_io = IoThread("syncd-snapshot")
         loop = self._loop = asyncio.get_running_loop()
@@ -611,6 +619,7 @@ class FileStore:
         """Flush what is pending, stop background work, release the directory."""
         if self._closed or not self._opened:
             self._closed = True
+            self._release()  # the lock, when lock() took it and open() never ran
             return
         self._closing = True
         async with self._snapshot_lock:  # a running snapshot still needs the flusher

@@ -151,3 +151,28 @@ def test_help_names_the_settings_and_where_all_of_them_are() -> None:
     assert {"SERVICE_BIND", "SERVICE_DATA_DIR", "SERVICE_SIGNING_KEY"} <= named
     for variable in named:
         assert f"`{variable}`" in reference, variable
+
+
+def test_a_second_syncd_on_a_data_directory_in_use_is_one_line(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    """It takes the lock before it writes anything: no stray admin_token, no
+    traceback, exit 2."""
+    first = spawn_server({})  # SERVICE_ADMIN_TOKEN set: it writes no admin_token
+    data = tmp_path / "data"
+    assert (data / "LOCK").exists() and not (data / "admin_token").exists()
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SERVICE_DATA_DIR": str(data),
+        "SERVICE_BIND": "127.0.0.1:0",
+        "SERVICE_SIGNING_KEY": "11" * 32,
+    }
+    second = subprocess.run(
+        [sys.executable, "-m", "syncd"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert second.returncode == 2, second.stderr
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in second.stderr, second.stderr
+    assert lines[0].startswith("syncd: the data directory") and "in use" in lines[0]
+    assert not (data / "admin_token").exists()
+    assert first.proc.poll() is None  # the first one serves on
