@@ -20,37 +20,11 @@ and resyncs with a fresh snapshot once drained; an SSE stream ends.
 from __future__ import annotations
 
 import base64
-import json
-import struct
 from collections.abc import Callable, Iterator
 from itertools import groupby
 from typing import Any, Protocol
 
-import msgpack
-
-WS_OPCODE_TEXT = 0x1
-WS_OPCODE_BINARY = 0x2
-
-
-def ws_frame(opcode: int, payload: bytes) -> bytes:
-    """One final, unmasked WebSocket frame (RFC 6455 5.2), as a server sends it."""
-    length = len(payload)
-    first = 0x80 | opcode
-    if length < 126:
-        header = struct.pack("!BB", first, length)
-    elif length < 65536:
-        header = struct.pack("!BBH", first, 126, length)
-    else:
-        header = struct.pack("!BBQ", first, 127, length)
-    return header + payload
-
-
-def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
-
-
-def to_json(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+from syncd.wire import WS_OPCODE_BINARY, WS_OPCODE_TEXT, pack, to_json, ws_frame
 
 
 class EncodedDelta:

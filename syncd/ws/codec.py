@@ -19,7 +19,7 @@ import msgpack
 
 from syncd.errors import bad_request
 from syncd.http.request import parse_json
-from syncd.hub import WS_OPCODE_BINARY, WS_OPCODE_TEXT, pack, to_json, ws_frame
+from syncd.wire import WS_OPCODE_BINARY, WS_OPCODE_TEXT, pack, to_json, ws_frame
 
 # Bytes that can start a msgpack map or array: fixmap, fixarray, array 16/32,
 # map 16/32. A message cannot nest deeper than it has such bytes, so only

@@ -33,7 +33,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.auth.authenticator import NO_END_MS, TOKEN_EXPIRED_MESSAGE
-from syncd.hub import WS_OPCODE_BINARY, EncodedDelta, ws_frame
+from syncd.hub import EncodedDelta
+from syncd.wire import WS_OPCODE_BINARY, ws_frame
 from syncd.ws.framing import (
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL_ERROR,

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, Final
 from pycrdt import Decoder, Encoder
 
 from syncd.errors import ApiError
-from syncd.hub import WS_OPCODE_BINARY, EncodedDelta, ws_frame
+from syncd.hub import EncodedDelta
+from syncd.wire import WS_OPCODE_BINARY, ws_frame
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
 from syncd.yjs.channel import CLOSE_POLICY, YjsChannel, YjsContext, may_write, update_of
 from syncd.yjs.connection import YjsSocket
