@@ -40,7 +40,7 @@ async function token() {
 const first = await token();
 const clientId = validateToken(first).client_id;
 const name = params.get('name') || `${ANIMALS[clientId % ANIMALS.length]} ${clientId % 100}`;
-const color = `hsl(${(clientId * 137) % 360} 65% 45%)`;
+const color = hslHex((clientId * 137) % 360, 0.65, 0.45);
 const me = $('me');
 me.replaceChildren(dot(color), document.createTextNode(`You are ${name}`));
 
@@ -228,8 +228,21 @@ function renderPresence() {
   renderCarets();
 }
 
+// Colours are #rrggbb: the rich-text editor's caret extension takes no other
+// form (it draws anything else as transparent, with a console warning).
 function safeColor(c) {
-  return typeof c === 'string' && /^hsl\(\d+ \d+% \d+%\)$/.test(c) ? c : '#888';
+  return typeof c === 'string' && /^#[0-9a-f]{6}$/i.test(c) ? c : '#888888';
+}
+
+// `hsl(h s l)` as #rrggbb (h in degrees, s and l from 0 to 1).
+function hslHex(h, s, l) {
+  const a = s * Math.min(l, 1 - l);
+  const channel = (n) => {
+    const k = (n + h / 30) % 12;
+    const v = l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1));
+    return Math.round(v * 255).toString(16).padStart(2, '0');
+  };
+  return `#${channel(0)}${channel(8)}${channel(4)}`;
 }
 
 // Remote carets: a layer over the textarea with the same text (transparent)
@@ -287,6 +300,7 @@ const rich = await mountEditor({
   room: IDS.doc,
   token,
   user: { name, color },
+  placeholder: 'Write here; others see it as you type.',
 });
 
 window.syncdDemo = {

@@ -260,3 +260,36 @@ def test_two_rich_text_editors_see_each_others_text_and_cursors(
     # Cursors: each window shows the other's caret, labelled with its name.
     browser.call("wait", page="Bob", js="window.syncdDemo.state().rich.carets.includes('Ann')")
     browser.call("wait", page="Ann", js="window.syncdDemo.state().rich.carets.includes('Bob')")
+    # The caret is drawn: its colour is a real one (TipTap's caret extension
+    # takes #rrggbb only, and warns on anything else), its label has a size.
+    for page, other in (("Bob", "Ann"), ("Ann", "Bob")):
+        looks = browser.call("eval", page=page, js=_caret_looks(other))
+        assert looks["border"] not in ("", "rgba(0, 0, 0, 0)", "transparent"), looks
+        assert looks["label"] not in ("", "rgba(0, 0, 0, 0)", "transparent"), looks
+        assert looks["width"] > 0 and looks["height"] > 0, looks
+    warnings = [line for line in browser.call("logs") if "unsupported color format" in line.lower()]
+    assert warnings == []
+    # The empty editor says it is one (a placeholder), so a visitor knows to type.
+    browser.call("open", page="Cy", url=f"{server.url}/demo/?room={room()}&name=Cy")
+    browser.call("wait", page="Cy", js="window.syncdDemo.state().rich.synced")
+    placeholder = browser.call(
+        "eval",
+        page="Cy",
+        js=(
+            "(() => { const p = document.querySelector('[data-testid=rich] p.is-editor-empty');"
+            " return p ? getComputedStyle(p, '::before').content : null; })()"
+        ),
+    )
+    assert placeholder is not None and "Write here" in placeholder, placeholder
+
+
+def _caret_looks(name: str) -> str:
+    return (
+        "(() => { const label = [...document.querySelectorAll('.collaboration-carets__label')]"
+        f".find((l) => l.textContent === {json.dumps(name)});"
+        " if (!label) return null;"
+        " const caret = label.parentElement; const box = label.getBoundingClientRect();"
+        " return { border: getComputedStyle(caret).borderLeftColor,"
+        " label: getComputedStyle(label).backgroundColor,"
+        " width: box.width, height: box.height }; })()"
+    )

@@ -8,15 +8,18 @@ import { Editor } from '@tiptap/core';
 import StarterKit from '@tiptap/starter-kit';
 import Collaboration from '@tiptap/extension-collaboration';
 import CollaborationCaret from '@tiptap/extension-collaboration-caret';
+import { Placeholder } from '@tiptap/extensions';
 import * as Y from 'yjs';
 import { WebsocketProvider } from 'y-websocket';
 
 /**
  * Mount a collaborative editor on `element` for the Yjs document `room` of
  * namespace `namespace`; `token()` gives a current syncd token (read before
- * every connect, so a refreshed token is used on reconnect).
+ * every connect, so a refreshed token is used on reconnect). `user.color`
+ * must be `#rrggbb`: the caret extension draws any other colour as
+ * transparent.
  */
-export async function mountEditor({ element, namespace, room, token, user }) {
+export async function mountEditor({ element, namespace, room, token, user, placeholder }) {
   const doc = new Y.Doc();
   const wsBase = `${location.origin.replace(/^http/, 'ws')}/v1/namespaces/${namespace}/yjs`;
   const provider = new WebsocketProvider(wsBase, room, doc, { params: { token: await token() } });
@@ -30,6 +33,9 @@ export async function mountEditor({ element, namespace, room, token, user }) {
     extensions: [
       StarterKit.configure({ undoRedo: false }), // Collaboration brings its own undo
       Collaboration.configure({ document: doc }),
+      // Shown while the document is empty, so a visitor sees it takes typing
+      // (the text is drawn by style.css from the node's data-placeholder).
+      Placeholder.configure({ placeholder }),
       CollaborationCaret.configure({
         provider,
         user,
