@@ -35,6 +35,7 @@ from syncd.ws import endpoint
 from syncd.ws.connection import SessionContext
 from syncd.yjs import endpoint as yjs_endpoint
 from syncd.yjs.channel import YjsContext
+from syncd.yjs.relay import ClusterAwarenessRelay
 from syncd.yjs.room import Rooms
 
 if TYPE_CHECKING:
@@ -110,9 +111,13 @@ class App:
         self.history = HistoryService(engine=self.engine, store=self.store, service=self.service)
         self.rooms = Rooms()
         self.cluster: Replicator | None = self._make_cluster() if settings.database_url else None
+        self.awareness_relay: ClusterAwarenessRelay | None = None
         if self.cluster is not None:
-            # Yjs rooms of one document on every node act as one room.
-            self.rooms.relay = self.cluster
+            # Yjs rooms of one document on every node act as one room: the
+            # relay publishes through the cluster, which hands it the others'.
+            relay = self.awareness_relay = ClusterAwarenessRelay(self.rooms, self.cluster)
+            self.rooms.relay = relay
+            self.cluster.awareness = relay
             # A node reads a CRDT it does not hold the way it follows one it does.
             self.residency.loader = self.cluster.load
         self.metrics.watch_store(lambda: self.store.stats)
@@ -252,9 +257,7 @@ class App:
             wal = WalSettings(settings.wal_connstr, settings.wal_slot, settings.wal_pub)
         # The one interface by which other nodes' records reach the engine and
         # the subscribers: the service.
-        return Replicator(
-            store, self.service, node_id=settings.node_id, wal=wal, awareness=self.rooms
-        )
+        return Replicator(store, self.service, node_id=settings.node_id, wal=wal)
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -283,6 +286,8 @@ class App:
             # Only now may other nodes' records be applied: the state is loaded;
             # its first catch-up covers whatever committed since.
             self.cluster.start()
+        if self.awareness_relay is not None:
+            self.awareness_relay.start()
         if self.webhooks is not None:
             self.webhooks.start()
 
@@ -310,6 +315,8 @@ class App:
         await self.service.close()
         if self.webhooks is not None:
             await self.webhooks.close(self.settings.webhook_drain_s)
+        if self.awareness_relay is not None:
+            await self.awareness_relay.close()
         if self.cluster is not None:
             await self.cluster.close()
         await self.revocations.close()

@@ -29,11 +29,11 @@ be ahead: the entry is dropped quietly and read back; subscribers are told
 only what they have not seen).
 
 *Awareness.* Yjs cursors and names are not data: they travel on the same
-channel (``aw``, ``awq``) but never through the tables. The yjs rooms
-(``AwarenessRooms``) publish through this node's own speaking connection,
-batched, best effort: when PostgreSQL is away or the outbox is full an
-update is dropped, and the client's next one (at most 15 s later) replaces
-it. Rooms drop remote clients that stop renewing.
+channel (``aw``, ``awq``) but never through the tables. The relay lives with
+the rooms (:mod:`syncd.yjs.relay`); the replicator hands it the other nodes'
+notices (``AwarenessNotices``) and offers it one small publish interface,
+:meth:`Replicator.notify`, which sends a batch on a speaking connection of
+its own (a busy pool must not hold cursors back).
 
 *Health.* A dedicated LISTEN connection doubles as the health probe: a query
 on it every ``probe_interval_s``. When either fails the store is marked
@@ -62,8 +62,6 @@ from psycopg import sql
 from syncd.cluster.notify import (
     SINGLE_RECORD_MAX,
     BadNotice,
-    pack_awareness,
-    pack_awareness_query,
     pack_deleted,
     pack_records,
     pack_reference,
@@ -80,7 +78,7 @@ from syncd.store.postgres import NETWORK_ERRORS, Key, PostgresStore, Row, RowRea
 __all__ = [
     "PROBE_INTERVAL_S",
     "RECONCILE_INTERVAL_S",
-    "AwarenessRooms",
+    "AwarenessNotices",
     "ClusterStats",
     "Replicator",
     "Sink",
@@ -108,15 +106,6 @@ writing optimistically and doing it again on a conflict."""
 LISTEN_TICK_S: Final = 0.25
 """The listener looks up from its notifications this often (probe, trouble)."""
 
-AWARENESS_OUTBOX_MAX: Final = 1024
-"""Awareness notices waiting for the speaking connection; beyond this they are
-dropped (counted): a cursor's next move replaces a lost one."""
-
-AWARENESS_SWEEP_S: Final = 1.0
-"""How often the rooms drop remote awareness clients that stopped renewing."""
-
-AWARENESS_RETRY_S: Final = 1.0
-"""Pause after the speaking connection failed, before the next attempt."""
 
 _NOTIFY_MANY: Final = "SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p"
 
@@ -160,17 +149,14 @@ class Sink(Protocol):
         ...
 
 
-class AwarenessRooms(Protocol):
-    """This node's Yjs rooms, as the other nodes' awareness reaches them."""
+class AwarenessNotices(Protocol):
+    """Where the other nodes' Yjs awareness notices go (the relay,
+    :mod:`syncd.yjs.relay`)."""
 
     def remote_update(self, ns: str, crdt_id: str, update: bytes) -> None: ...
 
     def remote_query(self, ns: str, crdt_id: str) -> None:
         """Another node opened a room on this document: publish our states."""
-        ...
-
-    def expire(self) -> None:
-        """Drop remote clients that stopped renewing."""
         ...
 
 
@@ -216,7 +202,7 @@ class Replicator:
         *,
         node_id: str,
         wal: WalSettings | None = None,
-        awareness: AwarenessRooms | None = None,
+        awareness: AwarenessNotices | None = None,
         probe_interval_s: float = PROBE_INTERVAL_S,
         reconcile_interval_s: float = RECONCILE_INTERVAL_S,
     ) -> None:
@@ -243,10 +229,10 @@ class Replicator:
         """CRDTs dropped after a failed commit: (epoch, seq) their subscribers have seen."""
         self._remote_at: dict[Key, float] = {}
         """When another node's op on a CRDT was last applied here (monotonic)."""
-        self._awareness = awareness
-        self._outbox: list[str] = []
-        self._outbox_ready = asyncio.Event()
-        self._speaker: asyncio.Task[None] | None = None
+        self.awareness = awareness
+        """Set by app.py (the Yjs relay) before start()."""
+        self._speaking: PgConn | None = None
+        """The connection awareness notices go out on (opened on first use)."""
         self.stats = ClusterStats()
         store.follower = self
 
@@ -259,8 +245,6 @@ class Replicator:
         self.channel = self._store.channel
         loop = asyncio.get_running_loop()
         self._supervisor = loop.create_task(self._supervise())
-        if self._awareness is not None:
-            self._speaker = loop.create_task(self._speak(self._awareness))
         if self._wal_settings is not None:
             self._start_wal(self._wal_settings)
 
@@ -268,11 +252,7 @@ class Replicator:
         if self._closed:
             return
         self._closed = True
-        tasks = [
-            t
-            for t in (self._supervisor, self._catching_up, self._speaker, *self._tasks)
-            if t is not None
-        ]
+        tasks = [t for t in (self._supervisor, self._catching_up, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -280,6 +260,9 @@ class Replicator:
                 await task
         if self._wal is not None:
             await asyncio.to_thread(self._wal.stop)
+        if self._speaking is not None:
+            with contextlib.suppress(Exception):
+                await self._speaking.close()
 
     # -- the store's hook (Follower) -------------------------------------------------
 
@@ -504,11 +487,11 @@ class Replicator:
             elif notice.kind == "del":
                 self._offer((notice.ns, notice.id), ("del", notice.epoch))
             elif notice.kind == "aw":
-                if self._awareness is not None:
-                    self._awareness.remote_update(notice.ns, notice.id, notice.update)
+                if self.awareness is not None:
+                    self.awareness.remote_update(notice.ns, notice.id, notice.update)
             elif notice.kind == "awq":
-                if self._awareness is not None:
-                    self._awareness.remote_query(notice.ns, notice.id)
+                if self.awareness is not None:
+                    self.awareness.remote_query(notice.ns, notice.id)
             else:
                 self._offer((notice.ns, notice.id), ("ref", notice.epoch, notice.seq))
         except Exception:
@@ -548,62 +531,30 @@ class Replicator:
         )
         self._wal.start()
 
-    # -- awareness to other nodes (the rooms' AwarenessRelay) ----------------------
+    # -- the publish interface of the Yjs relay (syncd.yjs.relay.NodeChannel) ------
 
-    def publish(self, ns: str, crdt_id: str, update: bytes) -> None:
-        payload = pack_awareness(self._sender, ns, crdt_id, update)
-        if payload is None:
-            self.stats.awareness_dropped += 1
-            return
-        self._send_awareness(payload)
+    @property
+    def sender(self) -> str:
+        """This process's name on the channel: its own notices come back and are ignored."""
+        return self._sender
 
-    def ask(self, ns: str, crdt_id: str) -> None:
-        self._send_awareness(pack_awareness_query(self._sender, ns, crdt_id))
-
-    def _send_awareness(self, payload: str) -> None:
-        if self._closed or self._speaker is None:
-            return
-        if len(self._outbox) >= AWARENESS_OUTBOX_MAX:
-            self.stats.awareness_dropped += 1
-            return
-        self._outbox.append(payload)
-        self._outbox_ready.set()
-
-    async def _speak(self, rooms: AwarenessRooms) -> None:
-        """Send the outbox in batches on a connection of its own (a busy pool
-        must not hold cursors back), and sweep the rooms now and then."""
-        conn: PgConn | None = None
-        next_sweep = time.monotonic() + AWARENESS_SWEEP_S
+    async def notify(self, payloads: Sequence[str]) -> None:
+        """Send notices to the other nodes in one statement, on the speaking
+        connection; raises (and drops that connection) when it could not."""
+        if self._closed:
+            raise RuntimeError("the replicator is closed")
         try:
-            while not self._closed:
-                with contextlib.suppress(TimeoutError):
-                    wait = max(0.0, next_sweep - time.monotonic())
-                    await asyncio.wait_for(self._outbox_ready.wait(), wait)
-                if time.monotonic() >= next_sweep:
-                    next_sweep = time.monotonic() + AWARENESS_SWEEP_S
-                    rooms.expire()
-                self._outbox_ready.clear()
-                payloads, self._outbox = self._outbox, []
-                if not payloads:
-                    continue
-                try:
-                    async with asyncio.timeout(PROBE_TIMEOUT_S):
-                        if conn is None or conn.closed:
-                            conn = await self._store.pool.connect()
-                        await conn.execute(_NOTIFY_MANY, (self.channel, payloads))
-                    self.stats.awareness_sent += len(payloads)
-                except Exception as exc:
-                    self.stats.awareness_dropped += len(payloads)
-                    log.debug("awareness not sent to other nodes: %s", str(exc).strip())
-                    if conn is not None:
-                        with contextlib.suppress(Exception):
-                            await conn.close()
-                    conn = None
-                    await asyncio.sleep(AWARENESS_RETRY_S)
-        finally:
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                conn = self._speaking
+                if conn is None or conn.closed:
+                    conn = self._speaking = await self._store.pool.connect()
+                await conn.execute(_NOTIFY_MANY, (self.channel, list(payloads)))
+        except Exception:
+            conn, self._speaking = self._speaking, None
             if conn is not None:
                 with contextlib.suppress(Exception):
                     await conn.close()
+            raise
 
     # -- health, reconnects and catch-up ------------------------------------------
 

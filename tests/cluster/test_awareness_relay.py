@@ -1,4 +1,4 @@
-"""The replicator as the Yjs rooms' awareness relay, in process on the suite's
+"""The Yjs rooms' awareness relay through the replicator, in process on the suite's
 PostgreSQL: its outbox limit, the size limit of one notice, and two nodes'
 rooms joined through the real NOTIFY channel."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pycrdt import Awareness, Doc
 
-from syncd.cluster.replicator import AWARENESS_OUTBOX_MAX
+from syncd.yjs.relay import AWARENESS_OUTBOX_MAX
 from tests.store.pgnodes import StartNode, eventually, settled
 
 DOC = "yd:cursors"
@@ -28,21 +28,21 @@ class Peer:
 
 async def test_a_full_outbox_drops_and_counts(start_node: StartNode) -> None:
     app = await start_node("a")
-    cluster = app.cluster
-    assert cluster is not None
+    cluster, relay = app.cluster, app.awareness_relay
+    assert cluster is not None and relay is not None
     update = awareness_update({"user": "ada"})
     extra = 10
     for _ in range(AWARENESS_OUTBOX_MAX + extra):  # no await: the speaker cannot run meanwhile
-        cluster.publish("n", DOC, update)
+        relay.publish("n", DOC, update)
     assert cluster.stats.awareness_dropped == extra
     await eventually(lambda: cluster.stats.awareness_sent == AWARENESS_OUTBOX_MAX)
 
 
 async def test_an_update_too_large_to_notify_stays_on_its_node(start_node: StartNode) -> None:
     app = await start_node("a")
-    cluster = app.cluster
-    assert cluster is not None
-    cluster.publish("n", DOC, awareness_update({"user": "x" * 8000}))
+    cluster, relay = app.cluster, app.awareness_relay
+    assert cluster is not None and relay is not None
+    relay.publish("n", DOC, awareness_update({"user": "x" * 8000}))
     assert cluster.stats.awareness_dropped == 1
     assert cluster.stats.awareness_sent == 0
 
