@@ -38,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,16 +165,22 @@ async def _request(
     return status, await reader.readexactly(length)
 
 
-async def write_all(port: int, crdts: int, conns: int) -> float:
+async def write_all(
+    port: int,
+    crdts: int,
+    conns: int,
+    ident: Callable[[int], str] = crdt_id,
+    make_body: Callable[[int], bytes] = body,
+) -> float:
     """One op on each CRDT from ``conns`` connections; ops/s."""
     counter = iter(range(crdts))
 
     async def worker() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         for i in counter:
-            payload = body(i)
+            payload = make_body(i)
             head = (
-                f"POST /v1/namespaces/{NS}/crdts/{crdt_id(i)}/ops HTTP/1.1\r\nHost: b\r\n"
+                f"POST /v1/namespaces/{NS}/crdts/{ident(i)}/ops HTTP/1.1\r\nHost: b\r\n"
                 f"Authorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(payload)}\r\n\r\n"
             ).encode()

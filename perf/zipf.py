@@ -67,8 +67,9 @@ async def warm_up(port: int, crdts: int, conns: int) -> None:
                 f"GET /v1/namespaces/{NS}/crdts/{crdt_id(i)} HTTP/1.1\r\nHost: b\r\n"
                 f"Authorization: Bearer {ADMIN}\r\n\r\n"
             ).encode()
-            status, _ = await _request(reader, writer, head, b"")
-            assert status == 200
+            status, answer = await _request(reader, writer, head, b"")
+            if status != 200:
+                raise RuntimeError(f"warm-up read of {crdt_id(i)}: {status} {answer[:300]!r}")
         writer.close()
 
     await asyncio.gather(*(worker() for _ in range(conns)))
@@ -148,7 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         server = Server(ROOT, data_dir, 4096)
         server.start()
         try:
-            asyncio.run(write_all(server.port, args.crdts, args.conns))
+            asyncio.run(
+                write_all(
+                    server.port,
+                    args.crdts,
+                    args.conns,
+                    ident=crdt_id,
+                    make_body=lambda _: b'{"op":"increment"}',
+                )
+            )
             whole = metric(server.port, "service_engine_resident_bytes")
         finally:
             server.stop()
