@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from syncd.errors import unavailable
 from syncd.http.request import Request
 from syncd.http.response import Upgrade
 from syncd.http.router import Router
 from syncd.ids import check_namespace
 from syncd.ws.connection import SessionContext, WsConnection
 from syncd.ws.flusher import Flusher
-from syncd.ws.handshake import check_upgrade, switching_head
+from syncd.ws.handshake import check_room_for_one_more, check_upgrade, switching_head
 
 WS_PATH = "/v1/namespaces/{ns}/ws"
 
@@ -34,13 +33,7 @@ def register(router: Router, app: SessionContext) -> None:
             request.headers.get("authorization"), ns, query_token=query_token
         )
         key = check_upgrade(request.http_version, request.headers)
-        ctx = app.server()
-        if ctx is not None:
-            if ctx.closing:
-                raise unavailable("server is shutting down")
-            # This connection is already counted; the upgrade keeps it counted.
-            if ctx.connection_count > ctx.max_connections:
-                raise unavailable("too many connections")
+        check_room_for_one_more(app.server())
 
         def attach(transport: Any, trailing: bytes) -> WsConnection:
             return WsConnection(app, transport, trailing, ns, principal, flusher)

@@ -12,9 +12,12 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from syncd.errors import ApiError, bad_request
+from syncd.errors import ApiError, bad_request, unavailable
+
+if TYPE_CHECKING:
+    from syncd.http.protocol import ServerContext
 
 WS_GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 WS_VERSION: Final = "13"
@@ -72,3 +75,15 @@ def switching_head(key: str) -> bytes:
         b"server: syncd\r\n"
         b"\r\n"
     )
+
+
+def check_room_for_one_more(server: ServerContext | None) -> None:
+    """Admission, for every WebSocket upgrade (native, y-websocket, Hocuspocus):
+    a 503 while the server shuts down or is at SERVICE_MAX_CONNECTIONS."""
+    if server is None:
+        return
+    if server.closing:
+        raise unavailable("server is shutting down")
+    # This connection is already counted; the upgrade keeps it counted.
+    if server.connection_count > server.max_connections:
+        raise unavailable("too many connections")

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 from syncd.auth.authenticator import NO_END_MS, TOKEN_EXPIRED_MESSAGE
 from syncd.hub import EncodedDelta
 from syncd.wire import WS_OPCODE_BINARY, ws_frame
+from syncd.ws.connection import CLOSE_TIMEOUT_S
 from syncd.ws.framing import (
     CLOSE_GOING_AWAY,
     CLOSE_INTERNAL_ERROR,
@@ -51,9 +52,6 @@ from syncd.yjs.protocol import permission_denied, sync_update
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
-
-CLOSE_TIMEOUT_S: Final = 5.0
-"""How long we wait for the peer's close frame after sending ours."""
 
 MAX_INFLIGHT_UPDATES: Final = 256
 """A peer's updates awaiting the store before we stop reading its socket: a

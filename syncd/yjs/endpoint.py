@@ -21,12 +21,12 @@ from typing import Any
 
 from syncd.crdt.types import type_for_id
 from syncd.crdt.ydoc import YDoc
-from syncd.errors import type_mismatch, unavailable
+from syncd.errors import type_mismatch
 from syncd.http.request import Request
 from syncd.http.response import Upgrade
 from syncd.http.router import Router
 from syncd.ids import check_crdt_id, check_namespace
-from syncd.ws.handshake import check_upgrade, switching_head
+from syncd.ws.handshake import check_room_for_one_more, check_upgrade, switching_head
 from syncd.yjs.channel import YjsContext, may_write
 from syncd.yjs.connection import YjsConnection
 from syncd.yjs.hocuspocus import HocuspocusConnection
@@ -57,7 +57,7 @@ def register(router: Router, ctx: YjsContext) -> None:
         auth.check_read(principal, crdt_id)
         writable = may_write(auth, principal, crdt_id)
         key = check_upgrade(request.http_version, request.headers)
-        _check_room_for_one_more(ctx)
+        check_room_for_one_more(ctx.server())
 
         def attach(transport: Any, trailing: bytes) -> YjsConnection:
             return YjsConnection(
@@ -70,7 +70,7 @@ def register(router: Router, ctx: YjsContext) -> None:
         # No token here: Hocuspocus authenticates each document in band.
         ns = check_namespace(request.params["ns"])
         key = check_upgrade(request.http_version, request.headers)
-        _check_room_for_one_more(ctx)
+        check_room_for_one_more(ctx.server())
 
         def attach(transport: Any, trailing: bytes) -> HocuspocusConnection:
             return HocuspocusConnection(ctx, transport, trailing, ns, document_id)
@@ -79,13 +79,3 @@ def register(router: Router, ctx: YjsContext) -> None:
 
     router.add("GET", YJS_PATH, upgrade)
     router.add("GET", HOCUSPOCUS_PATH, hocuspocus_upgrade)
-
-
-def _check_room_for_one_more(ctx: YjsContext) -> None:
-    server = ctx.server()
-    if server is not None:
-        if server.closing:
-            raise unavailable("server is shutting down")
-        # This connection is already counted; the upgrade keeps it counted.
-        if server.connection_count > server.max_connections:
-            raise unavailable("too many connections")
