@@ -124,7 +124,9 @@ class CrdtService:
             self._enter_degraded()
             raise unavailable() from None
         if result.records:
-            # After the caller's answer: see persist().
+            # Counted before the answer leaves (a scrape right after it sees
+            # the op); fanned out after it: see persist().
+            self._count(result.records)
             self.loop.call_soon(self._after_durable, result.records, source)
         return result
 
@@ -148,6 +150,7 @@ class CrdtService:
         """Make staged ``records`` durable, then (after the caller's answer) fan out."""
         await self._persist(records)
         if records:
+            self._count(records)  # before the caller's answer
             # After the caller's answer: the caller resumes in this same step
             # and writes its ack or response first, so a writer sees its ack
             # before its own delta; call_soon keeps deltas in durable order.
@@ -273,14 +276,20 @@ class CrdtService:
             self._enter_degraded()
             raise unavailable() from None
 
+    def _count(self, records: list[dict[str, Any]]) -> None:
+        count_op = self.metrics.hot.count_op
+        for record in records:
+            op = record["op"]
+            count_op(record["ns"], record["id"], op.get("op", "") if isinstance(op, dict) else "")
+
     def _after_durable(self, records: list[dict[str, Any]], source: str) -> None:
         webhooks = self.webhooks
-        count_op = self.metrics.hot.count_op
         self.hub.publish_many(records)
+        if webhooks is None:
+            return
         for record in records:
             op = record["op"]
             op_name = op.get("op", "") if isinstance(op, dict) else ""
-            count_op(record["ns"], record["id"], op_name)
             if webhooks is not None:
                 webhooks.enqueue(
                     {

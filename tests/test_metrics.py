@@ -310,3 +310,20 @@ async def test_the_cap_on_a_real_server(make_server: Any) -> None:
         (NS, OVERFLOW_CRDT_ID, "increment"): 4 + 5,
     }
     assert folded(text) == 2
+
+
+async def test_an_op_is_counted_before_its_answer_leaves(server: RunningServer) -> None:
+    """The count happens in the step that answers: a scrape right after an
+    answer always includes the op (it used to be counted in a later callback)."""
+    from syncd.auth.authenticator import ROOT
+
+    app = server.app
+    for _ in range(3):
+        await app.service.apply_ops("app", "gc:counted", {"op": "increment"}, ROOT, "http")
+        # No await between the answer and the scrape: no callback could run.
+        got = samples(app.metrics.render().decode())
+        key = (
+            "service_ops_total",
+            (("crdt_id", "gc:counted"), ("ns", "app"), ("op_type", "increment")),
+        )
+        assert got.get(key) == _ + 1
