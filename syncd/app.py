@@ -221,6 +221,7 @@ class App:
                 settings.database_url,
                 publication=settings.wal_pub if settings.wal_connstr is not None else None,
                 on_written=self.metrics.wal_entries_total.inc,
+                on_commit=self.metrics.store_commit,
                 history_retention=settings.history_retention,
                 **options,
             )
@@ -230,6 +231,7 @@ class App:
             settings.data_dir,
             fsync=settings.fsync,
             on_written=self.metrics.wal_entries_total.inc,
+            on_commit=self.metrics.store_commit,
             history_retention=settings.history_retention,
             **options,
         )

@@ -118,6 +118,8 @@ class Settings:
     demo: bool = False
     trusted_proxies: tuple[Network, ...] = ()
     """Proxies whose X-Forwarded-For / Forwarded name the client (syncd/proxies.py)."""
+    access_log: bool = False
+    """One log line per answered request (syncd/http/access.py)."""
     tls_cert: Path | None = None
     tls_key: Path | None = None
     """PEM files: set both to serve HTTPS and wss:// (syncd/tls.py)."""
@@ -335,6 +337,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         cors_origins=cors,
         demo=_bool(env, "SERVICE_DEMO", False),
         trusted_proxies=trusted_proxies,
+        access_log=_bool(env, "SERVICE_ACCESS_LOG", False),
         tls_cert=Path(tls_cert) if tls_cert else None,
         tls_key=Path(tls_key) if tls_key else None,
         history_retention=history_retention,

@@ -1,4 +1,5 @@
-"""Prometheus metrics: ops, WAL, merge time, HTTP answers, connections, webhooks, store, process.
+"""Prometheus metrics: ops, WAL, merge time, HTTP answers and latency, connections,
+webhooks, store commits, process, build, and the configured limits.
 
 Each application instance owns its registry, so several servers can run in one
 process (tests) without clashing.
@@ -64,6 +65,54 @@ _BUCKET_LABELS: Final[tuple[str, ...]] = (
     "+Inf",
 )
 """The ``le`` labels, spelled as prometheus_client spells them."""
+
+REQUEST_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
+"""``service_http_request_duration_seconds``: from half a millisecond (a read
+from memory) to ten seconds (a large backup's head waits for its plan)."""
+
+COMMIT_BUCKETS: Final = (
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    1.0,
+)
+"""``service_store_commit_seconds``: a page-cache write takes tens of
+microseconds, an fsync or a PostgreSQL transaction milliseconds."""
+
+STATUS_CLASSES: Final = ("0xx", "1xx", "2xx", "3xx", "4xx", "5xx")
+"""The ``status`` label of the request histogram, by ``status // 100``."""
+
+REQUEST_DOC: Final = (
+    "Time from a whole request read to its answer written (for streams and "
+    "WebSocket upgrades, to the answer's head), by route class and status class"
+)
+COMMIT_DOC: Final = (
+    "Time to make one group commit durable: the log write and its fsync "
+    "(embedded store), or the transaction (PostgreSQL)"
+)
 
 OPS_DOC: Final = "CRDT operations applied"
 OPS_LABELS: Final = ("ns", "crdt_id", "op_type")
@@ -150,6 +199,73 @@ class MergeHistogram:
     def observe(self, seconds: float) -> None:
         self.counts[bisect_left(MERGE_BUCKETS, seconds)] += 1
         self.total += seconds
+
+
+class Buckets:
+    """One lock-free histogram: counts per bucket of ``bounds``, and the sum."""
+
+    __slots__ = ("bounds", "counts", "created", "total")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        # counts[i]: observations in (bounds[i-1], bounds[i]]; the last slot
+        # is above every bound (+Inf only).
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+        self.created = time.time()
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect_left(self.bounds, seconds)] += 1
+        self.total += seconds
+
+    def add_to(self, family: HistogramMetricFamily, labels: dict[str, str]) -> None:
+        """Its cumulative buckets, sum and creation time as samples of ``family``."""
+        cumulative = 0
+        buckets: list[tuple[str, float]] = []
+        for label, count in zip(_labels(self.bounds), self.counts, strict=True):
+            cumulative += count
+            buckets.append((label, cumulative))
+        family.add_metric(list(labels.values()), buckets, self.total)
+        family.samples.append(Sample(f"{family.name}_created", labels, self.created))
+
+
+def _labels(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """The ``le`` labels of ``bounds``, spelled as prometheus_client spells them."""
+    return (*(str(floatToGoString(b)) for b in bounds), "+Inf")  # type: ignore[no-untyped-call]
+
+
+class RequestLatency:
+    """``service_http_request_duration_seconds`` by route class and status class.
+
+    One list of histograms per route class, indexed by ``status // 100``: an
+    observation is a dict look-up, a list index and a bisect."""
+
+    __slots__ = ("by_route",)
+
+    def __init__(self) -> None:
+        self.by_route: dict[str, list[Buckets | None]] = {}
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        cells = self.by_route.get(route)
+        if cells is None:
+            cells = self.by_route[route] = [None] * len(STATUS_CLASSES)
+        index = status // 100  # HTTP statuses are 100-599
+        histogram = cells[index]
+        if histogram is None:
+            histogram = cells[index] = Buckets(REQUEST_BUCKETS)
+        # Buckets.observe, inline: this runs once per request.
+        histogram.counts[bisect_left(REQUEST_BUCKETS, seconds)] += 1
+        histogram.total += seconds
+
+    def family(self) -> HistogramMetricFamily:
+        family = HistogramMetricFamily(
+            "service_http_request_duration_seconds", REQUEST_DOC, labels=["route", "status"]
+        )
+        for route, cells in list(self.by_route.items()):
+            for index, histogram in enumerate(cells):
+                if histogram is not None:
+                    histogram.add_to(family, {"route": route, "status": STATUS_CLASSES[index]})
+        return family
 
 
 class LabelledCounts:
@@ -252,6 +368,8 @@ class HotCounters(Collector):
         self.http = LabelledCounts()
         """HTTP status -> answers."""
         self.http_response = self.http.inc
+        self.requests = RequestLatency()
+        self.commits = Buckets(COMMIT_BUCKETS)
 
     def merge_histogram(self, ns: str) -> MergeHistogram:
         """The namespace's histogram; callers keep it to observe without a look-up."""
@@ -267,6 +385,10 @@ class HotCounters(Collector):
         yield CounterMetricFamily("service_wal_entries_total", WAL_DOC)
         yield HistogramMetricFamily("service_merge_duration_seconds", MERGE_DOC, labels=["ns"])
         yield CounterMetricFamily("service_http_requests_total", HTTP_DOC, labels=["status"])
+        yield HistogramMetricFamily(
+            "service_http_request_duration_seconds", REQUEST_DOC, labels=["route", "status"]
+        )
+        yield HistogramMetricFamily("service_store_commit_seconds", COMMIT_DOC)
 
     def collect(self) -> Iterator[Metric]:
         ops = self.ops
@@ -291,6 +413,10 @@ class HotCounters(Collector):
             )
         yield merge
         yield self.http.family("service_http_requests_total", HTTP_DOC, ["status"])
+        yield self.requests.family()
+        commits = HistogramMetricFamily("service_store_commit_seconds", COMMIT_DOC)
+        self.commits.add_to(commits, {})
+        yield commits
 
 
 class StatsCollector(Collector):
@@ -339,6 +465,23 @@ class ResidentCollector(Collector):
         )
 
 
+class ConnectionCollector(Collector):
+    """Open connections (HTTP and upgraded), counted as the limit counts them."""
+
+    def __init__(self, count: Callable[[], int]) -> None:
+        self._count = count
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "service_connections_open",
+            "Open connections, HTTP and WebSocket: what SERVICE_MAX_CONNECTIONS bounds",
+            value=self._count(),
+        )
+
+
 class Metrics:
     def __init__(self, *, max_crdt_series: int = DEFAULT_MAX_CRDT_SERIES) -> None:
         """``max_crdt_series``: CRDT ids given ``service_ops_total`` series of
@@ -377,6 +520,11 @@ class Metrics:
         )
         self.http_response = self.hot.http_response
         """Count one HTTP answer by status (``service_http_requests_total``)."""
+        self.http_request = self.hot.requests.observe
+        """``http_request(route_class, status, seconds)``: one answered request
+        (``service_http_request_duration_seconds``)."""
+        self.store_commit = self.hot.commits.observe
+        """``store_commit(seconds)`` per durable group commit (the stores' ``on_commit``)."""
 
     def watch_store(self, stats: Callable[[], object]) -> None:
         """Export the store's counters (see ``STORE_COUNTERS``) from ``stats()``."""
@@ -406,6 +554,26 @@ class Metrics:
             registry=r,
         )
         return seconds.observe
+
+    def build_info(self, **labels: str) -> None:
+        """``service_build_info{...} 1``: which version and parts this process runs."""
+        Gauge(
+            "service_build_info",
+            "Always 1; the labels say what runs: version, Python, HTTP parser, store",
+            sorted(labels),
+            registry=self.registry,
+        ).labels(**labels).set(1)
+
+    def watch_connections(self, count: Callable[[], int], limit: int) -> None:
+        """``service_connections_open`` (read when scraped) and the limit it is
+        held to, ``service_connections_max`` (SERVICE_MAX_CONNECTIONS)."""
+        r = self.registry
+        r.register(ConnectionCollector(count))
+        Gauge(
+            "service_connections_max",
+            "SERVICE_MAX_CONNECTIONS: open connections past which new ones get 503",
+            registry=r,
+        ).set(limit)
 
     def watch_cluster(self, stats: Callable[[], object]) -> None:
         """Export the replication layer's counters (see ``CLUSTER_COUNTERS``)."""

@@ -8,17 +8,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import platform
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from typing import Final
 
 from syncd import __version__
 from syncd.app import App
 from syncd.auth.admin import AdminSecretError
 from syncd.config import Settings
+from syncd.http.access import AccessLog
 from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import HttpProtocol, ServerContext
+from syncd.http.request import Request
 from syncd.sdnotify import Notifier
 from syncd.store.filestore import StoreLockedError
 from syncd.tls import Certificates, TlsError
@@ -38,6 +42,7 @@ class Server:
         self.settings = settings
         self.app = app or App(settings)
         self.parser_name = resolve_parser_name(settings.http_parser)
+        metrics = self.app.metrics
         self.ctx = ServerContext(
             self.app.router,
             parser_name=self.parser_name,
@@ -47,9 +52,18 @@ class Server:
             send_timeout=settings.send_timeout_s,
             max_connections=settings.max_connections,
             extra_headers=self.app.extra_headers,
-            on_response=self.app.metrics.http_response,
+            on_response=metrics.http_response,
+            on_request=_on_request(metrics.http_request, settings.access_log),
             trusted_proxies=settings.trusted_proxies,
         )
+        metrics.build_info(
+            version=__version__,
+            python=platform.python_version(),
+            http_parser=self.parser_name,
+            store="postgresql" if settings.database_url else "embedded",
+        )
+        ctx = self.ctx
+        metrics.watch_connections(lambda: ctx.connection_count, settings.max_connections)
         self.app.server_ctx = self.ctx
         self._server: asyncio.AbstractServer | None = None
         self._port = settings.port
@@ -121,6 +135,22 @@ class Server:
         await wait_background(max(0.0, deadline - loop.time()))
         await self.app.close()
         log.info("syncd stopped")
+
+
+def _on_request(
+    observe: Callable[[str, int, float], None], access_log: bool
+) -> Callable[[Request, int, float], None]:
+    """What each answered request is handed to: the latency histogram, and
+    the access log when it is on."""
+    if not access_log:
+        return lambda request, status, seconds: observe(request.route, status, seconds)
+    write = AccessLog()
+
+    def both(request: Request, status: int, seconds: float) -> None:
+        observe(request.route, status, seconds)
+        write(request, status, seconds)
+
+    return both
 
 
 async def _serve(settings: Settings) -> int:

@@ -102,6 +102,7 @@ def test_metrics_max_crdt_series_may_be_zero() -> None:
         ("SERVICE_NODE_ID", "a/b"),
         ("SERVICE_HEADER_TIMEOUT_S", "0"),
         ("SERVICE_DEMO", "maybe"),
+        ("SERVICE_ACCESS_LOG", "sometimes"),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "-1"),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "many"),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "1e3"),
@@ -173,3 +174,9 @@ def test_every_variable_is_in_the_readme_table_and_the_reference() -> None:
         text = (root / page).read_text()
         missing = sorted(name for name in names if f"`{name}`" not in text)
         assert not missing, f"{page} does not name {missing}"
+
+
+def test_the_access_log_is_off_unless_turned_on() -> None:
+    assert from_env({}).access_log is False
+    assert from_env({"SERVICE_ACCESS_LOG": "true"}).access_log is True
+    assert from_env({"SERVICE_ACCESS_LOG": "0"}).access_log is False

@@ -108,6 +108,7 @@ class ServerContext:
         send_timeout: float,
         extra_headers: Callable[[Request], Headers] | None = None,
         on_response: Callable[[int], None] | None = None,
+        on_request: Callable[[Request, int, float], None] | None = None,
         trusted_proxies: tuple[Network, ...] = (),
     ) -> None:
         self.router = router
@@ -119,6 +120,10 @@ class ServerContext:
         self.max_connections = max_connections
         self.extra_headers = extra_headers
         self.on_response = on_response
+        self.on_request = on_request
+        """Called once per answered request with its status and the seconds
+        since it was read (the latency histogram, the access log); not for
+        what never became a request (a malformed one, a refused connection)."""
         self.trusted_proxies = trusted_proxies
         """Peers whose forwarding headers name the client (SERVICE_TRUSTED_PROXIES)."""
         self.connections: set[HttpProtocol] = set()
@@ -300,14 +305,16 @@ class HttpProtocol(asyncio.Protocol):
 
     def _dispatch(self, request: Request) -> None:
         self._state.to(BUSY)
+        request.started = self._loop.time()
         trusted = self._ctx.trusted_proxies
         request.client = (
             client_address(self._peer, request.headers, trusted) if trusted else self._peer
         )
         try:
-            handler, params = self._ctx.router.match(request.method, request.path)
+            route, params = self._ctx.router.match_route(request.method, request.path)
+            request.route = route.kind
             request.params = params
-            result = handler(request)
+            result = route.handler(request)
         except ApiError as exc:
             self._send(_api_error_response(exc), request)
             return
@@ -355,8 +362,11 @@ class HttpProtocol(asyncio.Protocol):
             extra = self._ctx.extra_headers(request)
         head_only = request is not None and request.method == "HEAD"
         self._write(render(response, keep_alive, extra, head_only))
-        if self._ctx.on_response is not None:
-            self._ctx.on_response(response.status)
+        ctx = self._ctx
+        if ctx.on_response is not None:
+            ctx.on_response(response.status)
+        if request is not None and ctx.on_request is not None:
+            ctx.on_request(request, response.status, self._loop.time() - request.started)
         self._task = None
         if not keep_alive:
             self._close_after_answer(LINGER_TIMEOUT_S, LINGER_MAX_BYTES)
@@ -374,8 +384,11 @@ class HttpProtocol(asyncio.Protocol):
         self._write(
             render_stream_head(response.status, response.content_type, response.headers + extra)
         )
-        if self._ctx.on_response is not None:
-            self._ctx.on_response(response.status)
+        ctx = self._ctx
+        if ctx.on_response is not None:
+            ctx.on_response(response.status)
+        if ctx.on_request is not None:
+            ctx.on_request(request, response.status, self._loop.time() - request.started)
         self._deadline = None
         self._task = None
         sink = _Sink(self)
@@ -392,8 +405,11 @@ class HttpProtocol(asyncio.Protocol):
         if transport is None or self._closed:
             return
         self._write(upgrade.head)
-        if self._ctx.on_response is not None:
-            self._ctx.on_response(101)
+        ctx = self._ctx
+        if ctx.on_response is not None:
+            ctx.on_response(101)
+        if ctx.on_request is not None:
+            ctx.on_request(request, 101, self._loop.time() - request.started)
         trailing = self._parser.trailing_data()
         self._state.to(UPGRADED)
         self._cancel_timer()

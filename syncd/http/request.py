@@ -30,6 +30,8 @@ class Request:
         "params",
         "path",
         "query_string",
+        "route",
+        "started",
         "upgrade",
     )
 
@@ -56,6 +58,10 @@ class Request:
         self.upgrade = headers.get("upgrade", "").lower()
         self.client = ""
         """The peer's IP address (set by the connection; empty when unknown)."""
+        self.route = "none"
+        """The matched route's class (syncd.http.router.route_class), for metrics."""
+        self.started = 0.0
+        """The loop's time when the whole request had been read."""
 
     @property
     def query(self) -> dict[str, str]:

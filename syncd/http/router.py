@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, Final
 from urllib.parse import unquote
 
 from syncd.errors import ApiError
@@ -30,6 +30,43 @@ class Route:
     segments: tuple[str, ...]
     params: tuple[int, ...]
     """Indexes of the parameter segments."""
+    kind: str = ""
+    """Its route class (:func:`route_class`): the ``route`` label of the
+    request histogram and of nothing else."""
+
+
+UNMATCHED: Final = "none"
+"""The route class of a request no route matched (404, 405)."""
+
+_CLASS_OF_LAST_LITERAL: Final = {
+    "tokens": "tokens",
+    "me": "tokens",
+    "openapi.json": "openapi",
+    "revocations": "admin",
+    "backup": "admin",
+    "ws": "websocket",
+    "hocuspocus": "yjs",
+}
+
+
+def route_class(method: str, pattern: str) -> str:
+    """A short, bounded name for what a route does (``ops``, ``read``,
+    ``list``, ``events``, ``websocket``, ``yjs``, ``history``, ``restore``,
+    ``tokens``, ``admin``, ``health``, ``metrics``, ``openapi``, ``demo``,
+    ``cors``, ``delete``), so per-route metrics stay a few series."""
+    if method == "OPTIONS":
+        return "cors"
+    segments = _segments(pattern)
+    first = segments[0] if segments else ""
+    if first in ("health", "metrics", "demo"):
+        return first
+    literals = [s for s in segments if not s.startswith("{")]
+    last = literals[-1] if literals else ""
+    if last == "crdts":
+        if not segments[-1].startswith("{"):
+            return "list"
+        return "delete" if method == "DELETE" else "read"
+    return _CLASS_OF_LAST_LITERAL.get(last, last or UNMATCHED)
 
 
 def _segments(path: str) -> tuple[str, ...]:
@@ -65,7 +102,7 @@ class Router:
     def add(self, method: str, pattern: str, handler: Handler) -> None:
         segments = _segments(pattern)
         params = tuple(i for i, s in enumerate(segments) if s.startswith("{") and s.endswith("}"))
-        route = Route(method, pattern, handler, segments, params)
+        route = Route(method, pattern, handler, segments, params, route_class(method, pattern))
         self._routes.append(route)
         if not params:
             self._static.setdefault(pattern, {})[method] = route
@@ -83,12 +120,17 @@ class Router:
 
     def match(self, method: str, path: str) -> tuple[Handler, dict[str, str]]:
         """The handler and decoded parameters, or ApiError 404/405."""
+        route, params = self.match_route(method, path)
+        return route.handler, params
+
+    def match_route(self, method: str, path: str) -> tuple[Route, dict[str, str]]:
+        """The route and decoded parameters, or ApiError 404/405."""
         by_method = self._static.get(path)
         if by_method is not None:
             route = by_method.get(method) or (by_method.get("GET") if method == "HEAD" else None)
             if route is None:
                 raise _not_allowed(by_method)
-            return route.handler, {}
+            return route, {}
         segments = _segments(path)
         for shape in self._shapes.get(len(segments), ()):
             found = shape.routes.get(shape.literal_key(segments))
@@ -101,7 +143,7 @@ class Router:
             if route is None:
                 raise _not_allowed(found)
             names = route.segments
-            return route.handler, {
+            return route, {
                 names[i][1:-1]: (unquote(v, errors="replace") if "%" in v else v)
                 for i, v in zip(shape.params, values, strict=True)
             }

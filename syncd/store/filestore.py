@@ -364,6 +364,7 @@ class FileStore:
         replay_tail_per_crdt: int = REPLAY_TAIL_PER_CRDT,
         probe_interval: float = PROBE_INTERVAL_S,
         on_written: Callable[[int], None] | None = None,
+        on_commit: Callable[[float], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
         opener: Opener = LogFile.open,
         log_runway: bool = True,
@@ -378,6 +379,8 @@ class FileStore:
         self.data_dir = os.fspath(data_dir)
         self.fsync_mode = fsync
         self.on_written = on_written
+        self.on_commit = on_commit
+        """Called with the seconds each durable batch took to write (and sync)."""
         self.on_failure = on_failure
         self.stats = StoreStats()
         self._log_dir = os.path.join(self.data_dir, "log")
@@ -828,6 +831,7 @@ class FileStore:
                 for group in batch:
                     written += group.checkpoints
                 history_data = data + b"".join(checkpoints) if checkpoints else data
+                started = time.perf_counter()
                 try:
                     if sync:
                         at = await io.run(
@@ -843,6 +847,8 @@ class FileStore:
                     self.stats.fsyncs = writer.fsyncs
                     self._fail(exc, batch)
                     continue
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - started)
                 self._durable = first_lsn + count - 1
                 self._log_bytes += len(data)
                 self.stats.fsyncs = writer.fsyncs

@@ -374,6 +374,7 @@ class PostgresStore:
         gather_wait_s: float = GATHER_WAIT_S,
         on_written: Callable[[int], None] | None = None,
         history_retention: Retention | None = None,
+        on_commit: Callable[[float], None] | None = None,
     ) -> None:
         if snapshot_every < 1 or ops_retained < 0 or max_batch_writes < 1 or gather_wait_s < 0:
             raise ValueError(
@@ -389,6 +390,8 @@ class PostgresStore:
         self.commit_timeout = commit_timeout_s
         self._max_batch = max_batch_writes
         self._on_written = on_written
+        self._on_commit = on_commit
+        """Called with the seconds each committed transaction took, BEGIN to COMMIT."""
         self.schema = ""
         self.channel = ""
         """The NOTIFY channel of this deployment: one per database and schema."""
@@ -767,6 +770,7 @@ class PostgresStore:
         writes: dict[Key, _KeyWrite] = {}
         gid_cur: psycopg.AsyncCursor[Any] | None = None
         held = {key: at for key in keys if (at := follower.position(key)) is not None}
+        started = time.perf_counter()
         # BEGIN and COMMIT by hand; on an error the pool rolls the connection back.
         async with conn.pipeline():
             await conn.execute("BEGIN")
@@ -815,6 +819,8 @@ class PostgresStore:
             self.stats.records_written += count
             if self._on_written is not None:
                 self._on_written(count)
+            if self._on_commit is not None:
+                self._on_commit(time.perf_counter() - started)
         for write in batch:
             if not write.future.done():
                 write.future.set_result(write.result)
