@@ -27,6 +27,7 @@ from syncd.auth.permissions import (
     parse_v2,
 )
 from syncd.auth.tokens import MAX_CLIENT_ID, Claims, SigningKey, sign_claims
+from syncd.crdt.validate import json_int
 from syncd.errors import bad_request
 from syncd.ids import check_namespace
 
@@ -49,8 +50,8 @@ class IssueRequest:
 
 
 def _int_field(body: Mapping[str, Any], name: str) -> int:
-    value = body[name]
-    if type(value) is not int:
+    value = json_int(body[name])
+    if value is None:
         raise bad_request(f"{name} must be an integer")
     return value
 
@@ -102,7 +103,7 @@ def parse_issue_body(body: Any, ns: str | None, max_ttl_ms: int) -> IssueRequest
         if has_v1:
             permissions = parse_v1(body["permissions"])
         else:
-            permissions = parse_v2(body["rules"], require_v=False, what="rules")
+            permissions = parse_v2(body["rules"], require_v=False, what="rules", json_body=True)
     except PermissionsError as e:
         raise bad_request(str(e)) from None
     return IssueRequest(namespace, client_id, ttl_ms, permissions)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 from syncd.auth.globs import GlobSet, Matcher, compile_glob
+from syncd.crdt.validate import json_int
 
 CLIENT_ID_PLACEHOLDER = "{clientId}"
 
@@ -97,9 +98,12 @@ Permissions = V1Permissions | V2Permissions
 # --- shape checks ---------------------------------------------------------
 
 
-def _is_int(value: object) -> bool:
-    # bool is a subclass of int; a JSON/msgpack true is not a number here.
-    return type(value) is int
+def _int_in(value: object, low: int, high: int, json_body: bool) -> int | None:
+    """``value`` as an int from ``low`` to ``high``, else None. A bool is never
+    a number. In a JSON request body ``2.0`` is the integer 2 (as JSON Schema
+    says); in token claims, which syncd itself encodes, only an int is."""
+    number = json_int(value) if json_body else (value if type(value) is int else None)
+    return number if number is not None and low <= number <= high else None
 
 
 def _check_keys(obj: Mapping[Any, Any], allowed: frozenset[str], what: str) -> None:
@@ -149,7 +153,7 @@ def parse_v1(obj: object, *, what: str = "permissions") -> V1Permissions:
     )
 
 
-def parse_rule(obj: object, what: str) -> Rule:
+def parse_rule(obj: object, what: str, *, json_body: bool = False) -> Rule:
     if not isinstance(obj, dict):
         raise PermissionsError(f"{what} must be an object")
     _check_keys(obj, _RULE_KEYS, what)
@@ -157,32 +161,43 @@ def parse_rule(obj: object, what: str) -> Rule:
         raise PermissionsError(f"{what}.p is required")
     pattern = _pattern(obj["p"], f"{what}.p")
     mask = obj.get("o")
-    if mask is not None and not (_is_int(mask) and 0 <= mask <= MAX_MASK):
-        raise PermissionsError(f"{what}.o must be an integer from 0 to {MAX_MASK}")
+    if mask is not None:
+        mask = _int_in(mask, 0, MAX_MASK, json_body)
+        if mask is None:
+            raise PermissionsError(f"{what}.o must be an integer from 0 to {MAX_MASK}")
     expires_at = obj.get("e")
-    if expires_at is not None and not (_is_int(expires_at) and 0 <= expires_at <= MAX_EXPIRES_AT):
-        raise PermissionsError(f"{what}.e must be a non-negative integer (ms)")
+    if expires_at is not None:
+        expires_at = _int_in(expires_at, 0, MAX_EXPIRES_AT, json_body)
+        if expires_at is None:
+            raise PermissionsError(f"{what}.e must be a non-negative integer (ms)")
     return Rule(pattern, mask, expires_at)
 
 
-def parse_v2(obj: object, *, require_v: bool, what: str = "permissions") -> V2Permissions:
+def parse_v2(
+    obj: object, *, require_v: bool, what: str = "permissions", json_body: bool = False
+) -> V2Permissions:
     """``{v: 2, r: [rule], w: [rule], rl?: int}``. ``v`` is required inside token
-    claims (it marks the version) and optional in an issue body's ``rules``."""
+    claims (it marks the version) and optional in an issue body's ``rules``;
+    ``json_body``: parsed from a request's JSON (``2.0`` counts as 2)."""
     if not isinstance(obj, dict):
         raise PermissionsError(f"{what} must be an object")
     _check_keys(obj, _V2_KEYS, what)
-    if "v" in obj or require_v:
-        v = obj.get("v")
-        if not (_is_int(v) and v == 2):
-            raise PermissionsError(f"{what}.v must be 2")
+    if ("v" in obj or require_v) and _int_in(obj.get("v"), 2, 2, json_body) is None:
+        raise PermissionsError(f"{what}.v must be 2")
     rl = obj.get("rl")
-    if rl is not None and not (_is_int(rl) and 1 <= rl <= MAX_RATE_LIMIT):
-        raise PermissionsError(f"{what}.rl must be an integer from 1 to {MAX_RATE_LIMIT}")
+    if rl is not None:
+        rl = _int_in(rl, 1, MAX_RATE_LIMIT, json_body)
+        if rl is None:
+            raise PermissionsError(f"{what}.rl must be an integer from 1 to {MAX_RATE_LIMIT}")
     read = _list(obj.get("r", []), f"{what}.r")
     write = _list(obj.get("w", []), f"{what}.w")
     return V2Permissions(
-        read=tuple(parse_rule(r, f"{what}.r[{i}]") for i, r in enumerate(read)),
-        write=tuple(parse_rule(r, f"{what}.w[{i}]") for i, r in enumerate(write)),
+        read=tuple(
+            parse_rule(r, f"{what}.r[{i}]", json_body=json_body) for i, r in enumerate(read)
+        ),
+        write=tuple(
+            parse_rule(r, f"{what}.w[{i}]", json_body=json_body) for i, r in enumerate(write)
+        ),
         rate_limit=rl,
     )
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from syncd.crdt.validate import json_int
 from syncd.errors import ApiError, bad_request, unavailable
 
 log = logging.getLogger("syncd.auth")
@@ -383,9 +384,10 @@ def parse_revoke_body(body: Any) -> RevokeRequest:
 
 
 def parse_client_id(value: Any) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_CLIENT_ID:
+    number = json_int(value)
+    if number is None or not 0 <= number <= MAX_CLIENT_ID:
         raise bad_request(f"client_id must be an integer from 0 to {MAX_CLIENT_ID}")
-    return value
+    return number
 
 
 def parse_client_id_text(text: str) -> int:
@@ -398,9 +400,10 @@ def parse_client_id_text(text: str) -> int:
 
 
 def _ms(value: Any) -> int:
-    if type(value) is not int or not 0 <= value <= MAX_MS:
+    number = json_int(value)
+    if number is None or not 0 <= number <= MAX_MS:
         raise bad_request(f"before_ms must be an integer from 0 to {MAX_MS} (ms since the epoch)")
-    return value
+    return number
 
 
 def too_many(namespace: str) -> ApiError:

@@ -128,6 +128,19 @@ def json_object(value: Any, field: str, max_bytes: int | None = None) -> str:
     return json_value(value, field, max_bytes)
 
 
+def json_int(value: Any) -> int | None:
+    """A JSON integer as an int: ``2``, or ``2.0`` (JSON Schema's ``integer``
+    admits it, and JSON parsers give a float), within 2^53-1 either way;
+    None for anything else (bool, other numbers, strings). Request bodies
+    other than ops take integers through this; ops take only ints."""
+    kind = type(value)
+    if kind is int:
+        return value  # type: ignore[no-any-return]
+    if kind is float and value.is_integer() and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return int(value)
+    return None
+
+
 def int_field(op: Mapping[str, Any], field: str, low: int, high: int, default: int | None) -> int:
     """An integer field in ``[low, high]``; ``default`` when absent (None: required)."""
     value = op.get(field, default)
@@ -191,6 +204,7 @@ __all__ = [
     "check_fields",
     "check_json",
     "int_field",
+    "json_int",
     "json_object",
     "json_value",
     "op_fields",

@@ -53,6 +53,25 @@ def test_ns_body_v2() -> None:
     )
 
 
+def test_integers_written_with_a_fraction_of_zero_are_integers() -> None:
+    """JSON Schema's ``integer`` admits ``2.0``, and so does a request body
+    (not ops, and not token claims): the values come out as ints."""
+    body = {
+        "client_id": 7.0,
+        "ttl_ms": 5000.0,
+        "rules": {"v": 2.0, "r": [], "w": [{"p": "*", "o": 3.0, "e": 10.0}], "rl": 9.0},
+    }
+    req = parse_issue_body(body, "demo", MAX_TTL)
+    assert (req.client_id, req.ttl_ms) == (7, 5000)
+    assert type(req.client_id) is int and type(req.ttl_ms) is int
+    assert req.permissions == V2Permissions((), (Rule("*", 3, 10),), rate_limit=9)
+    rule = req.permissions.write[0]  # type: ignore[union-attr]
+    assert type(rule.mask) is int and type(rule.expires_at) is int
+    assert type(req.permissions.rate_limit) is int  # type: ignore[union-attr]
+    assert bad({"client_id": 7.5, "permissions": {}}).code == "bad_request"
+    assert bad({"client_id": True, "permissions": {}}).code == "bad_request"
+
+
 def test_ns_body_v2_with_explicit_v() -> None:
     req = parse_issue_body({"client_id": 1, "rules": {"v": 2, "r": [], "w": []}}, "demo", MAX_TTL)
     assert isinstance(req.permissions, V2Permissions)
@@ -88,7 +107,7 @@ BAD_NS_BODIES: list[tuple[str, Any]] = [
     ("client_id missing", {"permissions": P}),
     ("client_id bool", {"client_id": True, "permissions": P}),
     ("client_id string", {"client_id": "1", "permissions": P}),
-    ("client_id float", {"client_id": 1.0, "permissions": P}),
+    ("client_id float", {"client_id": 1.5, "permissions": P}),
     ("client_id negative", {"client_id": -1, "permissions": P}),
     ("client_id 2^53", {"client_id": 2**53, "permissions": P}),
     ("ttl zero", {"client_id": 1, "ttl_ms": 0, "permissions": P}),
@@ -115,7 +134,7 @@ BAD_NS_BODIES: list[tuple[str, Any]] = [
     ("rule o string", {"client_id": 1, "rules": {"w": [{"p": "*", "o": "0x01"}]}}),
     ("rule o 256", {"client_id": 1, "rules": {"w": [{"p": "*", "o": 256}]}}),
     ("rule o negative", {"client_id": 1, "rules": {"w": [{"p": "*", "o": -1}]}}),
-    ("rule o float", {"client_id": 1, "rules": {"w": [{"p": "*", "o": 1.0}]}}),
+    ("rule o float", {"client_id": 1, "rules": {"w": [{"p": "*", "o": 1.5}]}}),
     ("rule e negative", {"client_id": 1, "rules": {"w": [{"p": "*", "e": -1}]}}),
     ("rule e bool", {"client_id": 1, "rules": {"w": [{"p": "*", "e": False}]}}),
     ("rule unknown key", {"client_id": 1, "rules": {"w": [{"p": "*", "m": 1}]}}),

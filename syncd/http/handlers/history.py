@@ -7,6 +7,7 @@ from typing import Any
 
 from syncd.auth.authenticator import Authenticator
 from syncd.crdt.engine import OP_ID_MAX_LEN
+from syncd.crdt.validate import json_int
 from syncd.errors import bad_request
 from syncd.history import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, HistoryService
 from syncd.http.request import Request
@@ -56,8 +57,8 @@ def register(
         body: Any = request.json(json_max_depth)
         if type(body) is not dict:
             raise bad_request('body: an object {"seq": N} is required')
-        seq = body.get("seq")
-        if type(seq) is not int or seq < 0:
+        seq = json_int(body.get("seq"))
+        if seq is None or seq < 0:
             raise bad_request("seq: a non-negative integer is required")
         op_id = body.get("op_id")
         if op_id is not None and (type(op_id) is not str or not 1 <= len(op_id) <= MAX_OP_ID):
