@@ -9,6 +9,9 @@ import pytest
 
 from tests.cluster.pgdb import fresh_database
 from tests.pgserver import ThrowawayPostgres, throwaway_postgres
+from tests.store.pgnodes import pg_db, pg_url, schema, start_node
+
+__all__ = ["pg_db", "pg_url", "schema", "start_node"]  # in-process nodes (test_revocations_cluster)
 
 
 @pytest.fixture

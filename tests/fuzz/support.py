@@ -364,7 +364,9 @@ def check_response(response: HttpResponse) -> None:
     if ctype == "application/json" and response.body:
         body = json.loads(response.body)
         if status >= 400:
-            assert isinstance(body, dict) and set(body) == {"error", "message"}, body
+            # error and message always; 429 adds retry_after, 410 oldest.
+            assert isinstance(body, dict) and {"error", "message"} <= set(body), body
+            assert set(body) <= {"error", "message", "retry_after", "oldest"}, body
             assert isinstance(body["error"], str) and isinstance(body["message"], str), body
 
 
