@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from typing import Any, Final, Protocol
 
 from syncd.crdt.validate import json_int
 from syncd.errors import ApiError, bad_request, unavailable
+from syncd.files import write_atomically
 
 log = logging.getLogger("syncd.auth")
 
@@ -276,27 +276,6 @@ def _revocation(entry: Any) -> Revocation:
 def render_file(revocations: Iterable[Revocation]) -> bytes:
     records = [r.to_record() for r in revocations]
     return json.dumps({"format": FILE_FORMAT, "revocations": records}, indent=1).encode() + b"\n"
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` whole or not at all, durably: write a
-    temporary file, fsync it, rename it over ``path``, fsync the directory
-    (the rename is only durable once the directory is)."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class FileRevocationStore:

@@ -41,10 +41,12 @@ import zlib
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 import msgpack
 
+from syncd.files import write_atomically
 from syncd.store.log import fsync_dir
 
 log = logging.getLogger("syncd.store")
@@ -101,18 +103,7 @@ def write(directory: str, hint: Hint) -> int:
     parts.extend(packer.pack(row) for row in hint.lives)
     data = b"".join(parts)
     data += zlib.crc32(data).to_bytes(4, "little")
-    final = path_in(directory)
-    temporary = final + ".tmp"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, final)
-    fsync_dir(directory)
+    write_atomically(Path(path_in(directory)), data, mode=0o600)
     return len(data)
 
 
