@@ -48,10 +48,10 @@ bench: $(VENV)/.installed-bench
 	$(PY) -m perf
 
 profile: $(VENV)/.installed-bench
-	$(PY) -m perf.profile $(BENCH) $(if $(filter raw,$(FORMAT)),--raw,)
+	$(PY) -m perf.tools.profile $(BENCH) $(if $(filter raw,$(FORMAT)),--raw,)
 
 profiles: $(VENV)/.installed-bench
-	$(PY) -m perf.profile --missed
+	$(PY) -m perf.tools.profile --missed
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

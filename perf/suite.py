@@ -8,7 +8,7 @@ in the same run, the ratio, the target from the issues, whether it was met,
 and whether the load generator had headroom (a saturated generator measures
 itself, not the server).
 
-Servers are pinned to core 0, load generators to core 1 (perf.common). The
+Servers are pinned to core 0, load generators to core 1 (perf.lib.servers). The
 in-process benchmarks (RGA traces, auth cost) run pinned to core 0 too.
 When ``wrk`` is installed, the HTTP servers are also measured with it (C,
 one thread): the Python load generator can saturate before the raw uvloop
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perf.common import (
+from perf.lib.servers import (
     LOAD_CORE,
     ROOT,
     SERVER_CORE,
@@ -43,8 +43,8 @@ from perf.common import (
     pinned,
     process,
     syncd,
-    table,
 )
+from perf.lib.table import table
 
 SATURATED = 0.90
 """Generator CPU (fraction of its core) above which its figure is its own limit."""
@@ -293,7 +293,7 @@ def bench_http(ctx: Context) -> list[Row]:
     connections = 8 if ctx.quick else 32
     r = run_json(
         ctx,
-        "perf.http_ops",
+        "perf.bench.http_ops",
         ["--duration", str(duration), "--connections", str(connections)],
         timeout=900,
     )
@@ -341,7 +341,7 @@ def bench_http(ctx: Context) -> list[Row]:
 
 
 def http_wrk(ctx: Context, duration: float, connections: int) -> dict[str, dict[str, Any]]:
-    """The same servers as perf.http_ops, measured with wrk."""
+    """The same servers as perf.bench.http_ops, measured with wrk."""
     figs: dict[str, dict[str, Any]] = {}
     warmup = 0.0 if ctx.quick else 1.0
 
@@ -381,7 +381,7 @@ def http_wrk(ctx: Context, duration: float, connections: int) -> dict[str, dict[
 
 def bench_ws_ingest(ctx: Context) -> list[Row]:
     args = ["--duration", "1", "--warmup", "0.5"] if ctx.quick else ["--duration", "10"]
-    r = run_json(ctx, "perf.ws_ingest", args, timeout=300)
+    r = run_json(ctx, "perf.bench.ws_ingest", args, timeout=300)
     ctx.raw["ws-ingest"] = r
     return [
         Row(
@@ -398,7 +398,7 @@ def bench_ws_fanout(ctx: Context) -> list[Row]:
     subscribers = 50 if ctx.quick else 1000
     args = ["--subscribers", str(subscribers)]
     args += ["--duration", "1", "--warmup", "0.5"] if ctx.quick else ["--duration", "10"]
-    r = run_json(ctx, "perf.ws_fanout", args, timeout=300)
+    r = run_json(ctx, "perf.bench.ws_fanout", args, timeout=300)
     ctx.raw["ws-fanout"] = r
     offered = r["rate"] * r["subscribers"]
     note = gen_note("subscribers", r["subscriber_cpu"]) + f"; server {r['server_cpu']:.0%}"
@@ -424,7 +424,7 @@ def bench_ws_fanout(ctx: Context) -> list[Row]:
 
 def bench_ws_idle(ctx: Context) -> list[Row]:
     connections = 200 if ctx.quick else 10_000
-    r = run_json(ctx, "perf.ws_idle", ["--connections", str(connections)], timeout=600)
+    r = run_json(ctx, "perf.bench.ws_idle", ["--connections", str(connections)], timeout=600)
     ctx.raw["ws-idle"] = r
     return [
         Row(
@@ -442,7 +442,7 @@ def bench_rga(ctx: Context) -> list[Row]:
         args = ["--max-patches", "1000", "--repeat", "1", "--min-chars", "2000"]
     else:
         args = ["--repeat", "3", "--pycrdt-repeat", "1"]
-    r = run_json(ctx, "perf.rga_peers", args, timeout=1800, core=SERVER_CORE)
+    r = run_json(ctx, "perf.bench.rga_peers", args, timeout=1800, core=SERVER_CORE)
     ctx.raw["rga"] = r
     rows: list[Row] = []
     note = "in-process (no generator)"
@@ -508,7 +508,7 @@ def bench_durability(ctx: Context) -> list[Row]:
         args = ["--writers", "8", "--duration", "0.5", "--warmup", "0.3", "--rounds", "1"]
     else:
         args = ["--writers", "50", "--duration", "5", "--rounds", "2"]
-    r = run_json(ctx, "perf.durability", args, timeout=600)
+    r = run_json(ctx, "perf.bench.durability", args, timeout=600)
     ctx.raw["durability"] = r
     batch, never = r["batch"], r["never"]
     ratio = r["ratio"] or 0.0
@@ -541,7 +541,7 @@ def bench_restart(ctx: Context) -> list[Row]:
         args = ["--ops", "20000", "--crdts", "200", "--repeat", "1"]
     else:
         args = ["--ops", "1000000", "--crdts", "10000", "--repeat", "3"]
-    r = run_json(ctx, "perf.restart", args, timeout=1800)
+    r = run_json(ctx, "perf.bench.restart", args, timeout=1800)
     ctx.raw["restart"] = r
     size = f"{r['ops']:,} ops / {r['crdts']:,} CRDTs"
     rows = []
@@ -567,7 +567,7 @@ def bench_restart(ctx: Context) -> list[Row]:
 
 
 def pg_url() -> str | None:
-    """An existing server (SYNCD_BENCH_PG); None: perf.pg_store starts a throw-away one."""
+    """An existing server (SYNCD_BENCH_PG); None: perf.bench.pg_store starts a throw-away one."""
     return os.environ.get("SYNCD_BENCH_PG")
 
 
@@ -591,7 +591,7 @@ def bench_pg(ctx: Context) -> list[Row]:
     args = ["--ops", "200", "--samples", "15", "--load-seconds", "2"] if ctx.quick else []
     if url is not None:
         args += ["--pg", url]
-    r = run_json(ctx, "perf.pg_store", args, timeout=900)
+    r = run_json(ctx, "perf.bench.pg_store", args, timeout=900)
     ctx.raw["pg"] = r
     rows: list[Row] = []
     for label, target in (("spread", 0.6), ("hot", 0.5)):
@@ -642,7 +642,7 @@ def bench_pg(ctx: Context) -> list[Row]:
 
 def bench_auth(ctx: Context) -> list[Row]:
     n = "5000" if ctx.quick else "200000"
-    r = run_json(ctx, "perf.auth_cost", ["--n", n], timeout=300, core=SERVER_CORE)
+    r = run_json(ctx, "perf.bench.auth_cost", ["--n", n], timeout=300, core=SERVER_CORE)
     ctx.raw["auth"] = r
     return [
         Row(
@@ -824,7 +824,7 @@ def results_markdown(report: dict[str, Any]) -> str:
         "- *generator* is what drove the load and its CPU use as a share of its core"
         " (`a / b`: syncd's run / the peer's run); above"
         f" {SATURATED:.0%} it is marked SATURATED: that figure is the generator's limit, not"
-        " the server's. `loadgen` is perf.loadgen (Python, uvloop, one process on the load"
+        " the server's. `loadgen` is perf.lib.loadgen (Python, uvloop, one process on the load"
         f" core); `wrk -t{WRK_THREADS}` is wrk with one thread on the load core.",
         "- HTTP rows with wrk repeat the loadgen rows with a generator that is not the"
         " bottleneck for the fixed-response peers; the p99 at half peak needs an open-loop"

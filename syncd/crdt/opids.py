@@ -60,7 +60,7 @@ memory closer to the TTL but make a miss search more of them (TTL / span,
 
 FILTER_BITS_PER_ID: Final = 16
 """Bits of the aged tier's bitmap per aged id: one in about 16 misses still
-searches the buckets (measured with perf.op_ids: a miss from ~15 us to ~1 us)."""
+searches the buckets (measured with perf.studies.op_ids: a miss from ~15 us to ~1 us)."""
 
 _EMPTY: Final[dict[str, Any]] = {}
 

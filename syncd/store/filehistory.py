@@ -47,7 +47,7 @@ _Key = tuple[str, str]
 INLINE_READ_FRAMES: Final = 32
 """A load of at most this many frames reads them on the loop: from the page
 cache a frame is a few microseconds, while the hop to the I/O thread and
-back costs tens (perf.zipf: the misses of a cache a fifth of the CRDTs
+back costs tens (perf.studies.zipf: the misses of a cache a fifth of the CRDTs
 large). More frames, or a compaction running, go to the I/O thread."""
 
 Written = tuple[bytes, Record, int]

@@ -1,5 +1,5 @@
 """Three nodes on one PostgreSQL under faults: the harness of tests/cluster/test_faults.py
-and perf/cluster_faults.py.
+and perf/studies/cluster_faults.py.
 
 Writers on every node at once (counter increments on a few hot ids, ORSet
 adds, LWW sets, RGA inserts), each op with its own op_id, retried with the

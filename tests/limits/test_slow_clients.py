@@ -1,6 +1,6 @@
 """Slow clients against a real subprocess server.
 
-- 1000 connections trickling request-head bytes (perf/slowloris.py, in a
+- 1000 connections trickling request-head bytes (perf/lib/slowloris.py, in a
   process of its own so its CPU is not the server's loop nor the measuring
   client's) do not keep a normal client from being answered within 100 ms,
   and each is closed by the header timeout, counted from its first byte.
@@ -57,7 +57,7 @@ def test_tricklers_do_not_delay_a_normal_client(spawn_server: Callable[..., Subp
     loris = subprocess.Popen(
         [
             sys.executable,
-            str(ROOT / "perf" / "slowloris.py"),
+            str(ROOT / "perf" / "lib" / "slowloris.py"),
             "--port",
             str(server.port),
             "--connections",

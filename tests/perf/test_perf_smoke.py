@@ -40,7 +40,7 @@ Transfer/sec:      4.05MB
 
 
 def test_quick_suite_writes_rows_json_and_markdown(tmp_path: Path) -> None:
-    from perf.rga_peers import default_traces
+    from perf.lib.traces import default_traces
 
     assert list(default_traces().glob("*.json.gz")), f"no editing traces in {default_traces()}"
     out_json = tmp_path / "results.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perf.profile_summary import summarize
+from perf.tools.profile_summary import summarize
 
 FOLDED = """\
 process 1:"python -m syncd";<module> (syncd/__main__.py:3);run (uvloop/__init__.py:82);_dispatch (syncd/http/protocol.py:270);ops (syncd/http/handlers/crdts.py:40);loads (json/__init__.py:346) 30

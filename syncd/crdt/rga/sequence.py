@@ -58,7 +58,7 @@ text run copies its string: it bounds that copy, and the copy a split makes."""
 BLOCK_MAX = 32
 """Runs per block before the block splits in two. Small blocks make the scan
 inside a block short; large ones make walking across blocks short. Anything
-from 24 to 64 did about equally well on the editing traces (perf/rga_trace.py)."""
+from 24 to 64 did about equally well on the editing traces (perf/studies/rga_trace.py)."""
 
 MAX_COUNTER = 2**53 - 1
 """Counters travel as JSON numbers in deltas; every client (JavaScript included)

@@ -1,0 +1,265 @@
+"""An HTTP/1.1 load generator on uvloop with pre-built requests.
+
+Runs in its own process (ideally pinned to the other core) and reports JSON:
+requests/s, latency percentiles, and its own CPU use so the caller can tell
+whether the generator, not the server, was the limit.
+
+closed loop: ``--connections N --duration S`` — each connection sends a request,
+waits for the answer, sends the next.
+open loop: ``--rate R`` — requests are sent on a fixed schedule spread over the
+connections; latency is measured from the scheduled send time, so queueing
+shows (no coordinated omission).
+
+A benchmark calls :func:`loadgen`, which runs this module as a process on the
+load core and returns what it printed.
+
+Usage: python -m perf.lib.loadgen --port P --path /x --method POST --body '{..}' \
+    --header 'authorization: Bearer ...' [--rate R] [--connections N] [--duration S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import uvloop
+
+from perf.lib.servers import LOAD_CORE, ROOT, pinned
+
+
+def build_request(method: str, path: str, body: bytes, headers: list[str]) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: bench"]
+    lines += headers
+    if body:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+class Conn(asyncio.Protocol):
+    """Counts complete responses (heads with Content-Length) as they arrive."""
+
+    def __init__(self, stats: Stats) -> None:
+        self.stats = stats
+        self.buf = b""
+        self.waiters: list[float] = []
+        self.ready: asyncio.Future[None] | None = None
+        self.transport: asyncio.Transport | None = None
+        self.lost = asyncio.get_event_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf + data
+        pos = 0
+        now = time.perf_counter()
+        while True:
+            end = buf.find(b"\r\n\r\n", pos)
+            if end < 0:
+                break
+            head = buf[pos:end]
+            idx = head.find(b"content-length: ")
+            length = 0
+            if idx >= 0:
+                stop = head.find(b"\r\n", idx)
+                length = int(head[idx + 16 : stop if stop >= 0 else len(head)])
+            if end + 4 + length > len(buf):
+                break
+            status = head[9:12]
+            pos = end + 4 + length
+            sent = self.waiters.pop(0)
+            self.stats.record(now - sent, status)
+            if self.ready is not None and not self.ready.done():
+                self.ready.set_result(None)
+        self.buf = buf[pos:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_exception(ConnectionError("closed"))
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.latencies: list[float] = []
+        self.statuses: dict[str, int] = {}
+        self.recording = False
+
+    def record(self, latency: float, status: bytes) -> None:
+        if self.recording:
+            self.latencies.append(latency)
+            key = status.decode()
+            self.statuses[key] = self.statuses.get(key, 0) + 1
+
+
+async def closed_loop(args: argparse.Namespace, request: bytes, stats: Stats) -> float:
+    loop = asyncio.get_running_loop()
+    conns = []
+    for _ in range(args.connections):
+        _, proto = await loop.create_connection(lambda: Conn(stats), "127.0.0.1", args.port)
+        conns.append(proto)
+    stop = False
+
+    async def worker(conn: Conn) -> None:
+        while not stop:
+            conn.ready = loop.create_future()
+            conn.waiters.append(time.perf_counter())
+            assert conn.transport is not None
+            conn.transport.write(request)
+            await conn.ready
+
+    tasks = [asyncio.create_task(worker(c)) for c in conns]
+    await asyncio.sleep(args.warmup)
+    stats.recording = True
+    started = time.perf_counter()
+    await asyncio.sleep(args.duration)
+    stats.recording = False
+    elapsed = time.perf_counter() - started
+    stop = True
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for c in conns:
+        assert c.transport is not None
+        c.transport.close()
+    return elapsed
+
+
+async def open_loop(args: argparse.Namespace, request: bytes, stats: Stats) -> float:
+    loop = asyncio.get_running_loop()
+    conns = []
+    for _ in range(args.connections):
+        _, proto = await loop.create_connection(lambda: Conn(stats), "127.0.0.1", args.port)
+        conns.append(proto)
+    interval = 1.0 / args.rate
+    total = int(args.rate * (args.duration + args.warmup))
+    warm = int(args.rate * args.warmup)
+    start = time.perf_counter()
+    for i in range(total):
+        scheduled = start + i * interval
+        delay = scheduled - time.perf_counter()
+        if delay > 0.0005:
+            await asyncio.sleep(delay)
+        if i == warm:
+            stats.recording = True
+            recorded_from = time.perf_counter()
+        conn = conns[i % len(conns)]
+        conn.waiters.append(scheduled)
+        assert conn.transport is not None
+        conn.transport.write(request)
+    await asyncio.sleep(0.5)
+    stats.recording = False
+    for c in conns:
+        assert c.transport is not None
+        c.transport.close()
+    return time.perf_counter() - 0.5 - recorded_from
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    idx = min(len(sorted_values) - 1, int(q * len(sorted_values)))
+    return sorted_values[idx]
+
+
+async def run(args: argparse.Namespace) -> dict[str, object]:
+    request = build_request(args.method, args.path, args.body.encode(), args.header)
+    stats = Stats()
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    wall0 = time.perf_counter()
+    elapsed = await (
+        open_loop(args, request, stats) if args.rate else closed_loop(args, request, stats)
+    )
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    wall = time.perf_counter() - wall0
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    lat = sorted(stats.latencies)
+    return {
+        "requests": len(lat),
+        "rps": len(lat) / elapsed if elapsed > 0 else 0.0,
+        "p50_ms": percentile(lat, 0.50) * 1000,
+        "p99_ms": percentile(lat, 0.99) * 1000,
+        "statuses": stats.statuses,
+        "generator_cpu": cpu / wall,
+    }
+
+
+# -- run from a benchmark, as a process of its own on the load core -----------------
+
+
+def loadgen(
+    port: int,
+    *,
+    path: str,
+    method: str = "GET",
+    body: str = "",
+    headers: Sequence[str] = (),
+    connections: int = 32,
+    duration: float = 5.0,
+    rate: float = 0.0,
+    warmup: float = 1.0,
+) -> dict[str, Any]:
+    """Run this generator against ``port`` as a process on the load core; its JSON."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "perf.lib.loadgen",
+        "--port",
+        str(port),
+        "--path",
+        path,
+        "--method",
+        method,
+        "--connections",
+        str(connections),
+        "--duration",
+        str(duration),
+        "--warmup",
+        str(warmup),
+    ]
+    if body:
+        cmd += ["--body", body]
+    for h in headers:
+        cmd += ["--header", h]
+    if rate:
+        cmd += ["--rate", str(rate)]
+    out = subprocess.run(
+        pinned(cmd, LOAD_CORE),
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        timeout=duration + warmup + 60,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def headroom_note(result: dict[str, Any]) -> str:
+    cpu = float(result.get("generator_cpu", 0))
+    return "generator saturated!" if cpu > 0.9 else f"generator at {cpu:.0%} of a core"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--path", default="/")
+    parser.add_argument("--method", default="GET")
+    parser.add_argument("--body", default="")
+    parser.add_argument("--header", action="append", default=[])
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--rate", type=float, default=0.0)
+    args = parser.parse_args()
+    result = uvloop.run(run(args))
+    json.dump(result, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
