@@ -74,7 +74,38 @@ def forbidden(message: str) -> ApiError:
 
 
 def unavailable(message: str = "storage is unavailable") -> ApiError:
+    """503 for a refusal that is no storage failure (shutting down, too many
+    connections); a store raises :class:`StoreUnavailable`."""
     return ApiError(503, "unavailable", message)
+
+
+class StoreUnavailable(ApiError):
+    """A store could not make records durable: 503 ``unavailable``.
+
+    Only the stores raise it (``syncd/store/``), so a caller tells a failed
+    disk or database from a refused op by the type alone. An ``ApiError`` of
+    any other type from ``Store.commit`` came from the op's own checks in
+    ``apply()``, and nothing was written; a ``StoreUnavailable`` means the
+    store could not persist what ``apply()`` returned (or, before it ran,
+    could not take writes at all): on a local store, memory may then be
+    ahead of the disk. A store's reads raise it too when the disk or the
+    database cannot answer.
+
+    ``status`` and ``code`` differ from 503 ``unavailable`` in one case: the
+    log refusing a record over its size limit (413 ``payload_too_large``),
+    where the op was applied but cannot be made durable either.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        message: str = "storage is unavailable",
+        *,
+        status: int = 503,
+        code: str = "unavailable",
+    ) -> None:
+        super().__init__(status, code, message)
 
 
 def not_restorable(reason: str) -> ApiError:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.engine import MAX_LIST_LIMIT, export_entry
-from syncd.errors import ApiError, bad_request, unavailable
+from syncd.errors import ApiError, StoreUnavailable, bad_request, unavailable
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal
@@ -98,31 +98,23 @@ class CrdtService:
         if not self.writable:
             raise unavailable()
         client_id = principal.client_id
-        applied = False
 
         def apply() -> ApplyResult:
-            nonlocal applied
-            result = self._timed_apply(plan, client_id)
-            applied = True
-            return result
+            return self._timed_apply(plan, client_id)
 
         # The store calls apply() when it orders this request: a local store
         # at once, a shared one (PostgreSQL) under the CRDT's row lock, after
         # catching the CRDT up with other nodes. An all-duplicate request
         # still waits for the store: its first answer may not be durable yet,
-        # and we never answer before that.
+        # and we never answer before that. An ApiError from apply() (a refused
+        # op) passes through with nothing written; StoreUnavailable means the
+        # records are not durable.
         try:
             result = await store.commit(ns, crdt_id, apply)
-        except ApiError:
-            if applied and not store.shared:
+        except StoreUnavailable:
+            if not store.shared:
                 self._enter_degraded()  # memory is ahead of the log
             raise
-        except Exception:
-            if not applied or store.shared:
-                raise
-            log.exception("store append failed")
-            self._enter_degraded()
-            raise unavailable() from None
         if result.records:
             # Counted before the answer leaves (a scrape right after it sees
             # the op); fanned out after it: see persist().

@@ -7,7 +7,8 @@ the records after it); ``commit`` is the op path (run ``apply`` to get the
 records, make them durable, return what ``apply`` returned) and ``append``
 persists delete records; ``ops_since`` serves replays to resuming subscribers
 (None when it cannot); ``ready``, ``reload`` and ``close`` cover failure and
-shutdown; ``stats`` counts what it wrote. A store that several processes
+shutdown (a storage failure raises ``errors.StoreUnavailable``, never a bare
+``ApiError``); ``stats`` counts what it wrote. A store that several processes
 share (``shared = True``, PostgreSQL) orders ops itself inside ``commit``;
 a local one (``shared = False``) lets the service apply first and ``append``
 runs of records at once.
@@ -146,15 +147,16 @@ class Store(Protocol):
 
     async def append(self, records: Sequence[Record]) -> None:
         """Persist ``records`` in order. Returns once they are durable (per the fsync
-        mode); raises ``ApiError(503, "unavailable")`` when they are not."""
+        mode); raises ``errors.StoreUnavailable`` when they are not."""
         ...
 
     async def commit(self, ns: str, crdt_id: str, apply: Callable[[], AppliedT]) -> AppliedT:
         """The op path for one request on one CRDT: call ``apply()`` (the engine
         applies the request's ops and returns their records) at the point the
         store orders it, make the records durable, return ``apply()``'s result.
-        An ``ApiError`` from ``apply()`` passes through with nothing written;
-        raises ``ApiError(503, "unavailable")`` when the records are not durable."""
+        An ``ApiError`` from ``apply()`` (the op was refused) passes through
+        with nothing written; raises ``errors.StoreUnavailable`` when the
+        records are not durable, so the type alone tells the two apart."""
         ...
 
     async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import msgpack
 
-from syncd.errors import unavailable
+from syncd.errors import StoreUnavailable
 from syncd.store import hint as hint_file
 from syncd.store.base import EntrySource, Loaded, Record
 from syncd.store.catalogue import Catalogue
@@ -476,4 +476,6 @@ class FileHistory:
 
     def _check(self) -> None:
         if self.broken:
-            raise unavailable("the history is unavailable (a write failed; see the server log)")
+            raise StoreUnavailable(
+                "the history is unavailable (a write failed; see the server log)"
+            )

@@ -80,7 +80,7 @@ from typing import Any
 
 import msgpack
 
-from syncd.errors import ApiError, unavailable
+from syncd.errors import ApiError, StoreUnavailable
 from syncd.store.backup import Plan, copy_plan, make_plan
 from syncd.store.base import (
     AppliedT,
@@ -587,10 +587,19 @@ class FileStore:
         await self._enqueue(records)
 
     async def commit(self, ns: str, crdt_id: str, apply: Callable[[], AppliedT]) -> AppliedT:
-        """Apply now (this process is the only writer), then wait for the group commit."""
+        """Apply now (this process is the only writer), then wait for the group commit.
+
+        What ``apply()`` raises passes through; any failure after it is a
+        ``StoreUnavailable`` (memory now holds records the log does not)."""
         result = apply()
         # The records enter the queue in this same loop step: memory and log move together.
-        await self._enqueue(result.records)
+        try:
+            await self._enqueue(result.records)
+        except StoreUnavailable:
+            raise
+        except Exception:
+            log.exception("appending the records of a commit failed")
+            raise StoreUnavailable() from None
         return result
 
     async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:
@@ -722,7 +731,7 @@ class FileStore:
         if not self._opened:
             raise RuntimeError("open() the store first")
         if self._closing:
-            raise unavailable("storage is shutting down")
+            raise StoreUnavailable("storage is shutting down")
         if not self.ready:
             error = self._refusal()
             if records:
@@ -738,11 +747,12 @@ class FileStore:
                     raise TypeError(f"a log record is a dict, not {type(record).__name__}")
                 body = pack(record)
                 if len(body) > MAX_RECORD_BYTES:
-                    raise ApiError(
-                        413,
-                        "payload_too_large",
+                    # Not durable, like a failed write: the caller may have applied it.
+                    raise StoreUnavailable(
                         f"a log record of {len(body)} bytes is over the "
                         f"{MAX_RECORD_BYTES}-byte limit",
+                        status=413,
+                        code="payload_too_large",
                     )
                 framed = frame(lsn, body)
                 frames.append(framed)
@@ -766,11 +776,11 @@ class FileStore:
         self._wake.set()
         return future
 
-    def _refusal(self) -> ApiError:
+    def _refusal(self) -> StoreUnavailable:
         if self._failed:
             reason = getattr(self._last_error, "strerror", None) or str(self._last_error)
-            return unavailable(f"storage is unavailable: {reason}")
-        return unavailable("storage is re-reading its state")
+            return StoreUnavailable(f"storage is unavailable: {reason}")
+        return StoreUnavailable("storage is re-reading its state")
 
     def _take_batch(self) -> list[_Group]:
         batch: list[_Group] = []
@@ -911,7 +921,7 @@ class FileStore:
         reason = getattr(exc, "strerror", None) or str(exc)
         for group in groups:
             if not group.future.done():
-                group.future.set_exception(unavailable(f"storage write failed: {reason}"))
+                group.future.set_exception(StoreUnavailable(f"storage write failed: {reason}"))
         if any(group.records for group in groups):
             self._notify(exc)
 
@@ -975,9 +985,9 @@ class FileStore:
         async with self._snapshot_lock:
             source = self._source
             if source is None or not self.ready:
-                raise unavailable("storage is not ready for a snapshot")
+                raise StoreUnavailable("storage is not ready for a snapshot")
             if self._memory_suspect:
-                raise unavailable("no snapshot until reload(): memory may hold failed records")
+                raise StoreUnavailable("no snapshot until reload(): memory may hold failed records")
             # The caller applies and appends in one loop step, so right now the
             # source's entries cover exactly the records appended so far.
             entries = list(source())

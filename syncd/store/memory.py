@@ -2,8 +2,9 @@
 
 It keeps the last snapshot's entries and the records after it, so a test can
 "restart" by calling ``reload()`` (or handing ``recovered()`` to a fresh
-engine). ``fail_writes`` makes appends raise 503 and turns ``ready`` off, the
-way a full disk does on a FileStore, and calls ``on_failure`` as it does.
+engine). ``fail_writes`` makes appends raise ``StoreUnavailable`` (503) and
+turns ``ready`` off, the way a full disk does on a FileStore, and calls
+``on_failure`` as it does.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from syncd.errors import unavailable
+from syncd.errors import StoreUnavailable
 from syncd.store.base import (
     AppliedT,
     EntrySource,
@@ -139,9 +140,9 @@ class MemoryStore:
 
     async def append(self, records: Sequence[Record]) -> None:
         if not self._opened or self._closed:
-            raise unavailable("storage is not open")
+            raise StoreUnavailable("storage is not open")
         if not self.ready:
-            error = unavailable("storage is unavailable")
+            error = StoreUnavailable()
             if records and self.on_failure is not None:
                 self.on_failure(error)
             raise error

@@ -57,12 +57,13 @@ holds the per-key asyncio locks (``locks``) of its CRDTs, which the cluster
 layer takes too before it changes an entry, so subscribers see each CRDT's
 seqs in order.
 
-*Failure.* A batch whose transaction fails answers 503 to every request in
-it; ``Follower.commit_failed`` drops each CRDT that ``apply()`` touched from
-the engine and reads it back from the rows (memory was ahead of the
-database). A failure before any ``apply()`` (a dead pooled connection after a
-server restart) is retried once on a fresh connection. A network error marks
-the store not ready until the cluster layer's probe reaches the server again.
+*Failure.* A batch whose transaction fails answers ``StoreUnavailable``
+(503) to every request in it; ``Follower.commit_failed`` drops each CRDT
+that ``apply()`` touched from the engine and reads it back from the rows
+(memory was ahead of the database). A failure before any ``apply()`` (a
+dead pooled connection after a server restart) is retried once on a fresh
+connection. A network error marks the store not ready until the cluster
+layer's probe reaches the server again.
 
 *Start-up and loads.* ``open`` migrates the schema and reads the newest
 ``gid``; it loads no CRDT. ``load`` reads one CRDT (its snapshot and the ops
@@ -92,7 +93,7 @@ import msgpack
 import psycopg
 import psycopg.errors
 
-from syncd.errors import ApiError, history_expired, unavailable
+from syncd.errors import ApiError, StoreUnavailable, history_expired
 from syncd.store.base import (
     Applied,
     AppliedT,
@@ -496,7 +497,7 @@ class PostgresStore:
             async with self.locks.hold(key):
                 await self.read_key(key, then)
         except NETWORK_ERRORS:
-            raise unavailable("the database is unavailable") from None
+            raise StoreUnavailable("the database is unavailable") from None
         return loaded
 
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
@@ -516,7 +517,7 @@ class PostgresStore:
                 cur = await conn.execute(query, (ns, after or "", prefix, limit))
                 rows = await cur.fetchall()
         except NETWORK_ERRORS:
-            raise unavailable("the database is unavailable") from None
+            raise StoreUnavailable("the database is unavailable") from None
         out: list[Listed] = []
         for crdt_id, type_name, seq in rows:
             if not crdt_id.startswith(prefix):
@@ -539,7 +540,7 @@ class PostgresStore:
                 oldest = await self._oldest(conn, key, latest)
         except (psycopg.Error, OSError, TimeoutError) as exc:
             log.warning("history of %s/%s: %s", ns, crdt_id, exc)
-            raise unavailable("the database is unavailable") from None
+            raise StoreUnavailable("the database is unavailable") from None
         return [unpack(raw) for (raw,) in rows], oldest
 
     async def history_base(
@@ -572,7 +573,7 @@ class PostgresStore:
                     )
         except (psycopg.Error, OSError, TimeoutError) as exc:
             log.warning("history of %s/%s: %s", ns, crdt_id, exc)
-            raise unavailable("the database is unavailable") from None
+            raise StoreUnavailable("the database is unavailable") from None
         return entry, records
 
     async def _oldest(self, conn: PgConn, key: tuple[str, str, str], latest: int) -> int:
@@ -640,7 +641,7 @@ class PostgresStore:
     async def commit(self, ns: str, crdt_id: str, apply: Callable[[], AppliedT]) -> AppliedT:
         """Order, apply and persist one request's ops on one CRDT (see the module doc)."""
         if not self.ready or self.follower is None:
-            raise unavailable("the database is unavailable")
+            raise StoreUnavailable("the database is unavailable")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppliedT] = loop.create_future()
         self._queue.append(_Write((ns, crdt_id), apply, future))
@@ -694,7 +695,7 @@ class PostgresStore:
         while self._queue:
             write = self._queue.popleft()
             if not write.future.done():
-                write.future.set_exception(unavailable("the database is unavailable"))
+                write.future.set_exception(StoreUnavailable("the database is unavailable"))
 
     async def _commit_batch(self, batch: list[_Write], keys: list[Key]) -> None:
         follower = self.follower
@@ -706,7 +707,7 @@ class PostgresStore:
                 # The rows as they were when apply() ran: what subscribers have seen.
                 applied: dict[Key, Row | None] = {}
                 if not self.ready:
-                    self._answer_all(batch, unavailable("the database is unavailable"))
+                    self._answer_all(batch, StoreUnavailable("the database is unavailable"))
                     return
                 try:
                     async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
@@ -735,7 +736,7 @@ class PostgresStore:
                     self._failed(batch, applied, exc)
                     return
 
-    def _answer_all(self, batch: list[_Write], error: ApiError) -> None:
+    def _answer_all(self, batch: list[_Write], error: StoreUnavailable) -> None:
         for write in batch:
             if not write.future.done():
                 write.future.set_exception(error)
@@ -754,7 +755,7 @@ class PostgresStore:
         if isinstance(exc, NETWORK_ERRORS):
             self._up = False
         follower.trouble()
-        self._answer_all(batch, unavailable("the database is unavailable"))
+        self._answer_all(batch, StoreUnavailable("the database is unavailable"))
 
     async def _commit_on(
         self,
@@ -975,10 +976,10 @@ class PostgresStore:
         key = (ns, crdt_id)
         follower = self.follower
         if follower is None:
-            raise unavailable("the database is unavailable")
+            raise StoreUnavailable("the database is unavailable")
         async with self.locks.hold(key):
             if not self.ready:
-                raise unavailable("the database is unavailable")
+                raise StoreUnavailable("the database is unavailable")
             try:
                 async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
                     ended: str | None = None
@@ -1009,7 +1010,7 @@ class PostgresStore:
                 if isinstance(exc, NETWORK_ERRORS):
                     self._up = False
                 follower.trouble()
-                raise unavailable("the database is unavailable") from None
+                raise StoreUnavailable("the database is unavailable") from None
             follower.ended(key)
 
     # -- reads for the cluster layer ------------------------------------------------
