@@ -1,0 +1,1 @@
+"""syncd's benchmarks, studies and their tools, laid out by role; see perf/README.md."""

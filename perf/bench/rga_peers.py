@@ -39,13 +39,12 @@ from pathlib import Path
 from typing import Any
 
 from perf.lib.traces import Patch, default_traces, memory, replay_list, replay_rga
+from perf.suite.registry import RGA_DOCUMENT_CHARS
 from syncd.crdt.base import OpContext
 from syncd.crdt.rga import Rga
 
-MIN_CHARS = 100_000
-"""The issue's document size for the memory target (final 100k-char doc < 50 MB)."""
-TARGET_RATIO = 1.5
-TARGET_MB = 50.0
+MIN_CHARS = RGA_DOCUMENT_CHARS
+"""The document size the memory target is set for (perf.suite.registry)."""
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -26,9 +26,10 @@ import uvloop
 
 from perf.bench.ws_fanout import RawWs, message, open_clients
 from perf.lib.servers import LOAD_CORE, bench_token, syncd
+from perf.suite.registry import TARGETS
 
 NS = "bench"
-TARGET_BYTES = 20 * 1024
+TARGET = TARGETS["ws-idle.per-connection"]
 WARMUP_CONNECTIONS = 200
 """Opened (and kept) before the baseline: first-use allocations (code paths,
 caches, the hub's first tables) are not per-connection cost."""
@@ -108,7 +109,7 @@ def main() -> None:
     print(f"ws idle: {args.connections:,} connections subscribed to {where}")
     print(
         f"  server RSS {r['base_mb']:.1f} MiB -> +{r['grown_mb']:.1f} MiB: "
-        f"{r['per_conn'] / 1024:.1f} KiB per connection  (target <= {TARGET_BYTES // 1024} KB)"
+        f"{r['per_conn'] / 1024:.1f} KiB per connection  (target {TARGET})"
     )
     print(f"  opened and subscribed in {r['open_s']:.1f} s")
     if args.json:

@@ -29,3 +29,14 @@ def postgres_server(url: str | None) -> Iterator[str]:
 
     with throwaway_postgres({**DURABLE, "shared_buffers": SHARED_BUFFERS}) as server:
         yield server.url
+
+
+def unreachable(url: str) -> str | None:
+    """None when a connection to ``url`` works, else why not (one line)."""
+    try:
+        import psycopg
+
+        with psycopg.connect(f"{url}/postgres", connect_timeout=3):
+            return None
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"

@@ -41,15 +41,13 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from perf.bench.http_ops import BATCH_BODY, OP_BODY, OP_PATH
 from perf.lib.loadgen import loadgen
 from perf.lib.servers import LOAD_CORE, ROOT, SERVER_CORE, bench_token, pinned, syncd
 from perf.lib.traces import default_traces
 from perf.tools.profile_summary import summarize
 
 OUT = ROOT / "perf" / "out"
-OP_PATH = "/v1/namespaces/bench/crdts/gc:hits/ops"
-OP_BODY = '{"op":"increment","amount":1}'
-BATCH_BODY = "[" + ",".join([OP_BODY] * 100) + "]"
 POLL_S = 0.01
 """How often a child's process tree is scanned for new servers."""
 ATTACH_TRIES = 50

@@ -8,7 +8,7 @@ run: comparing two runs' figures without their indexes compares the machines.
 The work is what a request does in small: decode a JSON op, touch dicts, pack a
 msgpack record, call methods, format an answer. The figure is the best of
 several rounds (noise only ever adds time), in microseconds per iteration.
-Usage: python -m perf.cpu_index [--json]
+Usage: python -m perf.suite.cpu_index [--json]
 """
 
 from __future__ import annotations
