@@ -22,11 +22,13 @@ from syncd.history import HistoryService
 from syncd.http.handlers import admin, cors, crdts, demo, events, health, openapi, tokens
 from syncd.http.handlers import history as history_routes
 from syncd.http.handlers import revocations as revocation_routes
+from syncd.http.handlers import usage as usage_routes
 from syncd.http.request import Request
 from syncd.http.response import Headers
 from syncd.http.router import Router
 from syncd.hub import Hub
 from syncd.metrics import Metrics
+from syncd.quotas import Limits, Quotas
 from syncd.residency import Residency
 from syncd.service import CrdtService
 from syncd.store.base import Recovered, Store
@@ -107,6 +109,23 @@ class App:
             webhooks=self.webhooks,
             reload=self.load_state,
             residency=self.residency,
+            quotas=Quotas(
+                Limits(
+                    settings.max_crdt_bytes,
+                    settings.namespace_max_crdts,
+                    settings.namespace_max_bytes,
+                ),
+                self.engine,
+            ),
+        )
+        limits = self.service.quotas.limits
+        self.metrics.watch_usage(
+            self.store.usages,
+            {
+                "SERVICE_MAX_CRDT_BYTES": limits.max_crdt_bytes,
+                "SERVICE_NAMESPACE_MAX_CRDTS": limits.namespace_max_crdts,
+                "SERVICE_NAMESPACE_MAX_BYTES": limits.namespace_max_bytes,
+            },
         )
         self.history = HistoryService(engine=self.engine, store=self.store, service=self.service)
         self.rooms = Rooms()
@@ -207,6 +226,9 @@ class App:
             revocations=self.revocations,
             json_max_depth=settings.json_max_depth,
         )
+        usage_routes.register(
+            router, auth=self.auth, store=self.store, limits=self.service.quotas.limits
+        )
         cors.register(router, settings.cors_origins)
         if settings.demo:
             demo.register(router, self.signing_key, max_token_ttl_ms=settings.max_token_ttl_ms)
@@ -278,6 +300,7 @@ class App:
         await self.revocations.open()  # after the store: on PostgreSQL it made the table
         log.info("tokens verify with keys %s", ", ".join(k.key_id for k in self.auth.keys))
         self.residency.check()  # the snapshot may hold more than the budget
+        self.service.measure_sizes()  # sizes a crash left unknown (the quotas)
         # A store that loads on demand reads every CRDT back by itself: its
         # snapshots need not carry them (start-up then reads no CRDT state).
         self.store.set_snapshot_source(

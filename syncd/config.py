@@ -22,6 +22,7 @@ from syncd.crdt.engine import OP_ID_WINDOW as DEFAULT_OP_ID_WINDOW
 from syncd.crdt.opids import OP_ID_TTL_MS
 from syncd.metrics import DEFAULT_MAX_CRDT_SERIES
 from syncd.proxies import Network, parse_networks
+from syncd.quotas import DEFAULT_MAX_CRDT_BYTES
 from syncd.residency import DEFAULT_MEMORY_BUDGET_MB
 from syncd.store.history import DEFAULT_RETENTION, Retention
 
@@ -109,6 +110,12 @@ class Settings:
     memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB
     """Bound on the estimated memory of resident CRDT state (syncd/residency.py);
     a fraction is allowed (tests and benchmarks use budgets of a few KB)."""
+    max_crdt_bytes: int = DEFAULT_MAX_CRDT_BYTES
+    """One CRDT's state (0: no limit; syncd/quotas.py)."""
+    namespace_max_crdts: int = 0
+    """Live CRDTs in one namespace (0: no limit)."""
+    namespace_max_bytes: int = 0
+    """The sum of one namespace's CRDT sizes (0: no limit)."""
     op_id_ttl_s: int = OP_ID_TTL_MS // 1000
     """op_ids younger than this are remembered beyond the window (syncd/crdt/opids.py)."""
     json_max_depth: int = DEFAULT_JSON_MAX_DEPTH
@@ -328,6 +335,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         shutdown_timeout_s=_float(env, "SERVICE_SHUTDOWN_TIMEOUT_S", DEFAULT_SHUTDOWN_TIMEOUT_S),
         webhook_drain_s=_float(env, "SERVICE_WEBHOOK_DRAIN_S", DEFAULT_WEBHOOK_DRAIN_S),
         op_id_window=_int(env, "SERVICE_OP_ID_WINDOW", DEFAULT_OP_ID_WINDOW),
+        max_crdt_bytes=_int(env, "SERVICE_MAX_CRDT_BYTES", DEFAULT_MAX_CRDT_BYTES, minimum=0),
+        namespace_max_crdts=_int(env, "SERVICE_NAMESPACE_MAX_CRDTS", 0, minimum=0),
+        namespace_max_bytes=_int(env, "SERVICE_NAMESPACE_MAX_BYTES", 0, minimum=0),
         op_id_ttl_s=_int(env, "SERVICE_OP_ID_TTL_S", OP_ID_TTL_MS // 1000, minimum=0),
         memory_budget_mb=_float(env, "SERVICE_MEMORY_BUDGET_MB", DEFAULT_MEMORY_BUDGET_MB),
         json_max_depth=_int(env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH),

@@ -113,6 +113,16 @@ def not_restorable(reason: str) -> ApiError:
     return ApiError(409, "not_restorable", reason)
 
 
+def crdt_too_large(message: str) -> ApiError:
+    """413: the op would take one CRDT's state past ``SERVICE_MAX_CRDT_BYTES``."""
+    return ApiError(413, "crdt_too_large", message)
+
+
+def quota_exceeded(message: str) -> ApiError:
+    """403: the op would take a namespace past one of its quotas."""
+    return ApiError(403, "quota_exceeded", message)
+
+
 def history_expired(message: str, oldest: int) -> ApiError:
     """410: the history asked for is older than what is retained."""
     return ApiError(410, "history_expired", message, extra={"oldest": oldest})

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from prometheus_client import (
@@ -465,6 +465,45 @@ class ResidentCollector(Collector):
         )
 
 
+OTHER_NAMESPACES: Final = "#other"
+"""Not a namespace name (``#`` is not allowed in one): the rest, summed."""
+
+MAX_NAMESPACE_SERIES: Final = 1000
+"""Namespaces given usage series of their own (the largest by bytes); the
+rest are summed under ``ns="#other"``, so a scrape stays bounded."""
+
+
+class UsageCollector(Collector):
+    """Each namespace's live CRDTs and bytes (the quotas), read when scraped."""
+
+    def __init__(self, usages: Callable[[], Mapping[str, Any]], max_series: int) -> None:
+        self._usages = usages
+        self._max = max_series
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        crdts = GaugeMetricFamily(
+            "service_namespace_crdts", "Live CRDTs per namespace", labels=["ns"]
+        )
+        size = GaugeMetricFamily(
+            "service_namespace_bytes",
+            "Sum of the namespace's CRDT sizes (what SERVICE_NAMESPACE_MAX_BYTES bounds)",
+            labels=["ns"],
+        )
+        found = sorted(self._usages().items(), key=lambda kv: -kv[1].bytes)
+        for ns, usage in found[: self._max]:
+            crdts.add_metric([ns], usage.crdts)
+            size.add_metric([ns], usage.bytes)
+        rest = found[self._max :]
+        if rest:
+            crdts.add_metric([OTHER_NAMESPACES], sum(u.crdts for _, u in rest))
+            size.add_metric([OTHER_NAMESPACES], sum(u.bytes for _, u in rest))
+        yield crdts
+        yield size
+
+
 class ConnectionCollector(Collector):
     """Open connections (HTTP and upgraded), counted as the limit counts them."""
 
@@ -554,6 +593,22 @@ class Metrics:
             registry=r,
         )
         return seconds.observe
+
+    def watch_usage(
+        self, usages: Callable[[], Mapping[str, Any]], limits: Mapping[str, int]
+    ) -> None:
+        """Per-namespace usage gauges (read when scraped) and the quota limits
+        (``limits``: setting name -> value; 0 is no limit)."""
+        r = self.registry
+        r.register(UsageCollector(usages, MAX_NAMESPACE_SERIES))
+        quota = Gauge(
+            "service_quota_limit",
+            "A quota setting (0: no limit), by its name",
+            ["setting"],
+            registry=r,
+        )
+        for name, value in limits.items():
+            quota.labels(setting=name).set(value)
 
     def build_info(self, **labels: str) -> None:
         """``service_build_info{...} 1``: which version and parts this process runs."""

@@ -180,6 +180,8 @@ class Residency:
             engine.drop(ns, crdt_id)
             raise unavailable(f"{ns}/{crdt_id} cannot be read from storage") from None
         stats.loads += 1
+        if entry is not None:
+            self.store.note_size(ns, crdt_id, entry.state_bytes)
         if self.on_load is not None:
             self.on_load(time.perf_counter() - started)
         self.check()

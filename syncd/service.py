@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.engine import MAX_LIST_LIMIT, export_entry
 from syncd.errors import ApiError, StoreUnavailable, bad_request, unavailable
+from syncd.quotas import measure_unmeasured
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal
     from syncd.crdt.engine import ApplyResult, Engine, Entry, Plan
     from syncd.hub import Hub
     from syncd.metrics import MergeHistogram, Metrics
+    from syncd.quotas import Quotas
     from syncd.residency import Residency
     from syncd.store.base import Recovered, Store
     from syncd.webhooks.dispatcher import WebhookDispatcher
@@ -48,8 +50,10 @@ class CrdtService:
         webhooks: WebhookDispatcher | None,
         reload: Callable[[Recovered], None],
         residency: Residency,
+        quotas: Quotas,
     ) -> None:
         self.engine = engine
+        self.quotas = quotas
         self.residency = residency
         self.store = store
         self.auth = auth
@@ -62,6 +66,7 @@ class CrdtService:
         self._recovery: asyncio.Task[None] | None = None
         self._merge: dict[str, MergeHistogram] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._measuring: asyncio.Task[int] | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -90,6 +95,8 @@ class CrdtService:
         self, ns: str, crdt_id: str, body: Any, principal: Principal, source: str
     ) -> ApplyResult:
         store = self.store
+        if store.shared and self.quotas.limits.namespace:
+            await store.usage(ns)  # fresh enough figures for the check in apply()
         if (ns, crdt_id) not in self.engine and store.loads_on_demand:
             # No await from here to apply() on a local store: what is loaded stays.
             await self.residency.ensure(ns, crdt_id)
@@ -150,7 +157,15 @@ class CrdtService:
 
     def _timed_apply(self, plan: Plan, client_id: int) -> ApplyResult:
         started = time.perf_counter()
+        quotas = self.quotas
+        growth = 0
+        if quotas.on:
+            # Checked before anything is applied: a refused op changes nothing.
+            growth = quotas.growth(plan)
+            limits = quotas.limits
+            quotas.check(plan, growth, self.store.usage_now(plan.ns) if limits.namespace else None)
         result = self.engine.apply(plan, client_id)
+        self.store.note_size(plan.ns, plan.id, quotas.applied(plan.ns, plan.id, growth))
         residency = self.residency
         if self.engine.resident_bytes > residency.budget_bytes:
             residency.check()
@@ -320,7 +335,18 @@ class CrdtService:
             log.warning("storage recovered; state rebuilt from disk")
             return
 
+    def measure_sizes(self) -> None:
+        """Measure, in the background, the CRDTs whose size the store lost (a crash)."""
+        if self.store.unmeasured(1):
+            self._measuring = self.loop.create_task(
+                measure_unmeasured(self.store, self.engine), name="syncd-measure-sizes"
+            )
+
     async def close(self) -> None:
+        if self._measuring is not None:
+            self._measuring.cancel()
+            with contextlib.suppress(BaseException):
+                await self._measuring
         await self.residency.close()
         if self._recovery is not None:
             self._recovery.cancel()

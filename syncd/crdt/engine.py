@@ -94,9 +94,15 @@ often enough for the budget to notice growth, rare enough to cost little per op.
 Key = tuple[str, str]
 
 
-def estimate_bytes(type_name: str, state: Any, op_ids: OpIdMemory) -> int:
-    """About what an entry of this type and state takes in memory."""
-    packed = len(msgpack.packb(state, use_bin_type=True, default=repr))
+def state_bytes(state: Any) -> int:
+    """A CRDT state's size: its msgpack encoding, as snapshots store it (what
+    the quotas count; docs/operations.md#quotas)."""
+    return len(msgpack.packb(state, use_bin_type=True, default=repr))
+
+
+def estimate_bytes(type_name: str, packed: int, op_ids: OpIdMemory) -> int:
+    """About what an entry of this type, with a state of ``packed`` encoded
+    bytes, takes in memory."""
     return ENTRY_BASE_BYTES + STATE_BYTE_FACTORS.get(type_name, 10) * packed + op_ids.approx_bytes()
 
 
@@ -151,6 +157,9 @@ class Entry:
     """Estimated bytes in memory (see :func:`estimate_bytes`)."""
     unsized_ops: int = 0
     """Ops applied since ``size`` was estimated."""
+    state_bytes: int = 0
+    """The state's encoded size when last measured (:func:`state_bytes`), plus
+    what the quotas counted for the ops applied since (syncd/quotas.py)."""
 
 
 @dataclass(slots=True)
@@ -259,10 +268,12 @@ class Engine:
 
     def resize(self, entry: Entry) -> None:
         """Estimate ``entry``'s size again (after ops, or before an eviction)."""
-        size = estimate_bytes(entry.type, entry.crdt.state(), entry.op_ids)
+        packed = state_bytes(entry.crdt.state())
+        size = estimate_bytes(entry.type, packed, entry.op_ids)
         if (entry.ns, entry.id) in self._entries:
             self.resident_bytes += size - entry.size
         entry.size = size
+        entry.state_bytes = packed
         entry.unsized_ops = 0
 
     def now_ms(self) -> int:
@@ -598,7 +609,10 @@ class Engine:
             self.drop(ns, crdt_id)
         for record in records:
             self.replay(record)
-        return self.touch(ns, crdt_id)
+        entry = self.touch(ns, crdt_id)
+        if entry is not None and entry.unsized_ops:
+            self.resize(entry)  # measured as loaded: the quotas count from here
+        return entry
 
     def import_entry(self, entry: dict[str, Any]) -> None:
         """Load an entry map made by :meth:`export_entries` (replacing a held one)."""

@@ -43,6 +43,7 @@ _CLASS_OF_LAST_LITERAL: Final = {
     "me": "tokens",
     "openapi.json": "openapi",
     "revocations": "admin",
+    "usage": "admin",
     "backup": "admin",
     "ws": "websocket",
     "hocuspocus": "yjs",

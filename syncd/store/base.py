@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from syncd.store.catalogue import Usage as Usage
+
 Record = dict[str, Any]
 Loaded = tuple[dict[str, Any] | None, list[Record]]
 """One CRDT as a store holds it: a checkpoint entry map (None: the empty
@@ -126,6 +128,29 @@ class Store(Protocol):
     async def list_ids(self, ns: str, prefix: str, after: str | None, limit: int) -> list[Listed]:
         """Up to ``limit`` live CRDTs of ``ns`` whose id starts with ``prefix``,
         after ``after``, sorted by id (as durable now)."""
+        ...
+
+    def note_size(self, ns: str, crdt_id: str, size: int) -> None:
+        """The engine's size of a CRDT now (after an op or a load), for the
+        quotas (syncd/quotas.py). Called before the op's records are written:
+        a shared store writes it with them."""
+        ...
+
+    async def usage(self, ns: str) -> Usage:
+        """The namespace's live CRDTs and the sum of their sizes (a shared store
+        may answer from a cache at most ``USAGE_REFRESH_S`` old)."""
+        ...
+
+    def usage_now(self, ns: str) -> Usage:
+        """:meth:`usage` as known now, without waiting (a local store: exact)."""
+        ...
+
+    def usages(self) -> dict[str, Usage]:
+        """What is known now of every namespace (for metrics; never waits)."""
+        ...
+
+    def unmeasured(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` live CRDTs whose size the store does not know."""
         ...
 
     async def history(

@@ -140,6 +140,8 @@ class FileHistory:
                 self.catalogue.remove(entry["ns"], entry["id"])
         for lsn, record in main_after(self.last_lsn):
             frames.append((frame(lsn, self._pack(record)), record, lsn))
+            if _is_entry(record):
+                self.catalogue.unmeasure(record["ns"], record["id"])
         if frames:
             data = b"".join(f for f, _, _ in frames)
             start = self.log.plan(len(data), len(frames))
@@ -166,7 +168,7 @@ class FileHistory:
             end=self.log.end(),
             last_lsn=self.last_lsn,
             segments=self.log.segment_counts(),
-            lives=self.index.rows(self.catalogue.type_of),
+            lives=self.index.rows(self.catalogue.type_of, self.catalogue.size_of),
         )
 
     def write_hint(self, found: hint_file.Hint) -> int:
@@ -224,6 +226,8 @@ class FileHistory:
                     chosen.append((record["entry"]["seq"], 1, item))
             chosen.sort(key=lambda c: (c[0], c[1]))
             ns, crdt_id = key
+            # Changed after the hint (or no hint): its size is not known.
+            self.catalogue.unmeasure(ns, crdt_id)
             if chosen:
                 newest_item = chosen[-1][2].record
                 type_name = (

@@ -91,6 +91,7 @@ from syncd.store.base import (
     Recovered,
     SnapshotSource,
     StoreStats,
+    Usage,
 )
 from syncd.store.filehistory import FileHistory, Written
 from syncd.store.history import DEFAULT_RETENTION, Retention
@@ -508,6 +509,21 @@ class FileStore:
             life = index.get(ns, crdt_id)
             out.append((crdt_id, type_name, life.latest if life is not None else 0))
         return out
+
+    def note_size(self, ns: str, crdt_id: str, size: int) -> None:
+        self._history.catalogue.note_size(ns, crdt_id, size)
+
+    async def usage(self, ns: str) -> Usage:
+        return self._history.catalogue.usage(ns)
+
+    def usage_now(self, ns: str) -> Usage:
+        return self._history.catalogue.usage(ns)
+
+    def usages(self) -> dict[str, Usage]:
+        return self._history.catalogue.usages()
+
+    def unmeasured(self, limit: int) -> list[tuple[str, str]]:
+        return self._history.catalogue.unmeasured(limit)
 
     async def history(
         self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int

@@ -18,8 +18,9 @@ The header says where the history ended when the hint was taken (``end``: a
 position, every frame before it is in the hint), the highest main-log LSN it
 held (``last_lsn``), and each segment's size and frame count up to ``end``
 (``segments``). Each life is ``[ns, id, type, epoch, from_start,
-since_checkpoint, checkpoint_due_at, seqs, ts, pos, cp_seqs, cp_pos]``, the
-arrays as little-endian int64 bytes.
+since_checkpoint, checkpoint_due_at, seqs, ts, pos, cp_seqs, cp_pos, size]``,
+the arrays as little-endian int64 bytes, ``size`` the CRDT's size for the
+quotas (-1: not measured; catalogue.py).
 
 Lifecycle: the store writes a hint when it closes cleanly (in the I/O
 thread, from a copy of the index taken on the loop: written to a temporary
@@ -52,9 +53,11 @@ from syncd.store.log import fsync_dir
 log = logging.getLogger("syncd.store")
 
 HINT_NAME: Final = "index.hint"
-MAGIC: Final = b"SYNCDHI1"
+MAGIC: Final = b"SYNCDHI2"
+"""Version 2 added each life's size; a version 1 hint is not used (rebuilt)."""
 _TRAILER: Final = 4
 
+ROW_FIELDS: Final = 13
 LifeRow = list[Any]
 """One life as the hint holds it (see the module docstring)."""
 
@@ -168,7 +171,7 @@ def _decode(data: bytes) -> Hint:
 def _rows(unpacker: msgpack.Unpacker, count: int) -> Iterator[LifeRow]:
     for _ in range(count):
         row = next(unpacker)
-        if type(row) is not list or len(row) != 12:
+        if type(row) is not list or len(row) != ROW_FIELDS:
             raise ValueError("a life row of the wrong shape")
         yield row
 

@@ -157,7 +157,9 @@ class HistoryIndex:
 
     # -- the hint file (hint.py) -------------------------------------------
 
-    def rows(self, type_of: Callable[[str, str], str | None]) -> list[list[Any]]:
+    def rows(
+        self, type_of: Callable[[str, str], str | None], size_of: Callable[[str, str], int]
+    ) -> list[list[Any]]:
         """Every life as a hint row (copies: the index may change meanwhile)."""
         out: list[list[Any]] = []
         for (ns, crdt_id), life in self._lives.items():
@@ -175,16 +177,21 @@ class HistoryIndex:
                     column_bytes(life.pos),
                     column_bytes(life.cp_seqs),
                     column_bytes(life.cp_pos),
+                    size_of(ns, crdt_id),
                 ]
             )
         return out
 
     def load_rows(
-        self, rows: Iterable[list[Any]], add_type: Callable[[str, str, str], None]
+        self, rows: Iterable[list[Any]], add_type: Callable[[str, str, str, int], None]
     ) -> None:
-        """Hold the lives of a hint (``rows``); ``add_type`` hears each CRDT's type."""
+        """Hold the lives of a hint (``rows``); ``add_type`` hears each CRDT's
+        type and size."""
         lives = self._lives
-        for ns, crdt_id, type_name, epoch, from_start, since, due, seqs, ts, pos, cps, cpp in rows:
+        for row in rows:
+            ns, crdt_id, type_name, epoch, from_start, since, due, seqs, ts, pos, cps, cpp, size = (
+                row
+            )
             life = Life(epoch)
             life.from_start = bool(from_start)
             life.since_checkpoint = since
@@ -193,7 +200,7 @@ class HistoryIndex:
             life.cp_seqs, life.cp_pos = column(cps), column(cpp)
             lives[(ns, crdt_id)] = life
             if isinstance(type_name, str):
-                add_type(ns, crdt_id, type_name)
+                add_type(ns, crdt_id, type_name, size if type(size) is int else -1)
 
     # -- adding ------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from syncd.store.base import (
     Recovered,
     SnapshotSource,
     StoreStats,
+    Usage,
 )
 from syncd.store.catalogue import Catalogue
 from syncd.store.history import DEFAULT_RETENTION, HistoryIndex, Retention
@@ -96,6 +97,21 @@ class MemoryStore:
             life = self._history.get(ns, crdt_id)
             out.append((crdt_id, type_name, life.latest if life is not None else 0))
         return out
+
+    def note_size(self, ns: str, crdt_id: str, size: int) -> None:
+        self._catalogue.note_size(ns, crdt_id, size)
+
+    async def usage(self, ns: str) -> Usage:
+        return self._catalogue.usage(ns)
+
+    def usage_now(self, ns: str) -> Usage:
+        return self._catalogue.usage(ns)
+
+    def usages(self) -> dict[str, Usage]:
+        return self._catalogue.usages()
+
+    def unmeasured(self, limit: int) -> list[tuple[str, str]]:
+        return self._catalogue.unmeasured(limit)
 
     async def history(
         self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int

@@ -4,7 +4,8 @@ Tables (in the connection's current schema, so a ``search_path`` in the URL
 isolates deployments that share one database):
 
 - ``crdts``: one row per CRDT id, the current life: ``type``, ``epoch``,
-  ``seq`` (the last assigned) and ``deleted``. Its row lock orders writers
+  ``seq`` (the last assigned), ``deleted`` and ``bytes`` (its size for the
+  quotas, -1 when not known). Its row lock orders writers
   across nodes: ``seq`` is assigned while it is held.
 - ``ops``: every op record of every live CRDT (msgpack), keyed by
   ``(ns, id, epoch, seq)``; ``gid`` is a global identity used as the store's
@@ -102,6 +103,14 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 version bigint NOT NULL
             )""",
             "INSERT INTO revocations_version (id, version) VALUES (true, 0)",
+        ),
+    ),
+    (
+        4,
+        (
+            # Quotas (syncd/quotas.py): each CRDT's size as its engine last
+            # measured it; -1 for rows written before (measured at their next write).
+            "ALTER TABLE crdts ADD COLUMN bytes bigint NOT NULL DEFAULT -1",
         ),
     ),
 )

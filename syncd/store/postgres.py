@@ -104,6 +104,7 @@ from syncd.store.base import (
     Recovered,
     SnapshotSource,
     StoreStats,
+    Usage,
 )
 from syncd.store.history import DEFAULT_RETENTION, Retention
 from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool
@@ -137,6 +138,12 @@ start-up replays at most this many ops per CRDT after its snapshot."""
 OPS_RETAINED: Final = 1000
 """Ops kept behind a CRDT's newest snapshot (older ones are deleted when it is
 written), for ``?since=`` replays and for nodes that fell a little behind."""
+
+USAGE_REFRESH_S: Final = 1.0
+"""How old a namespace's usage (for the quotas) may be before it is read
+again: one aggregate over the namespace's rows per second at most, and a
+cluster may pass a namespace quota by what its nodes write within it. Between
+reads this node adds what it writes itself."""
 
 OPS_SINCE_MAX: Final = 10_000
 """A replay longer than this is not read; the subscriber gets a snapshot."""
@@ -346,12 +353,14 @@ _WRITE_BATCH: Final = (
     # A row that is not what the engine numbered after (another node moved it
     # since) gets seq NULL, which NOT NULL refuses: the transaction aborts.
     "upd AS (UPDATE crdts c SET type = u.type, epoch = u.epoch, deleted = false,"
+    " bytes = CASE WHEN u.bytes >= 0 THEN u.bytes ELSE c.bytes END,"
     " seq = CASE WHEN (u.was_epoch <> '' AND c.epoch = u.was_epoch AND c.seq = u.was_seq"
     " AND NOT c.deleted) OR (u.was_epoch = '' AND (c.deleted OR c.seq = 0))"
     " THEN u.seq END"
     " FROM unnest(%(row_ns)b::text[], %(row_id)b::text[], %(row_type)b::text[],"
     " %(row_epoch)b::text[], %(row_seq)b::bigint[], %(row_was_epoch)b::text[],"
-    " %(row_was_seq)b::bigint[]) AS u(ns, id, type, epoch, seq, was_epoch, was_seq)"
+    " %(row_was_seq)b::bigint[], %(row_bytes)b::bigint[])"
+    " AS u(ns, id, type, epoch, seq, was_epoch, was_seq, bytes)"
     " WHERE c.ns = u.ns AND c.id = u.id) "
     "SELECT max(gid) FROM ins"
 )
@@ -413,6 +422,11 @@ class PostgresStore:
         self._target = 1
         """Requests the next batch waits for (at most ``gather_wait_s``)."""
         self._last_gid = 0
+        self._sizes: dict[Key, int] = {}
+        """Sizes the engine reported during the batch in flight (note_size)."""
+        self._usage: dict[str, tuple[Usage, float]] = {}
+        """Each namespace's usage as last read, and when (time.monotonic)."""
+        self._usage_reads: dict[str, asyncio.Future[Usage]] = {}
 
     # -- the Store protocol ---------------------------------------------------
 
@@ -524,6 +538,72 @@ class PostgresStore:
                 break
             out.append((crdt_id, type_name, seq))
         return out
+
+    # -- usage (the quotas) ------------------------------------------------------
+
+    def note_size(self, ns: str, crdt_id: str, size: int) -> None:
+        # Written with the batch's row update (_write); sizes noted outside a
+        # commit (a load) are dropped at the end of the next batch.
+        self._sizes[(ns, crdt_id)] = size
+
+    async def usage(self, ns: str) -> Usage:
+        held = self._usage.get(ns)
+        if held is not None and time.monotonic() - held[1] < USAGE_REFRESH_S:
+            return held[0]
+        reading = self._usage_reads.get(ns)
+        if reading is None:
+            reading = asyncio.get_running_loop().create_future()
+            self._usage_reads[ns] = reading
+            try:
+                found = await self._read_usage(ns)
+            except BaseException as exc:
+                reading.set_exception(exc)
+                reading.exception()  # retrieved: the callers waiting get it
+                raise
+            finally:
+                del self._usage_reads[ns]
+            self._usage[ns] = (found, time.monotonic())
+            reading.set_result(found)
+            return found
+        return await reading
+
+    async def _read_usage(self, ns: str) -> Usage:
+        try:
+            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+                cur = await conn.execute(
+                    "SELECT count(*), coalesce(sum(bytes) FILTER (WHERE bytes >= 0), 0),"
+                    " count(*) FILTER (WHERE bytes < 0)"
+                    " FROM crdts WHERE ns = %s AND NOT deleted",
+                    (ns,),
+                )
+                row = await cur.fetchone()
+        except NETWORK_ERRORS:
+            raise StoreUnavailable("the database is unavailable") from None
+        if row is None:
+            return Usage()
+        return Usage(int(row[0]), int(row[1]), int(row[2]))
+
+    def _count_usage(self, ns: str, crdts: int, grown: int) -> None:
+        """What this node wrote, added to the namespace's usage until it is read again."""
+        held = self._usage.get(ns)
+        if held is not None:
+            usage, at = held
+            self._usage[ns] = (
+                Usage(usage.crdts + crdts, max(0, usage.bytes + grown), usage.unmeasured),
+                at,
+            )
+
+    def usage_now(self, ns: str) -> Usage:
+        held = self._usage.get(ns)
+        return held[0] if held is not None else Usage()
+
+    def usages(self) -> dict[str, Usage]:
+        return {ns: usage for ns, (usage, _) in self._usage.items()}
+
+    def unmeasured(self, limit: int) -> list[tuple[str, str]]:
+        # Rows written before sizes were kept (schema version 4) are measured
+        # when they are next written; usage() counts them as unmeasured.
+        return []
 
     async def history(
         self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
@@ -677,6 +757,7 @@ class PostgresStore:
             await self._commit_batch(batch, sorted({w.key for w in batch}))
         finally:
             self._batch = None
+            self._sizes.clear()
             # The next batch waits (at most the gather time) for as many requests
             # as were waiting during this one: the callers just answered send
             # their next ones a moment later, and one batch then carries them all.
@@ -880,7 +961,9 @@ class PostgresStore:
             "seq": [],
             "was_epoch": [],
             "was_seq": [],
+            "bytes": [],
         }
+        sizes = self._sizes
         packed: list[bytes] = []
         new_lives: list[tuple[Key, str]] = []
         snapshots: list[tuple[Key, str, int, int, bytes]] = []
@@ -909,6 +992,11 @@ class PostgresStore:
             moved["seq"].append(last["seq"])
             moved["was_epoch"].append(row.epoch if row.live else "")
             moved["was_seq"].append(row.seq if row.live else 0)
+            moved["bytes"].append(sizes.pop(key, -1))
+            live = row.live and row.epoch == epoch
+            self._count_usage(
+                key[0], 0 if live else 1, sum(len(p) for p in packed[-len(records) :])
+            )
             if row.epoch and row.epoch != epoch:
                 new_lives.append((key, epoch))
             if last["seq"] // self._snapshot_every > base // self._snapshot_every:
@@ -1012,6 +1100,7 @@ class PostgresStore:
                 follower.trouble()
                 raise StoreUnavailable("the database is unavailable") from None
             follower.ended(key)
+            self._usage.pop(ns, None)  # read again: one CRDT fewer
 
     # -- reads for the cluster layer ------------------------------------------------
 

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from syncd.crdt.engine import Engine
+from syncd.quotas import measure_unmeasured
+from syncd.store.base import Usage
 from syncd.store.filestore import FileStore
 from syncd.store.hint import HINT_NAME
 from tests.store.conftest import MakeStore
@@ -199,3 +201,48 @@ async def test_sigkill_during_the_hint_write_loses_nothing(tmp_path: Path) -> No
         assert not (data / "history" / (HINT_NAME + ".tmp")).exists()
     finally:
         await store.close()
+
+
+async def test_sizes_come_back_with_the_hint_and_are_measured_again_without_it(
+    make_store: MakeStore, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    store, _ = await make_store(data)
+    writer = Writer(store)
+    await _fill(writer, crdts=6, rounds=3)
+    exact = {}
+    for crdt_id in [f"{t}:{c}" for t in ("gc", "rg") for c in range(6)]:
+        entry = writer.engine.get(NS, crdt_id)
+        assert entry is not None
+        writer.engine.resize(entry)  # measured now, as an eviction would
+        store.note_size(NS, crdt_id, entry.state_bytes)
+        exact[crdt_id] = entry.state_bytes
+    usage = store.usage_now(NS)
+    assert usage == Usage(12, sum(exact.values()), 0)
+    await store.close()
+
+    store, _ = await make_store(data)  # with the hint: every size
+    assert store.usage_now(NS) == usage
+    await writer_after_hint(store)
+    assert store.usage_now(NS).unmeasured == 0
+    await store.close()
+    (data / "history" / HINT_NAME).unlink()
+
+    store, _ = await make_store(data)  # without: counted, not measured
+    assert store.usage_now(NS) == Usage(12, 0, 12)
+    assert await measure_unmeasured(store, Engine()) == 12
+    measured = store.usage_now(NS)
+    assert measured.unmeasured == 0 and measured.crdts == 12
+    assert (
+        measured.bytes
+        == sum(exact.values()) + store._history.catalogue.size_of(NS, "gc:0") - exact["gc:0"]
+    )
+
+
+async def writer_after_hint(store: FileStore) -> None:
+    """One op after the hint; the engine reports the size, as the service does."""
+    writer = Writer(store)
+    await writer.op("gc:0", {"op": "increment", "amount": 7})
+    entry = writer.engine.get(NS, "gc:0")
+    assert entry is not None
+    store.note_size(NS, "gc:0", entry.state_bytes)

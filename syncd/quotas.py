@@ -1,0 +1,188 @@
+"""Quotas: an op is refused, not the service, when it would pass a limit.
+
+Theory of operation
+-------------------
+Three limits, each off at 0 (docs/operations.md#quotas):
+
+- ``SERVICE_MAX_CRDT_BYTES``: one CRDT's state. An op that would take it
+  past the limit gets 413 ``crdt_too_large``.
+- ``SERVICE_NAMESPACE_MAX_CRDTS``: live CRDTs in a namespace. An op that
+  would create one more gets 403 ``quota_exceeded``.
+- ``SERVICE_NAMESPACE_MAX_BYTES``: the sum of a namespace's CRDT sizes. An
+  op that would take it past the limit gets 403 ``quota_exceeded``.
+
+A CRDT's *size* is its state's msgpack encoding, what a snapshot stores
+(``engine.state_bytes``). Encoding a large state per op would cost more than
+the op, so the engine measures it exactly when it loads a CRDT and every
+``RESIZE_EVERY_OPS`` ops, and in between this module counts each op's
+*growth bound*: its own encoded size plus :data:`OP_GROWTH_OVERHEAD`. Ops
+that only take something away (:data:`TRIMMING_OPS`) count nothing and are
+never refused, so a full CRDT can always be trimmed. The bound is checked
+before anything is applied; when it would pass the limit and ops were
+counted since the last measure, the CRDT is measured again first, so an op
+is refused only on the measured state.
+
+Namespace figures come from the store (``Store.usage``): the count of live
+CRDTs and the sum of the sizes the engine last reported for each
+(``Store.note_size``). The service reports a CRDT's size after every op.
+
+Everything is checked before the engine applies anything, so a refused op
+changes nothing: no partial batch, no record, and the connection stays
+open. In a cluster the namespace figures of PostgreSQL are refreshed every
+``USAGE_REFRESH_S``, so nodes writing at once may pass a namespace quota by
+what they write within that time; the CRDT limit is exact (it is checked
+under the CRDT's row lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import msgpack
+
+from syncd.crdt.engine import Engine
+from syncd.errors import crdt_too_large, quota_exceeded
+
+if TYPE_CHECKING:
+    from syncd.crdt.engine import Plan
+    from syncd.store.base import Store, Usage
+
+log = logging.getLogger("syncd.quotas")
+
+MEASURE_BATCH: Final = 256
+"""Unmeasured CRDTs asked of the store at a time by :func:`measure_unmeasured`."""
+
+DEFAULT_MAX_CRDT_BYTES: Final = 64 * 1024 * 1024
+"""One CRDT's state, by default: far past any document a person edits (a
+novel is about 1 MB of text), and small enough that loading, snapshotting or
+sending a CRDT whole stays well under a second."""
+
+OP_GROWTH_OVERHEAD: Final = 64
+"""Bytes a CRDT's state may take beyond an op's own encoding: the largest
+measured was 60 (a presence entry's stamp and expiry; an orset tag 14, a
+tree node 25, an rga element or a Yjs update 0; tests/test_quotas.py
+checks it for every type)."""
+
+TRIMMING_OPS: Final[dict[str, frozenset[str]]] = {
+    "rga": frozenset({"delete"}),
+    "orset": frozenset({"remove"}),
+    "tree": frozenset({"delete"}),
+    "presence": frozenset({"leave"}),
+}
+"""Ops that only take something away: never counted, never refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_crdt_bytes: int = DEFAULT_MAX_CRDT_BYTES
+    namespace_max_crdts: int = 0
+    namespace_max_bytes: int = 0
+
+    @property
+    def namespace(self) -> bool:
+        return self.namespace_max_crdts > 0 or self.namespace_max_bytes > 0
+
+    @property
+    def any(self) -> bool:
+        return self.max_crdt_bytes > 0 or self.namespace
+
+
+class Quotas:
+    def __init__(self, limits: Limits, engine: Engine) -> None:
+        self.limits = limits
+        self.on = limits.any
+        """Whether any limit is set (else no op is counted or checked)."""
+        self._engine = engine
+        self._pack = msgpack.Packer(use_bin_type=True, default=repr).pack
+
+    def growth(self, plan: Plan) -> int:
+        """The growth bound of ``plan``'s ops (see the module docstring)."""
+        trimming = TRIMMING_OPS.get(plan.type_name, frozenset())
+        pack = self._pack
+        total = 0
+        for op, name in zip(plan.ops, plan.op_names, strict=True):
+            if name not in trimming:
+                total += len(pack(op)) + OP_GROWTH_OVERHEAD
+        return total
+
+    def check(self, plan: Plan, growth: int, usage: Usage | None) -> None:
+        """Raise when ``plan`` (bound ``growth``) would pass a limit; nothing applied yet.
+        ``usage`` is the namespace's, when namespace quotas are on."""
+        if growth == 0:
+            return
+        limits = self.limits
+        entry = self._engine.get(plan.ns, plan.id)
+        held = 0 if entry is None else entry.state_bytes
+        if limits.max_crdt_bytes and held + growth > limits.max_crdt_bytes:
+            if entry is not None and entry.unsized_ops:
+                self._engine.resize(entry)  # refuse on the measured state only
+                held = entry.state_bytes
+            if held + growth > limits.max_crdt_bytes:
+                raise crdt_too_large(
+                    f"{plan.id!r} holds {held} bytes; this op would take it past "
+                    f"SERVICE_MAX_CRDT_BYTES ({limits.max_crdt_bytes})"
+                )
+        if usage is None:
+            return
+        creates = entry is None
+        if creates and limits.namespace_max_crdts and usage.crdts + 1 > limits.namespace_max_crdts:
+            raise quota_exceeded(
+                f"namespace {plan.ns!r} holds {usage.crdts} CRDTs: "
+                f"SERVICE_NAMESPACE_MAX_CRDTS is {limits.namespace_max_crdts}"
+            )
+        if limits.namespace_max_bytes and usage.bytes + growth > limits.namespace_max_bytes:
+            raise quota_exceeded(
+                f"namespace {plan.ns!r} holds {usage.bytes} bytes; this op would take it "
+                f"past SERVICE_NAMESPACE_MAX_BYTES ({limits.namespace_max_bytes})"
+            )
+
+    def applied(self, ns: str, crdt_id: str, growth: int) -> int:
+        """Count ``growth`` on the CRDT just applied; its size now."""
+        entry = self._engine.get(ns, crdt_id)
+        if entry is None:
+            return 0
+        if entry.unsized_ops:  # not measured by this apply: add the bound
+            entry.state_bytes += growth
+        return entry.state_bytes
+
+
+async def measure_unmeasured(store: Store, engine: Engine) -> int:
+    """Measure every CRDT whose size the store does not know (written after the
+    last hint, before a crash), reading it from the store without making it
+    resident; the CRDTs measured. Runs in the background after a start."""
+    measured = 0
+    passed: set[tuple[str, str]] = set()
+    while True:
+        batch = [key for key in store.unmeasured(MEASURE_BATCH + len(passed)) if key not in passed]
+        if not batch:
+            return measured
+        for ns, crdt_id in batch:
+            entry = engine.get(ns, crdt_id)
+            if entry is None:
+                try:
+                    loaded = await store.load(ns, crdt_id)
+                    entry = engine.get(ns, crdt_id)  # an op may have loaded it meanwhile
+                    if entry is None and loaded is not None:
+                        entry = Engine().load(ns, crdt_id, *loaded)  # a throwaway engine
+                except Exception as exc:  # a damaged copy: its reads say so too
+                    log.warning("%s/%s: cannot measure its size: %s", ns, crdt_id, exc)
+                    entry = None
+            if entry is None:
+                passed.add((ns, crdt_id))
+                continue
+            store.note_size(ns, crdt_id, entry.state_bytes)
+            measured += 1
+            await asyncio.sleep(0)  # one CRDT per loop step: requests go first
+
+
+__all__ = [
+    "DEFAULT_MAX_CRDT_BYTES",
+    "OP_GROWTH_OVERHEAD",
+    "TRIMMING_OPS",
+    "Limits",
+    "Quotas",
+    "measure_unmeasured",
+]
