@@ -141,8 +141,11 @@ class App:
             self.residency.loader = self.cluster.load
         self.metrics.watch_store(lambda: self.store.stats)
         if self.cluster is not None:
+            from syncd.cluster.replicator import WAL_STREAM_STATES
+
             cluster = self.cluster
             self.metrics.watch_cluster(lambda: cluster.stats)
+            self.metrics.watch_wal_stream(lambda: cluster.wal_state, WAL_STREAM_STATES)
         self.server_ctx: ServerContext | None = None
         """Set by the server that runs this app (connection count, shutdown)."""
         self._register_routes()
@@ -150,11 +153,13 @@ class App:
     def _register_routes(self) -> None:
         settings = self.settings
         router = self.router
+        cluster = self.cluster
         health.register(
             router,
             ready=lambda: self.ready,
             wal_last_seq=lambda: self.wal_last_seq,
             metrics=self.metrics,
+            wal_stream=(lambda: cluster.wal_state) if cluster is not None else None,
         )
         tokens.register(
             router,
@@ -295,6 +300,10 @@ class App:
             self.store.lock()  # before admin_token is written: the directory may be in use
         self.auth.use_admin_secret(AdminSecret.load(settings.admin_token, settings.data_dir))
         admin.remove_leftovers(settings.data_dir)
+        if self.cluster is not None:
+            # SERVICE_WAL_CONNSTR: a server that cannot stream stops the
+            # start here, before anything runs (DatabaseSetupError).
+            await self.cluster.check_source()
         recovered = await self.store.open()
         self.load_state(recovered)
         await self.revocations.open()  # after the store: on PostgreSQL it made the table

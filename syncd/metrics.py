@@ -1,5 +1,6 @@
 """Prometheus metrics: ops, WAL, merge time, HTTP answers and latency, connections,
-webhooks, store commits, process, build, and the configured limits.
+webhooks, store commits, the cluster's replication, process, build, and the
+configured limits.
 
 Each application instance owns its registry, so several servers can run in one
 process (tests) without clashing.
@@ -521,6 +522,36 @@ class ConnectionCollector(Collector):
         )
 
 
+class StateCollector(Collector):
+    """One gauge per state of something, labelled ``state``: 1 for the state it
+    is in now (read when scraped), 0 for the others, so an alert can test a
+    state by name and a graph shows when it changed."""
+
+    def __init__(
+        self, name: str, doc: str, state: Callable[[], str], states: tuple[str, ...]
+    ) -> None:
+        self._name = name
+        self._doc = doc
+        self._state = state
+        self._states = states
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(self._name, self._doc, labels=["state"])
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._state()
+        family = GaugeMetricFamily(self._name, self._doc, labels=["state"])
+        for state in self._states:
+            family.add_metric([state], 1.0 if state == now else 0.0)
+        yield family
+
+
+WAL_STREAM_DOC: Final = (
+    "The replication stream (SERVICE_WAL_CONNSTR): 1 for the state it is in "
+    "(off: not configured; connecting: configured, not streaming now; streaming)"
+)
+
+
 class Metrics:
     def __init__(self, *, max_crdt_series: int = DEFAULT_MAX_CRDT_SERIES) -> None:
         """``max_crdt_series``: CRDT ids given ``service_ops_total`` series of
@@ -633,6 +664,13 @@ class Metrics:
     def watch_cluster(self, stats: Callable[[], object]) -> None:
         """Export the replication layer's counters (see ``CLUSTER_COUNTERS``)."""
         self.registry.register(StatsCollector(stats, CLUSTER_COUNTERS))
+
+    def watch_wal_stream(self, state: Callable[[], str], states: tuple[str, ...]) -> None:
+        """``service_cluster_wal_stream_state{state}``: which of ``states`` the
+        replication stream is in, read from ``state()`` when scraped."""
+        self.registry.register(
+            StateCollector("service_cluster_wal_stream_state", WAL_STREAM_DOC, state, states)
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -25,6 +25,7 @@ from syncd.http.protocol import HttpProtocol, ServerContext
 from syncd.http.request import Request
 from syncd.sdnotify import Notifier
 from syncd.store.filestore import StoreLockedError
+from syncd.store.pg_start import DatabaseSetupError
 from syncd.tls import Certificates, TlsError
 from syncd.ws.connection import wait_background
 
@@ -167,18 +168,50 @@ async def _serve(settings: Settings) -> int:
         # systemctl reload: a renewed certificate for new handshakes, nobody dropped.
         loop.add_signal_handler(signal.SIGHUP, certificates.reload)
     try:
-        await server.start()
-    except (StoreLockedError, AdminSecretError) as exc:
-        # A data directory in use, or an admin_token file that cannot be
-        # used: one line naming it, like a bad setting.
+        started = await _start_unless_stopped(server)
+    except (StoreLockedError, AdminSecretError, DatabaseSetupError) as exc:
+        # A data directory in use, an admin_token file that cannot be used, or
+        # a database that refuses this node (no such database, a refused
+        # password, a wal_level that cannot stream): one line naming it,
+        # like a bad setting.
         print(f"syncd: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1
+    if not started:
+        log.info("syncd stopped before it started")
+        return 0
     await server.wait_stopped()
     await server.shutdown()
     return 0
+
+
+async def _start_unless_stopped(server: Server) -> bool:
+    """Start ``server``; False when SIGTERM or SIGINT came first.
+
+    A cluster node's start waits for PostgreSQL for as long as it is away
+    (syncd.store.pg_start), so a stop request cancels it: nothing has been
+    served, and what it opened is closed. The embedded store's start (its
+    recovery) takes a bounded time and is not interrupted half-way: a stop
+    that comes meanwhile is honoured once it is up."""
+    if not server.settings.database_url:
+        await server.start()
+        return True
+    starting = asyncio.ensure_future(server.start())
+    stopping = asyncio.ensure_future(server.wait_stopped())
+    try:
+        await asyncio.wait((starting, stopping), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+    if starting.done():
+        starting.result()  # its exception, if it failed
+        return True
+    starting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await starting
+    await server.app.close()
+    return False
 
 
 def run(settings: Settings) -> int:

@@ -6,7 +6,9 @@ The suite never uses, reconfigures or restarts a PostgreSQL it did not start.
 removed at the end) and two things that library does not: it runs the server
 binaries as the ``postgres`` system user when the suite runs as root (initdb
 refuses root, and CI here runs as root), and it restarts the server in place,
-which the cluster fault tests need.
+which the cluster fault tests need. With ``password``, TCP connections must
+give it (scram-sha-256, as a production server asks), for the tests of a
+refused password; ``url`` then carries it.
 
 The binaries are found with ``pg_config --bindir`` or, where that points at a
 directory without ``initdb`` (Debian's client-only wrappers), under
@@ -90,8 +92,15 @@ def free_port() -> int:
 class ThrowawayPostgres:
     """One PostgreSQL server in a temporary directory; ``url`` has no database name."""
 
-    def __init__(self, bindir: Path | None = None, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        bindir: Path | None = None,
+        settings: dict[str, str] | None = None,
+        *,
+        password: str | None = None,
+    ) -> None:
         self.bindir = bindir or find_bindir()
+        self.password = password
         self.settings = {**SERVER_SETTINGS, **(settings or {})}
         self.root = Path(tempfile.mkdtemp(prefix="syncd-pg-"))
         self.data = self.root / "data"
@@ -100,7 +109,8 @@ class ThrowawayPostgres:
 
     @property
     def url(self) -> str:
-        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}"
+        user = SUPERUSER if self.password is None else f"{SUPERUSER}:{self.password}"
+        return f"postgresql://{user}@127.0.0.1:{self.port}"
 
     def _run(self, *args: str) -> None:
         command = [str(self.bindir / args[0]), *args[1:]]
@@ -113,20 +123,16 @@ class ThrowawayPostgres:
             raise RuntimeError(f"{args[0]} failed: {result.stderr.strip()}\n{tail}")
 
     def start(self) -> ThrowawayPostgres:
+        auth = ["--auth=trust"]
+        if self.password is not None:
+            pwfile = self.root / "password"
+            pwfile.write_text(self.password + "\n")
+            auth = ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
         if self._as_system_user:
             account = pwd.getpwnam(SYSTEM_USER)
-            os.chown(self.root, account.pw_uid, account.pw_gid)
-        self._run(
-            "initdb",
-            "-D",
-            str(self.data),
-            "-U",
-            SUPERUSER,
-            "--auth=trust",
-            "--no-sync",
-            "-E",
-            "UTF8",
-        )
+            for path in (self.root, *self.root.iterdir()):
+                os.chown(path, account.pw_uid, account.pw_gid)
+        self._run("initdb", "-D", str(self.data), "-U", SUPERUSER, *auth, "--no-sync", "-E", "UTF8")
         lines = [f"{k} = {v}" for k, v in self.settings.items()]
         lines += [f"port = {self.port}", f"unix_socket_directories = '{self.root}'"]
         with (self.data / "postgresql.conf").open("a") as conf:
@@ -142,6 +148,15 @@ class ThrowawayPostgres:
         """Stop (fast: sessions are ended, as in a real restart) and start again."""
         self._pg_ctl("restart", "-m", "fast")
 
+    def halt(self) -> None:
+        """Stop the server (fast: sessions are ended) but keep its data: an
+        outage that :meth:`resume` ends."""
+        self._pg_ctl("stop", "-m", "fast")
+
+    def resume(self) -> None:
+        """Start a server :meth:`halt` stopped, on the same port and data."""
+        self._pg_ctl("start")
+
     def stop(self) -> None:
         with contextlib.suppress(RuntimeError, OSError, subprocess.TimeoutExpired):
             self._pg_ctl("stop", "-m", "immediate")
@@ -149,8 +164,10 @@ class ThrowawayPostgres:
 
 
 @contextlib.contextmanager
-def throwaway_postgres(settings: dict[str, str] | None = None) -> Iterator[ThrowawayPostgres]:
-    server = ThrowawayPostgres(settings=settings)
+def throwaway_postgres(
+    settings: dict[str, str] | None = None, *, password: str | None = None
+) -> Iterator[ThrowawayPostgres]:
+    server = ThrowawayPostgres(settings=settings, password=password)
     try:
         yield server.start()
     finally:

@@ -3,7 +3,10 @@
 Every check that can fail on a bad environment runs before the server binds
 anything, so that a mistake is one line naming its cause and exit 2 rather
 than a traceback: the settings themselves (:func:`syncd.config.from_env`), the
-extras ``DATABASE_URL`` needs, the TLS files, the HTTP parser.
+extras ``DATABASE_URL`` needs, the TLS files, the HTTP parser. A database that
+refuses the node (no such database, a refused password, a ``wal_level`` that
+cannot feed ``SERVICE_WAL_CONNSTR``) is found when the server opens it, still
+before it binds, and ends the same way (:mod:`syncd.store.pg_start`).
 """
 
 from __future__ import annotations

@@ -43,6 +43,15 @@ with the ``crdts`` table and reloads those that differ (the catch-up), so
 whatever it missed while away is applied and fanned out. The same comparison
 runs every ``reconcile_interval_s`` while connected, for notifications lost
 after a commit (the sender died in between).
+
+*The replication stream* (``SERVICE_WAL_CONNSTR``) is checked before the
+node starts (``check_source``): a server whose ``wal_level`` is not
+``logical`` could never give it a slot, so that stops the start like a bad
+setting instead of a warning every few seconds. Once running, its state
+(``wal_state``: ``off``, ``connecting``, ``streaming``) is a gauge and part of
+``/health/ready``'s body. The node takes writes whatever that state:
+records too large to notify then reach the others when they next read the
+tables (a gap, the periodic reconcile).
 """
 
 from __future__ import annotations
@@ -68,16 +77,25 @@ from syncd.cluster.notify import (
     unpack,
     unpack_record,
 )
-from syncd.cluster.wal import WalConsumer, slot_name
+from syncd.cluster.wal import (
+    NEEDED_WAL_LEVEL,
+    SOURCE_ERRORS,
+    SOURCE_TRANSIENT,
+    WalConsumer,
+    server_wal_level,
+    slot_name,
+)
 from syncd.crdt.engine import GapError
 from syncd.errors import unavailable
 from syncd.store.base import Record
 from syncd.store.pg_pool import PgConn
+from syncd.store.pg_start import DatabaseSetupError, keep_trying
 from syncd.store.postgres import NETWORK_ERRORS, Key, PostgresStore, Row, RowReader
 
 __all__ = [
     "PROBE_INTERVAL_S",
     "RECONCILE_INTERVAL_S",
+    "WAL_STREAM_STATES",
     "AwarenessNotices",
     "ClusterStats",
     "Replicator",
@@ -106,6 +124,12 @@ writing optimistically and doing it again on a conflict."""
 LISTEN_TICK_S: Final = 0.25
 """The listener looks up from its notifications this often (probe, trouble)."""
 
+
+WAL_SETTING: Final = "SERVICE_WAL_CONNSTR"
+
+WAL_STREAM_STATES: Final = ("off", "connecting", "streaming")
+"""``Replicator.wal_state``: no ``SERVICE_WAL_CONNSTR``; set, but no stream at
+the moment (starting, or reconnecting after losing it); reading the stream."""
 
 _NOTIFY_MANY: Final = "SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p"
 
@@ -239,6 +263,35 @@ class Replicator:
     @property
     def wal_streaming(self) -> bool:
         return self._wal is not None and self._wal.streaming
+
+    @property
+    def wal_state(self) -> str:
+        """One of ``WAL_STREAM_STATES``."""
+        if self._wal_settings is None:
+            return "off"
+        return "streaming" if self.wal_streaming else "connecting"
+
+    async def check_source(self) -> None:
+        """Before ``start``: wait until the replication source accepts a
+        connection like the stream's, and refuse a server that cannot stream
+        (``DatabaseSetupError`` naming SERVICE_WAL_CONNSTR). Nothing to do
+        without it."""
+        wal = self._wal_settings
+        if wal is None:
+            return
+        level = await keep_trying(
+            lambda: asyncio.to_thread(server_wal_level, wal.connstr),
+            setting=WAL_SETTING,
+            errors=SOURCE_ERRORS,
+            transient=SOURCE_TRANSIENT,
+        )
+        if level != NEEDED_WAL_LEVEL:
+            raise DatabaseSetupError(
+                WAL_SETTING,
+                f"the server's wal_level is {level or 'unknown'}; the replication stream"
+                f" needs wal_level = {NEEDED_WAL_LEVEL} (set it and restart PostgreSQL),"
+                " or leave SERVICE_WAL_CONNSTR unset",
+            )
 
     def start(self) -> None:
         """Begin following the database; call once the store's state is in the engine."""

@@ -10,6 +10,13 @@ there is nothing to sweep. The price is that a new slot starts at "now":
 after every (re)connect the consumer calls ``on_started`` and the store
 compares every CRDT with the tables, which covers whatever committed while no
 slot existed.
+
+Before the node starts, :func:`server_wal_level` makes one connection the way
+the stream does (the credentials, the REPLICATION attribute) and reads the
+server's ``wal_level``: the replicator refuses to start on anything but
+``logical`` (``Replicator.check_source``), since no slot could ever be made.
+Once running, :attr:`WalConsumer.streaming` says whether the stream is up
+(the ``service_cluster_wal_stream_state`` gauge, ``/health/ready``).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import psycopg2.errors
 import psycopg2.extras
 
 from syncd.cluster.pgoutput import PgOutputDecoder, PgOutputError
+from syncd.store.pg_pool import CONNECT_TIMEOUT_S
+from syncd.store.pg_start import describe
 
 log = logging.getLogger("syncd.store.wal")
 
@@ -43,9 +52,35 @@ RETRY_MIN_S: Final = 0.2
 RETRY_MAX_S: Final = 5.0
 """Backoff between reconnect attempts while PostgreSQL is unreachable."""
 
+SOURCE_ERRORS: Final = (psycopg2.Error, OSError)
+"""What connecting to the replication source may raise at all."""
+SOURCE_TRANSIENT: Final = (psycopg2.OperationalError, OSError)
+"""Of those, what a server that is away or busy raises (worth waiting for,
+unless ``pg_start.permanent`` recognises a refusal)."""
+
+NEEDED_WAL_LEVEL: Final = "logical"
+
 FEEDBACK_EVERY: Final = 64
 """Messages between explicit flush confirmations (psycopg2 also answers the
 server's keepalives), so the slot's restart point keeps moving."""
+
+
+def server_wal_level(dsn: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> str:
+    """The ``wal_level`` of the server behind ``dsn``, read on a logical
+    replication connection like the stream's (so a role without REPLICATION,
+    or a refused password, fails here). Blocks: run it in a thread."""
+    conn = psycopg2.connect(
+        dsn,
+        connection_factory=psycopg2.extras.LogicalReplicationConnection,
+        connect_timeout=connect_timeout_s,
+    )
+    try:
+        cur = conn.cursor()
+        cur.execute("SHOW wal_level")
+        row = cur.fetchone()
+        return str(row[0]) if row is not None else ""
+    finally:
+        conn.close()
 
 
 def slot_name(prefix: str, node_id: str) -> str:
@@ -115,7 +150,11 @@ class WalConsumer:
             except (psycopg2.Error, OSError, PgOutputError) as exc:
                 if self._stop.is_set():
                     break
-                log.warning("replication stream: %s; retrying in %.1fs", str(exc).strip(), delay)
+                log.warning(
+                    "replication stream (SERVICE_WAL_CONNSTR): %s; retrying in %.1fs",
+                    describe(exc),
+                    delay,
+                )
             finally:
                 self.streaming = False
                 if conn is not None:

@@ -66,7 +66,11 @@ connection. A network error marks the store not ready until the cluster
 layer's probe reaches the server again.
 
 *Start-up and loads.* ``open`` migrates the schema and reads the newest
-``gid``; it loads no CRDT. ``load`` reads one CRDT (its snapshot and the ops
+``gid`` on a connection of its own; it loads no CRDT. While PostgreSQL
+cannot be reached it waits (``pg_start.keep_trying``: for as long as it
+takes, logging why each attempt failed); a refusal waiting cannot fix (no
+such database, a refused password or role) raises ``DatabaseSetupError``
+naming ``DATABASE_URL``. ``load`` reads one CRDT (its snapshot and the ops
 after it, one repeatable-read transaction, under the CRDT's lock) when the
 node first uses it, and ``holds`` lets the node drop one from memory when
 nothing is in flight on it: the rows are the truth.
@@ -108,14 +112,14 @@ from syncd.store.base import (
 )
 from syncd.store.history import DEFAULT_RETENTION, Retention
 from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool
-from syncd.store.pg_schema import current_schema, migrate
+from syncd.store.pg_schema import SchemaTooNewError, current_schema, migrate
+from syncd.store.pg_start import DatabaseSetupError, keep_trying
 
 __all__ = [
     "COMMIT_TIMEOUT_S",
     "GATHER_WAIT_S",
     "MAX_BATCH_WRITES",
     "NETWORK_ERRORS",
-    "OPEN_TIMEOUT_S",
     "OPS_RETAINED",
     "OPS_SINCE_MAX",
     "SNAPSHOT_EVERY_OPS",
@@ -148,9 +152,6 @@ reads this node adds what it writes itself."""
 OPS_SINCE_MAX: Final = 10_000
 """A replay longer than this is not read; the subscriber gets a snapshot."""
 
-OPEN_TIMEOUT_S: Final = 30.0
-"""How long start-up keeps trying to reach PostgreSQL before giving up."""
-
 COMMIT_TIMEOUT_S: Final = 10.0
 """The longest a batch may take (waiting for another node's row locks
 included) before it is abandoned and its requests answered 503."""
@@ -169,10 +170,6 @@ commit_delay idea. Measured with 16 clients over 64 CRDTs: 8 ops per
 transaction without it (two halves taking turns), 10 with 1 ms, 16 with
 2 ms, and 20-40% more ops/s. A lone client never waits (one was waiting,
 one is queued)."""
-
-RECONNECT_MIN_S: Final = 0.1
-RECONNECT_MAX_S: Final = 2.0
-"""Backoff between start-up attempts while PostgreSQL is unreachable."""
 
 NETWORK_ERRORS: Final = (psycopg.OperationalError, OSError, TimeoutError)
 """What a lost server or connection raises (as opposed to a refused statement)."""
@@ -378,7 +375,8 @@ class PostgresStore:
         pool_size: int = DEFAULT_POOL_SIZE,
         snapshot_every: int = SNAPSHOT_EVERY_OPS,
         ops_retained: int = OPS_RETAINED,
-        open_timeout_s: float = OPEN_TIMEOUT_S,
+        open_timeout_s: float | None = None,
+        setting: str = "DATABASE_URL",
         commit_timeout_s: float = COMMIT_TIMEOUT_S,
         max_batch_writes: int = MAX_BATCH_WRITES,
         gather_wait_s: float = GATHER_WAIT_S,
@@ -397,6 +395,9 @@ class PostgresStore:
         self._ops_retained = ops_retained
         self.history_retention = history_retention or Retention.parse(DEFAULT_RETENTION)
         self._open_timeout = open_timeout_s
+        """How long ``open`` waits for an unreachable server (None: until cancelled)."""
+        self._setting = setting
+        """The setting ``database_url`` came from, named when the database refuses us."""
         self.commit_timeout = commit_timeout_s
         self._max_batch = max_batch_writes
         self._on_written = on_written
@@ -446,25 +447,14 @@ class PostgresStore:
         self._last_gid = max(self._last_gid, gid)
 
     async def open(self) -> Recovered:
-        deadline = time.monotonic() + self._open_timeout
-        delay = RECONNECT_MIN_S
-        while True:
-            try:
-                async with self.pool.connection() as conn:
-                    self.schema = await current_schema(conn)
-                    await migrate(conn, publication=self._publication)
-                recovered = Recovered()  # CRDTs load on first use (load)
-                async with self.pool.connection() as conn:
-                    await self.newest_gid(conn)
-                break
-            except NETWORK_ERRORS as exc:
-                if time.monotonic() + delay > deadline:
-                    raise
-                log.warning(
-                    "PostgreSQL unreachable (%s); retrying in %.1fs", str(exc).strip(), delay
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RECONNECT_MAX_S)
+        await keep_trying(
+            self._open_once,
+            setting=self._setting,
+            errors=(psycopg.Error, OSError),
+            transient=NETWORK_ERRORS,
+            give_up_after_s=self._open_timeout,
+        )
+        recovered = Recovered()  # CRDTs load on first use (load)
         # Channel names are identifiers (at most 63 bytes).
         self.channel = f"syncd:{self.schema}"[:63]
         self._opened = True
@@ -476,6 +466,21 @@ class PostgresStore:
             len(recovered.records),
         )
         return recovered
+
+    async def _open_once(self) -> None:
+        # A connection of its own, not the pool's: the pool retries in the
+        # background and reports a refusal as a bare timeout, while this
+        # attempt fails with the server's reason, which keep_trying judges.
+        conn = await self.pool.connect()
+        try:
+            self.schema = await current_schema(conn)
+            try:
+                await migrate(conn, publication=self._publication)
+            except SchemaTooNewError as exc:
+                raise DatabaseSetupError(self._setting, str(exc)) from None
+            await self.newest_gid(conn)
+        finally:
+            await conn.close()
 
     def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
         """Unused: each commit writes the snapshots (and checkpoints) that fall due itself."""

@@ -1,4 +1,9 @@
-"""Health and metrics: no authentication (docs/http-api.md#health-and-metrics)."""
+"""Health and metrics: no authentication (docs/http-api.md#health-and-metrics).
+
+Readiness is whether storage takes writes. On a cluster node its body also
+says how the replication stream is (``wal_stream``: ``off`` without
+SERVICE_WAL_CONNSTR, ``connecting`` or ``streaming``), which does not change
+the status: the node takes writes either way."""
 
 from __future__ import annotations
 
@@ -14,7 +19,12 @@ _LIVE = b'{"status":"live"}'
 
 
 def register(
-    router: Router, *, ready: Callable[[], bool], wal_last_seq: Callable[[], int], metrics: Metrics
+    router: Router,
+    *,
+    ready: Callable[[], bool],
+    wal_last_seq: Callable[[], int],
+    metrics: Metrics,
+    wal_stream: Callable[[], str] | None = None,
 ) -> None:
 
     def live(_: Request) -> Response:
@@ -22,7 +32,12 @@ def register(
 
     def readiness(_: Request) -> Response:
         ok = ready()
-        body = {"status": "ready" if ok else "unavailable", "wal_last_seq": wal_last_seq()}
+        body: dict[str, object] = {
+            "status": "ready" if ok else "unavailable",
+            "wal_last_seq": wal_last_seq(),
+        }
+        if wal_stream is not None:
+            body["wal_stream"] = wal_stream()
         return json_response(body, 200 if ok else 503)
 
     def exposition(_: Request) -> Response:
