@@ -11,7 +11,8 @@ shutdown (a storage failure raises ``errors.StoreUnavailable``, never a bare
 ``ApiError``); ``stats`` counts what it wrote. A store that several processes
 share (``shared = True``, PostgreSQL) orders ops itself inside ``commit``;
 a local one (``shared = False``) lets the service apply first and ``append``
-runs of records at once.
+runs of records at once. The store contract suite (``tests/store/contract``)
+checks all of it against every backend; a new one passes it first.
 
 Records
 -------
