@@ -3,7 +3,8 @@
 The store keeps the records and checkpoints (``store/history.py`` says what
 and for how long); this module turns them into answers:
 
-- :meth:`HistoryService.page`: retained ops, newest first, with a cursor;
+- :meth:`HistoryService.page`: retained ops, newest first, with a cursor,
+  optionally only one writer's (a client id, an origin: :class:`Writer`);
 - :meth:`HistoryService.state_at`: the newest checkpoint at or before the seq
   (never the beginning when a later one is retained) plus the op records
   after it, applied as deltas to a fresh replica of the type;
@@ -16,6 +17,7 @@ and for how long); this module turns them into answers:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.engine import MAX_BATCH_OPS
@@ -27,12 +29,56 @@ if TYPE_CHECKING:
     from syncd.crdt.base import Crdt
     from syncd.crdt.engine import Engine, Entry
     from syncd.service import CrdtService
-    from syncd.store.base import Store
+    from syncd.store.base import Record, Store
 
 MAX_HISTORY_LIMIT: Final = 1000
 """Ops in one page of ``/history``: about what one answer of a few hundred KB holds."""
 
 DEFAULT_HISTORY_LIMIT: Final = 100
+
+MAX_HISTORY_SCAN: Final = 10_000
+"""Retained records one filtered page (``?client_id=``, ``?origin=``) looks
+at, at most: a writer with few ops in a long history would otherwise make one
+request read all of it. A page that stops there has fewer ops than asked
+and a ``next`` to go on from (a few ms of reading per page)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """Whose ops: a client id, an origin, or both (both must match)."""
+
+    client_id: int | None = None
+    origin: str | None = None
+
+    def matches(self, record: Record) -> bool:
+        return (self.client_id is None or record["client_id"] == self.client_id) and (
+            self.origin is None or record.get("origin") == self.origin
+        )
+
+    def body(self) -> dict[str, Any]:
+        """As JSON fields (absent ones left out)."""
+        out: dict[str, Any] = {}
+        if self.client_id is not None:
+            out["client_id"] = self.client_id
+        if self.origin is not None:
+            out["origin"] = self.origin
+        return out
+
+
+def history_item(record: Record) -> dict[str, Any]:
+    """One op of a ``/history`` page: seq, writer, time, delta, and the
+    op_id, origin and revert mark when it has them."""
+    item = {
+        "seq": record["seq"],
+        "client_id": record["client_id"],
+        "ts": record["ts"],
+        "op": record["op"],
+    }
+    for key in ("op_id", "origin", "reverts"):
+        value = record.get(key)
+        if value is not None:
+            item[key] = value
+    return item
 
 
 class HistoryService:
@@ -50,23 +96,27 @@ class HistoryService:
     async def type_of(self, ns: str, crdt_id: str) -> str:
         return (await self._entry(ns, crdt_id)).type
 
-    async def page(self, ns: str, crdt_id: str, before: int | None, limit: int) -> dict[str, Any]:
+    async def page(
+        self,
+        ns: str,
+        crdt_id: str,
+        before: int | None,
+        limit: int,
+        writer: Writer | None = None,
+    ) -> dict[str, Any]:
+        """Retained ops below ``before``, newest first, at most ``limit``;
+        with ``writer``, only that writer's (see :meth:`_filtered`)."""
         entry = await self._entry(ns, crdt_id)
         epoch, latest = entry.epoch, entry.seq
-        records, oldest = await self._store.history(ns, crdt_id, epoch, latest, before, limit)
-        ops = []
-        for record in records:
-            item = {
-                "seq": record["seq"],
-                "client_id": record["client_id"],
-                "ts": record["ts"],
-                "op": record["op"],
-            }
-            if record.get("op_id") is not None:
-                item["op_id"] = record["op_id"]
-            ops.append(item)
-        last = ops[-1]["seq"] if ops else None
-        more = len(ops) == limit and last is not None and last > oldest + 1
+        if writer is None:
+            records, oldest = await self._store.history(ns, crdt_id, epoch, latest, before, limit)
+            last = records[-1]["seq"] if records else None
+            more = len(records) == limit and last is not None and last > oldest + 1
+        else:
+            records, oldest, last, more = await self._filtered(
+                ns, crdt_id, epoch, latest, before, limit, writer
+            )
+        ops = [history_item(record) for record in records]
         return {
             "id": crdt_id,
             "type": entry.type,
@@ -76,6 +126,40 @@ class HistoryService:
             "ops": ops,
             "next": last if more else None,
         }
+
+    async def _filtered(
+        self,
+        ns: str,
+        crdt_id: str,
+        epoch: str,
+        latest: int,
+        before: int | None,
+        limit: int,
+        writer: Writer,
+    ) -> tuple[list[Record], int, int | None, bool]:
+        """The matching records below ``before``, newest first: read a page
+        at a time until ``limit`` match or :data:`MAX_HISTORY_SCAN` records
+        were looked at. Also the oldest rebuildable seq, the seq the scan got
+        down to (the next page's ``before``) and whether older records remain."""
+        found: list[Record] = []
+        scanned = 0
+        cursor = before
+        oldest = 0
+        while True:
+            want = min(MAX_HISTORY_LIMIT, MAX_HISTORY_SCAN - scanned)
+            records, oldest = await self._store.history(ns, crdt_id, epoch, latest, cursor, want)
+            for record in records:
+                scanned += 1
+                cursor = record["seq"]
+                if writer.matches(record):
+                    found.append(record)
+                    if len(found) == limit:
+                        return found, oldest, cursor, cursor > oldest + 1
+            if len(records) < want or (cursor is not None and cursor <= oldest + 1):
+                return found, oldest, cursor, False
+            if scanned >= MAX_HISTORY_SCAN:
+                # The bound: answer what was found, with where to go on from.
+                return found, oldest, cursor, True
 
     async def state_at(self, ns: str, crdt_id: str, seq: int) -> tuple[Entry, Crdt]:
         """The CRDT right after op ``seq`` of its current life (a new object)."""

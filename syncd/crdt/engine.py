@@ -11,6 +11,13 @@ Writing an op is two steps, so the auth layer can check the op mask between:
     plan = engine.plan(ns, crdt_id, body)      # shapes and type, nothing applied
     result = engine.apply(plan, client_id)     # all or none
 
+Attribution: a record names its writer (``client_id``, the token's) and,
+when the op carried one, its ``origin`` (a short string such as
+``agent:summarize-42``: which task of that writer made it). A record
+without an origin has no ``origin`` key at all, so attribution costs an
+op that does not use it nothing in the stores. ``/history`` shows both and
+filters by them; a revert (syncd/revert.py) takes back the ops they select.
+
 Lives and epochs: a CRDT comes into being with its first successful op and
 gets a fresh random ``epoch``; ``delete`` ends the life, and the next op
 starts a new one (new epoch, seq from 1), so a subscriber never mixes two lives.
@@ -46,6 +53,7 @@ from syncd.crdt.base import Crdt, OpContext
 from syncd.crdt.clock import HybridClock, wall_clock_ms
 from syncd.crdt.opids import OP_ID_TTL_MS, OpIdMemory
 from syncd.crdt.types import PREFIXES, TYPES, crdt_class, mask_bit, type_for_id
+from syncd.crdt.validate import check_origin
 from syncd.errors import (
     ApiError,
     bad_request,
@@ -174,6 +182,9 @@ class Plan:
     mask: int
     """OR of the ops' mask bits, for the permission check."""
     cls: type[Crdt]
+    marks: dict[str, Any] | None = None
+    """Fields the server adds to each record of this plan (a revert's
+    ``reverts``, syncd/revert.py); never taken from a client's body."""
 
 
 @dataclass(slots=True)
@@ -198,6 +209,16 @@ def _merge_extra(into: dict[str, Any], extra: dict[str, Any]) -> None:
             into[key] = held + value
         else:
             into[key] = value
+
+
+def _attribute(record: dict[str, Any], op: dict[str, Any], plan: Plan) -> None:
+    """The op's ``origin`` and the plan's marks on its record; absent fields
+    stay absent, so a record without them costs nothing more."""
+    origin = op.get("origin")
+    if origin is not None:
+        record["origin"] = origin
+    if plan.marks:
+        record.update(plan.marks)
 
 
 def _check_op_id(op: dict[str, Any], where: str) -> None:
@@ -334,6 +355,8 @@ class Engine:
             mask |= bits[name]
             if "op_id" in op:
                 _check_op_id(op, where)
+            if op.get("origin") is not None:
+                check_origin(op["origin"], f"{where}origin")
         return Plan(ns, crdt_id, type_name, ops, names, mask, cls)
 
     def apply(self, plan: Plan, client_id: int) -> ApplyResult:
@@ -391,6 +414,7 @@ class Engine:
             "op": delta,
             "op_id": op_id,
         }
+        _attribute(record, op, plan)
         return ApplyResult([record], seq, 1, False, extra, created)
 
     def _apply_batch(
@@ -421,20 +445,20 @@ class Engine:
                 _merge_extra(extra, answer)
             if op_id is not None:
                 fresh[op_id] = (seq, answer)
-            records.append(
-                {
-                    "kind": "op",
-                    "ns": plan.ns,
-                    "id": plan.id,
-                    "type": plan.type_name,
-                    "seq": seq,
-                    "epoch": "",
-                    "client_id": client_id,
-                    "ts": now,
-                    "op": delta,
-                    "op_id": op_id,
-                }
-            )
+            record = {
+                "kind": "op",
+                "ns": plan.ns,
+                "id": plan.id,
+                "type": plan.type_name,
+                "seq": seq,
+                "epoch": "",
+                "client_id": client_id,
+                "ts": now,
+                "op": delta,
+                "op_id": op_id,
+            }
+            _attribute(record, op, plan)
+            records.append(record)
         duplicate = len(records) < len(plan.ops)
         # ``applied`` counts the ops applied now or by the request that first
         # carried their op_id: a repeat answers as the first time did.

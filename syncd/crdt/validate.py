@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from syncd.errors import invalid_op
+from syncd.errors import ApiError, invalid_op
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """The largest integer every JSON client (JavaScript included) holds exactly."""
@@ -35,10 +35,15 @@ state and delta travels as msgpack."""
 
 _SCALARS = (str, bool, type(None))
 
-COMMON_FIELDS = frozenset({"op", "type", "op_id", "client_id"})
+COMMON_FIELDS = frozenset({"op", "type", "op_id", "client_id", "origin"})
 """The fields any op may carry (docs/data-model.md#ops); each type's ops add
 their own (:func:`op_fields`). Any other field is refused, so a misspelt
 field (``amout``) is an error and not a default."""
+
+ORIGIN_MAX_LEN = 128
+"""Characters in an op's ``origin`` (docs/data-model.md#origins): room for a
+task name such as ``agent:summarize-42`` with an id, short enough that the
+history it is kept in stays small."""
 
 
 def op_fields(*names: str) -> frozenset[str]:
@@ -178,6 +183,37 @@ def str_field(
     return value
 
 
+def check_origin(
+    value: Any, field: str = "origin", error: Callable[[str], ApiError] = invalid_op
+) -> str:
+    """An ``origin`` (an op's, a batch's or a connection's): a string of 1 to
+    :data:`ORIGIN_MAX_LEN` characters, encodable as UTF-8; else ``error``
+    (400 ``invalid_op`` in an op, ``bad_request`` in a query or body)."""
+    if type(value) is not str or not 1 <= len(value) <= ORIGIN_MAX_LEN:
+        raise error(f"{field}: must be a string of 1 to {ORIGIN_MAX_LEN} characters")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise error(f"{field}: not encodable as UTF-8") from None
+    return value
+
+
+def with_origin(body: Any, origin: str) -> Any:
+    """``body`` (an op or an array of ops) with ``origin`` on every op that
+    names none of its own: how a batch's origin (``?origin=``, a WebSocket
+    message's ``origin``) reaches its ops. Anything else is left for the
+    engine to refuse."""
+    if type(body) is dict:
+        return body if body.get("origin") is not None else {**body, "origin": origin}
+    if type(body) is list:
+        return [
+            {**op, "origin": origin} if type(op) is dict and op.get("origin") is None else op
+            for op in body
+        ]
+    return body
+
+
 def op_name(op: Mapping[str, Any], ops: Mapping[str, int], type_name: str) -> str:
     """The op's ``op`` field, which must name one of the type's ops."""
     name = op.get("op")
@@ -199,10 +235,12 @@ __all__ = [
     "MAX_ELEMENT_BYTES",
     "MAX_JSON_DEPTH",
     "MAX_SAFE_INTEGER",
+    "ORIGIN_MAX_LEN",
     "amount_field",
     "canonical_json",
     "check_fields",
     "check_json",
+    "check_origin",
     "int_field",
     "json_int",
     "json_object",
@@ -211,4 +249,5 @@ __all__ = [
     "op_name",
     "required",
     "str_field",
+    "with_origin",
 ]

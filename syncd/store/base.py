@@ -19,7 +19,8 @@ Records
 The engine produces *op records*, plain msgpack-able maps::
 
     {"kind": "op", "ns": str, "id": str, "type": str, "seq": int, "epoch": str,
-     "client_id": int, "ts": int, "op": {...delta op...}, "op_id": str | None}
+     "client_id": int, "ts": int, "op": {...delta op...}, "op_id": str | None,
+     "origin": str (only when the op named one), "reverts": {...} (only a revert's)}
 
 and *delete records*::
 

@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from syncd.auth.authenticator import TOKEN_EXPIRED_MESSAGE, token_expired
 from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE, token_revoked
 from syncd.crdt.types import check_ops_named, crdt_class, with_type_list
+from syncd.crdt.validate import check_origin, with_origin
 from syncd.errors import ApiError, bad_request
 from syncd.ids import check_crdt_id
 from syncd.ws.codec import MessageLimits, decode, encode
@@ -558,11 +559,16 @@ class Session:
         crdt_id = _id_field(message)
         if "op" not in message:
             raise bad_request("op: an op object or an array of ops is required")
-        check_ops_named(crdt_id, message["op"])
+        body = message["op"]
+        check_ops_named(crdt_id, body)
+        origin = message.get("origin")
+        if origin is not None:
+            # The message's origin: on every op that names none of its own.
+            body = with_origin(body, check_origin(origin, error=bad_request))
         auth = self._auth
         auth.check_expiry(self.principal)
         auth.rate_check(self.principal)
-        staged = StagedOp(crdt_id, message["op"], ref, binary)
+        staged = StagedOp(crdt_id, body, ref, binary)
         self._replies.append(staged)
         self.inflight += 1
         self._run.append(staged)

@@ -186,12 +186,15 @@ class YjsChannel(DeliverEach):
         principal: Principal,
         *,
         writable: bool,
+        origin: str | None = None,
     ) -> None:
         self._ctx = ctx
         self._owner = owner
         self.ns = ns
         self.crdt_id = crdt_id
         self.principal = principal
+        self.origin = origin
+        """The connection's ``?origin=``: every update it sends carries it."""
         until = ctx.auth.read_ends(principal, crdt_id)
         self.until = NO_END_MS if until is None else until
         """When the read ends (wall-clock ms; NO_END_MS: never)."""
@@ -363,6 +366,8 @@ class YjsChannel(DeliverEach):
     async def _commit(self, text: str) -> None:
         ctx = self._ctx
         body = {"op": "update", "update": text}
+        if self.origin is not None:
+            body["origin"] = self.origin
         applied = False
         try:
             await self._within_rate()

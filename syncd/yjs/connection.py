@@ -298,10 +298,13 @@ class YjsConnection(YjsSocket):
         principal: Principal,
         *,
         writable: bool,
+        origin: str | None = None,
     ) -> None:
         super().__init__(ctx, transport)
         self._denied = False
-        self.channel = YjsChannel(ctx, self, ns, crdt_id, principal, writable=writable)
+        self.channel = YjsChannel(
+            ctx, self, ns, crdt_id, principal, writable=writable, origin=origin
+        )
         self.channel.start()
         self._arm_expiry()
         if trailing:

@@ -10,6 +10,7 @@ of that name (``notes`` is ``yd:notes``), so apps keep their room names.
 Everything that can refuse the connection happens here, while it is still
 HTTP: the namespace and room, the token (``?token=`` or ``Authorization:
 Bearer``, counted against the rate limit), read permission on the document,
+the ``?origin=`` its updates are recorded with,
 the handshake headers, and room for one more connection. A token that may
 read but not write connects read-only. The Hocuspocus upgrade needs no token:
 its provider authenticates each document in band (:mod:`syncd.yjs.hocuspocus`).
@@ -20,8 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from syncd.crdt.types import type_for_id
+from syncd.crdt.validate import check_origin
 from syncd.crdt.ydoc import YDoc
-from syncd.errors import type_mismatch
+from syncd.errors import bad_request, type_mismatch
 from syncd.http.request import Request
 from syncd.http.response import Upgrade
 from syncd.http.router import Router
@@ -45,6 +47,14 @@ def document_id(room: str) -> str:
     return check_crdt_id(room)
 
 
+def origin_of(request: Request) -> str | None:
+    """The connection's ``?origin=`` (docs/yjs.md#attribution), checked while
+    the request is still HTTP: every update it sends is recorded with it."""
+    if not request.query_string or "origin" not in request.query:
+        return None
+    return check_origin(request.query["origin"], error=bad_request)
+
+
 def register(router: Router, ctx: YjsContext) -> None:
     def upgrade(request: Request) -> Upgrade:
         ns = check_namespace(request.params["ns"])
@@ -56,12 +66,13 @@ def register(router: Router, ctx: YjsContext) -> None:
         )
         auth.check_read(principal, crdt_id)
         writable = may_write(auth, principal, crdt_id)
+        origin = origin_of(request)
         key = check_upgrade(request.http_version, request.headers)
         check_room_for_one_more(ctx.server())
 
         def attach(transport: Any, trailing: bytes) -> YjsConnection:
             return YjsConnection(
-                ctx, transport, trailing, ns, crdt_id, principal, writable=writable
+                ctx, transport, trailing, ns, crdt_id, principal, writable=writable, origin=origin
             )
 
         return Upgrade(switching_head(key), attach)
@@ -69,11 +80,12 @@ def register(router: Router, ctx: YjsContext) -> None:
     def hocuspocus_upgrade(request: Request) -> Upgrade:
         # No token here: Hocuspocus authenticates each document in band.
         ns = check_namespace(request.params["ns"])
+        origin = origin_of(request)
         key = check_upgrade(request.http_version, request.headers)
         check_room_for_one_more(ctx.server())
 
         def attach(transport: Any, trailing: bytes) -> HocuspocusConnection:
-            return HocuspocusConnection(ctx, transport, trailing, ns, document_id)
+            return HocuspocusConnection(ctx, transport, trailing, ns, document_id, origin)
 
         return Upgrade(switching_head(key), attach)
 

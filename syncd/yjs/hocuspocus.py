@@ -127,9 +127,12 @@ class HocuspocusConnection(YjsSocket):
         trailing: bytes,
         ns: str,
         document_id: Callable[[str], str],
+        origin: str | None = None,
     ) -> None:
         super().__init__(ctx, transport)
         self.ns = ns
+        self._origin = origin
+        """The connection's ``?origin=``, given to every document's updates."""
         self._document_id = document_id
         """Room name -> document id (the y-websocket endpoint's rule)."""
         self._channels: dict[str, YjsChannel] = {}
@@ -199,7 +202,9 @@ class HocuspocusConnection(YjsSocket):
             return
         writable = may_write(auth, principal, crdt_id)
         self._write_raw(authenticated(name, "read-write" if writable else "readonly"))
-        channel = YjsChannel(self._ctx, self, self.ns, crdt_id, principal, writable=writable)
+        channel = YjsChannel(
+            self._ctx, self, self.ns, crdt_id, principal, writable=writable, origin=self._origin
+        )
         self._channels[name] = channel
         self._names[channel] = name
         channel.start()

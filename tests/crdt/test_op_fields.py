@@ -90,7 +90,14 @@ def test_every_documented_field_is_accepted(
 
 
 def test_the_common_fields_ride_on_a_real_op() -> None:
-    op = {"op": "increment", "amount": 2, "type": "gcounter", "op_id": "a", "client_id": 7}
+    op = {
+        "op": "increment",
+        "amount": 2,
+        "type": "gcounter",
+        "op_id": "a",
+        "client_id": 7,
+        "origin": "agent:x",
+    }
     assert refusal("gcounter", op) is None
     assert refusal("lwwregister", {"op": "set", "value": 1, "timestamp": 5}) is None
     # A field of another op of the same type is not one of this op's.
@@ -98,7 +105,8 @@ def test_the_common_fields_ride_on_a_real_op() -> None:
     assert message is not None and message.startswith("data: unknown field")
     message = refusal("presence", {"op": "leave", "ttl_ms": 1000})
     assert message == (
-        "ttl_ms: unknown field; leave takes no field of its own besides client_id, op, op_id, type"
+        "ttl_ms: unknown field; leave takes no field of its own besides "
+        "client_id, op, op_id, origin, type"
     )
 
 
@@ -106,6 +114,6 @@ def test_the_message_names_the_op_and_its_fields() -> None:
     with pytest.raises(ApiError) as info:
         check_fields({"op": "increment", "amout": 2}, op_fields("amount"))
     assert info.value.message == (
-        "amout: unknown field; increment takes amount besides client_id, op, op_id, type"
+        "amout: unknown field; increment takes amount besides client_id, op, op_id, origin, type"
     )
     check_fields({"op": "increment", "amount": 2}, op_fields("amount"))

@@ -8,6 +8,7 @@ from typing import Any, Final
 from syncd.auth.authenticator import Authenticator
 from syncd.crdt.engine import Engine
 from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
+from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history import HistoryService
@@ -109,6 +110,9 @@ def register(
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         body = request.json(json_max_depth)
         check_ops_named(crdt_id, body)
+        if request.query_string and "origin" in request.query:
+            # The batch's origin: on every op that names none of its own.
+            body = with_origin(body, check_origin(request.query["origin"], error=bad_request))
         try:
             result = await service.apply_ops(ns, crdt_id, body, principal, "http")
         except ApiError as exc:

@@ -1,15 +1,17 @@
-"""History routes (docs/http-api.md#history-and-restore): a CRDT's retained ops,
-its state at a seq (``?at=`` on the read route, in crdts.py) and restore."""
+"""History routes (docs/http-api.md#history-and-restore): a CRDT's retained ops
+(all, or one writer's: ``?client_id=``, ``?origin=``), its state at a seq
+(``?at=`` on the read route, in crdts.py) and restore."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from syncd.auth.authenticator import Authenticator
+from syncd.auth.tokens import MAX_CLIENT_ID
 from syncd.crdt.engine import OP_ID_MAX_LEN
-from syncd.crdt.validate import json_int
+from syncd.crdt.validate import check_origin, json_int
 from syncd.errors import bad_request
-from syncd.history import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, HistoryService
+from syncd.history import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, HistoryService, Writer
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router
@@ -27,6 +29,16 @@ def parse_seq(text: str | None, name: str) -> int:
     if text is None or not (text.isascii() and text.isdigit()) or len(text) > _MAX_SEQ_DIGITS:
         raise bad_request(f"{name}: a non-negative integer seq is required")
     return int(text)
+
+
+def parse_client_id(text: str) -> int:
+    """A ``?client_id=`` filter: a client id (0 to ``MAX_CLIENT_ID``), or 400."""
+    if not (text.isascii() and text.isdigit()) or len(text) > _MAX_SEQ_DIGITS:
+        raise bad_request(f"client_id: an integer from 0 to {MAX_CLIENT_ID} is required")
+    value = int(text)
+    if value > MAX_CLIENT_ID:
+        raise bad_request(f"client_id: an integer from 0 to {MAX_CLIENT_ID} is required")
+    return value
 
 
 def register(
@@ -48,7 +60,13 @@ def register(
             limit = parse_seq(query["limit"], "limit")
             if not 1 <= limit <= MAX_HISTORY_LIMIT:
                 raise bad_request(f"limit must be an integer from 1 to {MAX_HISTORY_LIMIT}")
-        return json_response(await history.page(ns, crdt_id, before, limit))
+        writer = None
+        if "client_id" in query or "origin" in query:
+            writer = Writer(
+                parse_client_id(query["client_id"]) if "client_id" in query else None,
+                check_origin(query["origin"], error=bad_request) if "origin" in query else None,
+            )
+        return json_response(await history.page(ns, crdt_id, before, limit, writer))
 
     async def restore(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
