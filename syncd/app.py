@@ -118,6 +118,8 @@ class App:
                 self.engine,
             ),
         )
+        # Each measure of a CRDT's size goes to the store, for the namespace quotas.
+        self.engine.on_measured = self.store.note_size
         limits = self.service.quotas.limits
         self.metrics.watch_usage(
             self.store.usages,

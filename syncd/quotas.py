@@ -12,19 +12,22 @@ Three limits, each off at 0 (docs/operations.md#quotas):
   op that would take it past the limit gets 403 ``quota_exceeded``.
 
 A CRDT's *size* is its state's msgpack encoding, what a snapshot stores
-(``engine.state_bytes``). Encoding a large state per op would cost more than
-the op, so the engine measures it exactly when it loads a CRDT and every
-``RESIZE_EVERY_OPS`` ops, and in between this module counts each op's
-*growth bound*: its own encoded size plus :data:`OP_GROWTH_OVERHEAD`. Ops
-that only take something away (:data:`TRIMMING_OPS`) count nothing and are
-never refused, so a full CRDT can always be trimmed. The bound is checked
-before anything is applied; when it would pass the limit and ops were
-counted since the last measure, the CRDT is measured again first, so an op
-is refused only on the measured state.
+(``engine.state_bytes``). Encoding a state per op would cost more than the
+op (5-30 us even for a small one), so the engine measures it when it loads a
+CRDT and every ``RESIZE_EVERY_OPS`` ops, and in between this module counts
+each op's *growth bound* (``Entry.grown``): its own encoded size plus
+:data:`OP_GROWTH_OVERHEAD`, and measures again once that passes a quarter
+of the size (:func:`remeasure_after`). Ops that only take something away
+(:data:`TRIMMING_OPS`) count nothing and are never refused, so a full CRDT
+can always be trimmed. The check adds the op's bound to the size and what
+was counted since the measure; when that would pass the CRDT's limit, the
+CRDT is measured again first, so an op is refused only on the measured
+state.
 
 Namespace figures come from the store (``Store.usage``): the count of live
-CRDTs and the sum of the sizes the engine last reported for each
-(``Store.note_size``). The service reports a CRDT's size after every op.
+CRDTs and the sum of their sizes as last measured (the engine hands each
+measure to ``Store.note_size``), so they lag by at most one CRDT's counted
+growth, which the check of that CRDT adds back.
 
 Everything is checked before the engine applies anything, so a refused op
 changes nothing: no partial batch, no record, and the connection stays
@@ -59,6 +62,11 @@ DEFAULT_MAX_CRDT_BYTES: Final = 64 * 1024 * 1024
 """One CRDT's state, by default: far past any document a person edits (a
 novel is about 1 MB of text), and small enough that loading, snapshotting or
 sending a CRDT whole stays well under a second."""
+
+REMEASURE_MIN_BYTES: Final = 4096
+"""Counted growth after which even a small CRDT is measured again: a counter
+(about 80 bytes counted per increment) every ~50 ops, where one measure
+costs 5-30 us, so well under a microsecond per op."""
 
 OP_GROWTH_OVERHEAD: Final = 64
 """Bytes a CRDT's state may take beyond an op's own encoding: the largest
@@ -108,17 +116,20 @@ class Quotas:
                 total += len(pack(op)) + OP_GROWTH_OVERHEAD
         return total
 
-    def check(self, plan: Plan, growth: int, usage: Usage | None) -> None:
-        """Raise when ``plan`` (bound ``growth``) would pass a limit; nothing applied yet.
-        ``usage`` is the namespace's, when namespace quotas are on."""
+    def check(self, plan: Plan, usage: Usage | None) -> int:
+        """Raise when ``plan`` would pass a limit (nothing is applied yet);
+        else its growth bound. ``usage``: the namespace's, when namespace
+        quotas are on."""
+        growth = self.growth(plan)
         if growth == 0:
-            return
+            return 0
         limits = self.limits
-        entry = self._engine.get(plan.ns, plan.id)
-        held = 0 if entry is None else entry.state_bytes
+        engine = self._engine
+        entry = engine.get(plan.ns, plan.id)
+        held = 0 if entry is None else entry.state_bytes + entry.grown
         if limits.max_crdt_bytes and held + growth > limits.max_crdt_bytes:
-            if entry is not None and entry.unsized_ops:
-                self._engine.resize(entry)  # refuse on the measured state only
+            if entry is not None and (entry.grown or entry.unsized_ops):
+                engine.resize(entry)  # refuse on the measured state only
                 held = entry.state_bytes
             if held + growth > limits.max_crdt_bytes:
                 raise crdt_too_large(
@@ -126,27 +137,44 @@ class Quotas:
                     f"SERVICE_MAX_CRDT_BYTES ({limits.max_crdt_bytes})"
                 )
         if usage is None:
-            return
-        creates = entry is None
-        if creates and limits.namespace_max_crdts and usage.crdts + 1 > limits.namespace_max_crdts:
+            return growth
+        if (
+            entry is None
+            and limits.namespace_max_crdts
+            and usage.crdts + 1 > limits.namespace_max_crdts
+        ):
             raise quota_exceeded(
                 f"namespace {plan.ns!r} holds {usage.crdts} CRDTs: "
                 f"SERVICE_NAMESPACE_MAX_CRDTS is {limits.namespace_max_crdts}"
             )
-        if limits.namespace_max_bytes and usage.bytes + growth > limits.namespace_max_bytes:
+        pending = 0 if entry is None else entry.grown
+        if (
+            limits.namespace_max_bytes
+            and usage.bytes + pending + growth > limits.namespace_max_bytes
+        ):
             raise quota_exceeded(
-                f"namespace {plan.ns!r} holds {usage.bytes} bytes; this op would take it "
-                f"past SERVICE_NAMESPACE_MAX_BYTES ({limits.namespace_max_bytes})"
+                f"namespace {plan.ns!r} holds {usage.bytes + pending} bytes; this op would "
+                f"take it past SERVICE_NAMESPACE_MAX_BYTES ({limits.namespace_max_bytes})"
             )
+        return growth
 
-    def applied(self, ns: str, crdt_id: str, growth: int) -> int:
-        """Count ``growth`` on the CRDT just applied; its size now."""
-        entry = self._engine.get(ns, crdt_id)
-        if entry is None:
-            return 0
-        if entry.unsized_ops:  # not measured by this apply: add the bound
-            entry.state_bytes += growth
-        return entry.state_bytes
+    def applied(self, plan: Plan, growth: int) -> None:
+        """Count ``growth`` on the CRDT just applied, and measure it once what
+        was counted since its last measure passes :func:`remeasure_after`."""
+        entry = self._engine.get(plan.ns, plan.id)
+        if entry is None or not entry.unsized_ops:
+            return  # gone, or measured by this very apply
+        entry.grown += growth
+        if entry.grown > remeasure_after(entry.state_bytes):
+            self._engine.resize(entry)
+
+
+def remeasure_after(state_bytes: int) -> int:
+    """Counted growth after which a CRDT of ``state_bytes`` is measured again:
+    a quarter of its size, at least :data:`REMEASURE_MIN_BYTES`. A namespace's
+    bytes then lag by less than that per CRDT, and measuring (an encode of
+    the state) costs about one encode per quarter of growth."""
+    return max(REMEASURE_MIN_BYTES, state_bytes // 4)
 
 
 async def measure_unmeasured(store: Store, engine: Engine) -> int:

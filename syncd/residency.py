@@ -180,8 +180,6 @@ class Residency:
             engine.drop(ns, crdt_id)
             raise unavailable(f"{ns}/{crdt_id} cannot be read from storage") from None
         stats.loads += 1
-        if entry is not None:
-            self.store.note_size(ns, crdt_id, entry.state_bytes)
         if self.on_load is not None:
             self.on_load(time.perf_counter() - started)
         self.check()
@@ -260,6 +258,12 @@ class Residency:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        # Measure what changed since its last measure, so the store keeps
+        # (and a clean stop saves) every size as it is (the quotas).
+        engine = self.engine
+        for entry in engine.lru():
+            if entry.grown or entry.unsized_ops:
+                engine.resize(entry)
 
 
 __all__ = ["DEFAULT_MEMORY_BUDGET_MB", "EVICT_TO", "Residency", "ResidencyStats"]

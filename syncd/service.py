@@ -158,14 +158,14 @@ class CrdtService:
     def _timed_apply(self, plan: Plan, client_id: int) -> ApplyResult:
         started = time.perf_counter()
         quotas = self.quotas
-        growth = 0
         if quotas.on:
             # Checked before anything is applied: a refused op changes nothing.
-            growth = quotas.growth(plan)
-            limits = quotas.limits
-            quotas.check(plan, growth, self.store.usage_now(plan.ns) if limits.namespace else None)
-        result = self.engine.apply(plan, client_id)
-        self.store.note_size(plan.ns, plan.id, quotas.applied(plan.ns, plan.id, growth))
+            usage = self.store.usage_now(plan.ns) if quotas.limits.namespace else None
+            growth = quotas.check(plan, usage)
+            result = self.engine.apply(plan, client_id)
+            quotas.applied(plan, growth)
+        else:
+            result = self.engine.apply(plan, client_id)
         residency = self.residency
         if self.engine.resident_bytes > residency.budget_bytes:
             residency.check()

@@ -166,8 +166,9 @@ class Entry:
     unsized_ops: int = 0
     """Ops applied since ``size`` was estimated."""
     state_bytes: int = 0
-    """The state's encoded size when last measured (:func:`state_bytes`), plus
-    what the quotas counted for the ops applied since (syncd/quotas.py)."""
+    """The state's encoded size when last measured (:func:`state_bytes`)."""
+    grown: int = 0
+    """What the quotas counted for the ops applied since (syncd/quotas.py)."""
 
 
 @dataclass(slots=True)
@@ -246,6 +247,9 @@ class Engine:
         """The resident CRDTs, least recently used first."""
         self.resident_bytes = 0
         """The sum of the resident entries' estimated sizes."""
+        self.on_measured: Callable[[str, str, int], None] | None = None
+        """Called with each CRDT's state size when it is measured (the store
+        keeps it for the quotas: ``Store.note_size``)."""
 
     mask_bit = staticmethod(mask_bit)
 
@@ -295,7 +299,11 @@ class Engine:
             self.resident_bytes += size - entry.size
         entry.size = size
         entry.state_bytes = packed
+        entry.grown = 0
         entry.unsized_ops = 0
+        measured = self.on_measured
+        if measured is not None:
+            measured(entry.ns, entry.id, packed)
 
     def now_ms(self) -> int:
         """The engine's hybrid clock (the time records are stamped with)."""

@@ -146,6 +146,7 @@ class Harness:
         self.engine = Engine()
         engine = self.engine
         self.quotas = Quotas(Limits(), engine)  # the service's sizes (no limit reached here)
+        engine.on_measured = self.note_size  # as App wires it
         self.store.set_snapshot_source(
             (lambda: ()) if self.store.loads_on_demand else engine.export_entries,
             engine.export_one,
@@ -157,9 +158,7 @@ class Harness:
             return
         loaded = await self.store.load(ns, crdt_id)
         if loaded is not None:
-            entry = self.engine.load(ns, crdt_id, *loaded)
-            if entry is not None:
-                self.note_size(ns, crdt_id, entry.state_bytes)
+            self.engine.load(ns, crdt_id, *loaded)  # measured as loaded (on_measured)
 
     def note_size(self, ns: str, crdt_id: str, size: int) -> None:
         self.store.note_size(ns, crdt_id, size)
@@ -167,13 +166,14 @@ class Harness:
 
     def apply_for(self, plan: Plan, client_id: int = CLIENT) -> Callable[[], ApplyResult]:
         """The ``apply`` the service hands ``Store.commit`` (``_timed_apply``
-        without the quota check and the timing): apply, then report the size."""
+        without the timing): check, apply, count the growth (each measure of
+        a size reaches the store through ``on_measured``)."""
         engine, quotas = self.engine, self.quotas
 
         def apply() -> ApplyResult:
-            growth = quotas.growth(plan)
+            growth = quotas.check(plan, None)
             result = engine.apply(plan, client_id)
-            self.note_size(plan.ns, plan.id, quotas.applied(plan.ns, plan.id, growth))
+            quotas.applied(plan, growth)
             return result
 
         return apply
