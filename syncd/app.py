@@ -21,6 +21,7 @@ from syncd.crdt.engine import Engine
 from syncd.history import HistoryService
 from syncd.http.handlers import admin, cors, crdts, demo, events, health, openapi, tokens
 from syncd.http.handlers import history as history_routes
+from syncd.http.handlers import revert as revert_routes
 from syncd.http.handlers import revocations as revocation_routes
 from syncd.http.handlers import usage as usage_routes
 from syncd.http.request import Request
@@ -30,6 +31,7 @@ from syncd.hub import Hub
 from syncd.metrics import Metrics
 from syncd.quotas import Limits, Quotas
 from syncd.residency import Residency
+from syncd.revert import RevertService
 from syncd.service import CrdtService
 from syncd.store.base import Recovered, Store
 from syncd.webhooks.dispatcher import WebhookDispatcher
@@ -130,6 +132,7 @@ class App:
             },
         )
         self.history = HistoryService(engine=self.engine, store=self.store, service=self.service)
+        self.reverts = RevertService(store=self.store, service=self.service, history=self.history)
         self.rooms = Rooms()
         self.cluster: Replicator | None = self._make_cluster() if settings.database_url else None
         self.awareness_relay: ClusterAwarenessRelay | None = None
@@ -183,6 +186,9 @@ class App:
             auth=self.auth,
             history=self.history,
             json_max_depth=settings.json_max_depth,
+        )
+        revert_routes.register(
+            router, auth=self.auth, reverts=self.reverts, json_max_depth=settings.json_max_depth
         )
         events.register(
             router,

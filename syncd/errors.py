@@ -113,6 +113,11 @@ def not_restorable(reason: str) -> ApiError:
     return ApiError(409, "not_restorable", reason)
 
 
+def not_revertible(reason: str) -> ApiError:
+    """409: this type cannot take back one writer's ops and keep the others'."""
+    return ApiError(409, "not_revertible", reason)
+
+
 def crdt_too_large(message: str) -> ApiError:
     """413: the op would take one CRDT's state past ``SERVICE_MAX_CRDT_BYTES``."""
     return ApiError(413, "crdt_too_large", message)

@@ -92,8 +92,17 @@ class CrdtService:
         return await self.residency.ensure(ns, crdt_id)
 
     async def apply_ops(
-        self, ns: str, crdt_id: str, body: Any, principal: Principal, source: str
+        self,
+        ns: str,
+        crdt_id: str,
+        body: Any,
+        principal: Principal,
+        source: str,
+        *,
+        marks: dict[str, Any] | None = None,
     ) -> ApplyResult:
+        """Apply ``body`` as ``principal``; ``marks`` are fields the server
+        adds to each record (a revert's ``reverts``, syncd/revert.py)."""
         store = self.store
         if store.shared and self.quotas.limits.namespace:
             await store.usage(ns)  # fresh enough figures for the check in apply()
@@ -101,6 +110,7 @@ class CrdtService:
             # No await from here to apply() on a local store: what is loaded stays.
             await self.residency.ensure(ns, crdt_id)
         plan = self.engine.plan(ns, crdt_id, body)
+        plan.marks = marks
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()

@@ -21,12 +21,15 @@ into a type's internals.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Self
 
 JSON = Any
 """Plain data that JSON and msgpack both carry."""
+
+Step = tuple[Mapping[str, Any], bool]
+"""One op of a revert's window: its delta, and whether it is to be taken back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +59,24 @@ class Crdt(Protocol):
     RESTORABLE: ClassVar[bool]
     """Whether :meth:`restore_ops` can take this type back to an earlier state."""
 
+    REVERTIBLE: ClassVar[bool]
+    """Whether :meth:`revert_ops` can take back one writer's ops."""
+
     @classmethod
     def new(cls) -> Self: ...
+
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+        """Client ops (as :meth:`apply_op` takes them) that take back the
+        effects of the *marked* ops of ``window`` that are still in effect in
+        this state, and leave every other op's (docs/revert.md: each type's
+        rule). ``window`` is every op of this life from some seq up to this
+        state, in seq order, each a delta and whether it is to be taken
+        back; ``base`` is the state right before the window's first op. A
+        type that needs ``base`` and is given None returns None (the caller
+        then reads it and asks again); ``[]`` when nothing is in effect.
+        Raises ``ApiError`` 409 ``not_revertible`` for a type that cannot
+        (``REVERTIBLE`` False). It never changes this state or ``base``."""
+        ...
 
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         """Client ops (as :meth:`apply_op` takes them) that, applied in order to

@@ -6,12 +6,12 @@ A delta carries the writer's new count, not just the amount, so applying it is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.base import JSON, OpContext, Step
 from syncd.crdt.validate import amount_field, check_fields, op_fields, op_name
-from syncd.errors import invalid_op, not_restorable
+from syncd.errors import invalid_op, not_restorable, not_revertible
 
 INCREMENT_FIELDS = op_fields("amount")
 """The fields of an ``increment`` (docs/data-model.md#gcounter); pncounter's
@@ -71,6 +71,7 @@ class GCounter:
     PREFIX: ClassVar[str] = "gc:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = False
+    REVERTIBLE: ClassVar[bool] = False
 
     __slots__ = ("_counts", "_total")
 
@@ -118,6 +119,12 @@ class GCounter:
 
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         raise not_restorable("a grow-only counter only goes up: no op of it takes it back")
+
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+        raise not_revertible(
+            "a grow-only counter only goes up: no op of it takes a writer's increments back "
+            "(use a pncounter for a count that must be revertible)"
+        )
 
     @property
     def total(self) -> int:

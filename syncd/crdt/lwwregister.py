@@ -9,10 +9,10 @@ by their values' canonical JSON, so every replica picks the same one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.base import JSON, OpContext, Step
 from syncd.crdt.clock import MAX_CLOCK_SKEW_MS, next_stamp
 from syncd.crdt.validate import (
     MAX_SAFE_INTEGER,
@@ -35,6 +35,7 @@ class LWWRegister:
     PREFIX: ClassVar[str] = "lw:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
+    REVERTIBLE: ClassVar[bool] = True
 
     __slots__ = ("_client_id", "_timestamp", "_value")
 
@@ -105,6 +106,20 @@ class LWWRegister:
 
     def clone(self) -> Self:
         return type(self)(self._value, self._timestamp, self._client_id)
+
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+        """When the value now is one a marked set wrote, set the value the
+        register would hold without the marked sets: the winner among the
+        base's and the unmarked sets (the latest written by someone else),
+        or null when there is none. Stamped now, the set wins. A value
+        another writer set since (or that outranks the marked sets) stays."""
+        if base is None:
+            return None
+        without = base.clone()
+        for delta, marked in window:
+            if not marked:
+                without.apply_delta(delta)
+        return self.restore_ops(without)
 
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         # A set stamped now wins over every earlier one. A register that was

@@ -12,10 +12,10 @@ An element's identity is its canonical JSON (:func:`canonical_json`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.base import JSON, OpContext, Step
 from syncd.crdt.gcounter import counts_from, counts_state
 from syncd.crdt.validate import (
     MAX_ELEMENT_BYTES,
@@ -53,6 +53,7 @@ class ORSet:
     PREFIX: ClassVar[str] = "or:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
+    REVERTIBLE: ClassVar[bool] = True
 
     __slots__ = ("_cloud", "_dots", "_values", "_vv")
 
@@ -216,6 +217,37 @@ class ORSet:
             {"op": "remove", "element": self._values[key]}
             for key in sorted(self._values.keys() - target._values.keys())
         ]
+        return ops
+
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]]:
+        """Membership as if the marked ops had not been made, for each element
+        they touched: the last unmarked op on it decides (an add-wins set on
+        one server is last-op-wins), else whether it was there before the
+        window, which the first op on it tells (the dots it observed). An
+        element that should be gone is removed: every live dot it has then
+        comes from a marked add (an unmarked add would be its last unmarked
+        op, or a later unmarked remove observed it), so that removes only
+        their add-tags. One that should be there is added with a new dot.
+        The window is enough: no base is needed."""
+        elements: dict[str, Any] = {}
+        before: dict[str, bool] = {}
+        last_other: dict[str, bool] = {}
+        for delta, marked in window:
+            key = canonical_json(delta["element"])
+            if key not in before:
+                before[key] = bool(delta["dots"])
+            if marked:
+                elements[key] = delta["element"]
+            else:
+                last_other[key] = delta["op"] == "add"
+        ops: list[dict[str, Any]] = []
+        for key in sorted(elements):
+            wanted = last_other.get(key, before[key])
+            here = key in self._values
+            if wanted and not here:
+                ops.append({"op": "add", "element": elements[key]})
+            elif here and not wanted:
+                ops.append({"op": "remove", "element": self._values[key]})
         return ops
 
     def clone(self) -> Self:

@@ -6,10 +6,10 @@ map it grew, so applying it is ``max``: idempotent and order-free.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.base import JSON, OpContext, Step
 from syncd.crdt.gcounter import (
     INCREMENT_FIELDS,
     counts_from,
@@ -27,6 +27,7 @@ class PNCounter:
     PREFIX: ClassVar[str] = "pn:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
+    REVERTIBLE: ClassVar[bool] = True
 
     __slots__ = ("_n", "_p", "_value")
 
@@ -82,12 +83,26 @@ class PNCounter:
         return type(self)(dict(self._p), dict(self._n))
 
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
-        diff = target._value - self._value
-        name = "increment" if diff > 0 else "decrement"
-        ops: list[dict[str, Any]] = []
-        left = abs(diff)
-        while left:  # one op unless the difference is past an op's largest amount
-            amount = min(left, MAX_AMOUNT)
-            ops.append({"op": name, "amount": amount})
-            left -= amount
-        return ops
+        return _moves(target._value - self._value)
+
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+        """The opposite of the marked ops' net amount: every increment and
+        decrement stays in effect for good (the counts only grow), so all of
+        them are taken back, whatever came after."""
+        net = 0
+        for delta, marked in window:
+            if marked:
+                net += delta["amount"] if delta["op"] == "increment" else -delta["amount"]
+        return _moves(-net)
+
+
+def _moves(diff: int) -> list[dict[str, Any]]:
+    """Ops that change the value by ``diff``: one unless it is past an op's largest amount."""
+    name = "increment" if diff > 0 else "decrement"
+    ops: list[dict[str, Any]] = []
+    left = abs(diff)
+    while left:
+        amount = min(left, MAX_AMOUNT)
+        ops.append({"op": name, "amount": amount})
+        left -= amount
+    return ops

@@ -18,10 +18,10 @@ take the max horizon, which keeps merge commutative, associative and idempotent.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.base import JSON, OpContext, Step
 from syncd.crdt.clock import next_stamp
 from syncd.crdt.validate import (
     MAX_ELEMENT_BYTES,
@@ -32,7 +32,7 @@ from syncd.crdt.validate import (
     op_fields,
     op_name,
 )
-from syncd.errors import not_restorable
+from syncd.errors import not_restorable, not_revertible
 
 FIELDS = {"update": op_fields("data", "ttl_ms"), "leave": op_fields()}
 """The fields of each op (docs/data-model.md#presence)."""
@@ -76,6 +76,7 @@ class Presence:
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = {"op": "leave"}
     RESTORABLE: ClassVar[bool] = False
     """A connection that wrote an ``update`` leaves when it goes away."""
+    REVERTIBLE: ClassVar[bool] = False
 
     __slots__ = ("_horizon", "_records")
 
@@ -203,3 +204,9 @@ class Presence:
 
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         raise not_restorable("presence is who is here now, kept alive by its clients: not history")
+
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+        raise not_revertible(
+            "presence is who is here now, kept alive by its clients: a writer's entry "
+            "goes when it leaves or its ttl runs out, not by taking its past back"
+        )

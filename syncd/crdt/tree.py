@@ -29,10 +29,10 @@ it lasts) holds the removed records so the delete can be undone and redone.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.base import JSON, OpContext, Step
 from syncd.crdt.validate import (
     MAX_ELEMENT_BYTES,
     check_fields,
@@ -96,6 +96,7 @@ class Tree:
     PREFIX: ClassVar[str] = "tr:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
+    REVERTIBLE: ClassVar[bool] = True
 
     __slots__ = ("_children", "_log", "_nodes", "_pending", "_upto")
 
@@ -369,6 +370,43 @@ class Tree:
             if mine[n][2] != theirs[n][2]:
                 ops.append({"op": "update", "id": n, "data": theirs[n][2]})
         return ops
+
+    # -- revert -------------------------------------------------------------
+
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+        """The tree as if the marked ops had not been made, except those a
+        later unmarked op depends on, reached by :meth:`restore_ops`.
+
+        The target is the base with the window's kept ops replayed in order,
+        each skipped where it cannot apply (as replicas do). An unmarked op
+        that gets skipped depended on a marked one (it moved a node under one
+        that a marked op added, updated a node a marked move took out of a
+        cycle's way, ...): the marked ops that touched its node or its parent
+        before it are kept too, and the replay runs again, until no unmarked
+        op is skipped or no marked op is left to keep. Their adds, moves,
+        updates and deletes are then undone where nothing depends on them."""
+        if base is None:
+            return None
+        kept = [not marked for _, marked in window]
+        while True:
+            target = base.clone()
+            skipped: list[int] = []
+            for i, (delta, marked) in enumerate(window):
+                if kept[i] and not target._do(delta) and not marked:
+                    skipped.append(i)
+            pins: set[int] = set()
+            for i in skipped:
+                delta = window[i][0]
+                refs = {delta["id"], delta.get("parent")}
+                for j in range(i):
+                    if not kept[j]:
+                        earlier = window[j][0]
+                        if earlier["id"] in refs or earlier.get("parent") in refs:
+                            pins.add(j)
+            if not pins:
+                return self.restore_ops(target)
+            for j in pins:
+                kept[j] = True
 
     # -- views and state --------------------------------------------------
 

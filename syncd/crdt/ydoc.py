@@ -27,12 +27,12 @@ after a failed apply rebuilds the document from those, and refuses the op.
 from __future__ import annotations
 
 import binascii
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final, Self
 
-from pycrdt import Array, Doc, Map, Text, XmlFragment, get_state
+from pycrdt import Array, Doc, Map, Text, UndoManager, XmlFragment, get_state
 
-from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.base import JSON, OpContext, Step
 from syncd.crdt.validate import check_fields, op_fields, op_name, required
 from syncd.errors import ApiError, invalid_op, not_restorable
 
@@ -92,6 +92,7 @@ class YDoc:
     PREFIX: ClassVar[str] = "yd:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = False
+    REVERTIBLE: ClassVar[bool] = True
 
     __slots__ = ("_base", "_doc", "_since", "_since_bytes")
 
@@ -186,11 +187,65 @@ class YDoc:
     def clone(self) -> Self:
         return type(self)(self.encoded())
 
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+        """One update that deletes the items the marked updates inserted and
+        brings back, as new items with the same content at the same place,
+        the items they deleted: Yjs's own undo (Yrs's UndoManager), run on a
+        scratch document that replays the base and the window with the
+        marked updates under a tracked origin.
+
+        The scratch document keeps deleted items (no garbage collection), so
+        undo has the content of what a marked update deleted. Its root types
+        are all the roots this document has, each opened as text: an undo
+        scope only needs the branch, and the scratch document is never read
+        or encoded as those types. Undo leaves alone what others did since:
+        an item another writer deleted stays deleted, text others typed
+        inside a marked insertion stays. The update is the scratch
+        document's difference from before the undo (its new items and its
+        delete set)."""
+        if base is None:
+            return None
+        scratch: Doc[Any] = Doc(skip_gc=True)
+        # Open the roots before any content arrives, as the same branches.
+        scopes = [scratch.get(name, type=Text) for name in list(self._doc.keys())]
+        scratch.apply_update(base.encoded())
+        undo = UndoManager(
+            scopes=scopes, capture_timeout_millis=REVERT_CAPTURE_MS, timestamp=_no_time
+        )
+        undo.include_origin(_MARKED)
+        for delta, marked in window:
+            update = binascii.a2b_base64(delta["update"])
+            if update == EMPTY_UPDATE:
+                continue
+            with scratch.transaction(origin=_MARKED if marked else _OTHER):
+                scratch.apply_update(update)
+        before = scratch.get_state()
+        changed = False
+        while undo.can_undo():
+            changed = undo.undo() or changed
+        if not changed:
+            return []
+        return [{"op": "update", "update": b64(scratch.get_update(before))}]
+
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         raise not_restorable(
             "a Yjs document cannot be taken back by updates: Yjs has no op that "
             "brings deleted content back (read the past with ?at=SEQ instead)"
         )
+
+
+_MARKED: Final = "marked"
+_OTHER: Final = "other"
+"""Transaction origins on a revert's scratch document: the undo manager
+tracks the first only."""
+
+REVERT_CAPTURE_MS: Final = 2**31 - 1
+"""With a clock that never moves (:func:`_no_time`), every tracked change is
+captured into one undo step, undone in one call."""
+
+
+def _no_time() -> int:
+    return 0
 
 
 def root_view(update: bytes, name: str, kind: str) -> Any:

@@ -70,6 +70,10 @@ Origin = tuple[int, int] | None
 Range = tuple[int, int, int] | list[int]
 """Elements ``counter .. counter + count - 1`` of ``client``: ``(client, counter, count)``."""
 
+Piece = tuple[int, int, Any, Origin]
+"""Elements of one client within one run (:meth:`RunSeq.pieces`): first counter,
+count, content (None when deleted), and the element right before them."""
+
 
 class Run:
     """Elements ``counter .. counter + n - 1`` of ``client``, all visible or all deleted."""
@@ -229,6 +233,48 @@ class RunSeq:
             counter += step
             n -= step
         return True
+
+    def pieces(self, client: int, counter: int, n: int) -> list[Piece] | None:
+        """Elements ``counter .. counter + n - 1`` of ``client`` as they lie
+        in runs: for each stretch within one run, its first counter, its
+        length, its content (a slice of the run's str or list; None when
+        deleted) and the id of the element right before it in document order
+        (None: the head). None when one of them does not exist."""
+        if self._pend:
+            self._sync()
+        out: list[Piece] = []
+        while n > 0:
+            found = self._lookup(client, counter)
+            if found is None:
+                return None
+            run, off = found
+            k = run.n - off
+            if k > n:
+                k = n
+            content = run.content[off : off + k] if run.vis else None
+            before = (client, counter - 1) if off else self._before(run)
+            out.append((counter, k, content, before))
+            counter += k
+            n -= k
+        return out
+
+    def _before(self, run: Run) -> Origin:
+        """The last element of the run before ``run`` in document order."""
+        blk = run.blk
+        runs = blk.runs
+        ri = runs.index(run)
+        if ri:
+            prev = runs[ri - 1]
+            return (prev.client, prev.counter + prev.n - 1)
+        blocks = self._blocks
+        bi = self._block_index(blk)
+        while bi:
+            bi -= 1
+            runs = blocks[bi].runs
+            if runs:
+                prev = runs[-1]
+                return (prev.client, prev.counter + prev.n - 1)
+        return None
 
     # -- editing at an index (local ops) --------------------------------------
 

@@ -34,10 +34,11 @@ everything and names the field at fault.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext
+from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.rga import revert
 from syncd.crdt.rga.ids import format_id, parse_id, rle_ids
 from syncd.crdt.rga.sequence import MAX_COUNTER, Origin, RunSeq
 from syncd.crdt.rga.wire import insert_delta, ranges_of, state_run
@@ -67,6 +68,7 @@ class Rga:
     PREFIX: ClassVar[str] = "rg:"
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
+    REVERTIBLE: ClassVar[bool] = True
 
     __slots__ = ("_seq",)
 
@@ -271,7 +273,11 @@ class Rga:
             for k in range(run.n)
         ]
 
-    # -- restore -----------------------------------------------------------------
+    # -- revert and restore --------------------------------------------------------
+
+    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+        """:func:`syncd.crdt.rga.revert.revert_ops` on this sequence."""
+        return revert.revert_ops(self._seq, window, None if base is None else base._seq)
 
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         """Delete what was inserted (or is visible) now but not at the target;

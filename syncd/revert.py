@@ -1,0 +1,258 @@
+"""Taking back one writer's ops: ``POST .../revert`` (docs/revert.md).
+
+Theory of operation
+-------------------
+A revert names a writer (:class:`syncd.history.Writer`: a client id, an
+origin, or both) and a span of seqs (``since_seq`` … ``until_seq``; by
+default everything retained). It reads the *window*, every retained op
+record from ``since_seq`` to the newest durable one, through the store's
+history (``Store.history``, a page at a time), marks the writer's ops up to
+``until_seq``, and asks the CRDT's type for the ordinary ops that take the
+marked ops' effects back where they are still in effect
+(``Crdt.revert_ops``: each type's rule is in docs/revert.md). The type asks
+for the *base*, the state right before the window, only when it needs it
+(``HistoryService.state_at``: a checkpoint and the ops after it).
+
+The ops are applied as the caller through the one op path
+(``CrdtService.apply_ops``): durable before the answer, and on to
+subscribers, webhooks and every cluster node like any write; they merge with
+what others write meanwhile as CRDT ops do. They carry the origin
+:data:`REVERT_ORIGIN` and, in their records, ``reverts``: the writer and
+span they took back. A later revert leaves alone the ops an earlier one took
+back (whose ``reverts`` covers them and selects them) and, unless it names
+an origin, the ops earlier reverts applied: reverting a client twice does
+not bring back twice what it deleted, and reverting it does not undo a
+revert it made itself. With an ``op_id`` the ops carry ``<op_id>/<i>``, and
+a repeat answers as the first did.
+
+The state the ops are computed on is the one at the window's last seq: the
+CRDT in memory when nothing has been applied since the read (the common
+case), else the base with the window replayed on it. Ops applied after that
+are, to the revert, concurrent edits.
+
+Where the retained history does not reach back to ``since_seq``, the answer
+is 410 ``history_expired`` (with ``oldest``), as for reads at a seq.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from syncd.crdt.engine import MAX_BATCH_OPS
+from syncd.crdt.types import crdt_class
+from syncd.errors import bad_request, history_expired, not_found, not_revertible
+from syncd.history import Writer
+
+if TYPE_CHECKING:
+    from syncd.auth.authenticator import Principal
+    from syncd.crdt.base import Crdt, Step
+    from syncd.crdt.engine import Entry
+    from syncd.history import HistoryService
+    from syncd.service import CrdtService
+    from syncd.store.base import Record, Store
+
+REVERT_ORIGIN: Final = "revert"
+"""The origin of the ops a revert applies (``/history?origin=revert`` lists
+them; a revert naming it takes them back: a redo)."""
+
+MAX_REVERT_WINDOW: Final = 100_000
+"""Ops in a revert's window (``since_seq`` to now), at most: a window is read
+into memory whole (about 200 bytes an op decoded, 20 MB here), and a revert
+of that many ops takes about a second. A longer one is 400 ``bad_request``
+asking for a later ``since_seq``."""
+
+REVERT_PAGE: Final = 5000
+"""Op records read from the store at a time while reading a window: few
+reads, each a bounded piece of memory and of the I/O thread's time."""
+
+Mark = tuple[int | None, str | None, int, int]
+"""An earlier revert's ``reverts``: client id, origin, since_seq, until_seq."""
+
+
+def selects(writer: Writer, record: Record) -> bool:
+    """Whether ``writer`` names ``record``: it matches, and if it is a
+    revert's own op, the writer names an origin (a revert by client id alone
+    leaves the reverts that client made)."""
+    return writer.matches(record) and ("reverts" not in record or writer.origin is not None)
+
+
+def _marks(records: list[Record]) -> list[Mark]:
+    found: dict[Mark, None] = {}
+    for record in records:
+        mark = record.get("reverts")
+        if mark is not None:
+            key = (mark.get("client_id"), mark.get("origin"), mark["since_seq"], mark["until_seq"])
+            found[key] = None
+    return list(found)
+
+
+def _taken_back(record: Record, marks: list[Mark]) -> bool:
+    """Whether an earlier revert already took ``record`` back."""
+    seq = record["seq"]
+    return any(
+        since <= seq <= until and selects(Writer(client_id, origin), record)
+        for client_id, origin, since, until in marks
+    )
+
+
+class RevertService:
+    def __init__(self, *, store: Store, service: CrdtService, history: HistoryService) -> None:
+        self._store = store
+        self._service = service
+        self._history = history
+
+    async def _entry(self, ns: str, crdt_id: str) -> Entry:
+        entry = await self._service.ensure(ns, crdt_id)
+        if entry is None:
+            raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
+        return entry
+
+    async def type_of(self, ns: str, crdt_id: str) -> str:
+        """The CRDT's type (404 when there is none)."""
+        return (await self._entry(ns, crdt_id)).type
+
+    async def revert(
+        self,
+        ns: str,
+        crdt_id: str,
+        writer: Writer,
+        since: int | None,
+        until: int | None,
+        principal: Principal,
+        op_id: str | None,
+        source: str,
+    ) -> dict[str, Any]:
+        """Take back ``writer``'s ops from ``since`` to ``until`` (see the module docstring)."""
+        entry = await self._entry(ns, crdt_id)
+        if not crdt_class(entry.type).REVERTIBLE:
+            entry.crdt.revert_ops([], None)  # raises with the type's reason
+            raise not_revertible(f"a {entry.type} cannot be reverted")
+        if op_id is not None and entry.op_ids.get(f"{op_id}/0") is not None:
+            # A repeat: answer the seq of its last op still remembered.
+            i, seq = 0, 0
+            while (seen := entry.op_ids.get(f"{op_id}/{i}")) is not None:
+                i, seq = i + 1, seen[0]
+            return {"ok": True, "seq": seq, "duplicate": True}
+        if since is not None and since > entry.seq + 1:
+            raise bad_request(
+                f"since_seq: seq {since} is in the future (the CRDT is at seq {entry.seq})"
+            )
+        epoch = entry.epoch
+        start, records = await self._window(ns, crdt_id, entry, since)
+        last = records[-1]["seq"] if records else start - 1
+        end = last if until is None else min(until, last)
+        marks = _marks(records)
+        window: list[Step] = []
+        matched = 0
+        for record in records:
+            marked = (
+                record["seq"] <= end
+                and selects(writer, record)
+                and not (marks and _taken_back(record, marks))
+            )
+            matched += marked
+            window.append((record["op"], marked))
+        answer: dict[str, Any] = {
+            "ok": True,
+            "seq": entry.seq,
+            "applied": 0,
+            "matched": matched,
+            "since_seq": start,
+            "until_seq": end,
+        }
+        if not matched:
+            return answer
+        ops = await self._ops(ns, crdt_id, epoch, last, start, window)
+        if not ops:
+            answer["seq"] = (await self._entry(ns, crdt_id)).seq
+            return answer
+        ops = [{**op, "origin": REVERT_ORIGIN} for op in ops]
+        if op_id is not None:
+            ops = [{**op, "op_id": f"{op_id}/{i}"} for i, op in enumerate(ops)]
+        mark = {**writer.body(), "since_seq": start, "until_seq": end}
+        for begin in range(0, len(ops), MAX_BATCH_OPS):
+            result = await self._service.apply_ops(
+                ns,
+                crdt_id,
+                ops[begin : begin + MAX_BATCH_OPS],
+                principal,
+                source,
+                marks={"reverts": mark},
+            )
+            answer["applied"] += result.applied
+            answer["seq"] = result.seq
+        return answer
+
+    async def _window(
+        self, ns: str, crdt_id: str, entry: Entry, since: int | None
+    ) -> tuple[int, list[Record]]:
+        """The first seq of the window and its records, ascending: every
+        retained op from ``since`` (default: the oldest retained) to the newest
+        durable. 410 when the history does not reach back to ``since``."""
+        epoch, latest = entry.epoch, entry.seq
+        newest_first: list[Record] = []
+        before: int | None = None
+        start = since
+        while True:
+            page, oldest = await self._store.history(
+                ns, crdt_id, epoch, latest, before, REVERT_PAGE
+            )
+            if start is None:
+                start = oldest + 1
+            elif start <= oldest:
+                raise history_expired(
+                    f"{ns}/{crdt_id}: the history before seq {oldest + 1} is no longer "
+                    f"retained (since_seq {start})",
+                    oldest,
+                )
+            for record in page:
+                if record["seq"] < start:
+                    break
+                newest_first.append(record)
+            if len(newest_first) > MAX_REVERT_WINDOW:
+                raise bad_request(
+                    f"since_seq: the window from seq {start} holds more than "
+                    f"{MAX_REVERT_WINDOW} ops; revert a shorter span (a later since_seq)"
+                )
+            if len(page) < REVERT_PAGE or not page or page[-1]["seq"] <= start:
+                break
+            before = page[-1]["seq"]
+        newest_first.reverse()
+        records = newest_first
+        if records and (
+            records[0]["seq"] != start or records[-1]["seq"] - start + 1 != len(records)
+        ):
+            # Trimmed while it was being read: what is left no longer reaches back.
+            raise history_expired(
+                f"{ns}/{crdt_id}: the history from seq {start} is no longer all retained",
+                records[0]["seq"] - 1,
+            )
+        return start, records
+
+    async def _ops(
+        self, ns: str, crdt_id: str, epoch: str, last: int, start: int, window: list[Step]
+    ) -> list[dict[str, Any]]:
+        """The type's revert ops, computed on the state at seq ``last``."""
+        entry = await self._entry(ns, crdt_id)
+        if entry.epoch != epoch:
+            raise not_found(f"{ns}/{crdt_id} was deleted during the revert")
+        if entry.seq == last:
+            # Nothing applied since the window was read, and no await from
+            # here to the answer: the state in memory is the state at ``last``.
+            ops = entry.crdt.revert_ops(window, None)
+            if ops is not None:
+                return ops
+        _, base = await self._history.state_at(ns, crdt_id, start - 1)
+        entry = await self._entry(ns, crdt_id)
+        if entry.epoch != epoch:
+            raise not_found(f"{ns}/{crdt_id} was deleted during the revert")
+        current: Crdt
+        if entry.seq == last:
+            current = entry.crdt
+        else:
+            current = base.clone()
+            for delta, _ in window:
+                current.apply_delta(delta)
+        ops = current.revert_ops(window, base)
+        assert ops is not None, "revert_ops asked for the base it was given"
+        return ops

@@ -1,0 +1,368 @@
+"""Revert at the CRDT layer: ``revert_ops`` takes back one writer's ops.
+
+Two writers, A and B, interleave random ops at a server; a window of the
+history starts at a random seq, and B's ops in it up to a random seq are
+*marked*. The ops ``revert_ops`` gives (asked without the base first, as the
+service does, then with it when the type needs it) are applied at the server
+as a third client, and the state is compared with a replica that applied
+only the unmarked ops, where the type's rule promises it (docs/revert.md):
+
+- pncounter, orset, lwwregister: always (the value);
+- rga, and ydoc through the same edits: the text of a replica where the
+  marked ops were never made and the unmarked ones keep their places (an
+  unmarked insert next to a marked element stays next to where it was);
+- tree: unless an unmarked op depended on a marked one (then that marked op
+  stays, by the rule): the cases without such a dependency must be equal,
+  and they must be most cases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pycrdt import Doc, Text
+
+from syncd.crdt.base import Crdt, Step
+from syncd.crdt.gcounter import GCounter
+from syncd.crdt.lwwregister import LWWRegister
+from syncd.crdt.orset import ORSet
+from syncd.crdt.pncounter import PNCounter
+from syncd.crdt.presence import Presence
+from syncd.crdt.rga import Rga
+from syncd.crdt.tree import ROOT, Tree
+from syncd.crdt.ydoc import YDoc, b64
+from syncd.errors import ApiError
+from tests.crdt.crdt_testlib import PROPERTY, Server, check_tree_invariant, ctx
+from tests.crdt.test_crdt_convergence import lww_op, orset_op, pncounter_op, tree_op
+from tests.crdt.test_restore import at, rga_op
+
+A, B, REVERTER = 1, 2, 9
+
+
+def run_two(
+    data: st.DataObject, cls: type[Crdt], make_op: Any, max_ops: int
+) -> tuple[Server, list[int]]:
+    """Random ops by A and B at a server; the writer of each delta."""
+    server = Server(cls)
+    writers: list[int] = []
+    for _ in range(data.draw(st.integers(1, max_ops), label="ops")):
+        server.now_ms += data.draw(st.sampled_from([0, 1, 7, 1500]))
+        who = data.draw(st.sampled_from([A, B]), label="writer")
+        if server.apply(who, make_op(data, server)) is not None:
+            writers.append(who)
+    return server, writers
+
+
+def window_of(
+    data: st.DataObject, cls: type[Crdt], server: Server, writers: list[int]
+) -> tuple[Crdt, list[Step]]:
+    """The base before a random seq, and the window from it with B's ops up
+    to a random seq marked."""
+    n = len(server.deltas)
+    since = data.draw(st.integers(1, n + 1), label="since")
+    until = data.draw(st.integers(since - 1, n), label="until")
+    base = at(cls, server.deltas, since - 1)
+    window = [(server.deltas[i], writers[i] == B and i + 1 <= until) for i in range(since - 1, n)]
+    return base, window
+
+
+def revert(server: Server, window: list[Step], base: Crdt) -> list[dict[str, Any]]:
+    """Ask as the service does (without the base first); apply the ops as a
+    client of their own, each of which must be accepted."""
+    before, base_before = server.crdt.state(), base.state()
+    ops = server.crdt.revert_ops(window, None)
+    if ops is None:
+        ops = server.crdt.revert_ops(window, base)
+    assert ops is not None
+    assert server.crdt.state() == before and base.state() == base_before, "revert_ops changed"
+    for op in ops:
+        assert server.apply(REVERTER, op) is not None, f"revert op {op} was refused"
+    return ops
+
+
+def without_marked(base: Crdt, window: list[Step]) -> Crdt:
+    replica = base.clone()
+    for delta, marked in window:
+        if not marked:
+            replica.apply_delta(delta)
+    return replica
+
+
+def expected_value(base: Crdt, window: list[Step]) -> Any:
+    """A replica's value without the marked ops. A counter delta carries its
+    writer's running count, which includes the writer's marked amounts, so
+    for counters the unmarked amounts are summed instead."""
+    if isinstance(base, PNCounter):
+        total: int = value(base)
+        for delta, marked in window:
+            if not marked:
+                total += delta["amount"] if delta["op"] == "increment" else -delta["amount"]
+        return total
+    if isinstance(base, ORSet):
+        # The ops made again, not the deltas: a remove's delta names the dots
+        # it saw, and a marked add had replaced the unmarked dots it found by
+        # its own, so a replica without it would keep an element A removed.
+        replica = base.clone()
+        for delta, marked in window:
+            if not marked:
+                replica.apply_op({"op": delta["op"], "element": delta["element"]}, ctx(A))
+        return value(replica)
+    return value(without_marked(base, window))
+
+
+def value(crdt: Crdt) -> Any:
+    return crdt.view(0)["value"]
+
+
+@pytest.mark.parametrize(
+    ("cls", "make_op"),
+    [(PNCounter, pncounter_op), (ORSet, orset_op), (LWWRegister, lww_op)],
+    ids=["pncounter", "orset", "lwwregister"],
+)
+@PROPERTY
+@given(data=st.data())
+def test_reverting_b_reads_as_a_replica_without_b(
+    cls: type[Crdt], make_op: Any, data: st.DataObject
+) -> None:
+    server, writers = run_two(data, cls, make_op, max_ops=30)
+    base, window = window_of(data, cls, server, writers)
+    n = len(server.deltas)
+    revert(server, window, base)
+    assert value(server.crdt) == expected_value(base, window)
+    # Nothing marked: nothing to do.
+    unmarked = [(delta, False) for delta, _ in window] + [(d, False) for d in server.deltas[n:]]
+    assert server.crdt.revert_ops(unmarked, base) == []
+
+
+def rga_expected(now: Rga, base: Rga, window: list[Step]) -> list[Any]:
+    """The visible values had the marked ops never been made: elements
+    visible in the base or inserted by an unmarked op, not deleted by one,
+    in the document's order (tombstones of marked elements keep places)."""
+    values: dict[tuple[int, int], Any] = {}
+    for run in base._seq.runs():
+        if run.vis:
+            for k in range(run.n):
+                values[(run.client, run.counter + k)] = run.content[k]
+    there = set(values)
+    gone: set[tuple[int, int]] = set()
+    for delta, marked in window:
+        if delta["op"] == "insert":
+            content = delta.get("text", delta.get("values"))
+            for k, item in enumerate(content):
+                element = (delta["client"], delta["counter"] + k)
+                values[element] = item
+                if not marked:
+                    there.add(element)
+        elif not marked:
+            for client, first, count in delta["ranges"]:
+                gone.update((client, first + k) for k in range(count))
+    order = [(run.client, run.counter + k) for run in now._seq.runs() for k in range(run.n)]
+    return [values[e] for e in order if e in there and e not in gone]
+
+
+@PROPERTY
+@given(data=st.data())
+def test_rga_reverting_b_keeps_a_text_in_place(data: st.DataObject) -> None:
+    server, writers = run_two(data, Rga, rga_op, max_ops=40)
+    base, window = window_of(data, Rga, server, writers)
+    assert isinstance(server.crdt, Rga) and isinstance(base, Rga)
+    expected = rga_expected(server.crdt, base, window)
+    revert(server, window, base)
+    assert value(server.crdt) == expected
+
+
+def test_rga_example_an_agent_edits_while_a_human_types() -> None:
+    server = Server(Rga)
+    server.apply(A, {"op": "insert", "index": 0, "text": "The cat sat."})
+    server.apply(B, {"op": "insert", "index": 3, "text": " big"})  # The big cat sat.
+    server.apply(A, {"op": "insert", "index": 16, "text": " Then"})  # ... sat. Then
+    server.apply(B, {"op": "delete", "index": 12, "count": 4})  # "sat." gone
+    server.apply(A, {"op": "insert", "index": 5, "text": "!"})  # inside B's " big"
+    assert server.crdt.view(0)["text"] == "The b!ig cat  Then"
+    writers = [A, B, A, B, A]
+    window = [(d, w == B) for d, w in zip(server.deltas, writers, strict=True)]
+    ops = revert(server, window, Rga.new())
+    assert server.crdt.view(0)["text"] == "The! cat sat. Then"
+    assert [op["op"] for op in ops] == ["insert", "delete"]
+
+
+def yjs_edit(data: st.DataObject, length: int) -> dict[str, Any]:
+    if length and data.draw(st.integers(0, 2)) == 0:
+        index = data.draw(st.integers(0, length - 1))
+        return {"op": "delete", "index": index, "count": data.draw(st.integers(1, length - index))}
+    return {
+        "op": "insert",
+        "index": data.draw(st.integers(0, length)),
+        # ASCII: pycrdt counts a text's length and indexes in other units
+        # than code points for the rest.
+        "text": data.draw(st.text("abcd", min_size=1, max_size=4)),
+    }
+
+
+def yrs_place(rga: Rga, index: int) -> str | None:
+    """The element right before visible ``index`` in document order (deleted
+    or not; the last one for the end): where Yrs puts text typed there."""
+    before = None
+    seen = 0
+    for run in rga._seq.runs():
+        for k in range(run.n):
+            if run.vis:
+                if seen == index:
+                    return before
+                seen += 1
+            before = f"{run.counter + k}@{run.client}"
+    return before
+
+
+@PROPERTY
+@given(data=st.data())
+def test_ydoc_reverting_b_keeps_a_text_in_place(data: st.DataObject) -> None:
+    """The same edits on an rga and on a Yjs text (made in turn, each on the
+    whole document, inserts at the same place among deleted elements, so
+    both orders agree): the Yjs revert leaves the text the rga model says."""
+    rga, ydoc = Server(Rga), Server(YDoc)
+    docs = {A: Doc(), B: Doc()}
+    texts = {who: doc.get("t", type=Text) for who, doc in docs.items()}
+    writers: list[int] = []
+    for _ in range(data.draw(st.integers(1, 30), label="ops")):
+        who = data.draw(st.sampled_from([A, B]), label="writer")
+        edit = yjs_edit(data, len(texts[who]))
+        mirrored = edit
+        if edit["op"] == "insert":
+            # Yrs puts text typed at an index after the deleted elements
+            # there, the rga (by index) before them: name the place.
+            assert isinstance(rga.crdt, Rga)
+            after = yrs_place(rga.crdt, edit["index"])
+            mirrored = {"op": "insert", "after": after, "text": edit["text"]}
+        assert rga.apply(who, mirrored) is not None
+        state = docs[who].get_state()
+        if edit["op"] == "insert":
+            texts[who].insert(edit["index"], edit["text"])
+        else:
+            del texts[who][edit["index"] : edit["index"] + edit["count"]]
+        update = docs[who].get_update(state)
+        for other in docs.values():
+            other.apply_update(update)
+        assert ydoc.apply(who, {"op": "update", "update": b64(update)}) is not None
+        writers.append(who)
+    n = len(writers)
+    since = data.draw(st.integers(1, n + 1), label="since")
+    until = data.draw(st.integers(since - 1, n), label="until")
+    marks = [writers[i] == B and i + 1 <= until for i in range(since - 1, n)]
+    rga_base = at(Rga, rga.deltas, since - 1)
+    assert isinstance(rga.crdt, Rga) and isinstance(rga_base, Rga)
+    rga_window = list(zip(rga.deltas[since - 1 :], marks, strict=True))
+    expected = "".join(rga_expected(rga.crdt, rga_base, rga_window))
+    ydoc_window = list(zip(ydoc.deltas[since - 1 :], marks, strict=True))
+    revert(ydoc, ydoc_window, at(YDoc, ydoc.deltas, since - 1))
+    assert isinstance(ydoc.crdt, YDoc)
+    assert str(ydoc.crdt.doc.get("t", type=Text)) == expected
+
+
+def test_ydoc_restores_map_values_and_array_items() -> None:
+    server = Server(YDoc)
+    human, agent = Doc(), Doc()
+
+    def write(who: int, doc: Doc[Any], edit: Any) -> None:
+        state = doc.get_state()
+        edit()
+        update = doc.get_update(state)
+        for other in (human, agent):
+            other.apply_update(update)
+        server.apply(who, {"op": "update", "update": b64(update)})
+
+    from pycrdt import Array, Map
+
+    write(A, human, lambda: human.get("m", type=Map).__setitem__("title", "draft"))
+    write(A, human, lambda: human.get("a", type=Array).extend([1, 2]))
+    write(B, agent, lambda: agent.get("m", type=Map).__setitem__("title", "AI title"))
+    write(B, agent, lambda: agent.get("a", type=Array).__delitem__(0))
+    write(B, agent, lambda: agent.get("a", type=Array).append(3))
+    write(A, human, lambda: human.get("m", type=Map).__setitem__("body", "text"))
+    window = [(d, w == B) for d, w in zip(server.deltas, [A, A, B, B, B, A], strict=True)]
+    ops = revert(server, window, YDoc.new())
+    assert len(ops) == 1
+    check = Doc()
+    assert isinstance(server.crdt, YDoc)
+    check.apply_update(server.crdt.encoded())
+    assert check.get("m", type=Map).to_py() == {"title": "draft", "body": "text"}
+    assert check.get("a", type=Array).to_py() == [1.0, 2.0]
+
+
+def depends(window: list[Step]) -> bool:
+    """Whether an unmarked op names a node (as its id or parent) that a
+    marked op before it named: the case the tree's rule may keep."""
+    touched: set[str] = set()
+    for delta, marked in window:
+        names = {delta["id"], delta.get("parent")} - {None, ROOT}
+        if marked:
+            touched |= names
+        elif names & touched:
+            return True
+    return False
+
+
+TREE_CASES = {"independent": 0, "dependent": 0}
+
+
+@PROPERTY
+@given(data=st.data())
+def test_tree_reverting_b_reads_as_a_replica_without_b_unless_a_depends(
+    data: st.DataObject,
+) -> None:
+    server, writers = run_two(data, Tree, tree_op, max_ops=25)
+    base, window = window_of(data, Tree, server, writers)
+    revert(server, window, base)
+    check_tree_invariant(server.crdt)
+    if depends(window):
+        TREE_CASES["dependent"] += 1
+    else:
+        TREE_CASES["independent"] += 1
+        assert value(server.crdt) == value(without_marked(base, window))
+
+
+def test_the_tree_property_checked_mostly_independent_cases() -> None:
+    """Runs after the property (file order): most cases had to be equal."""
+    if sum(TREE_CASES.values()):
+        assert TREE_CASES["independent"] > TREE_CASES["dependent"]
+
+
+def test_tree_keeps_a_marked_add_that_another_writer_built_on() -> None:
+    server = Server(Tree)
+    server.apply(B, {"op": "add", "id": "agent-section", "data": {"t": "AI"}})
+    server.apply(A, {"op": "add", "id": "note", "parent": "agent-section"})
+    server.apply(B, {"op": "add", "id": "agent-only"})
+    server.apply(B, {"op": "update", "id": "agent-section", "data": {"t": "AI v2"}})
+    window = [(d, w == B) for d, w in zip(server.deltas, [B, A, B, B], strict=True)]
+    revert(server, window, Tree.new())
+    view = server.crdt.view(0)["value"]
+    assert [c["id"] for c in view["children"]] == ["agent-section"]  # agent-only gone
+    section = view["children"][0]
+    assert section["children"][0]["id"] == "note"
+    assert section["data"] == {"t": "AI"}  # the update nothing depended on: undone
+
+
+def test_lww_only_takes_back_a_value_that_is_theirs() -> None:
+    server = Server(LWWRegister)
+    server.apply(A, {"op": "set", "value": "human"})
+    server.apply(B, {"op": "set", "value": "agent"})
+    marked = [(d, w == B) for d, w in zip(server.deltas, [A, B], strict=True)]
+    revert(server, marked, LWWRegister.new())
+    assert server.crdt.view(0)["value"] == "human"
+    server.apply(B, {"op": "set", "value": "agent again"})
+    server.apply(A, {"op": "set", "value": "human again"})  # someone else's, later: stays
+    writers = [A, B, REVERTER, B, A]
+    window = [(d, w == B) for d, w in zip(server.deltas, writers, strict=True)]
+    assert server.crdt.revert_ops(window, LWWRegister.new()) == []
+
+
+@pytest.mark.parametrize("cls", [GCounter, Presence], ids=["gcounter", "presence"])
+def test_types_that_cannot_revert_say_why(cls: type[Crdt]) -> None:
+    assert not cls.REVERTIBLE
+    with pytest.raises(ApiError) as refused:
+        cls.new().revert_ops([], None)
+    assert (refused.value.status, refused.value.code) == (409, "not_revertible")
+    assert refused.value.message
