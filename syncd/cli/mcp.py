@@ -1,6 +1,7 @@
 """``syncd mcp``: serve CRDTs as tools to an MCP client over stdio.
 
     syncd mcp --base-url URL --token TOKEN --namespace NS --crdt ID[:TYPE] [--crdt ...]
+              [--origin ORIGIN]
 
 ``--base-url``, ``--token`` and ``--namespace`` default to ``SYNCD_BASE_URL``,
 ``SYNCD_TOKEN`` and ``SYNCD_NAMESPACE``. The server itself is
@@ -47,6 +48,11 @@ def register(commands: Commands) -> None:
         default=[],
         metavar="ID[:TYPE]",
         help="a CRDT to expose (repeatable): a prefixed id (gc:visits) or ID:TYPE (visits:gcounter)",
+    )
+    parser.add_argument(
+        "--origin",
+        help="the origin every op of the tools carries (agent:task-1): what /history?origin= "
+        "lists and a revert takes back (1-128 characters)",
     )
 
 
@@ -106,6 +112,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         base_url, token, namespace, crdts = settings(args, env)
         build_tools(crdts)  # refuse bad ids before the token check and any I/O
         client = AsyncClient(base_url, token, namespace)
+        tools = AgentTools(client, crdts, origin=args.origin)
     except (UsageError, ValueError, TokenError) as exc:
         return fail(PROG, str(exc))
     try:
@@ -114,5 +121,5 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except ImportError:
         return fail(PROG, "the mcp package is missing (pip install 'syncd[mcp]')")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    anyio.run(serve, client, AgentTools(client, crdts))
+    anyio.run(serve, client, tools)
     return 0

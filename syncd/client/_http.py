@@ -43,20 +43,52 @@ class ClientCore:
         check_expiry(self.claims, self._clock_ms())
 
     def ops_request(
-        self, crdt_id: str, body: Op | Sequence[Op], return_state: bool
+        self, crdt_id: str, body: Op | Sequence[Op], return_state: bool, origin: str | None = None
     ) -> tuple[str, dict[str, str], Any]:
-        """``(url, query, json body)`` of an ops POST."""
+        """``(url, query, json body)`` of an ops POST (``origin``: the batch's)."""
         payload = body if isinstance(body, dict) else list(body)
         params = {"return": "state"} if return_state else {}
+        if origin is not None:
+            params["origin"] = origin
         return self.config.crdt_url(crdt_id, "/ops"), params, payload
 
-    def history_params(self, before: int | None, limit: int | None) -> dict[str, str]:
+    def history_params(
+        self,
+        before: int | None,
+        limit: int | None,
+        client_id: int | None = None,
+        origin: str | None = None,
+    ) -> dict[str, str]:
         params = {}
         if before is not None:
             params["before"] = str(before)
         if limit is not None:
             params["limit"] = str(limit)
+        if client_id is not None:
+            params["client_id"] = str(client_id)
+        if origin is not None:
+            params["origin"] = origin
         return params
+
+    @staticmethod
+    def revert_body(
+        client_id: int | None,
+        origin: str | None,
+        since_seq: int | None,
+        until_seq: int | None,
+        op_id: str | None,
+    ) -> dict[str, Any]:
+        """The body of ``POST …/revert``; ValueError when it names no writer."""
+        if client_id is None and origin is None:
+            raise ValueError("a revert names whose ops to take back: client_id, origin or both")
+        fields = {
+            "client_id": client_id,
+            "origin": origin,
+            "since_seq": since_seq,
+            "until_seq": until_seq,
+            "op_id": op_id,
+        }
+        return {key: value for key, value in fields.items() if value is not None}
 
     @staticmethod
     def at_params(seq: int, crdt_format: bool) -> dict[str, str]:

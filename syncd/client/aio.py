@@ -131,9 +131,16 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
             raise
 
     async def apply(
-        self, crdt_id: str, body: Op | Sequence[Op], *, return_state: bool = False
+        self,
+        crdt_id: str,
+        body: Op | Sequence[Op],
+        *,
+        return_state: bool = False,
+        origin: str | None = None,
     ) -> Answer:
-        url, params, payload = self.core.ops_request(crdt_id, body, return_state)
+        """Apply an op or a batch; ``origin`` goes to every op that names none
+        of its own (docs/data-model.md#origins)."""
+        url, params, payload = self.core.ops_request(crdt_id, body, return_state, origin)
         answer: Answer = json_answer(await self._send("POST", url, params=params, json=payload))
         return answer
 
@@ -145,22 +152,32 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
         return_state: bool = False,
         attempts: int = RETRY_ATTEMPTS,
         op_id: str | None = None,
+        origin: str | None = None,
     ) -> Answer:
         """:meth:`apply` with an ``op_id`` on every op (generated unless given),
         retried on connection failures, 429 and 503: applied exactly once."""
         return await with_retries(
-            lambda key: self.apply(crdt_id, with_op_ids(body, key), return_state=return_state),
+            lambda key: self.apply(
+                crdt_id, with_op_ids(body, key), return_state=return_state, origin=origin
+            ),
             op_id=op_id or new_op_id(),
             attempts=attempts,
         )
 
     async def history(
-        self, crdt_id: str, *, before: int | None = None, limit: int | None = None
+        self,
+        crdt_id: str,
+        *,
+        before: int | None = None,
+        limit: int | None = None,
+        client_id: int | None = None,
+        origin: str | None = None,
     ) -> Answer:
         """Retained ops, newest first: ``{"seq", "oldest", "ops": [{"seq",
-        "client_id", "ts", "op"}], "next"}``; pass ``next`` as ``before`` for
-        the older page (docs/http-api.md#history-and-restore)."""
-        params = self.core.history_params(before, limit)
+        "client_id", "ts", "op", "origin"?}], "next"}``; pass ``next`` as
+        ``before`` for the older page (docs/http-api.md#history-and-restore).
+        With ``client_id`` and/or ``origin``, only that writer's ops."""
+        params = self.core.history_params(before, limit, client_id, origin)
         answer: Answer = json_answer(
             await self._send("GET", self.config.crdt_url(crdt_id, "/history"), params=params)
         )
@@ -182,6 +199,27 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
         body = self.core.restore_body(seq, op_id)
         answer: Answer = json_answer(
             await self._send("POST", self.config.crdt_url(crdt_id, "/restore"), json=body)
+        )
+        return answer
+
+    async def revert(
+        self,
+        crdt_id: str,
+        *,
+        client_id: int | None = None,
+        origin: str | None = None,
+        since_seq: int | None = None,
+        until_seq: int | None = None,
+        op_id: str | None = None,
+    ) -> Answer:
+        """Take back one writer's ops (docs/revert.md): ``{"ok", "seq",
+        "applied", "matched", "since_seq", "until_seq"}``; 409
+        ``not_revertible`` for gcounter and presence, 410 ``history_expired``
+        when ``since_seq`` is older than retained. With ``op_id`` a repeat
+        answers as the first did. ValueError when it names no writer."""
+        body = self.core.revert_body(client_id, origin, since_seq, until_seq, op_id)
+        answer: Answer = json_answer(
+            await self._send("POST", self.config.crdt_url(crdt_id, "/revert"), json=body)
         )
         return answer
 

@@ -118,8 +118,15 @@ class Client(OpHelpers[Answer]):
                 return None
             raise
 
-    def apply(self, crdt_id: str, body: Op | Sequence[Op], *, return_state: bool = False) -> Answer:
-        url, params, payload = self.core.ops_request(crdt_id, body, return_state)
+    def apply(
+        self,
+        crdt_id: str,
+        body: Op | Sequence[Op],
+        *,
+        return_state: bool = False,
+        origin: str | None = None,
+    ) -> Answer:
+        url, params, payload = self.core.ops_request(crdt_id, body, return_state, origin)
         answer: Answer = json_answer(self._send("POST", url, params=params, json=payload))
         return answer
 
@@ -131,17 +138,26 @@ class Client(OpHelpers[Answer]):
         return_state: bool = False,
         attempts: int = RETRY_ATTEMPTS,
         op_id: str | None = None,
+        origin: str | None = None,
     ) -> Answer:
         return with_retries_sync(
-            lambda key: self.apply(crdt_id, with_op_ids(body, key), return_state=return_state),
+            lambda key: self.apply(
+                crdt_id, with_op_ids(body, key), return_state=return_state, origin=origin
+            ),
             op_id=op_id or new_op_id(),
             attempts=attempts,
         )
 
     def history(
-        self, crdt_id: str, *, before: int | None = None, limit: int | None = None
+        self,
+        crdt_id: str,
+        *,
+        before: int | None = None,
+        limit: int | None = None,
+        client_id: int | None = None,
+        origin: str | None = None,
     ) -> Answer:
-        params = self.core.history_params(before, limit)
+        params = self.core.history_params(before, limit, client_id, origin)
         answer: Answer = json_answer(
             self._send("GET", self.config.crdt_url(crdt_id, "/history"), params=params)
         )
@@ -158,6 +174,22 @@ class Client(OpHelpers[Answer]):
         body = self.core.restore_body(seq, op_id)
         answer: Answer = json_answer(
             self._send("POST", self.config.crdt_url(crdt_id, "/restore"), json=body)
+        )
+        return answer
+
+    def revert(
+        self,
+        crdt_id: str,
+        *,
+        client_id: int | None = None,
+        origin: str | None = None,
+        since_seq: int | None = None,
+        until_seq: int | None = None,
+        op_id: str | None = None,
+    ) -> Answer:
+        body = self.core.revert_body(client_id, origin, since_seq, until_seq, op_id)
+        answer: Answer = json_answer(
+            self._send("POST", self.config.crdt_url(crdt_id, "/revert"), json=body)
         )
         return answer
 

@@ -3,9 +3,10 @@
 Given ``(crdt_id, type)`` pairs, :func:`build_tools` makes the tools of
 docs/clients.md#agent-tools (``service_read_<id>`` for every type, ``service_increment_<id>`` for
 counters, ``service_set_<id>`` for registers, ``service_add_<id>`` for sets,
-``service_history_<id>`` (read-only: recent changes, or the value at a
-version) for every type and ``service_restore_<id>`` for the types that can
-go back,
+``service_history_<id>`` (read-only: recent changes, all or one writer's,
+or the value at a version) for every type, ``service_restore_<id>`` for the
+types that can go back and ``service_revert_<id>`` (take back one writer's
+changes) for those that can take one writer's ops back,
 with any other character than letters, digits and ``_`` written as ``_``), each with a
 description and a JSON-schema input, in the two common shapes: OpenAI-style
 function tools and Anthropic-style tools.
@@ -20,7 +21,10 @@ op's ``type`` field.
 :class:`AgentTools` (async) and :class:`SyncAgentTools` execute a call and
 return a JSON-serializable result for the agent to read: ``{"ok": true, ...}``
 with the new value, or ``{"ok": false, "error", "message"}``; they never
-raise for an unknown tool, bad input or a refusal by the service.
+raise for an unknown tool, bad input or a refusal by the service. Given an
+``origin`` (``agent:summarize-42``), every op the tools make carries it, so a
+supervisor can list the task's changes (the history tool's ``origin``) and
+take them all back (the revert tool) without touching anyone else's.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ ACTIONS: Final[Mapping[str, frozenset[str]]] = {
     "add": frozenset({"orset"}),
     "history": frozenset(TYPES),
     "restore": frozenset(t for t in TYPES if crdt_class(t).RESTORABLE),
+    "revert": frozenset(t for t in TYPES if crdt_class(t).REVERTIBLE),
 }
 """Tool action -> the CRDT types that get it (docs/clients.md#agent-tools)."""
 
@@ -80,9 +85,28 @@ _KIND: Final = {
     "presence": "presence map (who is here, with data each)",
     "rga": "sequence (text or a list)",
     "tree": "tree",
+    "ydoc": "Yjs document (shared rich text)",
 }
 
 _ANY_JSON: Final = ["string", "number", "integer", "boolean", "object", "array", "null"]
+
+ORIGIN_MAX_LEN: Final = 128
+"""The service's longest origin (docs/data-model.md#origins)."""
+
+_WRITER: Final[dict[str, Any]] = {
+    "client_id": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": MAX_AMOUNT,
+        "description": "Optional: only this writer's changes (its client id).",
+    },
+    "origin": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": ORIGIN_MAX_LEN,
+        "description": "Optional: only the changes made with this origin (a task, e.g. agent:x-1).",
+    },
+}
 
 Result = dict[str, Any]
 
@@ -197,8 +221,9 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
         description = (
             f"Look at the past of the {kind} '{crdt_id}' (read-only). Without input: its "
             "latest changes, newest first, each with its version (seq), who made it "
-            "(client_id) and when (ts, ms). With 'at': its value right after that version. "
-            "With 'before': the changes older than that version."
+            "(client_id, and origin: the task, when it named one) and when (ts, ms). "
+            "With 'client_id' or 'origin': only that writer's changes. With 'at': its value "
+            "right after that version. With 'before': the changes older than that version."
         )
         seq = {"type": "integer", "minimum": 0}
         schema = _schema(
@@ -212,6 +237,23 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
                     "default": 10,
                     "description": "How many changes at most.",
                 },
+                **_WRITER,
+            },
+            [],
+        )
+    elif action == "revert":
+        description = (
+            f"Take back the changes one writer made to the {kind} '{crdt_id}' (by client_id, "
+            "origin, or both), keeping everyone else's changes, by applying new ones (needs "
+            "write permission). Find the writer with the history tool first. Returns the new "
+            "value and how many changes were taken back."
+        )
+        seq = {"type": "integer", "minimum": 0}
+        schema = _schema(
+            {
+                **_WRITER,
+                "since_seq": {**seq, "description": "Optional: only changes from this version on."},
+                "until_seq": {**seq, "description": "Optional: only changes up to this version."},
             },
             [],
         )
@@ -372,10 +414,37 @@ def _seq(arguments: Mapping[str, Any], name: str) -> int | None:
     return value
 
 
-def plan_history(raw: Any) -> tuple[int | None, int | None, int]:
-    """``(at, before, limit)`` of a history call; _InputError on bad input."""
+@dataclass(frozen=True, slots=True)
+class HistoryCall:
+    at: int | None
+    before: int | None
+    limit: int
+    client_id: int | None
+    origin: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RevertCall:
+    client_id: int | None
+    origin: str | None
+    since_seq: int | None
+    until_seq: int | None
+
+
+def _writer(arguments: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    client_id = _seq(arguments, "client_id")
+    origin = arguments.get("origin")
+    if origin is not None and (type(origin) is not str or not 1 <= len(origin) <= ORIGIN_MAX_LEN):
+        raise _InputError(
+            "invalid_input", f"origin must be a string of 1 to {ORIGIN_MAX_LEN} characters"
+        )
+    return client_id, origin
+
+
+def plan_history(raw: Any) -> HistoryCall:
+    """What a history call asks; _InputError on bad input."""
     arguments = _arguments(raw)
-    _only(arguments, {"at", "before", "limit"})
+    _only(arguments, {"at", "before", "limit", "client_id", "origin"})
     limit = arguments.get("limit", 10)
     if type(limit) is float and limit.is_integer():
         limit = int(limit)
@@ -383,7 +452,18 @@ def plan_history(raw: Any) -> tuple[int | None, int | None, int]:
         raise _InputError(
             "invalid_input", f"limit must be a whole number from 1 to {MAX_HISTORY_LIMIT}"
         )
-    return _seq(arguments, "at"), _seq(arguments, "before"), limit
+    client_id, origin = _writer(arguments)
+    return HistoryCall(_seq(arguments, "at"), _seq(arguments, "before"), limit, client_id, origin)
+
+
+def plan_revert(raw: Any) -> RevertCall:
+    """What a revert call asks; _InputError on bad input or no writer named."""
+    arguments = _arguments(raw)
+    _only(arguments, {"client_id", "origin", "since_seq", "until_seq"})
+    client_id, origin = _writer(arguments)
+    if client_id is None and origin is None:
+        raise _InputError("invalid_input", "name whose changes to take back: client_id or origin")
+    return RevertCall(client_id, origin, _seq(arguments, "since_seq"), _seq(arguments, "until_seq"))
 
 
 def plan_restore(raw: Any) -> int:
@@ -409,6 +489,14 @@ def read_result(view: Mapping[str, Any]) -> Result:
     return {"ok": True, **view}
 
 
+def revert_result(answer: Mapping[str, Any], view: Mapping[str, Any]) -> Result:
+    """The value after a revert, with how many changes it took back."""
+    result = read_result(view)
+    result["reverted"] = answer.get("matched", 0)
+    result["applied"] = answer.get("applied", 0)
+    return result
+
+
 def op_result(answer: Mapping[str, Any]) -> Result:
     result: Result = {"ok": True, "seq": answer.get("seq")}
     state = answer.get("state")
@@ -430,7 +518,13 @@ def error_result(exc: ClientError) -> Result:
 
 
 class _ToolSet:
-    def __init__(self, crdts: Iterable[tuple[str, str]]) -> None:
+    def __init__(self, crdts: Iterable[tuple[str, str]], origin: str | None = None) -> None:
+        if origin is not None and (
+            not isinstance(origin, str) or not 1 <= len(origin) <= ORIGIN_MAX_LEN
+        ):
+            raise ValueError(f"origin {origin!r}: a string of 1 to {ORIGIN_MAX_LEN} characters")
+        self.origin = origin
+        """What every op the tools make carries (docs/data-model.md#origins)."""
         self.tools = build_tools(crdts)
         self._by_name = {tool.name: tool for tool in self.tools}
         self._types = {tool.crdt_id: tool.crdt_type for tool in self.tools}
@@ -455,6 +549,8 @@ class AgentTools(_ToolSet):
     tools = AgentTools(client, [("visits", "gcounter"), ("title", "lwwregister")])
     definitions = tools.anthropic()           # or tools.openai()
     result = await tools.execute("service_increment_visits", {"amount": 2})
+
+    With ``origin="agent:task-1"`` every op the tools make carries that origin.
     """
 
     def __init__(
@@ -463,8 +559,9 @@ class AgentTools(_ToolSet):
         crdts: Iterable[tuple[str, str]],
         *,
         attempts: int = RETRY_ATTEMPTS,
+        origin: str | None = None,
     ) -> None:
-        super().__init__(crdts)
+        super().__init__(crdts, origin)
         self.client = client
         self.attempts = attempts
 
@@ -476,12 +573,33 @@ class AgentTools(_ToolSet):
             tool = self.resolve(name)
             client = self.client
             if tool.action == "history":
-                at, before, limit = plan_history(arguments)
-                if at is not None:
-                    return read_result(await client.at(tool.crdt_id, at))
+                call = plan_history(arguments)
+                if call.at is not None:
+                    return read_result(await client.at(tool.crdt_id, call.at))
                 return history_result(
-                    await client.history(tool.crdt_id, before=before, limit=limit)
+                    await client.history(
+                        tool.crdt_id,
+                        before=call.before,
+                        limit=call.limit,
+                        client_id=call.client_id,
+                        origin=call.origin,
+                    )
                 )
+            if tool.action == "revert":
+                ask = plan_revert(arguments)
+                answer = await with_retries(
+                    lambda key: client.revert(
+                        tool.crdt_id,
+                        client_id=ask.client_id,
+                        origin=ask.origin,
+                        since_seq=ask.since_seq,
+                        until_seq=ask.until_seq,
+                        op_id=key,
+                    ),
+                    op_id=new_op_id(),
+                    attempts=self.attempts,
+                )
+                return revert_result(answer, await client.fetch(tool.crdt_id))
             if tool.action == "restore":
                 seq = plan_restore(arguments)
                 await with_retries(
@@ -494,7 +612,7 @@ class AgentTools(_ToolSet):
             if op is None:
                 return read_result(await client.fetch(tool.crdt_id))
             answer = await client.apply_retrying(
-                tool.crdt_id, op, return_state=True, attempts=self.attempts
+                tool.crdt_id, op, return_state=True, attempts=self.attempts, origin=self.origin
             )
             return op_result(answer)
         except _InputError as exc:
@@ -507,9 +625,14 @@ class SyncAgentTools(_ToolSet):
     """:class:`AgentTools` over the blocking :class:`Client`."""
 
     def __init__(
-        self, client: Client, crdts: Iterable[tuple[str, str]], *, attempts: int = RETRY_ATTEMPTS
+        self,
+        client: Client,
+        crdts: Iterable[tuple[str, str]],
+        *,
+        attempts: int = RETRY_ATTEMPTS,
+        origin: str | None = None,
     ) -> None:
-        super().__init__(crdts)
+        super().__init__(crdts, origin)
         self.client = client
         self.attempts = attempts
 
@@ -518,10 +641,33 @@ class SyncAgentTools(_ToolSet):
             tool = self.resolve(name)
             client = self.client
             if tool.action == "history":
-                at, before, limit = plan_history(arguments)
-                if at is not None:
-                    return read_result(client.at(tool.crdt_id, at))
-                return history_result(client.history(tool.crdt_id, before=before, limit=limit))
+                call = plan_history(arguments)
+                if call.at is not None:
+                    return read_result(client.at(tool.crdt_id, call.at))
+                return history_result(
+                    client.history(
+                        tool.crdt_id,
+                        before=call.before,
+                        limit=call.limit,
+                        client_id=call.client_id,
+                        origin=call.origin,
+                    )
+                )
+            if tool.action == "revert":
+                ask = plan_revert(arguments)
+                answer = with_retries_sync(
+                    lambda key: client.revert(
+                        tool.crdt_id,
+                        client_id=ask.client_id,
+                        origin=ask.origin,
+                        since_seq=ask.since_seq,
+                        until_seq=ask.until_seq,
+                        op_id=key,
+                    ),
+                    op_id=new_op_id(),
+                    attempts=self.attempts,
+                )
+                return revert_result(answer, client.fetch(tool.crdt_id))
             if tool.action == "restore":
                 seq = plan_restore(arguments)
                 with_retries_sync(
@@ -534,7 +680,7 @@ class SyncAgentTools(_ToolSet):
             if op is None:
                 return read_result(client.fetch(tool.crdt_id))
             answer = client.apply_retrying(
-                tool.crdt_id, op, return_state=True, attempts=self.attempts
+                tool.crdt_id, op, return_state=True, attempts=self.attempts, origin=self.origin
             )
             return op_result(answer)
         except _InputError as exc:

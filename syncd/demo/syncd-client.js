@@ -1695,20 +1695,24 @@ var HttpApi = class {
   }
   /**
    * Apply one op or an array of ops (all or none): `{ok, seq, applied, ...}`.
-   * `{returnState: true}` adds the new state to the answer.
+   * `{returnState: true}` adds the new state to the answer; `{origin}` gives
+   * every op that names none of its own that origin (docs/data-model.md#origins).
    */
-  apply(id, op, { returnState = false } = {}) {
+  apply(id, op, { returnState = false, origin } = {}) {
     return this.request("POST", `${crdtPath(this.config, id)}/ops`, {
       body: op,
-      query: returnState ? { return: "state" } : void 0
+      query: { return: returnState ? "state" : void 0, origin }
     });
   }
   /**
    * Retained ops, newest first (docs/http-api.md#history-and-restore):
-   * `{seq, oldest, ops: [{seq, client_id, ts, op}], next}`; pass `next` as `before`.
+   * `{seq, oldest, ops: [{seq, client_id, ts, op, origin?}], next}`; pass `next`
+   * as `before`. `clientId` and/or `origin`: only that writer's ops.
    */
-  history(id, { before, limit } = {}) {
-    return this.request("GET", `${crdtPath(this.config, id)}/history`, { query: { before, limit } });
+  history(id, { before, limit, clientId, origin } = {}) {
+    return this.request("GET", `${crdtPath(this.config, id)}/history`, {
+      query: { before, limit, client_id: clientId, origin }
+    });
   }
   /**
    * The state right after op `seq`; SyncdError 410 `history_expired`
@@ -1725,6 +1729,19 @@ var HttpApi = class {
     const body = { seq };
     if (opId !== void 0) body.op_id = opId;
     return this.request("POST", `${crdtPath(this.config, id)}/restore`, { body });
+  }
+  /**
+   * Take back one writer's ops (docs/revert.md): `{ok, seq, applied, matched,
+   * since_seq, until_seq}`. Name the writer by `clientId`, `origin` or both;
+   * 409 `not_revertible` for gcounter and presence; with `opId` a repeat answers as the first.
+   */
+  revert(id, { clientId, origin, sinceSeq, untilSeq, opId } = {}) {
+    if (clientId === void 0 && origin === void 0) {
+      throw new TypeError("a revert names whose ops to take back: clientId, origin or both");
+    }
+    const fields = { client_id: clientId, origin, since_seq: sinceSeq, until_seq: untilSeq, op_id: opId };
+    const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== void 0));
+    return this.request("POST", `${crdtPath(this.config, id)}/revert`, { body });
   }
   /** Delete a CRDT (namespace admin). */
   async deleteCrdt(id) {
@@ -2534,13 +2551,19 @@ var EventStream = class extends Emitter {
 var TOOL_PREFIX = "service_";
 var TOOL_ACTIONS = Object.freeze({
   gcounter: ["increment", "history"],
-  pncounter: ["increment", "history", "restore"],
-  lwwregister: ["set", "history", "restore"],
-  orset: ["add", "history", "restore"],
+  pncounter: ["increment", "history", "restore", "revert"],
+  lwwregister: ["set", "history", "restore", "revert"],
+  orset: ["add", "history", "restore", "revert"],
   presence: ["history"],
-  rga: ["history", "restore"],
-  tree: ["history", "restore"]
+  rga: ["history", "restore", "revert"],
+  tree: ["history", "restore", "revert"],
+  ydoc: ["history", "revert"]
 });
+var MAX_ORIGIN_LENGTH = 128;
+var WRITER = {
+  client_id: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Optional: only this writer's changes (its client id)." },
+  origin: { type: "string", minLength: 1, maxLength: MAX_ORIGIN_LENGTH, description: "Optional: only the changes made with this origin (a task, e.g. agent:x-1)." }
+};
 var MAX_HISTORY_LIMIT = 50;
 var TOOL_ID = /^[A-Za-z0-9-]+$/;
 var MAX_ID_LENGTH = 256;
@@ -2550,7 +2573,7 @@ function toolName(action, crdtId) {
 function parseToolName(name) {
   if (typeof name !== "string" || !name.startsWith(TOOL_PREFIX)) return null;
   const rest = name.slice(TOOL_PREFIX.length);
-  for (const action of ["read", "increment", "set", "add", "history", "restore"]) {
+  for (const action of ["read", "increment", "set", "add", "history", "restore", "revert"]) {
     if (rest.startsWith(`${action}_`) && rest.length > action.length + 1) {
       return { action, crdtId: rest.slice(action.length + 1).replace(/_/g, "-") };
     }
@@ -2614,13 +2637,28 @@ function definition(action, crdtId, type) {
     case "history":
       return {
         name,
-        description: `Look at the past of the ${type} "${crdtId}" (read-only). Without input: its latest changes, newest first, each with its version (seq), who made it (client_id) and when (ts, ms). With 'at': its state right after that version. With 'before': the changes older than that version.`,
+        description: `Look at the past of the ${type} "${crdtId}" (read-only). Without input: its latest changes, newest first, each with its version (seq), who made it (client_id, and origin: the task, when it named one) and when (ts, ms). With 'client_id' or 'origin': only that writer's changes. With 'at': its state right after that version. With 'before': the changes older than that version.`,
         input_schema: {
           type: "object",
           properties: {
             at: { type: "integer", minimum: 0, description: "Optional: read the state as of this version." },
             before: { type: "integer", minimum: 0, description: "Optional: only changes older than this." },
-            limit: { type: "integer", minimum: 1, maximum: MAX_HISTORY_LIMIT, description: "How many changes at most (default 10)." }
+            limit: { type: "integer", minimum: 1, maximum: MAX_HISTORY_LIMIT, description: "How many changes at most (default 10)." },
+            ...WRITER
+          },
+          additionalProperties: false
+        }
+      };
+    case "revert":
+      return {
+        name,
+        description: `Take back the changes one writer made to the ${type} "${crdtId}" (by client_id, origin, or both), keeping everyone else's changes, by applying new ones (needs write permission). Find the writer with the history tool first. Returns how many changes were taken back.`,
+        input_schema: {
+          type: "object",
+          properties: {
+            ...WRITER,
+            since_seq: { type: "integer", minimum: 0, description: "Optional: only changes from this version on." },
+            until_seq: { type: "integer", minimum: 0, description: "Optional: only changes up to this version." }
           },
           additionalProperties: false
         }
@@ -2660,7 +2698,7 @@ function buildTools(crdts) {
 function toOpenAiTools(tools) {
   return tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.input_schema } }));
 }
-async function executeTool(http, crdts, name, input = {}) {
+async function executeTool(http, crdts, name, input = {}, { origin } = {}) {
   const parsed = parseToolName(name);
   if (!parsed) throw new SyncdError("unknown_tool", `not a service tool: ${name}`);
   const { action, crdtId } = parsed;
@@ -2682,17 +2720,17 @@ async function executeTool(http, crdts, name, input = {}) {
     case "increment": {
       const op = { op: "increment", type };
       if (args.amount !== void 0) op.amount = args.amount;
-      return http.apply(crdtId, op);
+      return http.apply(crdtId, op, { origin });
     }
     case "set": {
       if (!("value" in args)) throw new SyncdError("invalid_op", "value: required");
       const op = { op: "set", type, value: args.value };
       if (args.client_id !== void 0) op.client_id = args.client_id;
-      return http.apply(crdtId, op);
+      return http.apply(crdtId, op, { origin });
     }
     case "add": {
       if (!("element" in args)) throw new SyncdError("invalid_op", "element: required");
-      return http.apply(crdtId, { op: "add", type, element: args.element });
+      return http.apply(crdtId, { op: "add", type, element: args.element }, { origin });
     }
     case "history": {
       if (args.at !== void 0) return http.at(crdtId, args.at);
@@ -2700,7 +2738,18 @@ async function executeTool(http, crdts, name, input = {}) {
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) {
         throw new SyncdError("invalid_op", `limit: a whole number from 1 to ${MAX_HISTORY_LIMIT}`);
       }
-      return http.history(crdtId, { before: args.before, limit });
+      return http.history(crdtId, { before: args.before, limit, clientId: args.client_id, origin: args.origin });
+    }
+    case "revert": {
+      if (args.client_id === void 0 && args.origin === void 0) {
+        throw new SyncdError("invalid_op", "client_id, origin: name whose changes to take back");
+      }
+      return http.revert(crdtId, {
+        clientId: args.client_id,
+        origin: args.origin,
+        sinceSeq: args.since_seq,
+        untilSeq: args.until_seq
+      });
     }
     case "restore": {
       if (!Number.isInteger(args.seq) || args.seq < 0) throw new SyncdError("invalid_op", "seq: required, a whole number");
@@ -2710,10 +2759,13 @@ async function executeTool(http, crdts, name, input = {}) {
       throw new SyncdError("unknown_tool", name);
   }
 }
-function createAgentTools(http, crdts) {
+function createAgentTools(http, crdts, { origin } = {}) {
+  if (origin !== void 0 && (typeof origin !== "string" || !origin || origin.length > MAX_ORIGIN_LENGTH)) {
+    throw new TypeError(`origin: a string of 1 to ${MAX_ORIGIN_LENGTH} characters`);
+  }
   const definitions = buildTools(crdts);
   const frozen = crdts.map(([id, type]) => [id, type]);
-  return { definitions, execute: (name, input) => executeTool(http, frozen, name, input) };
+  return { definitions, execute: (name, input) => executeTool(http, frozen, name, input, { origin }) };
 }
 
 // src/ws.js
@@ -3092,6 +3144,9 @@ var SyncdClient = class {
   restore(id, seq, options) {
     return this.http.restore(id, seq, options);
   }
+  revert(id, options) {
+    return this.http.revert(id, options);
+  }
   tokenInfo() {
     return this.http.tokenInfo();
   }
@@ -3155,8 +3210,8 @@ var SyncdClient = class {
   }
   // -- agent tools ---------------------------------------------------------------
   /** `{definitions, execute(name, input)}` for `[crdtId, type]` pairs. */
-  agentTools(crdts) {
-    return createAgentTools(this.http, crdts);
+  agentTools(crdts, options) {
+    return createAgentTools(this.http, crdts, options);
   }
   close() {
     if (this._socket) this._socket.close();
@@ -3463,6 +3518,7 @@ export {
   CollabText,
   EventStream,
   HttpApi,
+  MAX_ORIGIN_LENGTH,
   RgaReplica,
   SseParser,
   Subscription,

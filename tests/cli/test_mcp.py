@@ -130,3 +130,13 @@ def test_the_help_names_the_client_variables() -> None:
     from syncd.client.config import ENV_BASE_URL, ENV_NAMESPACE, ENV_TOKEN
 
     assert (ENV_BASE_URL, ENV_TOKEN, ENV_NAMESPACE) == ENV_NAMES
+
+
+@needs_client
+def test_a_bad_origin_exits_2_before_any_io() -> None:
+    args = ["--base-url", "http://h", "--token", make_token(), "--namespace", NS]
+    args += ["--crdt", "gc:a", "--origin", "x" * 129]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["mcp", *args], env={}) == 2
+    assert err.getvalue().startswith("syncd mcp: origin ")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from syncd.auth.authenticator import ROOT
 from syncd.cli.mcp import parse_crdt
 from syncd.client.tools import build_tools
 from tests.client.conftest import NS, make_token
@@ -79,6 +80,7 @@ async def test_mcp_serves_prefixed_ids(server: RunningServer) -> None:
             "service_set_lw_page_title",
             "service_history_lw_page_title",
             "service_restore_lw_page_title",
+            "service_revert_lw_page_title",
         ]
         result = await session.call_tool("service_increment_gc_visits", {"amount": 2})
         assert json.loads(result.content[0].text) == {"ok": True, "seq": 1, "value": 2}
@@ -98,6 +100,25 @@ async def test_mcp_config_from_environment(server: RunningServer) -> None:
             "service_add_tags",
             "service_history_tags",
             "service_restore_tags",
+            "service_revert_tags",
         ]
         result = await session.call_tool("service_add_tags", {"element": "x"})
         assert json.loads(result.content[0].text) == {"ok": True, "seq": 1, "value": ["x"]}
+
+
+async def test_mcp_with_an_origin_stamps_its_ops_and_reverts_them(server: RunningServer) -> None:
+    args = ["--base-url", server.url, "--token", make_token(22), "--namespace", NS]
+    args += ["--crdt", "tags:orset", "--origin", "agent:mcp-1"]
+    await server.app.service.apply_ops(
+        NS, "tags", {"op": "add", "element": "human", "type": "orset"}, ROOT, "http"
+    )
+    async with stdio_client(_params(args)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        result = await session.call_tool("service_add_tags", {"element": "agent"})
+        assert json.loads(result.content[0].text)["value"] == ["agent", "human"]
+        result = await session.call_tool("service_history_tags", {"origin": "agent:mcp-1"})
+        changes = json.loads(result.content[0].text)["changes"]
+        assert [(c["client_id"], c["origin"]) for c in changes] == [(22, "agent:mcp-1")]
+        result = await session.call_tool("service_revert_tags", {"origin": "agent:mcp-1"})
+        body = json.loads(result.content[0].text)
+        assert body["reverted"] == 1 and body["value"] == ["human"]

@@ -45,22 +45,27 @@ def test_tool_names() -> None:
         "service_increment_score",
         "service_history_score",
         "service_restore_score",
+        "service_revert_score",
         "service_read_title",
         "service_set_title",
         "service_history_title",
         "service_restore_title",
+        "service_revert_title",
         "service_read_cart_42",
         "service_add_cart_42",
         "service_history_cart_42",
         "service_restore_cart_42",
+        "service_revert_cart_42",
         "service_read_room_1",
         "service_history_room_1",
         "service_read_doc",
         "service_history_doc",
         "service_restore_doc",
+        "service_revert_doc",
         "service_read_outline",
         "service_history_outline",
         "service_restore_outline",
+        "service_revert_outline",
     ]
     assert tool_name("read", "gc:a/b-c") == "service_read_gc_a_b_c"
     assert parse_tool_name("service_increment_page_visits") == ("increment", "page-visits")
@@ -84,6 +89,7 @@ def test_prefixed_and_other_valid_ids_get_tools() -> None:
         "service_add_a_b_c",
         "service_history_a_b_c",
         "service_restore_a_b_c",
+        "service_revert_a_b_c",
     ]
     with pytest.raises(ValueError, match="share the tool name"):
         build_tools([("gc:a-b", "gcounter"), ("gc:a_b", "gcounter")])
@@ -276,5 +282,68 @@ async def test_client_history_at_and_restore_sync_and_async(server: RunningServe
             assert client.at("title", 2)["value"] == "two"
             assert client.restore("title", 2)["restored"] == 2
             assert client.fetch("title")["value"] == "two"
+
+    await asyncio.to_thread(run)
+
+
+async def test_an_agent_with_an_origin_is_reviewed_and_reverted_by_tools(
+    server: RunningServer,
+) -> None:
+    """The agent's tools stamp its origin; a supervisor's tools list that
+    task's changes and take them back, keeping another writer's."""
+    async with (
+        AsyncClient(server.url, make_token(3), NS) as human,
+        AsyncClient(server.url, make_token(9), NS) as agent_client,
+    ):
+        agent = AgentTools(agent_client, CRDTS, origin="agent:tags-1")
+        supervisor = AgentTools(human, CRDTS)
+        await human.orset_add("cart-42", "milk")
+        assert (await agent.execute("service_add_cart_42", {"element": "caviar"}))["ok"]
+        await human.orset_add("cart-42", "bread")
+        assert (await agent.execute("service_set_title", {"value": "AI title"}))["ok"]
+        changes = await supervisor.execute("service_history_cart_42", {"origin": "agent:tags-1"})
+        assert [(c["client_id"], c["origin"]) for c in changes["changes"]] == [(9, "agent:tags-1")]
+        by_client = await supervisor.execute("service_history_cart_42", {"client_id": 3})
+        assert len(by_client["changes"]) == 2
+        reverted = await supervisor.execute("service_revert_cart_42", {"origin": "agent:tags-1"})
+        assert reverted["ok"] is True and reverted["reverted"] == 1 and reverted["applied"] == 1
+        assert reverted["value"] == ["bread", "milk"]
+        again = await supervisor.execute("service_revert_cart_42", {"origin": "agent:tags-1"})
+        assert again["reverted"] == 0 and again["value"] == ["bread", "milk"]
+        # Errors come back as results.
+        assert (await supervisor.execute("service_revert_cart_42", {}))["error"] == "invalid_input"
+        bad = await supervisor.execute("service_history_cart_42", {"origin": ""})
+        assert bad["error"] == "invalid_input"
+        assert "service_revert_page_visits" not in [t.name for t in supervisor.tools]
+        with pytest.raises(ValueError):
+            AgentTools(human, CRDTS, origin="x" * 129)
+
+
+async def test_client_origin_filtered_history_and_revert_sync_and_async(
+    server: RunningServer,
+) -> None:
+    async with AsyncClient(server.url, make_token(3), NS) as client:
+        await client.apply("doc", {"op": "insert", "index": 0, "text": "hi", "type": "rga"})
+        await client.apply_retrying(
+            "doc", [{"op": "insert", "index": 2, "text": "!"}], origin="bot"
+        )
+        page = await client.history("doc", origin="bot")
+        assert [(o["seq"], o["origin"]) for o in page["ops"]] == [(2, "bot")]
+        assert (await client.history("doc", client_id=4))["ops"] == []
+        answer = await client.revert("doc", origin="bot", op_id="r1")
+        assert answer["matched"] == 1 and (await client.fetch("doc"))["text"] == "hi"
+        assert (await client.revert("doc", origin="bot", op_id="r1"))["duplicate"] is True
+        with pytest.raises(ValueError):
+            await client.revert("doc")
+        with pytest.raises(ServiceError) as refused:
+            await client.revert("page-visits", client_id=3)
+        assert refused.value.status == 404
+
+    def run() -> None:
+        with Client(server.url, make_token(6), NS) as client:
+            client.apply("doc", {"op": "insert", "index": 0, "text": ">"}, origin="bot2")
+            assert client.history("doc", origin="bot2", limit=1)["ops"][0]["origin"] == "bot2"
+            assert client.revert("doc", client_id=6, origin="bot2")["applied"] == 1
+            assert client.fetch("doc")["text"] == "hi"
 
     await asyncio.to_thread(run)

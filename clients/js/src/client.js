@@ -59,6 +59,9 @@ export class SyncdClient {
   restore(id, seq, options) {
     return this.http.restore(id, seq, options);
   }
+  revert(id, options) {
+    return this.http.revert(id, options);
+  }
   tokenInfo() {
     return this.http.tokenInfo();
   }
@@ -129,8 +132,8 @@ export class SyncdClient {
   // -- agent tools ---------------------------------------------------------------
 
   /** `{definitions, execute(name, input)}` for `[crdtId, type]` pairs. */
-  agentTools(crdts) {
-    return createAgentTools(this.http, crdts);
+  agentTools(crdts, options) {
+    return createAgentTools(this.http, crdts, options);
   }
 
   close() {

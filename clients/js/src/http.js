@@ -69,21 +69,25 @@ export class HttpApi {
 
   /**
    * Apply one op or an array of ops (all or none): `{ok, seq, applied, ...}`.
-   * `{returnState: true}` adds the new state to the answer.
+   * `{returnState: true}` adds the new state to the answer; `{origin}` gives
+   * every op that names none of its own that origin (docs/data-model.md#origins).
    */
-  apply(id, op, { returnState = false } = {}) {
+  apply(id, op, { returnState = false, origin } = {}) {
     return this.request('POST', `${crdtPath(this.config, id)}/ops`, {
       body: op,
-      query: returnState ? { return: 'state' } : undefined,
+      query: { return: returnState ? 'state' : undefined, origin },
     });
   }
 
   /**
    * Retained ops, newest first (docs/http-api.md#history-and-restore):
-   * `{seq, oldest, ops: [{seq, client_id, ts, op}], next}`; pass `next` as `before`.
+   * `{seq, oldest, ops: [{seq, client_id, ts, op, origin?}], next}`; pass `next`
+   * as `before`. `clientId` and/or `origin`: only that writer's ops.
    */
-  history(id, { before, limit } = {}) {
-    return this.request('GET', `${crdtPath(this.config, id)}/history`, { query: { before, limit } });
+  history(id, { before, limit, clientId, origin } = {}) {
+    return this.request('GET', `${crdtPath(this.config, id)}/history`, {
+      query: { before, limit, client_id: clientId, origin },
+    });
   }
 
   /**
@@ -102,6 +106,20 @@ export class HttpApi {
     const body = { seq };
     if (opId !== undefined) body.op_id = opId;
     return this.request('POST', `${crdtPath(this.config, id)}/restore`, { body });
+  }
+
+  /**
+   * Take back one writer's ops (docs/revert.md): `{ok, seq, applied, matched,
+   * since_seq, until_seq}`. Name the writer by `clientId`, `origin` or both;
+   * 409 `not_revertible` for gcounter and presence; with `opId` a repeat answers as the first.
+   */
+  revert(id, { clientId, origin, sinceSeq, untilSeq, opId } = {}) {
+    if (clientId === undefined && origin === undefined) {
+      throw new TypeError('a revert names whose ops to take back: clientId, origin or both');
+    }
+    const fields = { client_id: clientId, origin, since_seq: sinceSeq, until_seq: untilSeq, op_id: opId };
+    const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
+    return this.request('POST', `${crdtPath(this.config, id)}/revert`, { body });
   }
 
   /** Delete a CRDT (namespace admin). */

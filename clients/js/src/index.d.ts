@@ -104,9 +104,36 @@ export interface HistoryPage {
   seq: number;
   /** The oldest seq `at()` can read (0: from the start). */
   oldest: number;
-  ops: { seq: number; client_id: number; ts: number; op: Record<string, unknown>; op_id?: string }[];
+  ops: {
+    seq: number;
+    client_id: number;
+    ts: number;
+    op: Record<string, unknown>;
+    op_id?: string;
+    origin?: string;
+    reverts?: { client_id?: number; origin?: string; since_seq: number; until_seq: number };
+  }[];
   /** Pass as `before` for the older page; null at the end. */
   next: number | null;
+}
+
+export interface RevertAnswer {
+  ok: true;
+  seq: number;
+  applied?: number;
+  /** The writer's ops in the span that were taken back. */
+  matched?: number;
+  since_seq?: number;
+  until_seq?: number;
+  duplicate?: true;
+}
+
+export interface RevertOptions {
+  clientId?: number;
+  origin?: string;
+  sinceSeq?: number;
+  untilSeq?: number;
+  opId?: string;
 }
 
 export interface RestoreAnswer {
@@ -123,13 +150,15 @@ export class HttpApi {
   /** The state, or null when the CRDT does not exist. */
   read(id: string, options?: { format?: 'crdt' }): Promise<ReadState | null>;
   list(options?: { prefix?: string; limit?: number; cursor?: string }): Promise<{ crdts: { id: string; type: CrdtType; seq: number }[]; next: string | null }>;
-  apply(id: string, op: Op | Op[], options?: { returnState?: boolean }): Promise<OpAnswer>;
+  apply(id: string, op: Op | Op[], options?: { returnState?: boolean; origin?: string }): Promise<OpAnswer>;
   deleteCrdt(id: string): Promise<void>;
   tokenInfo(): Promise<TokenClaims>;
-  history(id: string, options?: { before?: number; limit?: number }): Promise<HistoryPage>;
+  history(id: string, options?: { before?: number; limit?: number; clientId?: number; origin?: string }): Promise<HistoryPage>;
   /** The state right after op `seq`; rejects with SyncdError 410 `history_expired` when no longer kept. */
   at(id: string, seq: number, options?: { format?: 'crdt' }): Promise<ReadState>;
   restore(id: string, seq: number, options?: { opId?: string }): Promise<RestoreAnswer>;
+  /** Take back one writer's ops (docs/revert.md); throws TypeError when it names no writer. */
+  revert(id: string, options: RevertOptions): Promise<RevertAnswer>;
 }
 
 export interface Delta {
@@ -305,14 +334,24 @@ export interface ToolDefinition {
   input_schema: { type: 'object'; properties: Record<string, unknown>; required?: string[]; additionalProperties?: boolean };
 }
 export const TOOL_ACTIONS: Readonly<Record<CrdtType, readonly string[]>>;
-export function toolName(action: 'read' | 'increment' | 'set' | 'add', crdtId: string): string;
-export function parseToolName(name: string): { action: 'read' | 'increment' | 'set' | 'add'; crdtId: string } | null;
+export type ToolAction = 'read' | 'increment' | 'set' | 'add' | 'history' | 'restore' | 'revert';
+export const MAX_ORIGIN_LENGTH: number;
+export function toolName(action: ToolAction, crdtId: string): string;
+export function parseToolName(name: string): { action: ToolAction; crdtId: string } | null;
 export function buildTools(crdts: Array<[crdtId: string, type: CrdtType]>): ToolDefinition[];
 export function toOpenAiTools(tools: ToolDefinition[]): { type: 'function'; function: { name: string; description: string; parameters: ToolDefinition['input_schema'] } }[];
-export function executeTool(http: HttpApi, crdts: Array<[string, CrdtType]>, name: string, input?: Record<string, unknown>): Promise<unknown>;
+export function executeTool(
+  http: HttpApi,
+  crdts: Array<[string, CrdtType]>,
+  name: string,
+  input?: Record<string, unknown>,
+  options?: { origin?: string },
+): Promise<unknown>;
+/** With `{origin}`, every op the tools make carries that origin. */
 export function createAgentTools(
   http: HttpApi,
   crdts: Array<[string, CrdtType]>,
+  options?: { origin?: string },
 ): { definitions: ToolDefinition[]; execute(name: string, input?: Record<string, unknown>): Promise<unknown> };
 
 export class SyncdClient {
@@ -325,12 +364,13 @@ export class SyncdClient {
   readonly socket: SyncSocket;
   read(id: string, options?: { format?: 'crdt' }): Promise<ReadState | null>;
   list(options?: { prefix?: string; limit?: number; cursor?: string }): ReturnType<HttpApi['list']>;
-  apply(id: string, op: Op | Op[], options?: { returnState?: boolean }): Promise<OpAnswer>;
+  apply(id: string, op: Op | Op[], options?: { returnState?: boolean; origin?: string }): Promise<OpAnswer>;
   deleteCrdt(id: string): Promise<void>;
   tokenInfo(): Promise<TokenClaims>;
-  history(id: string, options?: { before?: number; limit?: number }): Promise<HistoryPage>;
+  history(id: string, options?: { before?: number; limit?: number; clientId?: number; origin?: string }): Promise<HistoryPage>;
   at(id: string, seq: number, options?: { format?: 'crdt' }): Promise<ReadState>;
   restore(id: string, seq: number, options?: { opId?: string }): Promise<RestoreAnswer>;
+  revert(id: string, options: RevertOptions): Promise<RevertAnswer>;
   increment(id: string, amount?: number, opts?: OpOptions): Promise<OpAnswer>;
   decrement(id: string, amount?: number, opts?: OpOptions): Promise<OpAnswer>;
   add(id: string, element: unknown, opts?: OpOptions): Promise<OpAnswer>;
@@ -349,7 +389,7 @@ export class SyncdClient {
   subscribe(id: string, options?: SubscribeOptions): ReturnType<SyncSocket['subscribe']>;
   send(id: string, op: Op | Op[]): Promise<Ack>;
   events(id: string, options?: ConstructorParameters<typeof EventStream>[2]): EventStream;
-  agentTools(crdts: Array<[string, CrdtType]>): ReturnType<typeof createAgentTools>;
+  agentTools(crdts: Array<[string, CrdtType]>, options?: { origin?: string }): ReturnType<typeof createAgentTools>;
   close(): void;
 }
 

@@ -17,6 +17,7 @@ export {
   buildTools,
   createAgentTools,
   executeTool,
+  MAX_ORIGIN_LENGTH,
   parseToolName,
   toolName,
   toOpenAiTools,

@@ -14,13 +14,22 @@ export const TOOL_PREFIX = 'service_';
 /** Actions per type beyond `read` (which every type has), in tool order. */
 export const TOOL_ACTIONS = Object.freeze({
   gcounter: ['increment', 'history'],
-  pncounter: ['increment', 'history', 'restore'],
-  lwwregister: ['set', 'history', 'restore'],
-  orset: ['add', 'history', 'restore'],
+  pncounter: ['increment', 'history', 'restore', 'revert'],
+  lwwregister: ['set', 'history', 'restore', 'revert'],
+  orset: ['add', 'history', 'restore', 'revert'],
   presence: ['history'],
-  rga: ['history', 'restore'],
-  tree: ['history', 'restore'],
+  rga: ['history', 'restore', 'revert'],
+  tree: ['history', 'restore', 'revert'],
+  ydoc: ['history', 'revert'],
 });
+
+/** The service's longest origin (docs/data-model.md#origins). */
+export const MAX_ORIGIN_LENGTH = 128;
+
+const WRITER = {
+  client_id: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Optional: only this writer's changes (its client id)." },
+  origin: { type: 'string', minLength: 1, maxLength: MAX_ORIGIN_LENGTH, description: 'Optional: only the changes made with this origin (a task, e.g. agent:x-1).' },
+};
 
 /** Changes one history call returns at most. */
 export const MAX_HISTORY_LIMIT = 50;
@@ -37,7 +46,7 @@ export function toolName(action, crdtId) {
 export function parseToolName(name) {
   if (typeof name !== 'string' || !name.startsWith(TOOL_PREFIX)) return null;
   const rest = name.slice(TOOL_PREFIX.length);
-  for (const action of ['read', 'increment', 'set', 'add', 'history', 'restore']) {
+  for (const action of ['read', 'increment', 'set', 'add', 'history', 'restore', 'revert']) {
     if (rest.startsWith(`${action}_`) && rest.length > action.length + 1) {
       return { action, crdtId: rest.slice(action.length + 1).replace(/_/g, '-') };
     }
@@ -107,7 +116,8 @@ function definition(action, crdtId, type) {
         name,
         description:
           `Look at the past of the ${type} "${crdtId}" (read-only). Without input: its latest changes, ` +
-          'newest first, each with its version (seq), who made it (client_id) and when (ts, ms). ' +
+          'newest first, each with its version (seq), who made it (client_id, and origin: the task, when it ' +
+          "named one) and when (ts, ms). With 'client_id' or 'origin': only that writer's changes. " +
           "With 'at': its state right after that version. With 'before': the changes older than that version.",
         input_schema: {
           type: 'object',
@@ -115,6 +125,24 @@ function definition(action, crdtId, type) {
             at: { type: 'integer', minimum: 0, description: 'Optional: read the state as of this version.' },
             before: { type: 'integer', minimum: 0, description: 'Optional: only changes older than this.' },
             limit: { type: 'integer', minimum: 1, maximum: MAX_HISTORY_LIMIT, description: 'How many changes at most (default 10).' },
+            ...WRITER,
+          },
+          additionalProperties: false,
+        },
+      };
+    case 'revert':
+      return {
+        name,
+        description:
+          `Take back the changes one writer made to the ${type} "${crdtId}" (by client_id, origin, or both), ` +
+          "keeping everyone else's changes, by applying new ones (needs write permission). Find the writer " +
+          'with the history tool first. Returns how many changes were taken back.',
+        input_schema: {
+          type: 'object',
+          properties: {
+            ...WRITER,
+            since_seq: { type: 'integer', minimum: 0, description: 'Optional: only changes from this version on.' },
+            until_seq: { type: 'integer', minimum: 0, description: 'Optional: only changes up to this version.' },
           },
           additionalProperties: false,
         },
@@ -172,7 +200,7 @@ export function toOpenAiTools(tools) {
  * Returns the state for `read` (null when absent or on any error status, as
  * the Python client's tools do) and the server's answer for ops.
  */
-export async function executeTool(http, crdts, name, input = {}) {
+export async function executeTool(http, crdts, name, input = {}, { origin } = {}) {
   const parsed = parseToolName(name);
   if (!parsed) throw new SyncdError('unknown_tool', `not a service tool: ${name}`);
   const { action, crdtId } = parsed;
@@ -194,17 +222,17 @@ export async function executeTool(http, crdts, name, input = {}) {
     case 'increment': {
       const op = { op: 'increment', type };
       if (args.amount !== undefined) op.amount = args.amount;
-      return http.apply(crdtId, op);
+      return http.apply(crdtId, op, { origin });
     }
     case 'set': {
       if (!('value' in args)) throw new SyncdError('invalid_op', 'value: required');
       const op = { op: 'set', type, value: args.value };
       if (args.client_id !== undefined) op.client_id = args.client_id;
-      return http.apply(crdtId, op);
+      return http.apply(crdtId, op, { origin });
     }
     case 'add': {
       if (!('element' in args)) throw new SyncdError('invalid_op', 'element: required');
-      return http.apply(crdtId, { op: 'add', type, element: args.element });
+      return http.apply(crdtId, { op: 'add', type, element: args.element }, { origin });
     }
     case 'history': {
       if (args.at !== undefined) return http.at(crdtId, args.at);
@@ -212,7 +240,18 @@ export async function executeTool(http, crdts, name, input = {}) {
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) {
         throw new SyncdError('invalid_op', `limit: a whole number from 1 to ${MAX_HISTORY_LIMIT}`);
       }
-      return http.history(crdtId, { before: args.before, limit });
+      return http.history(crdtId, { before: args.before, limit, clientId: args.client_id, origin: args.origin });
+    }
+    case 'revert': {
+      if (args.client_id === undefined && args.origin === undefined) {
+        throw new SyncdError('invalid_op', 'client_id, origin: name whose changes to take back');
+      }
+      return http.revert(crdtId, {
+        clientId: args.client_id,
+        origin: args.origin,
+        sinceSeq: args.since_seq,
+        untilSeq: args.until_seq,
+      });
     }
     case 'restore': {
       if (!Number.isInteger(args.seq) || args.seq < 0) throw new SyncdError('invalid_op', 'seq: required, a whole number');
@@ -223,9 +262,15 @@ export async function executeTool(http, crdts, name, input = {}) {
   }
 }
 
-/** Definitions and an executor bound to one client and one list of pairs. */
-export function createAgentTools(http, crdts) {
+/**
+ * Definitions and an executor bound to one client and one list of pairs.
+ * `{origin: 'agent:task-1'}`: every op the tools make carries that origin.
+ */
+export function createAgentTools(http, crdts, { origin } = {}) {
+  if (origin !== undefined && (typeof origin !== 'string' || !origin || origin.length > MAX_ORIGIN_LENGTH)) {
+    throw new TypeError(`origin: a string of 1 to ${MAX_ORIGIN_LENGTH} characters`);
+  }
   const definitions = buildTools(crdts);
   const frozen = crdts.map(([id, type]) => [id, type]);
-  return { definitions, execute: (name, input) => executeTool(http, frozen, name, input) };
+  return { definitions, execute: (name, input) => executeTool(http, frozen, name, input, { origin }) };
 }

@@ -16,6 +16,7 @@ describe('tool names', () => {
     assert.equal(parseToolName('service_read_'), null);
     assert.equal(parseToolName('other_read_x'), null);
     assert.equal(parseToolName('service_delete_x'), null);
+    assert.deepEqual(parseToolName('service_revert_doc'), { action: 'revert', crdtId: 'doc' });
   });
 
   test('definitions per type, in the input_schema shape', () => {
@@ -38,22 +39,27 @@ describe('tool names', () => {
         'service_increment_balance',
         'service_history_balance',
         'service_restore_balance',
+        'service_revert_balance',
         'service_read_theme',
         'service_set_theme',
         'service_history_theme',
         'service_restore_theme',
+        'service_revert_theme',
         'service_read_cart_42',
         'service_add_cart_42',
         'service_history_cart_42',
         'service_restore_cart_42',
+        'service_revert_cart_42',
         'service_read_room',
         'service_history_room',
         'service_read_doc',
         'service_history_doc',
         'service_restore_doc',
+        'service_revert_doc',
         'service_read_outline',
         'service_history_outline',
         'service_restore_outline',
+        'service_revert_outline',
       ],
     );
     const set = tools.find((t) => t.name === 'service_set_theme');
@@ -141,5 +147,32 @@ describe('tools against a real server', { skip: serverMissing() ?? false }, () =
     assert.equal((await tools.execute('service_restore_hist', { seq: 3 })).ok, true);
     assert.equal((await client.read('hist')).value, 13);
     await assert.rejects(tools.execute('service_restore_g', { seq: 0 }), { code: 'unknown_tool' });
+  });
+
+  test('an agent with an origin, reviewed and reverted by tools', async () => {
+    const agentClient = new SyncdClient({ baseUrl: server.url, token: await server.token({ clientId: 9 }), namespace: 'ns1' });
+    const agent = agentClient.agentTools([['basket', 'orset']], { origin: 'agent:js-1' });
+    const supervisor = client.agentTools([['basket', 'orset']]);
+    await client.add('basket', 'milk', { type: 'orset' });
+    await agent.execute('service_add_basket', { element: 'caviar' });
+    await client.add('basket', 'bread', { type: 'orset' });
+    const changes = await supervisor.execute('service_history_basket', { origin: 'agent:js-1' });
+    assert.deepEqual(changes.ops.map((o) => [o.client_id, o.origin]), [[9, 'agent:js-1']]);
+    assert.equal((await supervisor.execute('service_history_basket', { client_id: 5 })).ops.length, 2);
+    const answer = await supervisor.execute('service_revert_basket', { origin: 'agent:js-1' });
+    assert.equal(answer.matched, 1);
+    assert.deepEqual((await client.read('basket')).value, ['bread', 'milk']);
+    await assert.rejects(supervisor.execute('service_revert_basket', {}), { code: 'invalid_op' });
+    assert.throws(() => client.agentTools([['basket', 'orset']], { origin: '' }), TypeError);
+    // The methods: a batch's origin, a filtered page, a revert by client with an op id.
+    await client.apply('notes', { op: 'insert', index: 0, text: 'hi', type: 'rga' });
+    await client.apply('notes', [{ op: 'insert', index: 2, text: '!' }], { origin: 'bot' });
+    assert.deepEqual((await client.history('notes', { origin: 'bot' })).ops.map((o) => o.seq), [2]);
+    const reverted = await client.revert('notes', { clientId: 5, origin: 'bot', opId: 'js-r1' });
+    assert.equal(reverted.applied, 1);
+    assert.equal((await client.read('notes')).text, 'hi');
+    assert.equal((await client.revert('notes', { origin: 'bot', opId: 'js-r1' })).duplicate, true);
+    assert.throws(() => client.revert('notes', {}), TypeError);
+    agentClient.close();
   });
 });
