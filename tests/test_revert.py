@@ -1,14 +1,17 @@
-"""The revert service (syncd/revert.py) on a real server: over CRDTs that keep
-leaving memory (a budget of one byte), across a restart, and when ops land
+"""The revert service (syncd/revert.py) on a real server, for every revertible
+type: over CRDTs that keep leaving memory (a budget of one byte), across a
+restart, and when ops land
 between reading the window and computing the revert (the revert is then
 computed on the state it read, and those ops are concurrent to it)."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
 import httpx
+from pycrdt import Doc, Text
 
 from syncd.auth.authenticator import ROOT
 from syncd.store.base import Record
@@ -22,18 +25,85 @@ TINY_MB = 1e-6
 soon as nothing holds it."""
 
 
+def _yjs(doc: Doc[Any], edit: Any) -> dict[str, Any]:
+    state = doc.get_state()
+    edit(doc.get("content", type=Text))
+    return {"op": "update", "update": base64.b64encode(doc.get_update(state)).decode()}
+
+
+Case = tuple[str, list[tuple[int, dict[str, Any]]], str, Any]
+
+
+def _cases() -> list[Case]:
+    """Per revertible type: (id, writes by HUMAN or AGENT, the read field, its
+    value once the agent is reverted). The agent's ops carry the origin a1."""
+    person, bot = Doc(), Doc()
+    typed = _yjs(person, lambda t: t.insert(0, "typed"))
+    bot.apply_update(base64.b64decode(typed["update"]))
+    outline = {"id": "root", "data": {}, "children": [{"id": "intro", "data": {}, "children": []}]}
+    return [
+        (
+            "rg:doc",
+            [
+                (HUMAN, {"op": "insert", "index": 0, "text": "one two three"}),
+                (AGENT, {"op": "delete", "index": 4, "count": 4}),
+                (HUMAN, {"op": "insert", "index": 0, "text": "> "}),
+                (AGENT, {"op": "insert", "index": 2, "text": "AI "}),
+            ],
+            "text",
+            "> one two three",
+        ),
+        (
+            "or:tags",
+            [
+                (HUMAN, {"op": "add", "element": "draft"}),
+                (AGENT, {"op": "remove", "element": "draft"}),
+                (AGENT, {"op": "add", "element": "ai"}),
+            ],
+            "value",
+            ["draft"],
+        ),
+        (
+            "pn:votes",
+            [(HUMAN, {"op": "increment", "amount": 3}), (AGENT, {"op": "increment", "amount": 40})],
+            "value",
+            3,
+        ),
+        (
+            "lw:title",
+            [(HUMAN, {"op": "set", "value": "Plan"}), (AGENT, {"op": "set", "value": "AI plan"})],
+            "value",
+            "Plan",
+        ),
+        (
+            "tr:outline",
+            [
+                (HUMAN, {"op": "add", "id": "intro"}),
+                (AGENT, {"op": "add", "id": "ai", "parent": "intro"}),
+                (AGENT, {"op": "update", "id": "intro", "data": {"by": "ai"}}),
+            ],
+            "value",
+            outline,
+        ),
+        (
+            "yd:page",
+            [(HUMAN, typed), (AGENT, _yjs(bot, lambda t: t.insert(5, " by AI")))],
+            "root",
+            "typed",
+        ),
+    ]
+
+
 async def _story(client: httpx.AsyncClient) -> tuple[dict[str, str], str]:
-    """A human and an agent edit rg:doc and or:tags; the text to expect back."""
+    """A human and an agent edit a CRDT of every revertible type; the text of
+    rg:doc to expect back."""
     human = await issue(client, client_id=HUMAN)
     agent = await issue(client, client_id=AGENT)
-    await op(client, human, "rg:doc", {"op": "insert", "index": 0, "text": "one two three"})
-    await op(client, agent, "rg:doc", {"op": "delete", "index": 4, "count": 4}, query="?origin=a1")
-    await op(client, human, "rg:doc", {"op": "insert", "index": 0, "text": "> "})
-    await op(
-        client, agent, "rg:doc", {"op": "insert", "index": 2, "text": "AI "}, query="?origin=a1"
-    )
-    await op(client, human, "or:tags", {"op": "add", "element": "draft"})
-    await op(client, agent, "or:tags", {"op": "remove", "element": "draft", "origin": "a1"})
+    for crdt_id, writes, _, _ in _cases():
+        for who, body in writes:
+            h, query = (human, "") if who == HUMAN else (agent, "?origin=a1")
+            r = await op(client, h, crdt_id, body, query=query)
+            assert r.status_code == 200, r.text
     return human, "> one two three"
 
 
@@ -43,17 +113,28 @@ async def _revert(client: httpx.AsyncClient, h: dict[str, str], crdt_id: str) ->
     return r.json()
 
 
+async def _check(client: httpx.AsyncClient, h: dict[str, str], case: Case) -> None:
+    crdt_id, _, field, expected = case
+    if field == "root":
+        url = f"{BASE}/{crdt_id}?root=content&as=text"
+        assert (await client.get(url, headers=h)).json()["value"] == expected, crdt_id
+    else:
+        assert (await client.get(f"{BASE}/{crdt_id}", headers=h)).json()[field] == expected
+
+
+async def _revert_all(client: httpx.AsyncClient, human: dict[str, str]) -> None:
+    """Revert the agent on each CRDT (at least one op applied) and check it."""
+    for case in _cases():
+        assert (await _revert(client, human, case[0]))["applied"] >= 1, case[0]
+        await _check(client, human, case)
+
+
 async def test_revert_of_crdts_that_keep_leaving_memory(make_server: Any) -> None:
     server: RunningServer = await make_server(memory_budget_mb=TINY_MB)
     async with httpx.AsyncClient(base_url=server.url) as client:
-        human, text = await _story(client)
+        human, _ = await _story(client)
         assert server.app.residency.stats.evictions > 0
-        assert (await _revert(client, human, "rg:doc"))["applied"] == 2
-        assert (await _revert(client, human, "or:tags"))["applied"] == 1
-        doc = (await client.get(f"{BASE}/rg:doc", headers=human)).json()
-        assert doc["text"] == text
-        tags = (await client.get(f"{BASE}/or:tags", headers=human)).json()
-        assert tags["value"] == ["draft"]
+        await _revert_all(client, human)
         assert (await _revert(client, human, "rg:doc"))["matched"] == 0  # taken back already
 
 
@@ -67,12 +148,12 @@ async def test_revert_after_a_restart_and_its_ops_survive_the_next(
     await server.server.shutdown()
     again: RunningServer = await make_server(data_dir=data_dir)
     async with httpx.AsyncClient(base_url=again.url) as client:
-        answer = await _revert(client, human, "rg:doc")
-        assert answer["applied"] == 2 and answer["since_seq"] == 1
+        await _revert_all(client, human)
     await again.server.shutdown()
     third: RunningServer = await make_server(data_dir=data_dir)
     async with httpx.AsyncClient(base_url=third.url) as client:
-        assert (await client.get(f"{BASE}/rg:doc", headers=human)).json()["text"] == text
+        for case in _cases():
+            await _check(client, human, case)
         page = (await client.get(f"{BASE}/rg:doc/history?origin=revert", headers=human)).json()
         assert [o["reverts"]["origin"] for o in page["ops"]] == ["a1", "a1"]
         assert (await _revert(client, human, "rg:doc"))["matched"] == 0

@@ -1,13 +1,18 @@
 """Revert on PostgreSQL: the history comes from the ``ops`` rows, the revert
-may be asked of a node other than the one that took the ops, and its ops
-reach every node (and a node started afterwards) like any write."""
+may be asked of a node other than the one that took the ops (every
+revertible type), and its ops reach every node (and a node started
+afterwards) like any write."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
+
+from pycrdt import Doc, Text
 
 from syncd.app import App
 from syncd.auth.authenticator import Principal
+from syncd.crdt.ydoc import YDoc, root_view
 from syncd.history import Writer
 from tests.store.pgnodes import NS, StartNode, eventually, load
 from tests.ws.support import mint
@@ -66,3 +71,48 @@ async def test_a_revert_on_another_node_reaches_every_node(start_node: StartNode
         NS, "rg:doc", Writer(client_id=AGENT), None, None, principal(c, HUMAN), None, "http"
     )
     assert later["matched"] == 0  # taken back already, whichever node asks
+
+
+async def test_every_revertible_type_through_another_node(start_node: StartNode) -> None:
+    a = await start_node("a")
+    b = await start_node("b")
+    human, agent = principal(a, HUMAN), principal(a, AGENT)
+    person, bot = Doc(), Doc()
+    typed = _yjs(person, lambda t: t.insert(0, "typed"))
+    bot.apply_update(base64.b64decode(typed["update"]))
+    cases: list[tuple[str, list[tuple[Principal, dict[str, Any]]]]] = [
+        ("pn:v", [(human, {"op": "increment", "amount": 3}), (agent, {"op": "decrement"})]),
+        ("or:s", [(human, {"op": "add", "element": 1}), (agent, {"op": "remove", "element": 1})]),
+        ("lw:r", [(human, {"op": "set", "value": "h"}), (agent, {"op": "set", "value": "a"})]),
+        ("tr:t", [(human, {"op": "add", "id": "n"}), (agent, {"op": "delete", "id": "n"})]),
+        ("yd:d", [(human, typed), (agent, _yjs(bot, lambda t: t.insert(0, "AI ")))]),
+    ]
+    for crdt_id, writes in cases:
+        for who, body in writes:
+            await a.service.apply_ops(NS, crdt_id, body, who, "http")
+        before_revert = a.engine.read(NS, crdt_id, full=True)
+        assert before_revert is not None
+        await load(b, crdt_id)
+        await _holds(b, crdt_id, before_revert)
+        answer = await b.reverts.revert(
+            NS, crdt_id, Writer(client_id=AGENT), None, None, principal(b, HUMAN), None, "http"
+        )
+        assert answer["applied"] >= 1, crdt_id
+        on_b = b.engine.read(NS, crdt_id, full=True)
+        await _holds(a, crdt_id, on_b)
+    values = {crdt_id: (a.engine.read(NS, crdt_id) or {}).get("value") for crdt_id, _ in cases}
+    assert values["pn:v"] == 3 and values["or:s"] == [1] and values["lw:r"] == "h"
+    assert [c["id"] for c in values["tr:t"]["children"]] == ["n"]
+    entry = a.engine.get(NS, "yd:d")
+    assert entry is not None and isinstance(entry.crdt, YDoc)
+    assert root_view(entry.crdt.encoded(), "content", "text") == "typed"
+
+
+async def _holds(app: App, crdt_id: str, state: Any) -> None:
+    await eventually(lambda: app.engine.read(NS, crdt_id, full=True) == state)
+
+
+def _yjs(doc: Doc[Any], edit: Any) -> dict[str, Any]:
+    state = doc.get_state()
+    edit(doc.get("content", type=Text))
+    return {"op": "update", "update": base64.b64encode(doc.get_update(state)).decode()}
