@@ -17,7 +17,7 @@ from pycrdt import Doc, Text, create_sync_message, create_update_message
 
 from syncd.crdt.engine import Engine, state_bytes
 from syncd.crdt.types import PREFIXES, TYPES, crdt_class
-from syncd.quotas import OP_GROWTH_OVERHEAD, TRIMMING_OPS
+from syncd.quotas import OP_GROWTH_OVERHEAD, TRIMMING_OPS, Limits, Quotas
 from tests.conftest import RunningServer, Subprocess
 from tests.http.support import ADMIN_HEADERS, issue, op
 from tests.store.pgnodes import pg_db, pg_url, schema
@@ -96,17 +96,21 @@ def _random_ops(type_name: str, rng: random.Random, i: int) -> dict[str, Any]:
 @pytest.mark.parametrize("type_name", sorted(TYPES))
 def test_no_op_grows_a_state_by_more_than_its_size_and_the_overhead(type_name: str) -> None:
     engine = Engine()
+    quotas = Quotas(Limits(), engine)
     rng = random.Random(type_name)
     prefix = next(p for p, t in PREFIXES.items() if t == type_name)
     crdt_id = f"{prefix}x"
     before = 0
     for i in range(300):
         body = _random_ops(type_name, rng, i)
-        engine.apply(engine.plan("ns", crdt_id, body), rng.randint(1, 40))
+        plan = engine.plan("ns", crdt_id, body)
+        bound = quotas.growth(plan)
+        assert bound <= len(msgpack.packb(body)) + OP_GROWTH_OVERHEAD
+        engine.apply(plan, rng.randint(1, 40))
         entry = engine.get("ns", crdt_id)
         assert entry is not None
         now = state_bytes(entry.crdt.state())
-        assert now - before <= len(msgpack.packb(body)) + OP_GROWTH_OVERHEAD, (i, body)
+        assert now - before <= bound, (i, body)
         before = now
 
 
