@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from syncd.crdt.base import Base
 from syncd.crdt.engine import MAX_BATCH_OPS
 from syncd.crdt.types import crdt_class
 from syncd.errors import bad_request, not_found, not_restorable
@@ -168,14 +169,20 @@ class HistoryService:
             raise bad_request(f"at: seq {seq} is in the future (the CRDT is at seq {entry.seq})")
         if seq == entry.seq:
             return entry, entry.crdt.clone()
-        cls = crdt_class(entry.type)
+        _, base = await self.base_at(ns, crdt_id, seq)
+        return entry, base.crdt()
+
+    async def base_at(self, ns: str, crdt_id: str, seq: int) -> tuple[Entry, Base]:
+        """What rebuilds the CRDT right after op ``seq`` (at most its current
+        seq), unbuilt: the newest retained checkpoint at or before it and the
+        deltas after it. 410 ``history_expired`` when ``seq`` is older than
+        retained."""
+        entry = await self._entry(ns, crdt_id)
         checkpoint, records = await self._store.history_base(
-            ns, crdt_id, entry.epoch, entry.seq, seq
+            ns, crdt_id, entry.epoch, entry.seq, min(seq, entry.seq)
         )
-        crdt = cls.from_state(checkpoint["state"]) if checkpoint is not None else cls.new()
-        for record in records:
-            crdt.apply_delta(record["op"])
-        return entry, crdt
+        state = checkpoint["state"] if checkpoint is not None else None
+        return entry, Base(crdt_class(entry.type), state, [record["op"] for record in records])
 
     async def read_at(self, ns: str, crdt_id: str, seq: int, *, full: bool) -> dict[str, Any]:
         """The read answer as it was right after op ``seq``."""

@@ -9,14 +9,18 @@ record from ``since_seq`` to the newest durable one, through the store's
 history (``Store.history``, a page at a time), marks the writer's ops up to
 ``until_seq``, and asks the CRDT's type for the ordinary ops that take the
 marked ops' effects back where they are still in effect
-(``Crdt.revert_ops``: each type's rule is in docs/revert.md). The type asks
-for the *base*, the state right before the window, only when it needs it
-(``HistoryService.state_at``: a checkpoint and the ops after it).
+(``Crdt.revert_ops``: each type's rule is in docs/revert.md). A type whose
+rule reads the *base*, the state right before the window
+(``REVERT_BASE``), gets it unbuilt (``HistoryService.base_at``: a checkpoint
+and the deltas after it), so that it builds only what it reads.
 
-The ops are applied as the caller through the one op path
-(``CrdtService.apply_ops``): durable before the answer, and on to
-subscribers, webhooks and every cluster node like any write; they merge with
-what others write meanwhile as CRDT ops do. They carry the origin
+The ops are applied as the caller through the one op path: durable before
+the answer, and on to subscribers, webhooks and every cluster node like any
+write; they merge with what others write meanwhile as CRDT ops do. On a
+local store they are staged one at a time in the step that computed them
+and made durable in one append (``CrdtService.stage`` and ``persist``, as a
+WebSocket read's run of ops is); on PostgreSQL they go through
+``CrdtService.apply_ops`` in batches, ordered under the CRDT's row lock. They carry the origin
 :data:`REVERT_ORIGIN` and, in their records, ``reverts``: the writer and
 span they took back. A later revert leaves alone the ops an earlier one took
 back (whose ``reverts`` covers them and selects them) and, unless it names
@@ -45,7 +49,7 @@ from syncd.history import Writer
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
-    from syncd.crdt.base import Crdt, Step
+    from syncd.crdt.base import Base, Crdt, Step
     from syncd.crdt.engine import Entry
     from syncd.history import HistoryService
     from syncd.service import CrdtService
@@ -107,6 +111,12 @@ class RevertService:
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
         return entry
 
+    async def _same_life(self, ns: str, crdt_id: str, epoch: str) -> Entry:
+        entry = await self._entry(ns, crdt_id)
+        if entry.epoch != epoch:
+            raise not_found(f"{ns}/{crdt_id} was deleted during the revert")
+        return entry
+
     async def type_of(self, ns: str, crdt_id: str) -> str:
         """The CRDT's type (404 when there is none)."""
         return (await self._entry(ns, crdt_id)).type
@@ -162,26 +172,65 @@ class RevertService:
         }
         if not matched:
             return answer
-        ops = await self._ops(ns, crdt_id, epoch, last, start, window)
+        base = None
+        if crdt_class(entry.type).REVERT_BASE:
+            base = (await self._history.base_at(ns, crdt_id, start - 1))[1]
+        entry = await self._same_life(ns, crdt_id, epoch)
+        if entry.seq != last and base is None:
+            base = (await self._history.base_at(ns, crdt_id, start - 1))[1]
+            entry = await self._same_life(ns, crdt_id, epoch)
+        # No await from here until the ops are staged (a local store) or handed
+        # to the op path: the state they are computed on is the one they meet.
+        ops = self._ops(entry.crdt if entry.seq == last else None, window, base)
         if not ops:
-            answer["seq"] = (await self._entry(ns, crdt_id)).seq
+            answer["seq"] = entry.seq
             return answer
         ops = [{**op, "origin": REVERT_ORIGIN} for op in ops]
         if op_id is not None:
             ops = [{**op, "op_id": f"{op_id}/{i}"} for i, op in enumerate(ops)]
-        mark = {**writer.body(), "since_seq": start, "until_seq": end}
+        mark = {"reverts": {**writer.body(), "since_seq": start, "until_seq": end}}
+        if self._service.stages:
+            answer["seq"], answer["applied"] = await self._stage(
+                ns, crdt_id, ops, principal, source, mark
+            )
+            return answer
         for begin in range(0, len(ops), MAX_BATCH_OPS):
             result = await self._service.apply_ops(
-                ns,
-                crdt_id,
-                ops[begin : begin + MAX_BATCH_OPS],
-                principal,
-                source,
-                marks={"reverts": mark},
+                ns, crdt_id, ops[begin : begin + MAX_BATCH_OPS], principal, source, marks=mark
             )
             answer["applied"] += result.applied
             answer["seq"] = result.seq
         return answer
+
+    async def _stage(
+        self,
+        ns: str,
+        crdt_id: str,
+        ops: list[dict[str, Any]],
+        principal: Principal,
+        source: str,
+        marks: dict[str, Any],
+    ) -> tuple[int, int]:
+        """A local store: apply the ops one at a time in this loop step and
+        make them durable in one append (as a WebSocket read's run of ops is):
+        no copy of the CRDT for a batch, one wait for the disk. Every op's
+        permission is checked before the first is applied; an op refused
+        after that (none should be: they were made for this state) leaves
+        the ones before it applied, made durable, and raises."""
+        service = self._service
+        for begin in range(0, len(ops), MAX_BATCH_OPS):
+            plan = service.engine.plan(ns, crdt_id, ops[begin : begin + MAX_BATCH_OPS])
+            service.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        records: list[Record] = []
+        seq = applied = 0
+        try:
+            for op in ops:
+                result = service.stage(ns, crdt_id, op, principal, marks=marks)
+                records += result.records
+                seq, applied = result.seq, applied + result.applied
+        finally:
+            await service.persist(records, source)
+        return seq, applied
 
     async def _window(
         self, ns: str, crdt_id: str, entry: Entry, since: int | None
@@ -229,30 +278,14 @@ class RevertService:
             )
         return start, records
 
-    async def _ops(
-        self, ns: str, crdt_id: str, epoch: str, last: int, start: int, window: list[Step]
-    ) -> list[dict[str, Any]]:
-        """The type's revert ops, computed on the state at seq ``last``."""
-        entry = await self._entry(ns, crdt_id)
-        if entry.epoch != epoch:
-            raise not_found(f"{ns}/{crdt_id} was deleted during the revert")
-        if entry.seq == last:
-            # Nothing applied since the window was read, and no await from
-            # here to the answer: the state in memory is the state at ``last``.
-            ops = entry.crdt.revert_ops(window, None)
-            if ops is not None:
-                return ops
-        _, base = await self._history.state_at(ns, crdt_id, start - 1)
-        entry = await self._entry(ns, crdt_id)
-        if entry.epoch != epoch:
-            raise not_found(f"{ns}/{crdt_id} was deleted during the revert")
-        current: Crdt
-        if entry.seq == last:
-            current = entry.crdt
-        else:
-            current = base.clone()
+    @staticmethod
+    def _ops(now: Crdt | None, window: list[Step], base: Base | None) -> list[dict[str, Any]]:
+        """The type's revert ops, computed on the state at the window's last
+        seq: ``now`` when nothing was applied since the window was read, else
+        the base with the window replayed on it."""
+        if now is None:
+            assert base is not None
+            now = base.crdt().clone()
             for delta, _ in window:
-                current.apply_delta(delta)
-        ops = current.revert_ops(window, base)
-        assert ops is not None, "revert_ops asked for the base it was given"
-        return ops
+                now.apply_delta(delta)
+        return now.revert_ops(window, base)

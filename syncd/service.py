@@ -139,7 +139,15 @@ class CrdtService:
             self.loop.call_soon(self._after_durable, result.records, source)
         return result
 
-    def stage(self, ns: str, crdt_id: str, body: Any, principal: Principal) -> ApplyResult:
+    def stage(
+        self,
+        ns: str,
+        crdt_id: str,
+        body: Any,
+        principal: Principal,
+        *,
+        marks: dict[str, Any] | None = None,
+    ) -> ApplyResult:
         """Plan, authorize and apply ``body`` in memory (local stores only).
 
         The caller must hand the records to :meth:`persist` in the same loop
@@ -147,9 +155,10 @@ class CrdtService:
         and answer only once that returns. Several staged results may share
         one ``persist``: one append, one wait for the group commit. The CRDT
         must have been made resident (:meth:`ensure`) and held there
-        (``residency.hold``) by the caller.
+        (``residency.hold``) by the caller. ``marks`` as for :meth:`apply_ops`.
         """
         plan = self.engine.plan(ns, crdt_id, body)
+        plan.marks = marks
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()

@@ -32,6 +32,33 @@ Step = tuple[Mapping[str, Any], bool]
 """One op of a revert's window: its delta, and whether it is to be taken back."""
 
 
+class Base:
+    """The state right before a revert's window, as the store holds it: a
+    checkpoint's state (None: the empty state before the first op) and the
+    deltas after it, ascending. :meth:`crdt` builds it, once; a type that
+    needs only part of it may read ``state`` and ``deltas`` instead (an rga
+    looks up a few values without building a sequence of every element)."""
+
+    __slots__ = ("_built", "cls", "deltas", "state")
+
+    def __init__(
+        self, cls: type[Crdt], state: JSON | None, deltas: Sequence[Mapping[str, Any]]
+    ) -> None:
+        self.cls = cls
+        self.state = state
+        self.deltas = deltas
+        self._built: Crdt | None = None
+
+    def crdt(self) -> Crdt:
+        """The state as a CRDT object, shared by every caller: clone it to change it."""
+        if self._built is None:
+            crdt = self.cls.new() if self.state is None else self.cls.from_state(self.state)
+            for delta in self.deltas:
+                crdt.apply_delta(delta)
+            self._built = crdt
+        return self._built
+
+
 @dataclass(frozen=True, slots=True)
 class OpContext:
     """What the engine knows about an op that the op itself does not say."""
@@ -62,19 +89,22 @@ class Crdt(Protocol):
     REVERTIBLE: ClassVar[bool]
     """Whether :meth:`revert_ops` can take back one writer's ops."""
 
+    REVERT_BASE: ClassVar[bool]
+    """Whether :meth:`revert_ops` reads the base (the caller reads it first)."""
+
     @classmethod
     def new(cls) -> Self: ...
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         """Client ops (as :meth:`apply_op` takes them) that take back the
         effects of the *marked* ops of ``window`` that are still in effect in
         this state, and leave every other op's (docs/revert.md: each type's
-        rule). ``window`` is every op of this life from some seq up to this
-        state, in seq order, each a delta and whether it is to be taken
-        back; ``base`` is the state right before the window's first op. A
-        type that needs ``base`` and is given None returns None (the caller
-        then reads it and asks again); ``[]`` when nothing is in effect.
-        Raises ``ApiError`` 409 ``not_revertible`` for a type that cannot
+        rule); ``[]`` when nothing is in effect. ``window`` is every op of
+        this life from some seq up to this state, in seq order, each a delta
+        and whether it is to be taken back; ``base`` is the state right
+        before the window's first op, given when ``REVERT_BASE`` says the
+        type reads it (ValueError when it is missing then). Raises
+        ``ApiError`` 409 ``not_revertible`` for a type that cannot
         (``REVERTIBLE`` False). It never changes this state or ``base``."""
         ...
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.validate import amount_field, check_fields, op_fields, op_name
 from syncd.errors import invalid_op, not_restorable, not_revertible
 
@@ -72,6 +72,7 @@ class GCounter:
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = False
     REVERTIBLE: ClassVar[bool] = False
+    REVERT_BASE: ClassVar[bool] = False
 
     __slots__ = ("_counts", "_total")
 
@@ -120,7 +121,7 @@ class GCounter:
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         raise not_restorable("a grow-only counter only goes up: no op of it takes it back")
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         raise not_revertible(
             "a grow-only counter only goes up: no op of it takes a writer's increments back "
             "(use a pncounter for a count that must be revertible)"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.clock import MAX_CLOCK_SKEW_MS, next_stamp
 from syncd.crdt.validate import (
     MAX_SAFE_INTEGER,
@@ -36,6 +36,7 @@ class LWWRegister:
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
     REVERTIBLE: ClassVar[bool] = True
+    REVERT_BASE: ClassVar[bool] = True
 
     __slots__ = ("_client_id", "_timestamp", "_value")
 
@@ -107,15 +108,17 @@ class LWWRegister:
     def clone(self) -> Self:
         return type(self)(self._value, self._timestamp, self._client_id)
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         """When the value now is one a marked set wrote, set the value the
         register would hold without the marked sets: the winner among the
         base's and the unmarked sets (the latest written by someone else),
         or null when there is none. Stamped now, the set wins. A value
         another writer set since (or that outranks the marked sets) stays."""
         if base is None:
-            return None
-        without = base.clone()
+            raise ValueError("a register's revert reads the base")
+        start = base.crdt()
+        assert isinstance(start, LWWRegister)
+        without = start.clone()
         for delta, marked in window:
             if not marked:
                 without.apply_delta(delta)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.gcounter import counts_from, counts_state
 from syncd.crdt.validate import (
     MAX_ELEMENT_BYTES,
@@ -54,6 +54,7 @@ class ORSet:
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
     REVERTIBLE: ClassVar[bool] = True
+    REVERT_BASE: ClassVar[bool] = False
 
     __slots__ = ("_cloud", "_dots", "_values", "_vv")
 
@@ -219,7 +220,7 @@ class ORSet:
         ]
         return ops
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]]:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         """Membership as if the marked ops had not been made, for each element
         they touched: the last unmarked op on it decides (an add-wins set on
         one server is last-op-wins), else whether it was there before the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.gcounter import (
     INCREMENT_FIELDS,
     counts_from,
@@ -28,6 +28,7 @@ class PNCounter:
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
     REVERTIBLE: ClassVar[bool] = True
+    REVERT_BASE: ClassVar[bool] = False
 
     __slots__ = ("_n", "_p", "_value")
 
@@ -85,7 +86,7 @@ class PNCounter:
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         return _moves(target._value - self._value)
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         """The opposite of the marked ops' net amount: every increment and
         decrement stays in effect for good (the counts only grow), so all of
         them are taken back, whatever came after."""

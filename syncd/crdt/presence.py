@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.clock import next_stamp
 from syncd.crdt.validate import (
     MAX_ELEMENT_BYTES,
@@ -77,6 +77,7 @@ class Presence:
     RESTORABLE: ClassVar[bool] = False
     """A connection that wrote an ``update`` leaves when it goes away."""
     REVERTIBLE: ClassVar[bool] = False
+    REVERT_BASE: ClassVar[bool] = False
 
     __slots__ = ("_horizon", "_records")
 
@@ -205,7 +206,7 @@ class Presence:
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         raise not_restorable("presence is who is here now, kept alive by its clients: not history")
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         raise not_revertible(
             "presence is who is here now, kept alive by its clients: a writer's entry "
             "goes when it leaves or its ttl runs out, not by taking its past back"

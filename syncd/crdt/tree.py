@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.validate import (
     MAX_ELEMENT_BYTES,
     check_fields,
@@ -97,6 +97,7 @@ class Tree:
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
     REVERTIBLE: ClassVar[bool] = True
+    REVERT_BASE: ClassVar[bool] = True
 
     __slots__ = ("_children", "_log", "_nodes", "_pending", "_upto")
 
@@ -373,7 +374,7 @@ class Tree:
 
     # -- revert -------------------------------------------------------------
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         """The tree as if the marked ops had not been made, except those a
         later unmarked op depends on, reached by :meth:`restore_ops`.
 
@@ -386,10 +387,12 @@ class Tree:
         op is skipped or no marked op is left to keep. Their adds, moves,
         updates and deletes are then undone where nothing depends on them."""
         if base is None:
-            return None
+            raise ValueError("a tree's revert reads the base")
+        start = base.crdt()
+        assert isinstance(start, Tree)
         kept = [not marked for _, marked in window]
         while True:
-            target = base.clone()
+            target = start.clone()
             skipped: list[int] = []
             for i, (delta, marked) in enumerate(window):
                 if kept[i] and not target._do(delta) and not marked:

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Final, Self
 
 from pycrdt import Array, Doc, Map, Text, UndoManager, XmlFragment, get_state
 
-from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.validate import check_fields, op_fields, op_name, required
 from syncd.errors import ApiError, invalid_op, not_restorable
 
@@ -93,6 +93,7 @@ class YDoc:
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = False
     REVERTIBLE: ClassVar[bool] = True
+    REVERT_BASE: ClassVar[bool] = True
 
     __slots__ = ("_base", "_doc", "_since", "_since_bytes")
 
@@ -187,7 +188,7 @@ class YDoc:
     def clone(self) -> Self:
         return type(self)(self.encoded())
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         """One update that deletes the items the marked updates inserted and
         brings back, as new items with the same content at the same place,
         the items they deleted: Yjs's own undo (Yrs's UndoManager), run on a
@@ -204,11 +205,18 @@ class YDoc:
         document's difference from before the undo (its new items and its
         delete set)."""
         if base is None:
-            return None
+            raise ValueError("a Yjs document's revert reads the base")
         scratch: Doc[Any] = Doc(skip_gc=True)
         # Open the roots before any content arrives, as the same branches.
         scopes = [scratch.get(name, type=Text) for name in list(self._doc.keys())]
-        scratch.apply_update(base.encoded())
+        # The base goes in as its checkpoint and the updates after it: no
+        # document is built for it on the way.
+        if base.state is not None:
+            scratch.apply_update(binascii.a2b_base64(base.state["update"]))
+        for delta in base.deltas:
+            update = binascii.a2b_base64(delta["update"])
+            if update != EMPTY_UPDATE:
+                scratch.apply_update(update)
         undo = UndoManager(
             scopes=scopes, capture_timeout_millis=REVERT_CAPTURE_MS, timestamp=_no_time
         )

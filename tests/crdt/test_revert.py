@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pycrdt import Doc, Text
 
-from syncd.crdt.base import Crdt, Step
+from syncd.crdt.base import Base, Crdt, Step
 from syncd.crdt.gcounter import GCounter
 from syncd.crdt.lwwregister import LWWRegister
 from syncd.crdt.orset import ORSet
@@ -58,26 +58,28 @@ def run_two(
 
 def window_of(
     data: st.DataObject, cls: type[Crdt], server: Server, writers: list[int]
-) -> tuple[Crdt, list[Step]]:
-    """The base before a random seq, and the window from it with B's ops up
-    to a random seq marked."""
+) -> tuple[Crdt, list[Step], Base]:
+    """The state before a random seq; the window from it, with B's ops up to
+    a random seq marked; and that state as a store hands it over: a
+    checkpoint at a random earlier seq (or none) and the deltas after it."""
     n = len(server.deltas)
     since = data.draw(st.integers(1, n + 1), label="since")
     until = data.draw(st.integers(since - 1, n), label="until")
-    base = at(cls, server.deltas, since - 1)
+    state = at(cls, server.deltas, since - 1)
     window = [(server.deltas[i], writers[i] == B and i + 1 <= until) for i in range(since - 1, n)]
-    return base, window
+    checkpoint = data.draw(st.integers(0, since - 1), label="checkpoint")
+    stored = at(cls, server.deltas, checkpoint).state() if checkpoint else None
+    return state, window, Base(cls, stored, server.deltas[checkpoint : since - 1])
 
 
-def revert(server: Server, window: list[Step], base: Crdt) -> list[dict[str, Any]]:
-    """Ask as the service does (without the base first); apply the ops as a
-    client of their own, each of which must be accepted."""
-    before, base_before = server.crdt.state(), base.state()
-    ops = server.crdt.revert_ops(window, None)
-    if ops is None:
-        ops = server.crdt.revert_ops(window, base)
-    assert ops is not None
-    assert server.crdt.state() == before and base.state() == base_before, "revert_ops changed"
+def revert(server: Server, window: list[Step], base: Crdt | Base) -> list[dict[str, Any]]:
+    """Ask as the service does (the base only for a type that reads it);
+    apply the ops as a client of their own, each of which must be accepted."""
+    if not isinstance(base, Base):
+        base = Base(type(base), base.state(), [])
+    before = server.crdt.state()
+    ops = server.crdt.revert_ops(window, base if server.crdt.REVERT_BASE else None)
+    assert server.crdt.state() == before, "revert_ops changed the state"
     for op in ops:
         assert server.apply(REVERTER, op) is not None, f"revert op {op} was refused"
     return ops
@@ -128,13 +130,13 @@ def test_reverting_b_reads_as_a_replica_without_b(
     cls: type[Crdt], make_op: Any, data: st.DataObject
 ) -> None:
     server, writers = run_two(data, cls, make_op, max_ops=30)
-    base, window = window_of(data, cls, server, writers)
+    base, window, stored = window_of(data, cls, server, writers)
     n = len(server.deltas)
-    revert(server, window, base)
+    revert(server, window, stored)
     assert value(server.crdt) == expected_value(base, window)
     # Nothing marked: nothing to do.
     unmarked = [(delta, False) for delta, _ in window] + [(d, False) for d in server.deltas[n:]]
-    assert server.crdt.revert_ops(unmarked, base) == []
+    assert server.crdt.revert_ops(unmarked, Base(cls, base.state(), [])) == []
 
 
 def rga_expected(now: Rga, base: Rga, window: list[Step]) -> list[Any]:
@@ -167,10 +169,10 @@ def rga_expected(now: Rga, base: Rga, window: list[Step]) -> list[Any]:
 @given(data=st.data())
 def test_rga_reverting_b_keeps_a_text_in_place(data: st.DataObject) -> None:
     server, writers = run_two(data, Rga, rga_op, max_ops=40)
-    base, window = window_of(data, Rga, server, writers)
+    base, window, stored = window_of(data, Rga, server, writers)
     assert isinstance(server.crdt, Rga) and isinstance(base, Rga)
     expected = rga_expected(server.crdt, base, window)
-    revert(server, window, base)
+    revert(server, window, stored)
     assert value(server.crdt) == expected
 
 
@@ -257,7 +259,9 @@ def test_ydoc_reverting_b_keeps_a_text_in_place(data: st.DataObject) -> None:
     rga_window = list(zip(rga.deltas[since - 1 :], marks, strict=True))
     expected = "".join(rga_expected(rga.crdt, rga_base, rga_window))
     ydoc_window = list(zip(ydoc.deltas[since - 1 :], marks, strict=True))
-    revert(ydoc, ydoc_window, at(YDoc, ydoc.deltas, since - 1))
+    checkpoint = data.draw(st.integers(0, since - 1), label="checkpoint")
+    stored = at(YDoc, ydoc.deltas, checkpoint).state() if checkpoint else None
+    revert(ydoc, ydoc_window, Base(YDoc, stored, ydoc.deltas[checkpoint : since - 1]))
     assert isinstance(ydoc.crdt, YDoc)
     assert str(ydoc.crdt.doc.get("t", type=Text)) == expected
 
@@ -314,8 +318,8 @@ def test_tree_reverting_b_reads_as_a_replica_without_b_unless_a_depends(
     data: st.DataObject,
 ) -> None:
     server, writers = run_two(data, Tree, tree_op, max_ops=25)
-    base, window = window_of(data, Tree, server, writers)
-    revert(server, window, base)
+    base, window, stored = window_of(data, Tree, server, writers)
+    revert(server, window, stored)
     check_tree_invariant(server.crdt)
     if depends(window):
         TREE_CASES["dependent"] += 1
@@ -356,7 +360,7 @@ def test_lww_only_takes_back_a_value_that_is_theirs() -> None:
     server.apply(A, {"op": "set", "value": "human again"})  # someone else's, later: stays
     writers = [A, B, REVERTER, B, A]
     window = [(d, w == B) for d, w in zip(server.deltas, writers, strict=True)]
-    assert server.crdt.revert_ops(window, LWWRegister.new()) == []
+    assert server.crdt.revert_ops(window, Base(LWWRegister, None, [])) == []
 
 
 @pytest.mark.parametrize("cls", [GCounter, Presence], ids=["gcounter", "presence"])

@@ -15,8 +15,8 @@ by walking the whole sequence:
   made, that is when an unmarked op of the window inserted it, or it was
   visible in the *base* (the state right before the window). A deleted
   element keeps no content, so its value comes from that insert's delta or
-  from the base; only then is the base needed (the caller reads it on
-  demand: :func:`revert_ops` returns None to ask for it).
+  from the base, whose checkpoint runs and deltas are scanned for just those
+  elements (:func:`base_values`).
 
 A deleted element cannot come back under its id, so it comes back as a new
 one with the same value at the same place: right after the element before it
@@ -37,7 +37,7 @@ from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from syncd.crdt.base import Step
+from syncd.crdt.base import Base, Step
 from syncd.crdt.rga.ids import format_id
 from syncd.crdt.rga.sequence import Origin, RunSeq
 
@@ -61,7 +61,8 @@ class Spans:
         self._by_client.setdefault(client, []).append((start, start + n))
         self._sorted = False
 
-    def _normal(self) -> dict[int, list[tuple[int, int]]]:
+    def normal(self) -> dict[int, list[tuple[int, int]]]:
+        """Per client, the sorted, disjoint ``(start, end)`` intervals."""
         if not self._sorted:
             for client, spans in self._by_client.items():
                 spans.sort()
@@ -79,8 +80,8 @@ class Spans:
     def minus(self, other: Spans) -> Spans:
         """The elements here and not in ``other``."""
         out = Spans()
-        theirs = other._normal()
-        for client, spans in self._normal().items():
+        theirs = other.normal()
+        for client, spans in self.normal().items():
             cut = theirs.get(client, [])
             kept: list[tuple[int, int]] = []
             i = 0
@@ -101,12 +102,12 @@ class Spans:
 
     def spans(self) -> Iterator[tuple[int, int, int]]:
         """``(client, first, count)`` of each interval, by client and counter."""
-        for client, spans in sorted(self._normal().items()):
+        for client, spans in sorted(self.normal().items()):
             for start, end in spans:
                 yield client, start, end - start
 
     def __bool__(self) -> bool:
-        return any(self._normal().values())
+        return any(self.normal().values())
 
 
 class Contents:
@@ -148,49 +149,88 @@ def _content(delta: Mapping[str, Any]) -> Any:
     return text if text is not None else delta["values"]
 
 
-def revert_ops(
-    now: RunSeq, window: Sequence[Step], base: RunSeq | None
-) -> list[dict[str, Any]] | None:
+def _overlaps(spans: list[tuple[int, int]], lo: int, hi: int) -> Iterator[tuple[int, int]]:
+    """The parts of ``[lo, hi)`` inside the sorted, disjoint ``spans``."""
+    at = bisect_right(spans, (lo, hi)) - 1
+    if at < 0:
+        at = 0
+    while at < len(spans):
+        start, end = spans[at]
+        if start >= hi:
+            return
+        if end > lo:
+            yield max(start, lo), min(end, hi)
+        at += 1
+
+
+def base_values(base: Base, wanted: Spans) -> dict[Element, Value]:
+    """The values the ``wanted`` elements had in ``base``, for those visible
+    there: read off the checkpoint's runs and the deltas after it, without
+    building the sequence (a document of 100,000 elements takes tens of ms to
+    build; the few elements a revert brings back take a scan of its runs)."""
+    index = wanted.normal()
+    out: dict[Element, Value] = {}
+
+    def take(client: int, counter: int, content: Any) -> None:
+        spans = index.get(client)
+        if spans:
+            text = type(content) is str
+            for lo, hi in _overlaps(spans, counter, counter + len(content)):
+                for c in range(lo, hi):
+                    out[(client, c)] = (content[c - counter], text)
+
+    state = base.state
+    if state is not None:
+        for client, counter, _, content in state["runs"]:
+            if type(content) is not int:  # a count: deleted elements
+                take(client, counter, content)
+    for delta in base.deltas:
+        if delta["op"] == "insert":
+            take(delta["client"], delta["counter"], _content(delta))
+        else:
+            for client, first, count in delta["ranges"]:
+                spans = index.get(client)
+                if spans:
+                    for lo, hi in _overlaps(spans, first, first + count):
+                        for c in range(lo, hi):
+                            out.pop((client, c), None)
+    return out
+
+
+def revert_ops(now: RunSeq, window: Sequence[Step], base: Base) -> list[dict[str, Any]]:
     """The ops that take back the marked ops of ``window`` on ``now`` (see
-    the module docstring); None when the base is needed and not given."""
-    marked_ins, other_ins, marked_del, other_del = Spans(), Spans(), Spans(), Spans()
+    the module docstring)."""
+    marked_ins, marked_del, other_del = Spans(), Spans(), Spans()
     contents = Contents()
     for delta, marked in window:
         if delta["op"] == "insert":
             content = _content(delta)
-            client, first = delta["client"], delta["counter"]
             if marked:
-                marked_ins.add(client, first, len(content))
+                marked_ins.add(delta["client"], delta["counter"], len(content))
             else:
-                other_ins.add(client, first, len(content))
-                contents.add(client, first, content)
+                contents.add(delta["client"], delta["counter"], content)
         else:
             spans = marked_del if marked else other_del
             for client, first, count in delta["ranges"]:
                 spans.add(client, first, count)
     restore = marked_del.minus(other_del).minus(marked_ins)
-    from_base = restore.minus(other_ins)
-    if from_base and base is None:
-        return None
-    base_values: dict[Element, Value] = {}
-    if base is not None:
-        for client, first, count in from_base.spans():
-            for start, k, content, _ in base.pieces(client, first, count) or ():
-                if content is not None:
-                    text = type(content) is str
-                    for i in range(k):
-                        base_values[(client, start + i)] = (content[i], text)
     values: dict[Element, Value] = {}
     before: dict[Element, Origin] = {}
+    missing = Spans()
     for client, first, count in restore.spans():
         for start, k, _, prev in now.pieces(client, first, count) or ():
             for i in range(k):
-                element = (client, start + i)
-                value = contents.get(client, start + i) or base_values.get(element)
-                if value is not None:
+                counter = start + i
+                element = (client, counter)
+                before[element] = prev if i == 0 else (client, counter - 1)
+                value = contents.get(client, counter)
+                if value is None:
+                    missing.add(client, counter, 1)
+                else:
                     values[element] = value
-                    before[element] = prev if i == 0 else (client, start + i - 1)
-    ops = _inserts(values, before)
+    if missing:
+        values.update(base_values(base, missing))
+    ops = _inserts(values, {e: before[e] for e in values})
     ids = [
         format_id(client, start + i)
         for client, first, count in marked_ins.spans()

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
-from syncd.crdt.base import JSON, OpContext, Step
+from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.rga import revert
 from syncd.crdt.rga.ids import format_id, parse_id, rle_ids
 from syncd.crdt.rga.sequence import MAX_COUNTER, Origin, RunSeq
@@ -69,6 +69,7 @@ class Rga:
     DISCONNECT_OP: ClassVar[Mapping[str, Any] | None] = None
     RESTORABLE: ClassVar[bool] = True
     REVERTIBLE: ClassVar[bool] = True
+    REVERT_BASE: ClassVar[bool] = True
 
     __slots__ = ("_seq",)
 
@@ -275,9 +276,11 @@ class Rga:
 
     # -- revert and restore --------------------------------------------------------
 
-    def revert_ops(self, window: Sequence[Step], base: Self | None) -> list[dict[str, Any]] | None:
+    def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         """:func:`syncd.crdt.rga.revert.revert_ops` on this sequence."""
-        return revert.revert_ops(self._seq, window, None if base is None else base._seq)
+        if base is None:
+            raise ValueError("an rga's revert reads the base")
+        return revert.revert_ops(self._seq, window, base)
 
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         """Delete what was inserted (or is visible) now but not at the target;
