@@ -18,7 +18,7 @@ from syncd.auth.revocations import FileRevocationStore, Revocations, RevocationS
 from syncd.auth.tokens import SigningKey
 from syncd.config import Settings
 from syncd.crdt.engine import Engine
-from syncd.history import HistoryService
+from syncd.history.service import HistoryService
 from syncd.http.handlers import admin, cors, crdts, demo, events, health, openapi, tokens
 from syncd.http.handlers import history as history_routes
 from syncd.http.handlers import revert as revert_routes

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A revert names a writer (:class:`syncd.history.Writer`: a client id, an
+A revert names a writer (:class:`syncd.history.reads.Writer`: a client id, an
 origin, or both) and a span of seqs (``since_seq`` … ``until_seq``; by
 default everything retained). It reads the *window*, every retained op
 record from ``since_seq`` to the newest durable one, through the store's
@@ -45,13 +45,13 @@ from typing import TYPE_CHECKING, Any, Final
 from syncd.crdt.engine import MAX_BATCH_OPS
 from syncd.crdt.types import crdt_class
 from syncd.errors import bad_request, history_expired, not_found, not_revertible
-from syncd.history import Writer
+from syncd.history.reads import Writer
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
     from syncd.crdt.base import Base, Crdt, Step
     from syncd.crdt.engine import Entry
-    from syncd.history import HistoryService
+    from syncd.history.service import HistoryService
     from syncd.service import CrdtService
     from syncd.store.base import Record, Store
 

@@ -13,7 +13,7 @@ from pycrdt import Doc, Text
 from syncd.app import App
 from syncd.auth.authenticator import Principal
 from syncd.crdt.ydoc import YDoc, root_view
-from syncd.history import Writer
+from syncd.history.reads import Writer
 from tests.store.pgnodes import NS, StartNode, eventually, load
 from tests.ws.support import mint
 

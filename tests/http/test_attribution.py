@@ -13,7 +13,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-import syncd.history
+import syncd.history.reads
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
 from tests.ws.support import ws_url
@@ -103,7 +103,7 @@ async def test_a_filtered_page_stops_at_the_scan_bound(
 ) -> None:
     """A writer whose ops are far back: each page looks at MAX_HISTORY_SCAN
     records at most and says where to go on; following ``next`` finds them."""
-    monkeypatch.setattr(syncd.history, "MAX_HISTORY_SCAN", 10)
+    monkeypatch.setattr(syncd.history.reads, "MAX_HISTORY_SCAN", 10)
     rare = await issue(client, client_id=8)
     busy = await issue(client, client_id=7)
     await op(client, rare, "rg:doc", {"op": "insert", "index": 0, "text": "r"})

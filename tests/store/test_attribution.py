@@ -11,7 +11,7 @@ import msgpack
 
 from syncd.app import App
 from syncd.auth.authenticator import ROOT
-from syncd.history import Writer
+from syncd.history.reads import Writer
 from tests.conftest import base_settings
 from tests.store.pgnodes import NS, StartNode, op, sql_conn
 

@@ -11,7 +11,7 @@ from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
 from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
-from syncd.history import HistoryService
+from syncd.history.service import HistoryService
 from syncd.http.handlers.history import parse_seq
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response

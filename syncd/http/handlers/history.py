@@ -11,7 +11,8 @@ from syncd.auth.tokens import MAX_CLIENT_ID
 from syncd.crdt.engine import OP_ID_MAX_LEN
 from syncd.crdt.validate import check_origin, json_int
 from syncd.errors import bad_request
-from syncd.history import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, HistoryService, Writer
+from syncd.history.reads import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, Writer
+from syncd.history.service import HistoryService
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router

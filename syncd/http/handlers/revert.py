@@ -9,7 +9,7 @@ from syncd.auth.authenticator import Authenticator
 from syncd.auth.tokens import MAX_CLIENT_ID
 from syncd.crdt.validate import check_origin, json_int
 from syncd.errors import bad_request
-from syncd.history import Writer
+from syncd.history.reads import Writer
 from syncd.http.handlers.history import MAX_OP_ID
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response

@@ -1,0 +1,77 @@
+"""Restore: the ordinary ops that take a CRDT's current state to an earlier one.
+
+Theory of operation
+-------------------
+A restore is not a rewind. The type says which ops turn its current state
+into the target state (``Crdt.restore_ops``), and those ops are applied
+through the service like any client's (:meth:`CrdtService.apply_ops`):
+permission-checked, durable, replicated, broadcast, with webhooks, and merged
+with concurrent edits as CRDT ops are. They go in batches of at most
+``MAX_BATCH_OPS``, the engine's bound for one request.
+
+With an ``op_id`` the ops carry ``<op_id>/<i>``; a restore whose first op id
+the engine has seen already answers as the first did (:func:`repeated`), so a
+client may retry one safely.
+
+A type that cannot be restored (``RESTORABLE`` False) refuses with its own
+reason where it has one (its ``restore_ops`` raises), else 409
+``not_restorable`` (:func:`check_restorable`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from syncd.crdt.engine import MAX_BATCH_OPS
+from syncd.crdt.types import crdt_class
+from syncd.errors import not_restorable
+
+if TYPE_CHECKING:
+    from syncd.auth.authenticator import Principal
+    from syncd.crdt.base import Crdt
+    from syncd.crdt.engine import Entry
+    from syncd.service import CrdtService
+
+
+def check_restorable(entry: Entry) -> None:
+    """Raise when the CRDT's type cannot be restored."""
+    if not crdt_class(entry.type).RESTORABLE:
+        entry.crdt.restore_ops(entry.crdt)  # raises with the type's reason
+        raise not_restorable(f"{entry.type} cannot be restored")
+
+
+def repeated(entry: Entry, op_id: str | None, seq: int) -> dict[str, Any] | None:
+    """The answer of a restore with this ``op_id`` applied already, or None."""
+    if op_id is None:
+        return None
+    seen = entry.op_ids.get(f"{op_id}/0")
+    if seen is None:
+        return None
+    return {"ok": True, "seq": seen[0], "restored": seq, "duplicate": True}
+
+
+async def apply_restore(
+    service: CrdtService,
+    entry: Entry,
+    target: Crdt,
+    seq: int,
+    principal: Principal,
+    op_id: str | None,
+    source: str,
+) -> dict[str, Any]:
+    """Apply, as ``principal``, the ops that take ``entry`` (the CRDT now) to
+    ``target`` (its state at ``seq``); the restore's answer."""
+    ops = entry.crdt.restore_ops(target)
+    if not ops:
+        return {"ok": True, "seq": entry.seq, "applied": 0, "restored": seq}
+    if op_id is not None:
+        ops = [{**op, "op_id": f"{op_id}/{i}"} for i, op in enumerate(ops)]
+    applied = 0
+    last = entry.seq
+    for start in range(0, len(ops), MAX_BATCH_OPS):
+        result = await service.apply_ops(
+            entry.ns, entry.id, ops[start : start + MAX_BATCH_OPS], principal, source
+        )
+        applied += result.applied
+        last = result.seq
+    return {"ok": True, "seq": last, "applied": applied, "restored": seq}

@@ -1,0 +1,127 @@
+"""The history service: what the routes and the revert call for a CRDT's past.
+
+Theory of operation
+-------------------
+The store keeps the records and checkpoints (``store/history.py`` says what
+and for how long); :class:`HistoryService` turns them into answers, for the
+CRDT's current life (its entry in the engine, loaded on first use):
+
+- :meth:`HistoryService.page`: retained ops, newest first, with a cursor,
+  optionally only one writer's (``reads.py``);
+- :meth:`HistoryService.state_at` (``?at=``): the newest checkpoint at or
+  before the seq (never the beginning when a later one is retained) plus the
+  op records after it, applied as deltas to a fresh replica of the type;
+  :meth:`HistoryService.base_at` gives the same unbuilt, for a caller that
+  reads it without building a replica (the revert);
+- :meth:`HistoryService.restore`: the ops that take the current state to
+  that one, applied through the service (``restore.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from syncd.crdt.base import Base
+from syncd.crdt.types import crdt_class
+from syncd.errors import bad_request, not_found
+from syncd.history.reads import Writer, history_item, read_page
+from syncd.history.restore import apply_restore, check_restorable, repeated
+
+if TYPE_CHECKING:
+    from syncd.auth.authenticator import Principal
+    from syncd.crdt.base import Crdt
+    from syncd.crdt.engine import Engine, Entry
+    from syncd.service import CrdtService
+    from syncd.store.base import Store
+
+
+class HistoryService:
+    def __init__(self, *, engine: Engine, store: Store, service: CrdtService) -> None:
+        self._engine = engine
+        self._store = store
+        self._service = service
+
+    async def _entry(self, ns: str, crdt_id: str) -> Entry:
+        entry = await self._service.ensure(ns, crdt_id)
+        if entry is None:
+            raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
+        return entry
+
+    async def type_of(self, ns: str, crdt_id: str) -> str:
+        return (await self._entry(ns, crdt_id)).type
+
+    async def page(
+        self,
+        ns: str,
+        crdt_id: str,
+        before: int | None,
+        limit: int,
+        writer: Writer | None = None,
+    ) -> dict[str, Any]:
+        """Retained ops below ``before``, newest first, at most ``limit``;
+        with ``writer``, only that writer's (see ``reads.read_page``)."""
+        entry = await self._entry(ns, crdt_id)
+        epoch, latest = entry.epoch, entry.seq
+        records, oldest, after = await read_page(
+            self._store, ns, crdt_id, epoch, latest, before, limit, writer
+        )
+        return {
+            "id": crdt_id,
+            "type": entry.type,
+            "epoch": epoch,
+            "seq": latest,
+            "oldest": oldest,
+            "ops": [history_item(record) for record in records],
+            "next": after,
+        }
+
+    async def state_at(self, ns: str, crdt_id: str, seq: int) -> tuple[Entry, Crdt]:
+        """The CRDT right after op ``seq`` of its current life (a new object)."""
+        entry = await self._entry(ns, crdt_id)
+        if seq > entry.seq:
+            raise bad_request(f"at: seq {seq} is in the future (the CRDT is at seq {entry.seq})")
+        if seq == entry.seq:
+            return entry, entry.crdt.clone()
+        _, base = await self.base_at(ns, crdt_id, seq)
+        return entry, base.crdt()
+
+    async def base_at(self, ns: str, crdt_id: str, seq: int) -> tuple[Entry, Base]:
+        """What rebuilds the CRDT right after op ``seq`` (at most its current
+        seq), unbuilt: the newest retained checkpoint at or before it and the
+        deltas after it. 410 ``history_expired`` when ``seq`` is older than
+        retained."""
+        entry = await self._entry(ns, crdt_id)
+        checkpoint, records = await self._store.history_base(
+            ns, crdt_id, entry.epoch, entry.seq, min(seq, entry.seq)
+        )
+        state = checkpoint["state"] if checkpoint is not None else None
+        return entry, Base(crdt_class(entry.type), state, [record["op"] for record in records])
+
+    async def read_at(self, ns: str, crdt_id: str, seq: int, *, full: bool) -> dict[str, Any]:
+        """The read answer as it was right after op ``seq``."""
+        entry, crdt = await self.state_at(ns, crdt_id, seq)
+        head: dict[str, Any] = {"id": crdt_id, "type": entry.type, "seq": seq, "epoch": entry.epoch}
+        if full:
+            head["state"] = crdt.state()
+        else:
+            head.update(crdt.view(self._engine.now_ms()))
+        return head
+
+    async def restore(
+        self,
+        ns: str,
+        crdt_id: str,
+        seq: int,
+        principal: Principal,
+        op_id: str | None,
+        source: str,
+    ) -> dict[str, Any]:
+        """Apply the ops that make the current state equal the state at ``seq``."""
+        entry = await self._entry(ns, crdt_id)
+        check_restorable(entry)
+        answered = repeated(entry, op_id, seq)
+        if answered is not None:
+            return answered
+        _, target = await self.state_at(ns, crdt_id, seq)
+        entry = await self._entry(ns, crdt_id)  # the current one, after the wait
+        return await apply_restore(self._service, entry, target, seq, principal, op_id, source)
