@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from syncd.store.history_log import HistoryLog
+from syncd.store.history_files import HistoryFiles
 from syncd.store.log import fsync_dir, list_segments
 from syncd.store.snapshot import list_snapshots
 
@@ -62,7 +62,9 @@ class Plan:
     files: list[tuple[str, int]] = field(default_factory=list)
 
 
-def make_plan(data_dir: str, lsn: int, active: tuple[str, int] | None, history: HistoryLog) -> Plan:
+def make_plan(
+    data_dir: str, lsn: int, active: tuple[str, int] | None, history: HistoryFiles
+) -> Plan:
     """The files of a consistent copy (call in the store's I/O thread, where the
     log and the history are written): ``active`` is the log segment being
     appended to with its size now; history segments are fsynced and taken at

@@ -44,9 +44,9 @@ log after it, so restart time follows state size plus ``snapshot_every_bytes``,
 not history.
 
 *History.* After each durable write the same frames, and checkpoints of CRDTs
-due one, are appended to the history files (``filehistory.FileHistory``, not
-fsynced per write: the log is the truth; they are fsynced before the log drops
-segments, and what a crash took is appended again from the log at open).
+due one, are appended to the history files (``filestore_history.FileStoreHistory``,
+not fsynced per write: the log is the truth; they are fsynced before the log
+drops segments, and what a crash took is appended again from the log at open).
 ``history`` and ``history_base`` read them back for ``/history`` and ``?at=``;
 ``SERVICE_HISTORY_RETENTION`` says what compaction keeps.
 
@@ -93,9 +93,9 @@ from syncd.store.base import (
     StoreStats,
     Usage,
 )
-from syncd.store.filehistory import FileHistory, Written
+from syncd.store.filestore_history import FileStoreHistory, Written
 from syncd.store.history import DEFAULT_RETENTION, Retention
-from syncd.store.history_log import HISTORY_SEGMENT_BYTES
+from syncd.store.history_files import HISTORY_SEGMENT_BYTES
 from syncd.store.iothread import IoThread
 from syncd.store.log import (
     FLAG_BATCH_START,
@@ -396,7 +396,7 @@ class FileStore:
         self._packer = msgpack.Packer(use_bin_type=True)
         self._source: SnapshotSource | None = None
         self._entry: EntrySource | None = None
-        self._history = FileHistory(
+        self._history = FileStoreHistory(
             os.path.join(self.data_dir, "history"),
             history_retention or Retention.parse(DEFAULT_RETENTION),
             clock_ms or _wall_ms,
@@ -582,7 +582,7 @@ class FileStore:
 
             def plan() -> Plan:
                 active = writer.active_file()
-                return make_plan(self.data_dir, lsn, active, self._history.log)
+                return make_plan(self.data_dir, lsn, active, self._history.files)
 
             return await self._io.run(loop, plan), release
         except BaseException:
@@ -596,7 +596,7 @@ class FileStore:
 
     @property
     def history_bytes(self) -> int:
-        return self._history.log.total_bytes
+        return self._history.files.total_bytes
 
     async def append(self, records: Sequence[Record]) -> None:
         """Persist ``records`` in order; returns once durable, else raises 503."""
@@ -678,7 +678,7 @@ class FileStore:
                 await self._io.run(loop, self._history.write_hint, hint)
             except OSError as exc:
                 log.warning("writing the history index hint failed: %s", exc)
-        await self._io.run(loop, self._history.log.close)
+        await self._io.run(loop, self._history.files.close)
         self._closed = True
         self._release()
 
@@ -1043,7 +1043,7 @@ class FileStore:
             return 0  # the log is the only whole copy: it stays
         # The history must hold for good what the log is about to forget.
         try:
-            self._history.log.sync()
+            self._history.files.sync()
         except OSError as exc:
             self._history.fail(exc)
             return 0

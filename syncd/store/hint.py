@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The history files address every CRDT (``history_log.py``); the index over
+The history files address every CRDT (``history_files.py``); the index over
 them (``history.py``: per CRDT life, where each retained op and checkpoint
 lies) lives in memory. Rebuilding it means reading every frame of every
 segment, so start-up would grow with the history. As Bitcask does with its

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from syncd.store.backup import COPY_CHUNK_BYTES, FORMAT, MANIFEST
 from syncd.store.filestore import read_only_scan
-from syncd.store.history_log import HistoryLog
+from syncd.store.history_files import HistoryFiles
 from syncd.store.log import StoreCorruptError
 from syncd.store.snapshot import list_snapshots, read_snapshot
 
@@ -84,7 +84,7 @@ def verify(path: str) -> Report:
         report.last_lsn = scan.durable
     history_dir = os.path.join(path, "history")
     if os.path.isdir(history_dir):
-        files, records, damage = HistoryLog.check(history_dir)
+        files, records, damage = HistoryFiles.check(history_dir)
         report.history_files = files
         report.history_records = records
         report.problems += damage

@@ -268,12 +268,12 @@ def test_filestore_default_retention_is_the_documented_one(tmp_path: Path) -> No
 
 
 def test_a_batch_indexes_as_its_ops_would_one_by_one(tmp_path: Path) -> None:
-    """The batch indexer's fast path for runs of one CRDT (filehistory.py)
+    """The batch indexer's fast path for runs of one CRDT (filestore_history.py)
     gives the same index as one add_op per op: across runs, interleaved
     CRDTs, a gap, a copy of an op already held, a new life and a delete."""
     import random
 
-    from syncd.store.filehistory import FileHistory
+    from syncd.store.filestore_history import FileStoreHistory
 
     rng = random.Random(3)
     seqs = {"a": 0, "b": 0}
@@ -295,7 +295,7 @@ def test_a_batch_indexes_as_its_ops_would_one_by_one(tmp_path: Path) -> None:
         record["ts"] = lsn
         written.append((b"y" * rng.randint(30, 90), record, lsn))
 
-    batched = FileHistory(str(tmp_path / "a"), Retention.parse("1000ops"), lambda: 0, 1 << 20)
+    batched = FileStoreHistory(str(tmp_path / "a"), Retention.parse("1000ops"), lambda: 0, 1 << 20)
     for i in range(0, len(written), 37):
         batched._index_written(i * 100, written[i : i + 37])
     single = HistoryIndex()

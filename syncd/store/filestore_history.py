@@ -1,19 +1,19 @@
 """The embedded store's history: the index (``history.py``) over the history
-files (``history_log.py``), fed by the store's flush loop.
+files (``history_files.py``), fed by the store's flush loop.
 
 The store calls, in this order of a record's life:
 
-1. :meth:`FileHistory.checkpoints_for` when it queues records: checkpoint
+1. :meth:`FileStoreHistory.checkpoints_for` when it queues records: checkpoint
    frames for the CRDTs that are due one, made from the engine's entry right
    now (the store applies and queues in one loop step, so the entry is the
    state right after the CRDT's last queued record);
-2. :meth:`FileHistory.write` in the log's I/O thread right after the main
-   log's durable write of the same frames, then :meth:`FileHistory.indexed`
+2. :meth:`FileStoreHistory.write` in the log's I/O thread right after the main
+   log's durable write of the same frames, then :meth:`FileStoreHistory.indexed`
    back on the loop with where they went;
-3. :meth:`FileHistory.compact` after a snapshot, or when the history has grown
+3. :meth:`FileStoreHistory.compact` after a snapshot, or when the history has grown
    by a segment: the index forgets what retention allows and dead segments go.
 
-Reads (:meth:`FileHistory.page`, :meth:`FileHistory.base`) and compaction
+Reads (:meth:`FileStoreHistory.page`, :meth:`FileStoreHistory.base`) and compaction
 hold one asyncio lock, so no read meets a segment being deleted.
 
 If a history write fails the history is switched off until the next start
@@ -36,7 +36,7 @@ from syncd.store import hint as hint_file
 from syncd.store.base import EntrySource, Loaded, Record
 from syncd.store.catalogue import Catalogue
 from syncd.store.history import HistoryIndex, Life, Retention
-from syncd.store.history_log import HistoryLog, Scanned, split
+from syncd.store.history_files import HistoryFiles, Scanned, split
 from syncd.store.iothread import IoThread
 from syncd.store.log import HEADER_SIZE, frame
 
@@ -77,7 +77,10 @@ def _checkpoint_meta(entry: dict[str, Any]) -> Record:
     }
 
 
-class FileHistory:
+class FileStoreHistory:
+    """The FileStore's history: its index (``.index``) over its history files
+    (``.files``), kept in step with the store's flush loop."""
+
     def __init__(
         self,
         directory: str,
@@ -90,7 +93,7 @@ class FileHistory:
         self.catalogue = Catalogue()
         """Every live CRDT the history holds, with its type (for listings)."""
         self.directory = directory
-        self.log = HistoryLog(directory, segment_bytes)
+        self.files = HistoryFiles(directory, segment_bytes)
         self.hint_lives = 0
         """Lives the index took from a hint file at open (0: none was used)."""
         self.last_lsn = 0
@@ -117,7 +120,7 @@ class FileHistory:
         what the main log holds past it, and a checkpoint from the snapshot for
         every CRDT whose history does not reach the snapshot (a first start,
         or lost files)."""
-        found = hint_file.read(self.directory, self.log.numbers())
+        found = hint_file.read(self.directory, self.files.numbers())
         if found is not None and not self._hint_fits(found):
             log.warning("history index hint is ahead of the history files; reading them all")
             found = None
@@ -125,7 +128,7 @@ class FileHistory:
             self.index.load_rows(found.lives, self.catalogue.add)
             self.last_lsn = found.last_lsn
             self.hint_lives = len(found.lives)
-        scanned = self.log.open(found)
+        scanned = self.files.open(found)
         self._build(scanned)
         frames: list[Written] = []
         for entry in snapshot_entries:
@@ -144,10 +147,10 @@ class FileHistory:
                 self.catalogue.unmeasure(record["ns"], record["id"])
         if frames:
             data = b"".join(f for f, _, _ in frames)
-            start = self.log.plan(len(data), len(frames))
-            self.log.write(start, data)
+            start = self.files.plan(len(data), len(frames))
+            self.files.write(start, data)
             self._index_written(start, frames)
-            self.log.sync()
+            self.files.sync()
 
     def _hint_fits(self, found: hint_file.Hint) -> bool:
         """Whether the segments reach where the hint says the history ended."""
@@ -165,15 +168,15 @@ class FileHistory:
         if self.broken:
             return None
         return hint_file.Hint(
-            end=self.log.end(),
+            end=self.files.end(),
             last_lsn=self.last_lsn,
-            segments=self.log.segment_counts(),
+            segments=self.files.segment_counts(),
             lives=self.index.rows(self.catalogue.type_of, self.catalogue.size_of),
         )
 
     def write_hint(self, found: hint_file.Hint) -> int:
         """Make the history durable, then write ``found`` beside it (I/O thread)."""
-        self.log.sync()
+        self.files.sync()
         return hint_file.write(self.directory, found)
 
     def _build(self, scanned: list[Scanned]) -> None:
@@ -275,8 +278,8 @@ class FileHistory:
         if self.broken:
             return None
         try:
-            start = self.log.plan(len(data), nframes)
-            self.log.write(start, data)
+            start = self.files.plan(len(data), nframes)
+            self.files.write(start, data)
         except OSError as exc:
             self.fail(exc)
             return None
@@ -350,7 +353,7 @@ class FileHistory:
 
     @property
     def should_compact(self) -> bool:
-        return not self.broken and self._grown >= self.log.segment_bytes
+        return not self.broken and self._grown >= self.files.segment_bytes
 
     # -- compaction --------------------------------------------------------------
 
@@ -364,24 +367,24 @@ class FileHistory:
             # Compaction moves and deletes what the hint points at.
             await io.run(loop, hint_file.remove, self.directory)
             self.index.trim(self.retention, self._clock())
-            empty, sparse = self.log.collectable(self.index.positions())
+            empty, sparse = self.files.collectable(self.index.positions())
             if sparse:
                 wanted = set(sparse)
                 live = [p for p in self.index.positions() if split(p)[0] in wanted]
                 moved = await io.run(loop, self._copy, live)
                 self.index.relocate(moved)
-            deleted = await io.run(loop, self.log.delete, [*empty, *sparse])
+            deleted = await io.run(loop, self.files.delete, [*empty, *sparse])
             self.compactions += 1
             return deleted
 
     def _copy(self, live: list[int]) -> dict[int, int]:
-        frames = list(self.log.read_frames(sorted(live)))
+        frames = list(self.files.read_frames(sorted(live)))
         if not frames:
             return {}
         data = b"".join(f for _, f in frames)
-        start = self.log.plan(len(data), len(frames))
-        self.log.write(start, data)
-        self.log.sync()
+        start = self.files.plan(len(data), len(frames))
+        self.files.write(start, data)
+        self.files.sync()
         moved: dict[int, int] = {}
         pos = start
         for old, f in frames:
@@ -405,7 +408,7 @@ class FileHistory:
         self._check()
         async with self.lock:
             positions, oldest = self.index.page(ns, crdt_id, epoch, latest, before, limit)
-            records = await io.run(loop, self.log.read, positions) if positions else []
+            records = await io.run(loop, self.files.read, positions) if positions else []
         return records, oldest
 
     async def base(
@@ -422,7 +425,7 @@ class FileHistory:
         async with self.lock:
             cp, positions = self.index.base(ns, crdt_id, epoch, latest, seq)
             wanted = ([cp] if cp is not None else []) + positions
-            got = await io.run(loop, self.log.read, wanted) if wanted else []
+            got = await io.run(loop, self.files.read, wanted) if wanted else []
         if cp is not None:
             return got[0]["entry"], got[1:]
         return None, got
@@ -443,7 +446,7 @@ class FileHistory:
             positions = self.index.since(ns, crdt_id, epoch, since, most)
             if positions is None:
                 return None
-            return await io.run(loop, self.log.read, positions) if positions else []
+            return await io.run(loop, self.files.read, positions) if positions else []
 
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
         """Whether :meth:`current` rebuilds exactly life ``epoch`` at ``seq``."""
@@ -464,7 +467,7 @@ class FileHistory:
         if len(wanted) <= INLINE_READ_FRAMES and not self.lock.locked():
             # A few frames from the page cache: read here, in this step, so
             # no compaction can move them meanwhile (see INLINE_READ_FRAMES).
-            got = self.log.read(wanted)
+            got = self.files.read(wanted)
         else:
             async with self.lock:
                 life = self.index.get(ns, crdt_id)
@@ -473,7 +476,7 @@ class FileHistory:
                 latest = life.latest
                 cp, positions = self.index.base(ns, crdt_id, life.epoch, latest, latest)
                 wanted = ([cp] if cp is not None else []) + positions
-                got = await io.run(loop, self.log.read, wanted) if wanted else []
+                got = await io.run(loop, self.files.read, wanted) if wanted else []
         if cp is not None:
             return got[0]["entry"], got[1:]
         return None, got

@@ -13,7 +13,7 @@ named ``<number>.hist``, in the main log's frame format (``log.frame``):
 - nothing here is fsynced per write: the main log is the truth. The history
   is fsynced before the main log drops segments behind a snapshot, and after
   a crash the records past the history's last LSN are appended again from the
-  main log (:meth:`HistoryLog.last_lsn`). A torn tail is cut at open.
+  main log (:meth:`HistoryFiles.last_lsn`). A torn tail is cut at open.
 
 A record's *position* is ``segment number << 36 | offset``; the index
 (``history.py``) holds positions and this module reads them back.
@@ -82,7 +82,7 @@ class Scanned:
     record: dict[str, Any]
 
 
-class HistoryLog:
+class HistoryFiles:
     """The history segments; blocking calls, made from I/O threads."""
 
     def __init__(self, directory: str, segment_bytes: int = HISTORY_SEGMENT_BYTES) -> None:
@@ -294,7 +294,7 @@ class HistoryLog:
         """Read every segment without changing it: ``(files, frames, problems)``.
         A torn tail of the last segment is what a crash leaves (cut at the next
         start), not damage."""
-        reader = HistoryLog(directory)
+        reader = HistoryFiles(directory)
         numbers = sorted(
             int(m.group(1)) for name in os.listdir(directory) if (m := _NAME_RE.match(name))
         )
