@@ -1,16 +1,14 @@
-"""One WebSocket connection's I/O: the socket, the flusher, the timers, the tasks.
+"""One native WebSocket connection's I/O: its ops, subscriptions and the flusher.
 
 Theory of operation
 -------------------
-The HTTP connection hands its transport over with the bytes it had already
-read; from then on this :class:`WsConnection` is the transport's protocol. It
-is the adapter around the sans-I/O :class:`~syncd.ws.session.Session`, as
-hypercorn's TCP server is around its protocols: bytes read and the clock go
-into the session, and the actions it emits are carried out here (see the
-session's docstring for the protocol itself):
+A :class:`WsConnection` is the adapter around the sans-I/O native
+:class:`~syncd.ws.session.Session` (see its docstring for the protocol
+itself). The socket, the keepalive and close timers, the closing handshake,
+backpressure and the connection gauge are those of every WebSocket,
+:class:`~syncd.ws.base_connection.BaseConnection`; the actions of the native
+protocol are carried out here:
 
-- ``Send``: written at once, unless broadcast frames are queued: then behind
-  them, so the client sees everything in the order it was produced.
 - ``Apply``: the ops go through the same service as HTTP ops (auth, engine,
   durable store, webhooks with source ``ws``). With a store that stages ops,
   the read's ops are applied by one task (one store append and one wait for
@@ -22,27 +20,20 @@ session's docstring for the protocol itself):
   (:mod:`syncd.catchup`). The hub hands it the delta's frame bytes, shared by
   every subscriber; they are queued here and written by the app's
   :class:`~syncd.ws.flusher.Flusher`, one send per connection per flush.
-- ``Close`` / ``Finish``: the closing handshake. When we close (1009,
-  shutdown's 1001, keepalive's 1011) we send our close frame and wait up to
-  :data:`CLOSE_TIMEOUT_S` for the peer's; when the peer closes first we answer
-  and close the transport. A transport that will not finish closing is
-  aborted after the same timeout.
 
-Timers: one keepalive timer per connection, re-armed for the time the
-session names; one expiry timer, set to the session's :attr:`expiry_due` (the
-token's expiry, or the earliest end of a subscription's read) and re-armed
-when the subscriptions change; and the close timeout. No per-delta clock
-read: a subscription drops deltas of ops made from its end on by their
-``ts`` (see :mod:`syncd.ws.subscription`), the timer does the rest.
+Expiry: the shared expiry timer is set to the session's :attr:`expiry_due`
+(the token's expiry, or the earliest end of a subscription's read) and
+re-armed when the subscriptions change. No per-delta clock read: a
+subscription drops deltas of ops made from its end on by their ``ts`` (see
+:mod:`syncd.ws.subscription`), the timer does the rest.
 
 Revocation: the connection is registered with the authenticator's revocation
 table while it is open; revoking its token calls :meth:`WsConnection.end_revoked`,
 which ends it as expiry does (:meth:`Session.revoke`).
 
 Backpressure: while the transport's buffer is over its high-water mark (the
-subscriber bound), or the session holds reading for its in-flight ops, we stop
-reading from the client. When the transport drains, subscriptions that were
-skipped meanwhile get a fresh snapshot.
+subscriber bound), subscriptions skip deltas; when it drains, those that
+skipped some get a fresh snapshot.
 
 Disconnect: once the connection is gone and its in-flight ops are done, the
 ops the session names (presence's ``leave``) are applied on its behalf, with
@@ -59,20 +50,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from syncd.catchup import initial_deltas
 from syncd.errors import ApiError
+from syncd.ws.base_connection import COALESCE_MAX_BYTES, BaseConnection
+from syncd.ws.base_session import Action
 from syncd.ws.flusher import Flusher
-from syncd.ws.framing import CLOSE_GOING_AWAY
-from syncd.ws.session import (
-    Action,
-    Apply,
-    Close,
-    PauseReading,
-    ResumeReading,
-    Send,
-    Session,
-    StagedOp,
-    Subscribe,
-    Unsubscribe,
-)
+from syncd.ws.session import Apply, Session, StagedOp, Subscribe, Unsubscribe
 from syncd.ws.subscription import WsSubscription
 
 if TYPE_CHECKING:
@@ -86,20 +67,6 @@ if TYPE_CHECKING:
     from syncd.store.base import Store
 
 log = logging.getLogger("syncd.ws")
-
-CLOSE_TIMEOUT_S: Final = 5.0
-"""How long we wait for the peer's close frame after sending ours, and for a
-closing transport to flush, before dropping the connection: long enough for a
-live client on a slow link, short enough that dead peers do not pile up."""
-
-LOW_WATER_DIVISOR: Final = 4
-"""The transport's low-water mark is the subscriber bound over this: a drained
-connection has room for a snapshot and the deltas that follow it."""
-
-COALESCE_MAX_BYTES: Final = 64 * 1024
-"""Queued broadcast bytes that are flushed at once instead of at the flusher's
-next pass: a send this size is already cheap per byte, and the queue (which
-the subscriber bound does not see) stays small."""
 
 _REPLAY_FAILED: Final = ApiError(503, "unavailable", "could not read the CRDT's history")
 
@@ -136,7 +103,9 @@ class SessionContext:
     """The HTTP server's shared state (connection count, shutdown), once it runs."""
 
 
-class WsConnection(asyncio.Protocol):
+class WsConnection(BaseConnection):
+    session: Session
+
     def __init__(
         self,
         app: SessionContext,
@@ -148,11 +117,9 @@ class WsConnection(asyncio.Protocol):
     ) -> None:
         settings = app.settings
         self._app = app
-        self._loop = loop = asyncio.get_running_loop()
-        self.transport = transport
         self.ns = ns
         self.principal = principal
-        self.session = Session(
+        session = Session(
             self._do,
             app.auth,
             principal,
@@ -160,109 +127,55 @@ class WsConnection(asyncio.Protocol):
             json_max_depth=settings.json_max_depth,
             max_subscriptions=settings.max_subscriptions,
             ping_s=settings.ws_ping_s,
-            now=loop.time(),
+            now=asyncio.get_running_loop().time(),
         )
-        self._bound = settings.subscriber_buffer_bytes
         self.subscriptions: dict[str, WsSubscription] = {}
         self._lagging: list[WsSubscription] = []
         self._flusher = flusher
-        self._out: list[bytes] = []
-        """Broadcast frames (and what followed them) waiting for the flusher."""
-        self._out_bytes = 0
         self._tasks: set[asyncio.Task[None]] = set()
         """Op tasks still running: disconnect ops wait for them."""
         self._staging = app.service.stages
-        self.can_send = True
-        """False once closing started: then nothing but close frames go out."""
-        self._read_paused = False
-        self._write_paused = False
-        self._gone = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._keepalive: asyncio.TimerHandle | None = None
-        self._keepalive_due = 0.0
-        self._arm_keepalive(self.session.keepalive_due)
-        self._expiry: asyncio.TimerHandle | None = None
-        self._expiry_due: int | None = None
-        """What the expiry timer is set for (None: not set)."""
-        self._expiring = False
+        super().__init__(
+            transport,
+            session,
+            trailing,
+            bound=settings.subscriber_buffer_bytes,
+            auth=app.auth,
+            metrics=app.metrics,
+            server=app.server,
+        )
         self._arm_expiry()
-        transport.set_write_buffer_limits(high=self._bound, low=self._bound // LOW_WATER_DIVISOR)
-        ctx = app.server()
-        if ctx is not None:
-            ctx.other_connections.add(self)
-        app.metrics.ws_connections_active.inc()
         if app.auth.revocations.watch(principal, self):
             # Revoked between the upgrade's check and now.
-            loop.call_soon(self.end_revoked)
-        if trailing:
-            # Parsed on the next loop pass, once the transport is ours; bytes
-            # that arrive before then queue behind these in the frame layer.
-            self.session.feed(trailing)
-            loop.call_soon(self.session.process)
+            self._loop.call_soon(self.end_revoked)
 
-    # -- asyncio.Protocol -------------------------------------------------
+    # -- the base connection's hooks -----------------------------------------
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Not called: the transport is handed over already connected."""
-
-    def data_received(self, data: bytes) -> None:
-        self.session.data_received(data, self._loop.time())
-
-    def eof_received(self) -> bool | None:
-        # The peer will send nothing more, not even a close frame: done.
-        self.can_send = False
-        self.session.eof_received()
-        return None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._gone:
-            return
-        self._gone = True
-        self.can_send = False
-        self.session.connection_lost()
-        self._cancel_timer()
-        self._stop_keepalive()
-        self._stop_expiry()
-        app = self._app
-        ctx = app.server()
-        if ctx is not None:
-            ctx.other_connections.discard(self)
-        app.metrics.ws_connections_active.dec()
-        app.auth.revocations.unwatch(self.principal, self)
+    def _lost(self) -> None:
+        self._app.auth.revocations.unwatch(self.principal, self)
         for subscription in list(self.subscriptions.values()):
             self._drop_subscription(subscription)
         self._lagging.clear()
-        self._out.clear()
-        self._out_bytes = 0
         if self._tasks or self.session.may_have_disconnect_ops:
             _spawn(self._after_disconnect(list(self._tasks)))
 
-    def pause_writing(self) -> None:
-        self._write_paused = True
-        self.session.write_paused = True
-        self._pause_reading()
-
-    def resume_writing(self) -> None:
-        self._write_paused = False
-        due = self._expiry_due
-        if self._lagging and due is not None and self._app.auth.now_ms() >= due:
-            # A fresh snapshot would carry what was made after the end, and
-            # the timer may not have had its turn yet: end what ended first.
-            self._on_expiry()
+    def _drained(self) -> None:
         if self._lagging:
             lagging, self._lagging = self._lagging, []
             engine = self._app.engine
             for subscription in lagging:
                 subscription.resync(engine)
-        self.session.writing_resumed()
-        self._maybe_resume_reading()
+
+    def _expiry_due_ms(self) -> int | None:
+        return self.session.expiry_due
+
+    def _expire(self) -> None:
+        self.session.expire()
 
     # -- the session's actions ----------------------------------------------
 
-    def _do(self, action: Action) -> None:
-        if isinstance(action, Send):
-            self.send(action.data)
-        elif isinstance(action, Apply):
+    def _act(self, action: Action) -> None:
+        if isinstance(action, Apply):
             self._apply(action.run)
         elif isinstance(action, Subscribe):
             self._subscribe(action)
@@ -273,14 +186,8 @@ class WsConnection(asyncio.Protocol):
                 self._drop_subscription(subscription)
             if not self._expiring:
                 self._arm_expiry()
-        elif isinstance(action, PauseReading):
-            self._pause_reading()
-        elif isinstance(action, ResumeReading):
-            self._maybe_resume_reading()
-        elif isinstance(action, Close):
-            self._close(action)
         else:
-            self._peer_closed(action.data)
+            raise TypeError(f"not a native WebSocket action: {action!r}")
 
     # -- output ------------------------------------------------------------
 
@@ -304,58 +211,16 @@ class WsConnection(asyncio.Protocol):
             self.flush()  # enough to be worth a send of its own
         return True
 
-    def send(self, data: bytes) -> None:
-        """Write now, unless frames are queued: then behind them, keeping order."""
-        if not self.can_send:
+    def end_revoked(self) -> None:
+        """The token was revoked (the revocation table calls this)."""
+        if self._gone:
             return
-        if self._out:
-            self._out.append(data)
-            self._out_bytes += len(data)
-            if self._out_bytes >= COALESCE_MAX_BYTES:
-                self.flush()  # so the transport sees it and can pause us
-        else:
-            self._write(data)
-
-    def flush(self) -> None:
-        out = self._out
-        if not out:
-            return
-        self._out = []
-        self._out_bytes = 0
-        if not self.can_send:
-            return
-        self._write(out[0] if len(out) == 1 else b"".join(out))
-
-    # -- server ------------------------------------------------------------
-
-    def shutdown(self) -> None:
-        """The server is stopping: close with 1001 (going away)."""
-        self.close(CLOSE_GOING_AWAY, "server shutting down")
-
-    def close(self, code: int, reason: str = "") -> None:
-        if not self._gone:
-            self.session.close(code, reason)
-
-    def _close(self, action: Close) -> None:
-        self.flush()  # what was queued goes before the close frame
-        self.can_send = False
-        self._stop_keepalive()
-        self._stop_expiry()
-        if action.data:
-            self._write(action.data)
-        if action.await_peer:
-            self._resume_reading()  # whatever held it back: the peer's answer
-            self._arm_timer()
-        else:
-            self._finish()
-
-    def _peer_closed(self, answer: bytes) -> None:
-        self.can_send = False
-        self._out.clear()  # the peer is leaving: no data after its close
-        self._out_bytes = 0
-        if answer:
-            self._write(answer)
-        self._finish()
+        self._expiring = True  # one re-arm after all of it, as for expiry
+        try:
+            self.session.revoke()
+        finally:
+            self._expiring = False
+        self._arm_expiry()
 
     # -- ops -----------------------------------------------------------------
 
@@ -523,107 +388,3 @@ class WsConnection(asyncio.Protocol):
         if subscription.lag:
             subscription.lag = False
             self._lagging.remove(subscription)
-
-    # -- plumbing ----------------------------------------------------------
-
-    def _write(self, data: bytes) -> None:
-        try:
-            self.transport.write(data)
-        except RuntimeError:
-            # uvloop refuses writes once the socket failed, a moment before
-            # connection_lost reaches us; nothing more can be sent.
-            self.can_send = False
-
-    def _finish(self) -> None:
-        """Close the transport (after its buffer flushes), aborting if that stalls."""
-        self.can_send = False
-        if not self.transport.is_closing():
-            self.transport.close()
-        self._arm_timer()
-
-    def _on_keepalive(self) -> None:
-        self._keepalive = None
-        if self._gone or not self.can_send:
-            return
-        due = self.session.keepalive(self._loop.time(), self._keepalive_due)
-        if due is not None and self.can_send:
-            self._arm_keepalive(due)
-
-    def _arm_keepalive(self, due: float) -> None:
-        self._keepalive_due = due
-        self._keepalive = self._loop.call_at(due, self._on_keepalive)
-
-    def _stop_keepalive(self) -> None:
-        if self._keepalive is not None:
-            self._keepalive.cancel()
-            self._keepalive = None
-
-    def _arm_expiry(self) -> None:
-        """Set the expiry timer for what the session now names, unless it is
-        set for that already (the usual case: every read ends with the token)."""
-        due = self.session.expiry_due
-        if due == self._expiry_due:
-            return
-        self._stop_expiry()
-        if due is None or self._gone:
-            return
-        self._expiry_due = due
-        delay = self._app.auth.seconds_until(due)
-        self._expiry = self._loop.call_later(delay, self._on_expiry)
-
-    def _on_expiry(self) -> None:
-        self._stop_expiry()
-        if self._gone:
-            return
-        # One re-arm after all of it, not one per subscription it ends.
-        self._expiring = True
-        try:
-            self.session.expire()
-        finally:
-            self._expiring = False
-        self._arm_expiry()
-
-    def end_revoked(self) -> None:
-        """The token was revoked (the revocation table calls this)."""
-        if self._gone:
-            return
-        self._expiring = True  # one re-arm after all of it, as for expiry
-        try:
-            self.session.revoke()
-        finally:
-            self._expiring = False
-        self._arm_expiry()
-
-    def _stop_expiry(self) -> None:
-        self._expiry_due = None
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-
-    def _arm_timer(self) -> None:
-        if self._timer is None and not self._gone:
-            self._timer = self._loop.call_later(CLOSE_TIMEOUT_S, self._abort)
-
-    def _abort(self) -> None:
-        self._timer = None
-        if not self._gone:
-            self.transport.abort()
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _pause_reading(self) -> None:
-        if not self._read_paused and not self._gone:
-            self._read_paused = True
-            self.transport.pause_reading()
-
-    def _resume_reading(self) -> None:
-        if self._read_paused and not self._gone:
-            self._read_paused = False
-            self.transport.resume_reading()
-
-    def _maybe_resume_reading(self) -> None:
-        if not self._write_paused and not self.session.held:
-            self._resume_reading()

@@ -1,31 +1,22 @@
-"""The WebSocket protocol of one connection, without I/O: bytes in, actions out.
+"""The native WebSocket protocol of one connection, without I/O: bytes in, actions out.
 
 Theory of operation
 -------------------
-A :class:`Session` is the state of one WebSocket connection after the upgrade,
-in the manner of h11 and wsproto: it never touches a socket, a timer or a
-task. The connection adapter (:mod:`syncd.ws.connection`) feeds it what
-happened (bytes read, the clock, the transport's backpressure, an op's
-outcome) and carries out the :data:`Action` objects the session hands to the
-injected ``emit`` callable, in the order given:
+A :class:`Session` is the native protocol (docs/protocol.md#the-websocket) on
+the :class:`~syncd.ws.base_session.BaseSession` every WebSocket runs on, which
+owns the frames, keepalive, the close handshake and read backpressure. The
+connection adapter (:mod:`syncd.ws.connection`) feeds it what happened (bytes
+read, the clock, the transport's backpressure, an op's outcome) and carries
+out the actions the session hands to the injected ``emit`` callable, in the
+order given: the base session's (``Send``, ``PauseReading``,
+``ResumeReading``, ``Close``, ``Finish``), and the protocol's own:
 
-- :class:`Send`: frame bytes for the peer, in order behind anything queued;
 - :class:`Apply`: client ops to apply (in arrival order); each
   :class:`StagedOp` is answered through :meth:`Session.ack`,
   :meth:`Session.fail` or :meth:`Session.drop`, then the adapter calls
   :meth:`Session.answers_ready`;
 - :class:`Subscribe` / :class:`Unsubscribe`: join or leave the hub for a CRDT
-  (the adapter owns the subscriptions: they write to its socket);
-- :class:`PauseReading` / :class:`ResumeReading`: too many ops await their
-  answers (:data:`MAX_INFLIGHT_OPS`), or few enough again;
-- :class:`Close`: send our close frame; then read on for the peer's close
-  when ``await_peer``, else close the transport;
-- :class:`Finish`: the closing handshake is over (after ``data``, if any):
-  close the transport.
-
-Because ``emit`` runs each action before the session goes on, what the
-adapter learns while doing it (the transport pausing writes) reaches the
-session between two messages, as it would in one piece of code.
+  (the adapter owns the subscriptions: they write to its socket).
 
 Messages (docs/protocol.md#the-websocket): ``op`` (token expiry and rate
 checked at once, the op staged and applied with the rest of the read's ops,
@@ -36,12 +27,8 @@ Answers go out strictly in arrival order, each once its own op is durable:
 replies owed after a still-running op wait behind it. Replies use the
 encoding of the message they answer (binary msgpack or JSON text); a malformed
 message gets an ``error`` reply and the connection stays up. A message over
-the body limit closes with 1009, a protocol violation with 1002.
-
-Keepalive (:meth:`Session.keepalive`, called by the adapter's one timer at
-the time it last returned): a peer silent for the ping interval gets a
-protocol ping; if nothing at all arrives for as long again, we close with
-1011. Any bytes count as life, so a busy client is never pinged.
+the body limit closes with 1009, a protocol violation with 1002. Reading
+stops while :data:`MAX_INFLIGHT_OPS` op messages await their answers.
 
 Expiry (:meth:`Session.expire`, called by the adapter's expiry timer at
 :attr:`Session.expiry_due`, the token's expiry or, earlier, the end of the
@@ -75,16 +62,9 @@ from syncd.crdt.types import check_ops_named, crdt_class, with_type_list
 from syncd.crdt.validate import check_origin, with_origin
 from syncd.errors import ApiError, bad_request
 from syncd.ids import check_crdt_id
+from syncd.ws.base_session import Action, BaseSession, Send
 from syncd.ws.codec import MessageLimits, decode, encode
-from syncd.ws.framing import (
-    CLOSE_INTERNAL_ERROR,
-    CLOSE_TOKEN_EXPIRED,
-    Failed,
-    FrameLayer,
-    Message,
-    PeerClosed,
-    Reply,
-)
+from syncd.ws.framing import CLOSE_TOKEN_EXPIRED
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal
@@ -98,32 +78,21 @@ memory of the waiting ops stays bounded."""
 RESUME_INFLIGHT_OPS: Final = MAX_INFLIGHT_OPS // 2
 """Reading resumes once this few remain, so it does not flap per op."""
 
-KEEPALIVE_LATE_SHARE: Final = 0.25
-"""A keepalive timer that fires later than this share of the ping interval
-found the loop stalled, not the peer silent: it looks again after as long."""
-
 _PONG: Final = {"kind": "pong"}
 _INTERNAL: Final = ApiError(500, "internal", "internal error")
 
 
-# -- actions ---------------------------------------------------------------
+# -- actions (the protocol's own; the base session's are in base_session) ----
 
 
-class Send:
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-
-class Apply:
+class Apply(Action):
     __slots__ = ("run",)
 
     def __init__(self, run: list[StagedOp]) -> None:
         self.run = run
 
 
-class Subscribe:
+class Subscribe(Action):
     __slots__ = ("binary", "crdt_id", "epoch", "since", "until")
 
     def __init__(
@@ -144,43 +113,11 @@ class Subscribe:
         sends no delta of an op made from then on, whatever the timer does."""
 
 
-class Unsubscribe:
+class Unsubscribe(Action):
     __slots__ = ("crdt_id",)
 
     def __init__(self, crdt_id: str) -> None:
         self.crdt_id = crdt_id
-
-
-class PauseReading:
-    __slots__ = ()
-
-
-class ResumeReading:
-    __slots__ = ()
-
-
-class Close:
-    __slots__ = ("await_peer", "data")
-
-    def __init__(self, data: bytes, await_peer: bool) -> None:
-        self.data = data
-        """Our close frame (empty if the frame layer had already closed)."""
-        self.await_peer = await_peer
-        """Read on for the peer's close frame; else close the transport."""
-
-
-class Finish:
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        """Our answer to the peer's close frame (may be empty), sent first."""
-
-
-Action = Send | Apply | Subscribe | Unsubscribe | PauseReading | ResumeReading | Close | Finish
-
-_PAUSE: Final = PauseReading()
-_RESUME: Final = ResumeReading()
 
 
 # -- replies -----------------------------------------------------------------
@@ -231,7 +168,7 @@ class StagedOp:
 # -- the session -------------------------------------------------------------
 
 
-class Session:
+class Session(BaseSession):
     def __init__(
         self,
         emit: Callable[[Action], None],
@@ -244,10 +181,17 @@ class Session:
         ping_s: float,
         now: float,
     ) -> None:
-        self._emit = emit
+        super().__init__(
+            emit,
+            self._on_message,
+            max_message_bytes=max_message_bytes,
+            ping_s=ping_s,
+            now=now,
+            max_inflight=MAX_INFLIGHT_OPS,
+            resume_inflight=RESUME_INFLIGHT_OPS,
+        )
         self._auth = auth
         self.principal = principal
-        self._frames = FrameLayer(max_message_bytes)
         self._limits = MessageLimits(max_message_bytes, json_max_depth)
         self._max_subscriptions = max_subscriptions
         self.subscribed: dict[str, bool] = {}
@@ -263,22 +207,10 @@ class Session:
         """Why the token ended: the reason of that close."""
         self._replies: deque[bytes | StagedOp] = deque()
         """Answers owed, in arrival order: ready bytes, or ops still running."""
-        self.inflight = 0
         self._run: list[StagedOp] = []
         """Op messages of the current read, applied together."""
         self._disconnect_ops: dict[str, Mapping[str, Any]] = {}
         """CRDT id -> the op to send for it when this connection goes away."""
-        self.held = False
-        """Reading stopped: MAX_INFLIGHT_OPS ops await their answers."""
-        self.write_paused = False
-        """Set by the adapter: the peer is not reading what we send."""
-        self.closing = False
-        """Closing started (ours or the peer's), or the connection is gone."""
-        self._gone = False
-        self._ping_s = ping_s
-        self._last_read = now
-        self._pinged = False
-        self._ping_sent = 0.0
 
     @property
     def expiry_due(self) -> int | None:
@@ -295,27 +227,11 @@ class Session:
                 due = first
         return due
 
-    @property
-    def keepalive_due(self) -> float:
-        """When the adapter's timer should first call :meth:`keepalive`."""
-        return self._last_read + self._ping_s
-
     # -- input ---------------------------------------------------------------
 
-    def feed(self, data: bytes) -> None:
-        """Buffer ``data`` without handling it yet (call :meth:`process`)."""
-        self._frames.feed(data)
-
-    def data_received(self, data: bytes, now: float) -> None:
-        self._last_read = now
-        frames = self._frames
-        if not frames.reading:
-            return
-        frames.feed(data)
-        self.process()
-
     def process(self) -> None:
-        """Handle what is buffered, as far as backpressure allows."""
+        """Handle what is buffered, as far as backpressure allows; the read's
+        ops go out as one :class:`Apply`."""
         if self._gone or self.held:
             return
         try:
@@ -325,22 +241,12 @@ class Session:
                 run, self._run = self._run, []
                 self._emit(Apply(run))
 
-    def eof_received(self) -> None:
-        """The peer will send nothing more, not even a close frame."""
-        self.closing = True
-
-    def writing_resumed(self) -> None:
-        self.write_paused = False
-        self.process()  # messages held back while paused
-
     def connection_lost(self) -> None:
         """The connection is gone: nothing more goes out. Idempotent."""
-        self._gone = True
-        self.closing = True
+        super().connection_lost()
         self.subscribed.clear()
         self._read_ends.clear()
         self._replies.clear()
-        self.inflight = 0
 
     @property
     def may_have_disconnect_ops(self) -> bool:
@@ -354,43 +260,7 @@ class Session:
         self._disconnect_ops.clear()
         return ops
 
-    # -- output we start -----------------------------------------------------
-
-    def close(self, code: int, reason: str = "") -> None:
-        """Start the closing handshake: our close frame, then the peer's."""
-        if self._gone:
-            return
-        self.closing = True
-        data = self._frames.close(code, reason)
-        reading = self._frames.reading
-        if reading:
-            self.held = False  # read on, whatever held reading back
-        self._emit(Close(data, reading))
-
-    def keepalive(self, now: float, due: float) -> float | None:
-        """The keepalive timer set for ``due`` fired at ``now``: ping, close,
-        or nothing; returns when to call again (None: never)."""
-        if self._gone or self.closing:
-            return None
-        if self._pinged:
-            if self._last_read >= self._ping_sent:
-                self._pinged = False  # anything read since the ping answers it
-            elif now - due > self._ping_s * KEEPALIVE_LATE_SHARE:
-                # The loop was stalled past the deadline: the pong may be waiting
-                # unread in the socket. Judge again once reads have had a turn.
-                return now + self._ping_s * KEEPALIVE_LATE_SHARE
-            else:
-                self.close(CLOSE_INTERNAL_ERROR, "keepalive ping timeout")
-                return None
-        quiet_until = self._last_read + self._ping_s
-        if now < quiet_until:
-            return quiet_until
-        self._pinged = True
-        self._ping_sent = now
-        ping = self._frames.ping()
-        if ping:
-            self._emit(Send(ping))
-        return now + self._ping_s
+    # -- expiry and revocation -------------------------------------------------
 
     def expire(self) -> None:
         """The expiry timer fired: end each subscription whose read has ended,
@@ -479,11 +349,7 @@ class Session:
             self._close_when_answered = False
             self.close(CLOSE_TOKEN_EXPIRED, self._close_reason)
             return
-        if self.held and self.inflight <= RESUME_INFLIGHT_OPS:
-            self.held = False
-            self.process()
-            if not self.held:
-                self._emit(_RESUME)
+        self._resume_if_due()
 
     def subscription_failed(self, crdt_id: str, exc: ApiError, binary: bool) -> None:
         """The adapter could not start a subscription (its replay failed)."""
@@ -492,36 +358,6 @@ class Session:
         self._reply(encode(error_message(None, exc, crdt_id), binary))
 
     # -- internals ---------------------------------------------------------------
-
-    def _read_events(self) -> None:
-        for event in self._frames.events():
-            kind = type(event)
-            if kind is Message:
-                self._on_message(cast(Message, event).data)
-                if self.inflight >= MAX_INFLIGHT_OPS:
-                    self.held = True
-                    self._emit(_PAUSE)
-                    return
-                if self.write_paused:
-                    # The peer is not reading: answering the rest of what it
-                    # sent (each subscribe a whole snapshot) would buffer
-                    # without bound. writing_resumed() carries on.
-                    return
-            elif kind is Reply:
-                self._emit(Send(cast(Reply, event).data))
-                if self.write_paused:
-                    return
-            elif kind is PeerClosed:
-                self.closing = True
-                self._emit(Finish(self._frames.answer_close(cast(PeerClosed, event))))
-                return
-            else:
-                failed = cast(Failed, event)
-                self.close(failed.code, failed.reason)
-                if self._frames.reading:
-                    # Over-size only: read on (dropping data) for the peer's close.
-                    self._read_events()
-                return
 
     def _on_message(self, data: bytes | str) -> None:
         binary = type(data) is bytes

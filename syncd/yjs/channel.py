@@ -5,8 +5,9 @@ Theory of operation
 A :class:`YjsChannel` joins one document to one socket. It holds the
 document's sans-I/O :class:`~syncd.yjs.protocol.YjsSession` and carries
 out its actions; the socket adapter that owns it (a y-websocket connection
-has one channel, a Hocuspocus connection one per document) frames what the
-channel sends and reads what it is given:
+has one channel, a Hocuspocus connection one per document, each on the
+WebSocket stack every socket runs on) frames what the channel sends and
+reads what it is given:
 
 - an update goes through the same service as every op (write permission,
   rate limit, the engine, the durable store or the cluster's database,
@@ -20,6 +21,8 @@ channel sends and reads what it is given:
 
 The channel joins the hub before it sends its step 1, so nothing committed
 in between is missed (a delta the step 2 already covered is a no-op for Yjs).
+A document that is not in memory is read first, and the socket is not read
+meanwhile: the peer's step 1 must be answered from the whole document.
 
 Over the token's rate limit an update waits, and the owner stops reading the
 socket meanwhile: y-websocket cannot be told to slow down, so it is slowed
@@ -55,6 +58,7 @@ from syncd.crdt.engine import mask_bit
 from syncd.crdt.ydoc import YDoc
 from syncd.errors import ApiError
 from syncd.hub import DeliverEach, EncodedDelta
+from syncd.ws.base_session import Action, Send
 from syncd.ws.framing import (
     CLOSE_BAD_DATA,
     CLOSE_INTERNAL_ERROR,
@@ -62,13 +66,10 @@ from syncd.ws.framing import (
     CLOSE_TOKEN_EXPIRED,
 )
 from syncd.yjs.protocol import (
-    Action,
     ApplyUpdate,
-    Close,
     EmptyUpdate,
     ReadOnlyUpdate,
     RelayAwareness,
-    Send,
     SendAwareness,
     SendDiff,
     YjsSession,
@@ -139,8 +140,9 @@ class Owner(Protocol):
         ...
 
     def update_done(self, channel: YjsChannel, applied: bool) -> None:
-        """An update is durable (``applied``) or was refused; also called,
-        without ``update_started``, for an update that carried nothing."""
+        """An update is durable (``applied``) or was refused (called before
+        ``update_finished``); also called, without ``update_started``, for an
+        update that carried nothing."""
         ...
 
     def read_only_update(self, channel: YjsChannel) -> None:
@@ -198,12 +200,10 @@ class YjsChannel(DeliverEach):
         until = ctx.auth.read_ends(principal, crdt_id)
         self.until = NO_END_MS if until is None else until
         """When the read ends (wall-clock ms; NO_END_MS: never)."""
-        self.session = YjsSession(self._do, writable=writable)
+        self.session = YjsSession(self._do, owner.close, writable=writable)
         self._echo: dict[str, int] = {}
         """Updates this peer sent that are not yet back from the hub: skipped."""
         self._lagged = False
-        self._early: list[bytes | str] | None = None
-        """Messages the peer sent before the document was loaded (see start)."""
         self.closed = False
         """Nothing more goes out (the connection is closing)."""
         self._left = False
@@ -222,37 +222,30 @@ class YjsChannel(DeliverEach):
             return
         # The peer's step 1 must be answered from the whole document: nothing
         # it sends is read until the document is in memory.
-        self._early = []
         self._owner.hold_reading(True)
         task = asyncio.get_running_loop().create_task(self._load_then_start())
         _loading.add(task)
         task.add_done_callback(_loading.discard)
 
     def receive(self, data: bytes | str) -> None:
-        """A y-protocols message from the peer (held while the document loads)."""
-        if self._early is not None:
-            self._early.append(data)
-        else:
-            self.session.receive(data)
+        """A y-protocols message from the peer."""
+        self.session.receive(data)
 
     async def _load_then_start(self) -> None:
         try:
-            await self._ctx.service.ensure(self.ns, self.crdt_id)
-        except Exception:
-            log.exception("loading %s/%s for a Yjs peer failed", self.ns, self.crdt_id)
+            try:
+                await self._ctx.service.ensure(self.ns, self.crdt_id)
+            except Exception:
+                log.exception("loading %s/%s for a Yjs peer failed", self.ns, self.crdt_id)
+                if not self.closed:
+                    self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
+                return
             if not self.closed:
-                self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
-            return
+                self.session.start(self._state_vector(), self.room.states())
         finally:
+            # Reading resumes after our opening: what the peer sent meanwhile
+            # is handled now, in order.
             self._owner.hold_reading(False)
-        early, self._early = self._early or [], None
-        if self.closed:
-            return
-        self.session.start(self._state_vector(), self.room.states())
-        for data in early:
-            if self.closed:
-                break
-            self.session.receive(data)
 
     def leave(self) -> None:
         """Leave the hub and the room (once; the connection is gone)."""
@@ -326,7 +319,7 @@ class YjsChannel(DeliverEach):
     def _do(self, action: Action) -> None:
         owner = self._owner
         if isinstance(action, Send):
-            owner.send_message(self, action.message)
+            owner.send_message(self, action.data)
         elif isinstance(action, SendDiff):
             doc = self._document()
             update = doc.diff(action.state_vector) if doc is not None else b"\x00\x00"
@@ -347,8 +340,7 @@ class YjsChannel(DeliverEach):
         elif isinstance(action, EmptyUpdate):
             owner.update_done(self, True)  # nothing to apply: done at once
         else:
-            assert isinstance(action, Close)
-            owner.close(action.code, action.reason)
+            raise TypeError(f"not a Yjs channel action: {action!r}")
 
     def _apply(self, update: bytes) -> None:
         try:
@@ -381,24 +373,32 @@ class YjsChannel(DeliverEach):
             log.exception("applying a Yjs update failed")
             self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
         finally:
-            self._owner.update_finished()
+            # The acknowledgement first: finishing may resume reading, and
+            # what that handles at once must not overtake it.
             self._owner.update_done(self, applied)
+            self._owner.update_finished()
 
     async def _within_rate(self) -> None:
         """Count the update against the token's rate limit; over it, wait."""
         auth = self._ctx.auth
-        while True:
-            try:
-                auth.rate_check(self.principal)
-                return
-            except ApiError as exc:
-                if exc.status != 429 or self.closed:
-                    raise
-                self._owner.hold_reading(True)
+        held = False
+        try:
+            while True:
                 try:
+                    auth.rate_check(self.principal)
+                    return
+                except ApiError as exc:
+                    if exc.status != 429 or self.closed:
+                        raise
+                    if not held:
+                        # Not read until this update is admitted: what the
+                        # peer sends meanwhile would only wait behind it.
+                        held = True
+                        self._owner.hold_reading(True)
                     await asyncio.sleep(_retry_after(exc))
-                finally:
-                    self._owner.hold_reading(False)
+        finally:
+            if held:
+                self._owner.hold_reading(False)
 
     def _forget_echo(self, text: str) -> None:
         pending = self._echo.get(text, 0)

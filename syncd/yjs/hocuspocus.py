@@ -129,7 +129,7 @@ class HocuspocusConnection(YjsSocket):
         document_id: Callable[[str], str],
         origin: str | None = None,
     ) -> None:
-        super().__init__(ctx, transport)
+        super().__init__(ctx, transport, trailing)
         self.ns = ns
         self._origin = origin
         """The connection's ``?origin=``, given to every document's updates."""
@@ -140,16 +140,15 @@ class HocuspocusConnection(YjsSocket):
         self._auth_timer: asyncio.TimerHandle | None = self._loop.call_later(
             AUTH_TIMEOUT_S, self._auth_timeout
         )
-        if trailing:
-            self._loop.call_soon(self.data_received, trailing)
 
     def channels(self) -> list[YjsChannel]:
         return list(self._channels.values())
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def _lost(self) -> None:
         if self._auth_timer is not None:
             self._auth_timer.cancel()
-        super().connection_lost(exc)
+            self._auth_timer = None
+        super()._lost()
 
     def _auth_timeout(self) -> None:
         self._auth_timer = None
@@ -236,11 +235,11 @@ class HocuspocusConnection(YjsSocket):
 
         data = delta.form("hocuspocus:" + name, frame)
         if data:
-            self._write(data)
+            self.send(data)
 
     def update_done(self, channel: YjsChannel, applied: bool) -> None:
         name = self._names.get(channel)
-        if name is not None and not self._closing:
+        if name is not None:
             self._write_raw(sync_status(name, applied))
 
     def read_only_update(self, channel: YjsChannel) -> None:
@@ -249,4 +248,4 @@ class HocuspocusConnection(YjsSocket):
             self._write_raw(sync_status(name, False))
 
     def _write_raw(self, message: bytes) -> None:
-        self._write(ws_frame(WS_OPCODE_BINARY, message))
+        self.send(ws_frame(WS_OPCODE_BINARY, message))

@@ -21,14 +21,20 @@ room's awareness states; the client answers with its step 2 (what we lack)
 and sends its own step 1, which we answer with a step 2. After that both
 sides send updates as they happen.
 
-:class:`YjsSession` turns one whole message into actions for the adapter
-(:mod:`syncd.yjs.connection`), emitted through an injected callable:
-:class:`Send` bytes, :class:`SendDiff` (answer a step 1 from the document),
-:class:`ApplyUpdate`, :class:`RelayAwareness`, :class:`SendAwareness`, and
-:class:`EmptyUpdate` for an update that carries nothing,
-:class:`ReadOnlyUpdate` for an update from a connection that may not
-write (the document is not changed; the adapter says so in its protocol's
-way), and :class:`Close` for a message that does not parse (1002).
+:class:`YjsSession` is one document's protocol on one connection, a layer
+on top of the WebSocket session every socket runs on
+(:class:`~syncd.ws.base_session.BaseSession`, which owns the frames,
+keepalive, the close handshake and backpressure). It turns one whole message
+into actions for the document's channel (:mod:`syncd.yjs.channel`), emitted
+through an injected callable (each a :class:`~syncd.ws.base_session.Action`):
+``Send`` (one y-protocols message, which the socket frames: y-websocket as it
+is, Hocuspocus after the document's name), :class:`SendDiff` (answer a step 1
+from the document), :class:`ApplyUpdate`, :class:`RelayAwareness`,
+:class:`SendAwareness`, :class:`EmptyUpdate` for an update that carries
+nothing, and :class:`ReadOnlyUpdate` for an update from a connection that may
+not write (the document is not changed; the socket says so in its protocol's
+way). A message that does not parse closes the connection (1002) through the
+injected ``close``: the WebSocket session's, the layer below.
 
 Unknown message types are ignored, as y-websocket's own server does, so newer
 clients keep working.
@@ -42,6 +48,7 @@ from typing import Final
 
 from pycrdt import Decoder, Encoder
 
+from syncd.ws.base_session import Action, Send
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
 
 MESSAGE_SYNC: Final = 0
@@ -59,58 +66,35 @@ EMPTY_UPDATE: Final = b"\x00\x00"
 
 
 @dataclass(frozen=True, slots=True)
-class Send:
-    message: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class SendDiff:
+class SendDiff(Action):
     """Answer the peer's step 1: a step 2 with what ``state_vector`` lacks."""
 
     state_vector: bytes
 
 
 @dataclass(frozen=True, slots=True)
-class ApplyUpdate:
+class ApplyUpdate(Action):
     update: bytes
 
 
 @dataclass(frozen=True, slots=True)
-class RelayAwareness:
+class RelayAwareness(Action):
     update: bytes
 
 
 @dataclass(frozen=True, slots=True)
-class SendAwareness:
+class SendAwareness(Action):
     """Send the peer every awareness state of the room."""
 
 
 @dataclass(frozen=True, slots=True)
-class EmptyUpdate:
+class EmptyUpdate(Action):
     """The peer sent an update that carries nothing (an up-to-date step 2)."""
 
 
 @dataclass(frozen=True, slots=True)
-class ReadOnlyUpdate:
+class ReadOnlyUpdate(Action):
     """The peer sent an update, and may not write: the document is not changed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Close:
-    code: int
-    reason: str
-
-
-Action = (
-    Send
-    | SendDiff
-    | ApplyUpdate
-    | RelayAwareness
-    | SendAwareness
-    | EmptyUpdate
-    | ReadOnlyUpdate
-    | Close
-)
 
 
 def _message_part(part: int | bytes) -> bytes:
@@ -158,10 +142,17 @@ def _byte_string(decoder: Decoder) -> bytes:
 class YjsSession:
     """One connection's y-websocket protocol state; see the module docstring."""
 
-    __slots__ = ("_emit", "writable")
+    __slots__ = ("_close", "_emit", "writable")
 
-    def __init__(self, emit: Callable[[Action], None], *, writable: bool) -> None:
+    def __init__(
+        self,
+        emit: Callable[[Action], None],
+        close: Callable[[int, str], None],
+        *,
+        writable: bool,
+    ) -> None:
         self._emit = emit
+        self._close = close
         self.writable = writable
 
     def start(self, state_vector: bytes, awareness: bytes | None) -> None:
@@ -173,7 +164,7 @@ class YjsSession:
     def receive(self, message: bytes | str) -> None:
         """One whole WebSocket message from the peer."""
         if isinstance(message, str):
-            self._emit(Close(CLOSE_PROTOCOL_ERROR, "y-websocket messages are binary"))
+            self._close(CLOSE_PROTOCOL_ERROR, "y-websocket messages are binary")
             return
         try:
             decoder = Decoder(message)
@@ -186,7 +177,7 @@ class YjsSession:
             elif kind == MESSAGE_QUERY_AWARENESS:
                 self._emit(SendAwareness())
         except Exception:  # lib0 decoding of bytes a peer chose
-            self._emit(Close(CLOSE_PROTOCOL_ERROR, "malformed y-websocket message"))
+            self._close(CLOSE_PROTOCOL_ERROR, "malformed y-websocket message")
 
     def _sync(self, step: int, payload: bytes) -> None:
         if step == SYNC_STEP1:

@@ -154,17 +154,24 @@ class RawWs:
         self.buffer = bytearray()
 
     @classmethod
-    async def connect(cls, server: RunningServer, token: str = ADMIN) -> RawWs:
+    async def connect(
+        cls, server: RunningServer, token: str = ADMIN, *, path: str | None = None
+    ) -> RawWs:
+        """Connected and upgraded: to the native endpoint, or to ``path``."""
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         raw = cls(reader, writer)
-        status, _ = await raw.handshake(token)
+        status, _ = await raw.handshake(token, path=path)
         assert status == 101
         return raw
 
-    async def handshake(self, token: str, extra: bytes = b"") -> tuple[int, bytes]:
+    async def handshake(
+        self, token: str, extra: bytes = b"", *, path: str | None = None
+    ) -> tuple[int, bytes]:
+        """Upgrade ``path`` (default: the native endpoint with ``token``)."""
         key = base64.b64encode(os.urandom(16))
+        target = f"/v1/namespaces/{NS}/ws?token={token}" if path is None else path
         self.writer.write(
-            b"GET /v1/namespaces/" + NS.encode() + b"/ws?token=" + token.encode() + b" HTTP/1.1\r\n"
+            b"GET " + target.encode() + b" HTTP/1.1\r\n"
             b"Host: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: " + key + b"\r\n\r\n" + extra
         )

@@ -9,7 +9,8 @@ from typing import Any
 
 import msgpack
 
-from syncd.ws.connection import COALESCE_MAX_BYTES, WsConnection
+from syncd.ws.base_connection import COALESCE_MAX_BYTES
+from syncd.ws.connection import WsConnection
 from tests.conftest import RunningServer
 from tests.ws.support import (
     WAIT_S,

@@ -9,7 +9,7 @@ import msgpack
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from syncd.ws import connection as connection_module
+from syncd.ws import base_connection
 from tests.conftest import RunningServer
 from tests.ws.support import (
     RawWs,
@@ -107,7 +107,7 @@ async def test_peer_close_is_answered_then_the_transport_closes(server: RunningS
 async def test_server_close_waits_for_the_peer_then_times_out(
     server: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(connection_module, "CLOSE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(base_connection, "CLOSE_TIMEOUT_S", 0.2)
     raw = await RawWs.connect(server)
     raw.send_message({"kind": "ping"})
     assert (await raw.frame())[0] == 0x2
@@ -197,7 +197,7 @@ async def test_gauges_move_up_and_down_exactly(server: RunningServer) -> None:
 async def test_a_silent_peer_is_pinged_then_closed_1011(
     make_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(connection_module, "CLOSE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(base_connection, "CLOSE_TIMEOUT_S", 0.2)
     srv = await make_server(ws_ping_s=0.3)
     raw = await RawWs.connect(srv)
     started = asyncio.get_running_loop().time()

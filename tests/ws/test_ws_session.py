@@ -11,17 +11,12 @@ import pytest
 from syncd.auth import ROOT, AdminSecret, Authenticator, Principal, SigningKey, issue_token
 from syncd.crdt.engine import ApplyResult
 from syncd.errors import ApiError
+from syncd.ws.base_session import Action, Close, Finish, PauseReading, ResumeReading, Send
 from syncd.ws.framing import CLOSE_INTERNAL_ERROR, CLOSE_TOKEN_EXPIRED, CLOSE_TOO_BIG
 from syncd.ws.session import (
     MAX_INFLIGHT_OPS,
     RESUME_INFLIGHT_OPS,
-    Action,
     Apply,
-    Close,
-    Finish,
-    PauseReading,
-    ResumeReading,
-    Send,
     Session,
     StagedOp,
     Subscribe,

@@ -1,4 +1,4 @@
-"""The y-websocket protocol without I/O: messages in, actions out."""
+"""The y-websocket protocol without I/O: messages in, actions (or a close) out."""
 
 from __future__ import annotations
 
@@ -6,15 +6,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycrdt import Doc, Text, create_sync_message, create_update_message
 
+from syncd.ws.base_session import Action, Send
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
 from syncd.yjs.protocol import (
-    Action,
     ApplyUpdate,
-    Close,
     EmptyUpdate,
     ReadOnlyUpdate,
     RelayAwareness,
-    Send,
     SendAwareness,
     SendDiff,
     YjsSession,
@@ -25,9 +23,21 @@ from syncd.yjs.protocol import (
 )
 
 
+class Recorder:
+    """A session whose actions and closes land in lists, as a channel would see them."""
+
+    def __init__(self, *, writable: bool = True) -> None:
+        self.actions: list[Action] = []
+        self.closes: list[tuple[int, str]] = []
+        self.session = YjsSession(self.actions.append, self._close, writable=writable)
+
+    def _close(self, code: int, reason: str) -> None:
+        self.closes.append((code, reason))
+
+
 def _session(*, writable: bool = True) -> tuple[YjsSession, list[Action]]:
-    actions: list[Action] = []
-    return YjsSession(actions.append, writable=writable), actions
+    recorder = Recorder(writable=writable)
+    return recorder.session, recorder.actions
 
 
 def _update() -> bytes:
@@ -77,18 +87,20 @@ def test_a_read_only_session_drops_updates() -> None:
 
 def test_malformed_messages_close_with_1002() -> None:
     for message in (b"", b"\x00", b"\x00\x02\x05ab", b"\x00\x09\x00", b"\x01\x04ab", "text"):
-        session, actions = _session()
-        session.receive(message)
-        assert actions == [Close(CLOSE_PROTOCOL_ERROR, actions[0].reason)], message  # type: ignore[union-attr]
+        recorder = Recorder()
+        recorder.session.receive(message)
+        assert recorder.actions == [], message
+        ((code, reason),) = recorder.closes
+        assert code == CLOSE_PROTOCOL_ERROR and reason, message
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=64))
-def test_any_bytes_give_actions_never_an_exception(message: bytes) -> None:
-    session, actions = _session()
-    session.receive(message)
-    session.receive(sync_update(message))
-    session.receive(awareness_message(message))
+def test_any_bytes_give_actions_or_a_close_never_an_exception(message: bytes) -> None:
+    recorder = Recorder()
+    recorder.session.receive(message)
+    recorder.session.receive(sync_update(message))
+    recorder.session.receive(awareness_message(message))
     assert all(
         isinstance(
             a,
@@ -100,8 +112,8 @@ def test_any_bytes_give_actions_never_an_exception(message: bytes) -> None:
                 SendAwareness,
                 EmptyUpdate,
                 ReadOnlyUpdate,
-                Close,
             ),
         )
-        for a in actions
+        for a in recorder.actions
     )
+    assert all(code == CLOSE_PROTOCOL_ERROR for code, _ in recorder.closes)

@@ -1,0 +1,378 @@
+"""What every WebSocket connection's I/O is: the socket, the timers, the close
+handshake, backpressure and the connection gauge. Every socket runs on it:
+native (:mod:`syncd.ws.connection`), y-websocket and Hocuspocus
+(:mod:`syncd.yjs.connection`).
+
+Theory of operation
+-------------------
+The HTTP connection hands its transport over with the bytes it had already
+read; from then on a :class:`BaseConnection` subclass is the transport's
+protocol. It is the adapter around a sans-I/O
+:class:`~syncd.ws.base_session.BaseSession`, as hypercorn's TCP server is
+around its protocols: bytes read and the clock go into the session, and the
+actions it emits are carried out here; a subclass carries out its protocol's
+own actions (:meth:`BaseConnection._act`) and says what its subscribers do on
+a drain, at an expiry and when the connection is lost.
+
+- ``Send``: written at once, unless broadcast frames are queued (a subclass
+  may queue them in ``_out`` for a flusher that calls
+  :meth:`BaseConnection.flush`): then behind them, so the peer sees
+  everything in the order it was produced.
+- ``PauseReading`` / ``ResumeReading``: the session's read backpressure.
+- ``Close`` / ``Finish``: the closing handshake. When we close (1009,
+  shutdown's 1001, keepalive's 1011, a protocol's own codes) we send our close
+  frame and wait up to :data:`CLOSE_TIMEOUT_S` for the peer's; when the peer
+  closes first we answer and close the transport. A transport that will not
+  finish closing is aborted after the same timeout. Once closing has started
+  nothing but close frames goes out (:attr:`BaseConnection.can_send`).
+
+Timers: one keepalive timer per connection, re-armed for the time the
+session names; one expiry timer, set to the earliest time the subclass names
+(:meth:`BaseConnection._expiry_due_ms`: when a token or a rule that grants a
+read ends) and re-armed with :meth:`BaseConnection._arm_expiry` when that
+changes; and the close timeout.
+
+Backpressure: the transport's high-water mark is the subscriber bound
+(``SERVICE_SUBSCRIBER_BUFFER_BYTES``). While it is over it, or the session
+holds reading, we stop reading from the peer. When the transport drains,
+what ended meanwhile ends first (a fresh state would carry what was made
+after the end, and the timer may not have had its turn yet), then the
+subclass sends what its subscribers skipped (:meth:`BaseConnection._drained`),
+then the session handles what it held back.
+
+Every connection counts in ``service_ws_connections_active`` and in the
+server's connection count (``SERVICE_MAX_CONNECTIONS``, and shutdown closes
+it with 1001) while it is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from syncd.ws.base_session import (
+    Action,
+    BaseSession,
+    Close,
+    Finish,
+    PauseReading,
+    ResumeReading,
+    Send,
+)
+from syncd.ws.framing import CLOSE_GOING_AWAY
+
+if TYPE_CHECKING:
+    from syncd.auth.authenticator import Authenticator
+    from syncd.http.protocol import ServerContext
+    from syncd.metrics import Metrics
+
+CLOSE_TIMEOUT_S: Final = 5.0
+"""How long we wait for the peer's close frame after sending ours, and for a
+closing transport to flush, before dropping the connection: long enough for a
+live client on a slow link, short enough that dead peers do not pile up."""
+
+LOW_WATER_DIVISOR: Final = 4
+"""The transport's low-water mark is the subscriber bound over this: a drained
+connection has room for a whole state and the updates that follow it."""
+
+COALESCE_MAX_BYTES: Final = 64 * 1024
+"""Queued broadcast bytes that are flushed at once instead of at the flusher's
+next pass: a send this size is already cheap per byte, and the queue (which
+the subscriber bound does not see) stays small."""
+
+
+class BaseConnection(asyncio.Protocol):
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        session: BaseSession,
+        trailing: bytes,
+        *,
+        bound: int,
+        auth: Authenticator,
+        metrics: Metrics,
+        server: Callable[[], ServerContext | None],
+    ) -> None:
+        """``session`` emits to this connection's :meth:`_do`; ``bound`` is the
+        subscriber bound; ``server`` the HTTP server's shared state, once it runs."""
+        self._loop = loop = asyncio.get_running_loop()
+        self.transport = transport
+        self.session = session
+        self._auth = auth
+        self._metrics = metrics
+        self._server = server
+        self._out: list[bytes] = []
+        """Broadcast frames (and what followed them) waiting for the flusher."""
+        self._out_bytes = 0
+        self.can_send = True
+        """False once closing started: then nothing but close frames go out."""
+        self._read_paused = False
+        self._write_paused = False
+        self._gone = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._keepalive_due = 0.0
+        self._arm_keepalive(session.keepalive_due)
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_due: int | None = None
+        """What the expiry timer is set for (None: not set)."""
+        self._expiring = False
+        """An expiry is being handled: re-arm once after it, not per change."""
+        transport.set_write_buffer_limits(high=bound, low=bound // LOW_WATER_DIVISOR)
+        ctx = server()
+        if ctx is not None:
+            ctx.other_connections.add(self)
+        metrics.ws_connections_active.inc()
+        if trailing:
+            # Parsed on the next loop pass, once the transport is ours and the
+            # subclass is set up; bytes that arrive before then queue behind
+            # these in the frame layer.
+            session.feed(trailing)
+            loop.call_soon(session.process)
+
+    # -- what subclasses provide -----------------------------------------------
+
+    def _act(self, action: Action) -> None:
+        """Carry out an action of the protocol's own."""
+        raise NotImplementedError(type(action).__name__)
+
+    def _expiry_due_ms(self) -> int | None:
+        """When (wall-clock ms, the authenticator's clock) something this
+        connection holds ends: the expiry timer calls :meth:`_expire` then."""
+        return None
+
+    def _expire(self) -> None:
+        """The expiry timer fired: end what has ended, by the clock."""
+
+    def _drained(self) -> None:
+        """The transport drained: send what was skipped meanwhile."""
+
+    def _closing(self) -> None:
+        """Closing started (ours or the peer's): nothing more goes out."""
+
+    def _lost(self) -> None:
+        """The connection is gone (after the shared bookkeeping)."""
+
+    # -- asyncio.Protocol -------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Not called: the transport is handed over already connected."""
+
+    def data_received(self, data: bytes) -> None:
+        self.session.data_received(data, self._loop.time())
+
+    def eof_received(self) -> bool | None:
+        # The peer will send nothing more, not even a close frame: done.
+        self.can_send = False
+        self.session.eof_received()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._gone:
+            return
+        self._gone = True
+        self.can_send = False
+        self.session.connection_lost()
+        self._cancel_timer()
+        self._stop_keepalive()
+        self._stop_expiry()
+        ctx = self._server()
+        if ctx is not None:
+            ctx.other_connections.discard(self)
+        self._metrics.ws_connections_active.dec()
+        self._out.clear()
+        self._out_bytes = 0
+        self._lost()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self.session.write_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        due = self._expiry_due
+        if due is not None and self._auth.now_ms() >= due:
+            self._on_expiry()  # see the module docstring: what ended ends first
+        self._drained()
+        if self._write_paused:
+            return  # what the drain sent filled it again: the next resume goes on
+        self.session.writing_resumed()
+        self._maybe_resume_reading()
+
+    # -- the session's actions ----------------------------------------------
+
+    def _do(self, action: Action) -> None:
+        if isinstance(action, Send):
+            self.send(action.data)
+        elif isinstance(action, PauseReading):
+            self._pause_reading()
+        elif isinstance(action, ResumeReading):
+            self._maybe_resume_reading()
+        elif isinstance(action, Close):
+            self._close(action)
+        elif isinstance(action, Finish):
+            self._peer_closed(action.data)
+        else:
+            self._act(action)
+
+    # -- output ------------------------------------------------------------
+
+    @property
+    def write_paused(self) -> bool:
+        """The peer has left more than the bound unread (and not yet drained
+        to the low-water mark), known without asking the transport per write."""
+        return self._write_paused
+
+    def send(self, data: bytes) -> None:
+        """Write now, unless frames are queued: then behind them, keeping order."""
+        if not self.can_send:
+            return
+        if self._out:
+            self._out.append(data)
+            self._out_bytes += len(data)
+            if self._out_bytes >= COALESCE_MAX_BYTES:
+                self.flush()  # so the transport sees it and can pause us
+        else:
+            self._write(data)
+
+    def flush(self) -> None:
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_bytes = 0
+        if not self.can_send:
+            return
+        self._write(out[0] if len(out) == 1 else b"".join(out))
+
+    # -- closing -------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """The server is stopping: close with 1001 (going away)."""
+        self.close(CLOSE_GOING_AWAY, "server shutting down")
+
+    def close(self, code: int, reason: str = "") -> None:
+        if not self._gone:
+            self.session.close(code, reason)
+
+    def _close(self, action: Close) -> None:
+        self.flush()  # what was queued goes before the close frame
+        self.can_send = False
+        self._stop_keepalive()
+        self._stop_expiry()
+        self._closing()
+        if action.data:
+            self._write(action.data)
+        if action.await_peer:
+            self._resume_reading()  # whatever held it back: the peer's answer
+            self._arm_timer()
+        else:
+            self._finish()
+
+    def _peer_closed(self, answer: bytes) -> None:
+        self.can_send = False
+        self._out.clear()  # the peer is leaving: no data after its close
+        self._out_bytes = 0
+        self._closing()
+        if answer:
+            self._write(answer)
+        self._finish()
+
+    def _finish(self) -> None:
+        """Close the transport (after its buffer flushes), aborting if that stalls."""
+        self.can_send = False
+        if not self.transport.is_closing():
+            self.transport.close()
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        if self._timer is None and not self._gone:
+            self._timer = self._loop.call_later(CLOSE_TIMEOUT_S, self._abort)
+
+    def _abort(self) -> None:
+        self._timer = None
+        if not self._gone:
+            self.transport.abort()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- keepalive -----------------------------------------------------------
+
+    def _on_keepalive(self) -> None:
+        self._keepalive = None
+        if self._gone or not self.can_send:
+            return
+        due = self.session.keepalive(self._loop.time(), self._keepalive_due)
+        if due is not None and self.can_send:
+            self._arm_keepalive(due)
+
+    def _arm_keepalive(self, due: float) -> None:
+        self._keepalive_due = due
+        self._keepalive = self._loop.call_at(due, self._on_keepalive)
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
+
+    # -- expiry --------------------------------------------------------------
+
+    def _arm_expiry(self) -> None:
+        """Set the expiry timer for what the subclass now names, unless it is
+        set for that already (the usual case: every read ends with the token)."""
+        due = self._expiry_due_ms()
+        if due == self._expiry_due:
+            return
+        self._stop_expiry()
+        if due is None or self._gone:
+            return
+        self._expiry_due = due
+        delay = self._auth.seconds_until(due)
+        self._expiry = self._loop.call_later(delay, self._on_expiry)
+
+    def _on_expiry(self) -> None:
+        self._stop_expiry()
+        if self._gone:
+            return
+        # One re-arm after all of it, not one per subscription it ends.
+        self._expiring = True
+        try:
+            self._expire()
+        finally:
+            self._expiring = False
+        self._arm_expiry()
+
+    def _stop_expiry(self) -> None:
+        self._expiry_due = None
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.transport.write(data)
+        except RuntimeError:
+            # uvloop refuses writes once the socket failed, a moment before
+            # connection_lost reaches us; nothing more can be sent.
+            self.can_send = False
+
+    def _pause_reading(self) -> None:
+        if not self._read_paused and not self._gone:
+            self._read_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._read_paused and not self._gone:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    def _maybe_resume_reading(self) -> None:
+        if not self._write_paused and not self.session.held:
+            self._resume_reading()
