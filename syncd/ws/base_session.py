@@ -125,6 +125,25 @@ _RESUME: Final = ResumeReading()
 
 
 class BaseSession:
+    # One per open connection: slots keep an idle connection small.
+    __slots__ = (
+        "_emit",
+        "_frames",
+        "_gone",
+        "_holds",
+        "_last_read",
+        "_max_inflight",
+        "_message",
+        "_ping_s",
+        "_ping_sent",
+        "_pinged",
+        "_resume_inflight",
+        "closing",
+        "held",
+        "inflight",
+        "write_paused",
+    )
+
     def __init__(
         self,
         emit: Callable[[Action], None],

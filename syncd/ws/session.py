@@ -169,6 +169,21 @@ class StagedOp:
 
 
 class Session(BaseSession):
+    __slots__ = (
+        "_auth",
+        "_close_reason",
+        "_close_when_answered",
+        "_disconnect_ops",
+        "_limits",
+        "_max_subscriptions",
+        "_read_ends",
+        "_replies",
+        "_run",
+        "expired",
+        "principal",
+        "subscribed",
+    )
+
     def __init__(
         self,
         emit: Callable[[Action], None],
