@@ -32,6 +32,7 @@ ROUTE_CLASSES = {
     "yjs",
     "history",
     "restore",
+    "revert",
     "tokens",
     "admin",
     "health",

@@ -52,7 +52,7 @@ _CLASS_OF_LAST_LITERAL: Final = {
 
 def route_class(method: str, pattern: str) -> str:
     """A short, bounded name for what a route does (``ops``, ``read``,
-    ``list``, ``events``, ``websocket``, ``yjs``, ``history``, ``restore``,
+    ``list``, ``events``, ``websocket``, ``yjs``, ``history``, ``restore``, ``revert``,
     ``tokens``, ``admin``, ``health``, ``metrics``, ``openapi``, ``demo``,
     ``cors``, ``delete``), so per-route metrics stay a few series."""
     if method == "OPTIONS":
