@@ -164,6 +164,8 @@ class Subscriber(Protocol):
 class DeliverEach:
     """``deliver_run`` for a subscriber that takes deltas one at a time."""
 
+    __slots__ = ()  # so that a subscriber with slots of its own has no dict
+
     def deliver(self, delta: EncodedDelta) -> None:
         raise NotImplementedError
 

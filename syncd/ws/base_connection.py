@@ -14,10 +14,9 @@ actions it emits are carried out here; a subclass carries out its protocol's
 own actions (:meth:`BaseConnection._act`) and says what its subscribers do on
 a drain, at an expiry and when the connection is lost.
 
-- ``Send``: written at once, unless broadcast frames are queued (a subclass
-  may queue them in ``_out`` for a flusher that calls
-  :meth:`BaseConnection.flush`): then behind them, so the peer sees
-  everything in the order it was produced.
+- ``Send``: written at once (:meth:`BaseConnection.send`; a subclass that
+  queues broadcast frames for a flusher sends behind them, so the peer sees
+  everything in the order it was produced).
 - ``PauseReading`` / ``ResumeReading``: the session's read backpressure.
 - ``Close`` / ``Finish``: the closing handshake. When we close (1009,
   shutdown's 1001, keepalive's 1011, a protocol's own codes) we send our close
@@ -76,13 +75,28 @@ LOW_WATER_DIVISOR: Final = 4
 """The transport's low-water mark is the subscriber bound over this: a drained
 connection has room for a whole state and the updates that follow it."""
 
-COALESCE_MAX_BYTES: Final = 64 * 1024
-"""Queued broadcast bytes that are flushed at once instead of at the flusher's
-next pass: a send this size is already cheap per byte, and the queue (which
-the subscriber bound does not see) stays small."""
-
 
 class BaseConnection(asyncio.Protocol):
+    # One per open connection, and subclasses too: slots keep an idle one small.
+    __slots__ = (
+        "_auth",
+        "_expiring",
+        "_expiry",
+        "_expiry_due",
+        "_gone",
+        "_keepalive",
+        "_keepalive_due",
+        "_loop",
+        "_metrics",
+        "_read_paused",
+        "_server",
+        "_timer",
+        "_write_paused",
+        "can_send",
+        "session",
+        "transport",
+    )
+
     def __init__(
         self,
         transport: asyncio.Transport,
@@ -102,9 +116,6 @@ class BaseConnection(asyncio.Protocol):
         self._auth = auth
         self._metrics = metrics
         self._server = server
-        self._out: list[bytes] = []
-        """Broadcast frames (and what followed them) waiting for the flusher."""
-        self._out_bytes = 0
         self.can_send = True
         """False once closing started: then nothing but close frames go out."""
         self._read_paused = False
@@ -149,7 +160,8 @@ class BaseConnection(asyncio.Protocol):
         """The transport drained: send what was skipped meanwhile."""
 
     def _closing(self) -> None:
-        """Closing started (ours or the peer's): nothing more goes out."""
+        """Closing started (ours or the peer's): nothing more goes out (what
+        was queued went before our close frame, see :meth:`flush`)."""
 
     def _lost(self) -> None:
         """The connection is gone (after the shared bookkeeping)."""
@@ -181,8 +193,6 @@ class BaseConnection(asyncio.Protocol):
         if ctx is not None:
             ctx.other_connections.discard(self)
         self._metrics.ws_connections_active.dec()
-        self._out.clear()
-        self._out_bytes = 0
         self._lost()
 
     def pause_writing(self) -> None:
@@ -226,26 +236,12 @@ class BaseConnection(asyncio.Protocol):
         return self._write_paused
 
     def send(self, data: bytes) -> None:
-        """Write now, unless frames are queued: then behind them, keeping order."""
-        if not self.can_send:
-            return
-        if self._out:
-            self._out.append(data)
-            self._out_bytes += len(data)
-            if self._out_bytes >= COALESCE_MAX_BYTES:
-                self.flush()  # so the transport sees it and can pause us
-        else:
+        """Write now (nothing once closing has started)."""
+        if self.can_send:
             self._write(data)
 
     def flush(self) -> None:
-        out = self._out
-        if not out:
-            return
-        self._out = []
-        self._out_bytes = 0
-        if not self.can_send:
-            return
-        self._write(out[0] if len(out) == 1 else b"".join(out))
+        """Write what a subclass queued (before our close frame)."""
 
     # -- closing -------------------------------------------------------------
 
@@ -273,9 +269,7 @@ class BaseConnection(asyncio.Protocol):
 
     def _peer_closed(self, answer: bytes) -> None:
         self.can_send = False
-        self._out.clear()  # the peer is leaving: no data after its close
-        self._out_bytes = 0
-        self._closing()
+        self._closing()  # the peer is leaving: no data after its close
         if answer:
             self._write(answer)
         self._finish()

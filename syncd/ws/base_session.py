@@ -10,9 +10,9 @@ or a task. Its adapter (:class:`~syncd.ws.base_connection.BaseConnection`)
 feeds it what happened (bytes read, the clock, the transport's backpressure)
 and carries out the :class:`Action` objects the session hands to the injected
 ``emit`` callable, in the order given. What a whole message means is the
-protocol's: each goes to ``on_message`` (the native session's own method; a
-Yjs socket's document channel or its Hocuspocus dispatcher), which may emit
-actions of its own through the same ``emit``.
+protocol's: each goes to its ``receiver``'s ``on_message`` (the native
+session is its own receiver; a Yjs socket receives for its document channels),
+which may emit actions of its own through the same ``emit``.
 
 The actions every session emits are defined here, once; a protocol adds its
 own as subclasses of :class:`Action`:
@@ -62,7 +62,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Final, Protocol, cast
 
 from syncd.ws.framing import (
     CLOSE_INTERNAL_ERROR,
@@ -121,6 +121,14 @@ _PAUSE: Final = PauseReading()
 _RESUME: Final = ResumeReading()
 
 
+class Receiver(Protocol):
+    """The protocol above the session: what a whole message means."""
+
+    def on_message(self, data: bytes | str) -> None:
+        """One whole message: ``bytes`` (binary) or ``str`` (text)."""
+        ...
+
+
 # -- the session -------------------------------------------------------------
 
 
@@ -133,10 +141,10 @@ class BaseSession:
         "_holds",
         "_last_read",
         "_max_inflight",
-        "_message",
         "_ping_s",
         "_ping_sent",
         "_pinged",
+        "_receiver",
         "_resume_inflight",
         "closing",
         "held",
@@ -147,7 +155,7 @@ class BaseSession:
     def __init__(
         self,
         emit: Callable[[Action], None],
-        on_message: Callable[[bytes | str], None],
+        receiver: Receiver,
         *,
         max_message_bytes: int,
         ping_s: float,
@@ -158,8 +166,9 @@ class BaseSession:
         if not 0 <= resume_inflight < max_inflight:
             raise ValueError("resume_inflight must be below max_inflight")
         self._emit = emit
-        self._message = on_message
-        """What a whole message means: the protocol above."""
+        self._receiver = receiver
+        """What a whole message means: the protocol above (an object, not a
+        bound method: one fewer object per connection)."""
         self._frames = FrameLayer(max_message_bytes)
         self._max_inflight = max_inflight
         self._resume_inflight = resume_inflight
@@ -297,7 +306,7 @@ class BaseSession:
         for event in self._frames.events():
             kind = type(event)
             if kind is Message:
-                self._message(cast(Message, event).data)
+                self._receiver.on_message(cast(Message, event).data)
                 if self.inflight >= self._max_inflight:
                     if not self.held:
                         self.held = True

@@ -20,6 +20,8 @@ protocol are carried out here:
   (:mod:`syncd.catchup`). The hub hands it the delta's frame bytes, shared by
   every subscriber; they are queued here and written by the app's
   :class:`~syncd.ws.flusher.Flusher`, one send per connection per flush.
+  What the session sends goes behind what is queued, so the client sees
+  everything in the order it was produced.
 
 Expiry: the shared expiry timer is set to the session's :attr:`expiry_due`
 (the token's expiry, or the earliest end of a subscription's read) and
@@ -50,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from syncd.catchup import initial_deltas
 from syncd.errors import ApiError
-from syncd.ws.base_connection import COALESCE_MAX_BYTES, BaseConnection
+from syncd.ws.base_connection import BaseConnection
 from syncd.ws.base_session import Action
 from syncd.ws.flusher import Flusher
 from syncd.ws.session import Apply, Session, StagedOp, Subscribe, Unsubscribe
@@ -67,6 +69,11 @@ if TYPE_CHECKING:
     from syncd.store.base import Store
 
 log = logging.getLogger("syncd.ws")
+
+COALESCE_MAX_BYTES: Final = 64 * 1024
+"""Queued broadcast bytes that are flushed at once instead of at the flusher's
+next pass: a send this size is already cheap per byte, and the queue (which
+the subscriber bound does not see) stays small."""
 
 _REPLAY_FAILED: Final = ApiError(503, "unavailable", "could not read the CRDT's history")
 
@@ -104,6 +111,19 @@ class SessionContext:
 
 
 class WsConnection(BaseConnection):
+    __slots__ = (
+        "_app",
+        "_flusher",
+        "_lagging",
+        "_out",
+        "_out_bytes",
+        "_staging",
+        "_tasks",
+        "ns",
+        "principal",
+        "subscriptions",
+    )
+
     session: Session
 
     def __init__(
@@ -132,6 +152,9 @@ class WsConnection(BaseConnection):
         self.subscriptions: dict[str, WsSubscription] = {}
         self._lagging: list[WsSubscription] = []
         self._flusher = flusher
+        self._out: list[bytes] = []
+        """Broadcast frames (and what followed them) waiting for the flusher."""
+        self._out_bytes = 0
         self._tasks: set[asyncio.Task[None]] = set()
         """Op tasks still running: disconnect ops wait for them."""
         self._staging = app.service.stages
@@ -151,7 +174,13 @@ class WsConnection(BaseConnection):
 
     # -- the base connection's hooks -----------------------------------------
 
+    def _closing(self) -> None:
+        self._out.clear()  # flushed before our close frame, or the peer is leaving
+        self._out_bytes = 0
+
     def _lost(self) -> None:
+        self._out.clear()
+        self._out_bytes = 0
         self._app.auth.revocations.unwatch(self.principal, self)
         for subscription in list(self.subscriptions.values()):
             self._drop_subscription(subscription)
@@ -210,6 +239,28 @@ class WsConnection(BaseConnection):
         if self._out_bytes >= COALESCE_MAX_BYTES:
             self.flush()  # enough to be worth a send of its own
         return True
+
+    def send(self, data: bytes) -> None:
+        """Write now, unless frames are queued: then behind them, keeping order."""
+        if not self.can_send:
+            return
+        if self._out:
+            self._out.append(data)
+            self._out_bytes += len(data)
+            if self._out_bytes >= COALESCE_MAX_BYTES:
+                self.flush()  # so the transport sees it and can pause us
+        else:
+            self._write(data)
+
+    def flush(self) -> None:
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_bytes = 0
+        if not self.can_send:
+            return
+        self._write(out[0] if len(out) == 1 else b"".join(out))
 
     def end_revoked(self) -> None:
         """The token was revoked (the revocation table calls this)."""

@@ -198,7 +198,7 @@ class Session(BaseSession):
     ) -> None:
         super().__init__(
             emit,
-            self._on_message,
+            self,
             max_message_bytes=max_message_bytes,
             ping_s=ping_s,
             now=now,
@@ -374,7 +374,8 @@ class Session(BaseSession):
 
     # -- internals ---------------------------------------------------------------
 
-    def _on_message(self, data: bytes | str) -> None:
+    def on_message(self, data: bytes | str) -> None:
+        """One whole message (the base session's receiver is the session itself)."""
         binary = type(data) is bytes
         try:
             message = decode(data, self._limits)

@@ -179,6 +179,23 @@ def update_of(delta: dict[str, Any]) -> bytes:
 
 
 class YjsChannel(DeliverEach):
+    # One per document per connection: slots keep an idle connection small.
+    __slots__ = (
+        "_ctx",
+        "_echo",
+        "_lagged",
+        "_left",
+        "_owner",
+        "closed",
+        "crdt_id",
+        "ns",
+        "origin",
+        "principal",
+        "room",
+        "session",
+        "until",
+    )
+
     def __init__(
         self,
         ctx: YjsContext,
@@ -200,7 +217,7 @@ class YjsChannel(DeliverEach):
         until = ctx.auth.read_ends(principal, crdt_id)
         self.until = NO_END_MS if until is None else until
         """When the read ends (wall-clock ms; NO_END_MS: never)."""
-        self.session = YjsSession(self._do, owner.close, writable=writable)
+        self.session = YjsSession(self._do, owner, writable=writable)
         self._echo: dict[str, int] = {}
         """Updates this peer sent that are not yet back from the hub: skipped."""
         self._lagged = False

@@ -67,12 +67,14 @@ class YjsSocket(BaseConnection):
     """The shared socket adapter of Yjs connections; subclasses say what a
     message means (:meth:`on_message`) and which channels they hold."""
 
+    __slots__ = ("_ctx",)
+
     def __init__(self, ctx: YjsContext, transport: asyncio.Transport, trailing: bytes) -> None:
         settings = ctx.settings
         self._ctx = ctx
         session = BaseSession(
             self._do,
-            self.on_message,
+            self,
             max_message_bytes=settings.max_body_bytes,
             ping_s=settings.ws_ping_s,
             now=asyncio.get_running_loop().time(),
@@ -153,6 +155,8 @@ class YjsSocket(BaseConnection):
 
 class YjsConnection(YjsSocket):
     """A y-websocket connection: one document, its messages as they are."""
+
+    __slots__ = ("_denied", "channel")
 
     def __init__(
         self,

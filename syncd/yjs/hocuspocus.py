@@ -120,6 +120,15 @@ def read_token(rest: bytes) -> str | None:
 
 
 class HocuspocusConnection(YjsSocket):
+    __slots__ = (
+        "_auth_timer",
+        "_channels",
+        "_document_id",
+        "_names",
+        "_origin",
+        "ns",
+    )
+
     def __init__(
         self,
         ctx: YjsContext,

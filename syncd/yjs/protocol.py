@@ -34,7 +34,8 @@ from the document), :class:`ApplyUpdate`, :class:`RelayAwareness`,
 nothing, and :class:`ReadOnlyUpdate` for an update from a connection that may
 not write (the document is not changed; the socket says so in its protocol's
 way). A message that does not parse closes the connection (1002) through the
-injected ``close``: the WebSocket session's, the layer below.
+injected ``closer``: the socket's ``close``, which starts the WebSocket
+session's closing handshake, the layer below.
 
 Unknown message types are ignored, as y-websocket's own server does, so newer
 clients keep working.
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from pycrdt import Decoder, Encoder
 
@@ -63,6 +64,12 @@ SYNC_UPDATE: Final = 2
 AUTH_PERMISSION_DENIED: Final = 0
 
 EMPTY_UPDATE: Final = b"\x00\x00"
+
+
+class Closer(Protocol):
+    def close(self, code: int, reason: str = "") -> None:
+        """Close the connection with ``code``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,17 +149,11 @@ def _byte_string(decoder: Decoder) -> bytes:
 class YjsSession:
     """One connection's y-websocket protocol state; see the module docstring."""
 
-    __slots__ = ("_close", "_emit", "writable")
+    __slots__ = ("_closer", "_emit", "writable")
 
-    def __init__(
-        self,
-        emit: Callable[[Action], None],
-        close: Callable[[int, str], None],
-        *,
-        writable: bool,
-    ) -> None:
+    def __init__(self, emit: Callable[[Action], None], closer: Closer, *, writable: bool) -> None:
         self._emit = emit
-        self._close = close
+        self._closer = closer
         self.writable = writable
 
     def start(self, state_vector: bytes, awareness: bytes | None) -> None:
@@ -164,7 +165,7 @@ class YjsSession:
     def receive(self, message: bytes | str) -> None:
         """One whole WebSocket message from the peer."""
         if isinstance(message, str):
-            self._close(CLOSE_PROTOCOL_ERROR, "y-websocket messages are binary")
+            self._closer.close(CLOSE_PROTOCOL_ERROR, "y-websocket messages are binary")
             return
         try:
             decoder = Decoder(message)
@@ -177,7 +178,7 @@ class YjsSession:
             elif kind == MESSAGE_QUERY_AWARENESS:
                 self._emit(SendAwareness())
         except Exception:  # lib0 decoding of bytes a peer chose
-            self._close(CLOSE_PROTOCOL_ERROR, "malformed y-websocket message")
+            self._closer.close(CLOSE_PROTOCOL_ERROR, "malformed y-websocket message")
 
     def _sync(self, step: int, payload: bytes) -> None:
         if step == SYNC_STEP1:

@@ -35,7 +35,7 @@ class Harness:
         """What the protocol does with a message, beyond noting it."""
         self.session = BaseSession(
             self.actions.append,
-            self._on_message,
+            self,
             max_message_bytes=1024,
             ping_s=PING_S,
             now=0.0,
@@ -43,7 +43,7 @@ class Harness:
             resume_inflight=RESUME_INFLIGHT,
         )
 
-    def _on_message(self, data: bytes | str) -> None:
+    def on_message(self, data: bytes | str) -> None:
         self.messages.append(data)
         if self.react is not None:
             self.react(data)

@@ -9,8 +9,7 @@ from typing import Any
 
 import msgpack
 
-from syncd.ws.base_connection import COALESCE_MAX_BYTES
-from syncd.ws.connection import WsConnection
+from syncd.ws.connection import COALESCE_MAX_BYTES, WsConnection
 from tests.conftest import RunningServer
 from tests.ws.support import (
     WAIT_S,

@@ -29,9 +29,9 @@ class Recorder:
     def __init__(self, *, writable: bool = True) -> None:
         self.actions: list[Action] = []
         self.closes: list[tuple[int, str]] = []
-        self.session = YjsSession(self.actions.append, self._close, writable=writable)
+        self.session = YjsSession(self.actions.append, self, writable=writable)
 
-    def _close(self, code: int, reason: str) -> None:
+    def close(self, code: int, reason: str = "") -> None:
         self.closes.append((code, reason))
 
 
