@@ -10,6 +10,11 @@ open loop: ``--rate R`` — requests are sent on a fixed schedule spread over th
 connections; latency is measured from the scheduled send time, so queueing
 shows (no coordinated omission).
 
+``--ports P1,P2,...`` spreads the connections over several servers (a
+cluster's nodes), connection ``k`` on the ``k % n``-th. ``--spread K`` with a
+path holding ``{i}`` sends each request to one of ``K`` paths, chosen at
+random (a fixed seed per connection), e.g. ``/v1/namespaces/b/crdts/gc:c{i}/ops``.
+
 A benchmark calls :func:`loadgen`, which runs this module as a process on the
 load core and returns what it printed.
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import resource
 import subprocess
 import sys
@@ -92,31 +98,44 @@ class Stats:
         self.latencies: list[float] = []
         self.statuses: dict[str, int] = {}
         self.recording = False
+        self.answered = 0
+        """Every answer, the warm-up's included."""
 
     def record(self, latency: float, status: bytes) -> None:
+        self.answered += 1
         if self.recording:
             self.latencies.append(latency)
             key = status.decode()
             self.statuses[key] = self.statuses.get(key, 0) + 1
 
 
-async def closed_loop(args: argparse.Namespace, request: bytes, stats: Stats) -> float:
+async def connect(args: argparse.Namespace, stats: Stats) -> list[Conn]:
     loop = asyncio.get_running_loop()
+    ports = [int(p) for p in str(args.ports or args.port).split(",")]
     conns = []
-    for _ in range(args.connections):
-        _, proto = await loop.create_connection(lambda: Conn(stats), "127.0.0.1", args.port)
+    for k in range(args.connections):
+        port = ports[k % len(ports)]
+        _, proto = await loop.create_connection(lambda: Conn(stats), "127.0.0.1", port)
         conns.append(proto)
+    return conns
+
+
+async def closed_loop(args: argparse.Namespace, requests: list[bytes], stats: Stats) -> float:
+    loop = asyncio.get_running_loop()
+    conns = await connect(args, stats)
     stop = False
 
-    async def worker(conn: Conn) -> None:
+    async def worker(conn: Conn, seed: int) -> None:
+        pick = random.Random(seed).randrange
+        count = len(requests)
         while not stop:
             conn.ready = loop.create_future()
             conn.waiters.append(time.perf_counter())
             assert conn.transport is not None
-            conn.transport.write(request)
+            conn.transport.write(requests[pick(count)] if count > 1 else requests[0])
             await conn.ready
 
-    tasks = [asyncio.create_task(worker(c)) for c in conns]
+    tasks = [asyncio.create_task(worker(c, k)) for k, c in enumerate(conns)]
     await asyncio.sleep(args.warmup)
     stats.recording = True
     started = time.perf_counter()
@@ -131,12 +150,9 @@ async def closed_loop(args: argparse.Namespace, request: bytes, stats: Stats) ->
     return elapsed
 
 
-async def open_loop(args: argparse.Namespace, request: bytes, stats: Stats) -> float:
-    loop = asyncio.get_running_loop()
-    conns = []
-    for _ in range(args.connections):
-        _, proto = await loop.create_connection(lambda: Conn(stats), "127.0.0.1", args.port)
-        conns.append(proto)
+async def open_loop(args: argparse.Namespace, requests: list[bytes], stats: Stats) -> float:
+    conns = await connect(args, stats)
+    pick = random.Random(0).randrange
     interval = 1.0 / args.rate
     total = int(args.rate * (args.duration + args.warmup))
     warm = int(args.rate * args.warmup)
@@ -152,7 +168,7 @@ async def open_loop(args: argparse.Namespace, request: bytes, stats: Stats) -> f
         conn = conns[i % len(conns)]
         conn.waiters.append(scheduled)
         assert conn.transport is not None
-        conn.transport.write(request)
+        conn.transport.write(requests[pick(len(requests))])
     await asyncio.sleep(0.5)
     stats.recording = False
     for c in conns:
@@ -169,12 +185,13 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
-    request = build_request(args.method, args.path, args.body.encode(), args.header)
+    paths = [args.path.format(i=i) for i in range(args.spread)] if args.spread else [args.path]
+    requests = [build_request(args.method, p, args.body.encode(), args.header) for p in paths]
     stats = Stats()
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     wall0 = time.perf_counter()
     elapsed = await (
-        open_loop(args, request, stats) if args.rate else closed_loop(args, request, stats)
+        open_loop(args, requests, stats) if args.rate else closed_loop(args, requests, stats)
     )
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     wall = time.perf_counter() - wall0
@@ -186,6 +203,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "p50_ms": percentile(lat, 0.50) * 1000,
         "p99_ms": percentile(lat, 0.99) * 1000,
         "statuses": stats.statuses,
+        "answered": stats.answered,
         "generator_cpu": cpu / wall,
     }
 
@@ -247,8 +265,10 @@ def headroom_note(result: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--ports", help="several servers, comma-separated (instead of --port)")
     parser.add_argument("--path", default="/")
+    parser.add_argument("--spread", type=int, default=0, help="paths: --path with {i} of 0..K-1")
     parser.add_argument("--method", default="GET")
     parser.add_argument("--body", default="")
     parser.add_argument("--header", action="append", default=[])
@@ -257,6 +277,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--rate", type=float, default=0.0)
     args = parser.parse_args()
+    if (args.port is None) == (args.ports is None):
+        parser.error("give --port or --ports")
     result = uvloop.run(run(args))
     json.dump(result, sys.stdout)
 

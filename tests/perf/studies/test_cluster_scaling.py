@@ -1,0 +1,45 @@
+"""perf.studies.cluster_scaling at a tiny size: one node and a two-node cluster
+with their isolated control, every process in a CPU budget of its own, figures
+for every run and the model, and no cgroup left behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perf.lib import cgroups
+
+ROOT = Path(__file__).resolve().parents[3]
+
+pytestmark = pytest.mark.skipif(cgroups.available() is not None, reason=f"{cgroups.available()}")
+
+
+def test_the_study_runs_every_size_in_budgets_and_leaves_no_group(tmp_path: Path) -> None:
+    before = set(cgroups.leftovers())
+    out = tmp_path / "scaling.json"
+    args = ["--nodes", "1,2", "--workloads", "spread", "--duration", "1", "--warmup", "0.5"]
+    args += ["--node-cpu", "0.5", "--pg-cpu", "0.5", "--load-cpu", "0.5", "--crdts", "8"]
+    result = subprocess.run(
+        [sys.executable, "-m", "perf.studies.cluster_scaling", *args, "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = json.loads(out.read_text())
+    runs = {(r["nodes"], r["kind"]): r for r in figures["runs"]}
+    assert set(runs) == {(1, "cluster"), (2, "cluster"), (2, "isolated")}
+    for run in runs.values():
+        assert run["ops_s"] > 0 and run["not_200"] == 0
+        assert run["node_us_per_op"] > 0 and run["pg_us_per_op"] > 0
+        assert all(0 < use < 1.2 for use in run["budget_use"].values()), run["budget_use"]
+    assert runs[(2, "cluster")]["per_node"][1]["notices"] > 0  # the nodes did share
+    assert runs[(2, "isolated")]["per_node"][1]["notices"] == 0  # and these did not
+    two = figures["models"]["this"]["spread"]["sizes"]["2"]
+    assert two["vs_one"] > 0 and two["efficiency"] > 0 and two["projected_ops_s"] > 0
+    assert set(cgroups.leftovers()) == before
