@@ -209,7 +209,10 @@ class CrdtService:
         """
         if not self.engine.replay(record):
             return False
-        self.publish_soon(record)
+        if self.hub.subscribed(record["ns"], record["id"]):
+            # Nobody to tell otherwise: one who subscribes later starts from
+            # the engine or the store, which have this record already.
+            self.publish_soon(record)
         return True
 
     def wanted(self, ns: str, crdt_id: str) -> bool:

@@ -335,6 +335,11 @@ class Replicator:
         self._remote_at[key] = time.monotonic()
 
     async def bring_up(self, rows: RowReader, key: Key, row: Row | None) -> None:
+        if row is not None and row.live and key not in self._quiet:
+            # Once per CRDT of every batch: the usual answer (level) without a call.
+            held = self._sink.position(*key)
+            if held is not None and held[0] == row.epoch and held[1] == row.seq:
+                return
         await self._bring_up(rows, key, row)
         self._quiet.pop(key, None)
 
@@ -485,13 +490,21 @@ class Replicator:
 
     def _offer(self, key: Key, item: _Item) -> None:
         """Something another node did: apply it now if nothing is in the way, else queue it."""
-        if (
-            key not in self._pending
-            and not self._store.locks.busy(key)
-            and self._try_apply(key, item)
-        ):
+        if key not in self._pending and not self._store.locks.busy(key):
+            if self._try_apply(key, item):
+                return
+        elif item[0] == "op" and self._covered(key, item[1]):
+            # Behind a commit on this CRDT, which read it from the table
+            # already (the usual case when nodes write the same CRDTs): it
+            # needs neither a place in the queue nor a task to drain it.
             return
         self._enqueue(key, item)
+
+    def _covered(self, key: Key, record: Record) -> bool:
+        """Whether the engine holds this op record's seq of its life already. (One
+        a failed commit numbered alike is read back from the table with the rest.)"""
+        held = self._sink.position(*key)
+        return held is not None and held[0] == record["epoch"] and record["seq"] <= held[1]
 
     def _enqueue(self, key: Key, item: _Item) -> None:
         queue = self._pending.get(key)
@@ -526,7 +539,7 @@ class Replicator:
 
     def _on_notify(self, payload: str) -> None:
         try:
-            notice = unpack(payload)
+            notice = unpack(payload, ignore=self._sender)
         except BadNotice as exc:
             log.warning("ignoring a notification on %s: %s", self.channel, exc)
             return

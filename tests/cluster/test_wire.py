@@ -135,6 +135,20 @@ def test_foreign_payloads_are_refused(payload: str) -> None:
         unpack(payload)
 
 
+def test_a_nodes_own_notice_comes_back_without_its_records_decoded() -> None:
+    """PostgreSQL hands a node its own notifications too: their records are not
+    decoded (a record here that would be refused shows it), others' still are."""
+    payload = base64.b64encode(msgpack.packb(["me", "r", [record(1), b"\x01"]])).decode()
+    own = unpack(payload, ignore="me")
+    assert own.node == "me" and own.kind == "r" and own.records == ()
+    with pytest.raises(BadNotice):
+        unpack(payload, ignore="someone else")
+    with pytest.raises(BadNotice):
+        unpack(payload)
+    with pytest.raises(BadNotice):  # the header is still checked
+        unpack(base64.b64encode(msgpack.packb([1, "r", []])).decode(), ignore="me")
+
+
 # -- pgoutput --------------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from syncd.auth import ROOT
+from syncd.catchup import initial_deltas
 from syncd.errors import ApiError
 from syncd.store.history import Retention
 from syncd.store.pg_schema import MIGRATIONS, SchemaTooNewError, migrate
@@ -303,6 +304,72 @@ async def test_a_late_record_of_an_ended_life_is_not_resurrected(start_node: Sta
     await eventually(lambda: not store._pending)
     assert b.engine.get(NS, "gc:z") is None
     assert store.stats.syncs == syncs + 1
+
+
+async def test_a_record_behind_a_commit_waits_only_if_the_engine_lacks_it(
+    start_node: StartNode,
+) -> None:
+    """While a commit holds a CRDT, another node's record the engine has already
+    (the commit read it from the table) is passed over at once; one it lacks
+    waits for the lock and is applied after, without a table read."""
+    a = await start_node("a")
+    b = await start_node("b")
+    first = await op(a, "gc:q", {"op": "increment"})
+    await load(b, "gc:q")
+    key = (NS, "gc:q")
+    cluster = b.cluster
+    assert cluster is not None
+    syncs = cluster.stats.syncs
+    async with b.store.locks.hold(key):  # type: ignore[attr-defined]  # a commit's hold
+        cluster._offer(key, ("op", dict(first.records[0])))
+        assert key not in cluster._pending
+        await op(a, "gc:q", {"op": "increment", "amount": 5})  # b hears it meanwhile
+        await eventually(lambda: key in cluster._pending)
+        assert b.engine.read(NS, "gc:q")["value"] == 1  # type: ignore[index]
+    await eventually(lambda: key not in cluster._pending)
+    assert b.engine.read(NS, "gc:q")["value"] == 6  # type: ignore[index]
+    assert cluster.stats.syncs == syncs
+
+
+async def test_a_held_crdt_without_subscribers_follows_and_a_later_subscriber_starts_current(
+    start_node: StartNode,
+) -> None:
+    """Other nodes' records reach a CRDT this node holds with nobody subscribed
+    (applied, not published); whoever subscribes later starts from them."""
+    a = await start_node("a")
+    b = await start_node("b")
+    await op(a, "pn:f", {"op": "increment"})
+    await load(b, "pn:f")
+    await op(a, "pn:f", {"op": "increment", "amount": 2})
+    await op(a, "pn:f", {"op": "decrement"})
+    await eventually(lambda: full(b, "pn:f") == full(a, "pn:f"))
+    rec = Recorder(b, "pn:f")
+    epoch = b.engine.get(NS, "pn:f").epoch  # type: ignore[union-attr]
+    start = await initial_deltas(b.engine, b.store, b.residency, NS, "pn:f", 1, epoch)
+    assert [d["seq"] for d in start] == [2, 3]
+    await op(a, "pn:f", {"op": "increment", "amount": 10})
+    await eventually(lambda: rec.op_seqs() == [4])
+    assert b.engine.read(NS, "pn:f")["value"] == 12  # type: ignore[index]
+
+
+async def test_the_read_of_other_nodes_ops_is_never_a_cached_plan(start_node: StartNode) -> None:
+    """A batch on CRDTs other nodes write reads their newest ops in the same
+    round trip. That statement is planned each time: a plan cached while ``ops``
+    was small (a new database) scans the whole table, and kept it as it grew."""
+    a = await start_node("a")
+    b = await start_node("b", pool_size=1)  # every statement of b's on one connection
+    await op(a, "gc:c", {"op": "increment"})
+    await load(b, "gc:c")
+    for _ in range(8):  # past psycopg's prepare threshold (5)
+        await op(a, "gc:c", {"op": "increment"})
+        await eventually(lambda: full(b, "gc:c") == full(a, "gc:c"))
+        await op(b, "gc:c", {"op": "increment"})  # contended: reads a's ops first
+    assert b.cluster is not None and b.cluster.contended((NS, "gc:c"))
+    async with b.store.pool.connection() as conn:  # type: ignore[attr-defined]
+        cur = await conn.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [str(s) for (s,) in await cur.fetchall()]
+    assert any("INSERT INTO crdts" in s for s in prepared)  # the others are prepared
+    assert not any("JOIN ops" in s for s in prepared)
 
 
 async def test_large_ops_without_wal_travel_as_references(start_node: StartNode) -> None:
