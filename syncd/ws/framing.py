@@ -129,7 +129,9 @@ class FrameLayer:
         """Bytes of a refused over-size frame still to drop."""
         self._fragmented = False
         """A fragmented message is under way (wsproto holds its state)."""
-        self._parts: list[bytes | str] = []
+        self._parts: list[bytes | str] | None = None
+        """A fragmented message's parts so far (None between messages: one
+        list per connection less, as fragments are rare)."""
         self._size = 0
         self._failed = False
 
@@ -271,9 +273,12 @@ class FrameLayer:
                 if self._size > self._max:
                     yield self._too_big()
                     return
-                self._parts.append(data)
+                parts = self._parts
+                if parts is None:
+                    parts = self._parts = []
+                parts.append(data)
                 if message.message_finished:
-                    parts, self._parts, self._size = self._parts, [], 0
+                    self._parts, self._size = None, 0
                     if kind is BytesMessage:
                         yield Message(b"".join(cast(list[bytes], parts)))
                     else:
@@ -286,7 +291,7 @@ class FrameLayer:
                     # state change (a real close frame moves the state on); its
                     # parser is dead after that, so nothing more can be read.
                     self._failed = True
-                    self._parts = []
+                    self._parts = None
                     yield Failed(int(close.code), close.reason or "protocol error")
                     return
                 yield PeerClosed(int(close.code), close.reason)
@@ -298,7 +303,7 @@ class FrameLayer:
     def _too_big(self) -> Failed:
         # Parsing can go on (the rest of the message is dropped once our close
         # is sent), so the peer's answering close can still be seen.
-        self._parts = []
+        self._parts = None
         self._size = 0
         return Failed(CLOSE_TOO_BIG, f"message over {self._max} bytes (SERVICE_MAX_BODY_BYTES)")
 
