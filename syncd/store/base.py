@@ -43,8 +43,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
+from syncd.crdt.window import KEY_BITS, kind_of, text_key
 from syncd.store.catalogue import Usage as Usage
 
 Record = dict[str, Any]
@@ -56,6 +57,117 @@ Listed = tuple[str, str, int]
 SnapshotSource = Callable[[], Iterable[dict[str, Any]]]
 EntrySource = Callable[[str, str], dict[str, Any] | None]
 """One CRDT's entry map as the engine holds it now (None if it holds none)."""
+
+
+# Attribution as the history index keeps it (each op's writer and *tag*),
+# so that a revert finds one writer's ops, and the ops of the kinds its type
+# reads, without decoding every record of its window. A tag packs two keys
+# (syncd.crdt.window.text_key, 30 bits each) and two flags: bits 0-29 the key
+# of the delta's op name (0: none), bit 30 set for a revert's op (its record
+# carries ``reverts``), bit 31 set in every tag ``attribution`` makes, bits
+# 32-61 the origin's key (0: no origin). A tag of 0 says nothing: the record
+# must be decoded to know.
+_KIND_MASK: Final = (1 << KEY_BITS) - 1
+_REVERTS_BIT: Final = 1 << 30
+_KNOWN_BIT: Final = 1 << 31
+_ORIGIN_SHIFT: Final = 32
+_INT64: Final = 1 << 63
+
+
+def attribution(record: Record) -> tuple[int, int]:
+    """An op record's ``client_id`` and tag (see the layout above); ``(0,
+    0)``, which says nothing, for a record whose client id is not an int64."""
+    client_id = record.get("client_id")
+    if type(client_id) is not int or not -_INT64 <= client_id < _INT64:
+        return 0, 0
+    origin = record.get("origin")
+    tag = _KNOWN_BIT | kind_of(record.get("op"))
+    if type(origin) is str:
+        tag |= text_key(origin) << _ORIGIN_SHIFT
+    if "reverts" in record:
+        tag |= _REVERTS_BIT
+    return client_id, tag
+
+
+class Retained:
+    """Retained op records of one CRDT life, ascending by seq, as a store
+    read them: each op's seq, writer and tag (:func:`attribution`; a tag of
+    0 says nothing) known without decoding it, its record decoded when it
+    is first read (:meth:`record`); or every record's msgpack encoding as
+    stored, for a reader that needs one field of each (:meth:`encodings`)."""
+
+    __slots__ = ("_encodings", "_load", "_records", "seqs", "tags", "writers")
+
+    def __init__(
+        self,
+        seqs: Sequence[int],
+        writers: Sequence[int],
+        tags: Sequence[int],
+        load: Callable[[int], Record],
+        encodings: Callable[[], Sequence[bytes]] | None = None,
+    ) -> None:
+        if not len(seqs) == len(writers) == len(tags):
+            raise ValueError("retained ops need one seq, writer and tag each")
+        self.seqs = seqs
+        self.writers = writers
+        self.tags = tags
+        self._load = load
+        self._encodings = encodings
+        self._records: list[Record | None] = [None] * len(seqs)
+
+    @classmethod
+    def of(cls, records: list[Record]) -> Retained:
+        """Records already decoded (ascending by seq)."""
+        told = [attribution(record) for record in records]
+        held = cls(
+            [record["seq"] for record in records],
+            [client_id for client_id, _ in told],
+            [tag for _, tag in told],
+            records.__getitem__,
+        )
+        held._records = list(records)
+        return held
+
+    def __len__(self) -> int:
+        return len(self.seqs)
+
+    def may_be_by(self, client_id: int | None, origin: str | None) -> list[int]:
+        """The ops (by index) that may be by ``client_id`` (None: anyone) with
+        ``origin`` (None: any): all but those the store knows are not."""
+        tags, writers = self.tags, self.writers
+        if origin is None:
+            if client_id is None:
+                return list(range(len(tags)))
+            return [i for i, tag in enumerate(tags) if not tag or writers[i] == client_id]
+        key = text_key(origin)
+        if client_id is None:
+            return [i for i, tag in enumerate(tags) if not tag or tag >> _ORIGIN_SHIFT == key]
+        return [
+            i
+            for i, tag in enumerate(tags)
+            if not tag or (tag >> _ORIGIN_SHIFT == key and writers[i] == client_id)
+        ]
+
+    def may_be_reverts(self) -> list[int]:
+        """The ops (by index) that may be a revert's (whose record may carry ``reverts``)."""
+        return [i for i, tag in enumerate(self.tags) if not tag or tag & _REVERTS_BIT]
+
+    def kinds(self) -> list[int]:
+        """Each op's kind key (``syncd.crdt.window.text_key`` of its delta's
+        op name; 0: not known)."""
+        return [tag & _KIND_MASK for tag in self.tags]
+
+    def record(self, i: int) -> Record:
+        """Op ``i``'s record (decoded now if it was not yet)."""
+        record = self._records[i]
+        if record is None:
+            record = self._records[i] = self._load(i)
+        return record
+
+    def encodings(self) -> Sequence[bytes] | None:
+        """Every op's record as the store keeps it (msgpack, checked), in
+        order; None when the store holds them decoded (read :meth:`record`)."""
+        return None if self._encodings is None else self._encodings()
 
 
 class Applied(Protocol):
@@ -161,6 +273,18 @@ class Store(Protocol):
         """Up to ``limit`` retained op records of the CRDT's life ``epoch`` (now
         at seq ``latest``) with a seq below ``before``, newest first; and the
         oldest seq whose state ``history_base`` can rebuild."""
+        ...
+
+    async def history_window(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, since: int | None, most: int
+    ) -> tuple[Retained, int]:
+        """The retained op records of the CRDT's life ``epoch`` (now at seq
+        ``latest``) from seq ``since`` on (None: from the oldest seq whose
+        state ``history_base`` can rebuild, plus one), ascending, at most
+        ``most`` (the first); and that oldest seq. Each as :class:`Retained`
+        holds it: its writer and tag known without decoding it, the record
+        decoded when read (a store that keeps them encoded decodes only the
+        few of a long window that a revert reads)."""
         ...
 
     async def history_base(

@@ -89,6 +89,7 @@ from syncd.store.base import (
     Loaded,
     Record,
     Recovered,
+    Retained,
     SnapshotSource,
     StoreStats,
     Usage,
@@ -531,6 +532,14 @@ class FileStore:
         assert self._snap_io is not None and self._loop is not None
         return await self._history.page(
             self._loop, self._snap_io, ns, crdt_id, epoch, latest, before, limit
+        )
+
+    async def history_window(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, since: int | None, most: int
+    ) -> tuple[Retained, int]:
+        assert self._snap_io is not None and self._loop is not None
+        return await self._history.window(
+            self._loop, self._snap_io, ns, crdt_id, epoch, latest, since, most
         )
 
     async def history_base(

@@ -33,7 +33,7 @@ import msgpack
 
 from syncd.errors import StoreUnavailable
 from syncd.store import hint as hint_file
-from syncd.store.base import EntrySource, Loaded, Record
+from syncd.store.base import EntrySource, Loaded, Record, Retained, attribution
 from syncd.store.catalogue import Catalogue
 from syncd.store.history import HistoryIndex, Life, Retention
 from syncd.store.history_files import HistoryFiles, Scanned, split
@@ -64,6 +64,12 @@ def _is_entry(entry: Any) -> bool:
         and type(entry.get("epoch")) is str
         and type(entry.get("seq")) is int
     )
+
+
+def _damaged(exc: OSError) -> StoreUnavailable:
+    """A record read back that fails its check (the history files were damaged)."""
+    log.error("%s", exc)
+    return StoreUnavailable("a history record is damaged (see the server log)")
 
 
 def _checkpoint_meta(entry: dict[str, Any]) -> Record:
@@ -244,8 +250,16 @@ class FileStoreHistory:
                 if is_cp:
                     index.add_checkpoint(ns, crdt_id, epoch, seq, item.pos, item.size)
                 else:
+                    record = item.record
                     index.add_op(
-                        ns, crdt_id, epoch, seq, item.record.get("ts", 0), item.pos, item.size
+                        ns,
+                        crdt_id,
+                        epoch,
+                        seq,
+                        record.get("ts", 0),
+                        item.pos,
+                        item.size,
+                        *attribution(record),
                     )
 
     # -- writing ---------------------------------------------------------------
@@ -318,12 +332,22 @@ class FileStoreHistory:
                     run.seqs.append(seq)
                     run.ts.append(record.get("ts", 0))
                     run.pos.append(pos)
+                    client_id, tag = attribution(record)
+                    run.writers.append(client_id)
+                    run.tags.append(tag)
                     run.since_checkpoint += size
                     self.last_lsn = max(self.last_lsn, lsn)
                 elif _is_entry(record):
                     run_ns, run_id, run_epoch = record["ns"], record["id"], record["epoch"]
                     run = index.add_op(
-                        run_ns, run_id, run_epoch, record["seq"], record.get("ts", 0), pos, size
+                        run_ns,
+                        run_id,
+                        run_epoch,
+                        record["seq"],
+                        record.get("ts", 0),
+                        pos,
+                        size,
+                        *attribution(record),
                     )
                     type_name = record.get("type")
                     if isinstance(type_name, str):
@@ -410,6 +434,42 @@ class FileStoreHistory:
             positions, oldest = self.index.page(ns, crdt_id, epoch, latest, before, limit)
             records = await io.run(loop, self.files.read, positions) if positions else []
         return records, oldest
+
+    async def window(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        io: IoThread,
+        ns: str,
+        crdt_id: str,
+        epoch: str,
+        latest: int,
+        since: int | None,
+        most: int,
+    ) -> tuple[Retained, int]:
+        """``Store.history_window``: the frames read as they are (a few large
+        reads), each checked and decoded only when the caller reads it."""
+        self._check()
+        async with self.lock:
+            (positions, seqs, writers, tags), oldest = self.index.window(
+                ns, crdt_id, epoch, latest, since, most
+            )
+            frames = await io.run(loop, self.files.read_raw, positions) if positions else None
+
+        def load(i: int) -> Record:
+            assert frames is not None
+            try:
+                return frames.decode(i)
+            except OSError as exc:
+                raise _damaged(exc) from None
+
+        def encodings() -> list[bytes]:
+            assert frames is not None
+            try:
+                return frames.bodies()
+            except OSError as exc:
+                raise _damaged(exc) from None
+
+        return Retained(seqs, writers, tags, load, encodings if frames else None), oldest
 
     async def base(
         self,

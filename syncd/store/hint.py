@@ -18,9 +18,11 @@ The header says where the history ended when the hint was taken (``end``: a
 position, every frame before it is in the hint), the highest main-log LSN it
 held (``last_lsn``), and each segment's size and frame count up to ``end``
 (``segments``). Each life is ``[ns, id, type, epoch, from_start,
-since_checkpoint, checkpoint_due_at, seqs, ts, pos, cp_seqs, cp_pos, size]``,
-the arrays as little-endian int64 bytes, ``size`` the CRDT's size for the
-quotas (-1: not measured; catalogue.py).
+since_checkpoint, checkpoint_due_at, seqs, ts, pos, cp_seqs, cp_pos, size,
+writers, tags]``, the arrays as little-endian int64 bytes (``seqs``, ``ts``,
+``pos``, ``writers`` and ``tags`` one entry per op), ``size`` the CRDT's
+size for the quotas (-1: not measured; catalogue.py), ``writers`` and
+``tags`` each op's client id and attribution tag (history.py).
 
 Lifecycle: the store writes a hint when it closes cleanly (in the I/O
 thread, from a copy of the index taken on the loop: written to a temporary
@@ -53,11 +55,15 @@ from syncd.store.log import fsync_dir
 log = logging.getLogger("syncd.store")
 
 HINT_NAME: Final = "index.hint"
-MAGIC: Final = b"SYNCDHI2"
-"""Version 2 added each life's size; a version 1 hint is not used (rebuilt)."""
+MAGIC: Final = b"SYNCDHI3"
+"""Version 2 added each life's size, version 3 each op's writer and tag; a
+hint of an earlier version is not used (the index is rebuilt from the
+history files, which hold all of it)."""
 _TRAILER: Final = 4
 
-ROW_FIELDS: Final = 13
+ROW_FIELDS: Final = 15
+_OP_COLUMNS: Final = (7, 8, 9, 13, 14)
+"""The row fields with one int64 per op: seqs, ts, pos, writers, tags."""
 LifeRow = list[Any]
 """One life as the hint holds it (see the module docstring)."""
 
@@ -173,6 +179,10 @@ def _rows(unpacker: msgpack.Unpacker, count: int) -> Iterator[LifeRow]:
         row = next(unpacker)
         if type(row) is not list or len(row) != ROW_FIELDS:
             raise ValueError("a life row of the wrong shape")
+        if any(type(row[i]) is not bytes for i in _OP_COLUMNS) or (
+            len({len(row[i]) for i in _OP_COLUMNS}) != 1
+        ):
+            raise ValueError("a life row whose op columns differ in length")
         yield row
 
 

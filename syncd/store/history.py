@@ -26,6 +26,13 @@ older than the newest base (a checkpoint, or the life's start) that still
 covers that point, so more than promised may stay, never less. The store then
 drops what no CRDT indexes any more (compaction).
 
+Attribution: for each op the index also keeps its writer (``client_id``)
+and a *tag* (:func:`syncd.store.base.attribution`): keys of its origin and
+of its delta's op name, and whether it is a revert's op. A revert (syncd/revert.py) finds the
+ops of one writer, and the ops of the kinds its type reads, from these,
+and decodes only those records (:meth:`HistoryIndex.page_retained`,
+:class:`syncd.store.base.Retained`).
+
 The index also answers what is *available*: a life's oldest base is the
 oldest seq whose state can be rebuilt (0 when the life's ops are all held).
 A life is only trusted while its ops are contiguous up to the CRDT's current
@@ -106,7 +113,9 @@ class Life:
         "pos",
         "seqs",
         "since_checkpoint",
+        "tags",
         "ts",
+        "writers",
     )
 
     def __init__(self, epoch: str) -> None:
@@ -114,6 +123,10 @@ class Life:
         self.seqs = array("q")
         self.ts = array("q")
         self.pos = array("q")
+        self.writers = array("q")
+        """Each op's ``client_id``."""
+        self.tags = array("q")
+        """Each op's tag (:func:`syncd.store.base.attribution`)."""
         self.cp_seqs = array("q")
         self.cp_pos = array("q")
         self.from_start = False
@@ -178,6 +191,8 @@ class HistoryIndex:
                     column_bytes(life.cp_seqs),
                     column_bytes(life.cp_pos),
                     size_of(ns, crdt_id),
+                    column_bytes(life.writers),
+                    column_bytes(life.tags),
                 ]
             )
         return out
@@ -189,14 +204,29 @@ class HistoryIndex:
         type and size."""
         lives = self._lives
         for row in rows:
-            ns, crdt_id, type_name, epoch, from_start, since, due, seqs, ts, pos, cps, cpp, size = (
-                row
-            )
+            (
+                ns,
+                crdt_id,
+                type_name,
+                epoch,
+                from_start,
+                since,
+                due,
+                seqs,
+                ts,
+                pos,
+                cps,
+                cpp,
+                size,
+                writers,
+                tags,
+            ) = row
             life = Life(epoch)
             life.from_start = bool(from_start)
             life.since_checkpoint = since
             life.checkpoint_due_at = due
             life.seqs, life.ts, life.pos = column(seqs), column(ts), column(pos)
+            life.writers, life.tags = column(writers), column(tags)
             life.cp_seqs, life.cp_pos = column(cps), column(cpp)
             lives[(ns, crdt_id)] = life
             if isinstance(type_name, str):
@@ -212,10 +242,22 @@ class HistoryIndex:
         return life
 
     def add_op(
-        self, ns: str, crdt_id: str, epoch: str, seq: int, ts: int, pos: int, size: int
+        self,
+        ns: str,
+        crdt_id: str,
+        epoch: str,
+        seq: int,
+        ts: int,
+        pos: int,
+        size: int,
+        client_id: int = 0,
+        tag: int = 0,
     ) -> Life | None:
-        """Index one op; the life it joined (so the op with the next seq may be
-        appended to it directly), or None when it was held already."""
+        """Index one op (``client_id`` and ``tag``: what
+        :func:`~syncd.store.base.attribution` says of it; a tag of 0 says
+        nothing, and a revert then decodes the record); the life it joined
+        (so the op with the next seq may be appended to it directly), or None
+        when it was held already."""
         key = (ns, crdt_id)
         life = self._life(key, epoch, seq)
         latest = life.latest
@@ -227,6 +269,8 @@ class HistoryIndex:
         life.seqs.append(seq)
         life.ts.append(ts)
         life.pos.append(pos)
+        life.writers.append(client_id)
+        life.tags.append(tag)
         life.since_checkpoint += size
         return life
 
@@ -282,6 +326,25 @@ class HistoryIndex:
         start = max(0, end - limit)
         positions = [life.pos[i] for i in range(end - 1, start - 1, -1)]
         return positions, latest if oldest is None else oldest
+
+    def window(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, since: int | None, most: int
+    ) -> tuple[tuple[list[int], list[int], list[int], list[int]], int]:
+        """What the index knows of the first ``most`` ops from seq ``since``
+        on (None: from the oldest rebuildable seq plus one), ascending:
+        ``(positions, seqs, writers, tags)``; and the oldest rebuildable seq."""
+        life = self._usable(ns, crdt_id, epoch, latest)
+        if life is None:
+            return ([], [], [], []), latest
+        oldest = latest if life.oldest is None else life.oldest
+        lo = bisect.bisect_left(life.seqs, oldest + 1 if since is None else since)
+        hi = min(len(life.seqs), lo + most)
+        return (
+            life.pos[lo:hi].tolist(),
+            life.seqs[lo:hi].tolist(),
+            life.writers[lo:hi].tolist(),
+            life.tags[lo:hi].tolist(),
+        ), oldest
 
     def base(
         self, ns: str, crdt_id: str, epoch: str, latest: int, seq: int
@@ -375,6 +438,7 @@ def _trim_life(life: Life, retention: Retention, now_ms: int) -> int:
     n_cps = bisect.bisect_left(life.cp_seqs, base)
     if n_ops:
         del life.seqs[:n_ops], life.ts[:n_ops], life.pos[:n_ops]
+        del life.writers[:n_ops], life.tags[:n_ops]
     if n_cps:
         del life.cp_seqs[:n_cps], life.cp_pos[:n_cps]
     if base > 0:

@@ -21,9 +21,11 @@ from syncd.store.base import (
     Loaded,
     Record,
     Recovered,
+    Retained,
     SnapshotSource,
     StoreStats,
     Usage,
+    attribution,
 )
 from syncd.store.catalogue import Catalogue
 from syncd.store.history import DEFAULT_RETENTION, HistoryIndex, Retention
@@ -119,6 +121,13 @@ class MemoryStore:
         positions, oldest = self._history.page(ns, crdt_id, epoch, latest, before, limit)
         return [copy.deepcopy(self._history_items[p]) for p in positions], oldest
 
+    async def history_window(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, since: int | None, most: int
+    ) -> tuple[Retained, int]:
+        (positions, _, _, _), oldest = self._history.window(ns, crdt_id, epoch, latest, since, most)
+        records = [copy.deepcopy(self._history_items[p]) for p in positions]
+        return Retained.of(records), oldest
+
     async def history_base(
         self, ns: str, crdt_id: str, epoch: str, latest: int, seq: int
     ) -> tuple[dict[str, Any] | None, list[Record]]:
@@ -143,7 +152,16 @@ class MemoryStore:
         self._next_position += 2  # room for a checkpoint right after it
         self._history_items[pos] = record
         ns, crdt_id = record["ns"], record["id"]
-        index.add_op(ns, crdt_id, record["epoch"], record["seq"], record["ts"], pos, 100)
+        index.add_op(
+            ns,
+            crdt_id,
+            record["epoch"],
+            record["seq"],
+            record["ts"],
+            pos,
+            100,
+            *attribution(record),
+        )
         self._catalogue.add(ns, crdt_id, record["type"])
         if self._entry is not None and index.checkpoint_due(ns, crdt_id):
             entry = self._entry(ns, crdt_id)

@@ -9,7 +9,9 @@ isolates deployments that share one database):
   across nodes: ``seq`` is assigned while it is held.
 - ``ops``: every op record of every live CRDT (msgpack), keyed by
   ``(ns, id, epoch, seq)``; ``gid`` is a global identity used as the store's
-  log sequence (``wal_last_seq``).
+  log sequence (``wal_last_seq``); ``writer`` and ``tag`` are the record's
+  client id and attribution tag (``syncd.store.base.attribution``; 0 and 0
+  for rows written before version 5).
 - ``snapshots``: one entry map per CRDT (msgpack), written every N ops, so
   start-up loads a snapshot and only the ops after it.
 - ``revocations`` and ``revocations_version``: revoked clients, and a
@@ -111,6 +113,17 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             # Quotas (syncd/quotas.py): each CRDT's size as its engine last
             # measured it; -1 for rows written before (measured at their next write).
             "ALTER TABLE crdts ADD COLUMN bytes bigint NOT NULL DEFAULT -1",
+        ),
+    ),
+    (
+        5,
+        (
+            # Revert (syncd/revert.py): each op's writer and attribution tag
+            # (syncd.store.base.attribution), so that a revert decodes only the
+            # records it needs of a long window. Rows written before say
+            # nothing (tag 0): their records are decoded to know.
+            "ALTER TABLE ops ADD COLUMN writer bigint NOT NULL DEFAULT 0,"
+            " ADD COLUMN tag bigint NOT NULL DEFAULT 0",
         ),
     ),
 )

@@ -106,9 +106,11 @@ from syncd.store.base import (
     Loaded,
     Record,
     Recovered,
+    Retained,
     SnapshotSource,
     StoreStats,
     Usage,
+    attribution,
 )
 from syncd.store.history import DEFAULT_RETENTION, Retention
 from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool
@@ -352,9 +354,10 @@ _OPS_AFTER: Final = (
 )
 # Every record of the batch and every row it moves in one statement; the newest gid back.
 _WRITE_BATCH: Final = (
-    "WITH ins AS (INSERT INTO ops (ns, id, epoch, seq, record) "
+    "WITH ins AS (INSERT INTO ops (ns, id, epoch, seq, record, writer, tag) "
     "SELECT * FROM unnest(%(ns)b::text[], %(id)b::text[], %(epoch)b::text[],"
-    " %(seq)b::bigint[], %(record)b::bytea[]) RETURNING gid), "
+    " %(seq)b::bigint[], %(record)b::bytea[], %(writer)b::bigint[], %(tag)b::bigint[])"
+    " RETURNING gid), "
     # A row that is not what the engine numbered after (another node moved it
     # since) gets seq NULL, which NOT NULL refuses: the transaction aborts.
     "upd AS (UPDATE crdts c SET type = u.type, epoch = u.epoch, deleted = false,"
@@ -635,6 +638,39 @@ class PostgresStore:
             log.warning("history of %s/%s: %s", ns, crdt_id, exc)
             raise StoreUnavailable("the database is unavailable") from None
         return [unpack(raw) for (raw,) in rows], oldest
+
+    async def history_window(
+        self, ns: str, crdt_id: str, epoch: str, latest: int, since: int | None, most: int
+    ) -> tuple[Retained, int]:
+        key = (ns, crdt_id, epoch)
+        try:
+            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+                oldest = await self._oldest(conn, key, latest)
+                cur = await conn.execute(
+                    "SELECT seq, writer, tag, record FROM ops WHERE ns = %s AND id = %s"
+                    " AND epoch = %s AND seq >= %s ORDER BY seq LIMIT %s",
+                    (*key, oldest + 1 if since is None else since, most),
+                )
+                rows = await cur.fetchall()
+        except (psycopg.Error, OSError, TimeoutError) as exc:
+            log.warning("history of %s/%s: %s", ns, crdt_id, exc)
+            raise StoreUnavailable("the database is unavailable") from None
+        raws: list[bytes] = [row[3] for row in rows]
+
+        def load(i: int) -> Record:
+            record: Record = unpack(raws[i])
+            return record
+
+        return (
+            Retained(
+                [row[0] for row in rows],
+                [row[1] for row in rows],
+                [row[2] for row in rows],
+                load,
+                lambda: raws,
+            ),
+            oldest,
+        )
 
     async def history_base(
         self, ns: str, crdt_id: str, epoch: str, latest: int, seq: int
@@ -964,7 +1000,15 @@ class PostgresStore:
         """Queue the batch's statements on the pipeline; the cursor that gets the newest gid."""
         follower = self.follower
         assert follower is not None
-        ops: dict[str, list[Any]] = {"ns": [], "id": [], "epoch": [], "seq": [], "record": []}
+        ops: dict[str, list[Any]] = {
+            "ns": [],
+            "id": [],
+            "epoch": [],
+            "seq": [],
+            "record": [],
+            "writer": [],
+            "tag": [],
+        }
         moved: dict[str, list[Any]] = {
             "ns": [],
             "id": [],
@@ -997,6 +1041,9 @@ class PostgresStore:
                 ops["epoch"].append(epoch)
                 ops["seq"].append(record["seq"])
                 ops["record"].append(raw)
+                writer, tag = attribution(record)
+                ops["writer"].append(writer)
+                ops["tag"].append(tag)
             moved["ns"].append(key[0])
             moved["id"].append(key[1])
             moved["type"].append(first["type"])

@@ -10,14 +10,17 @@ import signal
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from syncd.crdt.engine import Engine
 from syncd.quotas import measure_unmeasured
-from syncd.store.base import Usage
+from syncd.store import hint as hint_file
+from syncd.store.base import Usage, attribution
 from syncd.store.filestore import FileStore
 from syncd.store.hint import HINT_NAME
 from tests.store.conftest import MakeStore
@@ -126,6 +129,46 @@ async def test_a_damaged_or_stale_hint_is_rebuilt_from_the_segments(
     writer = Writer(store)
     # (For "stale", the frame the cut took came back from the main log.)
     assert {i: await writer.value(i) for i in expected} == expected
+
+
+async def test_a_hint_of_an_earlier_version_is_rebuilt_with_every_op_s_writer(
+    make_store: MakeStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A version 2 hint (no writers and tags) is well formed but not used:
+    the index is rebuilt from the history files, and knows each op's writer."""
+    data = tmp_path / "data"
+    store, _ = await make_store(data)
+    writer = Writer(store)
+    await writer.op("rg:doc", {"op": "insert", "index": 0, "text": "a", "origin": "agent:x"})
+    await writer.op("rg:doc", {"op": "delete", "index": 0})
+    await store.close()
+    hint = data / "history" / HINT_NAME
+    found = hint_file._decode(hint.read_bytes())
+    assert len(found.lives[0]) == hint_file.ROW_FIELDS
+    found.lives = [row[:13] for row in found.lives]  # as version 2 wrote them
+    packer = msgpack.Packer(use_bin_type=True)
+    header = {
+        "end": found.end,
+        "last_lsn": found.last_lsn,
+        "segments": [[n, size, frames] for n, (size, frames) in found.segments.items()],
+        "lives": len(found.lives),
+    }
+    body = b"SYNCDHI2" + packer.pack(header) + b"".join(packer.pack(r) for r in found.lives)
+    hint.write_bytes(body + zlib.crc32(body).to_bytes(4, "little"))
+    caplog.set_level(logging.WARNING, logger="syncd.store")
+    store, _ = await make_store(data)
+    assert store._history.hint_lives == 0
+    assert "hint is unusable (not a hint file)" in caplog.text
+    life = store._history.index.get(NS, "rg:doc")
+    assert life is not None and list(life.writers) == [1, 1]
+    records, _ = await store.history(NS, "rg:doc", life.epoch, 2, None, 2)
+    assert list(life.tags) == [attribution(r)[1] for r in reversed(records)]
+    await store.close()
+    # The hint this close wrote is version 3 and is used.
+    store, _ = await make_store(data)
+    assert store._history.hint_lives == 1
+    life = store._history.index.get(NS, "rg:doc")
+    assert life is not None and list(life.writers) == [1, 1] and all(life.tags)
 
 
 async def test_compaction_removes_the_hint_before_moving_records(

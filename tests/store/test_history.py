@@ -7,13 +7,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
 
 from syncd.crdt.engine import Engine
 from syncd.crdt.types import crdt_class
+from syncd.crdt.window import text_key
 from syncd.errors import ApiError
+from syncd.store.base import Retained, attribution
 from syncd.store.filestore import FileStore
 from syncd.store.history import HistoryIndex, Retention
+from syncd.store.history_files import READ_GAP, READ_SPAN, HistoryFiles, split
+from syncd.store.log import HEADER_SIZE, frame
 from syncd.store.memory import MemoryStore
 from tests.store.conftest import MakeStore
 
@@ -269,8 +274,9 @@ def test_filestore_default_retention_is_the_documented_one(tmp_path: Path) -> No
 
 def test_a_batch_indexes_as_its_ops_would_one_by_one(tmp_path: Path) -> None:
     """The batch indexer's fast path for runs of one CRDT (filestore_history.py)
-    gives the same index as one add_op per op: across runs, interleaved
-    CRDTs, a gap, a copy of an op already held, a new life and a delete."""
+    gives the same index as one add_op per op (each op's writer and tag
+    too): across runs, interleaved CRDTs, a gap, a copy of an op already
+    held, a new life and a delete."""
     import random
 
     from syncd.store.filestore_history import FileStoreHistory
@@ -293,6 +299,10 @@ def test_a_batch_indexes_as_its_ops_would_one_by_one(tmp_path: Path) -> None:
         seqs[crdt] += 1
         record = {"kind": "op", "ns": "n", "id": crdt, "epoch": epochs[crdt], "seq": seqs[crdt]}
         record["ts"] = lsn
+        record["client_id"] = rng.choice([1, 2])
+        record["op"] = {"op": rng.choice(["insert", "delete"])}
+        if rng.random() < 0.3:
+            record["origin"] = rng.choice(["agent:a", "agent:b"])
         written.append((b"y" * rng.randint(30, 90), record, lsn))
 
     batched = FileStoreHistory(str(tmp_path / "a"), Retention.parse("1000ops"), lambda: 0, 1 << 20)
@@ -311,6 +321,7 @@ def test_a_batch_indexes_as_its_ops_would_one_by_one(tmp_path: Path) -> None:
                     record["ts"],
                     pos,
                     len(data) - 16,
+                    *attribution(record),
                 )
             else:
                 single.deleted("n", record["id"])
@@ -325,4 +336,115 @@ def test_a_batch_indexes_as_its_ops_would_one_by_one(tmp_path: Path) -> None:
                 list(theirs.ts),
                 list(theirs.pos),
             )
+            assert (list(mine.writers), list(mine.tags)) == (
+                list(theirs.writers),
+                list(theirs.tags),
+            )
+            assert all(mine.tags)  # every op's attribution known
             assert mine.since_checkpoint == theirs.since_checkpoint
+
+
+# -- attribution: each op's writer and tag -------------------------------------------
+
+
+def _attributed(seq: int) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "kind": "op",
+        "seq": seq,
+        "client_id": seq % 3,
+        "op": {"op": "insert" if seq % 2 else "delete"},
+    }
+    if seq % 5 == 0:
+        record["origin"] = f"agent:{seq % 2}"
+    if seq == 10:
+        record["reverts"] = {"client_id": 1, "since_seq": 1, "until_seq": 9}
+    return record
+
+
+def test_the_index_keeps_each_op_s_writer_and_tag_through_windows_and_trims() -> None:
+    index = HistoryIndex()
+    for seq in range(1, 31):
+        index.add_op(NS, "rg:a", "e", seq, seq, seq * 10, 100, *attribution(_attributed(seq)))
+        if seq % 10 == 0:
+            index.add_checkpoint(NS, "rg:a", "e", seq, seq * 10 + 1, 100)
+    (positions, seqs, writers, tags), oldest = index.window(NS, "rg:a", "e", 30, 12, 5)
+    assert oldest == 0 and seqs == [12, 13, 14, 15, 16] and positions == [120, 130, 140, 150, 160]
+    assert list(zip(writers, tags, strict=True)) == [attribution(_attributed(seq)) for seq in seqs]
+    (_, seqs, _, _), _ = index.window(NS, "rg:a", "e", 30, None, 3)
+    assert seqs == [1, 2, 3]  # from the oldest rebuildable seq (0) on
+    assert index.window(NS, "rg:a", "other-life", 30, None, 3) == (([], [], [], []), 30)
+    index.trim(Retention(ops=12), 0)
+    life = index.get(NS, "rg:a")
+    assert life is not None
+    assert len(life.seqs) == len(life.ts) == len(life.pos) == len(life.writers) == len(life.tags)
+    (_, seqs, writers, tags), oldest = index.window(NS, "rg:a", "e", 30, None, 100)
+    assert oldest == 10 and seqs == list(range(11, 31))
+    assert list(zip(writers, tags, strict=True)) == [attribution(_attributed(seq)) for seq in seqs]
+
+
+def test_retained_ops_say_who_may_have_written_them_without_decoding() -> None:
+    records = [_attributed(seq) for seq in range(1, 21)]
+    records[3] = {**records[3], "client_id": "not an int"}  # says nothing: decoded to know
+    decoded: list[int] = []
+
+    def load(i: int) -> dict[str, Any]:
+        decoded.append(i)
+        return records[i]
+
+    told = [attribution(record) for record in records]
+    held = Retained([r["seq"] for r in records], [c for c, _ in told], [t for _, t in told], load)
+    assert told[3] == (0, 0)
+    assert held.may_be_by(None, None) == list(range(20))
+    assert held.may_be_by(1, None) == [i for i in range(20) if i == 3 or (i + 1) % 3 == 1]
+    # seq 5, 15 have origin agent:1 (client 2, 0), seq 10, 20 agent:0.
+    assert [held.seqs[i] for i in held.may_be_by(None, "agent:1")] == [4, 5, 15]
+    assert [held.seqs[i] for i in held.may_be_by(0, "agent:1")] == [4, 15]
+    assert [held.seqs[i] for i in held.may_be_reverts()] == [4, 10]
+    kinds = held.kinds()
+    assert kinds[0] == text_key("insert") and kinds[1] == text_key("delete") and kinds[3] == 0
+    assert decoded == [] and held.encodings() is None
+    assert held.record(7) is records[7] and held.record(7) is records[7] and decoded == [7]
+    again = Retained.of(records)
+    assert again.seqs == held.seqs and again.tags == held.tags and again.record(3) is records[3]
+
+
+def test_frames_near_each_other_are_read_together_and_checked_when_decoded(
+    tmp_path: Path,
+) -> None:
+    log = HistoryFiles(str(tmp_path), segment_bytes=READ_SPAN * 3)
+    log.open()
+    positions = []
+    records = []
+    for i in range(300):
+        record = {"kind": "op", "seq": i, "pad": "x" * (10 if i % 7 else 3000)}
+        data = frame(i, msgpack.packb(record))
+        if i == 150:
+            gap = READ_GAP + 1  # the frames after it: another read
+            log.write(log.plan(gap, 0), b"\0" * gap)
+        pos = log.plan(len(data), 1)
+        log.write(pos, data)
+        positions.append(pos)
+        records.append(record)
+    # The last frame's body lies past the span its header is in.
+    frames = log.read_raw(positions)
+    assert len(frames.spans) == 2 and len(frames) == 300
+    assert [frames.decode(i) for i in range(300)] == records
+    assert [msgpack.unpackb(body) for body in frames.bodies()] == records
+    # Any order, as asked; and the old one-by-one read gives the same.
+    shuffled = positions[::-1][:50] + positions[:10]
+    assert log.read(shuffled) == records[::-1][:50] + records[:10]
+    assert log.read([]) == []
+    # A damaged frame fails its check when decoded, the others do not.
+    number, offset = split(positions[20])
+    with open(tmp_path / f"{number:020d}.hist", "r+b") as f:
+        f.seek(offset + HEADER_SIZE + 2)
+        f.write(b"#")
+    frames = log.read_raw(positions)
+    assert frames.decode(19) == records[19] and frames.decode(21) == records[21]
+    with pytest.raises(OSError, match="damaged"):
+        frames.decode(20)
+    with pytest.raises(OSError, match="damaged"):
+        frames.bodies()
+    with pytest.raises(OSError, match="damaged"):
+        log.read(positions[15:25])
+    log.close()

@@ -19,6 +19,7 @@ import pytest
 from syncd.auth import ROOT
 from syncd.catchup import initial_deltas
 from syncd.errors import ApiError
+from syncd.history import Writer
 from syncd.store.history import Retention
 from syncd.store.pg_schema import MIGRATIONS, SchemaTooNewError, migrate
 from syncd.store.postgres import PostgresStore
@@ -574,3 +575,29 @@ async def test_history_at_and_restore_across_nodes(start_node: StartNode) -> Non
     await eventually(lambda: b_has(61) and a.engine.read(NS, "pn:c")["value"] == values[45])  # type: ignore[index]
     again = await a.history.restore(NS, "pn:c", 45, ROOT, "undo-1", "http")
     assert again["duplicate"] is True and again["seq"] == 61
+
+
+async def test_a_revert_decodes_the_rows_written_before_their_writer_was_kept(
+    start_node: StartNode,
+) -> None:
+    """Schema version 5 keeps each op's writer and tag beside its record, so a
+    revert decodes only the rows it needs; rows written before it (tag 0)
+    say nothing, and are decoded to know."""
+    a = await start_node("a")
+    await op(a, "rg:doc", {"op": "insert", "index": 0, "text": "hello"})
+    await op(a, "rg:doc", {"op": "insert", "index": 5, "text": " AI", "origin": "agent:x"})
+    await op(a, "rg:doc", {"op": "insert", "index": 0, "text": ">"})
+    url = a.settings.database_url or ""
+    with sql_conn(url) as conn:
+        rows = conn.execute("SELECT writer, tag FROM ops ORDER BY seq").fetchall()
+        assert [writer for writer, _ in rows] == [ROOT.client_id] * 3 and all(t for _, t in rows)
+        conn.execute("UPDATE ops SET writer = 0, tag = 0")  # as version 4 left them
+    answer = await a.reverts.revert(
+        NS, "rg:doc", Writer(origin="agent:x"), None, None, ROOT, None, "http"
+    )
+    assert (answer["matched"], answer["applied"]) == (1, 1)
+    read = a.engine.read(NS, "rg:doc")
+    assert read is not None and read["text"] == ">hello"
+    with sql_conn(url) as conn:
+        row = conn.execute("SELECT tag FROM ops WHERE seq = 4").fetchone()
+        assert row is not None and row[0] != 0

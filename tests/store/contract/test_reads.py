@@ -1,15 +1,17 @@
-"""Reading back: ``load`` and ``holds``, ``list_ids``, ``history`` and
-``history_base``, and ``ops_since`` (None when the store cannot serve it)."""
+"""Reading back: ``load`` and ``holds``, ``list_ids``, ``history``,
+``history_window`` and ``history_base``, and ``ops_since`` (None when the
+store cannot serve it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 import pytest
 
 from syncd.crdt.types import crdt_class
 from syncd.errors import ApiError, StoreUnavailable
-from syncd.store.base import Store
+from syncd.store.base import Store, attribution
 from tests.store.contract.backends import NS, RETAIN_OPS, Harness
 
 EVERY_TYPE: list[tuple[str, list[Any]]] = [
@@ -140,6 +142,42 @@ async def test_history_pages_newest_first_and_rebuilds_every_retained_state(
         assert await value_at(store, "pn:h", epoch, 20, seq) == values[seq]
 
 
+async def test_history_window_reads_on_from_a_seq_knowing_each_writer(backend: Harness) -> None:
+    """``history_window``: ascending from ``since`` (at most ``most``), each
+    op's writer and tag as ``attribution`` says, the records as ``history``
+    gives them (decoded when read; the encoding, where a store keeps one,
+    decodes to the record)."""
+    for i in range(1, 13):
+        body: dict[str, Any] = {"op": "increment", "amount": i}
+        if i % 3 == 0:
+            body["origin"] = "agent:x"
+        await backend.commit("pn:w", body, client_id=7 if i % 2 else 8)
+    plan = backend.engine.plan(NS, "pn:w", {"op": "decrement", "origin": "revert"})
+    plan.marks = {"reverts": {"origin": "agent:x", "since_seq": 1, "until_seq": 12}}
+    await backend.store.commit(NS, "pn:w", backend.apply_for(plan, 9))
+    store = backend.store
+    entry = backend.engine.get(NS, "pn:w")
+    assert entry is not None and entry.seq == 13
+    held, oldest = await store.history_window(NS, "pn:w", entry.epoch, 13, 5, 100)
+    assert list(held.seqs) == list(range(5, 14)) and oldest == 0
+    page, _ = await store.history(NS, "pn:w", entry.epoch, 13, None, 100)
+    by_seq = {record["seq"]: record for record in page}
+    encodings = held.encodings()
+    assert encodings is None or len(encodings) == len(held)
+    for i, seq in enumerate(held.seqs):
+        record = held.record(i)
+        assert record == by_seq[seq]
+        assert (held.writers[i], held.tags[i]) == attribution(record) and held.tags[i]
+        assert encodings is None or msgpack.unpackb(encodings[i]) == record
+    assert [held.seqs[i] for i in held.may_be_by(8, "agent:x")] == [6, 12]
+    assert [held.seqs[i] for i in held.may_be_by(None, "revert")] == [13]
+    assert [held.seqs[i] for i in held.may_be_reverts()] == [13]
+    held, _ = await store.history_window(NS, "pn:w", entry.epoch, 13, None, 3)
+    assert list(held.seqs) == [1, 2, 3]
+    held, _ = await store.history_window(NS, "pn:w", entry.epoch, 13, 14, 3)
+    assert len(held) == 0
+
+
 async def test_history_older_than_retained_is_410_and_so_far_back_there_is_no_replay(
     backend: Harness,
 ) -> None:
@@ -162,6 +200,8 @@ async def test_history_older_than_retained_is_410_and_so_far_back_there_is_no_re
         assert await value_at(store, "pn:x", epoch, total, seq) == seq
     page, _ = await store.history(NS, "pn:x", epoch, total, None, total)
     assert seqs(page)[:RETAIN_OPS] == list(range(total, total - RETAIN_OPS, -1))
+    held, since = await store.history_window(NS, "pn:x", epoch, total, None, total)
+    assert since == oldest and list(held.seqs) == list(range(oldest + 1, total + 1))
 
     assert await store.ops_since(NS, "pn:x", epoch, 0) is None  # a snapshot instead
     replay = await store.ops_since(NS, "pn:x", epoch, total - 3)
