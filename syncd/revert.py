@@ -6,20 +6,32 @@ A revert names a writer (:class:`syncd.history.reads.Writer`: a client id, an
 origin, or both) and a span of seqs (``since_seq`` … ``until_seq``; by
 default everything retained). It reads the *window*, every retained op
 record from ``since_seq`` to the newest durable one, through the store's
-history (``Store.history``, a page at a time), marks the writer's ops up to
-``until_seq``, and asks the CRDT's type for the ordinary ops that take the
-marked ops' effects back where they are still in effect
+history (``Store.history_window``, in one read), marks the writer's ops up
+to ``until_seq``, and asks the CRDT's type for the ordinary ops that take
+the marked ops' effects back where they are still in effect
 (``Crdt.revert_ops``: each type's rule is in docs/revert.md). A type whose
 rule reads the *base*, the state right before the window
 (``REVERT_BASE``), gets it unbuilt (``HistoryService.base_at``: a checkpoint
 and the deltas after it), so that it builds only what it reads.
+
+Reading a window costs what is decoded of it, so little is: the store
+keeps each op's writer and a tag (its origin's and its delta's op name's
+keys, and whether it is a revert's: ``syncd.store.base.attribution``) and
+hands the records over undecoded (``Retained``). Only the ops that may be
+the writer's, and those that may carry an earlier revert's mark, are
+decoded here; the type gets a :class:`~syncd.crdt.window.Window`, which
+decodes a delta when the type reads it and tells each op's kind before
+(an rga reads the marked ops and the others' deletes, a Yjs document every
+update, off its encoding). While a revert runs the cyclic garbage collector
+is off (:func:`_gc_paused`).
 
 The ops are applied as the caller through the one op path: durable before
 the answer, and on to subscribers, webhooks and every cluster node like any
 write; they merge with what others write meanwhile as CRDT ops do. On a
 local store they are staged one at a time in the step that computed them
 and made durable in one append (``CrdtService.stage`` and ``persist``, as a
-WebSocket read's run of ops is); on PostgreSQL they go through
+WebSocket read's run of ops is), and the CRDT is measured once after them
+as after a batch, once the answer is out; on PostgreSQL they go through
 ``CrdtService.apply_ops`` in batches, ordered under the CRDT's row lock. They carry the origin
 :data:`REVERT_ORIGIN` and, in their records, ``reverts``: the writer and
 span they took back. A later revert leaves alone the ops an earlier one took
@@ -40,20 +52,24 @@ is 410 ``history_expired`` (with ``oldest``), as for reads at a seq.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.engine import MAX_BATCH_OPS
 from syncd.crdt.types import crdt_class
-from syncd.errors import bad_request, history_expired, not_found, not_revertible
+from syncd.crdt.window import Window
+from syncd.errors import ApiError, bad_request, history_expired, not_found, not_revertible
 from syncd.history.reads import Writer
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
-    from syncd.crdt.base import Base, Crdt, Step
+    from syncd.crdt.base import Base, Crdt
     from syncd.crdt.engine import Entry
     from syncd.history.service import HistoryService
     from syncd.service import CrdtService
-    from syncd.store.base import Record, Store
+    from syncd.store.base import Record, Retained, Store
 
 REVERT_ORIGIN: Final = "revert"
 """The origin of the ops a revert applies (``/history?origin=revert`` lists
@@ -61,13 +77,9 @@ them; a revert naming it takes them back: a redo)."""
 
 MAX_REVERT_WINDOW: Final = 100_000
 """Ops in a revert's window (``since_seq`` to now), at most: a window is read
-into memory whole (about 200 bytes an op decoded, 20 MB here), and a revert
-of that many ops takes about a second. A longer one is 400 ``bad_request``
-asking for a later ``since_seq``."""
-
-REVERT_PAGE: Final = 5000
-"""Op records read from the store at a time while reading a window: few
-reads, each a bounded piece of memory and of the I/O thread's time."""
+into memory whole (as stored, about 160 bytes an op: 16 MB here, and more
+for what is decoded of it), and a revert of that many ops takes about a
+second. A longer one is 400 ``bad_request`` asking for a later ``since_seq``."""
 
 Mark = tuple[int | None, str | None, int, int]
 """An earlier revert's ``reverts``: client id, origin, since_seq, until_seq."""
@@ -80,10 +92,12 @@ def selects(writer: Writer, record: Record) -> bool:
     return writer.matches(record) and ("reverts" not in record or writer.origin is not None)
 
 
-def _marks(records: list[Record]) -> list[Mark]:
+def _marks(held: Retained) -> list[Mark]:
+    """The ``reverts`` of the earlier reverts in the window (only the records
+    that may be theirs are decoded)."""
     found: dict[Mark, None] = {}
-    for record in records:
-        mark = record.get("reverts")
+    for i in held.may_be_reverts():
+        mark = held.record(i).get("reverts")
         if mark is not None:
             key = (mark.get("client_id"), mark.get("origin"), mark["since_seq"], mark["until_seq"])
             found[key] = None
@@ -96,6 +110,65 @@ def _taken_back(record: Record, marks: list[Mark]) -> bool:
     return any(
         since <= seq <= until and selects(Writer(client_id, origin), record)
         for client_id, origin, since, until in marks
+    )
+
+
+def _marked(writer: Writer, held: Retained, end: int, marks: list[Mark]) -> list[bool]:
+    """Which ops of the window to take back: ``writer``'s up to ``end`` that
+    no earlier revert took back. Only the ops the store does not know to be
+    someone else's are decoded and checked."""
+    out = [False] * len(held)
+    seqs = held.seqs
+    for i in held.may_be_by(writer.client_id, writer.origin):
+        if seqs[i] > end:
+            break
+        record = held.record(i)
+        out[i] = selects(writer, record) and not (marks and _taken_back(record, marks))
+    return out
+
+
+def _deltas(held: Retained) -> Callable[[int], Mapping[str, Any]]:
+    def load(i: int) -> Mapping[str, Any]:
+        delta: Mapping[str, Any] = held.record(i)["op"]
+        return delta
+
+    return load
+
+
+_gc_pauses = 0
+"""Reverts running now (the loop interleaves them at their awaits)."""
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic collector off while any revert runs. A revert decodes and
+    builds tens of thousands of short-lived containers (the base's
+    checkpoint, the records it reads, its ops) and frees them all by
+    reference counting when it ends; with the collector on they push it
+    into a full collection of the whole heap (every resident CRDT), a third
+    of a revert's time in perf.studies.revert. Off, they come and go
+    unseen; it is on again when the last revert ends (a revert is bounded:
+    :data:`MAX_REVERT_WINDOW`), and what others allocated meanwhile is
+    collected as usual then."""
+    global _gc_pauses
+    if _gc_pauses == 0:
+        if not gc.isenabled():
+            yield  # someone else turned it off: leave it so
+            return
+        gc.disable()
+    _gc_pauses += 1
+    try:
+        yield
+    finally:
+        _gc_pauses -= 1
+        if _gc_pauses == 0:
+            gc.enable()
+
+
+def _too_long(start: int) -> ApiError:
+    return bad_request(
+        f"since_seq: the window from seq {start} holds more than "
+        f"{MAX_REVERT_WINDOW} ops; revert a shorter span (a later since_seq)"
     )
 
 
@@ -133,6 +206,20 @@ class RevertService:
         source: str,
     ) -> dict[str, Any]:
         """Take back ``writer``'s ops from ``since`` to ``until`` (see the module docstring)."""
+        with _gc_paused():
+            return await self._revert(ns, crdt_id, writer, since, until, principal, op_id, source)
+
+    async def _revert(
+        self,
+        ns: str,
+        crdt_id: str,
+        writer: Writer,
+        since: int | None,
+        until: int | None,
+        principal: Principal,
+        op_id: str | None,
+        source: str,
+    ) -> dict[str, Any]:
         entry = await self._entry(ns, crdt_id)
         if not crdt_class(entry.type).REVERTIBLE:
             entry.crdt.revert_ops([], None)  # raises with the type's reason
@@ -148,20 +235,12 @@ class RevertService:
                 f"since_seq: seq {since} is in the future (the CRDT is at seq {entry.seq})"
             )
         epoch = entry.epoch
-        start, records = await self._window(ns, crdt_id, entry, since)
-        last = records[-1]["seq"] if records else start - 1
+        start, held = await self._window(ns, crdt_id, entry, since)
+        last = held.seqs[-1] if len(held) else start - 1
         end = last if until is None else min(until, last)
-        marks = _marks(records)
-        window: list[Step] = []
-        matched = 0
-        for record in records:
-            marked = (
-                record["seq"] <= end
-                and selects(writer, record)
-                and not (marks and _taken_back(record, marks))
-            )
-            matched += marked
-            window.append((record["op"], marked))
+        marked = _marked(writer, held, end, _marks(held))
+        matched = sum(marked)
+        window = Window(marked, held.kinds(), _deltas(held), held.encodings)
         answer: dict[str, Any] = {
             "ok": True,
             "seq": entry.seq,
@@ -225,61 +304,51 @@ class RevertService:
         seq = applied = 0
         try:
             for op in ops:
-                result = service.stage(ns, crdt_id, op, principal, marks=marks)
+                result = service.stage(ns, crdt_id, op, principal, marks=marks, measure=False)
                 records += result.records
                 seq, applied = result.seq, applied + result.applied
         finally:
-            await service.persist(records, source)
+            try:
+                await service.persist(records, source)
+            finally:
+                # Measured once for the whole run, as a batch is, and after the
+                # answer has gone (an encode of the whole state: tens of ms for a
+                # long text; the caller answers in the step this returns in).
+                service.loop.call_soon(service.engine.measure_if_due, ns, crdt_id)
         return seq, applied
 
     async def _window(
         self, ns: str, crdt_id: str, entry: Entry, since: int | None
-    ) -> tuple[int, list[Record]]:
-        """The first seq of the window and its records, ascending: every
-        retained op from ``since`` (default: the oldest retained) to the newest
-        durable. 410 when the history does not reach back to ``since``."""
-        epoch, latest = entry.epoch, entry.seq
-        newest_first: list[Record] = []
-        before: int | None = None
-        start = since
-        while True:
-            page, oldest = await self._store.history(
-                ns, crdt_id, epoch, latest, before, REVERT_PAGE
+    ) -> tuple[int, Retained]:
+        """The first seq of the window and its records, ascending, decoded
+        when read: every retained op from ``since`` (default: the oldest
+        retained) to the newest durable. 410 when the history does not reach
+        back to ``since``, 400 when it holds over :data:`MAX_REVERT_WINDOW`."""
+        if since is not None and entry.seq - since + 1 > MAX_REVERT_WINDOW:
+            raise _too_long(since)
+        held, oldest = await self._store.history_window(
+            ns, crdt_id, entry.epoch, entry.seq, since, MAX_REVERT_WINDOW + 1
+        )
+        start = oldest + 1 if since is None else since
+        if start <= oldest:
+            raise history_expired(
+                f"{ns}/{crdt_id}: the history before seq {oldest + 1} is no longer "
+                f"retained (since_seq {start})",
+                oldest,
             )
-            if start is None:
-                start = oldest + 1
-            elif start <= oldest:
-                raise history_expired(
-                    f"{ns}/{crdt_id}: the history before seq {oldest + 1} is no longer "
-                    f"retained (since_seq {start})",
-                    oldest,
-                )
-            for record in page:
-                if record["seq"] < start:
-                    break
-                newest_first.append(record)
-            if len(newest_first) > MAX_REVERT_WINDOW:
-                raise bad_request(
-                    f"since_seq: the window from seq {start} holds more than "
-                    f"{MAX_REVERT_WINDOW} ops; revert a shorter span (a later since_seq)"
-                )
-            if len(page) < REVERT_PAGE or not page or page[-1]["seq"] <= start:
-                break
-            before = page[-1]["seq"]
-        newest_first.reverse()
-        records = newest_first
-        if records and (
-            records[0]["seq"] != start or records[-1]["seq"] - start + 1 != len(records)
-        ):
+        if len(held) > MAX_REVERT_WINDOW:
+            raise _too_long(start)
+        seqs = held.seqs
+        if seqs and (seqs[0] != start or seqs[-1] - start + 1 != len(seqs)):
             # Trimmed while it was being read: what is left no longer reaches back.
             raise history_expired(
                 f"{ns}/{crdt_id}: the history from seq {start} is no longer all retained",
-                records[0]["seq"] - 1,
+                seqs[0] - 1,
             )
-        return start, records
+        return start, held
 
     @staticmethod
-    def _ops(now: Crdt | None, window: list[Step], base: Base | None) -> list[dict[str, Any]]:
+    def _ops(now: Crdt | None, window: Window, base: Base | None) -> list[dict[str, Any]]:
         """The type's revert ops, computed on the state at the window's last
         seq: ``now`` when nothing was applied since the window was read, else
         the base with the window replayed on it."""

@@ -147,6 +147,7 @@ class CrdtService:
         principal: Principal,
         *,
         marks: dict[str, Any] | None = None,
+        measure: bool = True,
     ) -> ApplyResult:
         """Plan, authorize and apply ``body`` in memory (local stores only).
 
@@ -155,14 +156,16 @@ class CrdtService:
         and answer only once that returns. Several staged results may share
         one ``persist``: one append, one wait for the group commit. The CRDT
         must have been made resident (:meth:`ensure`) and held there
-        (``residency.hold``) by the caller. ``marks`` as for :meth:`apply_ops`.
+        (``residency.hold``) by the caller. ``marks`` as for :meth:`apply_ops`;
+        ``measure`` as for ``Engine.apply`` (False: the caller stages a run of
+        ops as one batch and has ``Engine.measure_if_due`` called after it).
         """
         plan = self.engine.plan(ns, crdt_id, body)
         plan.marks = marks
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
-        return self._timed_apply(plan, principal.client_id)
+        return self._timed_apply(plan, principal.client_id, measure)
 
     async def persist(self, records: list[dict[str, Any]], source: str) -> None:
         """Make staged ``records`` durable, then (after the caller's answer) fan out."""
@@ -174,17 +177,17 @@ class CrdtService:
             # before its own delta; call_soon keeps deltas in durable order.
             self.loop.call_soon(self._after_durable, records, source)
 
-    def _timed_apply(self, plan: Plan, client_id: int) -> ApplyResult:
+    def _timed_apply(self, plan: Plan, client_id: int, measure: bool = True) -> ApplyResult:
         started = time.perf_counter()
         quotas = self.quotas
         if quotas.on:
             # Checked before anything is applied: a refused op changes nothing.
             usage = self.store.usage_now(plan.ns) if quotas.limits.namespace else None
             growth = quotas.check(plan, usage)
-            result = self.engine.apply(plan, client_id)
+            result = self.engine.apply(plan, client_id, measure=measure)
             quotas.applied(plan, growth)
         else:
-            result = self.engine.apply(plan, client_id)
+            result = self.engine.apply(plan, client_id, measure=measure)
         residency = self.residency
         if self.engine.resident_bytes > residency.budget_bytes:
             residency.check()

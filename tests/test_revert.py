@@ -6,7 +6,9 @@ computed on the state it read, and those ops are concurrent to it)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import httpx
 from pycrdt import Doc, Text
 
 from syncd.auth.authenticator import ROOT
-from syncd.store.base import Record
+from syncd.store.base import Retained
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
 
@@ -166,10 +168,10 @@ async def test_ops_landing_during_the_revert_are_concurrent_to_it(server: Runnin
     app = server.app
     async with httpx.AsyncClient(base_url=server.url) as client:
         human, _ = await _story(client)
-        history = app.store.history
+        history = app.store.history_window
         landed = []
 
-        async def history_then_an_op(*args: Any) -> tuple[list[Record], int]:
+        async def history_then_an_op(*args: Any) -> tuple[Retained, int]:
             got = await history(*args)
             if not landed:
                 landed.append(
@@ -179,11 +181,55 @@ async def test_ops_landing_during_the_revert_are_concurrent_to_it(server: Runnin
                 )
             return got
 
-        app.store.history = history_then_an_op  # type: ignore[method-assign]
+        app.store.history_window = history_then_an_op  # type: ignore[method-assign]
         try:
             answer = await _revert(client, human, "rg:doc")
         finally:
-            app.store.history = history  # type: ignore[method-assign]
+            app.store.history_window = history  # type: ignore[method-assign]
         assert landed and answer["until_seq"] == 4  # the window ended before the new op
         doc = (await client.get(f"{BASE}/rg:doc", headers=human)).json()
         assert doc["text"] == "NEW > one two three"
+
+
+async def test_a_long_revert_is_measured_once_after_its_answer(make_server: Any) -> None:
+    """The revert's ops are staged as one batch: the CRDT's size is measured
+    once after all of them (over RESIZE_EVERY_OPS here), not in the middle;
+    and the cyclic collector, off while a revert runs, is as it was after it."""
+    server: RunningServer = await make_server(max_crdt_bytes=0)  # no quota measures
+    app = server.app
+    measured: list[str] = []
+    noted = app.engine.on_measured
+    assert noted is not None
+
+    def spy(ns: str, crdt_id: str, size: int) -> None:
+        measured.append(crdt_id)
+        noted(ns, crdt_id, size)
+
+    app.engine.on_measured = spy
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        human = await issue(client, client_id=HUMAN)
+        agent = await issue(client, client_id=AGENT)
+        await op(client, human, "rg:long", {"op": "insert", "index": 0, "text": "ab" * 300})
+        deletes = [{"op": "delete", "index": i} for i in range(300)]  # every b
+        assert (await op(client, agent, "rg:long", deletes)).status_code == 200
+        entry = app.engine.get("app", "rg:long")
+        assert entry is not None and entry.unsized_ops == 0  # a batch: measured after it
+        measured.clear()
+        assert gc.isenabled()
+        answer = await client.post(
+            f"{BASE}/rg:long/revert", json={"client_id": AGENT}, headers=human
+        )
+        assert answer.json()["applied"] == 300
+        await asyncio.sleep(0)
+        assert measured == ["rg:long"] and entry.unsized_ops == 0
+        assert gc.isenabled()
+        assert (await client.get(f"{BASE}/rg:long", headers=human)).json()["text"] == "ab" * 300
+        gc.disable()
+        try:
+            r = await client.post(
+                f"{BASE}/rg:long/revert", json={"client_id": HUMAN}, headers=human
+            )
+            assert r.json()["applied"] == 1
+            assert not gc.isenabled()
+        finally:
+            gc.enable()

@@ -101,7 +101,10 @@ class Crdt(Protocol):
         this state, and leave every other op's (docs/revert.md: each type's
         rule); ``[]`` when nothing is in effect. ``window`` is every op of
         this life from some seq up to this state, in seq order, each a delta
-        and whether it is to be taken back; ``base`` is the state right
+        and whether it is to be taken back (from a revert, a
+        :class:`syncd.crdt.window.Window`, which decodes a delta when it is
+        read: a type that reads few of them asks it which may matter, and
+        ``Window.of`` makes one of plain steps); ``base`` is the state right
         before the window's first op, given when ``REVERT_BASE`` says the
         type reads it (ValueError when it is missing then). Raises
         ``ApiError`` 409 ``not_revertible`` for a type that cannot

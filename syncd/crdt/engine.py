@@ -367,8 +367,12 @@ class Engine:
                 check_origin(op["origin"], f"{where}origin")
         return Plan(ns, crdt_id, type_name, ops, names, mask, cls)
 
-    def apply(self, plan: Plan, client_id: int) -> ApplyResult:
-        """Apply a plan as ``client_id``: every op or none."""
+    def apply(self, plan: Plan, client_id: int, *, measure: bool = True) -> ApplyResult:
+        """Apply a plan as ``client_id``: every op or none. With ``measure``
+        False the entry is not measured even when its ops since the last
+        measure reach :data:`RESIZE_EVERY_OPS`: the caller applies a run of
+        plans as one batch and calls :meth:`measure_if_due` once after them
+        (a batch is measured once, after all of its ops)."""
         ops = plan.ops
         for op in ops:
             if "client_id" in op:
@@ -381,11 +385,24 @@ class Engine:
             raise type_mismatch(f"type: {plan.id!r} is a {entry.type}, not a {plan.type_name}")
         now = self._clock.now()
         if len(ops) == 1:
-            return self._apply_one(plan, entry, ops[0], client_id, now)
-        return self._apply_batch(plan, entry, client_id, now)
+            return self._apply_one(plan, entry, ops[0], client_id, now, measure)
+        return self._apply_batch(plan, entry, client_id, now, measure)
+
+    def measure_if_due(self, ns: str, crdt_id: str) -> None:
+        """Measure the resident entry if its ops since the last measure reach
+        :data:`RESIZE_EVERY_OPS` (after plans applied with ``measure`` False)."""
+        entry = self._entries.get((ns, crdt_id))
+        if entry is not None and entry.unsized_ops >= RESIZE_EVERY_OPS:
+            self.resize(entry)
 
     def _apply_one(
-        self, plan: Plan, entry: Entry | None, op: dict[str, Any], client_id: int, now: int
+        self,
+        plan: Plan,
+        entry: Entry | None,
+        op: dict[str, Any],
+        client_id: int,
+        now: int,
+        measure: bool,
     ) -> ApplyResult:
         op_id = op.get("op_id")
         created = entry is None
@@ -406,7 +423,7 @@ class Engine:
             self._add(entry)
         else:
             entry.unsized_ops += 1
-            if entry.unsized_ops >= RESIZE_EVERY_OPS:
+            if measure and entry.unsized_ops >= RESIZE_EVERY_OPS:
                 self.resize(entry)
         if op_id is not None:
             entry.op_ids.remember(op_id, seq, extra, now, self._window, self._ttl_ms)
@@ -426,7 +443,7 @@ class Engine:
         return ApplyResult([record], seq, 1, False, extra, created)
 
     def _apply_batch(
-        self, plan: Plan, entry: Entry | None, client_id: int, now: int
+        self, plan: Plan, entry: Entry | None, client_id: int, now: int, measure: bool
     ) -> ApplyResult:
         crdt = entry.crdt.clone() if entry is not None else plan.cls.new()
         held = entry.op_ids if entry is not None else OpIdMemory()
@@ -480,7 +497,7 @@ class Engine:
             entry.crdt = crdt
             entry.seq = seq
             entry.unsized_ops += len(records)
-            if entry.unsized_ops >= RESIZE_EVERY_OPS:
+            if measure and entry.unsized_ops >= RESIZE_EVERY_OPS:
                 self.resize(entry)
         for record in records:
             record["epoch"] = entry.epoch

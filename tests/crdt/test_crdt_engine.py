@@ -12,10 +12,12 @@ import pytest
 from syncd.crdt.engine import (
     MAX_BATCH_OPS,
     OP_ID_MAX_LEN,
+    RESIZE_EVERY_OPS,
     Engine,
     GapError,
     _merge_extra,
     mask_bit,
+    state_bytes,
 )
 from syncd.crdt.types import PREFIXES, TYPES, type_for_id
 from syncd.errors import ApiError
@@ -563,3 +565,32 @@ def test_replayed_op_ids_age_by_their_stamps() -> None:
     for record in records:
         other.replay(record)
     assert run(other, "gc:a", {"op": "increment", "op_id": "x0"}).duplicate
+
+
+def test_an_entry_is_measured_every_so_many_ops_or_once_after_a_run_that_defers_it() -> None:
+    engine, _ = make_engine()
+    measured: list[int] = []
+    engine.on_measured = lambda ns, crdt_id, size: measured.append(size)
+    run(engine, "rg:a", {"op": "insert", "index": 0, "text": "a"})  # created: measured
+    for _ in range(RESIZE_EVERY_OPS):
+        run(engine, "rg:a", {"op": "insert", "index": 0, "text": "b"})
+    assert len(measured) == 2
+    # A run applied with measure=False (a revert's staged ops) is measured
+    # once, when the caller asks after it, as a batch of that many would be.
+    for _ in range(RESIZE_EVERY_OPS + 10):
+        plan = engine.plan(NS, "rg:a", {"op": "insert", "index": 0, "text": "c"})
+        engine.apply(plan, 1, measure=False)
+    entry = engine.get(NS, "rg:a")
+    assert entry is not None and len(measured) == 2
+    assert entry.unsized_ops == RESIZE_EVERY_OPS + 10
+    engine.measure_if_due(NS, "rg:a")
+    assert len(measured) == 3 and entry.unsized_ops == 0
+    assert measured[-1] == entry.state_bytes == state_bytes(entry.crdt.state())
+    engine.measure_if_due(NS, "rg:a")  # nothing due
+    engine.measure_if_due(NS, "rg:gone")
+    assert len(measured) == 3
+    plan = engine.plan(NS, "rg:a", [{"op": "insert", "index": 0, "text": "d"}] * RESIZE_EVERY_OPS)
+    engine.apply(plan, 1, measure=False)
+    assert len(measured) == 3
+    engine.apply(engine.plan(NS, "rg:a", {"op": "insert", "index": 0, "text": "e"}), 1)
+    assert len(measured) == 4

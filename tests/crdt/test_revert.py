@@ -18,6 +18,7 @@ only the unmarked ops, where the type's rule promises it (docs/revert.md):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -32,7 +33,9 @@ from syncd.crdt.orset import ORSet
 from syncd.crdt.pncounter import PNCounter
 from syncd.crdt.presence import Presence
 from syncd.crdt.rga import Rga
+from syncd.crdt.rga.revert import Spans, window_values
 from syncd.crdt.tree import ROOT, Tree
+from syncd.crdt.window import Window, kind_of
 from syncd.crdt.ydoc import YDoc, b64
 from syncd.errors import ApiError
 from tests.crdt.crdt_testlib import PROPERTY, Server, check_tree_invariant, ctx
@@ -174,6 +177,80 @@ def test_rga_reverting_b_keeps_a_text_in_place(data: st.DataObject) -> None:
     expected = rga_expected(server.crdt, base, window)
     revert(server, window, stored)
     assert value(server.crdt) == expected
+
+
+@PROPERTY
+@given(data=st.data())
+def test_rga_reads_the_same_ops_off_a_window_decoded_as_it_is_read(data: st.DataObject) -> None:
+    """As a revert hands it over: each delta decoded when first read, its
+    kind known beforehand (or not: a kind of 0). The same ops either way,
+    and every marked op and unmarked delete is read."""
+    server, writers = run_two(data, Rga, rga_op, max_ops=40)
+    _, window, stored = window_of(data, Rga, server, writers)
+    expected = server.crdt.revert_ops(window, stored)
+    deltas = [delta for delta, _ in window]
+    for known in (True, False):
+        loaded: set[int] = set()
+
+        def load(i: int, loaded: set[int] = loaded) -> Mapping[str, Any]:
+            loaded.add(i)
+            return deltas[i]
+
+        kinds = [kind_of(delta) if known else 0 for delta in deltas]
+        lazy = Window([marked for _, marked in window], kinds, load)
+        assert server.crdt.revert_ops(lazy, stored) == expected
+        needed = {
+            i for i, (delta, marked) in enumerate(window) if marked or delta["op"] != "insert"
+        }
+        assert needed <= loaded
+
+
+def test_rga_reads_none_of_the_others_inserts_when_the_base_has_the_values() -> None:
+    server = Server(Rga)
+    server.apply(A, {"op": "insert", "index": 0, "text": "hello"})
+    base = server.crdt.state()
+    for i in range(20):
+        server.apply(A, {"op": "insert", "index": 5 + i, "text": "."})
+    server.apply(B, {"op": "delete", "index": 0, "count": 5})
+    deltas = server.deltas[1:]
+    loaded: list[int] = []
+
+    def load(i: int) -> Mapping[str, Any]:
+        loaded.append(i)
+        return deltas[i]
+
+    window = Window([i == 20 for i in range(21)], [kind_of(d) for d in deltas], load)
+    ops = server.crdt.revert_ops(window, Base(Rga, base, []))
+    assert loaded == [20]
+    assert ops == [{"op": "insert", "after": None, "text": "hello"}]
+
+
+def test_rga_values_come_from_any_insert_when_the_counters_do_not_grow() -> None:
+    """The window's inserts come with growing counters (a Lamport clock), so
+    the insert that made an element is found by bisecting them; where that
+    does not hold (or an op is not an insert), every insert is looked in."""
+    inserts = [
+        {"op": "insert", "after": None, "client": 1, "counter": 10, "text": "ab"},
+        {"op": "insert", "after": None, "client": 2, "counter": 3, "text": "xyz"},
+        {"op": "insert", "after": None, "client": 1, "counter": 20, "values": [7]},
+    ]
+    wanted = Spans()
+    wanted.add(2, 4, 2)
+    wanted.add(1, 11, 1)
+    wanted.add(1, 20, 1)
+    wanted.add(1, 30, 1)  # made by no insert here: no value
+    window = Window.of([(delta, False) for delta in inserts])
+    assert window_values(window, [0, 1, 2], wanted) == {
+        (2, 4): ("y", True),
+        (2, 5): ("z", True),
+        (1, 11): ("b", True),
+        (1, 20): (7, False),
+    }
+    # A probe that is no insert after all (its kind was not known).
+    window = Window.of([(inserts[0], False), ({"op": "delete", "ranges": []}, False)])
+    one = Spans()
+    one.add(1, 10, 1)
+    assert window_values(window, [0, 1], one) == {(1, 10): ("a", True)}
 
 
 def test_rga_example_an_agent_edits_while_a_human_types() -> None:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import syncd.crdt.rga.sequence as seq_module
 from syncd.crdt.base import OpContext
 from syncd.crdt.rga import Rga
-from syncd.crdt.rga.ids import MAX_ID_CHARS
+from syncd.crdt.rga.ids import MAX_ID_CHARS, IdRuns, parse_id, parse_ids, rle_ids
 from syncd.crdt.rga.sequence import MAX_COUNTER
 from syncd.errors import ApiError
 
@@ -717,3 +717,117 @@ def test_merge_is_a_join_and_agrees_with_deltas(data: st.DataObject) -> None:
     before = a.state()
     a.merge(a)
     assert a.state() == before
+
+
+# -- element ids -------------------------------------------------------------------
+
+
+def _spelled_once(text: str, signed: bool) -> int | None:
+    """The id rules as first written: ASCII decimals, no leading zeros."""
+    body = text[1:] if signed and text.startswith("-") else text
+    if not body or not set(body) <= set("0123456789") or (len(body) > 1 and body[0] == "0"):
+        return None
+    return int(text)
+
+
+def _reference(value: Any) -> tuple[int, int] | None:
+    if type(value) is not str or len(value) > MAX_ID_CHARS:
+        return None
+    counter_text, sep, client_text = value.partition("@")
+    counter = _spelled_once(counter_text, signed=False)
+    client = _spelled_once(client_text, signed=True)
+    if not sep or counter is None or client is None or counter < 1:
+        return None
+    return client, counter
+
+
+_ID_PARTS = st.sampled_from(["0", "1", "7", "07", "12", "-", "@", ",", "\n", "٣", " ", "x"])
+_IDS = st.lists(
+    st.one_of(st.lists(_ID_PARTS, max_size=6).map("".join), st.integers(), st.none()),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(values=_IDS)
+def test_ids_parse_one_by_one_and_together_by_the_same_rules(values: list[Any]) -> None:
+    expected = [_reference(value) for value in values]
+    for value, pair in zip(values, expected, strict=True):
+        if pair is None:
+            with pytest.raises(ApiError):
+                parse_id(value, "ids")
+        else:
+            assert parse_id(value, "ids") == pair
+    if None in expected:
+        with pytest.raises(ApiError) as info:
+            parse_ids(values, "ids")
+        assert info.value.message.startswith("ids: must be an element id")
+    else:
+        assert parse_ids(values, "ids") == expected
+
+
+def test_a_delete_by_thousands_of_ids_names_the_first_unknown_one() -> None:
+    rga = doc("x" * 5000)
+    ids = rga.ids()
+    rga.apply_op({"op": "delete", "ids": ids[::2] + ids[:4]}, ctx())  # repeats are fine
+    assert text_of(rga) == "x" * 2498
+    with pytest.raises(ApiError) as info:
+        rga.apply_op({"op": "delete", "ids": [ids[1], "99999@1", "5@77", ids[3]]}, ctx())
+    assert info.value.message == "ids: unknown element id 99999@1"
+    assert text_of(rga) == "x" * 2498
+    assert rle_ids([(2, 5), (1, 3), (1, 4), (2, 5), (1, 9)]) == [[1, 3, 2], [1, 9, 1], [2, 5, 1]]
+
+
+@settings(max_examples=200)
+@given(
+    runs=st.lists(
+        st.tuples(st.integers(-2, 2), st.integers(1, 30), st.integers(1, 5)), min_size=1, max_size=8
+    )
+)
+def test_id_runs_read_as_the_ids_they_hold_and_delete_as_those_would(
+    runs: list[tuple[int, int, int]],
+) -> None:
+    held = IdRuns(runs)
+    ids = sorted({(client, first + i) for client, first, count in runs for i in range(count)})
+    strings = [f"{counter}@{client}" for client, counter in ids]
+    assert list(held) == strings and held == strings and len(held) == len(strings)
+    assert [held[i] for i in range(-len(held), len(held))] == strings * 2
+    assert held[1:3] == strings[1:3]
+    assert held.ranges() == rle_ids(ids) == rle_ids(parse_ids(strings, "ids"))
+    with pytest.raises(IndexError):
+        held[len(held)]
+    # Deleting them: the same delta as the id strings, or the same refusal.
+    for known in (True, False):
+        by_runs, by_ids = Rga.new(), Rga.new()
+        for rga in (by_runs, by_ids):
+            for client in range(-2, 3):
+                end = 40 if known or client != 1 else 3
+                rga.apply_delta(
+                    {
+                        "op": "insert",
+                        "after": None,
+                        "client": client,
+                        "counter": 1,
+                        "text": "x" * end,
+                    }
+                )
+        outcomes = []
+        for rga, value in ((by_runs, held), (by_ids, strings)):
+            try:
+                outcomes.append(rga.apply_op({"op": "delete", "ids": value}, ctx()))
+            except ApiError as exc:
+                outcomes.append(exc.message)
+        assert outcomes[0] == outcomes[1]
+        assert by_runs.state() == by_ids.state()
+
+
+def test_id_runs_are_runs_of_counters_from_one() -> None:
+    assert IdRuns([(1, 3, 2), (1, 5, 1), (1, 4, 4), (0, 9, 1)]).ranges() == [[0, 9, 1], [1, 3, 5]]
+    for bad in [(1, 0, 1), (1, 3, 0)]:
+        with pytest.raises(ValueError):
+            IdRuns([bad])
+    empty = Rga.new()
+    with pytest.raises(ApiError) as info:
+        empty.apply_op({"op": "delete", "ids": IdRuns([])}, ctx())
+    assert info.value.message == "ids: must be a non-empty array of element ids"

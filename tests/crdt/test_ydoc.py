@@ -6,13 +6,14 @@ import base64
 import random
 from typing import Any
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pycrdt import Array, Decoder, Doc, Map, Text
 
 from syncd.crdt.base import OpContext
-from syncd.crdt.ydoc import MAX_UPDATE_BYTES, YDoc, root_view
+from syncd.crdt.ydoc import MAX_UPDATE_BYTES, YDoc, root_view, update_in
 from syncd.errors import ApiError
 
 CTX = OpContext(client_id=1, now_ms=1, seq=1)
@@ -169,3 +170,43 @@ def test_random_and_damaged_updates_never_corrupt_the_document(data: st.DataObje
             assert exc.status == 400
     assert isinstance(_text(ydoc), str)
     assert _meaning(YDoc.from_state(ydoc.state())) == _meaning(ydoc)
+
+
+# -- a revert reads updates off their records' encoding ---------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(size=st.sampled_from([0, 1, 20, 23, 24, 200, 191, 192, 50_000, 65_535 * 3 // 4 + 3]))
+def test_an_update_is_read_off_its_record_as_decoding_would(size: int) -> None:
+    """Every length of base64 string msgpack has a form for (fixstr, str 8,
+    16 and 32), with the fields an op record may carry after its delta."""
+    update = random.Random(size).randbytes(size)
+    text = base64.b64encode(update).decode()
+    record: dict[str, Any] = {
+        "kind": "op",
+        "ns": "n",
+        "id": "yd:doc",
+        "type": "ydoc",
+        "seq": 2**40 + size,
+        "epoch": "0123456789abcdef",
+        "client_id": 2**53 - 1,
+        "ts": 0xA26F_7082_A26F,  # bytes of the pattern's start inside an integer
+        "op": {"op": "update", "update": text},
+        "op_id": "x",
+        "origin": "\u00a2op\u201a\u00a2op",
+    }
+    encoded = msgpack.packb(record, use_bin_type=True)
+    assert update_in(encoded) == base64.b64decode(text) == update
+
+
+def test_a_record_laid_out_otherwise_is_left_to_decoding() -> None:
+    delta = {"update": "AAA=", "op": "update"}  # another order
+    for record in [
+        {"kind": "op", "op": delta},
+        {"kind": "op", "op": {"op": "update", "update": "AAA=", "more": 1}},
+        {"kind": "op", "op": {"op": "update", "update": 3}},
+        {"kind": "op", "op": {"op": "update", "update": "*not base64*"}},
+    ]:
+        assert update_in(msgpack.packb(record, use_bin_type=True)) is None
+    whole = msgpack.packb({"op": {"op": "update", "update": "AAAA" * 10}}, use_bin_type=True)
+    assert update_in(whole[:-5]) is None  # cut short

@@ -264,7 +264,6 @@ async def test_a_window_past_the_limit_is_400(
     client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(syncd.revert, "MAX_REVERT_WINDOW", 5)
-    monkeypatch.setattr(syncd.revert, "REVERT_PAGE", 2)
     h = await issue(client)
     await op(client, h, "pn:c", [{"op": "increment"}] * 8)
     r = await revert(client, h, "pn:c", {"client_id": 7})

@@ -9,7 +9,8 @@ first id and length, a delete its id ranges), so the work goes by id, never
 by walking the whole sequence:
 
 - **Inserted by a marked op and still visible**: deleted (one ``delete`` by
-  ids). What another writer typed between those elements stays.
+  ids, handed over as runs: :class:`~syncd.crdt.rga.ids.IdRuns`). What
+  another writer typed between those elements stays.
 - **Deleted by a marked op, by no unmarked one, and not inserted by a marked
   one**: brought back if it would be visible had the marked ops not been
   made, that is when an unmarked op of the window inserted it, or it was
@@ -33,13 +34,14 @@ with what came after like any concurrent edit).
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Iterator, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from syncd.crdt.base import Base, Step
-from syncd.crdt.rga.ids import format_id
+from syncd.crdt.rga.ids import IdRuns, format_id
 from syncd.crdt.rga.sequence import Origin, RunSeq
+from syncd.crdt.window import Window, text_key
 
 Element = tuple[int, int]
 """``(client, counter)``."""
@@ -169,24 +171,34 @@ def base_values(base: Base, wanted: Spans) -> dict[Element, Value]:
     building the sequence (a document of 100,000 elements takes tens of ms to
     build; the few elements a revert brings back take a scan of its runs)."""
     index = wanted.normal()
+    # Per client, the wanted spans' starts and ends apart: a run is passed
+    # over after one bisect when no span reaches into it (nearly every run).
+    starts = {client: [lo for lo, _ in spans] for client, spans in index.items()}
+    ends = {client: [hi for _, hi in spans] for client, spans in index.items()}
     out: dict[Element, Value] = {}
 
     def take(client: int, counter: int, content: Any) -> None:
-        spans = index.get(client)
-        if spans:
-            text = type(content) is str
-            for lo, hi in _overlaps(spans, counter, counter + len(content)):
-                for c in range(lo, hi):
-                    out[(client, c)] = (content[c - counter], text)
+        text = type(content) is str
+        for lo, hi in _overlaps(index[client], counter, counter + len(content)):
+            for c in range(lo, hi):
+                out[(client, c)] = (content[c - counter], text)
 
     state = base.state
     if state is not None:
         for client, counter, _, content in state["runs"]:
-            if type(content) is not int:  # a count: deleted elements
+            if type(content) is int:  # a count: deleted elements
+                continue
+            los = starts.get(client)
+            if los is None:
+                continue
+            # The last span starting before the run's end reaches into it, or none does.
+            at = bisect_left(los, counter + len(content)) - 1
+            if at >= 0 and ends[client][at] > counter:
                 take(client, counter, content)
     for delta in base.deltas:
         if delta["op"] == "insert":
-            take(delta["client"], delta["counter"], _content(delta))
+            if delta["client"] in index:
+                take(delta["client"], delta["counter"], _content(delta))
         else:
             for client, first, count in delta["ranges"]:
                 spans = index.get(client)
@@ -197,50 +209,132 @@ def base_values(base: Base, wanted: Spans) -> dict[Element, Value]:
     return out
 
 
-def revert_ops(now: RunSeq, window: Sequence[Step], base: Base) -> list[dict[str, Any]]:
-    """The ops that take back the marked ops of ``window`` on ``now`` (see
-    the module docstring)."""
+def revert_ops(now: RunSeq, steps: Sequence[Step], base: Base) -> list[dict[str, Any]]:
+    """The ops that take back the marked ops of the window ``steps`` on
+    ``now`` (see the module docstring)."""
+    window = Window.of(steps)
     marked_ins, marked_del, other_del = Spans(), Spans(), Spans()
-    contents = Contents()
-    for delta, marked in window:
-        if delta["op"] == "insert":
-            content = _content(delta)
-            if marked:
-                marked_ins.add(delta["client"], delta["counter"], len(content))
-            else:
-                contents.add(delta["client"], delta["counter"], content)
+    inserts: list[int] = []
+    """The unmarked ops that may be inserts, undecoded (see :func:`window_values`)."""
+    delta: Mapping[str, Any]
+    # The marked ops, and the unmarked ones that may be deletes, are decoded;
+    # the others' inserts (most of a window) only if a value is looked up.
+    maybe_delete = (0, text_key("delete"))
+    for i, (marked, kind) in enumerate(zip(window.marked, window.kinds, strict=True)):
+        if marked:
+            delta = window.delta(i)
+            if delta["op"] == "insert":
+                marked_ins.add(delta["client"], delta["counter"], len(_content(delta)))
+                continue
+            spans = marked_del
+        elif kind in maybe_delete:
+            delta = window.delta(i)
+            if delta["op"] == "insert":
+                inserts.append(i)
+                continue
+            spans = other_del
         else:
-            spans = marked_del if marked else other_del
-            for client, first, count in delta["ranges"]:
-                spans.add(client, first, count)
+            inserts.append(i)
+            continue
+        for client, first, count in delta["ranges"]:
+            spans.add(client, first, count)
     restore = marked_del.minus(other_del).minus(marked_ins)
-    values: dict[Element, Value] = {}
     before: dict[Element, Origin] = {}
-    missing = Spans()
+    present = Spans()
     for client, first, count in restore.spans():
         for start, k, _, prev in now.pieces(client, first, count) or ():
-            for i in range(k):
-                counter = start + i
-                element = (client, counter)
-                before[element] = prev if i == 0 else (client, counter - 1)
-                value = contents.get(client, counter)
-                if value is None:
-                    missing.add(client, counter, 1)
-                else:
-                    values[element] = value
-    if missing:
-        values.update(base_values(base, missing))
+            present.add(client, start, k)
+            before[(client, start)] = prev
+            for i in range(1, k):
+                before[(client, start + i)] = (client, start + i - 1)
+    values = base_values(base, present)
+    if len(values) < len(before):
+        missing = Spans()
+        for client, counter in before:
+            if (client, counter) not in values:
+                missing.add(client, counter, 1)
+        values.update(window_values(window, inserts, missing))
     ops = _inserts(values, {e: before[e] for e in values})
-    ids = [
-        format_id(client, start + i)
+    visible = [
+        (client, start, k)
         for client, first, count in marked_ins.spans()
         for start, k, content, _ in now.pieces(client, first, count) or ()
         if content is not None
-        for i in range(k)
     ]
-    if ids:
-        ops.append({"op": "delete", "ids": ids})
+    if visible:
+        ops.append({"op": "delete", "ids": IdRuns(visible)})
     return ops
+
+
+def window_values(window: Window, inserts: list[int], wanted: Spans) -> dict[Element, Value]:
+    """The values of the ``wanted`` elements that the unmarked ``inserts`` of
+    the window made (ops by index, seq order, not all decoded).
+
+    An insert's first counter is greater than every counter in the sequence
+    it met (a Lamport clock, :attr:`RunSeq.clock`), so the window's inserts
+    come with growing counters, and the one that may have made an element is
+    found by bisecting them on their first counter: a few decoded per run of
+    wanted elements, not every insert of the window. A run the bisection
+    does not place (inserts out of counter order, or an op that is not an
+    insert after all) is looked up in every insert instead, decoded."""
+    out: dict[Element, Value] = {}
+    firsts: dict[int, int | None] = {}
+
+    def first(j: int) -> int | None:
+        """Insert ``j``'s first counter (None: not an insert)."""
+        if j not in firsts:
+            delta = window.delta(inserts[j])
+            firsts[j] = delta["counter"] if delta["op"] == "insert" else None
+        return firsts[j]
+
+    unplaced = Spans()
+    for client, lo, n in wanted.spans():
+        counter, end = lo, lo + n
+        while counter < end:
+            found = _bisect(first, len(inserts), counter)
+            delta = None if found is None else window.delta(inserts[found])
+            if delta is None or delta["client"] != client:
+                unplaced.add(client, counter, end - counter)
+                break
+            content = _content(delta)
+            start = delta["counter"]
+            stop = min(end, start + len(content))
+            if stop <= counter:
+                # Not made by an insert of the window, if the counters grow.
+                unplaced.add(client, counter, end - counter)
+                break
+            text = type(content) is str
+            for c in range(counter, stop):
+                out[(client, c)] = (content[c - start], text)
+            counter = stop
+    if unplaced:
+        contents = Contents()
+        for i in inserts:
+            delta = window.delta(i)
+            if delta["op"] == "insert":
+                contents.add(delta["client"], delta["counter"], _content(delta))
+        for client, lo, n in unplaced.spans():
+            for c in range(lo, lo + n):
+                value = contents.get(client, c)
+                if value is not None:
+                    out[(client, c)] = value
+    return out
+
+
+def _bisect(first: Callable[[int], int | None], n: int, counter: int) -> int | None:
+    """The last of ``n`` inserts whose first counter is at most ``counter``
+    (None: none is, or a probe was not an insert)."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        at = first(mid)
+        if at is None:
+            return None
+        if at <= counter:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1 if lo else None
 
 
 def _inserts(values: dict[Element, Value], before: dict[Element, Origin]) -> list[dict[str, Any]]:

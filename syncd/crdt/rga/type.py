@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.rga import revert
-from syncd.crdt.rga.ids import format_id, parse_id, rle_ids
+from syncd.crdt.rga.ids import IdRuns, format_id, parse_id, parse_ids, rle_ids
 from syncd.crdt.rga.sequence import MAX_COUNTER, Origin, RunSeq
 from syncd.crdt.rga.wire import insert_delta, ranges_of, state_run
 from syncd.crdt.validate import check_fields, check_json, op_fields
@@ -210,14 +210,22 @@ class Rga:
         if "count" in op:
             raise invalid_op("count: goes with index, not with ids")
         ids = op["ids"]
-        if type(ids) is not list or not ids:
+        if type(ids) is IdRuns:  # a revert's (ids.py): runs, not strings
+            ranges = ids.ranges()
+        elif type(ids) is not list or not ids:
             raise invalid_op("ids: must be a non-empty array of element ids")
-        pairs = [parse_id(value, "ids") for value in ids]
+        else:
+            ranges = rle_ids(parse_ids(ids, "ids"))
         seq = self._seq
-        for pair in pairs:
-            if not seq.has(*pair):
-                raise invalid_op(f"ids: unknown element id {format_id(*pair)}")
-        ranges = rle_ids(pairs)
+        # Checked a range at a time (a revert deletes thousands of ids, mostly
+        # in long runs); an unknown one is named as the first in the op's order.
+        if not ranges or not all(seq.contains(c, first, n) for c, first, n in ranges):
+            unknown = next((v for v in ids if not seq.has(*parse_id(v, "ids"))), None)
+            raise invalid_op(
+                "ids: must be a non-empty array of element ids"
+                if unknown is None
+                else f"ids: unknown element id {unknown}"
+            )
         seq.delete_ranges(ranges)
         return {"op": "delete", "ranges": ranges}
 
