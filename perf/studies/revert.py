@@ -32,6 +32,17 @@ Two documents:
   update of the person's depends on one of the agent's; the replica applies
   the person's updates only.
 
+Figures (``--repeat 5``, the shared two-core machine with other suites
+running, load average 3 to 5; docs/revert.md has where the time goes): the
+median of 5 varies by a factor of two from run to run with the load, so
+ranges of several runs' medians. rga: 90-158 ms (55f1842, before the
+history index kept each op's writer: 367-623 ms); ydoc: 118-222 ms (before:
+256-416 ms). The revert's CPU time in-process (median of 7), steadier: rga
+94 ms (336 before), ydoc 104 ms (192 before). The text equals the replica's
+in every run. The 100 ms target is met by the rga when the machine is not
+too loaded, not by the Yjs document (Yrs integrating the window's 10,000
+updates into the copy its undo runs on is about half of its time).
+
 Usage: python -m perf.studies.revert [--ops 100000] [--agent-ops 1000]
     [--span 10000] [--repeat 3] [--only rga|ydoc] [--json FILE]
 """
