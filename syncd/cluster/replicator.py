@@ -35,8 +35,16 @@ notices (``AwarenessNotices``) and offers it one small publish interface,
 :meth:`Replicator.notify`, which sends a batch on a speaking connection of
 its own (a busy pool must not hold cursors back).
 
-*Health.* A dedicated LISTEN connection doubles as the health probe: a query
-on it every ``probe_interval_s``. When either fails the store is marked
+*Listening.* A dedicated LISTEN connection is read by a
+:class:`~syncd.cluster.listen.NotifyReader` (one registration of its socket
+for the connection's life, not a wait per notification: a node hears every
+other node's every commit). Applying a record costs a dictionary lookup when
+this node does not hold its CRDT; for one it holds, the record is decoded and
+applied, and published only when the CRDT has subscribers. A node's own
+notifications come back too and are dropped undecoded.
+
+*Health.* The LISTEN connection doubles as the health probe: a query
+on it every ``probe_interval_s`` (its reader paused meanwhile). When either fails the store is marked
 unreachable (readiness 503, ops 503), the pool is checked and the node
 reconnects with backoff; once connected it compares every CRDT's (epoch, seq)
 with the ``crdts`` table and reloads those that differ (the catch-up), so
@@ -68,6 +76,7 @@ from typing import Any, Final, Protocol
 
 from psycopg import sql
 
+from syncd.cluster.listen import NotifyReader
 from syncd.cluster.notify import (
     SINGLE_RECORD_MAX,
     BadNotice,
@@ -630,8 +639,11 @@ class Replicator:
         up = True  # open() just reached the server
         while not self._closed:
             listener: PgConn | None = None
+            reader: NotifyReader | None = None
             try:
                 listener = await store.pool.connect()
+                # Before LISTEN: what psycopg reads during a query goes to _on_notify too.
+                reader = NotifyReader(listener, self._on_notify)
                 await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                 await self._probe(listener)
                 if not up:
@@ -643,13 +655,14 @@ class Replicator:
                 delay = RECONNECT_MIN_S
                 next_probe = time.monotonic() + self._probe_interval
                 next_reconcile = time.monotonic() + self._reconcile_interval
+                reader.start()
                 while not self._closed:
-                    async for notify in listener.notifies(timeout=LISTEN_TICK_S):
-                        self._on_notify(notify.payload)
+                    await reader.wait(LISTEN_TICK_S)
                     trouble = self._trouble.is_set()
                     if trouble or time.monotonic() >= next_probe:
                         self._trouble.clear()
-                        await self._probe(listener)
+                        async with reader.paused():
+                            await self._probe(listener)
                         next_probe = time.monotonic() + self._probe_interval
                         if trouble:
                             store.set_reachable(True)
@@ -670,6 +683,8 @@ class Replicator:
                 store.set_reachable(False)
                 await store.pool.reset()
             finally:
+                if reader is not None:
+                    reader.close()
                 if listener is not None:
                     with contextlib.suppress(Exception):
                         await listener.close()
@@ -677,7 +692,7 @@ class Replicator:
             delay = min(delay * 2, RECONNECT_MAX_S)
 
     async def _probe(self, conn: PgConn) -> None:
-        # On the listener's connection (free between notifies() rounds): a busy
+        # On the listener's connection (its reader paused meanwhile): a busy
         # pool must not look like an unreachable server.
         async with asyncio.timeout(PROBE_TIMEOUT_S):
             await self._store.newest_gid(conn)
