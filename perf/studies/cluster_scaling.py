@@ -102,6 +102,9 @@ nodes holding every CRDT (read once) and only following."""
 CLUSTER: Final = "cluster"
 ISOLATED: Final = "isolated"
 """The control: the same nodes and load, each node on a database of its own."""
+PROFILE_HZ: Final = "1000"
+"""py-spy's samples per second: a node on a quarter of a core runs a quarter of
+the time, and a run of 10 s still gets a few thousand samples of it."""
 METRICS: Final = {
     "commits": "service_store_commit_seconds_count",
     "records": "service_wal_entries_total",
@@ -240,7 +243,7 @@ def profiled(nodes: list[Node], out: str | None, seconds: float) -> Iterator[Non
     spies = []
     for node in nodes:
         folded = Path(f"{out}-{node.group}.folded")
-        cmd = ["py-spy", "record", "--nonblocking", "--format", "raw", "--rate", "200"]
+        cmd = ["py-spy", "record", "--nonblocking", "--format", "raw", "--rate", PROFILE_HZ]
         cmd += ["-d", str(int(seconds)), "-p", str(node.proc.pid), "-o", str(folded)]
         spy = subprocess.Popen(
             cmd,
