@@ -17,7 +17,7 @@ op (5-30 us even for a small one), so the engine measures it when it loads a
 CRDT and every ``RESIZE_EVERY_OPS`` ops, and in between this module counts
 each op's *growth bound* (``Entry.grown``): its own encoded size plus
 :data:`OP_GROWTH_OVERHEAD`, and measures again once that passes a quarter
-of the size (:func:`remeasure_after`). Ops that only take something away
+of the size (4 KiB at least, :data:`REMEASURE_MIN_BYTES`). Ops that only take something away
 (:data:`TRIMMING_OPS`) count nothing and are never refused, so a full CRDT
 can always be trimmed. The check adds the op's bound to the size and what
 was counted since the measure; when that would pass the CRDT's limit, the
@@ -178,22 +178,16 @@ class Quotas:
 
     def applied(self, plan: Plan, growth: int) -> None:
         """Count ``growth`` on the CRDT just applied, and measure it once what
-        was counted since its last measure passes :func:`remeasure_after`."""
+        was counted since its last measure passes a quarter of its size (and
+        :data:`REMEASURE_MIN_BYTES`): a namespace's bytes then lag by less than that
+        per CRDT, and measuring (an encode of the state) costs about one encode
+        per quarter of growth."""
         entry = self._engine.get(plan.ns, plan.id)
         if entry is None or not entry.unsized_ops:
             return  # gone, or measured by this very apply
         grown = entry.grown = entry.grown + growth
-        # remeasure_after(), inlined: this runs on every op.
         if grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2:
             self._engine.resize(entry)
-
-
-def remeasure_after(state_bytes: int) -> int:
-    """Counted growth after which a CRDT of ``state_bytes`` is measured again:
-    a quarter of its size, at least :data:`REMEASURE_MIN_BYTES`. A namespace's
-    bytes then lag by less than that per CRDT, and measuring (an encode of
-    the state) costs about one encode per quarter of growth."""
-    return max(REMEASURE_MIN_BYTES, state_bytes // 4)
 
 
 async def measure_unmeasured(store: Store, engine: Engine) -> int:

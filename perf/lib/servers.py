@@ -81,6 +81,19 @@ def process(
             proc.wait()
 
 
+def server_env(port: int, data_dir: str, **settings: str) -> dict[str, str]:
+    """The settings every benchmark's ``python -m syncd`` runs with (the bench
+    admin secret and signing key, quiet logs), plus ``settings``."""
+    return {
+        "SERVICE_BIND": f"127.0.0.1:{port}",
+        "SERVICE_DATA_DIR": data_dir,
+        "SERVICE_ADMIN_TOKEN": ADMIN,
+        "SERVICE_SIGNING_KEY": SIGNING_KEY,
+        "SERVICE_LOG_LEVEL": "warning",
+        **settings,
+    }
+
+
 @contextlib.contextmanager
 def syncd(
     env: dict[str, str] | None = None, data_dir: str | None = None
@@ -90,14 +103,7 @@ def syncd(
     if data_dir is None:
         tmp = tempfile.mkdtemp(prefix="syncd-bench-")
         data_dir = tmp
-    full = {
-        "SERVICE_BIND": f"127.0.0.1:{port}",
-        "SERVICE_DATA_DIR": data_dir,
-        "SERVICE_ADMIN_TOKEN": ADMIN,
-        "SERVICE_SIGNING_KEY": SIGNING_KEY,
-        "SERVICE_LOG_LEVEL": "warning",
-        **(env or {}),
-    }
+    full = server_env(port, data_dir, **(env or {}))
     try:
         with process([sys.executable, "-m", "syncd"], port, full) as proc:
             yield port, proc
@@ -106,9 +112,10 @@ def syncd(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def bench_token(port: int, ns: str = "bench", client_id: int = 7) -> str:
+def bench_token(port: int, ns: str = "bench", client_id: int = 7, rl: int = 1_000_000) -> str:
+    """A token that may read and write everything in ``ns`` at ``rl`` requests/s."""
     body = json.dumps(
-        {"client_id": client_id, "rules": {"r": [{"p": "*"}], "w": [{"p": "*"}], "rl": 1_000_000}}
+        {"client_id": client_id, "rules": {"r": [{"p": "*"}], "w": [{"p": "*"}], "rl": rl}}
     ).encode()
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/v1/namespaces/{ns}/tokens",

@@ -88,7 +88,7 @@ from psycopg import sql
 from perf.lib import cgroups
 from perf.lib.cgroups import CpuBudgets, Usage
 from perf.lib.postgres import DURABLE, SHARED_BUFFERS
-from perf.lib.servers import ADMIN, ROOT, SIGNING_KEY, bench_token, free_port, ready_status
+from perf.lib.servers import ROOT, bench_token, free_port, ready_status, server_env
 
 NS: Final = "bench"
 START_TIMEOUT_S: Final = 120.0
@@ -169,15 +169,14 @@ class Node:
         self.data_dir = tempfile.mkdtemp(prefix=f"syncd-scaling-{group}-")
         env = {
             **os.environ,
-            "DATABASE_URL": url,
-            "SERVICE_NODE_ID": group,
-            "SERVICE_BIND": f"127.0.0.1:{self.port}",
-            "SERVICE_DATA_DIR": self.data_dir,
-            "SERVICE_ADMIN_TOKEN": ADMIN,
-            "SERVICE_SIGNING_KEY": SIGNING_KEY,
-            "SERVICE_LOG_LEVEL": "warning",
-            "SERVICE_RATE_LIMIT": "100000000",
-            "PYTHONPATH": str(code),
+            **server_env(
+                self.port,
+                self.data_dir,
+                DATABASE_URL=url,
+                SERVICE_NODE_ID=group,
+                SERVICE_RATE_LIMIT="100000000",
+                PYTHONPATH=str(code),
+            ),
         }
         self.proc = subprocess.Popen(
             budgets.wrap(group, [sys.executable, "-m", "syncd"]),

@@ -33,7 +33,7 @@ import psycopg
 
 from perf.lib.postgres import postgres_server
 from perf.lib.proc import rss_mb
-from perf.lib.servers import ADMIN, LOAD_CORE, ROOT, SIGNING_KEY, free_port, pinned, ready_status
+from perf.lib.servers import ADMIN, LOAD_CORE, ROOT, free_port, pinned, ready_status, server_env
 from perf.studies.working_set import NS, _request
 from perf.studies.zipf import metric
 
@@ -50,16 +50,15 @@ class Node:
         self.data_dir = tempfile.mkdtemp(prefix=f"syncd-{name}-")
         env = {
             **os.environ,
-            "DATABASE_URL": url,
-            "SERVICE_NODE_ID": name,
-            "SERVICE_BIND": f"127.0.0.1:{self.port}",
-            "SERVICE_DATA_DIR": self.data_dir,
-            "SERVICE_ADMIN_TOKEN": ADMIN,
-            "SERVICE_SIGNING_KEY": SIGNING_KEY,
-            "SERVICE_LOG_LEVEL": "warning",
-            "SERVICE_RATE_LIMIT": "100000000",
-            "SERVICE_MEMORY_BUDGET_MB": str(budget_mb),
-            "PYTHONPATH": str(code),
+            **server_env(
+                self.port,
+                self.data_dir,
+                DATABASE_URL=url,
+                SERVICE_NODE_ID=name,
+                SERVICE_RATE_LIMIT="100000000",
+                SERVICE_MEMORY_BUDGET_MB=str(budget_mb),
+                PYTHONPATH=str(code),
+            ),
         }
         self.proc = subprocess.Popen(
             pinned([sys.executable, "-m", "syncd"], core),

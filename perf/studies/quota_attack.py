@@ -36,23 +36,10 @@ import time
 import urllib.request
 from typing import Any
 
-from perf.lib.servers import ADMIN, LOAD_CORE, syncd
+from perf.lib.servers import ADMIN, LOAD_CORE, bench_token, syncd
 
 TARGET_RATIO = 2.0
 """The bystander's p99 during the attack over its quiet p99 (issue #31)."""
-
-
-def _token(port: int, ns: str, client_id: int, rl: int) -> str:
-    body = json.dumps(
-        {"client_id": client_id, "rules": {"r": [{"p": "*"}], "w": [{"p": "*"}], "rl": rl}}
-    ).encode()
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/v1/namespaces/{ns}/tokens",
-        data=body,
-        headers={"authorization": f"Bearer {ADMIN}", "content-type": "application/json"},
-    )
-    with urllib.request.urlopen(req) as resp:
-        return str(json.load(resp)["token"])
 
 
 def _pin() -> None:
@@ -133,7 +120,7 @@ def one_round(args: argparse.Namespace, attack: bool) -> dict[str, Any]:
         "SERVICE_FSYNC": "batch",
     }
     with syncd(env) as (port, _):
-        calm = _token(port, "calm", 3, 1_000_000)
+        calm = bench_token(port, "calm", 3)
         out: Any = multiprocessing.Queue()
         events = [multiprocessing.Event() for _ in range(2)]
         watched = {"both": events, "streamer": events[:1], "creator": events[1:]}
@@ -142,8 +129,8 @@ def one_round(args: argparse.Namespace, attack: bool) -> dict[str, Any]:
             multiprocessing.Process(target=bystander, args=(port, calm, args.seconds, out, wait))
         ]
         if attack:
-            streaming = _token(port, "attack", 1, args.attack_rl)
-            creating = _token(port, "attack", 2, args.attack_rl)
+            streaming = bench_token(port, "attack", 1, args.attack_rl)
+            creating = bench_token(port, "attack", 2, args.attack_rl)
             if args.attackers in ("both", "streamer"):
                 procs.append(
                     multiprocessing.Process(
