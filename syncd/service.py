@@ -322,18 +322,19 @@ class CrdtService:
         for record in records:
             op = record["op"]
             op_name = op.get("op", "") if isinstance(op, dict) else ""
-            if webhooks is not None:
-                webhooks.enqueue(
-                    {
-                        "ns": record["ns"],
-                        "crdt_id": record["id"],
-                        "source": source,
-                        "seq": record["seq"],
-                        "op_type": op_name,
-                        "client_id": record["client_id"],
-                        "timestamp_ms": record["ts"],
-                    }
-                )
+            webhooks.enqueue(
+                {
+                    "ns": record["ns"],
+                    "crdt_id": record["id"],
+                    "source": source,
+                    "seq": record["seq"],
+                    "op_type": op_name,
+                    "client_id": record["client_id"],
+                    "timestamp_ms": record["ts"],
+                    # Absent from records without one (syncd/crdt/engine.py).
+                    "origin": record.get("origin"),
+                }
+            )
 
     def _enter_degraded(self) -> None:
         if self._degraded:

@@ -51,6 +51,10 @@ SIGNATURE_HEADER = "X-Service-Signature"
 
 # The fields the caller must give; the dispatcher adds timestamp_ms and event_id.
 _CALLER_FIELDS = ("ns", "crdt_id", "source", "seq", "op_type", "client_id")
+# Given when the op has one (its attribution, docs/data-model.md#origins; at
+# most syncd.crdt.validate.ORIGIN_MAX_LEN characters, checked on the op path,
+# so an event stays small); absent from the payload otherwise.
+_OPTIONAL_FIELDS = ("origin",)
 
 
 class PostFn(Protocol):
@@ -172,7 +176,8 @@ class WebhookDispatcher:
         """Queue one event; False when it was not queued. Never blocks or raises.
 
         ``event`` holds ns, crdt_id, source ("http" or "ws"), seq, op_type and
-        client_id; timestamp_ms and event_id are filled in when missing.
+        client_id, and the op's origin when it has one; timestamp_ms and
+        event_id are filled in when missing.
         """
         try:
             if self._closed or self._queue.full():
@@ -197,6 +202,10 @@ class WebhookDispatcher:
                 "client_id": event["client_id"],
                 "event_id": event_id,
             }
+            for key in _OPTIONAL_FIELDS:
+                value = event.get(key)
+                if value is not None:
+                    payload[key] = value
             body = json.dumps(
                 payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
             ).encode()

@@ -105,6 +105,22 @@ async def test_payload_fields_types_and_signature(
     assert deliveries(metrics, "retry") == deliveries(metrics, "failed") == dropped(metrics) == 0
 
 
+async def test_origin_is_sent_only_when_given(
+    make_receiver: MakeReceiver, dispatchers: list[WebhookDispatcher]
+) -> None:
+    r = await make_receiver()
+    d = WebhookDispatcher(r.url, None, metrics=None, workers=1)
+    dispatchers.append(d)
+    d.start()
+    assert d.enqueue(event(1, origin="agent:summarize-42"))
+    assert d.enqueue(event(2, origin=None))
+    assert d.enqueue(event(3))
+    await r.wait_for(3)
+    payloads = {p["seq"]: p for p in (req.json() for req in r.requests)}
+    assert payloads[1]["origin"] == "agent:summarize-42"
+    assert "origin" not in payloads[2] and "origin" not in payloads[3]
+
+
 async def test_no_signature_header_without_a_secret(
     make_receiver: MakeReceiver, dispatchers: list[WebhookDispatcher]
 ) -> None:
