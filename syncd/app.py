@@ -260,7 +260,7 @@ class App:
                 history_retention=settings.history_retention,
                 **options,
             )
-        from syncd.store.filestore import FileStore
+        from syncd.store.embedded.store import FileStore
 
         store = FileStore(
             settings.data_dir,
@@ -302,7 +302,7 @@ class App:
         """Open storage and recover state; called before the socket is bound."""
         settings = self.settings
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        from syncd.store.filestore import FileStore
+        from syncd.store.embedded.store import FileStore
 
         if isinstance(self.store, FileStore):
             self.store.lock()  # before admin_token is written: the directory may be in use

@@ -24,7 +24,7 @@ from syncd.metrics import DEFAULT_MAX_CRDT_SERIES
 from syncd.proxies import Network, parse_networks
 from syncd.quotas import DEFAULT_MAX_CRDT_BYTES
 from syncd.residency import DEFAULT_MEMORY_BUDGET_MB
-from syncd.store.history import DEFAULT_RETENTION, Retention
+from syncd.store.history_index import DEFAULT_RETENTION, Retention
 
 FsyncMode = Literal["batch", "always", "never"]
 ParserChoice = Literal["auto", "h11", "httptools"]

@@ -24,7 +24,7 @@ from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import HttpProtocol, ServerContext
 from syncd.http.request import Request
 from syncd.sdnotify import Notifier
-from syncd.store.filestore import StoreLockedError
+from syncd.store.embedded.store import StoreLockedError
 from syncd.store.pg_start import DatabaseSetupError
 from syncd.tls import Certificates, TlsError
 from syncd.ws.connection import wait_background

@@ -15,7 +15,7 @@ from pycrdt import Doc, Text
 from websockets.asyncio.client import connect
 
 from syncd.crdt.engine import MAX_LIST_LIMIT
-from syncd.store.filestore import FileStore
+from syncd.store.embedded.store import FileStore
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
 from tests.ws.support import op as ws_op

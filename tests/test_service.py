@@ -20,7 +20,7 @@ import pytest
 from syncd.app import App
 from syncd.auth import ROOT
 from syncd.errors import ApiError, StoreUnavailable
-from syncd.store import filestore as filestore_module
+from syncd.store.embedded import store as filestore_module
 from tests.conftest import base_settings
 from tests.store.support import ENOSPC, Faults, faulty_opener
 

@@ -46,7 +46,7 @@ from perf.lib.servers import (
 )
 from perf.suite.registry import TARGETS
 from syncd.crdt.engine import Engine
-from syncd.store.filestore import FileStore
+from syncd.store.embedded.store import FileStore
 
 NS = "bench"
 TARGET = TARGETS["restart.ready"]

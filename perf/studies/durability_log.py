@@ -29,7 +29,7 @@ from typing import Any
 
 import uvloop
 
-from syncd.store.filestore import FileStore
+from syncd.store.embedded.store import FileStore
 
 
 def record(crdt: int, seq: int) -> dict[str, Any]:

@@ -153,7 +153,7 @@ def _undo(dest: Path, created: bool) -> None:
 
 
 def _fsync_tree(root: Path) -> None:
-    from syncd.store.log import fsync_dir
+    from syncd.store.embedded.log import fsync_dir
 
     for directory, _, files in os.walk(root):
         for name in files:

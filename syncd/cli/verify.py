@@ -34,7 +34,7 @@ def register(commands: Commands) -> None:
 
 def verify_dir(path: str | Path) -> int:
     """Print the report on ``path``; 0 when it is whole, 1 when it is damaged."""
-    from syncd.store.verify import verify
+    from syncd.store.embedded.verify import verify
 
     report = verify(str(path))
     print(report.text())

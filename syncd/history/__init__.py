@@ -12,10 +12,10 @@
 The store side keeps the records and checkpoints and decides how long
 (``SERVICE_HISTORY_RETENTION``), behind ``Store.history`` and
 ``Store.history_base``: the index of what each CRDT retains
-(``store/history.py``, ``HistoryIndex``; ``Retention`` is the policy), the
-embedded store's history files (``store/history_files.py``,
+(``store/history_index.py``, ``HistoryIndex``; ``Retention`` is the policy), the
+embedded store's history files (``store/embedded/history_files.py``,
 ``HistoryFiles``) and what joins the two for it
-(``store/filestore_history.py``, ``FileStoreHistory``); PostgreSQL keeps its
+(``store/embedded/history.py``, ``FileStoreHistory``); PostgreSQL keeps its
 history in tables (``store/postgres.py``).
 """
 

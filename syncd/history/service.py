@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-The store keeps the records and checkpoints (``store/history.py`` says what
+The store keeps the records and checkpoints (``store/history_index.py`` says what
 and for how long); :class:`HistoryService` turns them into answers, for the
 CRDT's current life (its entry in the engine, loaded on first use):
 

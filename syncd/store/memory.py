@@ -28,7 +28,7 @@ from syncd.store.base import (
     attribution,
 )
 from syncd.store.catalogue import Catalogue
-from syncd.store.history import DEFAULT_RETENTION, HistoryIndex, Retention
+from syncd.store.history_index import DEFAULT_RETENTION, HistoryIndex, Retention
 from syncd.store.tail import REPLAY_TAIL_PER_CRDT, REPLAY_TAIL_TOTAL, ReplayTail
 
 

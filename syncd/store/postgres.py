@@ -112,7 +112,7 @@ from syncd.store.base import (
     Usage,
     attribution,
 )
-from syncd.store.history import DEFAULT_RETENTION, Retention
+from syncd.store.history_index import DEFAULT_RETENTION, Retention
 from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool
 from syncd.store.pg_schema import SchemaTooNewError, current_schema, migrate
 from syncd.store.pg_start import DatabaseSetupError, keep_trying

@@ -9,7 +9,7 @@ from pathlib import Path
 from syncd.app import App
 from syncd.auth.authenticator import ROOT
 from syncd.crdt.engine import MAX_BATCH_OPS
-from syncd.store.history import Retention
+from syncd.store.history_index import Retention
 from tests.conftest import base_settings
 
 NS = "app"

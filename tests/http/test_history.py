@@ -170,7 +170,7 @@ async def test_bad_restore_bodies_are_400(client: httpx.AsyncClient, body: Any) 
 
 
 async def test_expired_history_is_410_with_the_oldest_seq(make_server: Any) -> None:
-    from syncd.store.history import Retention
+    from syncd.store.history_index import Retention
 
     server = await make_server(history_retention=Retention(ops=10))
     async with httpx.AsyncClient(base_url=server.url) as client:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from syncd.store.filestore import FileStore
+from syncd.store.embedded.store import FileStore
 from tests.store.pgnodes import pg_db, pg_url, schema, start_node
 
 __all__ = ["pg_db", "pg_url", "schema", "start_node"]  # PostgreSQL node fixtures

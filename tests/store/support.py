@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from syncd.store.base import Record
-from syncd.store.log import LogFile, Opener
+from syncd.store.embedded.log import LogFile, Opener
 
 
 def op(seq: int, crdt: str = "gc:a", ns: str = "n", epoch: str = "e1", **extra: Any) -> Record:

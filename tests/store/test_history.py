@@ -15,10 +15,10 @@ from syncd.crdt.types import crdt_class
 from syncd.crdt.window import text_key
 from syncd.errors import ApiError
 from syncd.store.base import Retained, attribution
-from syncd.store.filestore import FileStore
-from syncd.store.history import HistoryIndex, Retention
-from syncd.store.history_files import READ_GAP, READ_SPAN, HistoryFiles, split
-from syncd.store.log import HEADER_SIZE, frame
+from syncd.store.embedded.history_files import READ_GAP, READ_SPAN, HistoryFiles, split
+from syncd.store.embedded.log import HEADER_SIZE, frame
+from syncd.store.embedded.store import FileStore
+from syncd.store.history_index import HistoryIndex, Retention
 from syncd.store.memory import MemoryStore
 from tests.store.conftest import MakeStore
 
@@ -279,7 +279,7 @@ def test_a_batch_indexes_as_its_ops_would_one_by_one(tmp_path: Path) -> None:
     held, a new life and a delete."""
     import random
 
-    from syncd.store.filestore_history import FileStoreHistory
+    from syncd.store.embedded.history import FileStoreHistory
 
     rng = random.Random(3)
     seqs = {"a": 0, "b": 0}

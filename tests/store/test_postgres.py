@@ -20,7 +20,7 @@ from syncd.auth import ROOT
 from syncd.catchup import initial_deltas
 from syncd.errors import ApiError
 from syncd.history import Writer
-from syncd.store.history import Retention
+from syncd.store.history_index import Retention
 from syncd.store.pg_schema import MIGRATIONS, SchemaTooNewError, migrate
 from syncd.store.postgres import PostgresStore
 from tests.cluster.pgdb import database_url, set_connections_allowed

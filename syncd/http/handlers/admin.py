@@ -30,7 +30,7 @@ from syncd.errors import ApiError, bad_request
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink
 from syncd.http.router import Router
-from syncd.store.backup import Plan, stream_plan
+from syncd.store.embedded.backup import Plan, stream_plan
 
 log = logging.getLogger("syncd.http")
 

@@ -35,8 +35,8 @@ from syncd.quotas import Limits, Quotas
 from syncd.residency import Residency
 from syncd.service import CrdtService
 from syncd.store.base import Recovered, Store
-from syncd.store.filestore import FileStore
-from syncd.store.history import Retention
+from syncd.store.embedded.store import FileStore
+from syncd.store.history_index import Retention
 from syncd.store.memory import MemoryStore
 from syncd.store.postgres import PostgresStore
 from tests.pgserver import ThrowawayPostgres

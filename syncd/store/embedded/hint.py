@@ -39,9 +39,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import zlib
-from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +48,7 @@ from typing import Any, Final
 import msgpack
 
 from syncd.files import write_atomically
-from syncd.store.log import fsync_dir
+from syncd.store.embedded.log import fsync_dir
 
 log = logging.getLogger("syncd.store")
 
@@ -66,21 +64,6 @@ _OP_COLUMNS: Final = (7, 8, 9, 13, 14)
 """The row fields with one int64 per op: seqs, ts, pos, writers, tags."""
 LifeRow = list[Any]
 """One life as the hint holds it (see the module docstring)."""
-
-
-def column_bytes(column: array[int]) -> bytes:
-    if sys.byteorder == "big":
-        column = array("q", column)
-        column.byteswap()
-    return column.tobytes()
-
-
-def column(data: bytes) -> array[int]:
-    out = array("q")
-    out.frombytes(data)
-    if sys.byteorder == "big":
-        out.byteswap()
-    return out
 
 
 @dataclass
@@ -186,4 +169,4 @@ def _rows(unpacker: msgpack.Unpacker, count: int) -> Iterator[LifeRow]:
         yield row
 
 
-__all__ = ["HINT_NAME", "Hint", "column", "column_bytes", "path_in", "read", "remove", "write"]
+__all__ = ["HINT_NAME", "Hint", "path_in", "read", "remove", "write"]

@@ -34,9 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from syncd.store.history_files import HistoryFiles
-from syncd.store.log import fsync_dir, list_segments
-from syncd.store.snapshot import list_snapshots
+from syncd.store.embedded.history_files import HistoryFiles
+from syncd.store.embedded.log import fsync_dir, list_segments
+from syncd.store.embedded.snapshot import list_snapshots
 
 MANIFEST: Final = "MANIFEST.json"
 FORMAT: Final = "syncd-backup"

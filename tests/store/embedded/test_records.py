@@ -8,8 +8,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from syncd.store.filestore import FileStore
-from syncd.store.log import (
+from syncd.store.embedded.log import (
     FLAG_BATCH_START,
     RecordChunk,
     StoreCorruptError,
@@ -17,7 +16,8 @@ from syncd.store.log import (
     frame,
     segment_name,
 )
-from syncd.store.records import LogRecords
+from syncd.store.embedded.records import LogRecords
+from syncd.store.embedded.store import FileStore
 from tests.store.support import op, seqs
 
 

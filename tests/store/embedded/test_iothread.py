@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from syncd.store.iothread import IoThread
+from syncd.store.embedded.iothread import IoThread
 
 
 async def test_calls_run_in_order_on_one_other_thread() -> None:

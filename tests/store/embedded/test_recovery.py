@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from syncd.store.filestore import FileStore, StoreCorruptError, StoreLockedError
-from syncd.store.log import HEADER, LENGTH_MASK, segment_name
+from syncd.store.embedded.log import HEADER, LENGTH_MASK, segment_name
+from syncd.store.embedded.store import FileStore, StoreCorruptError, StoreLockedError
 from tests.store.conftest import MakeStore
 from tests.store.support import op, seqs
 
@@ -261,7 +261,7 @@ async def test_second_process_on_the_same_dir_fails_cleanly(
     script = textwrap.dedent(
         f"""
         import asyncio
-        from syncd.store.filestore import FileStore
+        from syncd.store.embedded.store import FileStore
         asyncio.run(FileStore({str(tmp_path / "data")!r}).open())
         """
     )

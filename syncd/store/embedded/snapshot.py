@@ -26,7 +26,7 @@ from typing import Any
 import msgpack
 
 from syncd.store.base import Record
-from syncd.store.log import (
+from syncd.store.embedded.log import (
     HEADER,
     HEADER_SIZE,
     LENGTH_MASK,

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from syncd.store.verify import verify
+from syncd.store.embedded.verify import verify
 from tests.conftest import ADMIN, RunningServer
 from tests.http.support import ADMIN_HEADERS, issue, op
 

@@ -41,8 +41,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from syncd.store.hint import Hint
-from syncd.store.log import (
+from syncd.store.embedded.hint import Hint
+from syncd.store.embedded.log import (
     HEADER,
     HEADER_SIZE,
     LENGTH_MASK,

@@ -19,10 +19,10 @@ import pytest
 
 from syncd.crdt.engine import Engine
 from syncd.quotas import measure_unmeasured
-from syncd.store import hint as hint_file
 from syncd.store.base import Usage, attribution
-from syncd.store.filestore import FileStore
-from syncd.store.hint import HINT_NAME
+from syncd.store.embedded import hint as hint_file
+from syncd.store.embedded.hint import HINT_NAME
+from syncd.store.embedded.store import FileStore
 from tests.store.conftest import MakeStore
 
 NS = "n"
@@ -193,8 +193,8 @@ async def test_compaction_removes_the_hint_before_moving_records(
 _KILL_WHILE_HINTING = textwrap.dedent(
     """
     import asyncio, os, signal, sys
-    from syncd.store import hint
-    from syncd.store.filestore import FileStore
+    from syncd.store.embedded import hint
+    from syncd.store.embedded.store import FileStore
     from syncd.crdt.engine import Engine
 
     real_write = hint.write

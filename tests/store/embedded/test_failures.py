@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from syncd.errors import ApiError
-from syncd.store.filestore import FileStore
+from syncd.store.embedded.store import FileStore
 from tests.store.conftest import MakeStore
 from tests.store.support import EACCES, EIO, ENOSPC, Faults, faulty_opener, op, seqs
 

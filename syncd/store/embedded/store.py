@@ -81,7 +81,6 @@ from typing import Any
 import msgpack
 
 from syncd.errors import ApiError, StoreUnavailable
-from syncd.store.backup import Plan, copy_plan, make_plan
 from syncd.store.base import (
     AppliedT,
     EntrySource,
@@ -94,11 +93,11 @@ from syncd.store.base import (
     StoreStats,
     Usage,
 )
-from syncd.store.filestore_history import FileStoreHistory, Written
-from syncd.store.history import DEFAULT_RETENTION, Retention
-from syncd.store.history_files import HISTORY_SEGMENT_BYTES
-from syncd.store.iothread import IoThread
-from syncd.store.log import (
+from syncd.store.embedded.backup import Plan, copy_plan, make_plan
+from syncd.store.embedded.history import FileStoreHistory, Written
+from syncd.store.embedded.history_files import HISTORY_SEGMENT_BYTES
+from syncd.store.embedded.iothread import IoThread
+from syncd.store.embedded.log import (
     FLAG_BATCH_START,
     HEADER_SIZE,
     MAX_RECORD_BYTES,
@@ -113,8 +112,8 @@ from syncd.store.log import (
     frame,
     list_segments,
 )
-from syncd.store.records import LogRecords
-from syncd.store.snapshot import (
+from syncd.store.embedded.records import LogRecords
+from syncd.store.embedded.snapshot import (
     Snapshot,
     SnapshotWriter,
     delete_older,
@@ -122,6 +121,7 @@ from syncd.store.snapshot import (
     read_snapshot,
     remove_temporaries,
 )
+from syncd.store.history_index import DEFAULT_RETENTION, Retention
 from syncd.store.tail import REPLAY_TAIL_PER_CRDT
 
 __all__ = [

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from syncd.store.base import Record
-from syncd.store.log import (
+from syncd.store.embedded.log import (
     FLAG_BATCH_START,
     HEADER,
     HEADER_SIZE,
@@ -188,7 +188,7 @@ def test_write_durable_writes_at_the_offset(
 ) -> None:
     """A group commit's one durable write: with the kernel's RWF_DSYNC, or, where
     the kernel refuses the flag, a plain write and fsync from then on."""
-    import syncd.store.log as log_module
+    import syncd.store.embedded.log as log_module
 
     if flag == "refused":
         # A flag no kernel knows: pwritev2 fails with EOPNOTSUPP, as an old

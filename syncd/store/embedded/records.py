@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 from syncd.store.base import Record
-from syncd.store.log import RecordChunk, decode_chunk
+from syncd.store.embedded.log import RecordChunk, decode_chunk
 
 
 class LogRecords(Sequence[Record]):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from syncd.errors import ApiError
-from syncd.store import filestore as filestore_module
-from syncd.store.filestore import FileStore
+from syncd.store.embedded import store as filestore_module
+from syncd.store.embedded.store import FileStore
 from tests.store.conftest import MakeStore
 from tests.store.support import deleted, op, seqs
 

@@ -32,13 +32,13 @@ from typing import Any, Final
 import msgpack
 
 from syncd.errors import StoreUnavailable
-from syncd.store import hint as hint_file
 from syncd.store.base import EntrySource, Loaded, Record, Retained, attribution
 from syncd.store.catalogue import Catalogue
-from syncd.store.history import HistoryIndex, Life, Retention
-from syncd.store.history_files import HistoryFiles, Scanned, split
-from syncd.store.iothread import IoThread
-from syncd.store.log import HEADER_SIZE, frame
+from syncd.store.embedded import hint as hint_file
+from syncd.store.embedded.history_files import HistoryFiles, Scanned, split
+from syncd.store.embedded.iothread import IoThread
+from syncd.store.embedded.log import HEADER_SIZE, frame
+from syncd.store.history_index import HistoryIndex, Life, Retention
 
 log = logging.getLogger("syncd.store")
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from syncd.store.filestore import FileStore, StoreCorruptError
-from syncd.store.snapshot import list_snapshots
+from syncd.store.embedded.snapshot import list_snapshots
+from syncd.store.embedded.store import FileStore, StoreCorruptError
 from tests.store.conftest import MakeStore
 from tests.store.support import deleted, op, seqs
 

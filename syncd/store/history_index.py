@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 from syncd.errors import ApiError, history_expired
-from syncd.store.hint import column, column_bytes
 
 CHECKPOINT_MIN_BYTES: Final = 16 * 1024
 """Op bytes between two checkpoints of a CRDT with a small state: rebuilding
@@ -62,6 +62,21 @@ _UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 DEFAULT_RETENTION: Final = "1000ops"
 """See docs/operations.md#history-and-retention for the disk this costs."""
+
+
+def column_bytes(column: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        column = array("q", column)
+        column.byteswap()
+    return column.tobytes()
+
+
+def column(data: bytes) -> array[int]:
+    out = array("q")
+    out.frombytes(data)
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out
 
 
 @dataclass(frozen=True, slots=True)
