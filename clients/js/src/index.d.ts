@@ -13,7 +13,11 @@ export interface ClientConfig {
   EventSource?: unknown;
 }
 
-export type CrdtType = 'gcounter' | 'pncounter' | 'orset' | 'lwwregister' | 'presence' | 'rga' | 'tree';
+/** Every CRDT type of the server (docs/data-model.md#types): ops, reads, history, revert and tools. */
+export type CrdtType = 'gcounter' | 'pncounter' | 'orset' | 'lwwregister' | 'presence' | 'rga' | 'tree' | 'ydoc';
+/** The types this client keeps local replicas of (`createReplica`, `TYPES`): a
+ * `ydoc` is edited and replicated with Yjs itself (docs/yjs.md). */
+export type ReplicaType = Exclude<CrdtType, 'ydoc'>;
 
 export interface TokenClaims {
   namespace: string;
@@ -187,9 +191,10 @@ export interface Replica {
   applyDelta(op: Record<string, any>): void;
   view(nowMs?: number): { value: unknown; [extra: string]: unknown };
 }
-export function createReplica(type: CrdtType, state?: unknown): Replica;
-export function typeForId(id: string): CrdtType | null;
-export const TYPES: CrdtType[];
+export function createReplica(type: ReplicaType, state?: unknown): Replica;
+/** The replica type an id's prefix fixes, or null (for `yd:` ids too: no replica). */
+export function typeForId(id: string): ReplicaType | null;
+export const TYPES: ReplicaType[];
 
 type Unsubscribe = () => void;
 
@@ -333,7 +338,8 @@ export interface ToolDefinition {
   description: string;
   input_schema: { type: 'object'; properties: Record<string, unknown>; required?: string[]; additionalProperties?: boolean };
 }
-export const TOOL_ACTIONS: Readonly<Record<CrdtType, readonly string[]>>;
+/** Each type's tool actions beyond `read`; a ydoc has `history` and `revert`. */
+export const TOOL_ACTIONS: Readonly<Record<CrdtType, readonly ToolAction[]>>;
 export type ToolAction = 'read' | 'increment' | 'set' | 'add' | 'history' | 'restore' | 'revert';
 export const MAX_ORIGIN_LENGTH: number;
 export function toolName(action: ToolAction, crdtId: string): string;

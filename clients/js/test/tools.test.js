@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import * as Y from 'yjs';
 import { buildTools, parseToolName, SyncdClient, toolName, toOpenAiTools } from '../src/index.js';
 import { serverMissing, startServer } from './helpers.js';
 
@@ -28,6 +29,7 @@ describe('tool names', () => {
       ['room', 'presence'],
       ['doc', 'rga'],
       ['outline', 'tree'],
+      ['draft', 'ydoc'],
     ]);
     assert.deepEqual(
       tools.map((t) => t.name),
@@ -60,6 +62,9 @@ describe('tool names', () => {
         'service_history_outline',
         'service_restore_outline',
         'service_revert_outline',
+        'service_read_draft',
+        'service_history_draft',
+        'service_revert_draft',
       ],
     );
     const set = tools.find((t) => t.name === 'service_set_theme');
@@ -173,6 +178,44 @@ describe('tools against a real server', { skip: serverMissing() ?? false }, () =
     assert.equal((await client.read('notes')).text, 'hi');
     assert.equal((await client.revert('notes', { origin: 'bot', opId: 'js-r1' })).duplicate, true);
     assert.throws(() => client.revert('notes', {}), TypeError);
+    agentClient.close();
+  });
+
+  test("a Yjs document's agent task, reviewed and reverted by tools", async () => {
+    const agentClient = new SyncdClient({ baseUrl: server.url, token: await server.token({ clientId: 9 }), namespace: 'ns1' });
+    const agent = agentClient.agentTools([['draft', 'ydoc']], { origin: 'agent:yjs-1' });
+    const supervisor = client.agentTools([['draft', 'ydoc']]);
+    const human = new Y.Doc();
+    const text = human.getText('content');
+    const updates = [];
+    human.on('update', (update) => updates.push(update));
+    const send = (c, update, origin) =>
+      c.apply('draft', { op: 'update', type: 'ydoc', update: Buffer.from(update).toString('base64') }, { origin });
+    text.insert(0, 'Launch on Monday.');
+    await send(client, updates.at(-1));
+    // The agent edits a copy of the document; its update goes out under its origin.
+    const copy = new Y.Doc();
+    Y.applyUpdate(copy, Y.encodeStateAsUpdate(human));
+    const before = Y.encodeStateVector(copy);
+    copy.getText('content').insert(0, 'Summary: launch. ');
+    await send(agentClient, Y.encodeStateAsUpdate(copy, before), 'agent:yjs-1');
+    text.insert(text.length, ' Bring cake.');
+    await send(client, updates.at(-1));
+    const content = async () => {
+      // The read's value is the whole document as one update, base64.
+      const doc = new Y.Doc();
+      Y.applyUpdate(doc, Buffer.from((await client.read('draft')).value, 'base64'));
+      return doc.getText('content').toString();
+    };
+    assert.equal(await content(), 'Summary: launch. Launch on Monday. Bring cake.');
+
+    const changes = await supervisor.execute('service_history_draft', { origin: 'agent:yjs-1' });
+    assert.equal(changes.type, 'ydoc');
+    assert.deepEqual(changes.ops.map((o) => [o.seq, o.client_id, o.origin, o.op.op]), [[2, 9, 'agent:yjs-1', 'update']]);
+    await assert.rejects(agent.execute('service_restore_draft', { seq: 1 }), { code: 'unknown_tool' });
+    const answer = await supervisor.execute('service_revert_draft', { origin: 'agent:yjs-1' });
+    assert.equal(answer.matched, 1);
+    assert.equal(await content(), 'Launch on Monday. Bring cake.');
     agentClient.close();
   });
 });
