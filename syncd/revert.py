@@ -32,7 +32,9 @@ local store they are staged one at a time in the step that computed them
 and made durable in one append (``CrdtService.stage`` and ``persist``, as a
 WebSocket read's run of ops is), and the CRDT is measured once after them
 as after a batch, once the answer is out; on PostgreSQL they go through
-``CrdtService.apply_ops`` in batches, ordered under the CRDT's row lock. They carry the origin
+``CrdtService.apply_ops`` as one request, ordered under the CRDT's row lock
+and committed in one transaction (all of them or none: a retry with the
+same ``op_id`` after a failure applies them all). They carry the origin
 :data:`REVERT_ORIGIN` and, in their records, ``reverts``: the writer and
 span they took back. A later revert leaves alone the ops an earlier one took
 back (whose ``reverts`` covers them and selects them) and, unless it names
@@ -57,7 +59,6 @@ import gc
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from syncd.crdt.engine import MAX_BATCH_OPS
 from syncd.crdt.types import crdt_class
 from syncd.crdt.window import Window
 from syncd.errors import ApiError, bad_request, history_expired, not_found, not_revertible
@@ -273,12 +274,16 @@ class RevertService:
                 ns, crdt_id, ops, principal, source, mark
             )
             return answer
-        for begin in range(0, len(ops), MAX_BATCH_OPS):
-            result = await self._service.apply_ops(
-                ns, crdt_id, ops[begin : begin + MAX_BATCH_OPS], principal, source, marks=mark
-            )
-            answer["applied"] += result.applied
-            answer["seq"] = result.seq
+        # One request, so one commit: on PostgreSQL one transaction, whatever
+        # the count (not a client's MAX_BATCH_OPS; as many as the window's
+        # marked ops call for, and a window is at most MAX_REVERT_WINDOW). A
+        # failure or crash part way leaves none of it, so the same request
+        # again, op_id and all, applies it whole instead of answering a
+        # repeat of a part.
+        result = await self._service.apply_ops(
+            ns, crdt_id, ops, principal, source, marks=mark, most=len(ops)
+        )
+        answer["applied"], answer["seq"] = result.applied, result.seq
         return answer
 
     async def _stage(
@@ -297,9 +302,8 @@ class RevertService:
         after that (none should be: they were made for this state) leaves
         the ones before it applied, made durable, and raises."""
         service = self._service
-        for begin in range(0, len(ops), MAX_BATCH_OPS):
-            plan = service.engine.plan(ns, crdt_id, ops[begin : begin + MAX_BATCH_OPS])
-            service.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        plan = service.engine.plan(ns, crdt_id, ops, most=len(ops))
+        service.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         records: list[Record] = []
         seq = applied = 0
         try:

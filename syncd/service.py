@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from syncd.crdt.engine import MAX_LIST_LIMIT, export_entry
+from syncd.crdt.engine import MAX_BATCH_OPS, MAX_LIST_LIMIT, export_entry
 from syncd.errors import ApiError, StoreUnavailable, bad_request, unavailable
 from syncd.quotas import measure_unmeasured
 
@@ -100,16 +100,19 @@ class CrdtService:
         source: str,
         *,
         marks: dict[str, Any] | None = None,
+        most: int = MAX_BATCH_OPS,
     ) -> ApplyResult:
-        """Apply ``body`` as ``principal``; ``marks`` are fields the server
-        adds to each record (a revert's ``reverts``, syncd/revert.py)."""
+        """Apply ``body`` as ``principal``, every op or none, in one store
+        commit (one transaction on PostgreSQL); ``marks`` are fields the
+        server adds to each record (a revert's ``reverts``, syncd/revert.py);
+        ``most`` bounds the ops of ``body`` (``Engine.plan``)."""
         store = self.store
         if store.shared and self.quotas.limits.namespace:
             await store.usage(ns)  # fresh enough figures for the check in apply()
         if (ns, crdt_id) not in self.engine and store.loads_on_demand:
             # No await from here to apply() on a local store: what is loaded stays.
             await self.residency.ensure(ns, crdt_id)
-        plan = self.engine.plan(ns, crdt_id, body)
+        plan = self.engine.plan(ns, crdt_id, body, most=most)
         plan.marks = marks
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:

@@ -311,15 +311,18 @@ class Engine:
 
     # -- writing ----------------------------------------------------------
 
-    def plan(self, ns: str, crdt_id: str, body: Any) -> Plan:
-        """Check a request body (one op or a list of ops) without applying it."""
+    def plan(self, ns: str, crdt_id: str, body: Any, *, most: int = MAX_BATCH_OPS) -> Plan:
+        """Check a request body (one op or a list of ops) without applying it.
+        ``most`` bounds its ops: a client's request :data:`MAX_BATCH_OPS`; a
+        body the server made that must apply whole (a revert's ops,
+        syncd/revert.py) is bounded where it is made."""
         if type(body) is dict:
             ops: list[dict[str, Any]] = [body]
         elif type(body) is list:
             if not body:
                 raise bad_request("body: an empty array of ops")
-            if len(body) > MAX_BATCH_OPS:
-                raise bad_request(f"body: more than {MAX_BATCH_OPS} ops in one batch")
+            if len(body) > most:
+                raise bad_request(f"body: more than {most} ops in one batch")
             for i, op in enumerate(body):
                 if type(op) is not dict:
                     raise bad_request(f"ops[{i}]: an op must be an object")

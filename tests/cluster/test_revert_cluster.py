@@ -8,13 +8,17 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import pytest
 from pycrdt import Doc, Text
 
 from syncd.app import App
 from syncd.auth.authenticator import Principal
+from syncd.crdt.engine import MAX_BATCH_OPS
 from syncd.crdt.ydoc import YDoc, root_view
+from syncd.errors import ApiError
 from syncd.history.reads import Writer
-from tests.store.pgnodes import NS, StartNode, eventually, load
+from syncd.store.history_index import Retention
+from tests.store.pgnodes import NS, StartNode, eventually, full, load, sql_conn
 from tests.ws.support import mint
 
 HUMAN, AGENT = 7, 9
@@ -116,3 +120,71 @@ def _yjs(doc: Doc[Any], edit: Any) -> dict[str, Any]:
     state = doc.get_state()
     edit(doc.get("content", type=Text))
     return {"op": "update", "update": base64.b64encode(doc.get_update(state)).decode()}
+
+
+async def test_a_revert_of_more_than_a_batch_commits_whole_or_not_at_all(
+    start_node: StartNode,
+) -> None:
+    """A revert's ops go to PostgreSQL in one request, so one transaction,
+    however many there are (2,500 here: more than MAX_BATCH_OPS, the bound of
+    a client's request). A commit that fails part way through them leaves
+    none of them, on the node and in the rows, and the same request again
+    (its op_id) then applies them all, instead of answering a repeat of a
+    part."""
+    count = MAX_BATCH_OPS * 5 // 2
+    # History reaching back past the agent's first op (the default keeps 1000).
+    a = await start_node("a", settings={"history_retention": Retention(ops=2 * count)})
+    human, agent = principal(a, HUMAN), principal(a, AGENT)
+    await a.service.apply_ops(NS, "or:bulk", {"op": "add", "element": "keep"}, human, "http")
+    for start in range(0, count, MAX_BATCH_OPS):
+        adds = [
+            {"op": "add", "element": i, "origin": "agent:bulk"}
+            for i in range(start, min(count, start + MAX_BATCH_OPS))
+        ]
+        await a.service.apply_ops(NS, "or:bulk", adds, agent, "http")
+    written = count + 1
+    url = a.settings.database_url or ""
+    with sql_conn(url) as conn:
+        # The revert's ops come at seqs written+1 ...: refuse one past its first
+        # MAX_BATCH_OPS, as a crash part way through them would.
+        conn.execute(
+            "CREATE FUNCTION refuse_late() RETURNS trigger LANGUAGE plpgsql AS "
+            f"$$ BEGIN IF NEW.seq > {written + MAX_BATCH_OPS} THEN "
+            "RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse_late BEFORE INSERT ON ops "
+            "FOR EACH ROW EXECUTE FUNCTION refuse_late()"
+        )
+    batches = a.store.stats.batches
+
+    async def undo() -> dict[str, Any]:
+        return await a.reverts.revert(
+            NS, "or:bulk", Writer(origin="agent:bulk"), None, None, human, "bulk-undo", "http"
+        )
+
+    with pytest.raises(ApiError) as failed:
+        await undo()
+    assert failed.value.status == 503
+    assert a.store.stats.batches == batches  # nothing committed
+    # The revert's rows: their count and newest seq (older rows are trimmed).
+    reverted = "SELECT count(*), max(seq) FROM ops WHERE id = 'or:bulk' AND seq > %s"
+    with sql_conn(url) as conn:
+        assert conn.execute(reverted, (written,)).fetchone() == (0, None)
+        conn.execute("DROP TRIGGER refuse_late ON ops")
+    # The node forgot the CRDT and reads it back from the rows: every element there.
+    await load(a, "or:bulk")
+    await eventually(lambda: (full(a, "or:bulk") or {}).get("seq") == written)
+    view = a.engine.read(NS, "or:bulk")
+    assert view is not None and len(view["value"]) == written
+
+    answer = await undo()
+    assert (answer["matched"], answer["applied"]) == (count, count)
+    assert answer["seq"] == written + count and "duplicate" not in answer
+    assert a.store.stats.batches == batches + 1  # one transaction
+    view = a.engine.read(NS, "or:bulk")
+    assert view is not None and view["value"] == ["keep"]
+    with sql_conn(url) as conn:
+        assert conn.execute(reverted, (written,)).fetchone() == (count, written + count)
+    again = await undo()
+    assert again == {"ok": True, "seq": written + count, "duplicate": True}

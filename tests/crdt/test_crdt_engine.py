@@ -124,6 +124,25 @@ def test_body_shapes() -> None:
     assert engine.read(NS, "gc:a")["value"] == MAX_BATCH_OPS  # type: ignore[index]
 
 
+def test_a_server_made_body_names_its_own_bound_and_applies_whole() -> None:
+    """A revert's ops (syncd/revert.py) are planned as one body past
+    MAX_BATCH_OPS, so they apply as one, all or none; its bound still holds."""
+    engine, _ = make_engine()
+    count = MAX_BATCH_OPS * 2 + 1
+    err = error(engine.plan, NS, "gc:a", [{"op": "increment"}] * (count + 1), most=count)
+    assert err.code == "bad_request" and str(count) in err.message
+    result = run_most(engine, "gc:a", [{"op": "increment"}] * count, count)
+    assert (result.applied, result.seq, len(result.records)) == (count, count, count)
+    refused = [{"op": "increment"}] * (count - 1) + [{"op": "increment", "amount": -1}]
+    err = error(run_most, engine, "gc:a", refused, count)
+    assert err.message.startswith(f"ops[{count - 1}]")
+    assert engine.read(NS, "gc:a")["value"] == count  # type: ignore[index]
+
+
+def run_most(engine: Engine, crdt_id: str, body: Any, most: int) -> Any:
+    return engine.apply(engine.plan(NS, crdt_id, body, most=most), 1)
+
+
 def test_op_names_and_op_ids_are_checked_in_the_plan() -> None:
     engine, _ = make_engine()
     for op in ({}, {"op": "decrement"}, {"op": 1}):
