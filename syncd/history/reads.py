@@ -13,10 +13,24 @@ match or :data:`MAX_HISTORY_SCAN` records were looked at. Either way the
 answer's cursor is the seq the scan got down to, so the next page goes on
 from there and a writer with few ops in a long history is found page by page
 instead of by one request that reads all of it.
+
+Those pages are read as a revert reads its window (``Store.history_window``,
+:class:`~syncd.store.base.Retained`): the store knows each op's writer and
+its origin's key without decoding it, so only the records that may be the
+writer's are decoded (:meth:`Retained.may_be_by`; a tag of 0, which says
+nothing, is decoded too). A window is read by seq, from a seq on, so the
+page of the newest ``want`` records below a cursor is read as the ``want``
+seqs below it; when fewer are there (the bottom of the history, or ops still
+on their way to the disk at the top) and older records may be left, that
+page is read as before (``Store.history``, every record decoded), so the
+records looked at, and so the answer, are the same either way
+(:class:`_Pages`).
 """
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -95,6 +109,78 @@ async def read_page(
     return await _read_filtered(store, ns, crdt_id, epoch, latest, before, limit, writer)
 
 
+@dataclass(slots=True)
+class _Page:
+    """Retained records below a seq, newest first: each one's seq, whether it
+    may be the writer's (False: the store knows it is not), and its record,
+    decoded when :attr:`record` is called for it."""
+
+    seqs: list[int]
+    maybe: list[bool]
+    record: Callable[[int], Record]
+
+
+class _Pages:
+    """One filtered scan's reads of a CRDT life's history, a page at a time."""
+
+    __slots__ = ("crdt_id", "epoch", "latest", "lowest", "ns", "store", "writer")
+
+    def __init__(
+        self, store: Store, ns: str, crdt_id: str, epoch: str, latest: int, writer: Writer
+    ) -> None:
+        self.store = store
+        self.ns = ns
+        self.crdt_id = crdt_id
+        self.epoch = epoch
+        self.latest = latest
+        self.writer = writer
+        self.lowest: int | None = None
+        """The lowest retained seq, once asked for (``latest + 1`` when none is)."""
+
+    async def below(self, before: int | None, want: int) -> tuple[_Page, int]:
+        """What ``Store.history(.., before, want)`` gives (the newest ``want``
+        retained records below ``before``, and the oldest rebuildable seq),
+        read through ``Store.history_window`` so that only the records that
+        may be the writer's are decoded."""
+        store, ns, crdt_id, epoch, latest = (
+            self.store,
+            self.ns,
+            self.crdt_id,
+            self.epoch,
+            self.latest,
+        )
+        # Retained ops are at the CRDT's seq at most: below latest + 1 is all of them.
+        top = latest + 1 if before is None else min(before, latest + 1)
+        since = max(0, top - want)
+        held, oldest = await store.history_window(ns, crdt_id, epoch, latest, since, top - since)
+        # Every retained seq in [since, top) is in it: there are top - since at most.
+        n = bisect.bisect_left(held.seqs, top)
+        if n < want and since > 0 and await self._lowest() < since:
+            # Fewer than asked, and older records are left: the page reaches
+            # past the seqs read. Read it as Store.history gives it (decoded).
+            records, oldest = await store.history(ns, crdt_id, epoch, latest, before, want)
+            every = [True] * len(records)
+            return _Page([r["seq"] for r in records], every, records.__getitem__), oldest
+        maybe = [False] * n
+        for i in held.may_be_by(self.writer.client_id, self.writer.origin):
+            if i < n:
+                maybe[i] = True
+        last = n - 1
+        seqs = held.seqs
+        return _Page(
+            [seqs[last - j] for j in range(n)], maybe[::-1], lambda j: held.record(last - j)
+        ), oldest
+
+    async def _lowest(self) -> int:
+        """The lowest retained seq (``latest + 1`` when none is), read once per scan."""
+        if self.lowest is None:
+            first, _ = await self.store.history_window(
+                self.ns, self.crdt_id, self.epoch, self.latest, 0, 1
+            )
+            self.lowest = first.seqs[0] if len(first) else self.latest + 1
+        return self.lowest
+
+
 async def _read_filtered(
     store: Store,
     ns: str,
@@ -106,22 +192,25 @@ async def _read_filtered(
     writer: Writer,
 ) -> tuple[list[Record], int, int | None]:
     """:func:`read_page` for one writer: read a page at a time until
-    ``limit`` match or :data:`MAX_HISTORY_SCAN` records were looked at."""
+    ``limit`` match or :data:`MAX_HISTORY_SCAN` records were looked at;
+    decode only the records that may match (:class:`_Pages`)."""
     found: list[Record] = []
     scanned = 0
     cursor = before
     oldest = 0
+    pages = _Pages(store, ns, crdt_id, epoch, latest, writer)
     while True:
         want = min(MAX_HISTORY_LIMIT, MAX_HISTORY_SCAN - scanned)
-        records, oldest = await store.history(ns, crdt_id, epoch, latest, cursor, want)
-        for record in records:
+        page, oldest = await pages.below(cursor, want)
+        seqs, maybe = page.seqs, page.maybe
+        for j, seq in enumerate(seqs):
             scanned += 1
-            cursor = record["seq"]
-            if writer.matches(record):
+            cursor = seq
+            if maybe[j] and writer.matches(record := page.record(j)):
                 found.append(record)
                 if len(found) == limit:
                     return found, oldest, cursor if cursor > oldest + 1 else None
-        if len(records) < want or (cursor is not None and cursor <= oldest + 1):
+        if len(seqs) < want or (cursor is not None and cursor <= oldest + 1):
             return found, oldest, None
         if scanned >= MAX_HISTORY_SCAN:
             # The bound: answer what was found, with where to go on from.

@@ -213,3 +213,72 @@ async def test_restore_fans_out_like_any_write(server: RunningServer) -> None:
             delta = await asyncio.wait_for(next_data(), 5)
             assert delta["seq"] == 3 and delta["op"]["op"] == "decrement"
             assert delta["op"]["amount"] == 4
+
+
+async def test_large_filtered_pages_answer_as_every_op_read(make_server: Any) -> None:
+    """12,000 ops of two writers and three origins: filtered pages of 1000
+    (the most a page holds), followed by ``next`` to the end, are exactly the
+    unfiltered history filtered, within the scan bound (MAX_HISTORY_SCAN
+    records a page looks at), whatever the store decodes to find them."""
+    from syncd.history.reads import MAX_HISTORY_LIMIT, MAX_HISTORY_SCAN
+    from syncd.store.history_index import Retention
+
+    total, batch = 12_000, 500
+    server = await make_server(history_retention=Retention(ops=2 * total), rate_limit=100_000)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        human, agent = await issue(client, client_id=7), await issue(client, client_id=9)
+        origins = ["agent:t1", "agent:t2", None]
+        for start in range(0, total, batch):
+            h = agent if start // batch % 3 else human  # two agent batches to a human one
+            body = [
+                {"op": "increment"} | ({"origin": o} if (o := origins[i % 3]) else {})
+                for i in range(start, start + batch)
+            ]
+            assert (await op(client, h, "pn:big", body)).status_code == 200
+        every: list[dict[str, Any]] = []
+        before = ""
+        while True:
+            page = (
+                await client.get(
+                    f"{BASE}/pn:big/history?limit={MAX_HISTORY_LIMIT}{before}", headers=human
+                )
+            ).json()
+            every += page["ops"]
+            if page["next"] is None:
+                break
+            before = f"&before={page['next']}"
+        assert [o["seq"] for o in every] == list(range(total, 0, -1))
+
+        def expected(query: dict[str, Any], cursor: int | None) -> tuple[list[Any], int | None]:
+            below = [o for o in every if cursor is None or o["seq"] < cursor]
+            looked_at = below[:MAX_HISTORY_SCAN]
+            found = [o for o in looked_at if all(o.get(k) == v for k, v in query.items())]
+            if len(found) >= MAX_HISTORY_LIMIT:
+                found = found[:MAX_HISTORY_LIMIT]
+                return found, found[-1]["seq"] if found[-1]["seq"] > 1 else None
+            return found, looked_at[-1]["seq"] if len(below) > MAX_HISTORY_SCAN else None
+
+        for query in (
+            {"client_id": 9},
+            {"origin": "agent:t1"},
+            {"client_id": 7, "origin": "agent:t2"},
+        ):
+            cursor: int | None = None
+            pages = 0
+            while True:
+                params = "&".join(f"{k}={v}" for k, v in query.items())
+                after = "" if cursor is None else f"&before={cursor}"
+                r = await client.get(
+                    f"{BASE}/pn:big/history?{params}&limit={MAX_HISTORY_LIMIT}{after}",
+                    headers=human,
+                )
+                assert r.status_code == 200, r.text
+                page = r.json()
+                want_ops, want_next = expected(query, cursor)
+                assert (page["ops"], page["next"]) == (want_ops, want_next), (query, cursor)
+                assert page["oldest"] == 0
+                pages += 1
+                if page["next"] is None:
+                    break
+                cursor = page["next"]
+            assert pages >= 2, query  # the limit or the scan bound, then the rest
