@@ -44,11 +44,10 @@ from __future__ import annotations
 
 import bisect
 import re
-import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from syncd.errors import ApiError, history_expired
 
@@ -62,21 +61,6 @@ _UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 DEFAULT_RETENTION: Final = "1000ops"
 """See docs/operations.md#history-and-retention for the disk this costs."""
-
-
-def column_bytes(column: array[int]) -> bytes:
-    if sys.byteorder == "big":
-        column = array("q", column)
-        column.byteswap()
-    return column.tobytes()
-
-
-def column(data: bytes) -> array[int]:
-    out = array("q")
-    out.frombytes(data)
-    if sys.byteorder == "big":
-        out.byteswap()
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +112,10 @@ class Life:
         "pos",
         "seqs",
         "since_checkpoint",
+        "size",
         "tags",
         "ts",
+        "type_name",
         "writers",
     )
 
@@ -150,6 +136,11 @@ class Life:
         """Op bytes since the newest checkpoint (or the life's start)."""
         self.checkpoint_due_at = CHECKPOINT_MIN_BYTES
         self.pending_checkpoint = False
+        self.type_name: str | None = None
+        """The CRDT's type, where the index keeps it (the embedded store's
+        key directory, embedded/keydir.py; the other stores keep a catalogue)."""
+        self.size = -1
+        """Its size for the quotas, where the index keeps it (-1: unmeasured)."""
 
     @property
     def latest(self) -> int:
@@ -171,6 +162,11 @@ class Life:
 
 
 class HistoryIndex:
+    """Every life in memory. The embedded store's key directory
+    (embedded/keydir.py) keeps most of them on disk instead, through the
+    hooks :meth:`_find`, :meth:`_put`, :meth:`_forget` and :meth:`_changed`,
+    which every method here reads and writes lives by."""
+
     def __init__(self) -> None:
         self._lives: dict[Key, Life] = {}
 
@@ -178,82 +174,33 @@ class HistoryIndex:
         return len(self._lives)
 
     def get(self, ns: str, crdt_id: str) -> Life | None:
-        return self._lives.get((ns, crdt_id))
+        return self._find((ns, crdt_id))
+
+    # -- where lives are kept (overridden by the key directory) ----------------
+
+    def _find(self, key: Key) -> Life | None:
+        return self._lives.get(key)
+
+    def _put(self, key: Key, life: Life) -> None:
+        self._lives[key] = life
+
+    def _forget(self, key: Key) -> None:
+        self._lives.pop(key, None)
+
+    def _changed(self, key: Key) -> None:
+        """The life of ``key`` changed in place."""
 
     def items(self) -> Iterator[tuple[Key, Life]]:
         return iter(list(self._lives.items()))
 
-    # -- the hint file (hint.py) -------------------------------------------
-
-    def rows(
-        self, type_of: Callable[[str, str], str | None], size_of: Callable[[str, str], int]
-    ) -> list[list[Any]]:
-        """Every life as a hint row (copies: the index may change meanwhile)."""
-        out: list[list[Any]] = []
-        for (ns, crdt_id), life in self._lives.items():
-            out.append(
-                [
-                    ns,
-                    crdt_id,
-                    type_of(ns, crdt_id),
-                    life.epoch,
-                    life.from_start,
-                    life.since_checkpoint,
-                    life.checkpoint_due_at,
-                    column_bytes(life.seqs),
-                    column_bytes(life.ts),
-                    column_bytes(life.pos),
-                    column_bytes(life.cp_seqs),
-                    column_bytes(life.cp_pos),
-                    size_of(ns, crdt_id),
-                    column_bytes(life.writers),
-                    column_bytes(life.tags),
-                ]
-            )
-        return out
-
-    def load_rows(
-        self, rows: Iterable[list[Any]], add_type: Callable[[str, str, str, int], None]
-    ) -> None:
-        """Hold the lives of a hint (``rows``); ``add_type`` hears each CRDT's
-        type and size."""
-        lives = self._lives
-        for row in rows:
-            (
-                ns,
-                crdt_id,
-                type_name,
-                epoch,
-                from_start,
-                since,
-                due,
-                seqs,
-                ts,
-                pos,
-                cps,
-                cpp,
-                size,
-                writers,
-                tags,
-            ) = row
-            life = Life(epoch)
-            life.from_start = bool(from_start)
-            life.since_checkpoint = since
-            life.checkpoint_due_at = due
-            life.seqs, life.ts, life.pos = column(seqs), column(ts), column(pos)
-            life.writers, life.tags = column(writers), column(tags)
-            life.cp_seqs, life.cp_pos = column(cps), column(cpp)
-            lives[(ns, crdt_id)] = life
-            if isinstance(type_name, str):
-                add_type(ns, crdt_id, type_name, size if type(size) is int else -1)
-
     # -- adding ------------------------------------------------------------
 
     def _life(self, key: Key, epoch: str, seq: int) -> Life:
-        life = self._lives.get(key)
+        life = self._find(key)
         if life is None or life.epoch != epoch:
-            life = self._lives[key] = Life(epoch)
+            life = _successor(life, epoch)
             life.from_start = seq == 1
+            self._put(key, life)
         return life
 
     def add_op(
@@ -280,7 +227,10 @@ class HistoryIndex:
             return None  # held already (a copy read back after its original)
         if (life.seqs or life.cp_seqs) and seq != latest + 1:
             # A gap: what came before cannot be rebuilt past it.
-            life = self._lives[key] = Life(epoch)
+            life = _successor(life, epoch)
+            self._put(key, life)
+        else:
+            self._changed(key)
         life.seqs.append(seq)
         life.ts.append(ts)
         life.pos.append(pos)
@@ -293,14 +243,16 @@ class HistoryIndex:
         self, ns: str, crdt_id: str, epoch: str, seq: int, pos: int, size: int
     ) -> None:
         key = (ns, crdt_id)
-        life = self._lives.get(key)
+        life = self._find(key)
         if life is None or life.epoch != epoch:
-            life = self._lives[key] = Life(epoch)
+            life = _successor(life, epoch)
+            self._put(key, life)
         life.pending_checkpoint = False
         if life.cp_seqs and seq <= life.cp_seqs[-1]:
             return
         if life.seqs and seq < life.seqs[0] - 1:
             return  # older than the ops held: of no use
+        self._changed(key)
         life.cp_seqs.append(seq)
         life.cp_pos.append(pos)
         if seq >= life.latest:
@@ -308,12 +260,12 @@ class HistoryIndex:
             life.checkpoint_due_at = max(CHECKPOINT_MIN_BYTES, size)
 
     def deleted(self, ns: str, crdt_id: str) -> None:
-        self._lives.pop((ns, crdt_id), None)
+        self._forget((ns, crdt_id))
 
     def checkpoint_due(self, ns: str, crdt_id: str) -> bool:
         """Whether the store should write a checkpoint of this CRDT now (and it
         then calls :meth:`add_checkpoint`, or :meth:`checkpoint_dropped`)."""
-        life = self._lives.get((ns, crdt_id))
+        life = self._find((ns, crdt_id))
         if life is None or life.pending_checkpoint:
             return False
         if life.since_checkpoint < life.checkpoint_due_at:
@@ -322,7 +274,7 @@ class HistoryIndex:
         return True
 
     def checkpoint_dropped(self, ns: str, crdt_id: str) -> None:
-        life = self._lives.get((ns, crdt_id))
+        life = self._find((ns, crdt_id))
         if life is not None:
             life.pending_checkpoint = False
 
@@ -383,7 +335,7 @@ class HistoryIndex:
     def since(self, ns: str, crdt_id: str, epoch: str, since: int, most: int) -> list[int] | None:
         """Positions of the ops of life ``epoch`` after seq ``since``; None when
         not every one is held, or there are more than ``most``."""
-        life = self._lives.get((ns, crdt_id))
+        life = self._find((ns, crdt_id))
         if life is None or life.epoch != epoch:
             return None
         latest = life.latest
@@ -403,7 +355,7 @@ class HistoryIndex:
         return life is not None and life.oldest is not None
 
     def _usable(self, ns: str, crdt_id: str, epoch: str, latest: int) -> Life | None:
-        life = self._lives.get((ns, crdt_id))
+        life = self._find((ns, crdt_id))
         if life is None or life.epoch != epoch or life.latest != latest:
             return None  # not held up to now (lost, or another life)
         return life
@@ -414,7 +366,7 @@ class HistoryIndex:
         """Forget what ``retention`` no longer asks for; the entries forgotten."""
         dropped = 0
         for _, life in self.items():
-            dropped += _trim_life(life, retention, now_ms)
+            dropped += trim_life(life, retention, now_ms)
         return dropped
 
     def positions(self) -> Iterator[int]:
@@ -433,7 +385,16 @@ class HistoryIndex:
                         arr[i] = new
 
 
-def _trim_life(life: Life, retention: Retention, now_ms: int) -> int:
+def _successor(life: Life | None, epoch: str) -> Life:
+    """A new life in the place of ``life`` (another epoch, or after a gap),
+    keeping what the index knows of the CRDT itself."""
+    new = Life(epoch)
+    if life is not None:
+        new.type_name, new.size = life.type_name, life.size
+    return new
+
+
+def trim_life(life: Life, retention: Retention, now_ms: int) -> int:
     seqs = life.seqs
     latest = life.latest
     if retention.ops is not None:

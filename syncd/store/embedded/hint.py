@@ -1,102 +1,387 @@
-"""The hint file: the history index saved beside the history segments.
+"""The hint file: the key directory saved beside the history segments, sorted.
 
 Theory of operation
 -------------------
-The history files address every CRDT (``history_files.py``); the index over
-them (``history.py``: per CRDT life, where each retained op and checkpoint
-lies) lives in memory. Rebuilding it means reading every frame of every
-segment, so start-up would grow with the history. As Bitcask does with its
-hint files, the store saves the index instead, and start-up reads it and
-only the frames written after it.
+The history files address every CRDT (``history_files.py``). The index over
+them (for each CRDT: its type, size, and where each retained op and
+checkpoint lies) is the key directory (``keydir.py``). As Bitcask does with
+its hint files, the store saves the directory beside the segments, so that a
+start reads the directory instead of the data. Unlike Bitcask's, this hint is
+not read into memory: it is a table sorted by ``(ns, id)`` in blocks, and a
+CRDT's row is read from it when the CRDT is first used. Start-up reads only
+the block directory (one key per :data:`BLOCK_ROWS` rows), so it costs a few
+milliseconds per 100,000 CRDTs and a CRDT nobody uses costs no memory.
 
 Format (``<data>/history/index.hint``)::
 
-    MAGIC (8 bytes) | msgpack header map | one msgpack array per life ... |
-    CRC32 of everything before it (4 bytes, little-endian)
+    MAGIC (8 bytes)
+    block ...            msgpack [keys, types, sizes, rows]: keys flat
+                         [ns, id, ns, id, ...] ascending; per key its type
+                         (or nil), its size and its row (msgpack, as bytes)
+    directory            msgpack map: header (see :class:`Header`), "first"
+                         (each block's first key, flat), "at", "len" and
+                         "crc" (each block's offset, length and CRC32, as
+                         little-endian arrays)
+    trailer (24 bytes)   directory offset (8), directory length (8),
+                         CRC32 of the directory (4), END (4)
 
-The header says where the history ended when the hint was taken (``end``: a
-position, every frame before it is in the hint), the highest main-log LSN it
-held (``last_lsn``), and each segment's size and frame count up to ``end``
-(``segments``). Each life is ``[ns, id, type, epoch, from_start,
-since_checkpoint, checkpoint_due_at, seqs, ts, pos, cp_seqs, cp_pos, size,
-writers, tags]``, the arrays as little-endian int64 bytes (``seqs``, ``ts``,
-``pos``, ``writers`` and ``tags`` one entry per op), ``size`` the CRDT's
-size for the quotas (-1: not measured; catalogue.py), ``writers`` and
-``tags`` each op's client id and attribution tag (history.py).
+A row is ``[epoch, from_start, since_checkpoint, checkpoint_due_at, seqs,
+ts, pos, cp_seqs, cp_pos, writers, tags]``, the arrays as little-endian
+int64 bytes (``seqs``, ``ts``, ``pos``, ``writers`` and ``tags`` one entry
+per op; history_index.py). A size is the CRDT's size for the quotas (-1:
+not measured; quotas.py). Types and sizes sit beside the rows, so a merge
+or a usage scan copies rows without decoding them.
 
-Lifecycle: the store writes a hint when it closes cleanly (in the I/O
-thread, from a copy of the index taken on the loop: written to a temporary
-name, fsynced, renamed, the directory fsynced). A hint stays valid while
-the segments it names are as they were: compaction, which deletes segments
-and moves records, removes it first. At open a hint that is missing,
-damaged (a torn write fails the CRC) or names a segment that is gone is not
-used: the index is rebuilt from the segments, with a warning where one was
-there but unusable.
+The header says where the history ended when the table was taken (``end``:
+a position, every frame before it is in the table), the highest main-log
+LSN it holds, each segment's size and frame count up to ``end``, the number
+of rows, and each namespace's usage (live CRDTs, bytes, unmeasured).
+
+Lifecycle: a table is written whole, by :class:`TableWriter`, to a temporary
+name, fsynced, renamed and the directory fsynced; it is never changed after.
+The key directory writes a new one when enough CRDTs changed since the last
+(a merge of the old table and what changed), at compaction (which moves
+records: the old table is removed first) and at a clean stop. A table stays
+valid while the segments it names are there: at open one that is missing,
+torn (no trailer, or a CRC that fails), of another version, or that names a
+segment that is gone is not used: the directory is rebuilt from the
+segments, with a warning.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
+import struct
+import sys
 import zlib
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import msgpack
 
-from syncd.files import write_atomically
 from syncd.store.embedded.log import fsync_dir
 
 log = logging.getLogger("syncd.store")
 
 HINT_NAME: Final = "index.hint"
-MAGIC: Final = b"SYNCDHI3"
-"""Version 2 added each life's size, version 3 each op's writer and tag; a
-hint of an earlier version is not used (the index is rebuilt from the
-history files, which hold all of it)."""
-_TRAILER: Final = 4
+MAGIC: Final = b"SYNCDHI4"
+"""Version 4 is the sorted table; versions 1-3 were the whole index as one
+msgpack stream, read into memory. A hint of another version is not used
+(the directory is rebuilt from the history files, which hold all of it)."""
+END: Final = b"HEND"
+_TRAILER: Final = struct.Struct("<QQI4s")
 
-ROW_FIELDS: Final = 15
-_OP_COLUMNS: Final = (7, 8, 9, 13, 14)
-"""The row fields with one int64 per op: seqs, ts, pos, writers, tags."""
-LifeRow = list[Any]
-"""One life as the hint holds it (see the module docstring)."""
+BLOCK_ROWS: Final = 64
+"""Rows per block. A lookup reads and decodes one block (about 6 KB for
+counters: ~15 us from the page cache), and the directory keeps one key per
+block in memory (at a million CRDTs, 15,625 keys: ~2 MB)."""
+
+READ_CHUNK: Final = 1 << 20
+"""How much of the table one read takes when it is checked at open."""
+
+Key = tuple[str, str]
+Entry = tuple[bytes, "str | None", int]
+"""One CRDT as the table holds it: its row (encoded), type and size."""
+
+
+def column_bytes(column: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        column = array("q", column)
+        column.byteswap()
+    return column.tobytes()
+
+
+def column(data: bytes) -> array[int]:
+    out = array("q")
+    out.frombytes(data)
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out
+
+
+def _uint32s(data: bytes) -> array[int]:
+    out = array("I")
+    out.frombytes(data)
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out
+
+
+def _uint32_bytes(values: array[int]) -> bytes:
+    if sys.byteorder == "big":
+        values = array("I", values)
+        values.byteswap()
+    return values.tobytes()
 
 
 @dataclass
-class Hint:
-    """What a hint file holds."""
+class Header:
+    """What a table says of itself."""
 
     end: int
-    """History position: every frame before it is in the hint."""
+    """History position: every frame before it is in the table."""
     last_lsn: int
     segments: dict[int, tuple[int, int]]
     """Segment number -> (bytes, frames) as of ``end``."""
-    lives: list[LifeRow] = field(default_factory=list)
+    rows: int = 0
+    usage: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Namespace -> (live CRDTs, bytes, unmeasured) over the rows."""
+
+    def encode(self) -> dict[str, Any]:
+        return {
+            "end": self.end,
+            "last_lsn": self.last_lsn,
+            "segments": [[n, s, f] for n, (s, f) in sorted(self.segments.items())],
+            "rows": self.rows,
+            "usage": {ns: list(u) for ns, u in self.usage.items()},
+        }
+
+    @classmethod
+    def decode(cls, raw: dict[str, Any]) -> Header:
+        return cls(
+            end=int(raw["end"]),
+            last_lsn=int(raw["last_lsn"]),
+            segments={int(n): (int(s), int(f)) for n, s, f in raw["segments"]},
+            rows=int(raw["rows"]),
+            usage={str(ns): (int(u[0]), int(u[1]), int(u[2])) for ns, u in raw["usage"].items()},
+        )
 
 
 def path_in(directory: str) -> str:
     return os.path.join(directory, HINT_NAME)
 
 
-def write(directory: str, hint: Hint) -> int:
-    """Write ``hint`` atomically; the bytes written."""
-    packer = msgpack.Packer(use_bin_type=True)
-    header = {
-        "end": hint.end,
-        "last_lsn": hint.last_lsn,
-        "segments": [[n, size, frames] for n, (size, frames) in sorted(hint.segments.items())],
-        "lives": len(hint.lives),
-    }
-    parts = [MAGIC, packer.pack(header)]
-    parts.extend(packer.pack(row) for row in hint.lives)
-    data = b"".join(parts)
-    data += zlib.crc32(data).to_bytes(4, "little")
-    write_atomically(Path(path_in(directory)), data, mode=0o600)
-    return len(data)
+def _pairs(flat: list[str]) -> list[Key]:
+    it = iter(flat)
+    return list(zip(it, it, strict=True))
+
+
+class Table:
+    """A table file open for reading (by ``pread``: the reads need no lock,
+    and a table whose file was removed stays readable until closed)."""
+
+    def __init__(
+        self,
+        fd: int,
+        header: Header,
+        first: list[Key],
+        at: array[int],
+        lengths: array[int],
+        crcs: array[int],
+    ) -> None:
+        self._fd = fd
+        self.header = header
+        self._first = first
+        self._at = at
+        self._len = lengths
+        self._crc = crcs
+
+    def __len__(self) -> int:
+        return self.header.rows
+
+    @property
+    def blocks(self) -> int:
+        return len(self._first)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _block(self, i: int) -> tuple[list[Key], list[str | None], list[int], list[bytes]]:
+        data = os.pread(self._fd, self._len[i], self._at[i])
+        if len(data) != self._len[i] or zlib.crc32(data) != self._crc[i]:
+            raise OSError(f"{HINT_NAME}: block {i} is damaged")
+        flat, types, sizes, rows = msgpack.unpackb(data, raw=False, use_list=True)
+        return _pairs(flat), types, sizes, rows
+
+    def get(self, key: Key) -> Entry | None:
+        """What the table holds of ``key``; None when it has no row of it."""
+        i = bisect.bisect_right(self._first, key) - 1
+        if i < 0:
+            return None
+        keys, types, sizes, rows = self._block(i)
+        j = bisect.bisect_left(keys, key)
+        if j < len(keys) and keys[j] == key:
+            return rows[j], types[j], sizes[j]
+        return None
+
+    def scan(self, start: Key | None = None) -> Iterator[tuple[Key, Entry]]:
+        """Every row from ``start`` on (None: from the first), in key order."""
+        i = 0 if start is None else max(0, bisect.bisect_right(self._first, start) - 1)
+        for b in range(i, len(self._first)):
+            keys, types, sizes, rows = self._block(b)
+            j = 0 if start is None or b != i else bisect.bisect_left(keys, start)
+            for k in range(j, len(keys)):
+                yield keys[k], (rows[k], types[k], sizes[k])
+
+
+def open_table(directory: str, existing: Iterable[int]) -> Table | None:
+    """The table, checked block by block; None when there is none or it
+    cannot be used (a warning says why; the caller then reads the segments)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path_in(directory) + ".tmp")
+    try:
+        fd = os.open(path_in(directory), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        table = _read(fd)
+    except (ValueError, OSError) as exc:
+        os.close(fd)
+        log.warning("history index hint is unusable (%s); reading the history files", exc)
+        return None
+    missing = set(table.header.segments) - set(existing)
+    if missing:
+        table.close()
+        log.warning(
+            "history index hint names segments that are gone (%s); reading the history files",
+            ", ".join(str(n) for n in sorted(missing)[:5]),
+        )
+        return None
+    return table
+
+
+def _read(fd: int) -> Table:
+    size = os.fstat(fd).st_size
+    if size < len(MAGIC) + _TRAILER.size or os.pread(fd, len(MAGIC), 0) != MAGIC:
+        raise ValueError("not a hint file of this version")
+    at, length, crc, end = _TRAILER.unpack(os.pread(fd, _TRAILER.size, size - _TRAILER.size))
+    if end != END or at + length != size - _TRAILER.size or at < len(MAGIC):
+        raise ValueError("no trailer (a torn write)")
+    raw = os.pread(fd, length, at)
+    if len(raw) != length or zlib.crc32(raw) != crc:
+        raise ValueError("checksum mismatch in the directory")
+    try:
+        d = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        header = Header.decode(d["header"])
+        first = _pairs(d["first"])
+        offsets, lengths, crcs = column(d["at"]), column(d["len"]), _uint32s(d["crc"])
+    except (KeyError, TypeError, ValueError, msgpack.UnpackException) as exc:
+        raise ValueError(f"malformed directory: {exc}") from None
+    if not len(first) == len(offsets) == len(lengths) == len(crcs):
+        raise ValueError("malformed directory: columns differ in length")
+    _check_blocks(fd, offsets, lengths, crcs, at)
+    return Table(fd, header, first, offsets, lengths, crcs)
+
+
+def _check_blocks(
+    fd: int, offsets: array[int], lengths: array[int], crcs: array[int], stop: int
+) -> None:
+    """Every block's CRC, read in order in :data:`READ_CHUNK` pieces (through
+    the page cache, not mapped: the check leaves no pages in the process)."""
+    expect = len(MAGIC)
+    buf = b""
+    buf_at = len(MAGIC)
+    for i in range(len(offsets)):
+        start, n = offsets[i], lengths[i]
+        if start != expect:
+            raise ValueError("blocks are not contiguous")
+        expect = start + n
+        if expect > stop:
+            raise ValueError("a block runs past the directory")
+        if start + n > buf_at + len(buf):
+            rest = buf[start - buf_at :]
+            more = os.pread(fd, max(READ_CHUNK, n), start + len(rest))
+            buf, buf_at = rest + more, start
+            if len(buf) < n:
+                raise ValueError("a block is cut short")
+        view = memoryview(buf)[start - buf_at : start - buf_at + n]
+        if zlib.crc32(view) != crcs[i]:
+            raise ValueError(f"checksum mismatch in block {i}")
+    if expect != stop:
+        raise ValueError("bytes between the blocks and the directory")
+
+
+class TableWriter:
+    """Writes a table from rows given in ascending key order."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._tmp = path_in(directory) + ".tmp"
+        self._f: BinaryIO = open(self._tmp, "wb")  # noqa: SIM115 (closed by finish/abort)
+        os.chmod(self._tmp, 0o600)
+        self._f.write(MAGIC)
+        self._at = len(MAGIC)
+        self._keys: list[str] = []
+        self._types: list[str | None] = []
+        self._sizes: list[int] = []
+        self._rows: list[bytes] = []
+        self._first: list[str] = []
+        self._offsets = array("q")
+        self._lengths = array("q")
+        self._crcs = array("I")
+        self.rows = 0
+        self.usage: dict[str, list[int]] = {}
+        self._last: Key | None = None
+        self._pack = msgpack.Packer(use_bin_type=True).pack
+
+    def add(self, key: Key, row: bytes, type_name: str | None, size: int) -> None:
+        """One row (``type_name`` and ``size``: for the namespace's usage)."""
+        if self._last is not None and key <= self._last:
+            raise ValueError(f"rows out of order: {key!r} after {self._last!r}")
+        self._last = key
+        self._keys += key
+        self._types.append(type_name)
+        self._sizes.append(size)
+        self._rows.append(row)
+        self.rows += 1
+        if type_name is not None:
+            u = self.usage.get(key[0])
+            if u is None:
+                u = self.usage[key[0]] = [0, 0, 0]
+            u[0] += 1
+            if size < 0:
+                u[2] += 1
+            else:
+                u[1] += size
+        if len(self._rows) == BLOCK_ROWS:
+            self._flush_block()
+
+    def _flush_block(self) -> None:
+        if not self._rows:
+            return
+        data = self._pack([self._keys, self._types, self._sizes, self._rows])
+        self._first += self._keys[:2]
+        self._offsets.append(self._at)
+        self._lengths.append(len(data))
+        self._crcs.append(zlib.crc32(data))
+        self._f.write(data)
+        self._at += len(data)
+        self._keys, self._types, self._sizes, self._rows = [], [], [], []
+
+    def finish(self, header: Header) -> int:
+        """Write the directory, make it durable and put it in place; the bytes."""
+        self._flush_block()
+        header.rows = self.rows
+        header.usage = {ns: (u[0], u[1], u[2]) for ns, u in self.usage.items()}
+        directory = self._pack(
+            {
+                "header": header.encode(),
+                "first": self._first,
+                "at": column_bytes(self._offsets),
+                "len": column_bytes(self._lengths),
+                "crc": _uint32_bytes(self._crcs),
+            }
+        )
+        self._f.write(directory)
+        self._f.write(_TRAILER.pack(self._at, len(directory), zlib.crc32(directory), END))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        os.replace(self._tmp, path_in(self.directory))
+        fsync_dir(self.directory)
+        return self._at + len(directory) + _TRAILER.size
+
+    def abort(self) -> None:
+        self._f.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp)
 
 
 def remove(directory: str) -> None:
@@ -110,63 +395,16 @@ def remove(directory: str) -> None:
         fsync_dir(directory)
 
 
-def read(directory: str, existing: Iterable[int]) -> Hint | None:
-    """The hint, or None when there is none or it cannot be used (a warning
-    says why; the caller then reads the segments)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path_in(directory) + ".tmp")
-    try:
-        with open(path_in(directory), "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    try:
-        hint = _decode(data)
-    except ValueError as exc:
-        log.warning("history index hint is unusable (%s); reading the history files", exc)
-        return None
-    missing = set(hint.segments) - set(existing)
-    if missing:
-        log.warning(
-            "history index hint names segments that are gone (%s); reading the history files",
-            ", ".join(str(n) for n in sorted(missing)[:5]),
-        )
-        return None
-    return hint
-
-
-def _decode(data: bytes) -> Hint:
-    if len(data) < len(MAGIC) + _TRAILER or not data.startswith(MAGIC):
-        raise ValueError("not a hint file")
-    body, trailer = data[:-_TRAILER], data[-_TRAILER:]
-    if zlib.crc32(body) != int.from_bytes(trailer, "little"):
-        raise ValueError("checksum mismatch (a torn write)")
-    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=len(body))
-    unpacker.feed(body[len(MAGIC) :])
-    try:
-        header = next(unpacker)
-        lives = list(_rows(unpacker, int(header["lives"])))
-        hint = Hint(
-            end=int(header["end"]),
-            last_lsn=int(header["last_lsn"]),
-            segments={int(n): (int(size), int(frames)) for n, size, frames in header["segments"]},
-            lives=lives,
-        )
-    except (StopIteration, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"malformed: {exc}") from None
-    return hint
-
-
-def _rows(unpacker: msgpack.Unpacker, count: int) -> Iterator[LifeRow]:
-    for _ in range(count):
-        row = next(unpacker)
-        if type(row) is not list or len(row) != ROW_FIELDS:
-            raise ValueError("a life row of the wrong shape")
-        if any(type(row[i]) is not bytes for i in _OP_COLUMNS) or (
-            len({len(row[i]) for i in _OP_COLUMNS}) != 1
-        ):
-            raise ValueError("a life row whose op columns differ in length")
-        yield row
-
-
-__all__ = ["HINT_NAME", "Hint", "path_in", "read", "remove", "write"]
+__all__ = [
+    "BLOCK_ROWS",
+    "HINT_NAME",
+    "Entry",
+    "Header",
+    "Table",
+    "TableWriter",
+    "column",
+    "column_bytes",
+    "open_table",
+    "path_in",
+    "remove",
+]

@@ -10,7 +10,10 @@ The store calls, in this order of a record's life:
 2. :meth:`FileStoreHistory.write` in the log's I/O thread right after the main
    log's durable write of the same frames, then :meth:`FileStoreHistory.indexed`
    back on the loop with where they went;
-3. :meth:`FileStoreHistory.compact` after a snapshot, or when the history has grown
+3. :meth:`FileStoreHistory.start_index_flush` right after, on the loop: once
+   enough CRDTs changed, a new key directory table is written in the
+   background (keydir.py, hint.py);
+4. :meth:`FileStoreHistory.compact` after a snapshot, or when the history has grown
    by a segment: the index forgets what retention allows and dead segments go.
 
 Reads (:meth:`FileStoreHistory.page`, :meth:`FileStoreHistory.base`) and compaction
@@ -25,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
@@ -33,12 +36,19 @@ import msgpack
 
 from syncd.errors import StoreUnavailable
 from syncd.store.base import EntrySource, Loaded, Record, Retained, attribution
-from syncd.store.catalogue import Catalogue
 from syncd.store.embedded import hint as hint_file
 from syncd.store.embedded.history_files import HistoryFiles, Scanned, split
 from syncd.store.embedded.iothread import IoThread
+from syncd.store.embedded.keydir import (
+    Flush,
+    KeyDir,
+    positions_in,
+    rewrite_table,
+    segment_counts,
+    write_table,
+)
 from syncd.store.embedded.log import HEADER_SIZE, frame
-from syncd.store.history_index import HistoryIndex, Life, Retention
+from syncd.store.history_index import Life, Retention
 
 log = logging.getLogger("syncd.store")
 
@@ -93,11 +103,11 @@ class FileStoreHistory:
         retention: Retention,
         clock_ms: Callable[[], int],
         segment_bytes: int,
+        index: KeyDir | None = None,
     ) -> None:
         self.retention = retention
-        self.index = HistoryIndex()
-        self.catalogue = Catalogue()
-        """Every live CRDT the history holds, with its type (for listings)."""
+        self.index = index if index is not None else KeyDir()
+        """Where each CRDT's history lies, and its type and size."""
         self.directory = directory
         self.files = HistoryFiles(directory, segment_bytes)
         self.hint_lives = 0
@@ -113,6 +123,11 @@ class FileStoreHistory:
         self._grown = 0
         """Bytes written since the last compaction."""
         self.compactions = 0
+        self._index_io: IoThread | None = None
+        """The thread new tables are written on (not the log's: a table at a
+        million CRDTs takes seconds, which no commit should wait behind)."""
+        self._index_flush: asyncio.Task[None] | None = None
+        self.index_flushes = 0
 
     # -- opening (in the I/O thread, before anything else runs) ---------------
 
@@ -126,15 +141,16 @@ class FileStoreHistory:
         what the main log holds past it, and a checkpoint from the snapshot for
         every CRDT whose history does not reach the snapshot (a first start,
         or lost files)."""
-        found = hint_file.read(self.directory, self.files.numbers())
-        if found is not None and not self._hint_fits(found):
+        table = hint_file.open_table(self.directory, self.files.numbers())
+        if table is not None and not self._hint_fits(table.header):
             log.warning("history index hint is ahead of the history files; reading them all")
-            found = None
-        if found is not None:
-            self.index.load_rows(found.lives, self.catalogue.add)
-            self.last_lsn = found.last_lsn
-            self.hint_lives = len(found.lives)
-        scanned = self.files.open(found)
+            table.close()
+            table = None
+        if table is not None:
+            self.index.attach(table)
+            self.last_lsn = table.header.last_lsn
+            self.hint_lives = len(table)
+        scanned = self.files.open(table.header if table is not None else None)
         self._build(scanned)
         frames: list[Written] = []
         for entry in snapshot_entries:
@@ -146,11 +162,10 @@ class FileStoreHistory:
                 frames.append((frame(0, body), _checkpoint_meta(entry), 0))
                 # What the history held of it cannot reach the snapshot: start afresh.
                 self.index.deleted(entry["ns"], entry["id"])
-                self.catalogue.remove(entry["ns"], entry["id"])
         for lsn, record in main_after(self.last_lsn):
             frames.append((frame(lsn, self._pack(record)), record, lsn))
             if _is_entry(record):
-                self.catalogue.unmeasure(record["ns"], record["id"])
+                self.index.unmeasure(record["ns"], record["id"])
         if frames:
             data = b"".join(f for f, _, _ in frames)
             start = self.files.plan(len(data), len(frames))
@@ -158,7 +173,7 @@ class FileStoreHistory:
             self._index_written(start, frames)
             self.files.sync()
 
-    def _hint_fits(self, found: hint_file.Hint) -> bool:
+    def _hint_fits(self, found: hint_file.Header) -> bool:
         """Whether the segments reach where the hint says the history ended."""
         number, offset = split(found.end)
         path = os.path.join(self.directory, f"{number:020d}.hist")
@@ -168,22 +183,72 @@ class FileStoreHistory:
             return offset == 0
         return size >= offset
 
-    def hint_now(self) -> hint_file.Hint | None:
-        """The index as a hint, taken on the loop once no write is in flight
-        (at close); None when the history is broken."""
-        if self.broken:
-            return None
-        return hint_file.Hint(
-            end=self.files.end(),
-            last_lsn=self.last_lsn,
-            segments=self.files.segment_counts(),
-            lives=self.index.rows(self.catalogue.type_of, self.catalogue.size_of),
-        )
+    # -- the key directory's table (keydir.py) -------------------------------------
 
-    def write_hint(self, found: hint_file.Hint) -> int:
-        """Make the history durable, then write ``found`` beside it (I/O thread)."""
+    def _index_plan(self) -> Flush:
+        """What a new table holds, taken on the loop when no history write is
+        between its ``write`` and its ``indexed`` (right after ``indexed``, or
+        at close), so the index holds every frame before ``end``."""
+        header = hint_file.Header(
+            end=self.files.end(), last_lsn=self.last_lsn, segments=self.files.segment_counts()
+        )
+        return self.index.flush_plan(header)
+
+    def _write_table(self, plan: Flush) -> hint_file.Table:
+        """Make the history durable (a table must not name frames a crash could
+        lose), then write the table (index thread)."""
         self.files.sync()
-        return hint_file.write(self.directory, found)
+        return write_table(self.directory, plan)
+
+    def start_index_flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Write a new table in the background if enough CRDTs changed (call
+        right after :meth:`indexed`, on the loop)."""
+        if (
+            self.broken
+            or self._index_flush is not None
+            or self.lock.locked()
+            or not self.index.flush_due
+        ):
+            return
+        self._index_flush = loop.create_task(self._flush(loop, self._index_plan()))
+
+    async def _flush(self, loop: asyncio.AbstractEventLoop, plan: Flush) -> None:
+        try:
+            if self._index_io is None:
+                self._index_io = IoThread("syncd-index")
+            table = await self._index_io.run(loop, self._write_table, plan)
+        except Exception as exc:
+            log.warning("writing the key directory's table failed (%s); retried later", exc)
+            self.index.flush_failed()
+        else:
+            self.index.flushed(table)
+            self.index_flushes += 1
+        finally:
+            self._index_flush = None
+
+    async def wait_index_flush(self) -> None:
+        task = self._index_flush
+        if task is not None:
+            await asyncio.wait([task])
+
+    async def close_index(self, loop: asyncio.AbstractEventLoop) -> None:
+        """At a clean stop, once no write is in flight: the whole directory as a
+        table, so the next start reads it and not the frames."""
+        await self.wait_index_flush()
+        if not self.broken:
+            try:
+                if self._index_io is None:
+                    self._index_io = IoThread("syncd-index")
+                table = await self._index_io.run(loop, self._write_table, self._index_plan())
+            except Exception as exc:
+                log.warning("writing the history index hint failed: %s", exc)
+                self.index.flush_failed()
+            else:
+                self.index.flushed(table)
+        self.index.close()
+        if self._index_io is not None:
+            self._index_io.shutdown()
+            self._index_io = None
 
     def _build(self, scanned: list[Scanned]) -> None:
         per_key: dict[_Key, list[Scanned]] = defaultdict(list)
@@ -212,7 +277,6 @@ class FileStoreHistory:
             later = [i.tag for i in per_key.get(key, ()) if i.record.get("kind") == "op"]
             if not later or max(later) < gone:
                 index.deleted(*key)
-                self.catalogue.remove(*key)
         for key, items in per_key.items():
             ops = [i for i in items if i.record.get("kind") == "op"]
             newest = max(ops, key=lambda i: i.tag, default=None)
@@ -236,16 +300,7 @@ class FileStoreHistory:
             chosen.sort(key=lambda c: (c[0], c[1]))
             ns, crdt_id = key
             # Changed after the hint (or no hint): its size is not known.
-            self.catalogue.unmeasure(ns, crdt_id)
-            if chosen:
-                newest_item = chosen[-1][2].record
-                type_name = (
-                    newest_item.get("type")
-                    if newest_item.get("kind") == "op"
-                    else newest_item["entry"].get("type")
-                )
-                if isinstance(type_name, str):
-                    self.catalogue.add(ns, crdt_id, type_name)
+            index.unmeasure(ns, crdt_id)
             for seq, is_cp, item in chosen:
                 if is_cp:
                     index.add_checkpoint(ns, crdt_id, epoch, seq, item.pos, item.size)
@@ -261,6 +316,15 @@ class FileStoreHistory:
                         item.size,
                         *attribution(record),
                     )
+            if chosen:
+                newest_item = chosen[-1][2].record
+                type_name = (
+                    newest_item.get("type")
+                    if newest_item.get("kind") == "op"
+                    else newest_item["entry"].get("type")
+                )
+                if isinstance(type_name, str):
+                    index.note_type(ns, crdt_id, type_name)
 
     # -- writing ---------------------------------------------------------------
 
@@ -351,7 +415,7 @@ class FileStoreHistory:
                     )
                     type_name = record.get("type")
                     if isinstance(type_name, str):
-                        self.catalogue.add(run_ns, run_id, type_name)
+                        index.note_type(run_ns, run_id, type_name)
                     self.last_lsn = max(self.last_lsn, lsn)
                 else:
                     run = None
@@ -363,10 +427,9 @@ class FileStoreHistory:
                     )
                     type_name = record.get("type")
                     if isinstance(type_name, str):
-                        self.catalogue.add(record["ns"], record["id"], type_name)
+                        index.note_type(record["ns"], record["id"], type_name)
                 elif kind == "deleted" and "ns" in record and "id" in record:
                     index.deleted(record["ns"], record["id"])
-                    self.catalogue.remove(record["ns"], record["id"])
                     self.last_lsn = max(self.last_lsn, lsn)
             pos += len(data)
 
@@ -387,17 +450,39 @@ class FileStoreHistory:
         if self.broken:
             return 0
         async with self.lock:
+            await self.wait_index_flush()  # none starts while the lock is held
             self._grown = 0
-            # Compaction moves and deletes what the hint points at.
+            # Compaction moves and deletes what the hint points at: a crash
+            # before the new table is in place rebuilds it from the segments.
             await io.run(loop, hint_file.remove, self.directory)
-            self.index.trim(self.retention, self._clock())
-            empty, sparse = self.files.collectable(self.index.positions())
-            if sparse:
-                wanted = set(sparse)
-                live = [p for p in self.index.positions() if split(p)[0] in wanted]
-                moved = await io.run(loop, self._copy, live)
-                self.index.relocate(moved)
-            deleted = await io.run(loop, self.files.delete, [*empty, *sparse])
+            index = self.index
+            retention, now = self.retention, self._clock()
+            table = index.table
+            index.compacting(retention, now)
+            try:
+                index.trim(retention, now)
+                counts: Counter[int] = Counter(split(p)[0] for p in index.positions())
+                if table is not None:
+                    counts.update(await io.run(loop, segment_counts, table, retention, now))
+                empty, sparse = self.files.collectable_by_count(counts)
+                moved: dict[int, int] = {}
+                if sparse:
+                    wanted = set(sparse)
+                    live = {p for p in index.positions() if split(p)[0] in wanted}
+                    if table is not None:
+                        live.update(await io.run(loop, positions_in, table, retention, now, wanted))
+                    moved = await io.run(loop, self._copy, sorted(live))
+                    index.relocate(moved)
+                    index.compacting(retention, now, moved)
+                deleted = await io.run(loop, self.files.delete, [*empty, *sparse])
+                if table is not None:
+                    gone = {*empty, *sparse}
+                    new = await io.run(
+                        loop, rewrite_table, self.directory, table, retention, now, moved, gone
+                    )
+                    index.flushed_compacted(new)
+            finally:
+                index.compacting(None)
             self.compactions += 1
             return deleted
 

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from syncd.store.embedded.hint import Hint
+from syncd.store.embedded.hint import Header
 from syncd.store.embedded.log import (
     HEADER,
     HEADER_SIZE,
@@ -178,7 +178,7 @@ class HistoryFiles:
             int(m.group(1)) for name in os.listdir(self.directory) if (m := _NAME_RE.match(name))
         )
 
-    def open(self, hint: Hint | None = None) -> list[Scanned]:
+    def open(self, hint: Header | None = None) -> list[Scanned]:
         """Read the segments back (cutting a torn tail); what they hold. With a
         ``hint``, the frames before its ``end`` are taken as read (the hint
         holds their index) and only those after it are scanned."""
@@ -342,7 +342,10 @@ class HistoryFiles:
 
     def collectable(self, live: Iterable[int]) -> tuple[list[int], list[int]]:
         """Sealed segments to delete outright, and those to copy out first."""
-        counts: Counter[int] = Counter(split(p)[0] for p in live)
+        return self.collectable_by_count(Counter(split(p)[0] for p in live))
+
+    def collectable_by_count(self, counts: Counter[int]) -> tuple[list[int], list[int]]:
+        """:meth:`collectable`, from the live positions' count per segment."""
         empty: list[int] = []
         sparse: list[int] = []
         for number in sorted(self._sizes):

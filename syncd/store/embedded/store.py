@@ -97,6 +97,7 @@ from syncd.store.embedded.backup import Plan, copy_plan, make_plan
 from syncd.store.embedded.history import FileStoreHistory, Written
 from syncd.store.embedded.history_files import HISTORY_SEGMENT_BYTES
 from syncd.store.embedded.iothread import IoThread
+from syncd.store.embedded.keydir import CACHED_LIVES, FLUSH_LIVES, KeyDir
 from syncd.store.embedded.log import (
     FLAG_BATCH_START,
     HEADER_SIZE,
@@ -373,6 +374,8 @@ class FileStore:
         history_retention: Retention | None = None,
         history_segment_bytes: int = HISTORY_SEGMENT_BYTES,
         clock_ms: Callable[[], int] | None = None,
+        index_flush_crdts: int = FLUSH_LIVES,
+        index_cached_crdts: int = CACHED_LIVES,
     ) -> None:
         if fsync not in FSYNC_MODES:
             raise ValueError(f"unknown fsync mode {fsync!r}; expected one of {FSYNC_MODES}")
@@ -402,6 +405,7 @@ class FileStore:
             history_retention or Retention.parse(DEFAULT_RETENTION),
             clock_ms or _wall_ms,
             history_segment_bytes,
+            KeyDir(flush_lives=index_flush_crdts, cached_lives=index_cached_crdts),
         )
         self._history_tasks: set[asyncio.Task[Any]] = set()
 
@@ -504,27 +508,22 @@ class FileStore:
         return self._history.holds(ns, crdt_id, epoch, seq)
 
     async def list_ids(self, ns: str, prefix: str, after: str | None, limit: int) -> list[Listed]:
-        index = self._history.index
-        out: list[Listed] = []
-        for crdt_id, type_name in self._history.catalogue.page(ns, prefix, after, limit):
-            life = index.get(ns, crdt_id)
-            out.append((crdt_id, type_name, life.latest if life is not None else 0))
-        return out
+        return self._history.index.listing(ns, prefix, after, limit)
 
     def note_size(self, ns: str, crdt_id: str, size: int) -> None:
-        self._history.catalogue.note_size(ns, crdt_id, size)
+        self._history.index.note_size(ns, crdt_id, size)
 
     async def usage(self, ns: str) -> Usage:
-        return self._history.catalogue.usage(ns)
+        return self._history.index.usage(ns)
 
     def usage_now(self, ns: str) -> Usage:
-        return self._history.catalogue.usage(ns)
+        return self._history.index.usage(ns)
 
     def usages(self) -> dict[str, Usage]:
-        return self._history.catalogue.usages()
+        return self._history.index.usages()
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
-        return self._history.catalogue.unmeasured(limit)
+        return self._history.index.unmeasured(limit)
 
     async def history(
         self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
@@ -680,13 +679,8 @@ class FileStore:
         for task in list(self._history_tasks):
             with contextlib.suppress(Exception):
                 await task
-        # The index as a hint file: the next start reads it, not every frame.
-        hint = self._history.hint_now()
-        if hint is not None:
-            try:
-                await self._io.run(loop, self._history.write_hint, hint)
-            except OSError as exc:
-                log.warning("writing the history index hint failed: %s", exc)
+        # The key directory as a table: the next start reads it, not every frame.
+        await self._history.close_index(loop)
         await self._io.run(loop, self._history.files.close)
         self._closed = True
         self._release()
@@ -892,6 +886,7 @@ class FileStore:
                 self.stats.bytes_written += len(data)
                 if at is not None:
                     self._history.indexed(at, written)
+                    self._history.start_index_flush(loop)
                     if self._history.should_compact:
                         self._start_history_compaction()
             for group in batch:

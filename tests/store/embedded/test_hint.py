@@ -23,6 +23,7 @@ from syncd.store.base import Usage, attribution
 from syncd.store.embedded import hint as hint_file
 from syncd.store.embedded.hint import HINT_NAME
 from syncd.store.embedded.store import FileStore
+from syncd.store.history_index import Retention
 from tests.store.conftest import MakeStore
 
 NS = "n"
@@ -134,8 +135,9 @@ async def test_a_damaged_or_stale_hint_is_rebuilt_from_the_segments(
 async def test_a_hint_of_an_earlier_version_is_rebuilt_with_every_op_s_writer(
     make_store: MakeStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A version 2 hint (no writers and tags) is well formed but not used:
-    the index is rebuilt from the history files, and knows each op's writer."""
+    """A version 3 hint (the whole index as one msgpack stream) is well formed
+    but not used: the index is rebuilt from the history files, and knows each
+    op's writer; the close writes a version 4 table, which the next start uses."""
     data = tmp_path / "data"
     store, _ = await make_store(data)
     writer = Writer(store)
@@ -143,49 +145,57 @@ async def test_a_hint_of_an_earlier_version_is_rebuilt_with_every_op_s_writer(
     await writer.op("rg:doc", {"op": "delete", "index": 0})
     await store.close()
     hint = data / "history" / HINT_NAME
-    found = hint_file._decode(hint.read_bytes())
-    assert len(found.lives[0]) == hint_file.ROW_FIELDS
-    found.lives = [row[:13] for row in found.lives]  # as version 2 wrote them
     packer = msgpack.Packer(use_bin_type=True)
-    header = {
-        "end": found.end,
-        "last_lsn": found.last_lsn,
-        "segments": [[n, size, frames] for n, (size, frames) in found.segments.items()],
-        "lives": len(found.lives),
-    }
-    body = b"SYNCDHI2" + packer.pack(header) + b"".join(packer.pack(r) for r in found.lives)
+    header = {"end": 0, "last_lsn": 0, "segments": [], "lives": 0}
+    body = b"SYNCDHI3" + packer.pack(header)
     hint.write_bytes(body + zlib.crc32(body).to_bytes(4, "little"))
     caplog.set_level(logging.WARNING, logger="syncd.store")
     store, _ = await make_store(data)
     assert store._history.hint_lives == 0
-    assert "hint is unusable (not a hint file)" in caplog.text
+    assert "hint is unusable (not a hint file of this version)" in caplog.text
     life = store._history.index.get(NS, "rg:doc")
     assert life is not None and list(life.writers) == [1, 1]
     records, _ = await store.history(NS, "rg:doc", life.epoch, 2, None, 2)
     assert list(life.tags) == [attribution(r)[1] for r in reversed(records)]
     await store.close()
-    # The hint this close wrote is version 3 and is used.
+    assert hint.read_bytes().startswith(hint_file.MAGIC)
     store, _ = await make_store(data)
     assert store._history.hint_lives == 1
     life = store._history.index.get(NS, "rg:doc")
     assert life is not None and list(life.writers) == [1, 1] and all(life.tags)
 
 
-async def test_compaction_removes_the_hint_before_moving_records(
+async def test_compaction_rewrites_the_table_with_the_records_it_moved(
     make_store: MakeStore, tmp_path: Path
 ) -> None:
+    """Compaction trims and moves the rows of CRDTs not in memory too: the
+    table it puts in place holds their new positions, and segments go. (The
+    store is opened again with a shorter retention, so every row trims.)"""
     data = tmp_path / "data"
     store, _ = await make_store(data, history_segment_bytes=4096)
-    expected = await _fill(Writer(store), crdts=20)
+    writer = Writer(store)
+    for r in range(30):  # enough bytes per CRDT for checkpoints, which trims start from
+        for c in range(8):
+            await writer.op(f"rg:{c}", {"op": "insert", "index": 0, "text": f"{r:03d}" * 300})
+    expected = {f"rg:{c}": await writer.value(f"rg:{c}") for c in range(8)}
     await store.close()
-    store, _ = await make_store(data, history_segment_bytes=4096)
-    assert (data / "history" / HINT_NAME).exists()
-    await store.compact_history()
-    assert not (data / "history" / HINT_NAME).exists()
+    store, _ = await make_store(
+        data, history_segment_bytes=4096, history_retention=Retention.parse("3ops")
+    )
+    segments = store._history.files.segment_count
+    table = data / "history" / HINT_NAME
+    before = table.stat().st_ino
+    assert store._history.hint_lives == 8 and len(store._history.index) == 0
+    assert await store.compact_history() > 0
+    assert store._history.files.segment_count < segments
+    assert table.exists() and table.stat().st_ino != before
     writer = Writer(store)
     assert {i: await writer.value(i) for i in expected} == expected
     await store.close()
-    store, _ = await make_store(data, history_segment_bytes=4096)
+    store, _ = await make_store(
+        data, history_segment_bytes=4096, history_retention=Retention.parse("3ops")
+    )
+    assert store._history.hint_lives == 8
     writer = Writer(store)
     assert {i: await writer.value(i) for i in expected} == expected
 
@@ -197,16 +207,13 @@ _KILL_WHILE_HINTING = textwrap.dedent(
     from syncd.store.embedded.store import FileStore
     from syncd.crdt.engine import Engine
 
-    real_write = hint.write
-
-    def write_then_die(directory, found):
-        # Half a hint on disk under its temporary name, then SIGKILL.
-        tmp = os.path.join(directory, hint.HINT_NAME + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(b"SYNCDHI1" + b"x" * 100)
+    def finish_then_die(self, header):
+        # Half a table on disk under its temporary name, then SIGKILL.
+        self._f.write(b"x" * 100)
+        self._f.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
-    hint.write = write_then_die
+    hint.TableWriter.finish = finish_then_die
 
     async def main():
         store = FileStore(sys.argv[1], fsync="always")
@@ -278,7 +285,7 @@ async def test_sizes_come_back_with_the_hint_and_are_measured_again_without_it(
     assert measured.unmeasured == 0 and measured.crdts == 12
     assert (
         measured.bytes
-        == sum(exact.values()) + store._history.catalogue.size_of(NS, "gc:0") - exact["gc:0"]
+        == sum(exact.values()) + store._history.index.size_of(NS, "gc:0") - exact["gc:0"]
     )
 
 

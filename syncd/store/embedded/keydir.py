@@ -1,0 +1,584 @@
+"""The key directory: for every CRDT of the embedded store, its type, size and
+where its retained history lies, kept on disk and read on first use.
+
+Theory of operation
+-------------------
+Bitcask keeps its key directory in memory and saves it in hint files. At a
+million CRDTs that would be a gigabyte of Python objects, read at every
+start. Here the saved form is the directory itself: a table sorted by
+``(ns, id)`` (``hint.py``), read a block at a time, and memory holds only an
+*overlay* of the CRDTs in use:
+
+- *clean* lives: read from the table and not changed since; the least
+  recently used beyond :data:`CACHED_LIVES` leave memory (they are still in
+  the table);
+- *dirty* lives: changed since the table was written (an op, a checkpoint,
+  a new type or size, a trim); they stay until a new table holds them;
+- *gone* keys: deleted since the table was written, which the table still
+  holds (a tombstone, so the table's row is not read back).
+
+A lookup (:meth:`KeyDir._find`, through which every
+:class:`~syncd.store.history_index.HistoryIndex` method reads) tries the
+overlay, then the table.
+
+Writing a table (:meth:`KeyDir.flush_plan`, :func:`write_table`,
+:meth:`KeyDir.flushed`): once :data:`FLUSH_LIVES` lives are dirty, the
+store takes a plan on the loop (the dirty keys move to *flushing*; later
+changes make them dirty again) and merges it with the current table into a
+new one in its I/O thread. The rows are encoded from the live objects, which
+the loop may append to meanwhile: a row then holds ops past the table's
+``end``, and the next start, which reads the frames after ``end``, finds
+them held already. When the new table is in place the keys flushed and not
+changed since become clean. A table is also written at a clean stop, so a
+start reads the table and the frames written after it, nothing else.
+
+Usage (the quotas': live CRDTs, bytes and unmeasured per namespace) is kept
+as running sums, from the table's header and every change to a type or size
+since (:meth:`KeyDir._account`).
+
+Compaction (embedded/history.py) trims and relocates the overlay on the loop
+and the table's rows in the I/O thread (:func:`table_positions`,
+:func:`rewrite_table`), and puts a new table in place of the old.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import msgpack
+
+from syncd.store.base import Usage
+from syncd.store.catalogue import MAX_SCAN, UNMEASURED
+from syncd.store.embedded.hint import (
+    Entry,
+    Header,
+    Key,
+    Table,
+    TableWriter,
+    column,
+    column_bytes,
+    open_table,
+)
+from syncd.store.embedded.history_files import split
+from syncd.store.history_index import HistoryIndex, Life, Retention, trim_life
+
+FLUSH_LIVES: Final = 65_536
+"""Dirty lives that make the store write a new table. A dirty life costs
+about 600 bytes in memory, so this bounds them to ~40 MB; writing a table
+costs about 1 us per row kept from the old one (the rows are copied as
+they are) and 5 us per dirty row, so at a million CRDTs a flush is ~1.3 s of
+the I/O thread per 65,536 changed CRDTs."""
+
+CACHED_LIVES: Final = 16_384
+"""Clean lives kept in memory (least recently used first out): ~10 MB. A
+life read back from the table costs one block read, ~15-30 us."""
+
+PENDING_SIZES: Final = 65_536
+"""Sizes noted for CRDTs whose first record is not indexed yet, at most
+(the oldest are forgotten: such a CRDT is measured again)."""
+
+
+def encode_row(life: Life) -> bytes:
+    """The table row of ``life``. The loop may append to the life while this
+    runs in the I/O thread: every column is cut to the shortest, a prefix
+    of ops that all columns hold (appends go in column order)."""
+    n = min(len(life.seqs), len(life.ts), len(life.pos), len(life.writers), len(life.tags))
+    m = min(len(life.cp_seqs), len(life.cp_pos))
+    return msgpack.packb(  # type: ignore[no-any-return]
+        [
+            life.epoch,
+            life.from_start,
+            life.since_checkpoint,
+            life.checkpoint_due_at,
+            column_bytes(life.seqs[:n]),
+            column_bytes(life.ts[:n]),
+            column_bytes(life.pos[:n]),
+            column_bytes(life.cp_seqs[:m]),
+            column_bytes(life.cp_pos[:m]),
+            column_bytes(life.writers[:n]),
+            column_bytes(life.tags[:n]),
+        ],
+        use_bin_type=True,
+    )
+
+
+def decode_row(entry: Entry) -> Life:
+    data, type_name, size = entry
+    row = msgpack.unpackb(data, raw=False)
+    (epoch, from_start, since, due, seqs, ts, pos, cps, cpp, writers, tags) = row
+    life = Life(epoch)
+    life.type_name = type_name
+    life.from_start = bool(from_start)
+    life.since_checkpoint = since
+    life.checkpoint_due_at = due
+    life.seqs, life.ts, life.pos = column(seqs), column(ts), column(pos)
+    life.writers, life.tags = column(writers), column(tags)
+    life.cp_seqs, life.cp_pos = column(cps), column(cpp)
+    life.size = size
+    if not len(life.seqs) == len(life.ts) == len(life.pos) == len(life.writers):
+        raise ValueError("a row whose op columns differ in length")
+    return life
+
+
+@dataclass
+class Flush:
+    """What a new table is made of: the current table and the lives that
+    changed (None: deleted)."""
+
+    table: Table | None
+    changed: list[tuple[Key, Life | None]]
+    header: Header
+
+
+class KeyDir(HistoryIndex):
+    """The history index of the embedded store, over its table (see the
+    module docstring), and its catalogue: every live CRDT's type and size."""
+
+    def __init__(self, flush_lives: int = FLUSH_LIVES, cached_lives: int = CACHED_LIVES) -> None:
+        super().__init__()
+        if flush_lives < 1 or cached_lives < 0:
+            raise ValueError("flush_lives must be positive and cached_lives not negative")
+        self.flush_lives = flush_lives
+        self.cached_lives = cached_lives
+        self.table: Table | None = None
+        self._dirty: set[Key] = set()
+        self._flushing: set[Key] = set()
+        self._clean: dict[Key, None] = {}
+        """Clean lives in use order, the least recent first."""
+        self._gone: set[Key] = set()
+        self._by_ns: dict[str, set[str]] = {}
+        """The ids of the overlay's lives, per namespace (for listings)."""
+        self._usage: dict[str, list[int]] = {}
+        self._pending_sizes: dict[Key, int] = {}
+        self._unmeasured_from: Key | None = None
+        self._compaction: tuple[Retention, int, dict[int, int]] | None = None
+        """While a compaction runs: what it trims by, and the positions it
+        moved, applied to every life read back from the old table."""
+        self.reads = 0
+        """Rows read back from the table."""
+
+    def attach(self, table: Table) -> None:
+        """Start from ``table`` (at open, before anything is indexed)."""
+        self.table = table
+        self._usage = {ns: list(u) for ns, u in table.header.usage.items()}
+
+    def close(self) -> None:
+        if self.table is not None:
+            self.table.close()
+            self.table = None
+
+    def __len__(self) -> int:
+        """Lives in memory (the overlay)."""
+        return len(self._lives)
+
+    @property
+    def dirty(self) -> int:
+        return len(self._dirty)
+
+    @property
+    def flush_due(self) -> bool:
+        return len(self._dirty) >= self.flush_lives and not self._flushing
+
+    # -- the overlay (HistoryIndex's hooks) -----------------------------------
+
+    def _find(self, key: Key) -> Life | None:
+        life = self._lives.get(key)
+        if life is not None:
+            clean = self._clean
+            if key in clean:
+                del clean[key]
+                clean[key] = None
+            return life
+        if self.table is None or key in self._gone:
+            return None
+        entry = self.table.get(key)
+        if entry is None:
+            return None
+        life = decode_row(entry)
+        self.reads += 1
+        if self._compaction is not None:
+            # Read from the table being rewritten: as the rewrite will hold it.
+            retention, now_ms, moved = self._compaction
+            trim_life(life, retention, now_ms)
+            if moved:
+                relocate_life(life, moved)
+        self._enter(key, life)
+        self._clean[key] = None
+        if len(self._clean) > self.cached_lives:
+            self._shrink()
+        return life
+
+    def _put(self, key: Key, life: Life) -> None:
+        self._enter(key, life)
+        self._clean.pop(key, None)
+        self._gone.discard(key)
+        self._dirty.add(key)
+
+    def _forget(self, key: Key) -> None:
+        life = self._find(key)
+        self._pending_sizes.pop(key, None)
+        if life is None:
+            return
+        self._account(key[0], life, -1)
+        self._lives.pop(key, None)
+        self._clean.pop(key, None)
+        ids = self._by_ns.get(key[0])
+        if ids is not None:
+            ids.discard(key[1])
+        if key in self._flushing or (self.table is not None and self.table.get(key) is not None):
+            # The table (or the one being written) holds it: a tombstone.
+            self._gone.add(key)
+            self._dirty.add(key)
+        else:
+            self._dirty.discard(key)
+
+    def _changed(self, key: Key) -> None:
+        if key in self._clean:
+            del self._clean[key]
+        self._dirty.add(key)
+
+    def _enter(self, key: Key, life: Life) -> None:
+        self._lives[key] = life
+        ids = self._by_ns.get(key[0])
+        if ids is None:
+            ids = self._by_ns[key[0]] = set()
+        ids.add(key[1])
+
+    def _shrink(self) -> None:
+        clean = self._clean
+        lives = self._lives
+        while len(clean) > self.cached_lives:
+            key = next(iter(clean))
+            del clean[key]
+            del lives[key]
+            ids = self._by_ns.get(key[0])
+            if ids is not None:
+                ids.discard(key[1])
+
+    # -- the catalogue: types, sizes, usage, listings --------------------------
+
+    def _account(self, ns: str, life: Life, sign: int) -> None:
+        if life.type_name is None:
+            return
+        u = self._usage.get(ns)
+        if u is None:
+            u = self._usage[ns] = [0, 0, 0]
+        u[0] += sign
+        if life.size < 0:
+            u[2] += sign
+        else:
+            u[1] += sign * life.size
+
+    def note_type(self, ns: str, crdt_id: str, type_name: str, size: int = UNMEASURED) -> None:
+        """The CRDT's type (``size``: known; else kept, or unmeasured when new)."""
+        key = (ns, crdt_id)
+        life = self._find(key)
+        if life is None:
+            return
+        pending = self._pending_sizes.pop(key, None) if self._pending_sizes else None
+        if size == UNMEASURED and pending is not None:
+            size = pending
+        if life.type_name == type_name and (size == UNMEASURED or size == life.size):
+            return
+        self._account(ns, life, -1)
+        life.type_name = type_name
+        if size != UNMEASURED:
+            life.size = size
+        self._account(ns, life, 1)
+        self._changed(key)
+
+    def note_size(self, ns: str, crdt_id: str, size: int) -> None:
+        """The engine's size of a CRDT now."""
+        key = (ns, crdt_id)
+        life = self._find(key)
+        if life is None:
+            pending = self._pending_sizes
+            pending.pop(key, None)
+            pending[key] = size
+            if len(pending) > PENDING_SIZES:
+                del pending[next(iter(pending))]
+            return
+        if life.size == size:
+            return
+        self._account(ns, life, -1)
+        life.size = size
+        self._account(ns, life, 1)
+        self._changed(key)
+
+    def unmeasure(self, ns: str, crdt_id: str) -> None:
+        """Forget a CRDT's size (records of it were found after the table)."""
+        life = self._find((ns, crdt_id))
+        if life is not None and life.size != UNMEASURED:
+            self._account(ns, life, -1)
+            life.size = UNMEASURED
+            self._account(ns, life, 1)
+            self._changed((ns, crdt_id))
+
+    def size_of(self, ns: str, crdt_id: str) -> int:
+        life = self._find((ns, crdt_id))
+        if life is not None:
+            return life.size
+        return self._pending_sizes.get((ns, crdt_id), UNMEASURED)
+
+    def type_of(self, ns: str, crdt_id: str) -> str | None:
+        life = self._find((ns, crdt_id))
+        return None if life is None else life.type_name
+
+    def usage(self, ns: str) -> Usage:
+        u = self._usage.get(ns)
+        return Usage() if u is None else Usage(u[0], u[1], u[2])
+
+    def usages(self) -> dict[str, Usage]:
+        return {ns: Usage(u[0], u[1], u[2]) for ns, u in self._usage.items() if u[0]}
+
+    def unmeasured(self, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` live CRDTs without a size: the overlay's, then the
+        table's from where the last call stopped."""
+        out: list[tuple[str, str]] = []
+        if not any(u[2] for u in self._usage.values()):
+            return out
+        for key, life in list(self._lives.items()):
+            if life.type_name is not None and life.size == UNMEASURED:
+                out.append(key)
+                if len(out) == limit:
+                    return out
+        if self.table is None:
+            return out
+        for wrapped in (False, True):
+            start = None if wrapped else self._unmeasured_from
+            for key, (_, type_name, size) in self.table.scan(start):
+                if wrapped and self._unmeasured_from is not None and key >= self._unmeasured_from:
+                    break
+                if key in self._lives or key in self._gone:
+                    continue
+                if type_name is not None and size == UNMEASURED:
+                    out.append(key)
+                    if len(out) == limit:
+                        self._unmeasured_from = key
+                        return out
+            if self._unmeasured_from is None:
+                break
+        self._unmeasured_from = None
+        return out
+
+    def listing(
+        self, ns: str, prefix: str, after: str | None, limit: int
+    ) -> list[tuple[str, str, int]]:
+        """Up to ``limit`` (at most :data:`MAX_SCAN`) live CRDTs of ``ns`` with
+        ``prefix``, after ``after``, in id order: id, type and latest seq."""
+        limit = min(limit, MAX_SCAN)
+        start = prefix if after is None or after < prefix else after
+        overlay = sorted(
+            i
+            for i in self._by_ns.get(ns, ())
+            if i.startswith(prefix) and (after is None or i > after)
+        )
+        out: list[tuple[str, str, int]] = []
+        lives = self._lives
+        for crdt_id in heapq.merge(overlay, self._table_ids(ns, start, prefix, after)):
+            key = (ns, crdt_id)
+            life = lives.get(key)
+            if life is not None:
+                if life.type_name is None or (out and out[-1][0] == crdt_id):
+                    continue
+                out.append((crdt_id, life.type_name, life.latest))
+            elif key not in self._gone and self.table is not None:
+                entry = self.table.get(key)
+                if entry is None or entry[1] is None:
+                    continue
+                out.append((crdt_id, entry[1], decode_row(entry).latest))
+            if len(out) == limit:
+                break
+        return out
+
+    def _table_ids(self, ns: str, start: str, prefix: str, after: str | None) -> Iterator[str]:
+        if self.table is None:
+            return
+        for (n, crdt_id), _ in self.table.scan((ns, start)):
+            if n != ns or not crdt_id.startswith(prefix):
+                return
+            if after is not None and crdt_id <= after:
+                continue
+            if (ns, crdt_id) in self._lives:
+                continue  # listed from the overlay
+            yield crdt_id
+
+    # -- writing a table --------------------------------------------------------
+
+    def flush_plan(self, header: Header) -> Flush:
+        """What a new table holds (on the loop; ``header``: where the history
+        stands now)."""
+        self._flushing = self._dirty
+        self._dirty = set()
+        lives = self._lives
+        changed = [(key, lives.get(key)) for key in self._flushing]
+        return Flush(self.table, changed, header)
+
+    def flushed(self, table: Table) -> None:
+        """``table`` (written from the last plan) is in place (on the loop)."""
+        old, self.table = self.table, table
+        if old is not None:
+            old.close()
+        for key in self._flushing:
+            if key in self._dirty:
+                continue
+            if key in self._gone:
+                self._gone.discard(key)
+            elif key in self._lives:
+                self._clean[key] = None
+        self._flushing = set()
+        self._shrink()
+
+    def flush_failed(self) -> None:
+        self._dirty |= self._flushing
+        self._flushing = set()
+
+    # -- compaction ---------------------------------------------------------------
+
+    def compacting(
+        self, retention: Retention | None, now_ms: int = 0, moved: dict[int, int] | None = None
+    ) -> None:
+        """A compaction trims by ``retention`` at ``now_ms`` and has moved
+        ``moved`` (None: it is over)."""
+        self._compaction = None if retention is None else (retention, now_ms, moved or {})
+
+    def flushed_compacted(self, table: Table) -> None:
+        """The compacted table is in place: the same rows, trimmed and moved,
+        as the overlay's clean lives already are."""
+        old, self.table = self.table, table
+        if old is not None:
+            old.close()
+
+    def trim(self, retention: Retention, now_ms: int) -> int:
+        """Trim the overlay's lives (the table's are trimmed as it is rewritten)."""
+        dropped = 0
+        for key, life in list(self._lives.items()):
+            n = trim_life(life, retention, now_ms)
+            if n:
+                dropped += n
+                self._changed(key)
+        return dropped
+
+
+def write_table(directory: str, plan: Flush) -> Table:
+    """Merge ``plan`` into a new table and put it in place (I/O thread)."""
+    changed = sorted(plan.changed, key=lambda c: c[0])
+    writer = TableWriter(directory)
+    try:
+        old = plan.table.scan() if plan.table is not None else iter(())
+        mine = iter(changed)
+        theirs = next(old, None)
+        ours = next(mine, None)
+        while theirs is not None or ours is not None:
+            if ours is None or (theirs is not None and theirs[0] < ours[0]):
+                assert theirs is not None
+                row, type_name, size = theirs[1]
+                writer.add(theirs[0], row, type_name, size)
+                theirs = next(old, None)
+                continue
+            key, life = ours
+            if theirs is not None and theirs[0] == key:
+                theirs = next(old, None)  # replaced (or deleted) by ours
+            if life is not None:
+                writer.add(key, encode_row(life), life.type_name, life.size)
+            ours = next(mine, None)
+        writer.finish(plan.header)
+    except BaseException:
+        writer.abort()
+        raise
+    return _reopen(directory, plan.header)
+
+
+def _reopen(directory: str, header: Header) -> Table:
+    table = open_table(directory, header.segments)
+    if table is None:
+        raise OSError("the table just written cannot be read back")
+    return table
+
+
+def relocate_life(life: Life, moved: dict[int, int]) -> bool:
+    """Move ``life``'s positions that ``moved`` names; whether any moved."""
+    changed = False
+    for arr in (life.pos, life.cp_pos):
+        for i, p in enumerate(arr):
+            new = moved.get(p)
+            if new is not None:
+                arr[i] = new
+                changed = True
+    return changed
+
+
+def _trimmed(table: Table, retention: Retention, now_ms: int) -> Iterator[Life]:
+    for _, entry in table.scan():
+        life = decode_row(entry)
+        trim_life(life, retention, now_ms)
+        yield life
+
+
+def segment_counts(table: Table, retention: Retention, now_ms: int) -> Counter[int]:
+    """How many positions the table's rows still need in each history
+    segment once trimmed (I/O thread)."""
+    counts: Counter[int] = Counter()
+    for life in _trimmed(table, retention, now_ms):
+        counts.update(split(p)[0] for p in life.pos)
+        counts.update(split(p)[0] for p in life.cp_pos)
+    return counts
+
+
+def positions_in(table: Table, retention: Retention, now_ms: int, wanted: set[int]) -> list[int]:
+    """The positions the trimmed rows need in the ``wanted`` segments (I/O thread)."""
+    out: list[int] = []
+    for life in _trimmed(table, retention, now_ms):
+        out.extend(p for p in life.pos if split(p)[0] in wanted)
+        out.extend(p for p in life.cp_pos if split(p)[0] in wanted)
+    return out
+
+
+def rewrite_table(
+    directory: str,
+    table: Table,
+    retention: Retention,
+    now_ms: int,
+    moved: dict[int, int],
+    deleted: set[int],
+) -> Table:
+    """The table with its rows trimmed and moved, without the ``deleted``
+    segments (I/O thread). Its ``end`` stays: the frames after it, copies
+    included, are read at the next start and found held already."""
+    header = table.header
+    writer = TableWriter(directory)
+    try:
+        for key, entry in table.scan():
+            life = decode_row(entry)
+            changed = trim_life(life, retention, now_ms) > 0
+            changed = relocate_life(life, moved) or changed
+            writer.add(key, encode_row(life) if changed else entry[0], entry[1], entry[2])
+        kept = Header(
+            end=header.end,
+            last_lsn=header.last_lsn,
+            segments={n: c for n, c in header.segments.items() if n not in deleted},
+        )
+        writer.finish(kept)
+    except BaseException:
+        writer.abort()
+        raise
+    return _reopen(directory, kept)
+
+
+__all__ = [
+    "CACHED_LIVES",
+    "FLUSH_LIVES",
+    "Flush",
+    "KeyDir",
+    "decode_row",
+    "encode_row",
+    "positions_in",
+    "relocate_life",
+    "rewrite_table",
+    "segment_counts",
+    "write_table",
+]
