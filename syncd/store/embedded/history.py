@@ -128,6 +128,10 @@ class FileStoreHistory:
         million CRDTs takes seconds, which no commit should wait behind)."""
         self._index_flush: asyncio.Task[None] | None = None
         self.index_flushes = 0
+        self._indexed_end = 0
+        """Where the frames the index holds end (a new table's ``end``): every
+        frame before it is indexed, or a copy compaction made of one."""
+        self.index.on_flush_due = self._flush_due
 
     # -- opening (in the I/O thread, before anything else runs) ---------------
 
@@ -151,6 +155,7 @@ class FileStoreHistory:
             self.last_lsn = table.header.last_lsn
             self.hint_lives = len(table)
         scanned = self.files.open(table.header if table is not None else None)
+        self._indexed_end = self.files.end()
         self._build(scanned)
         frames: list[Written] = []
         for entry in snapshot_entries:
@@ -186,11 +191,13 @@ class FileStoreHistory:
     # -- the key directory's table (keydir.py) -------------------------------------
 
     def _index_plan(self) -> Flush:
-        """What a new table holds, taken on the loop when no history write is
-        between its ``write`` and its ``indexed`` (right after ``indexed``, or
-        at close), so the index holds every frame before ``end``."""
+        """What a new table holds, taken on the loop: ``end`` is where the
+        indexed frames end (a write between its ``write`` and its ``indexed``
+        is after it, and read again at the next start)."""
         header = hint_file.Header(
-            end=self.files.end(), last_lsn=self.last_lsn, segments=self.files.segment_counts()
+            end=self._indexed_end,
+            last_lsn=self.last_lsn,
+            segments=self.files.segment_counts(),
         )
         return self.index.flush_plan(header)
 
@@ -200,9 +207,14 @@ class FileStoreHistory:
         self.files.sync()
         return write_table(self.directory, plan)
 
+    def _flush_due(self) -> None:
+        """Enough CRDTs changed outside a write (sizes the engine measured)."""
+        loop = asyncio.get_running_loop()
+        loop.call_soon(self.start_index_flush, loop)
+
     def start_index_flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Write a new table in the background if enough CRDTs changed (call
-        right after :meth:`indexed`, on the loop)."""
+        """Write a new table in the background if enough CRDTs changed (on the
+        loop: after :meth:`indexed`, and when sizes changed enough)."""
         if (
             self.broken
             or self._index_flush is not None
@@ -223,12 +235,15 @@ class FileStoreHistory:
         else:
             self.index.flushed(table)
             self.index_flushes += 1
-        finally:
             self._index_flush = None
+            self.start_index_flush(loop)  # as many changed again meanwhile
+        finally:
+            if self._index_flush is asyncio.current_task():
+                self._index_flush = None
 
     async def wait_index_flush(self) -> None:
-        task = self._index_flush
-        if task is not None:
+        """Until no table is being written (one may follow another)."""
+        while (task := self._index_flush) is not None:
             await asyncio.wait([task])
 
     async def close_index(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -432,6 +447,8 @@ class FileStoreHistory:
                     index.deleted(record["ns"], record["id"])
                     self.last_lsn = max(self.last_lsn, lsn)
             pos += len(data)
+        if pos > self._indexed_end:
+            self._indexed_end = pos
 
     def fail(self, exc: BaseException) -> None:
         if not self.broken:

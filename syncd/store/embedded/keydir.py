@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -160,6 +160,9 @@ class KeyDir(HistoryIndex):
         moved, applied to every life read back from the old table."""
         self.reads = 0
         """Rows read back from the table."""
+        self.on_flush_due: Callable[[], None] | None = None
+        """Called when sizes noted outside a write make a table due (the
+        store's writes check :attr:`flush_due` themselves)."""
 
     def attach(self, table: Table) -> None:
         """Start from ``table`` (at open, before anything is indexed)."""
@@ -308,6 +311,8 @@ class KeyDir(HistoryIndex):
         life.size = size
         self._account(ns, life, 1)
         self._changed(key)
+        if self.on_flush_due is not None and self.flush_due:
+            self.on_flush_due()
 
     def unmeasure(self, ns: str, crdt_id: str) -> None:
         """Forget a CRDT's size (records of it were found after the table)."""

@@ -353,3 +353,24 @@ async def test_a_start_reads_the_directory_not_the_rows(make_store: MakeStore) -
         await asyncio.sleep(0)
     finally:
         await again.close()
+
+
+async def test_sizes_noted_without_writes_make_a_table_too(
+    make_store: MakeStore, tmp_path: Path
+) -> None:
+    """After a crash the engine measures CRDTs it reads back: those sizes
+    change the directory with no write to start a table, so the sizes do."""
+    data = tmp_path / "data"
+    store, _ = await make_store(data, index_flush_crdts=1000)
+    writer = Writer(store)
+    for i in range(30):
+        await writer.op(f"gc:{i:02d}", {"op": "increment"})
+    await store.close()
+    store, _ = await make_store(data, index_flush_crdts=10)
+    for i in range(30):
+        store.note_size(NS, f"gc:{i:02d}", 100 + i)
+        await asyncio.sleep(0)
+    await store._history.wait_index_flush()
+    assert store._history.index_flushes >= 2
+    assert store._history.index.dirty < 10
+    assert store.usage_now(NS) == Usage(30, sum(100 + i for i in range(30)), 0)
