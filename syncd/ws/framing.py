@@ -20,11 +20,17 @@ wsproto costs tens of microseconds per frame in pure Python, more than the
 rest of an op's handling. Nearly every client frame is the simplest kind: a
 whole message in one final, masked, uncompressed binary or text frame. We
 read frame headers ourselves, and such a frame, once complete, is unmasked
-and decoded here; every other frame (control frames, fragments, anything
-malformed, anything once closing has begun) is handed to wsproto whole, at a
-frame boundary, so wsproto's state is exactly what it would be had it seen
-only those frames. ``fast_path=False`` gives everything to wsproto; the tests
-check that both give the same events for any bytes.
+and decoded here; so are the keepalive's pings and pongs (answered, or
+dropped, as wsproto would). Every other frame (close frames, fragments,
+anything malformed, anything once closing has begun) is handed to wsproto
+whole, at a frame boundary, so wsproto's state is exactly what it would be
+had it seen only those frames. ``fast_path=False`` gives everything to
+wsproto; the tests check that both give the same events for any bytes.
+
+wsproto's connection (~1.5 KB with its event queue and frame decoder) is
+made when it is first needed, not with the connection: a connection that
+sends only whole messages, pings and pongs (every idle one) never needs it
+until it closes. Until then the state is wsproto's first, OPEN.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ good): HTTP's 403, as Hocuspocus's ``Forbidden``."""
 
 _OPEN: Final = ConnectionState.OPEN
 _LOCAL_CLOSING: Final = ConnectionState.LOCAL_CLOSING
+_PING: Final = 0x9
+_PONG: Final = 0xA
+MAX_CONTROL_PAYLOAD: Final = 125
+"""A control frame's payload limit (RFC 6455 5.5): one length byte, no more."""
 
 
 class Message:
@@ -114,10 +124,26 @@ def _unmask(buf: bytearray, start: int, end: int) -> bytes:
 class FrameLayer:
     """One server-side connection's frames; ``max_message_bytes`` bounds each message."""
 
+    # One per open connection: slots keep an idle one small.
+    __slots__ = (
+        "_buf",
+        "_conn",
+        "_discard",
+        "_failed",
+        "_fast",
+        "_fragmented",
+        "_max",
+        "_parts",
+        "_pos",
+        "_size",
+        "_to_wsproto",
+    )
+
     def __init__(self, max_message_bytes: int, *, fast_path: bool = True) -> None:
         if max_message_bytes < 1:
             raise ValueError("max_message_bytes must be positive")
-        self._conn = Connection(ConnectionType.SERVER)
+        self._conn: Connection | None = None if fast_path else Connection(ConnectionType.SERVER)
+        """wsproto's connection, once a frame needs it (see the module docstring)."""
         self._max = max_message_bytes
         self._fast = fast_path
         self._buf = bytearray()
@@ -136,26 +162,37 @@ class FrameLayer:
         self._failed = False
 
     @property
+    def _state(self) -> ConnectionState:
+        conn = self._conn
+        return _OPEN if conn is None else conn.state
+
+    def _wsproto(self) -> Connection:
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = Connection(ConnectionType.SERVER)
+        return conn
+
+    @property
     def open(self) -> bool:
         """Whether data messages may still be sent (no close sent or received)."""
-        return self._conn.state is _OPEN and not self._failed
+        return self._state is _OPEN and not self._failed
 
     @property
     def closed(self) -> bool:
         """The close handshake is complete (both close frames seen)."""
-        return self._conn.state is ConnectionState.CLOSED
+        return self._state is ConnectionState.CLOSED
 
     @property
     def reading(self) -> bool:
         """Whether received bytes are still worth parsing."""
-        state = self._conn.state
+        state = self._state
         return not self._failed and (state is _OPEN or state is _LOCAL_CLOSING)
 
     def feed(self, data: bytes) -> None:
         if not self.reading:
             return
         if not self._fast:
-            self._conn.receive_data(data)
+            self._wsproto().receive_data(data)
             return
         if self._pos:
             # Parsed bytes leave once per feed, not once per frame.
@@ -169,7 +206,6 @@ class FrameLayer:
         if not self._fast:
             yield from self._wsproto_events()
             return
-        conn = self._conn
         buf = self._buf
         while not self._failed:
             pos = self._pos
@@ -188,13 +224,18 @@ class FrameLayer:
                 chunk = bytes(buf[pos : pos + take])
                 self._pos = pos + take
                 self._to_wsproto -= take
-                conn.receive_data(chunk)
+                self._wsproto().receive_data(chunk)
                 for event in self._wsproto_events():
                     yield event
                     if type(event) is PeerClosed or type(event) is Failed:
                         return
                 continue
             if n < 2:
+                if not n and pos:
+                    # All parsed: give the buffer back now, not at the next
+                    # read (an idle connection would keep its last message).
+                    del buf[:]
+                    self._pos = 0
                 return
             b0 = buf[pos]
             b1 = buf[pos + 1]
@@ -215,14 +256,26 @@ class FrameLayer:
                 minimal = 0xFFFF < length < 1 << 63
             opcode = b0 & 0x0F
             masked = b1 & 0x80
-            if (
+            conn = self._conn
+            plain = (
                 (b0 & 0xF0) == 0x80  # final, no reserved bits
-                and (opcode == 0x2 or opcode == 0x1)
                 and masked
-                and minimal
                 and not self._fragmented
-                and conn.state is _OPEN
-            ):
+                and (conn is None or conn.state is _OPEN)
+            )
+            if plain and opcode in (_PING, _PONG) and head == 2:
+                # (A two-byte head: the length is at most 125 and minimally
+                # encoded, as a control frame's must be.)
+                start = pos + head + 4
+                end = start + length
+                if end > len(buf):
+                    return
+                self._pos = end
+                if opcode == _PING:
+                    # wsproto's answer, byte for byte: our pong with its payload.
+                    yield Reply(_control_frame(_PONG, _unmask(buf, start, end)))
+                continue  # a pong: the keepalive only needed to read something
+            if plain and (opcode == 0x2 or opcode == 0x1) and minimal:
                 if length > self._max:
                     self._discard = head + 4 + length
                     yield self._too_big()
@@ -250,9 +303,9 @@ class FrameLayer:
             self._to_wsproto = head + (4 if masked else 0) + length
 
     def _wsproto_events(self) -> Iterator[Event]:
-        conn = self._conn
         if not self.reading:
             return
+        conn = self._wsproto()
         for event in conn.events():
             kind = type(event)
             if kind is BytesMessage or kind is TextMessage:
@@ -309,22 +362,34 @@ class FrameLayer:
 
     def ping(self, payload: bytes = b"") -> bytes:
         """A protocol ping (the keepalive); b"" once closing has started."""
-        if self._conn.state is not _OPEN:
+        conn = self._conn
+        if conn is None:
+            # Open, and wsproto not needed: the frame it would make.
+            if len(payload) > MAX_CONTROL_PAYLOAD:
+                raise ValueError(f"a ping's payload is at most {MAX_CONTROL_PAYLOAD} bytes")
+            return _control_frame(_PING, payload)
+        if conn.state is not _OPEN:
             return b""
-        return bytes(self._conn.send(Ping(payload)))
+        return bytes(conn.send(Ping(payload)))
 
     def close(self, code: int, reason: str = "") -> bytes:
         """Our close frame (we start the closing handshake); b"" when too late."""
         try:
-            return bytes(self._conn.send(CloseConnection(code=code, reason=reason or None)))
+            return bytes(self._wsproto().send(CloseConnection(code=code, reason=reason or None)))
         except LocalProtocolError:
             return b""
 
     def answer_close(self, event: PeerClosed) -> bytes:
         """Our answer to the peer's close frame, completing the handshake."""
-        if self._conn.state is not ConnectionState.REMOTE_CLOSING:
+        conn = self._conn
+        if conn is None or conn.state is not ConnectionState.REMOTE_CLOSING:
             return b""
         code = event.code
         if code == CloseReason.NO_STATUS_RCVD:
-            return bytes(self._conn.send(CloseConnection(code=CloseReason.NO_STATUS_RCVD)))
-        return bytes(self._conn.send(CloseConnection(code=code)))
+            return bytes(conn.send(CloseConnection(code=CloseReason.NO_STATUS_RCVD)))
+        return bytes(conn.send(CloseConnection(code=code)))
+
+
+def _control_frame(opcode: int, payload: bytes) -> bytes:
+    """A server's control frame (final, unmasked): ``payload`` is at most 125 bytes."""
+    return bytes((0x80 | opcode, len(payload))) + payload

@@ -5,12 +5,21 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from wsproto.connection import Connection, ConnectionType
-from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
+from wsproto.events import BytesMessage, CloseConnection, Ping, Pong, TextMessage
 
-from syncd.ws.framing import Failed, FrameLayer, Message, PeerClosed, Reply, _unmask
+from syncd.ws.framing import (
+    MAX_CONTROL_PAYLOAD,
+    Failed,
+    FrameLayer,
+    Message,
+    PeerClosed,
+    Reply,
+    _unmask,
+)
 from tests.ws.support import client_frame
 
 
@@ -73,6 +82,43 @@ def test_ping_gets_a_pong_reply() -> None:
     assert isinstance(event, Reply)
     client.receive_data(event.data)
     assert [type(e).__name__ for e in client.events()] == ["Pong"]
+
+
+def test_an_idle_connection_needs_no_wsproto_until_it_closes() -> None:
+    """Whole messages, the keepalive's pings and the peer's pongs and pings
+    are read without wsproto's connection (~1.5 KB an idle socket need not
+    keep); its answers are wsproto's byte for byte, and the close makes it."""
+    client, layer = _client(), FrameLayer(100)
+    ping = layer.ping()
+    assert ping == bytes(Connection(ConnectionType.SERVER).send(Ping(b"")))
+    client.receive_data(ping)
+    (received,) = client.events()
+    assert isinstance(received, Ping)
+    layer.feed(client.send(received.response()))  # the peer's pong: nothing to say
+    layer.feed(client.send(BytesMessage(b"op")) + client.send(Ping(b"are you there")))
+    message, reply = list(layer.events())
+    assert isinstance(message, Message) and message.data == b"op"
+    assert isinstance(reply, Reply)
+    assert reply.data == bytes(Connection(ConnectionType.SERVER).send(Pong(b"are you there")))
+    assert layer._conn is None and layer.open
+    assert layer.close(1000)[:4] == b"\x88\x02\x03\xe8"
+    assert layer._conn is not None and not layer.open and layer.reading
+
+
+def test_a_ping_payload_is_at_most_a_control_frames() -> None:
+    layer = FrameLayer(100)
+    assert len(layer.ping(b"p" * MAX_CONTROL_PAYLOAD)) == 2 + MAX_CONTROL_PAYLOAD
+    with pytest.raises(ValueError):
+        layer.ping(b"p" * (MAX_CONTROL_PAYLOAD + 1))
+
+
+def test_a_control_frame_in_a_wide_length_field_is_a_violation() -> None:
+    """Only a two-byte head is a well-formed control frame: the fast path
+    hands anything else to wsproto, which refuses it."""
+    layer = FrameLayer(100)
+    layer.feed(b"\x89\xfe\x00\x01\x00\x00\x00\x00p")  # a ping, length in 16 bits
+    (event,) = list(layer.events())
+    assert isinstance(event, Failed) and event.code == 1002
 
 
 def test_protocol_violation_fails_and_stops_parsing() -> None:
