@@ -29,7 +29,13 @@ Timers: one keepalive timer per connection, re-armed for the time the
 session names; one expiry timer, set to the earliest time the subclass names
 (:meth:`BaseConnection._expiry_due_ms`: when a token or a rule that grants a
 read ends) and re-armed with :meth:`BaseConnection._arm_expiry` when that
-changes; and the close timeout.
+changes; and the close timeout. The first two are entries in the wheels
+every connection of an endpoint shares (:class:`ConnectionTimers`, see
+:mod:`syncd.http.timers`), not loop timers of their own: an idle connection
+has both for its whole life, and as loop timers they were a third of its
+memory. A keepalive fires at most 1/16 of the ping interval late, an expiry
+at most a second late (nothing is sent past the end meanwhile: see the
+subclasses); the close timeout is a loop timer, as closing is brief.
 
 Backpressure: the transport's high-water mark is the subscriber bound
 (``SERVICE_SUBSCRIBER_BUFFER_BYTES``). While it is over it, or the session
@@ -50,6 +56,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from syncd.http.timers import EXPIRY_RESOLUTION_S, INTERVAL_SLOTS, Slot, Wheel
 from syncd.ws.base_session import (
     Action,
     BaseSession,
@@ -76,6 +83,24 @@ LOW_WATER_DIVISOR: Final = 4
 connection has room for a whole state and the updates that follow it."""
 
 
+class ConnectionTimers:
+    """The keepalive and expiry wheels the connections of an endpoint share."""
+
+    __slots__ = ("expiry", "keepalive")
+
+    def __init__(self, ping_s: float) -> None:
+        self.keepalive: Wheel[BaseConnection] = Wheel(ping_s / INTERVAL_SLOTS, _keepalive_due)
+        self.expiry: Wheel[BaseConnection] = Wheel(EXPIRY_RESOLUTION_S, _expiry_due)
+
+
+def _keepalive_due(connection: BaseConnection) -> None:
+    connection._on_keepalive()
+
+
+def _expiry_due(connection: BaseConnection) -> None:
+    connection._on_expiry()
+
+
 class BaseConnection(asyncio.Protocol):
     # One per open connection, and subclasses too: slots keep an idle one small.
     __slots__ = (
@@ -91,6 +116,7 @@ class BaseConnection(asyncio.Protocol):
         "_read_paused",
         "_server",
         "_timer",
+        "_timers",
         "_write_paused",
         "can_send",
         "session",
@@ -107,10 +133,13 @@ class BaseConnection(asyncio.Protocol):
         auth: Authenticator,
         metrics: Metrics,
         server: Callable[[], ServerContext | None],
+        timers: ConnectionTimers,
     ) -> None:
         """``session`` emits to this connection's :meth:`_do`; ``bound`` is the
-        subscriber bound; ``server`` the HTTP server's shared state, once it runs."""
+        subscriber bound; ``server`` the HTTP server's shared state, once it
+        runs; ``timers`` the endpoint's shared wheels."""
         self._loop = loop = asyncio.get_running_loop()
+        self._timers = timers
         self.transport = transport
         self.session = session
         self._auth = auth
@@ -122,10 +151,10 @@ class BaseConnection(asyncio.Protocol):
         self._write_paused = False
         self._gone = False
         self._timer: asyncio.TimerHandle | None = None
-        self._keepalive: asyncio.TimerHandle | None = None
+        self._keepalive: Slot[BaseConnection] | None = None
         self._keepalive_due = 0.0
         self._arm_keepalive(session.keepalive_due)
-        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry: Slot[BaseConnection] | None = None
         self._expiry_due: int | None = None
         """What the expiry timer is set for (None: not set)."""
         self._expiring = False
@@ -307,11 +336,11 @@ class BaseConnection(asyncio.Protocol):
 
     def _arm_keepalive(self, due: float) -> None:
         self._keepalive_due = due
-        self._keepalive = self._loop.call_at(due, self._on_keepalive)
+        self._keepalive = self._timers.keepalive.add(due, self)
 
     def _stop_keepalive(self) -> None:
         if self._keepalive is not None:
-            self._keepalive.cancel()
+            self._timers.keepalive.remove(self._keepalive, self)
             self._keepalive = None
 
     # -- expiry --------------------------------------------------------------
@@ -326,8 +355,8 @@ class BaseConnection(asyncio.Protocol):
         if due is None or self._gone:
             return
         self._expiry_due = due
-        delay = self._auth.seconds_until(due)
-        self._expiry = self._loop.call_later(delay, self._on_expiry)
+        when = self._loop.time() + self._auth.seconds_until(due)
+        self._expiry = self._timers.expiry.add(when, self)
 
     def _on_expiry(self) -> None:
         self._stop_expiry()
@@ -344,7 +373,7 @@ class BaseConnection(asyncio.Protocol):
     def _stop_expiry(self) -> None:
         self._expiry_due = None
         if self._expiry is not None:
-            self._expiry.cancel()
+            self._timers.expiry.remove(self._expiry, self)
             self._expiry = None
 
     # -- plumbing ----------------------------------------------------------

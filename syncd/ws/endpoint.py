@@ -15,6 +15,7 @@ from syncd.http.request import Request
 from syncd.http.response import Upgrade
 from syncd.http.router import Router
 from syncd.ids import check_namespace
+from syncd.ws.base_connection import ConnectionTimers
 from syncd.ws.connection import SessionContext, WsConnection
 from syncd.ws.flusher import Flusher
 from syncd.ws.handshake import check_room_for_one_more, check_upgrade, switching_head
@@ -24,6 +25,7 @@ WS_PATH = "/v1/namespaces/{ns}/ws"
 
 def register(router: Router, app: SessionContext) -> None:
     flusher = Flusher()
+    timers = ConnectionTimers(app.settings.ws_ping_s)
 
     def upgrade(request: Request) -> Upgrade:
         ns = check_namespace(request.params["ns"])
@@ -36,7 +38,7 @@ def register(router: Router, app: SessionContext) -> None:
         check_room_for_one_more(app.server())
 
         def attach(transport: Any, trailing: bytes) -> WsConnection:
-            return WsConnection(app, transport, trailing, ns, principal, flusher)
+            return WsConnection(app, transport, trailing, ns, principal, flusher, timers)
 
         return Upgrade(switching_head(key), attach)
 

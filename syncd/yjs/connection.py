@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 from syncd.auth.authenticator import NO_END_MS, TOKEN_EXPIRED_MESSAGE
 from syncd.hub import EncodedDelta
 from syncd.wire import WS_OPCODE_BINARY, ws_frame
-from syncd.ws.base_connection import BaseConnection
+from syncd.ws.base_connection import BaseConnection, ConnectionTimers
 from syncd.ws.base_session import BaseSession
 from syncd.ws.framing import CLOSE_READ_EXPIRED, CLOSE_TOKEN_EXPIRED
 from syncd.yjs.channel import YjsChannel, YjsContext, update_of
@@ -69,7 +69,13 @@ class YjsSocket(BaseConnection):
 
     __slots__ = ("_ctx",)
 
-    def __init__(self, ctx: YjsContext, transport: asyncio.Transport, trailing: bytes) -> None:
+    def __init__(
+        self,
+        ctx: YjsContext,
+        transport: asyncio.Transport,
+        trailing: bytes,
+        timers: ConnectionTimers,
+    ) -> None:
         settings = ctx.settings
         self._ctx = ctx
         session = BaseSession(
@@ -89,6 +95,7 @@ class YjsSocket(BaseConnection):
             auth=ctx.auth,
             metrics=ctx.metrics,
             server=ctx.server,
+            timers=timers,
         )
 
     # -- what subclasses provide ---------------------------------------------
@@ -163,6 +170,7 @@ class YjsConnection(YjsSocket):
         ctx: YjsContext,
         transport: asyncio.Transport,
         trailing: bytes,
+        timers: ConnectionTimers,
         ns: str,
         crdt_id: str,
         principal: Principal,
@@ -170,7 +178,7 @@ class YjsConnection(YjsSocket):
         writable: bool,
         origin: str | None = None,
     ) -> None:
-        super().__init__(ctx, transport, trailing)
+        super().__init__(ctx, transport, trailing, timers)
         self._denied = False
         self.channel = YjsChannel(
             ctx, self, ns, crdt_id, principal, writable=writable, origin=origin

@@ -28,6 +28,7 @@ from syncd.http.request import Request
 from syncd.http.response import Upgrade
 from syncd.http.router import Router
 from syncd.ids import check_crdt_id, check_namespace
+from syncd.ws.base_connection import ConnectionTimers
 from syncd.ws.handshake import check_room_for_one_more, check_upgrade, switching_head
 from syncd.yjs.channel import YjsContext, may_write
 from syncd.yjs.connection import YjsConnection
@@ -56,6 +57,8 @@ def origin_of(request: Request) -> str | None:
 
 
 def register(router: Router, ctx: YjsContext) -> None:
+    timers = ConnectionTimers(ctx.settings.ws_ping_s)
+
     def upgrade(request: Request) -> Upgrade:
         ns = check_namespace(request.params["ns"])
         crdt_id = document_id(request.params["room"])
@@ -72,7 +75,15 @@ def register(router: Router, ctx: YjsContext) -> None:
 
         def attach(transport: Any, trailing: bytes) -> YjsConnection:
             return YjsConnection(
-                ctx, transport, trailing, ns, crdt_id, principal, writable=writable, origin=origin
+                ctx,
+                transport,
+                trailing,
+                timers,
+                ns,
+                crdt_id,
+                principal,
+                writable=writable,
+                origin=origin,
             )
 
         return Upgrade(switching_head(key), attach)
@@ -85,7 +96,7 @@ def register(router: Router, ctx: YjsContext) -> None:
         check_room_for_one_more(ctx.server())
 
         def attach(transport: Any, trailing: bytes) -> HocuspocusConnection:
-            return HocuspocusConnection(ctx, transport, trailing, ns, document_id, origin)
+            return HocuspocusConnection(ctx, transport, trailing, timers, ns, document_id, origin)
 
         return Upgrade(switching_head(key), attach)
 

@@ -49,6 +49,7 @@ from syncd.yjs.protocol import sync_update
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
+    from syncd.ws.base_connection import ConnectionTimers
 
 MESSAGE_AUTH: Final = 2
 MESSAGE_CLOSE: Final = 7
@@ -134,11 +135,12 @@ class HocuspocusConnection(YjsSocket):
         ctx: YjsContext,
         transport: asyncio.Transport,
         trailing: bytes,
+        timers: ConnectionTimers,
         ns: str,
         document_id: Callable[[str], str],
         origin: str | None = None,
     ) -> None:
-        super().__init__(ctx, transport, trailing)
+        super().__init__(ctx, transport, trailing, timers)
         self.ns = ns
         self._origin = origin
         """The connection's ``?origin=``, given to every document's updates."""

@@ -108,6 +108,27 @@ def test_a_reads_ops_are_applied_together_and_answered_in_arrival_order() -> Non
     assert h.session.inflight == 0
 
 
+def test_the_reply_queue_is_let_go_once_every_answer_is_out() -> None:
+    """An idle session keeps no queue (a deque is ~760 bytes): one is made for
+    the answers owed and let go when the last goes out."""
+    h = Harness()
+    assert h.session._replies is None
+    h.feed(_op(1))
+    (apply,) = h.take()
+    assert isinstance(apply, Apply) and h.session._replies is not None
+    h.feed({"kind": "ping", "ref": 2})  # behind the op's answer
+    assert h.take() == []
+    h.session.ack(apply.run[0], _result(1))
+    h.session.answers_ready()
+    assert [m["kind"] for m in h.sent()] == ["ack", "pong"]
+    assert h.session._replies is None
+    h.feed(_op(3))  # a new queue for the next
+    (apply,) = h.take()
+    h.session.ack(apply.run[0], _result(2))
+    h.session.answers_ready()
+    assert [m["ref"] for m in h.sent()] == [3] and h.session._replies is None
+
+
 def test_a_reply_goes_out_at_once_when_nothing_is_owed() -> None:
     h = Harness()
     h.feed({"kind": "ping"}, text=True)
