@@ -9,13 +9,16 @@ routed and its handler called. A handler answers with a :class:`Response`
 request at a time, so pipelined requests wait in the parser and are answered in
 order), a :class:`StreamResponse` (SSE: the connection becomes the stream's
 sink until either side closes), or an :class:`Upgrade` (WebSocket: the
-transport is handed to another protocol with the bytes already read).
+transport is handed to another protocol with the bytes already read). A
+stream's connection reads no more requests, so it lets its parser go (with
+the request it holds) when the stream starts: an open SSE stream keeps only
+what streaming needs.
 
 Timers: one timer per connection with a moving deadline. While waiting for a
 request, the deadline is the keep-alive timeout; from the first byte of a
 request it is the header timeout, counted once from that byte (a client that
 trickles bytes does not extend it: the slowloris defence); while a handler
-runs there is none. While the peer does not read what we owe it (writing is
+runs, and while a stream is open, there is none. While the peer does not read what we owe it (writing is
 paused), the deadline is the send timeout, and past it the connection is
 aborted; a closing connection whose answer is still unsent gets the same bound.
 
@@ -139,10 +142,34 @@ class ServerContext:
 
 
 class HttpProtocol(asyncio.Protocol):
+    # One per open connection (an SSE stream's for its whole life): slots keep it small.
+    __slots__ = (
+        "_ctx",
+        "_deadline",
+        "_drain_waiters",
+        "_linger_budget",
+        "_loop",
+        "_parser",
+        "_peer",
+        "_peer_eof",
+        "_processing",
+        "_read_paused",
+        "_refused",
+        "_state",
+        "_stream",
+        "_task",
+        "_timer",
+        "_tls",
+        "_transport",
+        "_unsent_mark",
+        "_write_paused",
+    )
+
     def __init__(self, ctx: ServerContext, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._ctx = ctx
         self._loop = loop or asyncio.get_event_loop()
-        self._parser: HttpParser = make_parser(ctx.parser_name, ctx.max_body)
+        self._parser: HttpParser | None = make_parser(ctx.parser_name, ctx.max_body)
+        """None once a stream has started: nothing more is parsed."""
         self._transport: asyncio.Transport | None = None
         self._peer = ""
         self._tls = False
@@ -152,7 +179,8 @@ class HttpProtocol(asyncio.Protocol):
         self._deadline: float | None = None
         self._read_paused = False
         self._write_paused = False
-        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._drain_waiters: list[asyncio.Future[None]] | None = None
+        """Handlers waiting for the peer to read (None: none ever has)."""
         self._stream: _Sink | None = None
         self._processing = False
         self._peer_eof = False
@@ -189,23 +217,25 @@ class HttpProtocol(asyncio.Protocol):
             if self._linger_budget < 0:
                 self._abort()
             return
-        if self._stream is not None:
+        parser = self._parser
+        if self._stream is not None or parser is None:
             return  # a stream's client has nothing more to say; ignore it
-        if self._state.phase is IDLE and not self._parser.in_progress():
+        if self._state.phase is IDLE and not parser.in_progress():
             # First byte of a new request: the header deadline starts now, once.
             self._set_deadline(self._ctx.header_timeout)
-        self._parser.feed(data)
+        parser.feed(data)
         if self._state.phase is IDLE:
             self._process()
-        elif self._parser.buffered() > MAX_PIPELINE_BYTES:
+        elif parser.buffered() > MAX_PIPELINE_BYTES:
             self._pause_reading()
 
     def eof_received(self) -> bool | None:
         self._peer_eof = True
-        if self._state.phase is STREAMING or self._state.phase is LINGERING:
+        parser = self._parser
+        if self._state.phase is STREAMING or self._state.phase is LINGERING or parser is None:
             self._close()
             return None
-        self._parser.feed(b"")
+        parser.feed(b"")
         if self._state.phase is IDLE:
             self._process()
         # Keep our side open until our answer is written (plain TCP only).
@@ -219,10 +249,7 @@ class HttpProtocol(asyncio.Protocol):
             self._state.to(CLOSED)
         self._ctx.connections.discard(self)
         self._cancel_timer()
-        for waiter in self._drain_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._drain_waiters.clear()
+        self._wake_drain_waiters()
         if self._task is not None and not self._task.done():
             self._task.cancel()
         if self._stream is not None:
@@ -240,10 +267,7 @@ class HttpProtocol(asyncio.Protocol):
         self._cancel_timer()  # the send deadline; _process() sets the next one
         if self._state.phase is LINGERING:
             self._set_deadline(LINGER_TIMEOUT_S)
-        for waiter in self._drain_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._drain_waiters.clear()
+        self._wake_drain_waiters()
         if self._state.phase is not BUSY:
             self._resume_reading()
             if self._stream is None:
@@ -271,7 +295,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _process_requests(self) -> None:
         parser = self._parser
-        while self._state.phase is IDLE:
+        while self._state.phase is IDLE and parser is not None:
             if self._write_paused:
                 # Answering more of a pipeline the peer does not read would
                 # buffer without bound (a small GET can ask for a large
@@ -373,7 +397,8 @@ class HttpProtocol(asyncio.Protocol):
             return
         if self._state.phase is BUSY:
             self._state.to(IDLE)
-        self._parser.start_next_cycle()
+        if self._parser is not None:
+            self._parser.start_next_cycle()
         self._set_deadline(self._ctx.keepalive_timeout)
         if not self._write_paused:
             self._resume_reading()
@@ -389,8 +414,9 @@ class HttpProtocol(asyncio.Protocol):
             ctx.on_response(response.status)
         if ctx.on_request is not None:
             ctx.on_request(request, response.status, self._loop.time() - request.started)
-        self._deadline = None
+        self._cancel_timer()  # no deadline while streaming (see the module docstring)
         self._task = None
+        self._parser = None  # and its last request: nothing more is read
         sink = _Sink(self)
         self._stream = sink
         self._state.to(STREAMING)
@@ -410,7 +436,7 @@ class HttpProtocol(asyncio.Protocol):
             ctx.on_response(101)
         if ctx.on_request is not None:
             ctx.on_request(request, 101, self._loop.time() - request.started)
-        trailing = self._parser.trailing_data()
+        trailing = self._parser.trailing_data() if self._parser is not None else b""
         self._state.to(UPGRADED)
         self._cancel_timer()
         self._ctx.connections.discard(self)
@@ -431,8 +457,18 @@ class HttpProtocol(asyncio.Protocol):
         if not self._write_paused or self._closed:
             return
         waiter: asyncio.Future[None] = self._loop.create_future()
+        if self._drain_waiters is None:
+            self._drain_waiters = []
         self._drain_waiters.append(waiter)
         await waiter
+
+    def _wake_drain_waiters(self) -> None:
+        waiters = self._drain_waiters
+        if waiters:
+            self._drain_waiters = None
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _close(self) -> None:
         transport = self._transport
@@ -580,10 +616,13 @@ def _api_error_response(exc: ApiError) -> Response:
 class _Sink(StreamSink):
     """The connection seen by a streaming handler."""
 
+    __slots__ = ("_callbacks", "_done", "_drain_callbacks", "_protocol")
+
     def __init__(self, protocol: HttpProtocol) -> None:
         self._protocol = protocol
         self._callbacks: list[Callable[[], None]] = []
-        self._drain_callbacks: list[Callable[[], None]] = []
+        self._drain_callbacks: list[Callable[[], None]] | None = None
+        """None until a handler asks (an SSE stream never does)."""
         self._done = False
 
     def write(self, data: bytes) -> None:
@@ -614,6 +653,8 @@ class _Sink(StreamSink):
             self._callbacks.append(callback)
 
     def on_drain(self, callback: Callable[[], None]) -> None:
+        if self._drain_callbacks is None:
+            self._drain_callbacks = []
         self._drain_callbacks.append(callback)
 
     @property
@@ -632,5 +673,5 @@ class _Sink(StreamSink):
                 log.exception("stream close callback failed")
 
     def drained(self) -> None:
-        for callback in list(self._drain_callbacks):
+        for callback in list(self._drain_callbacks or ()):
             callback()

@@ -133,6 +133,8 @@ class StreamSink:
     """What a streaming handler may do with its connection: write, ask how far
     behind the peer is, close, and learn when the peer has gone."""
 
+    __slots__ = ()  # so that a sink with slots of its own has no dict
+
     def write(self, data: bytes) -> None:
         raise NotImplementedError
 

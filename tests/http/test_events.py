@@ -117,6 +117,29 @@ async def test_keep_alive_ping(make_server: Any) -> None:
         assert sse.comments and sse.comments[0] == ": ping\n\n"
 
 
+async def test_a_stream_ignores_what_its_client_sends_and_ends_at_its_eof(
+    server: RunningServer,
+) -> None:
+    """Once streaming, the connection parses nothing (it let its parser go):
+    a request sent on it is ignored, deltas still come, and the client's
+    half-close ends the stream and unsubscribes it."""
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        sse, _, _ = await SseReader.open(server.port, "/v1/namespaces/app/crdts/gc:q/events", h)
+        await sse.event()
+        sse.writer.write(b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n\x00garbage")
+        await op(client, h, "gc:q", {"op": "increment"})
+        assert (await sse.event())["seq"] == 1
+        assert server.app.hub.subscribed("app", "gc:q")
+        sse.writer.write_eof()
+        assert await sse.remainder() == b""  # closed by the server, nothing else written
+        for _ in range(100):
+            if not server.app.hub.subscribed("app", "gc:q"):
+                break
+            await asyncio.sleep(0.01)
+        assert not server.app.hub.subscribed("app", "gc:q")
+
+
 async def test_sse_errors(server: RunningServer) -> None:
     async with httpx.AsyncClient(base_url=server.url) as client:
         r = await client.get("/v1/namespaces/app/crdts/gc:p/events")

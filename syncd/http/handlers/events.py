@@ -18,6 +18,12 @@ from a failed connection. Deltas of ops made from the end on (by their
 A revoked token (docs/permissions.md#revoking-tokens) ends the stream the
 same way, at once, with ``token_revoked``: the stream is registered with the
 authenticator's revocation table for as long as it is open.
+
+An open stream is mostly idle, and what it holds is kept small: its ping and
+its end are entries in wheels every stream shares (:mod:`syncd.http.timers`:
+a ping at most 1/16 of ``SERVICE_SSE_PING_S`` late, the end at most
+``EXPIRY_RESOLUTION_S``), not loop timers of their own, and the subscriber
+keeps its state in slots.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from syncd.errors import bad_request
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink, dumps
 from syncd.http.router import Router
+from syncd.http.timers import EXPIRY_RESOLUTION_S, INTERVAL_SLOTS, Slot, Wheel
 from syncd.hub import DeliverEach, EncodedDelta, Hub
 from syncd.ids import check_crdt_id, check_namespace
 from syncd.metrics import Metrics
@@ -54,7 +61,47 @@ def end_event(body: dict[str, Any]) -> bytes:
     return END_EVENT + dumps(body) + b"\n\n"
 
 
+class StreamTimers:
+    """The ping and end wheels every stream shares."""
+
+    __slots__ = ("end", "ping", "ping_s")
+
+    def __init__(self, ping_s: float) -> None:
+        self.ping_s = ping_s
+        self.ping: Wheel[SseSubscriber] = Wheel(ping_s / INTERVAL_SLOTS, _ping_due)
+        self.end: Wheel[SseSubscriber] = Wheel(EXPIRY_RESOLUTION_S, _end_due)
+
+
+def _ping_due(subscriber: SseSubscriber) -> None:
+    subscriber._send_ping()
+
+
+def _end_due(subscriber: SseSubscriber) -> None:
+    subscriber._on_expiry()
+
+
 class SseSubscriber(DeliverEach):
+    # One per open stream: slots keep an idle one small.
+    __slots__ = (
+        "_auth",
+        "_bound",
+        "_closed",
+        "_epoch",
+        "_expiry",
+        "_hub",
+        "_last_seq",
+        "_metrics",
+        "_pending",
+        "_ping",
+        "_principal",
+        "_revoked",
+        "_sink",
+        "_timers",
+        "_until",
+        "crdt_id",
+        "ns",
+    )
+
     def __init__(
         self,
         hub: Hub,
@@ -63,13 +110,13 @@ class SseSubscriber(DeliverEach):
         crdt_id: str,
         *,
         bound: int,
-        ping_s: float,
+        timers: StreamTimers,
         auth: Authenticator,
         principal: Principal,
     ) -> None:
         self._hub = hub
         self._metrics = metrics
-        self._ping_s = ping_s
+        self._timers = timers
         self.ns = ns
         self.crdt_id = crdt_id
         self._auth = auth
@@ -77,21 +124,24 @@ class SseSubscriber(DeliverEach):
         until = auth.read_ends(principal, crdt_id)
         self._until = NO_END_MS if until is None else until
         """When the read ends (wall-clock ms)."""
-        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry: Slot[SseSubscriber] | None = None
         self._sink: StreamSink | None = None
-        self._pending: list[EncodedDelta] = []
+        self._pending: list[EncodedDelta] | None = []
+        """Deltas that arrived before the start; None once started."""
         self._last_seq = -1
         self._epoch: str | None = None
         self._bound = bound
-        self._ping: asyncio.TimerHandle | None = None
+        self._ping: Slot[SseSubscriber] | None = None
         self._closed = False
         self._revoked = auth.revocations.watch(principal, self)
         """Revoked before the stream started: it ends as it starts."""
 
     def deliver(self, delta: EncodedDelta) -> None:
-        sink = self._sink
-        if sink is None:
-            self._pending.append(delta)
+        if self._closed:
+            return
+        pending = self._pending
+        if pending is not None:
+            pending.append(delta)
             return
         self._write(delta)
 
@@ -127,8 +177,8 @@ class SseSubscriber(DeliverEach):
                 sink.write(encoded.sse())
             else:
                 self._write(encoded)
-        pending, self._pending = self._pending, []
-        for encoded in pending:
+        pending, self._pending = self._pending, None
+        for encoded in pending or ():
             self._write(encoded)
         self._schedule_ping()
         self._arm_expiry()
@@ -136,8 +186,8 @@ class SseSubscriber(DeliverEach):
     def _arm_expiry(self) -> None:
         if self._closed or self._until == NO_END_MS:
             return
-        loop = asyncio.get_running_loop()
-        self._expiry = loop.call_later(self._auth.seconds_until(self._until), self._on_expiry)
+        when = asyncio.get_running_loop().time() + self._auth.seconds_until(self._until)
+        self._expiry = self._timers.end.add(when, self)
 
     def _on_expiry(self) -> None:
         self._expiry = None
@@ -164,10 +214,11 @@ class SseSubscriber(DeliverEach):
     def _schedule_ping(self) -> None:
         if self._closed:
             return
-        loop = asyncio.get_running_loop()
-        self._ping = loop.call_later(self._ping_s, self._send_ping)
+        when = asyncio.get_running_loop().time() + self._timers.ping_s
+        self._ping = self._timers.ping.add(when, self)
 
     def _send_ping(self) -> None:
+        self._ping = None
         if self._sink is not None and not self._sink.closed:
             self._sink.write(PING)
             self._schedule_ping()
@@ -176,10 +227,13 @@ class SseSubscriber(DeliverEach):
         if self._closed:
             return
         self._closed = True
+        self._pending = None
         if self._ping is not None:
-            self._ping.cancel()
+            self._timers.ping.remove(self._ping, self)
+            self._ping = None
         if self._expiry is not None:
-            self._expiry.cancel()
+            self._timers.end.remove(self._expiry, self)
+            self._expiry = None
         self._auth.revocations.unwatch(self._principal, self)
         self._hub.unsubscribe(self.ns, self.crdt_id, self)
         self._metrics.sse_connections_active.dec()
@@ -197,6 +251,8 @@ def register(
     buffer_bytes: int,
     ping_s: float,
 ) -> None:
+    timers = StreamTimers(ping_s)
+
     async def events(request: Request) -> StreamResponse:
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
@@ -222,7 +278,7 @@ def register(
             ns,
             crdt_id,
             bound=buffer_bytes,
-            ping_s=ping_s,
+            timers=timers,
             auth=auth,
             principal=principal,
         )
