@@ -29,7 +29,9 @@ its memory. The store does not gate appends on that reload: the caller refuses
 its own writes until it has rebuilt. It does gate snapshots on it, since a
 snapshot of such memory would make the failed records durable. Records whose append raised are never
 reported by a later open or reload, unless the process dies before the cut (a
-failed fsync may still have reached the disk).
+failed fsync may still have reached the disk). ``state.py`` holds the store's
+phase (new, open, reloading, closing, closed) and the facts beside it (the log's
+failure, the caller's suspect memory, whether it was told).
 
 *Snapshots.* When the log has grown by ``max(snapshot_every_bytes, size of the
 last snapshot)`` since the last snapshot (the second term keeps the write
@@ -122,6 +124,7 @@ from syncd.store.embedded.snapshot import (
     read_snapshot,
     remove_temporaries,
 )
+from syncd.store.embedded.state import CLOSED, CLOSING, NEW, OPEN, RELOADING, Phase, StoreState
 from syncd.store.history_index import DEFAULT_RETENTION, Retention
 from syncd.store.tail import REPLAY_TAIL_PER_CRDT
 
@@ -409,9 +412,7 @@ class FileStore:
         )
         self._history_tasks: set[asyncio.Task[Any]] = set()
 
-        self._opened = False
-        self._closing = False
-        self._closed = False
+        self._state = StoreState()
         self._lock_fd = -1
         self._io: IoThread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -425,13 +426,6 @@ class FileStore:
         self._wake = asyncio.Event()
         self._flusher: asyncio.Task[None] | None = None
 
-        self._failed = False
-        self._last_error: BaseException | None = None
-        self._notified = False
-        # Set when an append that carried records failed: the caller's memory may
-        # be ahead of the disk, so its snapshots are not trusted until reload().
-        self._memory_suspect = False
-        self._reloading = False
         self._prober: asyncio.Task[None] | None = None
 
         self._snapshot_lock = asyncio.Lock()
@@ -452,7 +446,7 @@ class FileStore:
 
     async def open(self) -> Recovered:
         """Lock the directory, recover, repair a torn tail; the state to load."""
-        if self._opened or self._closed:
+        if self._state.phase is not NEW:
             raise RuntimeError("a FileStore is opened once")
         self.lock()
         os.makedirs(self._log_dir, exist_ok=True)
@@ -473,7 +467,7 @@ class FileStore:
         self.stats.recovered_records = len(disk.records)
         self.stats.recovery_bytes_read = disk.bytes_read
         self.stats.fsyncs = writer.fsyncs
-        self._opened = True
+        self._state.to(OPEN)
         self._flusher = asyncio.create_task(self._flush_loop(), name="syncd-log-flusher")
         if error is not None:
             log.error("the data directory %s is not writable: %s", self.data_dir, error)
@@ -563,7 +557,7 @@ class FileStore:
         copy: until then no snapshot (so no log compaction) and no history
         compaction runs, since both would delete what the plan names. Writes
         go on meanwhile."""
-        if not self._opened or self._closing:
+        if not self._state.running:
             raise RuntimeError("backup needs an open store")
         assert self._io is not None and self._writer is not None
         loop = asyncio.get_running_loop()
@@ -637,15 +631,19 @@ class FileStore:
 
     @property
     def ready(self) -> bool:
+        state = self._state
         return (
-            self._opened
-            and not self._closing
-            and not self._failed
-            and not self._reloading
+            state.phase is OPEN
+            and state.failure is None
             # The history holds the CRDTs that left memory: without it, a write
             # to one of them could not be told from the first op of a new one.
             and not self._history.broken
         )
+
+    @property
+    def phase(self) -> Phase:
+        """Where the store is in its lifecycle (``state.py``)."""
+        return self._state.phase
 
     @property
     def wal_last_seq(self) -> int:
@@ -653,11 +651,14 @@ class FileStore:
 
     async def close(self) -> None:
         """Flush what is pending, stop background work, release the directory."""
-        if self._closed or not self._opened:
-            self._closed = True
+        state = self._state
+        if state.phase is NEW or state.phase is CLOSED:
+            if state.phase is NEW:
+                state.to(CLOSED)
             self._release()  # the lock, when lock() took it and open() never ran
             return
-        self._closing = True
+        if state.phase is not CLOSING:  # (a second close() meanwhile runs the steps again)
+            state.to(CLOSING)
         async with self._snapshot_lock:  # a running snapshot still needs the flusher
             pass
         self._wake.set()
@@ -670,7 +671,7 @@ class FileStore:
         writer = self._writer
         assert writer is not None and self._io is not None
         loop = asyncio.get_running_loop()
-        if self.fsync_mode == "never" and not self._failed:
+        if self.fsync_mode == "never" and state.failure is None:
             try:
                 await self._io.run(loop, writer.sync)
             except OSError as exc:
@@ -682,7 +683,8 @@ class FileStore:
         # The key directory as a table: the next start reads it, not every frame.
         await self._history.close_index(loop)
         await self._io.run(loop, self._history.files.close)
-        self._closed = True
+        if state.phase is CLOSING:
+            state.to(CLOSED)
         self._release()
 
     # -- beyond the protocol ------------------------------------------------
@@ -691,13 +693,13 @@ class FileStore:
         """Re-read the durable state (snapshot and log) without re-locking: what the
         caller loads in place of its memory after ``on_failure``. Call it when no
         appends are in flight."""
-        if not self._opened or self._closing:
+        state = self._state
+        if not state.running:
             raise RuntimeError("reload() needs an open store")
         assert self._io is not None and self._writer is not None
         writer = self._writer
-        self._notified = False
-        self._memory_suspect = False
-        self._reloading = True
+        state.to(RELOADING)  # one reload at a time
+        state.told = state.suspect = False
         try:
             disk = await self._io.run(
                 asyncio.get_running_loop(),
@@ -709,7 +711,8 @@ class FileStore:
                 ),
             )
         finally:
-            self._reloading = False
+            if state.phase is RELOADING:  # (not when close() started meanwhile)
+                state.to(OPEN)
         if disk.durable != self._durable:
             log.error("reload read up to sequence %d, expected %d", disk.durable, self._durable)
         return disk.hand_over()
@@ -718,24 +721,25 @@ class FileStore:
         """Take a snapshot now and compact the log behind it; the LSN it covers."""
         if self._source is None:
             raise RuntimeError("compact_now() needs a snapshot source")
-        if not self._opened or self._closing:
+        if not self._state.running:
             raise RuntimeError("compact_now() needs an open store")
         return await self._snapshot()
 
     async def probe(self) -> bool:
         """Try once to repair a failed log; True when the disk takes writes again."""
-        if not self._failed:
+        state = self._state
+        if state.failure is None:
             return True
         assert self._io is not None and self._writer is not None
         try:
             await self._io.run(asyncio.get_running_loop(), self._writer.repair, self._durable + 1)
         except OSError as exc:
-            self._last_error = exc
+            state.failure = exc  # the refusals name the latest error
             log.debug("storage probe failed: %s", exc)
             return False
-        if self._failed:
-            self._failed = False
-            self._notified = False
+        if state.failure is not None:
+            state.failure = None
+            state.told = False  # a new episode is told again
             log.warning("the data directory %s takes writes again", self.data_dir)
         return True
 
@@ -747,11 +751,12 @@ class FileStore:
     # -- appending ------------------------------------------------------------
 
     def _enqueue(self, records: Sequence[Record]) -> asyncio.Future[None]:
-        if not self._opened:
-            raise RuntimeError("open() the store first")
-        if self._closing:
-            raise StoreUnavailable("storage is shutting down")
         if not self.ready:
+            phase = self._state.phase
+            if phase is NEW:
+                raise RuntimeError("open() the store first")
+            if phase >= CLOSING:
+                raise StoreUnavailable("storage is shutting down")
             error = self._refusal()
             if records:
                 self._notify(error)
@@ -796,8 +801,9 @@ class FileStore:
         return future
 
     def _refusal(self) -> StoreUnavailable:
-        if self._failed:
-            reason = getattr(self._last_error, "strerror", None) or str(self._last_error)
+        failure = self._state.failure
+        if failure is not None:
+            reason = getattr(failure, "strerror", None) or str(failure)
             return StoreUnavailable(f"storage is unavailable: {reason}")
         return StoreUnavailable("storage is re-reading its state")
 
@@ -827,7 +833,7 @@ class FileStore:
         sync = self.fsync_mode != "never"
         while True:
             if not self._pending:
-                if self._closing:
+                if self._state.closing:
                     return
                 self._wake.clear()
                 await self._wake.wait()
@@ -910,7 +916,7 @@ class FileStore:
         return self._history.write(history_data, frames)
 
     def _start_history_compaction(self) -> None:
-        if self._history_tasks or self._closing or self._snap_io is None:
+        if self._history_tasks or self._state.closing or self._snap_io is None:
             return
         task = asyncio.create_task(self._compact_history(), name="syncd-history-compaction")
         self._history_tasks.add(task)
@@ -946,25 +952,26 @@ class FileStore:
             self._notify(exc)
 
     def _enter_failure(self, exc: BaseException) -> None:
-        self._failed = True
-        self._last_error = exc
+        self._state.failure = exc
         if self._prober is None or self._prober.done():
             self._prober = asyncio.create_task(self._probe_loop(), name="syncd-log-probe")
 
     def _notify(self, exc: BaseException) -> None:
-        self._memory_suspect = True
-        if self.on_failure is None or self._notified:
+        state = self._state
+        state.suspect = True  # no snapshot of this memory until reload()
+        if self.on_failure is None or state.told:
             return
-        self._notified = True
+        state.told = True
         try:
             self.on_failure(exc)
         except Exception:
             log.exception("on_failure callback failed")
 
     async def _probe_loop(self) -> None:
-        while self._failed and not self._closing:
+        state = self._state
+        while state.failure is not None and not state.closing:
             await asyncio.sleep(self._probe_interval)
-            if self._closing:
+            if state.closing:
                 return
             try:
                 await self.probe()
@@ -977,8 +984,8 @@ class FileStore:
         threshold = max(self._snapshot_every, self._last_snapshot_size)
         if (
             self._source is None
-            or self._closing
-            or self._memory_suspect
+            or self._state.closing
+            or self._state.suspect
             # The history holds the CRDTs the engine let go: while it takes no
             # writes, the log behind a snapshot is the only other copy of them.
             or self._history.broken
@@ -1006,7 +1013,7 @@ class FileStore:
             source = self._source
             if source is None or not self.ready:
                 raise StoreUnavailable("storage is not ready for a snapshot")
-            if self._memory_suspect:
+            if self._state.suspect:
                 raise StoreUnavailable("no snapshot until reload(): memory may hold failed records")
             # The caller applies and appends in one loop step, so right now the
             # source's entries cover exactly the records appended so far.
