@@ -20,7 +20,7 @@ import pytest
 from syncd.app import App
 from syncd.auth import ROOT
 from syncd.errors import ApiError, StoreUnavailable
-from syncd.store.embedded import store as filestore_module
+from syncd.store.embedded import commit as group_commit
 from tests.conftest import base_settings
 from tests.store.support import ENOSPC, Faults, faulty_opener
 
@@ -95,7 +95,7 @@ async def test_a_record_over_the_log_limit_answers_413_and_rebuilds_the_state(
 ) -> None:
     app, _ = faulty_app
     await op(app, {"op": "set", "value": "short"}, "lw:t")
-    monkeypatch.setattr(filestore_module, "MAX_RECORD_BYTES", 300)
+    monkeypatch.setattr(group_commit, "MAX_RECORD_BYTES", 300)
     with pytest.raises(StoreUnavailable) as refused:
         await op(app, {"op": "set", "value": "x" * 400}, "lw:t")  # applied, then refused
     assert (refused.value.status, refused.value.code) == (413, "payload_too_large")

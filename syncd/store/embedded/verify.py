@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from syncd.store.embedded.backup import COPY_CHUNK_BYTES, FORMAT, MANIFEST
 from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import StoreCorruptError
+from syncd.store.embedded.recovery import read_only_scan
 from syncd.store.embedded.snapshot import list_snapshots, read_snapshot
-from syncd.store.embedded.store import read_only_scan
 
 
 @dataclass

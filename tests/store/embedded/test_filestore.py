@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from syncd.errors import ApiError
-from syncd.store.embedded import store as filestore_module
+from syncd.store.embedded import commit as group_commit
 from syncd.store.embedded.store import FileStore
 from tests.store.conftest import MakeStore
 from tests.store.support import deleted, op, seqs
@@ -170,7 +170,7 @@ async def test_oversized_record_is_refused_and_reported(
 ) -> None:
     failures: list[BaseException] = []
     store, _ = await make_store(on_failure=failures.append)
-    monkeypatch.setattr(filestore_module, "MAX_RECORD_BYTES", 300)
+    monkeypatch.setattr(group_commit, "MAX_RECORD_BYTES", 300)
     await store.append([op(1)])
     with pytest.raises(ApiError) as err:
         await store.append([op(2, op={"blob": "x" * 400})])

@@ -1,0 +1,312 @@
+"""Group commit: appends queued on the loop, written and fsynced in batches.
+
+Theory of operation
+-------------------
+``enqueue`` encodes and frames an append's records on the loop, gives them the
+next log sequence numbers (LSNs) and queues them as one :class:`Group`, with
+the history checkpoints of the CRDTs due one (taken in that same loop step, so
+each is the state right after its CRDT's last record there). One flusher task
+takes everything queued (up to ``max_batch_bytes``), writes it with one
+``pwrite`` and one ``fsync`` in the store's I/O thread while the next batch
+fills, then resolves the appends of that batch in the order they were made.
+``fsync="always"`` writes and fsyncs every append call on its own; ``"never"``
+writes without fsync, inline (tests and benchmarks). An empty append is a
+barrier: it resolves once everything queued before it is durable.
+
+After each durable write the same frames, and the checkpoints, are appended to
+the history files (``history.FileStoreHistory``; not fsynced per write: the log
+is the truth).
+
+When a write or fsync fails, the batch and everything queued behind it (their
+LSNs followed it) fail with 503 and the next LSN goes back to the last durable
+one. What the store does about it (refusing writes, probing the disk, telling
+the caller) is the facade's: the group commit calls its ``failed`` and
+``doubted`` hooks. The flusher stops once the store is closing and the queue is
+empty (``state.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import msgpack
+
+from syncd.errors import StoreUnavailable
+from syncd.store.base import EntrySource, Record, StoreStats
+from syncd.store.embedded.history import FileStoreHistory, Written
+from syncd.store.embedded.iothread import IoThread
+from syncd.store.embedded.log import (
+    FLAG_BATCH_START,
+    HEADER_SIZE,
+    MAX_RECORD_BYTES,
+    LogWriter,
+    frame,
+)
+from syncd.store.embedded.state import StoreState
+
+log = logging.getLogger("syncd.store")
+
+MAX_BATCH_BYTES = 4 * 1024 * 1024
+"""One write+fsync carries at most about this much (whole appends), so one slow
+batch does not hold back the acknowledgement of everything queued behind it."""
+
+
+@dataclass
+class Group:
+    """The records of one ``append`` call."""
+
+    future: asyncio.Future[None]
+    records: list[Record]
+    frames: list[bytes]
+    first_lsn: int
+    size: int
+    checkpoints: list[Written] = field(default_factory=list)
+    """History checkpoints to write after these records."""
+
+
+class GroupCommit:
+    """The queue of appends and the flusher that makes them durable."""
+
+    def __init__(
+        self,
+        state: StoreState,
+        history: FileStoreHistory,
+        stats: StoreStats,
+        *,
+        fsync_mode: str,
+        max_batch_bytes: int,
+        on_commit: Callable[[float], None] | None,
+        on_written: Callable[[int], None] | None,
+        failed: Callable[[BaseException], None],
+        doubted: Callable[[BaseException], None],
+        durable_batch: Callable[[], None],
+        history_grown: Callable[[], None],
+    ) -> None:
+        self._state = state
+        self._history = history
+        self._stats = stats
+        self._fsync_mode = fsync_mode
+        self._max_batch = max_batch_bytes
+        self.on_commit = on_commit
+        """Called with the seconds each durable batch took to write (and sync)."""
+        self.on_written = on_written
+        """Called with the count of records each durable batch held."""
+        self._failed = failed
+        """A batch failed: the store refuses writes until the disk takes them."""
+        self._doubted = doubted
+        """Records the caller may have applied failed: its memory may be ahead."""
+        self._durable_batch = durable_batch
+        """A batch with records is durable (the log grew: a snapshot may be due)."""
+        self._history_grown = history_grown
+        """The history is due a compaction."""
+        self.entry: EntrySource | None = None
+        """The state of one CRDT, for the history's checkpoints (the caller's)."""
+
+        self.next_lsn = 1
+        self.durable = 0
+        """The last LSN written (and synced, unless fsync is "never")."""
+        self.log_bytes = 0
+        """Bytes in the log past the newest snapshot, as of open, plus those written since."""
+        self.pending_bytes = 0
+        self._pending: deque[Group] = deque()
+        self._packer = msgpack.Packer(use_bin_type=True)
+        self._wake = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._io: IoThread | None = None
+        self._writer: LogWriter | None = None
+
+    def start(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        io: IoThread,
+        writer: LogWriter,
+        durable: int,
+        log_bytes: int,
+    ) -> None:
+        """Take appends after ``durable`` (the log as recovered) and start the flusher."""
+        self._loop, self._io, self._writer = loop, io, writer
+        self.durable = durable
+        self.next_lsn = durable + 1
+        self.log_bytes = log_bytes
+        self._flusher = asyncio.create_task(self._flush_loop(), name="syncd-log-flusher")
+
+    async def drain(self) -> None:
+        """Once the store is closing: wait for the flusher to write what is queued."""
+        self._wake.set()
+        if self._flusher is not None:
+            await self._flusher
+
+    def enqueue(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        """Queue one append (the store takes writes: the facade checked); its future."""
+        lsn = self.next_lsn
+        frames: list[bytes] = []
+        size = 0
+        pack = self._packer.pack
+        try:
+            for record in records:
+                if not isinstance(record, dict):
+                    raise TypeError(f"a log record is a dict, not {type(record).__name__}")
+                body = pack(record)
+                if len(body) > MAX_RECORD_BYTES:
+                    # Not durable, like a failed write: the caller may have applied it.
+                    raise StoreUnavailable(
+                        f"a log record of {len(body)} bytes is over the "
+                        f"{MAX_RECORD_BYTES}-byte limit",
+                        status=413,
+                        code="payload_too_large",
+                    )
+                framed = frame(lsn, body)
+                frames.append(framed)
+                size += len(framed)
+                lsn += 1
+        except BaseException as exc:
+            self._doubted(exc)  # the caller may already have applied these records
+            raise
+        assert self._loop is not None  # set by start()
+        # Not asyncio.get_running_loop(): on Python 3.11 each call is a getpid()
+        # system call, and this runs once per op.
+        future: asyncio.Future[None] = self._loop.create_future()
+        group = Group(future, list(records), frames, self.next_lsn, size)
+        if self.entry is not None and records:
+            # Now, in the loop step that applied them: the entry is the state
+            # right after each CRDT's last record here.
+            group.checkpoints = self._history.checkpoints_for(records, self.next_lsn, self.entry)
+        self._pending.append(group)
+        self.pending_bytes += size
+        self.next_lsn = lsn
+        self._wake.set()
+        return future
+
+    def _take_batch(self) -> list[Group]:
+        batch: list[Group] = []
+        size = 0
+        carries = False
+        while self._pending:
+            group = self._pending[0]
+            if (
+                group.records
+                and carries
+                and (self._fsync_mode == "always" or size + group.size > self._max_batch)
+            ):
+                break
+            batch.append(self._pending.popleft())
+            size += group.size
+            carries = carries or bool(group.records)
+        self.pending_bytes -= size
+        return batch
+
+    async def _flush_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        writer = self._writer
+        io = self._io
+        assert writer is not None and io is not None
+        state = self._state
+        stats = self._stats
+        sync = self._fsync_mode != "never"
+        while True:
+            if not self._pending:
+                if state.closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            batch = self._take_batch()
+            parts: list[bytes] = []
+            written: list[Written] = []
+            checkpoints: list[bytes] = []
+            first_lsn = 0
+            count = 0
+            for group in batch:
+                if not group.records:
+                    continue
+                lsn = group.first_lsn
+                for i, record in enumerate(group.records):
+                    written.append((group.frames[i], record, lsn + i))
+                for cp in group.checkpoints:
+                    checkpoints.append(cp[0])
+                if not parts:
+                    # Mark the batch's first record: see log.py on torn batches.
+                    first_lsn = group.first_lsn
+                    body = group.frames[0][HEADER_SIZE:]
+                    parts.append(frame(first_lsn, body, FLAG_BATCH_START))
+                    parts.extend(group.frames[1:])
+                else:
+                    parts.extend(group.frames)
+                count += len(group.records)
+            if count:
+                data = b"".join(parts)
+                for group in batch:
+                    written += group.checkpoints
+                history_data = data + b"".join(checkpoints) if checkpoints else data
+                started = time.perf_counter()
+                try:
+                    if sync:
+                        at = await io.run(
+                            loop, self._write, data, first_lsn, sync, history_data, len(written)
+                        )
+                    else:
+                        # No fsync: a page-cache write is cheaper inline than a
+                        # hop to the I/O thread and back.
+                        at = self._write(data, first_lsn, sync, history_data, len(written))
+                except Exception as exc:
+                    if not isinstance(exc, OSError):
+                        log.exception("unexpected error while writing the log")
+                    stats.fsyncs = writer.fsyncs
+                    self._fail(exc, batch)
+                    continue
+                if self.on_commit is not None:
+                    self.on_commit(time.perf_counter() - started)
+                self.durable = first_lsn + count - 1
+                self.log_bytes += len(data)
+                stats.fsyncs = writer.fsyncs
+                stats.batches += 1
+                stats.records_written += count
+                stats.bytes_written += len(data)
+                if at is not None:
+                    self._history.indexed(at, written)
+                    self._history.start_index_flush(loop)
+                    if self._history.should_compact:
+                        self._history_grown()
+            for group in batch:
+                if not group.future.done():
+                    group.future.set_result(None)
+            if count:
+                if self.on_written is not None:
+                    try:
+                        self.on_written(count)
+                    except Exception:
+                        log.exception("on_written callback failed")
+                self._durable_batch()
+
+    def _write(
+        self, data: bytes, first_lsn: int, sync: bool, history_data: bytes, frames: int
+    ) -> int | None:
+        """The log's write, then the history's (in the log's I/O thread, or
+        inline without fsync); where the history's went, None if it did not."""
+        assert self._writer is not None
+        self._writer.write(data, first_lsn, sync)
+        return self._history.write(history_data, frames)
+
+    def _fail(self, exc: BaseException, batch: list[Group]) -> None:
+        """Fail the batch and everything queued behind it (their LSNs followed it)."""
+        groups = [*batch, *self._pending]
+        for group in groups:
+            for _, meta, _ in group.checkpoints:
+                self._history.index.checkpoint_dropped(meta["ns"], meta["id"])
+        self._pending.clear()
+        self.pending_bytes = 0
+        self.next_lsn = self.durable + 1
+        self._stats.failures += 1
+        self._failed(exc)
+        reason = getattr(exc, "strerror", None) or str(exc)
+        for group in groups:
+            if not group.future.done():
+                group.future.set_exception(StoreUnavailable(f"storage write failed: {reason}"))
+        if any(group.records for group in groups):
+            self._doubted(exc)
