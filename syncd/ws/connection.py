@@ -151,10 +151,13 @@ class WsConnection(BaseConnection):
             now=asyncio.get_running_loop().time(),
         )
         self.subscriptions: dict[str, WsSubscription] = {}
-        self._lagging: list[WsSubscription] = []
+        self._lagging: list[WsSubscription] | None = None
+        """Subscriptions that skipped deltas while the peer was not reading
+        (None: none; like the next, an idle connection holds no list)."""
         self._flusher = flusher
-        self._out: list[bytes] = []
-        """Broadcast frames (and what followed them) waiting for the flusher."""
+        self._out: list[bytes] | None = None
+        """Broadcast frames (and what followed them) waiting for the flusher
+        (None: nothing waits)."""
         self._out_bytes = 0
         self._tasks: set[asyncio.Task[None]] | None = None
         """Op tasks still running: disconnect ops wait for them (None: no op
@@ -178,23 +181,24 @@ class WsConnection(BaseConnection):
     # -- the base connection's hooks -----------------------------------------
 
     def _closing(self) -> None:
-        self._out.clear()  # flushed before our close frame, or the peer is leaving
+        self._out = None  # flushed before our close frame, or the peer is leaving
         self._out_bytes = 0
 
     def _lost(self) -> None:
-        self._out.clear()
+        self._out = None
         self._out_bytes = 0
         self._app.auth.revocations.unwatch(self.principal, self)
         for subscription in list(self.subscriptions.values()):
             self._drop_subscription(subscription)
-        self._lagging.clear()
+        self._lagging = None
         tasks = self._tasks
         if tasks or self.session.may_have_disconnect_ops:
             _spawn(self._after_disconnect(list(tasks or ())))
 
     def _drained(self) -> None:
-        if self._lagging:
-            lagging, self._lagging = self._lagging, []
+        lagging = self._lagging
+        if lagging:
+            self._lagging = None
             engine = self._app.engine
             for subscription in lagging:
                 subscription.resync(engine)
@@ -233,10 +237,15 @@ class WsConnection(BaseConnection):
             # peer has left more than that unread (and not yet drained to the
             # low-water mark), known without asking the transport per delta.
             subscription.lag = True
+            if self._lagging is None:
+                self._lagging = []
             self._lagging.append(subscription)
             return False
         out = self._out
-        if not out:
+        if out is None:
+            out = self._out = []
+            self._flusher.mark(self)
+        elif not out:
             self._flusher.mark(self)
         out.append(data)
         self._out_bytes += len(data)
@@ -248,8 +257,9 @@ class WsConnection(BaseConnection):
         """Write now, unless frames are queued: then behind them, keeping order."""
         if not self.can_send:
             return
-        if self._out:
-            self._out.append(data)
+        out = self._out
+        if out:
+            out.append(data)
             self._out_bytes += len(data)
             if self._out_bytes >= COALESCE_MAX_BYTES:
                 self.flush()  # so the transport sees it and can pause us
@@ -260,7 +270,7 @@ class WsConnection(BaseConnection):
         out = self._out
         if not out:
             return
-        self._out = []
+        self._out = None
         self._out_bytes = 0
         if not self.can_send:
             return
@@ -444,4 +454,5 @@ class WsConnection(BaseConnection):
             del self.subscriptions[subscription.crdt_id]
         if subscription.lag:
             subscription.lag = False
-            self._lagging.remove(subscription)
+            if self._lagging is not None:
+                self._lagging.remove(subscription)

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from syncd.auth.authenticator import TOKEN_EXPIRED_MESSAGE, token_expired
@@ -79,6 +80,15 @@ RESUME_INFLIGHT_OPS: Final = MAX_INFLIGHT_OPS // 2
 """Reading resumes once this few remain, so it does not flap per op."""
 
 _PONG: Final = {"kind": "pong"}
+
+
+@lru_cache(maxsize=4)
+def _limits(max_bytes: int, max_depth: int) -> MessageLimits:
+    """One MessageLimits for every session with these settings (they are
+    the server's, so all of them), not an object each."""
+    return MessageLimits(max_bytes, max_depth)
+
+
 _INTERNAL: Final = ApiError(500, "internal", "internal error")
 
 
@@ -207,13 +217,14 @@ class Session(BaseSession):
         )
         self._auth = auth
         self.principal = principal
-        self._limits = MessageLimits(max_message_bytes, json_max_depth)
+        self._limits = _limits(max_message_bytes, json_max_depth)
         self._max_subscriptions = max_subscriptions
         self.subscribed: dict[str, bool] = {}
         """CRDT id -> whether its deltas go out binary (msgpack) or as JSON."""
-        self._read_ends: dict[str, int] = {}
+        self._read_ends: dict[str, int] | None = None
         """CRDT id -> when its read ends, for subscriptions whose rules expire
-        before the token does (the others end with the token)."""
+        before the token does (the others end with the token); None while
+        there is none, as this and the next are for most connections."""
         self.expired = False
         """The token has expired: every subscription has ended."""
         self._close_when_answered = False
@@ -226,8 +237,9 @@ class Session(BaseSession):
         owes nothing."""
         self._run: list[StagedOp] | None = None
         """Op messages of the current read, applied together (None: none yet)."""
-        self._disconnect_ops: dict[str, Mapping[str, Any]] = {}
-        """CRDT id -> the op to send for it when this connection goes away."""
+        self._disconnect_ops: dict[str, Mapping[str, Any]] | None = None
+        """CRDT id -> the op to send for it when this connection goes away
+        (None: none)."""
 
     @property
     def expiry_due(self) -> int | None:
@@ -263,7 +275,7 @@ class Session(BaseSession):
         """The connection is gone: nothing more goes out. Idempotent."""
         super().connection_lost()
         self.subscribed.clear()
-        self._read_ends.clear()
+        self._read_ends = None
         self._replies = None
 
     @property
@@ -274,8 +286,8 @@ class Session(BaseSession):
 
     def disconnect_ops(self) -> list[tuple[str, Mapping[str, Any]]]:
         """(CRDT id, op) to send on the lost connection's behalf, once each."""
-        ops = sorted(self._disconnect_ops.items())
-        self._disconnect_ops.clear()
+        ops = sorted(self._disconnect_ops.items()) if self._disconnect_ops else []
+        self._disconnect_ops = None
         return ops
 
     # -- expiry and revocation -------------------------------------------------
@@ -292,7 +304,8 @@ class Session(BaseSession):
         if expires_at is not None and now >= expires_at:
             self._end_token(token_expired, TOKEN_EXPIRED_MESSAGE)
             return
-        ended = [crdt_id for crdt_id, until in self._read_ends.items() if until <= now]
+        ends = self._read_ends or {}
+        ended = [crdt_id for crdt_id, until in ends.items() if until <= now]
         for crdt_id in ended:
             self._end_subscription(crdt_id, auth.read_ended(principal, crdt_id))
 
@@ -316,7 +329,7 @@ class Session(BaseSession):
 
     def _end_subscription(self, crdt_id: str, exc: ApiError) -> None:
         binary = self.subscribed.pop(crdt_id)
-        self._read_ends.pop(crdt_id, None)
+        self._forget_read_end(crdt_id)
         self._emit(Unsubscribe(crdt_id))
         # Not an answer to a message: out at once, as deltas go, rather
         # than behind the acks still owed.
@@ -374,7 +387,7 @@ class Session(BaseSession):
     def subscription_failed(self, crdt_id: str, exc: ApiError, binary: bool) -> None:
         """The adapter could not start a subscription (its replay failed)."""
         self.subscribed.pop(crdt_id, None)
-        self._read_ends.pop(crdt_id, None)
+        self._forget_read_end(crdt_id)
         self._reply(encode(error_message(None, exc, crdt_id), binary))
 
     # -- internals ---------------------------------------------------------------
@@ -455,6 +468,8 @@ class Session(BaseSession):
         until = auth.read_ends(principal, crdt_id)
         expires_at = principal.expires_at
         if until is not None and (expires_at is None or until < expires_at):
+            if self._read_ends is None:
+                self._read_ends = {}
             self._read_ends[crdt_id] = until
         self.subscribed[crdt_id] = binary
         self._emit(Subscribe(crdt_id, since, epoch, binary, until))
@@ -462,7 +477,7 @@ class Session(BaseSession):
     def _on_unsubscribe(self, crdt_id: str) -> None:
         if crdt_id in self.subscribed:
             del self.subscribed[crdt_id]
-            self._read_ends.pop(crdt_id, None)
+            self._forget_read_end(crdt_id)
             self._emit(Unsubscribe(crdt_id))
 
     def _note_disconnect_op(self, crdt_id: str, result: ApplyResult) -> None:
@@ -472,10 +487,21 @@ class Session(BaseSession):
             on_disconnect = crdt_class(record["type"]).DISCONNECT_OP
             if on_disconnect is None:
                 return
+            ops = self._disconnect_ops
             if record["op"].get("op") == on_disconnect["op"]:
-                self._disconnect_ops.pop(crdt_id, None)
+                if ops is not None:
+                    ops.pop(crdt_id, None)
             else:
-                self._disconnect_ops[crdt_id] = on_disconnect
+                if ops is None:
+                    ops = self._disconnect_ops = {}
+                ops[crdt_id] = on_disconnect
+
+    def _forget_read_end(self, crdt_id: str) -> None:
+        ends = self._read_ends
+        if ends is not None:
+            ends.pop(crdt_id, None)
+            if not ends:
+                self._read_ends = None
 
     def _reply(self, data: bytes) -> None:
         replies = self._replies

@@ -218,8 +218,9 @@ class YjsChannel(DeliverEach):
         self.until = NO_END_MS if until is None else until
         """When the read ends (wall-clock ms; NO_END_MS: never)."""
         self.session = YjsSession(self._do, owner, writable=writable)
-        self._echo: dict[str, int] = {}
-        """Updates this peer sent that are not yet back from the hub: skipped."""
+        self._echo: dict[str, int] | None = None
+        """Updates this peer sent that are not yet back from the hub: skipped
+        (None while there is none: an idle channel keeps no dict)."""
         self._lagged = False
         self.closed = False
         """Nothing more goes out (the connection is closing)."""
@@ -312,14 +313,18 @@ class YjsChannel(DeliverEach):
         if data.get("kind") == "op":
             if data.get("ts", 0) >= self.until:
                 return  # made after the read ended; the owner's expiry timer closes us
-            update = data["op"]["update"]
-            pending = self._echo.get(update)
-            if pending is not None:
-                if pending == 1:
-                    del self._echo[update]
-                else:
-                    self._echo[update] = pending - 1
-                return
+            echo = self._echo
+            if echo is not None:
+                update = data["op"]["update"]
+                pending = echo.get(update)
+                if pending is not None:
+                    if pending != 1:
+                        echo[update] = pending - 1
+                    elif len(echo) == 1:
+                        self._echo = None
+                    else:
+                        del echo[update]
+                    return
         if self._owner.write_paused:
             self._lagged = True
             return
@@ -366,7 +371,10 @@ class YjsChannel(DeliverEach):
             self._refused(exc)
             return
         text = binascii.b2a_base64(update, newline=False).decode("ascii")
-        self._echo[text] = self._echo.get(text, 0) + 1
+        echo = self._echo
+        if echo is None:
+            echo = self._echo = {}
+        echo[text] = echo.get(text, 0) + 1
         self._owner.update_started()
         task = asyncio.get_running_loop().create_task(self._commit(text))
         _tasks.add(task)
@@ -418,11 +426,16 @@ class YjsChannel(DeliverEach):
                 self._owner.hold_reading(False)
 
     def _forget_echo(self, text: str) -> None:
-        pending = self._echo.get(text, 0)
-        if pending <= 1:
-            self._echo.pop(text, None)
-        else:
-            self._echo[text] = pending - 1
+        echo = self._echo
+        if echo is None:
+            return
+        pending = echo.get(text, 0)
+        if pending > 1:
+            echo[text] = pending - 1
+            return
+        echo.pop(text, None)
+        if not echo:
+            self._echo = None
 
     def _refused(self, exc: ApiError) -> None:
         if exc.status in (400, 413):
