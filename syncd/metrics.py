@@ -23,6 +23,7 @@ seen before count under ``crdt_id="#other"`` (:data:`OVERFLOW_CRDT_ID`), and
 
 from __future__ import annotations
 
+import math
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
@@ -296,15 +297,67 @@ class LabelledCounts:
         return family
 
 
+FOLDED_EXACT: Final = 10_000
+"""Overflowed ids counted exactly (a set, ~100 bytes each: ~1 MB)."""
+FOLDED_BITS: Final = 1 << 21
+"""Past :data:`FOLDED_EXACT`, the ids are counted by linear counting in a
+bitmap of this many bits (256 KiB): within about 1% up to a few million
+ids, and memory that does not grow with them."""
+
+
+class DistinctCount:
+    """How many distinct keys were added: exact up to :data:`FOLDED_EXACT`,
+    then an estimate that never goes down (linear counting: each key sets one
+    bit of a bitmap; n ~ -m ln(zero bits / m))."""
+
+    __slots__ = ("_bits", "_exact", "_zeros")
+
+    def __init__(self) -> None:
+        self._exact: set[tuple[str, str]] | None = set()
+        self._bits: bytearray | None = None
+        self._zeros = FOLDED_BITS
+
+    def add(self, key: tuple[str, str]) -> None:
+        exact = self._exact
+        if exact is not None:
+            if key in exact:
+                return
+            exact.add(key)
+            if len(exact) <= FOLDED_EXACT:
+                return
+            self._exact = None
+            self._bits = bytearray(FOLDED_BITS // 8)
+            for k in exact:
+                self._set(k)
+            return
+        self._set(key)
+
+    def _set(self, key: tuple[str, str]) -> None:
+        bits = self._bits
+        assert bits is not None
+        i = hash(key) & (FOLDED_BITS - 1)
+        byte, mask = i >> 3, 1 << (i & 7)
+        if not bits[byte] & mask:
+            bits[byte] |= mask
+            self._zeros -= 1
+
+    def __len__(self) -> int:
+        if self._exact is not None:
+            return len(self._exact)
+        zeros = max(self._zeros, 1)
+        return max(FOLDED_EXACT + 1, round(-FOLDED_BITS * math.log(zeros / FOLDED_BITS)))
+
+
 class OpCounts:
     """``service_ops_total``, with at most ``max_ids`` CRDT ids given series of
     their own (first come, kept for the process's life); the ops of any other
     id count under :data:`OVERFLOW_CRDT_ID` in its namespace.
 
-    Every (ns, crdt_id, op_type) seen maps to the one-element list that holds
-    its series' count: its own, or the overflow series it folds into. An op
-    on a key seen before is one dict look-up and one increment, whichever
-    series it lands in; the cap is decided once per key, on its first op.
+    Every (ns, crdt_id, op_type) with a series of its own maps to the
+    one-element list that holds its count: an op on it is one dict look-up
+    and one increment. Nothing is kept of the ids past the cap (that would
+    grow with the number of CRDTs, which is what the cap is against): their
+    ops look up the overflow series, one more dict probe.
     """
 
     __slots__ = ("cells", "created", "folded", "ids", "max_ids", "series")
@@ -314,14 +367,14 @@ class OpCounts:
             raise ValueError("max_ids must be at least 0")
         self.max_ids = max_ids
         self.cells: dict[tuple[str, str, str], list[int]] = {}
-        """Every (ns, crdt_id, op_type) seen -> its series' count cell."""
+        """Every (ns, crdt_id, op_type) with its own series -> its count cell."""
         self.series: dict[tuple[str, str, str], list[int]] = {}
         """The exposed (ns, crdt_id label, op_type) -> count cell."""
         self.created: dict[tuple[str, str, str], float] = {}
         self.ids: set[tuple[str, str]] = set()
         """(ns, crdt_id) with series of their own: at most ``max_ids``."""
-        self.folded: set[tuple[str, str]] = set()
-        """(ns, crdt_id) counted under the overflow value."""
+        self.folded = DistinctCount()
+        """How many ids count under the overflow value."""
 
     def count(self, ns: str, crdt_id: str, op_type: str) -> None:
         """One op applied (durable)."""
@@ -332,20 +385,24 @@ class OpCounts:
         cell[0] += 1
 
     def _first(self, key: tuple[str, str, str]) -> list[int]:
-        """The cell of a key's first op: its own series, or the overflow's."""
+        """The cell of a key without one: its own new series while ids are
+        under the cap (ids are kept for the process's life, so once the cap
+        is reached every new id overflows), else the overflow series."""
         ns, crdt_id, op_type = key
         pair = (ns, crdt_id)
         if pair not in self.ids:
-            if pair in self.folded or len(self.ids) >= self.max_ids:
+            if len(self.ids) >= self.max_ids:
                 self.folded.add(pair)
                 key = (ns, OVERFLOW_CRDT_ID, op_type)
-            else:
-                self.ids.add(pair)
-        cell = self.series.get(key)
-        if cell is None:
-            cell = self.series[key] = [0]
-            self.created[key] = time.time()
-        self.cells[(ns, crdt_id, op_type)] = cell
+                cell = self.series.get(key)
+                if cell is None:
+                    cell = self.series[key] = [0]
+                    self.created[key] = time.time()
+                return cell
+            self.ids.add(pair)
+        cell = self.series[key] = [0]
+        self.created[key] = time.time()
+        self.cells[key] = cell
         return cell
 
     def family(self) -> CounterMetricFamily:

@@ -13,7 +13,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from syncd.errors import ApiError
 from syncd.ids import CRDT_ID_RE, check_crdt_id
-from syncd.metrics import DEFAULT_MAX_CRDT_SERIES, MERGE_BUCKETS, OVERFLOW_CRDT_ID, Metrics
+from syncd.metrics import (
+    DEFAULT_MAX_CRDT_SERIES,
+    FOLDED_EXACT,
+    MERGE_BUCKETS,
+    OVERFLOW_CRDT_ID,
+    Metrics,
+)
 from syncd.store.base import StoreStats
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
@@ -327,3 +333,23 @@ async def test_an_op_is_counted_before_its_answer_leaves(server: RunningServer) 
             (("crdt_id", "gc:counted"), ("ns", "app"), ("op_type", "increment")),
         )
         assert got.get(key) == _ + 1
+
+
+def test_ids_past_the_cap_cost_no_memory_each() -> None:
+    """The ops of 200,000 ids past the cap keep nothing per id (the cells
+    stay the capped ids'), and the overflowed ids are still counted: exactly
+    up to FOLDED_EXACT, within 2% past it."""
+    m = Metrics(max_crdt_series=10)
+    for i in range(FOLDED_EXACT):
+        m.hot.count_op("a", f"gc:{i}", "increment")
+    assert folded(m.render().decode()) == FOLDED_EXACT - 10
+    for i in range(FOLDED_EXACT, 200_000):
+        m.hot.count_op("a", f"gc:{i}", "increment")
+        m.hot.count_op("a", f"gc:{i}", "increment")  # the same id again
+    ops = m.hot.ops
+    assert len(ops.cells) == 10 and len(ops.ids) == 10
+    estimate = folded(m.render().decode())
+    assert abs(estimate - (200_000 - 10)) < 0.02 * 200_000
+    assert ops_series(m.render().decode())[("a", OVERFLOW_CRDT_ID, "increment")] == (
+        FOLDED_EXACT - 10 + 2 * (200_000 - FOLDED_EXACT)
+    )
