@@ -15,11 +15,11 @@ milliseconds per 100,000 CRDTs and a CRDT nobody uses costs no memory.
 Format (``<data>/history/index.hint``)::
 
     MAGIC (8 bytes)
-    block ...            msgpack [keys, types, sizes, rows]: keys flat
-                         [ns, id, ns, id, ...] ascending; per key its type
-                         (or nil), its size and its row (msgpack, as bytes)
+    block ...            msgpack [keys, types, sizes, rows]: keys ascending,
+                         each "ns NUL id" (see :func:`joined`); per key its
+                         type (or nil), its size and its row (msgpack, bytes)
     directory            msgpack map: header (see :class:`Header`), "first"
-                         (each block's first key, flat), "at", "len" and
+                         (each block's first key), "at", "len" and
                          "crc" (each block's offset, length and CRC32, as
                          little-endian arrays)
     trailer (24 bytes)   directory offset (8), directory length (8),
@@ -87,6 +87,8 @@ READ_CHUNK: Final = 1 << 20
 Key = tuple[str, str]
 Entry = tuple[bytes, "str | None", int]
 """One CRDT as the table holds it: its row (encoded), type and size."""
+Block = tuple[list[str], list["str | None"], list[int], list[bytes]]
+"""A block decoded: its keys (:func:`joined`), types, sizes and rows."""
 
 
 def column_bytes(column: array[int]) -> bytes:
@@ -156,9 +158,17 @@ def path_in(directory: str) -> str:
     return os.path.join(directory, HINT_NAME)
 
 
-def _pairs(flat: list[str]) -> list[Key]:
-    it = iter(flat)
-    return list(zip(it, it, strict=True))
+def joined(key: Key) -> str:
+    """A key as the table stores it: ``ns``, NUL, ``id``. Ids and namespaces
+    hold no NUL (syncd/ids.py), and NUL sorts first, so these strings sort
+    as the (ns, id) pairs do, and a lookup bisects them without building
+    tuples."""
+    return f"{key[0]}\0{key[1]}"
+
+
+def split_key(text: str) -> Key:
+    ns, _, crdt_id = text.partition("\0")
+    return ns, crdt_id
 
 
 class Table:
@@ -169,7 +179,7 @@ class Table:
         self,
         fd: int,
         header: Header,
-        first: list[Key],
+        first: list[str],
         at: array[int],
         lengths: array[int],
         crcs: array[int],
@@ -180,6 +190,9 @@ class Table:
         self._at = at
         self._len = lengths
         self._crc = crcs
+        self._recent: tuple[int, Block] | None = None
+        """The block read last, decoded: an eviction asks whether a CRDT can be
+        read back and then notes its size, two lookups of one key."""
 
     def __len__(self) -> int:
         return self.header.rows
@@ -193,26 +206,37 @@ class Table:
             os.close(self._fd)
             self._fd = -1
 
-    def _block(self, i: int) -> tuple[list[Key], list[str | None], list[int], list[bytes]]:
+    def _block(self, i: int) -> Block:
+        recent = self._recent
+        if recent is not None and recent[0] == i:
+            return recent[1]
         data = os.pread(self._fd, self._len[i], self._at[i])
         if len(data) != self._len[i] or zlib.crc32(data) != self._crc[i]:
             raise OSError(f"{HINT_NAME}: block {i} is damaged")
-        flat, types, sizes, rows = msgpack.unpackb(data, raw=False, use_list=True)
-        return _pairs(flat), types, sizes, rows
+        keys, types, sizes, rows = msgpack.unpackb(data, raw=False, use_list=True)
+        block = (keys, types, sizes, rows)
+        self._recent = (i, block)
+        return block
 
     def get(self, key: Key) -> Entry | None:
         """What the table holds of ``key``; None when it has no row of it."""
-        i = bisect.bisect_right(self._first, key) - 1
+        text = joined(key)
+        i = bisect.bisect_right(self._first, text) - 1
         if i < 0:
             return None
         keys, types, sizes, rows = self._block(i)
-        j = bisect.bisect_left(keys, key)
-        if j < len(keys) and keys[j] == key:
+        j = bisect.bisect_left(keys, text)
+        if j < len(keys) and keys[j] == text:
             return rows[j], types[j], sizes[j]
         return None
 
     def scan(self, start: Key | None = None) -> Iterator[tuple[Key, Entry]]:
         """Every row from ``start`` on (None: from the first), in key order."""
+        for text, entry in self.scan_joined(None if start is None else joined(start)):
+            yield split_key(text), entry
+
+    def scan_joined(self, start: str | None = None) -> Iterator[tuple[str, Entry]]:
+        """:meth:`scan` with the keys as the table stores them (:func:`joined`)."""
         i = 0 if start is None else max(0, bisect.bisect_right(self._first, start) - 1)
         for b in range(i, len(self._first)):
             keys, types, sizes, rows = self._block(b)
@@ -260,7 +284,9 @@ def _read(fd: int) -> Table:
     try:
         d = msgpack.unpackb(raw, raw=False, strict_map_key=False)
         header = Header.decode(d["header"])
-        first = _pairs(d["first"])
+        first = d["first"]
+        if type(first) is not list or any(type(k) is not str for k in first):
+            raise ValueError("first keys of the wrong shape")
         offsets, lengths, crcs = column(d["at"]), column(d["len"]), _uint32s(d["crc"])
     except (KeyError, TypeError, ValueError, msgpack.UnpackException) as exc:
         raise ValueError(f"malformed directory: {exc}") from None
@@ -318,23 +344,28 @@ class TableWriter:
         self._crcs = array("I")
         self.rows = 0
         self.usage: dict[str, list[int]] = {}
-        self._last: Key | None = None
+        self._last: str | None = None
         self._pack = msgpack.Packer(use_bin_type=True).pack
 
     def add(self, key: Key, row: bytes, type_name: str | None, size: int) -> None:
         """One row (``type_name`` and ``size``: for the namespace's usage)."""
-        if self._last is not None and key <= self._last:
-            raise ValueError(f"rows out of order: {key!r} after {self._last!r}")
-        self._last = key
-        self._keys += key
+        self.add_joined(joined(key), row, type_name, size)
+
+    def add_joined(self, text: str, row: bytes, type_name: str | None, size: int) -> None:
+        """:meth:`add` with the key as the table stores it (:func:`joined`)."""
+        if self._last is not None and text <= self._last:
+            raise ValueError(f"rows out of order: {text!r} after {self._last!r}")
+        self._last = text
+        self._keys.append(text)
         self._types.append(type_name)
         self._sizes.append(size)
         self._rows.append(row)
         self.rows += 1
         if type_name is not None:
-            u = self.usage.get(key[0])
+            ns = text.partition("\0")[0]
+            u = self.usage.get(ns)
             if u is None:
-                u = self.usage[key[0]] = [0, 0, 0]
+                u = self.usage[ns] = [0, 0, 0]
             u[0] += 1
             if size < 0:
                 u[2] += 1
@@ -347,7 +378,7 @@ class TableWriter:
         if not self._rows:
             return
         data = self._pack([self._keys, self._types, self._sizes, self._rows])
-        self._first += self._keys[:2]
+        self._first.append(self._keys[0])
         self._offsets.append(self._at)
         self._lengths.append(len(data))
         self._crcs.append(zlib.crc32(data))
@@ -404,7 +435,9 @@ __all__ = [
     "TableWriter",
     "column",
     "column_bytes",
+    "joined",
     "open_table",
     "path_in",
     "remove",
+    "split_key",
 ]

@@ -44,7 +44,7 @@ and the table's rows in the I/O thread (:func:`table_positions`,
 from __future__ import annotations
 
 import heapq
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -61,6 +61,7 @@ from syncd.store.embedded.hint import (
     TableWriter,
     column,
     column_bytes,
+    joined,
     open_table,
 )
 from syncd.store.embedded.history_files import split
@@ -106,6 +107,15 @@ def encode_row(life: Life) -> bytes:
     )
 
 
+def peek_row(entry: Entry) -> tuple[str, int, bool]:
+    """A row's epoch, latest seq and whether its state can be rebuilt (it
+    starts at seq 1 or holds a checkpoint), without building its life."""
+    epoch, from_start, _, _, seqs, _, _, cps, _, _, _ = msgpack.unpackb(entry[0], raw=False)
+    last = seqs[-8:] if seqs else cps[-8:]
+    latest = int.from_bytes(last, "little", signed=True) if last else 0
+    return epoch, latest, bool(from_start) or bool(cps)
+
+
 def decode_row(entry: Entry) -> Life:
     data, type_name, size = entry
     row = msgpack.unpackb(data, raw=False)
@@ -147,8 +157,10 @@ class KeyDir(HistoryIndex):
         self.table: Table | None = None
         self._dirty: set[Key] = set()
         self._flushing: set[Key] = set()
-        self._clean: dict[Key, None] = {}
-        """Clean lives in use order, the least recent first."""
+        self._clean: OrderedDict[Key, None] = OrderedDict()
+        """Clean lives in use order, the least recent first (an OrderedDict:
+        taking the oldest of a plain dict that keeps losing its first keys
+        scans the dead slots before it, O(n) each)."""
         self._gone: set[Key] = set()
         self._by_ns: dict[str, set[str]] = {}
         """The ids of the overlay's lives, per namespace (for listings)."""
@@ -191,10 +203,8 @@ class KeyDir(HistoryIndex):
     def _find(self, key: Key) -> Life | None:
         life = self._lives.get(key)
         if life is not None:
-            clean = self._clean
-            if key in clean:
-                del clean[key]
-                clean[key] = None
+            if key in self._clean:
+                self._clean.move_to_end(key)
             return life
         if self.table is None or key in self._gone:
             return None
@@ -255,12 +265,29 @@ class KeyDir(HistoryIndex):
         clean = self._clean
         lives = self._lives
         while len(clean) > self.cached_lives:
-            key = next(iter(clean))
-            del clean[key]
+            key = clean.popitem(last=False)[0]
             del lives[key]
             ids = self._by_ns.get(key[0])
             if ids is not None:
                 ids.discard(key[1])
+
+    def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
+        """:meth:`HistoryIndex.holds`, answered from the table's row without
+        making the life resident when it is not (an eviction asks this of
+        every CRDT it lets go)."""
+        key = (ns, crdt_id)
+        if (
+            key in self._lives
+            or self.table is None
+            or key in self._gone
+            or self._compaction is not None
+        ):
+            return super().holds(ns, crdt_id, epoch, seq)
+        entry = self.table.get(key)
+        if entry is None:
+            return False
+        held_epoch, latest, rebuildable = peek_row(entry)
+        return held_epoch == epoch and latest == seq and rebuildable
 
     # -- the catalogue: types, sizes, usage, listings --------------------------
 
@@ -297,6 +324,10 @@ class KeyDir(HistoryIndex):
     def note_size(self, ns: str, crdt_id: str, size: int) -> None:
         """The engine's size of a CRDT now."""
         key = (ns, crdt_id)
+        if key not in self._lives and self.table is not None and key not in self._gone:
+            entry = self.table.get(key)
+            if entry is not None and entry[2] == size:
+                return  # as the table has it (an eviction measuring a CRDT not changed)
         life = self._find(key)
         if life is None:
             pending = self._pending_sizes
@@ -471,10 +502,10 @@ class KeyDir(HistoryIndex):
 
 def write_table(directory: str, plan: Flush) -> Table:
     """Merge ``plan`` into a new table and put it in place (I/O thread)."""
-    changed = sorted(plan.changed, key=lambda c: c[0])
+    changed = sorted((joined(key), life) for key, life in plan.changed)
     writer = TableWriter(directory)
     try:
-        old = plan.table.scan() if plan.table is not None else iter(())
+        old = plan.table.scan_joined() if plan.table is not None else iter(())
         mine = iter(changed)
         theirs = next(old, None)
         ours = next(mine, None)
@@ -482,14 +513,14 @@ def write_table(directory: str, plan: Flush) -> Table:
             if ours is None or (theirs is not None and theirs[0] < ours[0]):
                 assert theirs is not None
                 row, type_name, size = theirs[1]
-                writer.add(theirs[0], row, type_name, size)
+                writer.add_joined(theirs[0], row, type_name, size)
                 theirs = next(old, None)
                 continue
-            key, life = ours
-            if theirs is not None and theirs[0] == key:
+            text, life = ours
+            if theirs is not None and theirs[0] == text:
                 theirs = next(old, None)  # replaced (or deleted) by ours
             if life is not None:
-                writer.add(key, encode_row(life), life.type_name, life.size)
+                writer.add_joined(text, encode_row(life), life.type_name, life.size)
             ours = next(mine, None)
         writer.finish(plan.header)
     except BaseException:
@@ -557,11 +588,11 @@ def rewrite_table(
     header = table.header
     writer = TableWriter(directory)
     try:
-        for key, entry in table.scan():
+        for text, entry in table.scan_joined():
             life = decode_row(entry)
             changed = trim_life(life, retention, now_ms) > 0
             changed = relocate_life(life, moved) or changed
-            writer.add(key, encode_row(life) if changed else entry[0], entry[1], entry[2])
+            writer.add_joined(text, encode_row(life) if changed else entry[0], entry[1], entry[2])
         kept = Header(
             end=header.end,
             last_lsn=header.last_lsn,

@@ -19,7 +19,7 @@ import pytest
 
 from syncd.store.base import Usage
 from syncd.store.embedded.hint import BLOCK_ROWS, HINT_NAME, Header, TableWriter, open_table
-from syncd.store.embedded.keydir import KeyDir, decode_row, encode_row
+from syncd.store.embedded.keydir import KeyDir, decode_row, encode_row, peek_row
 from syncd.store.embedded.store import FileStore
 from syncd.store.history_index import Life, Retention
 from tests.store.conftest import MakeStore
@@ -374,3 +374,28 @@ async def test_sizes_noted_without_writes_make_a_table_too(
     assert store._history.index_flushes >= 2
     assert store._history.index.dirty < 10
     assert store.usage_now(NS) == Usage(30, sum(100 + i for i in range(30)), 0)
+
+
+@pytest.mark.parametrize(
+    ("ops", "from_start", "checkpoints"),
+    [
+        (0, False, []),
+        (0, False, [4]),
+        (3, True, []),
+        (3, False, []),
+        (3, False, [2]),
+        (0, True, []),
+    ],
+)
+def test_a_peeked_row_says_what_its_decoded_life_does(
+    ops: int, from_start: bool, checkpoints: list[int]
+) -> None:
+    """holds() of a CRDT not in memory reads its row without building it."""
+    life = _life("e9", ops)
+    life.from_start = from_start
+    for seq in checkpoints:
+        life.cp_seqs.append(seq)
+        life.cp_pos.append(seq * 1000)
+    entry = (encode_row(life), life.type_name, life.size)
+    decoded = decode_row(entry)
+    assert peek_row(entry) == (decoded.epoch, decoded.latest, decoded.oldest is not None)
