@@ -47,7 +47,7 @@ from the control); ``p``, PostgreSQL's CPU per op; and the ops/s they
 project, ``min(N·K / (c·(1 + (N-1)·r)), K_pg / p)``, next to the measured.
 
 ``--compare DIR`` runs another checkout's nodes (``git worktree add
-/tmp/before <commit>``) alternately with ``--code`` (default this one),
+../before <commit>``) alternately with ``--code`` (default this one),
 round by round, and prints the ratios. Every cgroup made (``syncd-bench-*``)
 is removed at the end, on errors too; ``--clean`` removes those a killed run
 left behind. ``--profile DIR`` records every node with py-spy (folded stacks
@@ -58,7 +58,7 @@ hot CRDT.
 
 Usage: python -m perf.studies.cluster_scaling [--nodes 1,2,3] [--duration 10] [--rounds 2]
        [--node-cpu 0.25] [--pg-cpu 0.5] [--load-cpu 0.5] [--connections 16] [--no-control]
-       [--workloads spread,hot,follow] [--compare /tmp/before] [--json out.json]
+       [--workloads spread,hot,follow] [--compare ../before] [--json out.json]
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ same data directory, and measured:
 - the data directory's size on disk.
 
 ``--code DIR`` runs the server from another checkout (for a side-by-side run
-of two commits: ``git worktree add /tmp/before <commit>``); ``--compare DIR``
+of two commits: ``git worktree add ../before <commit>``); ``--compare DIR``
 runs both, alternating the restarts (``--rounds``), and prints the ratios.
 
 Targets (issue #30, at 1,000,000 CRDTs, budget 256 MB): restart <= 1 s, RSS
@@ -21,7 +21,7 @@ Targets (issue #30, at 1,000,000 CRDTs, budget 256 MB): restart <= 1 s, RSS
 before.
 
 Usage: python -m perf.studies.working_set [--crdts 100000] [--budget-mb 256] [--reads 10000]
-       [--compare /tmp/before] [--rounds 2]
+       [--compare ../before] [--rounds 2]
 """
 
 from __future__ import annotations
