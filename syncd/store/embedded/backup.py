@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from syncd.store.embedded.hint import HINT_NAME
 from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import fsync_dir, list_segments
 from syncd.store.embedded.snapshot import list_snapshots
@@ -89,6 +90,12 @@ def make_plan(
     history.sync()
     for path, size in history.files():
         plan.files.append((os.path.relpath(path, data_dir), size))
+    table = os.path.join(data_dir, "history", HINT_NAME)
+    if os.path.isfile(table):
+        # The key directory's table: a restored copy starts from it and the
+        # history frames after its end, instead of reading every frame. (Its
+        # end is at or before the sizes taken above: it was written earlier.)
+        plan.files.append((os.path.relpath(table, data_dir), os.path.getsize(table)))
     for name in EXTRA_FILES:
         path = os.path.join(data_dir, name)
         if os.path.isfile(path):

@@ -357,6 +357,10 @@ class FileStore:
                 snapshot_lock.release()
 
         try:
+            # No key directory table is written while the copy runs (none
+            # starts while the history lock is held): the copy takes the one
+            # in place, whole.
+            await self._history.wait_index_flush()
             await self._enqueue(())  # everything queued before now is durable
             lsn = self._commit.durable
 
@@ -381,6 +385,10 @@ class FileStore:
     async def append(self, records: Sequence[Record]) -> None:
         """Persist ``records`` in order; returns once durable, else raises 503."""
         await self._enqueue(records)
+
+    def append_soon(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        """Queue ``records`` now; the group commit's future for them."""
+        return self._enqueue(records)
 
     async def commit(self, ns: str, crdt_id: str, apply: Callable[[], AppliedT]) -> AppliedT:
         """Apply now (this process is the only writer), then wait for the group commit.

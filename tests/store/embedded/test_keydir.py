@@ -399,3 +399,27 @@ def test_a_peeked_row_says_what_its_decoded_life_does(
     entry = (encode_row(life), life.type_name, life.size)
     decoded = decode_row(entry)
     assert peek_row(entry) == (decoded.epoch, decoded.latest, decoded.oldest is not None)
+
+
+async def test_a_backup_carries_the_table_and_starts_from_it(
+    make_store: MakeStore, tmp_path: Path
+) -> None:
+    """A restored backup reads the key directory's table and the frames after
+    it, not every frame, and holds every CRDT."""
+    store, _ = await make_store(tmp_path / "data", index_flush_crdts=30)
+    writer = Writer(store)
+    for i in range(100):
+        await writer.op(f"gc:{i:03d}", {"op": "increment", "amount": i + 1})
+    await store._history.wait_index_flush()
+    assert store._history.index_flushes >= 1
+    await store.backup(str(tmp_path / "copy"))
+    restored = FileStore(tmp_path / "copy")
+    await restored.open()
+    try:
+        assert restored._history.hint_lives >= 30
+        reader = Writer(restored)
+        assert [await reader.value(f"gc:{i:03d}") for i in range(100)] == [
+            (i + 1, 1) for i in range(100)
+        ]
+    finally:
+        await restored.close()
