@@ -1,15 +1,28 @@
 """CPU cost of one request through syncd's HTTP path, without sockets.
 
 A fake transport feeds pre-built request bytes to the real HttpProtocol of a
-real (in-process) app with SERVICE_FSYNC=never, so the figure is our Python
-work per request: parse, route, auth, engine, store append, answer.
-Usage: python -m perf.studies.http_path [N]
+real (in-process) app, so the figure is our Python work per request: parse,
+route, auth, engine, store append, answer. ``--connections C`` keeps C
+connections with one request in flight each, as a closed-loop load generator
+does (wrk's 50 connections): the group commit then writes about C ops per
+batch, as it does under that load, instead of one. ``--batch`` sends 100-op
+batches instead of single increments. The store does not fsync (``never``):
+the figure is the CPU of the loop, not the disk's latency.
+
+Exact, repeatable instruction counts on a noisy machine: run it under
+callgrind at two sizes and take the difference, which leaves out start-up::
+
+    valgrind --tool=callgrind python -m perf.studies.http_path 1000 --parser httptools
+    valgrind --tool=callgrind python -m perf.studies.http_path 4000 --parser httptools
+    # (Ir of the second - Ir of the first) / 3000 = instructions per request
+
+Usage: python -m perf.studies.http_path [N] [--parser P] [--connections C] [--batch] [--warmup W]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,21 +31,30 @@ from typing import Any
 import uvloop
 
 from syncd.auth.issue import issue_token
+from syncd.auth.tokens import SigningKey
 from syncd.config import Settings
 from syncd.http.protocol import HttpProtocol
 from syncd.server import Server
 
+BATCH_OPS = 100
+"""Ops per request with ``--batch``: perf.bench.http_ops' batches."""
+
 
 class FakeTransport:
-    def __init__(self) -> None:
+    def __init__(self, answered: list[int], waiter: list[asyncio.Future[None] | None]) -> None:
         self.out: list[bytes] = []
         self.closing = False
-        self.waiter: asyncio.Future[None] | None = None
+        self._answered = answered
+        self._waiter = waiter
 
     def write(self, data: bytes) -> None:
         self.out.append(data)
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        if len(self.out) > 4:
+            del self.out[:-2]  # the last answer is checked; the rest is not kept
+        self._answered[0] += 1
+        waiter = self._waiter[0]
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def is_closing(self) -> bool:
         return self.closing
@@ -56,7 +78,22 @@ class FakeTransport:
         return default
 
 
-async def bench(parser: str, n: int) -> float:
+def request_bytes(token: str, batch: bool) -> bytes:
+    op = b'{"op":"increment","amount":1}'
+    body = b"[" + b",".join([op] * BATCH_OPS) + b"]" if batch else op
+    return (
+        b"POST /v1/namespaces/b/crdts/gc:x/ops HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
+        + b"Authorization: Bearer "
+        + token.encode()
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+
+
+async def bench(parser: str, n: int, connections: int, batch: bool, warmup: int) -> float:
+    """CPU microseconds per request, over ``n`` requests after ``warmup``."""
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(
             host="127.0.0.1",
@@ -69,8 +106,6 @@ async def bench(parser: str, n: int) -> float:
         )  # type: ignore[arg-type]
         server = Server(settings)
         await server.start()
-        from syncd.auth.tokens import SigningKey
-
         token = issue_token(
             SigningKey(b"\x01" * 32),
             namespace="b",
@@ -79,42 +114,53 @@ async def bench(parser: str, n: int) -> float:
             rules={"r": [{"p": "*"}], "w": [{"p": "*"}], "rl": 1_000_000},
             now_ms=int(time.time() * 1000),
         )
-        body = b'{"op":"increment","amount":1}'
-        request = (
-            b"POST /v1/namespaces/b/crdts/gc:x/ops HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\n"
-            + b"Authorization: Bearer "
-            + token.encode()
-            + b"\r\nContent-Length: "
-            + str(len(body)).encode()
-            + b"\r\n\r\n"
-            + body
-        )
-        proto = HttpProtocol(server.ctx, asyncio.get_running_loop())
-        transport = FakeTransport()
-        proto.connection_made(transport)  # type: ignore[arg-type]
+        request = request_bytes(token, batch)
         loop = asyncio.get_running_loop()
-        for i in range(n + 2000):
-            if i == 2000:
+        answered = [0]
+        waiter: list[asyncio.Future[None] | None] = [None]
+        protocols: list[HttpProtocol] = []
+        transports: list[FakeTransport] = []
+        for _ in range(connections):
+            proto = HttpProtocol(server.ctx, loop)
+            transport = FakeTransport(answered, waiter)
+            proto.connection_made(transport)  # type: ignore[arg-type]
+            protocols.append(proto)
+            transports.append(transport)
+        rounds = -(-n // connections)
+        warm = -(-warmup // connections)
+        started = 0.0
+        for i in range(rounds + warm):
+            if i == warm:
                 # CPU time, not wall time: the figure should not depend on
                 # what else the (shared) machine is doing.
                 started = time.process_time()
-            count = len(transport.out)
-            transport.waiter = loop.create_future()
-            proto.data_received(request)
-            if len(transport.out) == count:
-                await transport.waiter
+            answered[0] = 0
+            for proto in protocols:
+                proto.data_received(request)
+            while answered[0] < connections:
+                waiter[0] = loop.create_future()
+                await waiter[0]
         elapsed = time.process_time() - started
-        assert transport.out[-1].startswith(b"HTTP/1.1 200"), transport.out[-1]
+        for transport in transports:
+            assert transport.out[-1].startswith(b"HTTP/1.1 200"), transport.out[-1]
         await server.shutdown()
-        return elapsed / n * 1e6
+        return elapsed / (rounds * connections) * 1e6
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
-    for parser in ("h11", "httptools"):
-        us = uvloop.run(bench(parser, n))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("n", type=int, nargs="?", default=20000, help="requests measured")
+    parser.add_argument("--parser", choices=("h11", "httptools"), action="append")
+    parser.add_argument("--connections", type=int, default=1, help="requests in flight")
+    parser.add_argument("--batch", action="store_true", help=f"{BATCH_OPS}-op batches")
+    parser.add_argument("--warmup", type=int, default=2000, help="requests before measuring")
+    args = parser.parse_args()
+    what = f"{BATCH_OPS}-op batch" if args.batch else "gcounter increment"
+    for name in args.parser or ("h11", "httptools"):
+        us = uvloop.run(bench(name, args.n, args.connections, args.batch, args.warmup))
         print(
-            f"{parser:10} {us:7.1f} us CPU per gcounter increment request (in-process, fsync never)"
+            f"{name:10} {us:7.1f} us CPU per {what} request "
+            f"(in-process, {args.connections} in flight, fsync never)"
         )
 
 
