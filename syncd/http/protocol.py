@@ -62,6 +62,7 @@ from syncd.http.response import (
     CONTINUE as CONTINUE_BYTES,
 )
 from syncd.http.response import (
+    Deferred,
     Headers,
     Response,
     StreamResponse,
@@ -348,12 +349,32 @@ class HttpProtocol(asyncio.Protocol):
             return
         if isinstance(result, Response):
             self._send(result, request)
+        elif isinstance(result, Deferred):
+            self._defer(result, request)
         elif isinstance(result, StreamResponse):
             self._start_stream(result, request)
         elif isinstance(result, Upgrade):
             self._upgrade(result, request)
         else:
             self._task = self._loop.create_task(self._finish(result, request))
+
+    def _defer(self, deferred: Deferred, request: Request) -> None:
+        """Answer once ``deferred``'s future is done (see Deferred)."""
+
+        def settled(future: asyncio.Future[Any]) -> None:
+            try:
+                response = deferred.answer(future)
+            except ApiError as exc:
+                response = _api_error_response(exc)
+            except asyncio.CancelledError:
+                return
+            except Exception:
+                log.exception("unhandled error in %s %s", request.method, request.path)
+                response = error_response(500, "internal", "internal error")
+            if not self._closed:
+                self._send(response, request)
+
+        deferred.future.add_done_callback(settled)
 
     async def _finish(self, pending: Awaitable[Any], request: Request) -> None:
         try:

@@ -8,6 +8,7 @@ their own heads below.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -193,3 +194,20 @@ class Upgrade:
     def __init__(self, head: bytes, attach: Callable[[Any, bytes], Any]) -> None:
         self.head = head
         self.attach = attach
+
+
+class Deferred:
+    """An answer that comes once ``future`` is done: ``answer(future)`` makes
+    it (or raises ``ApiError``). The connection waits with a done callback,
+    not a task, so a handler whose only wait is one future (an op waiting for
+    its group commit) costs no task and no coroutines. ``answer`` is called
+    even when the peer has gone meanwhile: what it does besides answering
+    (an op's fan-out) still happens."""
+
+    __slots__ = ("answer", "future")
+
+    def __init__(
+        self, future: asyncio.Future[Any], answer: Callable[[asyncio.Future[Any]], Response]
+    ) -> None:
+        self.future = future
+        self.answer = answer

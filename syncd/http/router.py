@@ -16,9 +16,9 @@ from urllib.parse import unquote
 
 from syncd.errors import ApiError
 from syncd.http.request import Request
-from syncd.http.response import Response, StreamResponse, Upgrade
+from syncd.http.response import Deferred, Response, StreamResponse, Upgrade
 
-HandlerResult = Response | StreamResponse | Upgrade
+HandlerResult = Response | StreamResponse | Upgrade | Deferred
 Handler = Callable[[Request], HandlerResult | Awaitable[HandlerResult]]
 
 

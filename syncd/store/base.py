@@ -41,6 +41,7 @@ rebuild exactly what it had.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
@@ -299,6 +300,15 @@ class Store(Protocol):
     async def append(self, records: Sequence[Record]) -> None:
         """Persist ``records`` in order. Returns once they are durable (per the fsync
         mode); raises ``errors.StoreUnavailable`` when they are not."""
+        ...
+
+    def append_soon(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        """``append`` without a coroutine: the records are queued now, in the
+        caller's loop step (a local store's memory and log move together), and
+        the future resolves once they are durable. Raises
+        ``errors.StoreUnavailable`` at once when the store refuses writes; the
+        future fails with it when the records are not durable. The op path of
+        a local store uses it (``CrdtService.apply_soon``): no task per request."""
         ...
 
     async def commit(self, ns: str, crdt_id: str, apply: Callable[[], AppliedT]) -> AppliedT:

@@ -9,6 +9,7 @@ turns ``ready`` off, the way a full disk does on a FileStore, and calls
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -173,6 +174,16 @@ class MemoryStore:
             index.add_checkpoint(ns, crdt_id, entry["epoch"], entry["seq"], pos, 100)
 
     async def append(self, records: Sequence[Record]) -> None:
+        self._append(records)
+
+    def append_soon(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        """Appended at once: the future is already done."""
+        self._append(records)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.set_result(None)
+        return future
+
+    def _append(self, records: Sequence[Record]) -> None:
         if not self._opened or self._closed:
             raise StoreUnavailable("storage is not open")
         if not self.ready:

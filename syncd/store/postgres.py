@@ -731,6 +731,10 @@ class PostgresStore:
                 raise ValueError("PostgresStore.append takes deleted records; ops use commit()")
             await self._delete(record["ns"], record["id"])
 
+    def append_soon(self, records: Sequence[Record]) -> asyncio.Future[None]:
+        """:meth:`append` as a task: deletes only, as there (ops use commit())."""
+        return asyncio.ensure_future(self.append(records))
+
     async def ops_since(self, ns: str, crdt_id: str, epoch: str, since: int) -> list[Record] | None:
         if not self.ready:
             return None

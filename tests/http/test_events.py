@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import socket
+import struct
 import time
 from typing import Any
 
@@ -257,3 +258,46 @@ async def test_a_rule_expiry_ends_only_the_stream_it_granted(server: RunningServ
         r = await client.get("/v1/namespaces/app/crdts/gc:short/events", headers=h)
         assert r.status_code == 403
         long.close()
+
+
+async def test_an_op_whose_client_resets_before_it_is_durable_still_reaches_subscribers(
+    make_server: Any,
+) -> None:
+    """An op applied in memory and queued for the log is published and counted
+    once durable, like any other, when its client resets the connection
+    meanwhile: only the answer is not sent. (While the op path was a task,
+    the reset cancelled it at its wait, and its delta never left.)"""
+    srv = await make_server(fsync="batch")
+    engine = srv.app.engine
+    rounds = 10
+    async with httpx.AsyncClient(base_url=srv.url) as client:
+        h = await issue(client)
+        await op(client, h, "gc:reset", {"op": "increment"})
+        sse, _, _ = await SseReader.open(srv.port, "/v1/namespaces/app/crdts/gc:reset/events", h)
+        assert (await sse.event())["kind"] == "snapshot"
+        body = b'{"op":"increment"}'
+        request = (
+            "POST /v1/namespaces/app/crdts/gc:reset/ops HTTP/1.1\r\nHost: t\r\n"
+            f"authorization: {h['authorization']}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        for i in range(rounds):
+            _, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.write(request)
+            deadline = time.monotonic() + 5
+            entry = engine.get("app", "gc:reset")
+            while entry is None or entry.seq < i + 2:  # applied in memory: now reset
+                assert time.monotonic() < deadline, "the op was never applied"
+                await asyncio.sleep(0)
+                entry = engine.get("app", "gc:reset")
+            writer.transport.abort()  # SO_LINGER 0: an RST, not a FIN
+        deltas = [await sse.event() for _ in range(rounds)]
+        assert [d["seq"] for d in deltas] == list(range(2, rounds + 2))
+        sse.close()
+        metrics = (await client.get("/metrics")).text
+        counted = (
+            f'service_ops_total{{crdt_id="gc:reset",ns="app",op_type="increment"}} {rounds + 1}.0'
+        )
+        assert counted in metrics

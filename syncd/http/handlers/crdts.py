@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Mapping
 from typing import Any, Final
 
-from syncd.auth.authenticator import Authenticator
-from syncd.crdt.engine import Engine
+from syncd.auth.authenticator import Authenticator, Principal
+from syncd.crdt.engine import ApplyResult, Engine
 from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
 from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
@@ -14,7 +15,7 @@ from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
 from syncd.http.handlers.history import parse_seq
 from syncd.http.request import Request
-from syncd.http.response import Response, json_response
+from syncd.http.response import Deferred, Response, json_response
 from syncd.http.router import Router
 from syncd.ids import check_crdt_id, check_namespace
 from syncd.service import CrdtService
@@ -104,7 +105,7 @@ def register(
             }
         )
 
-    async def ops(request: Request) -> Response:
+    def ops(request: Request) -> Deferred | Awaitable[Response]:
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
@@ -114,23 +115,46 @@ def register(
             # The batch's origin: on every op that names none of its own.
             body = with_origin(body, check_origin(request.query["origin"], error=bad_request))
         try:
+            soon = service.apply_soon(ns, crdt_id, body, principal)
+        except ApiError as exc:
+            raise with_type_list(exc) from None
+        if soon is None:  # the CRDT must be loaded first, or the store orders ops itself
+            return ops_later(request, ns, crdt_id, body, principal)
+        result, durable = soon
+
+        def durable_answer(future: asyncio.Future[Any]) -> Response:
+            try:
+                service.settle(result, future, "http")
+            except ApiError as exc:
+                raise with_type_list(exc) from None
+            return answer(request, ns, crdt_id, result)
+
+        return Deferred(durable, durable_answer)
+
+    async def ops_later(
+        request: Request, ns: str, crdt_id: str, body: Any, principal: Principal
+    ) -> Response:
+        try:
             result = await service.apply_ops(ns, crdt_id, body, principal, "http")
         except ApiError as exc:
             raise with_type_list(exc) from None
+        return answer(request, ns, crdt_id, result)
+
+    def answer(request: Request, ns: str, crdt_id: str, result: ApplyResult) -> Response:
         if not result.extra and not result.duplicate and not request.query_string:
             # The common answer, written directly: JSON-encoding this small
             # map was a tenth of a whole increment's cost.
             return Response(
                 200, b'{"ok":true,"seq":%d,"applied":%d}' % (result.seq, result.applied)
             )
-        answer: dict[str, Any] = {"ok": True, "seq": result.seq, "applied": result.applied}
+        fields: dict[str, Any] = {"ok": True, "seq": result.seq, "applied": result.applied}
         if result.extra:
-            answer.update(result.extra)
+            fields.update(result.extra)
         if result.duplicate:
-            answer["duplicate"] = True
+            fields["duplicate"] = True
         if request.query_string and request.query.get("return") == "state":
-            answer["state"] = engine.read(ns, crdt_id)
-        return json_response(answer)
+            fields["state"] = engine.read(ns, crdt_id)
+        return json_response(fields)
 
     async def listing(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])

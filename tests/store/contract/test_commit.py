@@ -185,3 +185,48 @@ async def test_append_persists_staged_op_records_on_a_local_store_only(
     wal = store.wal_last_seq
     await store.append([])  # a barrier: everything before it is durable; writes nothing
     assert store.wal_last_seq == wal
+
+
+async def test_append_soon_queues_now_and_its_future_resolves_once_durable(
+    backend: Harness,
+) -> None:
+    store, engine = backend.store, backend.engine
+    await backend.ensure("gc:n")
+    # As CrdtService.apply_soon does: staged in memory, queued in the same step.
+    staged = engine.apply(engine.plan(NS, "gc:n", {"op": "increment"}), CLIENT)
+    if backend.traits.shared:
+        # A shared store orders ops itself: append_soon takes deletes only, as append.
+        with pytest.raises(ValueError):
+            await store.append_soon(staged.records)
+        return
+    durable = store.append_soon(staged.records)
+    assert isinstance(durable, asyncio.Future)
+    await durable
+    assert await backend.stored("gc:n") == backend.state("gc:n")
+    # Several in one loop step are durable in the order they were queued.
+    more = [engine.apply(engine.plan(NS, "gc:n", {"op": "increment"}), CLIENT) for _ in range(3)]
+    futures = [store.append_soon(result.records) for result in more]
+    done: list[int] = []
+    for i, future in enumerate(futures):
+        future.add_done_callback(lambda _, i=i: done.append(i))
+    await asyncio.gather(*futures)
+    await asyncio.sleep(0)
+    assert done == [0, 1, 2]
+    assert (await backend.stored("gc:n") or {})["seq"] == 4
+
+
+async def test_append_soon_on_a_store_that_cannot_write_fails_with_store_unavailable(
+    backend: Harness,
+) -> None:
+    if backend.traits.shared:
+        return  # ops never take this path on a shared store (see the test above)
+    store, engine = backend.store, backend.engine
+    await backend.commit("gc:u", {"op": "increment"})
+    await backend.break_writes()
+    staged = engine.apply(engine.plan(NS, "gc:u", {"op": "increment"}), CLIENT)
+    # Refused at once when the store knows, else its future fails.
+    with pytest.raises(StoreUnavailable):
+        await store.append_soon(staged.records)
+    with pytest.raises(StoreUnavailable):
+        store.append_soon(staged.records)  # now it knows
+    await backend.heal()
