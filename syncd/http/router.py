@@ -33,6 +33,8 @@ class Route:
     kind: str = ""
     """Its route class (:func:`route_class`): the ``route`` label of the
     request histogram and of nothing else."""
+    names: tuple[str, ...] = ()
+    """The parameters' names, in the order of ``params``."""
 
 
 UNMATCHED: Final = "none"
@@ -79,17 +81,25 @@ class _Shape:
 
     Matching builds the key of the literal segments with one C call
     (``itemgetter``) and looks it up: one dict probe per shape, of which
-    there are only a few, instead of a scan of every route.
+    there are only a few, instead of a scan of every route. The getters
+    index ``path.split("/")``, whose first item (before the first slash) no
+    route looks at, so the list needs no slicing.
     """
 
-    __slots__ = ("count", "literal_key", "params", "routes")
+    __slots__ = ("count", "literal_key", "params", "routes", "values")
 
     def __init__(self, count: int, params: tuple[int, ...]) -> None:
         self.count = count
         self.params = params
-        literal = tuple(i for i in range(count) if i not in params)
-        self.literal_key: Callable[[tuple[str, ...]], Any] = (
+        literal = tuple(i + 1 for i in range(count) if i not in params)
+        self.literal_key: Callable[[list[str]], Any] = (
             itemgetter(*literal) if literal else (lambda _: ())
+        )
+        # The parameters' raw segments, always as a tuple (itemgetter of one
+        # index returns the item itself).
+        at = tuple(i + 1 for i in params)
+        self.values: Callable[[list[str]], tuple[str, ...]] = (
+            itemgetter(*at) if len(at) > 1 else (lambda split, i=at[0]: (split[i],))
         )
         self.routes: dict[Any, dict[str, Route]] = {}
 
@@ -103,7 +113,10 @@ class Router:
     def add(self, method: str, pattern: str, handler: Handler) -> None:
         segments = _segments(pattern)
         params = tuple(i for i, s in enumerate(segments) if s.startswith("{") and s.endswith("}"))
-        route = Route(method, pattern, handler, segments, params, route_class(method, pattern))
+        names = tuple(segments[i][1:-1] for i in params)
+        route = Route(
+            method, pattern, handler, segments, params, route_class(method, pattern), names
+        )
         self._routes.append(route)
         if not params:
             self._static.setdefault(pattern, {})[method] = route
@@ -113,7 +126,7 @@ class Router:
         if shape is None:
             shape = _Shape(len(segments), params)
             shapes.append(shape)
-        shape.routes.setdefault(shape.literal_key(segments), {})[method] = route
+        shape.routes.setdefault(shape.literal_key(["", *segments]), {})[method] = route
 
     @property
     def routes(self) -> list[tuple[str, str]]:
@@ -132,22 +145,23 @@ class Router:
             if route is None:
                 raise _not_allowed(by_method)
             return route, {}
-        segments = _segments(path)
-        for shape in self._shapes.get(len(segments), ()):
-            found = shape.routes.get(shape.literal_key(segments))
+        split = path.split("/")  # split[0], before the first slash, is not a segment
+        for shape in self._shapes.get(len(split) - 1, ()):
+            found = shape.routes.get(shape.literal_key(split))
             if found is None:
                 continue
-            values = [segments[i] for i in shape.params]
-            if not all(values):
+            values = shape.values(split)
+            if "" in values:
                 continue  # an empty parameter never matches
             route = found.get(method) or (found.get("GET") if method == "HEAD" else None)
             if route is None:
                 raise _not_allowed(found)
-            names = route.segments
-            return route, {
-                names[i][1:-1]: (unquote(v, errors="replace") if "%" in v else v)
-                for i, v in zip(shape.params, values, strict=True)
-            }
+            if "%" in path:
+                values = tuple(unquote(v, errors="replace") if "%" in v else v for v in values)
+            names = route.names
+            if len(names) == 2:  # most routes: {ns} and {id}; dict(zip()) costs twice this
+                return route, {names[0]: values[0], names[1]: values[1]}
+            return route, dict(zip(names, values, strict=True))
         raise ApiError(404, "not_found", "no such route")
 
 
