@@ -104,7 +104,11 @@ class RateLimiter:
             wait_ms = times[n - limit] + self._window_ms - now if limit > 0 else self._window_ms
             return max(1, -(-wait_ms // 1000))
         times.append(now)
-        self._sweep(cutoff)
+        # The sweep's first look, here: it stops at once while the least
+        # recently used token was hit within the window (the usual case).
+        oldest = windows[next(iter(windows))].times
+        if not oldest or oldest[-1] <= cutoff:
+            self._sweep(cutoff)
         return 0
 
     def _sweep(self, cutoff: int) -> None:

@@ -47,3 +47,61 @@ def test_deep_documents_refused_shallow_wide_ones_parsed() -> None:
     assert len(parse_json(wide)) == 100
     # brackets hidden in strings do not count; escaped quotes do not end a string
     assert parse_json(json.dumps(['\\"' + "[" * 100]).encode()) == ['\\"' + "[" * 100]
+
+
+def reference(raw: bytes) -> tuple[str, Any]:
+    """What json's own decoder makes of ``raw`` with our rules (no NaN), or its message."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    try:
+        return "ok", json.JSONDecoder(parse_constant=refuse).decode(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        return "error", f"malformed JSON: {exc}"
+
+
+def ours(raw: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", parse_json(raw)
+    except ApiError as exc:
+        return "error", exc.message
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"op":"increment","amount":1}',
+        b'[{"op":"increment"},{"op":"increment"}]',
+        b' {"op":"increment"} ',
+        b'{"op":"increment"}\n',
+        b'{"op":"increment"} x',
+        b'{"op":"increment"}{}',
+        b'{"op":"increment"',
+        b'{"a":NaN}',
+        b"[Infinity]",
+        b'{"a":1,}',
+        b"[]",
+        b"{}",
+        b'"text"',
+        b"12",
+        b"null",
+        b"[1] ]",
+        b'{"\xff":1}',
+        b'{"a":"\\ud800"}',
+    ],
+)
+def test_a_body_parses_as_json_s_decoder_parses_it_with_its_messages(raw: bytes) -> None:
+    """The scanner-first decode (syncd/http/request.py) changes nothing: the
+    same values, and every error with the decoder's own message."""
+    assert ours(raw) == reference(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=JSON_VALUES, tail=st.sampled_from(["", " ", "\n", "x", "]", "}", "{}"]))
+def test_documents_and_what_follows_them_parse_as_json_s_decoder_parses_them(
+    value: Any, tail: str
+) -> None:
+    raw = (json.dumps(value) + tail).encode()
+    if len(raw) <= 64 or depth(value) <= 64:
+        assert ours(raw) == reference(raw)
