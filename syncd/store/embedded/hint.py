@@ -15,9 +15,12 @@ milliseconds per 100,000 CRDTs and a CRDT nobody uses costs no memory.
 Format (``<data>/history/index.hint``)::
 
     MAGIC (8 bytes)
-    block ...            msgpack [keys, types, sizes, rows]: keys ascending,
-                         each "ns NUL id" (see :func:`joined`); per key its
-                         type (or nil), its size and its row (msgpack, bytes)
+    block ...            msgpack [keys, types, codes, sizes, rows]: keys
+                         ascending, each "ns NUL id" (see :func:`joined`);
+                         the block's distinct types (a type or nil) and per
+                         key the index of its type among them (one byte
+                         each: a type name per row would be ~8 MB a million),
+                         its size and its row (msgpack, bytes)
     directory            msgpack map: header (see :class:`Header`), "first"
                          (each block's first key), "at", "len" and
                          "crc" (each block's offset, length and CRC32, as
@@ -213,8 +216,8 @@ class Table:
         data = os.pread(self._fd, self._len[i], self._at[i])
         if len(data) != self._len[i] or zlib.crc32(data) != self._crc[i]:
             raise OSError(f"{HINT_NAME}: block {i} is damaged")
-        keys, types, sizes, rows = msgpack.unpackb(data, raw=False, use_list=True)
-        block = (keys, types, sizes, rows)
+        keys, distinct, codes, sizes, rows = msgpack.unpackb(data, raw=False, use_list=True)
+        block = (keys, [distinct[c] for c in codes], sizes, rows)
         self._recent = (i, block)
         return block
 
@@ -377,7 +380,12 @@ class TableWriter:
     def _flush_block(self) -> None:
         if not self._rows:
             return
-        data = self._pack([self._keys, self._types, self._sizes, self._rows])
+        distinct = list(dict.fromkeys(self._types))
+        if len(distinct) > 255:
+            raise ValueError("more than 255 types in one block")
+        code = {t: i for i, t in enumerate(distinct)}
+        codes = bytes(code[t] for t in self._types)
+        data = self._pack([self._keys, distinct, codes, self._sizes, self._rows])
         self._first.append(self._keys[0])
         self._offsets.append(self._at)
         self._lengths.append(len(data))

@@ -67,12 +67,14 @@ from syncd.store.embedded.hint import (
 from syncd.store.embedded.history_files import split
 from syncd.store.history_index import HistoryIndex, Life, Retention, trim_life
 
-FLUSH_LIVES: Final = 65_536
+FLUSH_LIVES: Final = 32_768
 """Dirty lives that make the store write a new table. A dirty life costs
-about 600 bytes in memory, so this bounds them to ~40 MB; writing a table
-costs about 1 us per row kept from the old one (the rows are copied as
-they are) and 5 us per dirty row, so at a million CRDTs a flush is ~1.3 s of
-the I/O thread per 65,536 changed CRDTs."""
+about 800 bytes in memory (a Life and its seven arrays), so this bounds them
+to ~26 MB: at 65,536 a node building a million CRDTs under a 256 MB budget
+peaked at 388 MB, past the 1.5x the budget it may use. Writing a table costs
+about 1 us per row kept from the old one (the rows are copied as they are)
+and 5 us per dirty row: at a million CRDTs ~1.2 s of the index thread per
+32,768 changed CRDTs."""
 
 CACHED_LIVES: Final = 16_384
 """Clean lives kept in memory (least recently used first out): ~10 MB. A
