@@ -18,6 +18,7 @@ from typing import Final
 from syncd import __version__
 from syncd.app import App
 from syncd.auth.admin import AdminSecretError
+from syncd.collector import settle_after_start
 from syncd.config import Settings
 from syncd.http.access import AccessLog
 from syncd.http.parsers import resolve_parser_name
@@ -182,6 +183,7 @@ async def _serve(settings: Settings) -> int:
     if not started:
         log.info("syncd stopped before it started")
         return 0
+    settle_after_start()
     await server.wait_stopped()
     await server.shutdown()
     return 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +36,11 @@ from syncd.auth.tokens import SigningKey
 from syncd.config import Settings
 from syncd.http.protocol import HttpProtocol
 from syncd.server import Server
+
+try:
+    from syncd.collector import settle_after_start
+except ImportError:  # a checkout from before the collector's settings (--compare runs)
+    settle_after_start = None
 
 BATCH_OPS = 100
 """Ops per request with ``--batch``: perf.bench.http_ops' batches."""
@@ -106,6 +112,8 @@ async def bench(parser: str, n: int, connections: int, batch: bool, warmup: int)
         )  # type: ignore[arg-type]
         server = Server(settings)
         await server.start()
+        if settle_after_start is not None:
+            settle_after_start()  # as python -m syncd does once started
         token = issue_token(
             SigningKey(b"\x01" * 32),
             namespace="b",
@@ -144,6 +152,7 @@ async def bench(parser: str, n: int, connections: int, batch: bool, warmup: int)
         for transport in transports:
             assert transport.out[-1].startswith(b"HTTP/1.1 200"), transport.out[-1]
         await server.shutdown()
+        gc.unfreeze()  # the next parser's run starts as this one did
         return elapsed / (rounds * connections) * 1e6
 
 
