@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -94,7 +95,7 @@ def _reject_constant(name: str) -> Any:
 # One decoder for every request: json.loads with keyword arguments builds a
 # new decoder per call, a measurable share of a small request's cost.
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-_SCAN = _DECODER.scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 """The decoder's scanner (C): what ``JSONDecoder.decode`` calls, without its
 Python around it (two whitespace matches, ``raw_decode``): half the cost."""
 

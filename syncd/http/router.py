@@ -99,9 +99,16 @@ class _Shape:
         # index returns the item itself).
         at = tuple(i + 1 for i in params)
         self.values: Callable[[list[str]], tuple[str, ...]] = (
-            itemgetter(*at) if len(at) > 1 else (lambda split, i=at[0]: (split[i],))
+            itemgetter(*at) if len(at) > 1 else _one_item(at[0])
         )
         self.routes: dict[Any, dict[str, Route]] = {}
+
+
+def _one_item(i: int) -> Callable[[list[str]], tuple[str, ...]]:
+    def values(split: list[str]) -> tuple[str, ...]:
+        return (split[i],)
+
+    return values
 
 
 class Router:
