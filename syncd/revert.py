@@ -23,7 +23,8 @@ decoded here; the type gets a :class:`~syncd.crdt.window.Window`, which
 decodes a delta when the type reads it and tells each op's kind before
 (an rga reads the marked ops and the others' deletes, a Yjs document every
 update, off its encoding). While a revert runs the cyclic garbage collector
-is off (:func:`_gc_paused`).
+is off, and on again in the loop's next step, after the answer
+(:func:`_gc_paused`).
 
 The ops are applied as the caller through the one op path: durable before
 the answer, and on to subscribers, webhooks and every cluster node like any
@@ -54,6 +55,7 @@ is 410 ``history_expired`` (with ``oldest``), as for reads at a seq.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 from collections.abc import Callable, Iterator, Mapping
@@ -137,7 +139,8 @@ def _deltas(held: Retained) -> Callable[[int], Mapping[str, Any]]:
 
 
 _gc_pauses = 0
-"""Reverts running now (the loop interleaves them at their awaits)."""
+"""Reverts running now, or ended in this step of the loop (the loop
+interleaves reverts at their awaits)."""
 
 
 @contextlib.contextmanager
@@ -148,9 +151,20 @@ def _gc_paused() -> Iterator[None]:
     reference counting when it ends; with the collector on they push it
     into a full collection of the whole heap (every resident CRDT), a third
     of a revert's time in perf.studies.revert. Off, they come and go
-    unseen; it is on again when the last revert ends (a revert is bounded:
-    :data:`MAX_REVERT_WINDOW`), and what others allocated meanwhile is
-    collected as usual then."""
+    unseen; it is on again when the last revert has ended (a revert is
+    bounded: :data:`MAX_REVERT_WINDOW`), and what others allocated
+    meanwhile is collected as usual then.
+
+    On again in the loop's next step, not as the revert returns: the answer
+    goes out in the step the revert returns in, and turned on then, the
+    collector would run at the next allocation, before the answer, over
+    every container the revert allocated that is still held (the base's
+    checkpoint among them: the store's I/O thread holds the last result
+    it read until its next call), 3 to 14 ms of an rga revert in
+    perf.studies.revert. A step later that collection comes after the
+    answer, and the size measure the revert's ops set off (scheduled
+    before) runs with the collector still off, without the collections its
+    temporaries would set off."""
     global _gc_pauses
     if _gc_pauses == 0:
         if not gc.isenabled():
@@ -161,9 +175,15 @@ def _gc_paused() -> Iterator[None]:
     try:
         yield
     finally:
-        _gc_pauses -= 1
-        if _gc_pauses == 0:
-            gc.enable()
+        asyncio.get_running_loop().call_soon(_gc_resume)
+
+
+def _gc_resume() -> None:
+    """One revert less (:func:`_gc_paused`); the collector on after the last."""
+    global _gc_pauses
+    _gc_pauses -= 1
+    if _gc_pauses == 0:
+        gc.enable()
 
 
 def _too_long(start: int) -> ApiError:

@@ -16,6 +16,7 @@ import httpx
 from pycrdt import Doc, Text
 
 from syncd.auth.authenticator import ROOT
+from syncd.history.reads import Writer
 from syncd.store.base import Retained
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
@@ -233,3 +234,26 @@ async def test_a_long_revert_is_measured_once_after_its_answer(make_server: Any)
             assert not gc.isenabled()
         finally:
             gc.enable()
+
+
+async def test_the_collector_is_on_again_in_the_step_after_the_revert(
+    server: RunningServer,
+) -> None:
+    """Off while a revert runs and still off as it returns, so the answer
+    goes out in that step without a collection over what the revert left
+    behind; on again in the loop's next step."""
+    app = server.app
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        human = await issue(client, client_id=HUMAN)
+        agent = await issue(client, client_id=AGENT)
+        await op(client, human, "rg:gc", {"op": "insert", "index": 0, "text": "ab"})
+        await op(client, agent, "rg:gc", {"op": "insert", "index": 2, "text": "cd"})
+    principal = app.auth.authenticate(human["authorization"], "app")
+    assert gc.isenabled()
+    answer = await app.reverts.revert(
+        "app", "rg:gc", Writer(AGENT, None), None, None, principal, None, "http"
+    )
+    assert answer["applied"] == 1
+    assert not gc.isenabled()
+    await asyncio.sleep(0)
+    assert gc.isenabled()

@@ -14,8 +14,17 @@ building it takes seconds, not minutes); then a real server
 opens that data directory, the document is read once (so it is in memory,
 as a document being edited is), and the revert is timed from the request's
 first byte to the answer's last over a keep-alive connection: the server's
-whole work, durable before the answer. Each repeat starts from a fresh copy
-of the data directory.
+whole work, durable before the answer. The server's CPU time (every
+thread, ``/proc/<pid>/task/*/schedstat``) is read before the request and
+``SETTLE_S`` after the answer: the revert's whole cost, what the server
+does once the answer is out included. Each repeat starts from a fresh
+copy of the data directory.
+
+``--compare DIR`` runs another checkout's server (``git worktree add
+../before <commit>``) on the same document, alternately with ``--code``
+(default: this checkout), which goes first changing from one repeat to the
+next, and prints after/before: of the medians, and the median of each
+repeat's pair, which the machine's drifting load moves less.
 
 Two documents:
 
@@ -32,19 +41,23 @@ Two documents:
   update of the person's depends on one of the agent's; the replica applies
   the person's updates only.
 
-Figures (``--repeat 5``, the shared two-core machine with other suites
-running, load average 3 to 5; docs/revert.md has where the time goes): the
-median of 5 varies by a factor of two from run to run with the load, so
-ranges of several runs' medians. rga: 90-158 ms (55f1842, before the
-history index kept each op's writer: 367-623 ms); ydoc: 118-222 ms (before:
-256-416 ms). The revert's CPU time in-process (median of 7), steadier: rga
-94 ms (336 before), ydoc 104 ms (192 before). The text equals the replica's
-in every run. The 100 ms target is met by the rga when the machine is not
-too loaded, not by the Yjs document (Yrs integrating the window's 10,000
-updates into the copy its undo runs on is about half of its time).
+Figures (the shared two-core machine, other suites' servers on the same
+core; docs/revert.md has where the time goes): ``--repeat 7 --compare
+../before``, before being f337099, four runs with the load average between
+2 and 6. Medians of 7: rga 48-98 ms after, 52-116 before (paired
+0.72-0.96x); ydoc 54-306 ms after, 62-286 before (paired 0.64-1.00x).
+Server CPU, steadier: rga 55-60 ms after, 78-96 before (paired
+0.59-0.71x); ydoc 48-57 ms after, 58-67 before (paired 0.83-0.89x). The
+text equals the replica's in every run. Where the machine is quiet (load
+about 2) both documents meet the 100 ms target with room (rga 48 ms, ydoc
+54); with other servers busy on the core (load 4 to 6) a median may go
+past it, before or after: the time is then mostly waiting for the core
+and the disk. (55f1842, before the history index kept each op's writer:
+rga 367-623 ms, ydoc 256-416.)
 
 Usage: python -m perf.studies.revert [--ops 100000] [--agent-ops 1000]
-    [--span 10000] [--repeat 3] [--only rga|ydoc] [--json FILE]
+    [--span 10000] [--repeat 3] [--only rga|ydoc] [--compare ../before]
+    [--json FILE]
 """
 
 from __future__ import annotations
@@ -52,20 +65,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import http.client
 import json
+import os
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pycrdt import Doc, Text
 
-from perf.lib.servers import ADMIN, SIGNING_KEY, syncd
+from perf.lib.servers import (
+    ADMIN,
+    ROOT,
+    SERVER_CORE,
+    SIGNING_KEY,
+    free_port,
+    pinned,
+    ready_status,
+    server_env,
+    wait_port,
+)
 from syncd.app import App
 from syncd.auth.authenticator import Principal
 from syncd.auth.issue import issue_token
@@ -79,6 +106,13 @@ ORIGIN = "agent:bench"
 TARGET_MS = 100.0
 HOUR_MS = 3_600_000
 ROOT_NAME = "content"
+SETTLE_S = 0.3
+"""After the answer, how long the server's CPU time is still counted as the
+revert's: what it does once the answer is out (the size measure, the
+collector's deferred run) is its work too."""
+STOP_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 60.0
+"""A server opening a data directory of 100,000 ops, on a loaded machine."""
 
 
 class Build:
@@ -247,10 +281,58 @@ def _token(port: int) -> str:
     return str(json.loads(response.read())["token"])
 
 
-def run_once(data_dir: str, kind: str, since: int, span: int) -> tuple[float, dict[str, Any], str]:
-    """A server on ``data_dir``: the revert's time (ms), its answer, the text after."""
+@contextlib.contextmanager
+def server(code: Path, env: dict[str, str]) -> Iterator[tuple[int, int]]:
+    """``python -m syncd`` from the checkout ``code`` (its own modules first),
+    pinned to the server core: (port, pid)."""
+    port = free_port()
+    full = {
+        **os.environ,
+        **server_env(port, env["SERVICE_DATA_DIR"], **env),
+        "PYTHONPATH": str(code),
+    }
+    proc = subprocess.Popen(
+        pinned([sys.executable, "-m", "syncd"], SERVER_CORE),
+        env=full,
+        cwd=code,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_port(port, proc)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while ready_status(port) != 200:  # listening before it has opened its data
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the server on {port} is not ready")
+            time.sleep(0.05)
+        yield port, proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def cpu_ns(pid: int) -> int:
+    """The CPU time of every thread of process ``pid`` so far, in ns
+    (``/proc/<pid>/task/*/schedstat``; the ticks of ``/proc/<pid>/stat``
+    are 10 ms)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total
+
+
+def run_once(
+    code: Path, data_dir: str, kind: str, since: int, span: int
+) -> tuple[float, float, dict[str, Any], str]:
+    """A server from ``code`` on ``data_dir``: the revert's time (ms), the
+    server's CPU time for it (ms), its answer, the text after."""
     crdt_id = "rg:doc" if kind == "rga" else "yd:doc"
-    with syncd(env_for(data_dir, span, "batch"), data_dir) as (port, _):
+    with server(code, env_for(data_dir, span, "batch")) as (port, pid):
         headers = {"authorization": f"Bearer {_token(port)}", "content-type": "application/json"}
         conn = http.client.HTTPConnection("127.0.0.1", port)
         path = f"/v1/namespaces/{NS}/crdts/{crdt_id}"
@@ -264,43 +346,83 @@ def run_once(data_dir: str, kind: str, since: int, span: int) -> tuple[float, di
             return json.loads(payload)
 
         call("GET", path)  # in memory, as a document being edited is
+        time.sleep(SETTLE_S)  # what the read set off is done
+        cpu_before = cpu_ns(pid)
         started = time.perf_counter()
         answer = call("POST", f"{path}/revert", {"origin": ORIGIN, "since_seq": since})
         elapsed_ms = (time.perf_counter() - started) * 1000
+        time.sleep(SETTLE_S)
+        cpu_ms = (cpu_ns(pid) - cpu_before) / 1e6
         if kind == "rga":
             text = call("GET", path)["text"]
         else:
             text = call("GET", f"{path}?root={ROOT_NAME}&as=text")["value"]
-    return elapsed_ms, answer, text
+    return elapsed_ms, cpu_ms, answer, text
 
 
-def study(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+def study(kind: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One document built, then reverted ``--repeat`` times on a fresh copy
+    by each checkout in turn (the order alternating from one repeat to the
+    next): one result per checkout."""
+    codes = {"this": args.code}
+    if args.compare is not None:
+        codes = {"before": args.compare, "after": args.code}
     with tempfile.TemporaryDirectory(prefix=f"syncd-revert-{kind}-") as tmp:
         prepared = str(Path(tmp) / "prepared")
         expected, since, build_s = asyncio.run(prepare(prepared, kind, args))
-        times: list[float] = []
-        answer: dict[str, Any] = {}
-        same = True
+        times: dict[str, list[float]] = {name: [] for name in codes}
+        cpus: dict[str, list[float]] = {name: [] for name in codes}
+        answers: dict[str, dict[str, Any]] = {}
+        same = dict.fromkeys(codes, True)
         for i in range(args.repeat):
-            copy = str(Path(tmp) / f"run{i}")
-            shutil.copytree(prepared, copy)
-            elapsed_ms, answer, text = run_once(copy, kind, since, args.span)
-            times.append(elapsed_ms)
-            same = same and text == expected
-            shutil.rmtree(copy)
-    return {
-        "document": kind,
-        "ops": args.ops,
-        "agent_ops": args.agent_ops,
-        "since_seq": since,
-        "build_s": round(build_s, 1),
-        "revert_ms": [round(t, 1) for t in times],
-        "revert_ms_median": round(statistics.median(times), 1),
-        "matched": answer.get("matched"),
-        "applied": answer.get("applied"),
-        "text_chars": len(expected),
-        "equals_replica_without_agent": same,
-    }
+            order = list(codes.items())
+            if i % 2:
+                order.reverse()
+            for name, code in order:
+                copy = str(Path(tmp) / f"run{i}-{name}")
+                shutil.copytree(prepared, copy)
+                elapsed_ms, cpu_ms, answers[name], text = run_once(
+                    code, copy, kind, since, args.span
+                )
+                times[name].append(elapsed_ms)
+                cpus[name].append(cpu_ms)
+                same[name] = same[name] and text == expected
+                shutil.rmtree(copy)
+    return [
+        {
+            "document": kind,
+            "code": name,
+            "checkout": str(codes[name]),
+            "ops": args.ops,
+            "agent_ops": args.agent_ops,
+            "since_seq": since,
+            "build_s": round(build_s, 1),
+            "revert_ms": [round(t, 1) for t in times[name]],
+            "revert_ms_median": round(statistics.median(times[name]), 1),
+            "server_cpu_ms": [round(t, 1) for t in cpus[name]],
+            "server_cpu_ms_median": round(statistics.median(cpus[name]), 1),
+            "matched": answers[name].get("matched"),
+            "applied": answers[name].get("applied"),
+            "text_chars": len(expected),
+            "equals_replica_without_agent": same[name],
+        }
+        for name in codes
+    ]
+
+
+def ratios(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """After over before, of the medians and, steadier when the machine's
+    load drifts, the median of each repeat's pair (run one after the other)."""
+
+    def paired(key: str) -> float:
+        return statistics.median(a / b for a, b in zip(after[key], before[key], strict=True))
+
+    return (
+        f"revert {after['revert_ms_median'] / before['revert_ms_median']:.2f}x "
+        f"(paired {paired('revert_ms'):.2f}x), server CPU "
+        f"{after['server_cpu_ms_median'] / before['server_cpu_ms_median']:.2f}x "
+        f"(paired {paired('server_cpu_ms'):.2f}x)"
+    )
 
 
 def main() -> None:
@@ -312,9 +434,13 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=("rga", "ydoc"))
+    parser.add_argument("--code", type=Path, default=ROOT, help="checkout to run (default: this)")
+    parser.add_argument("--compare", type=Path, help="another checkout, run alternately")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    results = [study(kind, args) for kind in ("rga", "ydoc") if args.only in (None, kind)]
+    results = [
+        r for kind in ("rga", "ydoc") if args.only in (None, kind) for r in study(kind, args)
+    ]
     print(
         f"revert: {args.ops} ops, the agent's {args.agent_ops} spread through the last "
         f"{args.span}; target <= {TARGET_MS:.0f} ms, text equal to a replica without the agent"
@@ -322,11 +448,17 @@ def main() -> None:
     for r in results:
         met = r["revert_ms_median"] <= TARGET_MS and r["equals_replica_without_agent"]
         print(
-            f"  {r['document']:<5} revert {r['revert_ms_median']} ms median of {r['revert_ms']} "
+            f"  {r['document']:<5} {r['code']:<6} revert {r['revert_ms_median']} ms median of "
+            f"{r['revert_ms']}, server CPU {r['server_cpu_ms_median']} ms median "
             f"(matched {r['matched']}, applied {r['applied']} ops; {r['text_chars']} characters; "
             f"built in {r['build_s']} s); equal to the replica: "
             f"{r['equals_replica_without_agent']}  ({'met' if met else 'NOT met'})"
         )
+    if args.compare is not None:
+        for kind in ("rga", "ydoc"):
+            pair = {r["code"]: r for r in results if r["document"] == kind}
+            if len(pair) == 2:
+                print(f"  {kind:<5} after/before: {ratios(pair['before'], pair['after'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

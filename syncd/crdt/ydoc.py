@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final, Self
 
 from pycrdt import Array, Doc, Map, Text, UndoManager, XmlFragment, get_state
+from pycrdt._transaction import hash_origin
 
 from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.validate import check_fields, op_fields, op_name, required
@@ -212,13 +213,10 @@ class YDoc:
         scopes = [scratch.get(name, type=Text) for name in list(self._doc.keys())]
         # The base goes in as its checkpoint and the updates after it, in one
         # transaction: no document is built for it on the way.
-        with scratch.transaction():
-            if base.state is not None:
-                scratch.apply_update(binascii.a2b_base64(base.state["update"]))
-            for delta in base.deltas:
-                update = binascii.a2b_base64(delta["update"])
-                if update != EMPTY_UPDATE:
-                    scratch.apply_update(update)
+        updates = [binascii.a2b_base64(delta["update"]) for delta in base.deltas]
+        if base.state is not None:
+            updates.insert(0, binascii.a2b_base64(base.state["update"]))
+        _integrate(scratch, updates, None)
         undo = UndoManager(
             scopes=scopes, capture_timeout_millis=REVERT_CAPTURE_MS, timestamp=_no_time
         )
@@ -228,18 +226,13 @@ class YDoc:
         # tracks the marked ones' changes as it would one by one.
         steps = Window.of(window)
         marked = steps.marked
-        encodings = steps.encodings()
+        updates = window_updates(steps)
         i, n = 0, len(marked)
         while i < n:
-            flag = marked[i]
-            with scratch.transaction(origin=_MARKED if flag else _OTHER):
-                while i < n and marked[i] == flag:
-                    found = None if encodings is None else update_in(encodings[i])
-                    if found is None:
-                        found = binascii.a2b_base64(steps.delta(i)["update"])
-                    if found != EMPTY_UPDATE:
-                        scratch.apply_update(found)
-                    i += 1
+            flag, start = marked[i], i
+            while i < n and marked[i] == flag:
+                i += 1
+            _integrate(scratch, updates[start:i], _MARKED if flag else _OTHER)
         before = scratch.get_state()
         changed = False
         while undo.can_undo():
@@ -299,12 +292,58 @@ _OTHER: Final = "other"
 tracks the first only."""
 
 REVERT_CAPTURE_MS: Final = 2**31 - 1
-"""With a clock that never moves (:func:`_no_time`), every tracked change is
-captured into one undo step, undone in one call."""
+"""The undo manager's capture timeout on a revert's scratch document; with
+its clock at 0 (:func:`_no_time`) it never extends a step, whatever this is."""
 
 
 def _no_time() -> int:
+    """The undo manager's clock during a revert: always 0. Yrs extends the
+    last undo step only when the last change has a time above 0, so every
+    transaction of marked updates (each run of them) is an undo step of its
+    own, undone one after the other, latest first. One step for them all
+    would take one undo call instead of hundreds (a clock stuck at 1), but
+    Yrs 0.28 panics undoing such a step when one Yjs client's items lie both
+    in the marked updates and between them (an agent writing from one
+    document under two origins): tests/crdt/test_revert.py."""
     return 0
+
+
+def window_updates(window: Window) -> list[bytes]:
+    """Every update of the window, in order: read off the records' encoding
+    where the store hands them over so (:func:`update_in`), else decoded."""
+    encodings = window.encodings()
+    out: list[bytes] = []
+    for i in range(len(window)):
+        found = None if encodings is None else update_in(encodings[i])
+        if found is None:
+            found = binascii.a2b_base64(window.delta(i)["update"])
+        out.append(found)
+    return out
+
+
+def _integrate(doc: Doc[Any], updates: Sequence[bytes], origin: str | None) -> None:
+    """Apply ``updates`` to ``doc`` in one transaction with ``origin``.
+
+    Through pycrdt's Rust document directly (its ``_doc``; pycrdt is pinned
+    to 0.14 in pyproject.toml): ``Doc.apply_update`` and the ``transaction``
+    context wrap every call in Python bookkeeping that costs as much as
+    Yrs integrating a one-character update, and a revert applies ten
+    thousand of them. The origin goes in as pycrdt's own transactions
+    carry it (:func:`pycrdt._transaction.hash_origin`), so an undo manager
+    told ``include_origin(origin)`` tracks it."""
+    raw = doc._doc
+    txn = (
+        raw.create_transaction()
+        if origin is None
+        else raw.create_transaction_with_origin(hash_origin(origin))
+    )
+    try:
+        for update in updates:
+            if update != EMPTY_UPDATE:
+                raw.apply_update(txn, update)
+        txn.commit()
+    finally:
+        txn.drop()
 
 
 def root_view(update: bytes, name: str, kind: str) -> Any:

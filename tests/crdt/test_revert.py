@@ -373,6 +373,59 @@ def test_ydoc_restores_map_values_and_array_items() -> None:
     assert check.get("a", type=Array).to_py() == [1.0, 2.0]
 
 
+ONE_CLIENT_CASES: dict[str, tuple[list[tuple[bool, Any]], str]] = {
+    "characters": (
+        [
+            (True, lambda t: t.insert(0, "a")),
+            (False, lambda t: t.insert(1, "b")),
+            (True, lambda t: t.insert(2, "c")),
+        ],
+        "b",
+    ),
+    "words": (
+        [
+            (True, lambda t: t.insert(0, "one ")),
+            (False, lambda t: t.insert(4, "two ")),
+            (True, lambda t: t.insert(8, "three ")),
+        ],
+        "two ",
+    ),
+    "a deletion": (
+        [
+            (True, lambda t: t.insert(0, "one ")),
+            (False, lambda t: t.insert(4, "two ")),
+            (True, lambda t: t.insert(8, "three ")),
+            (False, lambda t: t.insert(14, "four")),
+            (True, lambda t: t.__delitem__(slice(4, 8))),  # "two "
+        ],
+        "two four",
+    ),
+}
+"""Edits of one Yjs document, each marked or not, and the text once the
+marked ones are taken back."""
+
+
+@pytest.mark.parametrize("case", list(ONE_CLIENT_CASES))
+def test_ydoc_reverts_one_yjs_client_writing_under_two_origins(case: str) -> None:
+    """One Yjs document writes every update (an agent's two tasks, told
+    apart by origin), so the marked updates' items lie between the others'
+    of the same Yjs client. Each run of marked updates is an undo step of
+    its own: undone as one step, such items make Yrs 0.28 panic (the
+    characters) or leave marked text in place (the words)."""
+    edits, expected = ONE_CLIENT_CASES[case]
+    server = Server(YDoc)
+    doc: Doc[Any] = Doc()
+    text = doc.get("t", type=Text)
+    for _, edit in edits:
+        state = doc.get_state()
+        edit(text)
+        assert server.apply(B, {"op": "update", "update": b64(doc.get_update(state))})
+    window = list(zip(server.deltas, [marked for marked, _ in edits], strict=True))
+    assert len(revert(server, window, YDoc.new())) == 1
+    assert isinstance(server.crdt, YDoc)
+    assert str(server.crdt.doc.get("t", type=Text)) == expected
+
+
 def depends(window: list[Step]) -> bool:
     """Whether an unmarked op names a node (as its id or parent) that a
     marked op before it named: the case the tree's rule may keep."""

@@ -47,6 +47,9 @@ Element = tuple[int, int]
 """``(client, counter)``."""
 Value = tuple[Any, bool]
 """An element's value, and whether it was a character of text."""
+Piece = tuple[int, int, int, Origin]
+"""``(client, first counter, count, the element before the first)``: a stretch
+of consecutive elements in document order (:meth:`RunSeq.pieces`)."""
 
 
 class Spans:
@@ -178,8 +181,19 @@ def base_values(base: Base, wanted: Spans) -> dict[Element, Value]:
     out: dict[Element, Value] = {}
 
     def take(client: int, counter: int, content: Any) -> None:
+        """The wanted elements' values in ``content``, the run of ``client``
+        from ``counter`` (when a wanted span reaches into it: nearly every
+        run and insert is passed over after one bisect)."""
+        end = counter + len(content)
+        los = starts.get(client)
+        if los is None:
+            return
+        # The last span starting before the run's end reaches into it, or none does.
+        at = bisect_left(los, end) - 1
+        if at < 0 or ends[client][at] <= counter:
+            return
         text = type(content) is str
-        for lo, hi in _overlaps(index[client], counter, counter + len(content)):
+        for lo, hi in _overlaps(index[client], counter, end):
             for c in range(lo, hi):
                 out[(client, c)] = (content[c - counter], text)
 
@@ -189,16 +203,14 @@ def base_values(base: Base, wanted: Spans) -> dict[Element, Value]:
             if type(content) is int:  # a count: deleted elements
                 continue
             los = starts.get(client)
-            if los is None:
-                continue
-            # The last span starting before the run's end reaches into it, or none does.
-            at = bisect_left(los, counter + len(content)) - 1
-            if at >= 0 and ends[client][at] > counter:
-                take(client, counter, content)
+            # take()'s test, here: a call for each of ten thousand runs costs more.
+            if los is not None:
+                at = bisect_left(los, counter + len(content)) - 1
+                if at >= 0 and ends[client][at] > counter:
+                    take(client, counter, content)
     for delta in base.deltas:
         if delta["op"] == "insert":
-            if delta["client"] in index:
-                take(delta["client"], delta["counter"], _content(delta))
+            take(delta["client"], delta["counter"], _content(delta))
         else:
             for client, first, count in delta["ranges"]:
                 spans = index.get(client)
@@ -213,48 +225,46 @@ def revert_ops(now: RunSeq, steps: Sequence[Step], base: Base) -> list[dict[str,
     """The ops that take back the marked ops of the window ``steps`` on
     ``now`` (see the module docstring)."""
     window = Window.of(steps)
+    marked, kinds = window.marked, window.kinds
     marked_ins, marked_del, other_del = Spans(), Spans(), Spans()
-    inserts: list[int] = []
-    """The unmarked ops that may be inserts, undecoded (see :func:`window_values`)."""
-    delta: Mapping[str, Any]
+    delete = text_key("delete")
     # The marked ops, and the unmarked ones that may be deletes, are decoded;
     # the others' inserts (most of a window) only if a value is looked up.
-    maybe_delete = (0, text_key("delete"))
-    for i, (marked, kind) in enumerate(zip(window.marked, window.kinds, strict=True)):
-        if marked:
-            delta = window.delta(i)
-            if delta["op"] == "insert":
+    read = [i for i, kind in enumerate(kinds) if marked[i] or kind == delete or not kind]
+    unmarked_inserts: list[int] = []
+    """Unmarked ops that may have been deletes and are inserts."""
+    delta: Mapping[str, Any]
+    for i in read:
+        delta = window.delta(i)
+        if delta["op"] == "insert":
+            if marked[i]:
                 marked_ins.add(delta["client"], delta["counter"], len(_content(delta)))
-                continue
-            spans = marked_del
-        elif kind in maybe_delete:
-            delta = window.delta(i)
-            if delta["op"] == "insert":
-                inserts.append(i)
-                continue
-            spans = other_del
-        else:
-            inserts.append(i)
+            else:
+                unmarked_inserts.append(i)
             continue
+        spans = marked_del if marked[i] else other_del
         for client, first, count in delta["ranges"]:
             spans.add(client, first, count)
     restore = marked_del.minus(other_del).minus(marked_ins)
-    before: dict[Element, Origin] = {}
+    pieces: list[Piece] = []
     present = Spans()
     for client, first, count in restore.spans():
         for start, k, _, prev in now.pieces(client, first, count) or ():
+            pieces.append((client, start, k, prev))
             present.add(client, start, k)
-            before[(client, start)] = prev
-            for i in range(1, k):
-                before[(client, start + i)] = (client, start + i - 1)
     values = base_values(base, present)
-    if len(values) < len(before):
+    if len(values) < sum(k for _, _, k, _ in pieces):
         missing = Spans()
-        for client, counter in before:
-            if (client, counter) not in values:
-                missing.add(client, counter, 1)
+        for client, start, k, _ in pieces:
+            for counter in range(start, start + k):
+                if (client, counter) not in values:
+                    missing.add(client, counter, 1)
+        # The unmarked ops that may be inserts, in seq order, undecoded.
+        inserts = [i for i, kind in enumerate(kinds) if kind and kind != delete and not marked[i]]
+        if unmarked_inserts:
+            inserts = sorted(inserts + unmarked_inserts)
         values.update(window_values(window, inserts, missing))
-    ops = _inserts(values, {e: before[e] for e in values})
+    ops = _inserts(values, pieces)
     visible = [
         (client, start, k)
         for client, first, count in marked_ins.spans()
@@ -337,20 +347,52 @@ def _bisect(first: Callable[[int], int | None], n: int, counter: int) -> int | N
     return lo - 1 if lo else None
 
 
-def _inserts(values: dict[Element, Value], before: dict[Element, Origin]) -> list[dict[str, Any]]:
-    """One insert per chain of consecutive elements to bring back, after the
-    element before its first."""
-    following = {prev: element for element, prev in before.items() if prev is not None}
+def _inserts(values: dict[Element, Value], pieces: list[Piece]) -> list[dict[str, Any]]:
+    """One insert per chain of consecutive elements to bring back (those with
+    a value), after the element before its first; chains in the order of
+    their first elements' ids.
+
+    ``pieces`` are the elements looked up, as :meth:`RunSeq.pieces` gives
+    them: each a stretch of consecutive elements in document order and the
+    element before its first. A chain is made of *segments*, stretches of a
+    piece whose elements all have a value: one that reaches its piece's end
+    goes on with the segment that starts a piece right after its last
+    element, if there is one."""
+    segments: list[tuple[int, int, int, Origin]] = []
+    """``(client, first, end, before)``, before: the element before ``first``."""
+    starting_after: dict[Element, int] = {}
+    """The segment (by index) that starts a piece, by the element before it."""
+    reaches_end: list[bool] = []
+    for client, start, k, prev in pieces:
+        end = start + k
+        counter = start
+        while counter < end:
+            if (client, counter) not in values:
+                counter += 1
+                continue
+            first = counter
+            while counter < end and (client, counter) in values:
+                counter += 1
+            if first == start and prev is not None:
+                starting_after[prev] = len(segments)
+            segments.append(
+                (client, first, counter, prev if first == start else (client, first - 1))
+            )
+            reaches_end.append(counter == end)
     ops: list[dict[str, Any]] = []
-    for head in sorted(values):
-        prev = before[head]
-        if prev is not None and prev in values:
-            continue  # not the first of its chain
+    heads = sorted(
+        (client, first, i)
+        for i, (client, first, _, prev) in enumerate(segments)
+        if prev is None or prev not in values
+    )
+    for _, _, i in heads:
         chain: list[Value] = []
-        element: Element | None = head
-        while element is not None and element in values:
-            chain.append(values[element])
-            element = following.get(element)
+        at: int | None = i
+        while at is not None:
+            client, first, end, _ = segments[at]
+            chain += [values[(client, counter)] for counter in range(first, end)]
+            at = starting_after.get((client, end - 1)) if reaches_end[at] else None
+        prev = segments[i][3]
         after = None if prev is None else format_id(*prev)
         if all(text for _, text in chain):
             ops.append({"op": "insert", "after": after, "text": "".join(v for v, _ in chain)})
