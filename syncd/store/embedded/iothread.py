@@ -75,6 +75,9 @@ class IoThread:
                 self._hand_back(future, _fail, exc)
             else:
                 self._hand_back(future, _settle, result)
+                # Not kept until the next job: a large result (a revert's
+                # checkpoint, a page of history) would outlive its reader.
+                del result
             del job, future, fn, args
 
     @staticmethod

@@ -86,3 +86,25 @@ def test_a_closed_loop_does_not_break_the_thread() -> None:
             other.close()
     finally:
         io.shutdown()
+
+
+async def test_a_result_is_not_kept_once_handed_back() -> None:
+    """A large result (a revert's checkpoint) dies with its reader, not when
+    the thread's next job comes."""
+    import gc
+    import weakref
+
+    class Big:
+        pass
+
+    loop = asyncio.get_running_loop()
+    io = IoThread("test-io")
+    try:
+        got = await io.run(loop, Big)
+        ref = weakref.ref(got)
+        await asyncio.sleep(0.05)  # the thread is idle, waiting for a job
+        del got
+        gc.collect()
+        assert ref() is None
+    finally:
+        io.shutdown()
