@@ -53,7 +53,8 @@ class Server:
             keepalive_timeout=settings.keepalive_timeout_s,
             send_timeout=settings.send_timeout_s,
             max_connections=settings.max_connections,
-            extra_headers=self.app.extra_headers,
+            # Without CORS origins there is never a header to add: no call per request.
+            extra_headers=self.app.extra_headers if settings.cors_origins else None,
             on_response=metrics.http_response,
             on_request=_on_request(metrics.http_request, settings.access_log),
             trusted_proxies=settings.trusted_proxies,

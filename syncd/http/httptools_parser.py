@@ -36,6 +36,38 @@ so the pipelining bound counts this too: a flood of tiny requests is bounded
 like a few large ones."""
 
 
+_COMMON_NAMES: Final = (
+    "accept",
+    "accept-encoding",
+    "accept-language",
+    "authorization",
+    "cache-control",
+    "connection",
+    "content-length",
+    "content-type",
+    "cookie",
+    "host",
+    "origin",
+    "referer",
+    "sec-websocket-key",
+    "sec-websocket-protocol",
+    "sec-websocket-version",
+    "upgrade",
+    "user-agent",
+    "x-forwarded-for",
+    "x-forwarded-proto",
+    "x-real-ip",
+    "x-request-id",
+)
+_NAME_KEYS: Final = {
+    spelt.encode("latin-1"): name
+    for name in _COMMON_NAMES
+    for spelt in (name, "-".join(part.capitalize() for part in name.split("-")), name.upper())
+}
+"""Header names as clients commonly spell them, already decoded and folded:
+one look-up instead of a decode and a lower() per header."""
+
+
 class _Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
@@ -163,7 +195,9 @@ class HttptoolsParser:
         self._header_count += 1
         if self._header_count > MAX_HEADERS:
             raise _Refused(431, "too many header fields")
-        key = name.decode("latin-1").lower()
+        key = _NAME_KEYS.get(name)
+        if key is None:
+            key = name.decode("latin-1").lower()
         text = value.decode("latin-1").strip(" \t")
         if key in self._headers:
             if key == "host" or (key == "content-length" and text != self._headers[key]):

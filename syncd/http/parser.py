@@ -162,6 +162,8 @@ def transfer_coding_refusal(value: str) -> ParseError | None:
 
 def keep_alive_of(http_version: str, connection: str) -> bool:
     """RFC 9112 9.3: persistent by default in 1.1, opt-in with keep-alive in 1.0."""
+    if not connection:  # most requests
+        return http_version == "1.1"
     tokens = {t.strip().lower() for t in connection.split(",")} if connection else set()
     if "close" in tokens:
         return False

@@ -420,9 +420,10 @@ class HttpProtocol(asyncio.Protocol):
             self._state.to(IDLE)
         if self._parser is not None:
             self._parser.start_next_cycle()
-        self._set_deadline(self._ctx.keepalive_timeout)
         if not self._write_paused:
             self._resume_reading()
+        # The keep-alive (or next header) deadline is set there, once it finds
+        # no complete request waiting; a pipelined one has none.
         self._process()
 
     def _start_stream(self, response: StreamResponse, request: Request) -> None:

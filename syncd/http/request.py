@@ -56,7 +56,8 @@ class Request:
         self.params: dict[str, str] = {}
         self._query: dict[str, str] | None = None
         self.expect_continue = False
-        self.upgrade = headers.get("upgrade", "").lower()
+        upgrade = headers.get("upgrade")
+        self.upgrade = upgrade.lower() if upgrade else ""
         self.client = ""
         """The peer's IP address (set by the connection; empty when unknown)."""
         self.route = "none"
