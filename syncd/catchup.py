@@ -27,6 +27,21 @@ async def initial_deltas(
 ) -> list[dict[str, Any]]:
     """The replay after ``since`` when the store still has it for this epoch, else
     a snapshot. The caller has subscribed already: that keeps the CRDT resident."""
+    records = await replay(store, residency, ns, crdt_id, since, epoch)
+    return records if records is not None else [engine.snapshot_delta(ns, crdt_id)]
+
+
+async def replay(
+    store: Store,
+    residency: Residency,
+    ns: str,
+    crdt_id: str,
+    since: int | None,
+    epoch: str | None,
+) -> list[dict[str, Any]] | None:
+    """:func:`initial_deltas`' replay, or None where it would be a snapshot: the
+    CRDT is then in memory, and the caller takes its snapshot from the engine
+    before it next awaits (a large one is shared, syncd/shared_states.py)."""
     entry = await residency.ensure(ns, crdt_id)
     if (
         since is not None
@@ -37,7 +52,5 @@ async def initial_deltas(
     ):
         if since == entry.seq:
             return []  # the client is up to date
-        records = await store.ops_since(ns, crdt_id, epoch, since)
-        if records is not None:
-            return records
-    return [engine.snapshot_delta(ns, crdt_id)]
+        return await store.ops_since(ns, crdt_id, epoch, since)
+    return None

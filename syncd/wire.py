@@ -18,17 +18,21 @@ WS_OPCODE_TEXT: Final = 0x1
 WS_OPCODE_BINARY: Final = 0x2
 
 
-def ws_frame(opcode: int, payload: bytes) -> bytes:
-    """One final, unmasked WebSocket frame (RFC 6455 5.2), as a server sends it."""
-    length = len(payload)
+def ws_header(opcode: int, length: int) -> bytes:
+    """The header of one final, unmasked WebSocket frame (RFC 6455 5.2) with a
+    payload of ``length`` bytes: a large payload is written after it in
+    slices, never copied behind it (:mod:`syncd.http.feed`)."""
     first = 0x80 | opcode
     if length < 126:
-        header = struct.pack("!BB", first, length)
-    elif length < 65536:
-        header = struct.pack("!BBH", first, 126, length)
-    else:
-        header = struct.pack("!BBQ", first, 127, length)
-    return header + payload
+        return struct.pack("!BB", first, length)
+    if length < 65536:
+        return struct.pack("!BBH", first, 126, length)
+    return struct.pack("!BBQ", first, 127, length)
+
+
+def ws_frame(opcode: int, payload: bytes) -> bytes:
+    """One final, unmasked WebSocket frame (RFC 6455 5.2), as a server sends it."""
+    return ws_header(opcode, len(payload)) + payload
 
 
 def pack(obj: Any) -> bytes:

@@ -45,6 +45,20 @@ after the end, and the timer may not have had its turn yet), then the
 subclass sends what its subscribers skipped (:meth:`BaseConnection._drained`),
 then the session handles what it held back.
 
+A whole state for a joining peer (:meth:`BaseConnection.feed`: a Yjs step 2,
+a snapshot frame) is the same shared object for every peer that joins that
+version (:mod:`syncd.shared_states`). It is written in slices as the
+transport drains (:class:`~syncd.http.feed.Feed`), its frame header first;
+while it goes out, the transport's pauses are the feed's, not the
+subscribers': everything sent meanwhile (deltas, answers, pings, a close
+frame) waits behind it in order, and the peer's messages are still read.
+What waits there is the connection's own memory, so it is bounded by the
+subscriber bound too: past it the connection counts as paused, as a
+transport over its mark does (subscribers skip and resync once it drains,
+the session handles no message, reading stops), until the feed is out and
+the transport has drained. A closing handshake waits for the feed (a frame
+cannot be cut), within the close timeout.
+
 Every connection counts in ``service_ws_connections_active`` and in the
 server's connection count (``SERVICE_MAX_CONNECTIONS``, and shutdown closes
 it with 1001) while it is open.
@@ -56,6 +70,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from syncd.http.feed import FEED_SLICE_BYTES, Feed, Piece
 from syncd.http.timers import EXPIRY_RESOLUTION_S, INTERVAL_SLOTS, Slot, Wheel
 from syncd.ws.base_session import (
     Action,
@@ -108,6 +123,7 @@ class BaseConnection(asyncio.Protocol):
         "_expiring",
         "_expiry",
         "_expiry_due",
+        "_feed",
         "_gone",
         "_keepalive",
         "_keepalive_due",
@@ -150,6 +166,8 @@ class BaseConnection(asyncio.Protocol):
         self._read_paused = False
         self._write_paused = False
         self._gone = False
+        self._feed: Feed | None = None
+        """What is still to be written from a shared state on (None: nothing)."""
         self._timer: asyncio.TimerHandle | None = None
         self._keepalive: Slot[BaseConnection] | None = None
         self._keepalive_due = 0.0
@@ -215,6 +233,10 @@ class BaseConnection(asyncio.Protocol):
         self._gone = True
         self.can_send = False
         self.session.connection_lost()
+        feed = self._feed
+        if feed is not None:
+            self._feed = None
+            feed.clear()
         self._cancel_timer()
         self._stop_keepalive()
         self._stop_expiry()
@@ -225,11 +247,18 @@ class BaseConnection(asyncio.Protocol):
         self._lost()
 
     def pause_writing(self) -> None:
-        self._write_paused = True
-        self.session.write_paused = True
-        self._pause_reading()
+        feed = self._feed
+        if feed is not None:
+            feed.waiting = True  # the feed's pause: what is sent meanwhile queues behind it
+            return
+        self._hold_output()
 
     def resume_writing(self) -> None:
+        feed = self._feed
+        if feed is not None:
+            feed.waiting = False
+            self._pump()
+            return
         self._write_paused = False
         due = self._expiry_due
         if due is not None and self._auth.now_ms() >= due:
@@ -269,6 +298,28 @@ class BaseConnection(asyncio.Protocol):
         if self.can_send:
             self._write(data)
 
+    def feed(self, head: bytes, state: bytes | bytearray) -> None:
+        """Write ``head`` then ``state`` (a whole state, usually a
+        :class:`~syncd.shared_states.SharedState` other connections write too),
+        after everything sent before; a large ``state`` in slices as the
+        transport drains, and what is sent meanwhile behind it (see the module
+        docstring). ``head`` frames it: a WebSocket frame header, and what
+        precedes the state in the frame's payload."""
+        if not self.can_send:
+            return
+        if len(state) < FEED_SLICE_BYTES and self._feed is None:
+            self.send(head + bytes(state))  # small: as any message
+            return
+        self.flush()  # what a subclass queued was sent first
+        feed = self._feed
+        if feed is None:
+            feed = self._feed = Feed()
+            # Over the bound already (no feed was running): wait for the drain.
+            feed.waiting = self._write_paused
+        feed.add(head)
+        feed.add_shared(state)
+        self._pump()
+
     def flush(self) -> None:
         """Write what a subclass queued (before our close frame)."""
 
@@ -306,6 +357,11 @@ class BaseConnection(asyncio.Protocol):
     def _finish(self) -> None:
         """Close the transport (after its buffer flushes), aborting if that stalls."""
         self.can_send = False
+        feed = self._feed
+        if feed is not None:
+            feed.close_after = True  # once the feed is out: a frame cannot be cut
+            self._arm_timer()
+            return
         if not self.transport.is_closing():
             self.transport.close()
         self._arm_timer()
@@ -379,12 +435,50 @@ class BaseConnection(asyncio.Protocol):
     # -- plumbing ----------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
+        feed = self._feed
+        if feed is not None:
+            feed.add(data)
+            if (
+                not self._write_paused
+                and feed.own_bytes > self.transport.get_write_buffer_limits()[1]
+            ):
+                self._hold_output()  # the bound: as a transport over its mark
+            return
+        self._write_now(data)
+
+    def _write_now(self, data: Piece) -> None:
         try:
             self.transport.write(data)
         except RuntimeError:
             # uvloop refuses writes once the socket failed, a moment before
             # connection_lost reaches us; nothing more can be sent.
             self.can_send = False
+
+    def _feed_waits(self) -> bool:
+        feed = self._feed
+        return feed is None or feed.waiting or self._gone
+
+    def _pump(self) -> None:
+        """Write what the feed holds while the transport takes it; once all of
+        it is out, the connection is as any other: paused if the transport
+        still is, else resumed if it was held meanwhile."""
+        feed = self._feed
+        if feed is None or not feed.pump(self._write_now, self._feed_waits):
+            return
+        self._feed = None
+        if feed.close_after:
+            self._finish()
+        elif feed.waiting:
+            self._hold_output()  # its resume_writing carries on as for any pause
+        elif self._write_paused:
+            self.resume_writing()  # held at the bound, or paused before the feed
+
+    def _hold_output(self) -> None:
+        """The peer has enough unread: subscribers skip, the session handles no
+        message, reading stops (until :meth:`resume_writing`)."""
+        self._write_paused = True
+        self.session.write_paused = True
+        self._pause_reading()
 
     def _pause_reading(self) -> None:
         if not self._read_paused and not self._gone:

@@ -17,7 +17,9 @@ protocol are carried out here:
   first waits, so ops still apply in order).
 - ``Subscribe`` / ``Unsubscribe``: a :class:`~syncd.ws.subscription.WsSubscription`
   joins or leaves the hub, starting from a snapshot or a replay
-  (:mod:`syncd.catchup`). The hub hands it the delta's frame bytes, shared by
+  (:mod:`syncd.catchup`); a large snapshot is encoded once per version and
+  shared by the subscriptions sent it (:mod:`syncd.shared_states`), written
+  in slices as the socket drains, what follows it behind it. The hub hands it the delta's frame bytes, shared by
   every subscriber; they are queued here and written by the app's
   :class:`~syncd.ws.flusher.Flusher`, one send per connection per flush.
   What the session sends goes behind what is queued, so the client sees
@@ -47,11 +49,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from syncd.catchup import initial_deltas
+from syncd.catchup import replay
 from syncd.errors import ApiError
+from syncd.shared_states import SharedStates
 from syncd.ws.base_connection import BaseConnection, ConnectionTimers
 from syncd.ws.base_session import Action
 from syncd.ws.flusher import Flusher
@@ -108,6 +111,8 @@ class SessionContext:
     settings: Settings
     server: Callable[[], ServerContext | None]
     """The HTTP server's shared state (connection count, shutdown), once it runs."""
+    shared: SharedStates = field(default_factory=SharedStates)
+    """Large snapshots being sent to subscriptions, one per version and form."""
 
 
 class WsConnection(BaseConnection):
@@ -200,8 +205,9 @@ class WsConnection(BaseConnection):
         if lagging:
             self._lagging = None
             engine = self._app.engine
+            shared = self._app.shared
             for subscription in lagging:
-                subscription.resync(engine)
+                subscription.resync(engine, shared)
 
     def _expiry_due_ms(self) -> int | None:
         return self.session.expiry_due
@@ -414,7 +420,7 @@ class WsConnection(BaseConnection):
         if action.since is None and (
             (self.ns, crdt_id) in app.engine or not app.store.loads_on_demand
         ):
-            subscription.start([app.engine.snapshot_delta(self.ns, crdt_id)])
+            subscription.start_snapshot(app.engine, app.shared)
         else:
             _spawn(self._start_replay(subscription, action.since, action.epoch))
 
@@ -423,14 +429,8 @@ class WsConnection(BaseConnection):
     ) -> None:
         try:
             app = self._app
-            initial = await initial_deltas(
-                app.engine,
-                app.store,
-                app.service.residency,
-                self.ns,
-                subscription.crdt_id,
-                since,
-                epoch,
+            records = await replay(
+                app.store, app.service.residency, self.ns, subscription.crdt_id, since, epoch
             )
         except Exception as exc:
             if subscription.active:
@@ -440,7 +440,10 @@ class WsConnection(BaseConnection):
                 self.session.subscription_failed(subscription.crdt_id, error, subscription.binary)
                 self._arm_expiry()
             return
-        subscription.start(initial)
+        if records is None:
+            subscription.start_snapshot(app.engine, app.shared)
+        else:
+            subscription.start(records)
 
     def _drop_subscription(self, subscription: WsSubscription) -> None:
         if not subscription.active:

@@ -15,20 +15,31 @@ as they are (queued there and coalesced into one send per flush, see
   read (the token's or its rule's expiry). The connection's expiry timer ends
   the subscription at that instant; this check, an int comparison with no
   clock read, covers a delta that reaches us before the timer has had its turn.
+
+A snapshot (the start without a replay, a resync) is encoded once per
+version of the CRDT and form (msgpack or JSON) when large, and the same bytes
+go to every subscription sent that version (:mod:`syncd.shared_states`),
+written in slices as each socket drains; deltas after it wait behind it.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from syncd.auth.authenticator import NO_END_MS
 from syncd.hub import EncodedDelta, EncodedRun
+from syncd.wire import WS_OPCODE_BINARY, WS_OPCODE_TEXT, pack, to_json, ws_header
 
 if TYPE_CHECKING:
     from syncd.crdt.engine import Engine
+    from syncd.shared_states import SharedStates
 
 log = logging.getLogger("syncd.ws")
+
+SNAPSHOT_BINARY: Final = "ws:snapshot:msgpack"
+SNAPSHOT_TEXT: Final = "ws:snapshot:json"
+"""The shared forms of a snapshot delta: a binary frame's payload, a text frame's."""
 
 
 class Writer(Protocol):
@@ -42,6 +53,11 @@ class Writer(Protocol):
 
     def send(self, data: bytes) -> None:
         """Send now, in order after anything queued (nothing once closing)."""
+        ...
+
+    def feed(self, head: bytes, state: bytes | bytearray) -> None:
+        """Send ``head`` and ``state`` (maybe shared with other connections) as
+        ``send`` would their concatenation, without copying ``state``."""
         ...
 
 
@@ -142,6 +158,44 @@ class WsSubscription:
         for encoded in pending:
             self.deliver(encoded)
 
+    def start_snapshot(self, engine: Engine, shared: SharedStates) -> None:
+        """Start from the CRDT's current state (:meth:`send_snapshot`), then the
+        deltas that arrived meanwhile (those it covers are skipped by seq)."""
+        pending = self.pending
+        if not self.active or pending is None:
+            return
+        self.pending = None
+        self.send_snapshot(engine, shared)
+        for encoded in pending:
+            self.deliver(encoded)
+
+    def send_snapshot(self, engine: Engine, shared: SharedStates) -> None:
+        """The CRDT's current state as a snapshot delta: when large, the frame
+        payload every subscription sent this version writes (see the module
+        docstring)."""
+        entry = engine.get(self.ns, self.crdt_id)
+        if entry is None:  # unknown: a snapshot of nothing, small
+            self._send_snapshot(engine.snapshot_delta(self.ns, self.crdt_id))
+            return
+        ns, crdt_id = self.ns, self.crdt_id
+        try:
+            if self.binary:
+                opcode = WS_OPCODE_BINARY
+                payload = shared.exact(
+                    entry, SNAPSHOT_BINARY, lambda: pack(engine.snapshot_delta(ns, crdt_id))
+                )
+            else:
+                opcode = WS_OPCODE_TEXT
+                payload = shared.exact(
+                    entry, SNAPSHOT_TEXT, lambda: to_json(engine.snapshot_delta(ns, crdt_id))
+                )
+        except (TypeError, ValueError, OverflowError):
+            self._unencodable()
+        else:
+            self._writer.feed(ws_header(opcode, len(payload)), payload)
+        self.last_seq = entry.seq
+        self.epoch = entry.epoch
+
     def _frame(self, encoded: EncodedDelta) -> bytes | None:
         try:
             return encoded.ws_binary() if self.binary else encoded.ws_text()
@@ -154,12 +208,12 @@ class WsSubscription:
         # this subscriber, never the fan-out loop to everyone after it.
         log.exception("cannot encode a delta of %s/%s", self.ns, self.crdt_id)
 
-    def resync(self, engine: Engine) -> None:
+    def resync(self, engine: Engine, shared: SharedStates) -> None:
         """The transport drained after we skipped deltas: a fresh snapshot."""
         if not self.active or not self.lag:
             return
         self.lag = False
-        self._send_snapshot(engine.snapshot_delta(self.ns, self.crdt_id))
+        self.send_snapshot(engine, shared)
 
     def _send_snapshot(self, delta: dict[str, Any]) -> None:
         frame = self._frame(EncodedDelta(delta))

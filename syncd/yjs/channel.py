@@ -17,6 +17,15 @@ reads what it is given:
   update's outcome (Hocuspocus acknowledges them).
 - a step 1 is answered from the engine's document: exactly what the peer's
   state vector lacks, so a reconnecting provider gets only what it missed.
+  A fresh provider (an empty state vector) lacks the whole document: that
+  update is encoded once and the same bytes go to every fresh provider
+  (:mod:`syncd.shared_states`), written in slices as each socket drains
+  (:meth:`~syncd.ws.base_connection.BaseConnection.feed`), so a join storm
+  holds one copy, not one per joiner. While one is alive, a provider that
+  joins after a few more updates (at most :data:`SHARED_MAX_LAG_OPS`) gets
+  it too and, right after its step 2, an update with what it lacks (the diff
+  by the state vector kept with it), so an edited document is not encoded
+  per joiner either. The same goes for the whole document sent after a lag.
 - awareness goes to the room (:mod:`syncd.yjs.room`).
 
 The channel joins the hub before it sends its step 1, so nothing committed
@@ -49,7 +58,7 @@ import asyncio
 import binascii
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from syncd.auth.authenticator import NO_END_MS
@@ -58,6 +67,7 @@ from syncd.crdt.engine import mask_bit
 from syncd.crdt.ydoc import YDoc
 from syncd.errors import ApiError
 from syncd.hub import DeliverEach, EncodedDelta
+from syncd.shared_states import SharedState, SharedStates
 from syncd.ws.base_session import Action, Send
 from syncd.ws.framing import (
     CLOSE_BAD_DATA,
@@ -66,6 +76,9 @@ from syncd.ws.framing import (
     CLOSE_TOKEN_EXPIRED,
 )
 from syncd.yjs.protocol import (
+    EMPTY_UPDATE,
+    SYNC_STEP2,
+    SYNC_UPDATE,
     ApplyUpdate,
     EmptyUpdate,
     ReadOnlyUpdate,
@@ -74,6 +87,7 @@ from syncd.yjs.protocol import (
     SendDiff,
     YjsSession,
     awareness_message,
+    sync_head,
     sync_step2,
     sync_update,
 )
@@ -103,6 +117,17 @@ RATE_RETRY_MAX_S: Final = 1.0
 
 EMPTY_STATE_VECTOR: Final = b"\x00"
 
+WHOLE_UPDATE: Final = "yjs:update"
+"""The shared form of a document: its whole update (what an empty state
+vector lacks)."""
+
+SHARED_MAX_LAG_OPS: Final = 1000
+"""How many updates a shared whole document may be behind the document and
+still be sent to a fresh provider, with a catch-up of the rest: a thousand
+keystroke updates are tens of KB, little next to a document worth sharing,
+and under a thousand updates/s a new encoding is made about once a second
+instead of once per joiner."""
+
 
 @dataclass(frozen=True)
 class YjsContext:
@@ -116,6 +141,8 @@ class YjsContext:
     settings: Settings
     rooms: Rooms
     server: Callable[[], ServerContext | None]
+    shared: SharedStates = field(default_factory=SharedStates)
+    """The whole documents being sent to fresh providers, one per version."""
 
 
 class Owner(Protocol):
@@ -127,6 +154,12 @@ class Owner(Protocol):
 
     def send_delta(self, channel: YjsChannel, delta: EncodedDelta) -> None:
         """Write a document delta as an update message (shared framing)."""
+        ...
+
+    def send_shared(self, channel: YjsChannel, head: bytes, state: SharedState) -> None:
+        """Frame and write one y-protocols message of ``channel``, ``head``
+        followed by ``state``, a whole document other connections write too
+        (never copied; what is sent meanwhile goes behind it)."""
         ...
 
     def close(self, code: int, reason: str = "") -> None: ...
@@ -193,6 +226,7 @@ class YjsChannel(DeliverEach):
         "principal",
         "room",
         "session",
+        "told_read_only",
         "until",
     )
 
@@ -225,6 +259,8 @@ class YjsChannel(DeliverEach):
         self.closed = False
         """Nothing more goes out (the connection is closing)."""
         self._left = False
+        self.told_read_only = False
+        """The peer was told its updates are ignored (y-websocket says it once)."""
         self.room: Room = ctx.rooms.join(ns, crdt_id, self)
         ctx.hub.subscribe(ns, crdt_id, self)
         if ctx.auth.revocations.watch(principal, self):
@@ -299,7 +335,42 @@ class YjsChannel(DeliverEach):
             self._lagged = False
             doc = self._document()
             if doc is not None:
-                self._owner.send_message(self, sync_update(doc.encoded()))
+                self._send_whole(doc, SYNC_UPDATE)
+
+    def _send_diff(self, state_vector: bytes) -> None:
+        """Answer a step 1: a step 2 with what ``state_vector`` lacks."""
+        doc = self._document()
+        if doc is None:
+            self._owner.send_message(self, sync_step2(EMPTY_UPDATE))
+        elif state_vector == EMPTY_STATE_VECTOR:
+            self._send_whole(doc, SYNC_STEP2)
+        else:
+            self._owner.send_message(self, sync_step2(doc.diff(state_vector)))
+
+    def _send_whole(self, doc: YDoc, step: int) -> None:
+        """The whole document as a sync message of ``step``: shared with the
+        other peers that are sent it (see the module docstring)."""
+        entry = self._ctx.engine.get(self.ns, self.crdt_id)
+        assert entry is not None  # _document() found it
+        shared = self._ctx.shared
+        catch_up: bytes | None = None
+        update: bytes | SharedState
+        hit = shared.recent(entry, WHOLE_UPDATE, SHARED_MAX_LAG_OPS)
+        if hit is None:
+            update = shared.keep(
+                entry, WHOLE_UPDATE, doc.diff(EMPTY_STATE_VECTOR), doc.state_vector()
+            )
+        else:
+            update, seq, state_vector = hit
+            if seq != entry.seq:
+                catch_up = doc.diff(state_vector)
+        owner = self._owner
+        if isinstance(update, SharedState):
+            owner.send_shared(self, sync_head(step, len(update)), update)
+        else:
+            owner.send_message(self, sync_head(step, len(update)) + update)
+        if catch_up is not None:
+            owner.send_message(self, sync_update(catch_up))
 
     # -- the hub ---------------------------------------------------------------
 
@@ -343,9 +414,7 @@ class YjsChannel(DeliverEach):
         if isinstance(action, Send):
             owner.send_message(self, action.data)
         elif isinstance(action, SendDiff):
-            doc = self._document()
-            update = doc.diff(action.state_vector) if doc is not None else b"\x00\x00"
-            owner.send_message(self, sync_step2(update))
+            self._send_diff(action.state_vector)
         elif isinstance(action, ApplyUpdate):
             self._apply(action.update)
         elif isinstance(action, RelayAwareness):

@@ -27,7 +27,10 @@ authenticate again, with a new token if they have one.
 Backpressure: while the transport's buffer is over the subscriber bound,
 deltas are not sent and the socket is not read; once it drains, each channel
 that skipped some sends the whole document as one update (Yjs merges what it
-has). Reading also stops while :data:`MAX_INFLIGHT_UPDATES` of the peer's
+has). A whole document (a fresh provider's step 2, that update) is one
+object shared with the other connections sent it, written in slices as the
+socket drains; deltas that come meanwhile wait behind it, up to the same
+bound (see :mod:`syncd.ws.base_connection`). Reading also stops while :data:`MAX_INFLIGHT_UPDATES` of the peer's
 updates await the store, while an update waits for the token's rate limit,
 and while a document is read from the store for a joining peer.
 """
@@ -39,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from syncd.auth.authenticator import NO_END_MS, TOKEN_EXPIRED_MESSAGE
 from syncd.hub import EncodedDelta
-from syncd.wire import WS_OPCODE_BINARY, ws_frame
+from syncd.wire import WS_OPCODE_BINARY, ws_frame, ws_header
 from syncd.ws.base_connection import BaseConnection, ConnectionTimers
 from syncd.ws.base_session import BaseSession
 from syncd.ws.framing import CLOSE_READ_EXPIRED, CLOSE_TOKEN_EXPIRED
@@ -48,6 +51,7 @@ from syncd.yjs.protocol import permission_denied, sync_update
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
+    from syncd.shared_states import SharedState
 
 MAX_INFLIGHT_UPDATES: Final = 256
 """A peer's updates awaiting the store before we stop reading its socket: a
@@ -163,7 +167,7 @@ class YjsSocket(BaseConnection):
 class YjsConnection(YjsSocket):
     """A y-websocket connection: one document, its messages as they are."""
 
-    __slots__ = ("_denied", "channel")
+    __slots__ = ("channel",)
 
     def __init__(
         self,
@@ -179,7 +183,6 @@ class YjsConnection(YjsSocket):
         origin: str | None = None,
     ) -> None:
         super().__init__(ctx, transport, trailing, timers)
-        self._denied = False
         self.channel = YjsChannel(
             ctx, self, ns, crdt_id, principal, writable=writable, origin=origin
         )
@@ -195,10 +198,13 @@ class YjsConnection(YjsSocket):
     def send_message(self, channel: YjsChannel, message: bytes) -> None:
         self.send(ws_frame(WS_OPCODE_BINARY, message))
 
+    def send_shared(self, channel: YjsChannel, head: bytes, state: SharedState) -> None:
+        self.feed(ws_header(WS_OPCODE_BINARY, len(head) + len(state)) + head, state)
+
     def read_only_update(self, channel: YjsChannel) -> None:
         # y-protocols' auth message, once: the provider logs the reason.
-        if not self._denied:
-            self._denied = True
+        if not channel.told_read_only:
+            channel.told_read_only = True
             self.send_message(channel, permission_denied("read-only token: updates are ignored"))
 
     def send_delta(self, channel: YjsChannel, delta: EncodedDelta) -> None:

@@ -41,7 +41,7 @@ from pycrdt import Decoder, Encoder
 
 from syncd.errors import ApiError
 from syncd.hub import EncodedDelta
-from syncd.wire import WS_OPCODE_BINARY, ws_frame
+from syncd.wire import WS_OPCODE_BINARY, ws_frame, ws_header
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
 from syncd.yjs.channel import CLOSE_POLICY, YjsChannel, YjsContext, may_write, update_of
 from syncd.yjs.connection import YjsSocket
@@ -49,6 +49,7 @@ from syncd.yjs.protocol import sync_update
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
+    from syncd.shared_states import SharedState
     from syncd.ws.base_connection import ConnectionTimers
 
 MESSAGE_AUTH: Final = 2
@@ -233,6 +234,12 @@ class HocuspocusConnection(YjsSocket):
         name = self._names.get(channel)
         if name is not None:
             self._write_raw(_string(name) + message)
+
+    def send_shared(self, channel: YjsChannel, head: bytes, state: SharedState) -> None:
+        name = self._names.get(channel)
+        if name is not None:
+            prefix = _string(name) + head
+            self.feed(ws_header(WS_OPCODE_BINARY, len(prefix) + len(state)) + prefix, state)
 
     def send_delta(self, channel: YjsChannel, delta: EncodedDelta) -> None:
         name = self._names.get(channel)

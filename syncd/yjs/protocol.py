@@ -113,6 +113,16 @@ def _message_part(part: int | bytes) -> bytes:
     return encoder.to_bytes() + part
 
 
+def sync_head(step: int, length: int) -> bytes:
+    """A sync message's bytes before its payload of ``length`` bytes (a whole
+    document, written after it as it is, never copied behind it)."""
+    encoder = Encoder()
+    encoder.write_var_uint(MESSAGE_SYNC)
+    encoder.write_var_uint(step)
+    encoder.write_var_uint(length)
+    return encoder.to_bytes()
+
+
 def sync_step1(state_vector: bytes) -> bytes:
     return _message_part(MESSAGE_SYNC) + _message_part(SYNC_STEP1) + _message_part(state_vector)
 

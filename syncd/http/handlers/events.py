@@ -19,6 +19,14 @@ A revoked token (docs/permissions.md#revoking-tokens) ends the stream the
 same way, at once, with ``token_revoked``: the stream is registered with the
 authenticator's revocation table for as long as it is open.
 
+A large first event (a snapshot) is encoded once per version of the CRDT and
+the same bytes go to every stream that starts from it
+(:mod:`syncd.shared_states`), written in slices as each connection drains
+(:class:`~syncd.http.feed.Feed`): many readers starting at once hold one copy
+of the state, not one each. What the stream writes meanwhile (deltas, pings,
+the end) waits behind it, in order; past the bound it ends, as a reader too
+far behind does.
+
 An open stream is mostly idle, and what it holds is kept small: its ping and
 its end are entries in wheels every stream shares (:mod:`syncd.http.timers`:
 a ping at most 1/16 of ``SERVICE_SSE_PING_S`` late, the end at most
@@ -29,13 +37,17 @@ keeps its state in slots.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+import base64
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 from syncd.auth.authenticator import NO_END_MS, Authenticator, Principal
 from syncd.auth.revocations import token_revoked
-from syncd.catchup import initial_deltas
+from syncd.catchup import replay
 from syncd.crdt.engine import Engine
 from syncd.errors import bad_request
+from syncd.http.feed import FEED_SLICE_BYTES, Feed, Piece
+from syncd.http.protocol import WRITE_HIGH_WATER
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink, dumps
 from syncd.http.router import Router
@@ -44,13 +56,19 @@ from syncd.hub import DeliverEach, EncodedDelta, Hub
 from syncd.ids import check_crdt_id, check_namespace
 from syncd.metrics import Metrics
 from syncd.residency import Residency
+from syncd.shared_states import SharedStates
 from syncd.store.base import Store
+from syncd.wire import pack
 
 EVENT_STREAM: Final = b"text/event-stream"
 PING: Final = b": ping\n\n"
 SSE_HEADERS: Final = ((b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"))
 END_EVENT: Final = b"event: end\ndata: "
 """The last event of a stream whose read ended; its data is the error body."""
+DATA: Final = b"data: "
+EVENT_END: Final = b"\n\n"
+SNAPSHOT_FORM: Final = "sse:snapshot"
+"""The shared form of a snapshot event: its data, base64 of the msgpack delta."""
 MAX_SEQ_DIGITS: Final = 20
 """Digits of a ``since``: every seq fits (they are 64-bit), and int() is never
 asked to parse the thousands of digits it refuses with a ValueError."""
@@ -88,6 +106,7 @@ class SseSubscriber(DeliverEach):
         "_closed",
         "_epoch",
         "_expiry",
+        "_feed",
         "_hub",
         "_last_seq",
         "_metrics",
@@ -126,6 +145,8 @@ class SseSubscriber(DeliverEach):
         """When the read ends (wall-clock ms)."""
         self._expiry: Slot[SseSubscriber] | None = None
         self._sink: StreamSink | None = None
+        self._feed: Feed | None = None
+        """The first event still going out, and what waits behind it."""
         self._pending: list[EncodedDelta] | None = []
         """Deltas that arrived before the start; None once started."""
         self._last_seq = -1
@@ -156,19 +177,71 @@ class SseSubscriber(DeliverEach):
                 return  # made after the read ended; the expiry timer ends the stream
             self._last_seq = delta.seq
             self._epoch = delta.delta.get("epoch")
-        if sink.buffered() > self._bound:
+        # While the snapshot is fed, the transport holds views of the shared
+        # state, not this stream's own bytes: what waits behind it counts.
+        feed = self._feed
+        if (sink.buffered() if feed is None else feed.own_bytes) > self._bound:
             # Too far behind: end the stream now (a graceful close would wait
             # for the peer to read what is queued); the client resumes with since.
             sink.abort()
             return
-        sink.write(delta.sse())
+        self._send(delta.sse())
 
-    def start(self, sink: StreamSink, initial: list[dict[str, Any]]) -> None:
+    def _send(self, data: bytes) -> None:
+        """Write ``data`` after what the feed still holds."""
+        feed = self._feed
+        if feed is not None:
+            feed.add(data)
+        else:
+            sink = self._sink
+            assert sink is not None
+            sink.write(data)
+
+    def _pump(self) -> None:
+        """Write what the feed holds while the connection takes it (its drain
+        calls this again)."""
+        feed = self._feed
+        sink = self._sink
+        if feed is None or sink is None:
+            return
+        # The sink hands what it is given to its transport, which takes any
+        # bytes-like object: the feed's slices are views, never copied.
+        if feed.pump(cast("Callable[[Piece], None]", sink.write), self._sink_full):
+            self._feed = None
+            if feed.close_after:
+                sink.close()
+
+    def _sink_full(self) -> bool:
+        # Past the connection's high-water mark its transport has paused, and
+        # its drain (under the low mark) calls _pump.
+        sink = self._sink
+        return sink is None or sink.closed or sink.buffered() > WRITE_HIGH_WATER
+
+    def start(
+        self,
+        sink: StreamSink,
+        initial: list[dict[str, Any]],
+        snapshot: tuple[bytes | bytearray, int, str] | None = None,
+    ) -> None:
+        """Write the first events, then the deltas that came meanwhile.
+        ``snapshot`` is a snapshot's event data (maybe shared with other
+        streams), its seq and epoch; ``initial`` the replay or small snapshot."""
         self._sink = sink
         sink.on_close(self.close)
         if self._revoked:
             self._end(token_revoked().body())
             return
+        if snapshot is not None:
+            data, self._last_seq, self._epoch = snapshot
+            if len(data) < FEED_SLICE_BYTES:
+                sink.write(DATA + bytes(data) + EVENT_END)
+            else:
+                feed = self._feed = Feed()
+                feed.add(DATA)
+                feed.add_shared(data)
+                feed.add(EVENT_END)
+                sink.on_drain(self._pump)
+                self._pump()
         for delta in initial:
             encoded = EncodedDelta(delta)
             if delta.get("kind") == "snapshot":
@@ -208,8 +281,12 @@ class SseSubscriber(DeliverEach):
         sink = self._sink
         if self._closed or sink is None or sink.closed:
             return  # not started yet: start() ends it
-        sink.write(end_event(body))
-        sink.close()  # after what is queued, the end event last
+        self._send(end_event(body))
+        feed = self._feed
+        if feed is not None:
+            feed.close_after = True  # once the first event is out: it cannot be cut
+        else:
+            sink.close()  # after what is queued, the end event last
 
     def _schedule_ping(self) -> None:
         if self._closed:
@@ -220,7 +297,7 @@ class SseSubscriber(DeliverEach):
     def _send_ping(self) -> None:
         self._ping = None
         if self._sink is not None and not self._sink.closed:
-            self._sink.write(PING)
+            self._send(PING)
             self._schedule_ping()
 
     def close(self) -> None:
@@ -228,6 +305,10 @@ class SseSubscriber(DeliverEach):
             return
         self._closed = True
         self._pending = None
+        feed = self._feed
+        if feed is not None:
+            self._feed = None
+            feed.clear()
         if self._ping is not None:
             self._timers.ping.remove(self._ping, self)
             self._ping = None
@@ -252,6 +333,7 @@ def register(
     ping_s: float,
 ) -> None:
     timers = StreamTimers(ping_s)
+    shared = SharedStates()
 
     async def events(request: Request) -> StreamResponse:
         ns = check_namespace(request.params["ns"])
@@ -285,12 +367,29 @@ def register(
         hub.subscribe(ns, crdt_id, subscriber)
         metrics.sse_connections_active.inc()
         try:
-            initial = await initial_deltas(engine, store, residency, ns, crdt_id, since, epoch)
+            records = await replay(store, residency, ns, crdt_id, since, epoch)
         except BaseException:
             subscriber.close()
             raise
+        snapshot: tuple[bytes | bytearray, int, str] | None = None
+        entry = engine.get(ns, crdt_id) if records is None else None
+        if entry is not None:
+            # Taken now, as the replay would have been: deltas from here on
+            # wait in the subscriber, those it covers skipped by seq.
+            snapshot = (
+                shared.exact(
+                    entry,
+                    SNAPSHOT_FORM,
+                    lambda: base64.b64encode(pack(engine.snapshot_delta(ns, crdt_id))),
+                ),
+                entry.seq,
+                entry.epoch,
+            )
+        initial = records if records is not None else []
+        if records is None and entry is None:
+            initial = [engine.snapshot_delta(ns, crdt_id)]  # nothing: a small snapshot
         return StreamResponse(
-            lambda sink: subscriber.start(sink, initial),
+            lambda sink: subscriber.start(sink, initial, snapshot),
             EVENT_STREAM,
             SSE_HEADERS,
             abort=subscriber.close,
