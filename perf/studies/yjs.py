@@ -19,9 +19,13 @@ through its y-websocket endpoint; ``@y/websocket-server`` and
    100 documents; the server's RSS growth over the count.
 3. **Disk per update** (syncd): the log's bytes per update, and the merged
    document a snapshot stores (``?format=crdt``) per update.
+4. **A join storm**: ``--storm`` (150) fresh providers join a 4 MB document at
+   once; each server's peak RSS and CPU, and whether every joiner got the
+   exact document (:mod:`perf.studies.join_storm`, which also compares two
+   checkouts of syncd).
 
 Usage: python -m perf.studies.yjs [--patches 3000] [--rate 500] [--idle 10000]
-       [--servers syncd,y-websocket,hocuspocus] [--json OUT]
+       [--storm 150] [--servers syncd,y-websocket,hocuspocus] [--json OUT]
 """
 
 from __future__ import annotations
@@ -236,6 +240,7 @@ def main() -> None:
     parser.add_argument("--patches", type=int, default=3000)
     parser.add_argument("--rate", type=float, default=500.0, help="updates/s, open loop")
     parser.add_argument("--idle", type=int, default=10000)
+    parser.add_argument("--storm", type=int, default=150, help="joiners of a join storm (0: none)")
     parser.add_argument("--servers", default=",".join(SERVERS))
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
@@ -257,6 +262,11 @@ def main() -> None:
     finally:
         Path(updates_file).unlink()
     idle = [run_idle(name, args.idle) for name in names] if args.idle else []
+    storms: list[dict[str, Any]] = []
+    if args.storm:
+        from perf.studies import join_storm  # it imports this module's servers
+
+        storms = join_storm.run(["yjs"], names, args.storm, 4_000_000, 1, ROOT, None)
     print()
     print(
         table(
@@ -300,8 +310,12 @@ def main() -> None:
                 ["server", "idle connections", "KiB per connection"],
             )
         )
+    if storms:
+        join_storm.report(storms)
     if args.json:
-        Path(args.json).write_text(json.dumps({"trace": traces, "idle": idle}, indent=2))
+        Path(args.json).write_text(
+            json.dumps({"trace": traces, "idle": idle, "storm": storms}, indent=2)
+        )
 
 
 if __name__ == "__main__":
