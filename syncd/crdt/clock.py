@@ -25,6 +25,9 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_time_ns = time.time_ns
+
+
 def next_stamp(now_ms: int, previous: int | None) -> int:
     """A stamp that is the clock's time yet strictly after ``previous``.
 
@@ -47,7 +50,8 @@ class HybridClock:
 
     def now(self) -> int:
         """The current time, never less than any earlier answer or followed stamp."""
-        wall = self._wall()
+        # The usual wall clock inline: a call less per op.
+        wall = _time_ns() // 1_000_000 if self._wall is wall_clock_ms else self._wall()
         if wall > self._last:
             self._last = wall
         return self._last

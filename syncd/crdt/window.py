@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Final, overload
 
 from syncd.crdt.base import Step
@@ -33,6 +34,10 @@ KEY_BITS: Final = 30
 
 _KEY_MOD: Final = (1 << KEY_BITS) - 1
 
+OP_KEYS_CACHED: Final = 256
+"""Op names whose keys :func:`kind_of` keeps: every type's op names, many
+times over; a replayed record's unknown name only takes a slot."""
+
 
 def text_key(text: str) -> int:
     """A short string (an op name, an origin) as a key from 1 to 2**30 - 1:
@@ -42,10 +47,18 @@ def text_key(text: str) -> int:
     return zlib.crc32(text.encode("utf-8", "surrogatepass")) % _KEY_MOD + 1
 
 
+_op_key: Final = lru_cache(maxsize=OP_KEYS_CACHED)(text_key)
+""":func:`text_key` of op names, which are few and come back with every op:
+a cache hit costs a third of the CRC (the history keys every record)."""
+
+
 def kind_of(delta: Any) -> int:
     """The kind key of a delta (its ``op`` field), 0 when it has none."""
-    name = delta.get("op") if isinstance(delta, Mapping) else None
-    return text_key(name) if type(name) is str else 0
+    # A dict, as every delta is, without the ABC check of isinstance(Mapping).
+    if type(delta) is dict or isinstance(delta, Mapping):
+        name = delta.get("op")
+        return _op_key(name) if type(name) is str else 0
+    return 0
 
 
 class Window(Sequence[Step]):

@@ -21,6 +21,19 @@ def test_a_key_is_the_same_in_every_process_and_never_zero() -> None:
     assert kind_of({"ranges": []}) == kind_of("not a map") == kind_of({"op": 3}) == 0
 
 
+def test_a_kind_is_the_key_of_its_op_name_however_often_and_in_any_mapping() -> None:
+    """kind_of keeps op names' keys (a cache): the same keys, past its size too,
+    and for a mapping that is not a dict."""
+    from types import MappingProxyType
+
+    from syncd.crdt.window import OP_KEYS_CACHED
+
+    names = [f"op{i}" for i in range(OP_KEYS_CACHED * 2)] + ["insert", "\ud800", ""]
+    for _ in range(2):
+        assert [kind_of({"op": n}) for n in names] == [text_key(n) for n in names]
+    assert kind_of(MappingProxyType({"op": "delete"})) == text_key("delete")
+
+
 def test_a_window_decodes_each_delta_once_and_only_when_read() -> None:
     deltas = [{"op": "insert", "n": i} if i % 3 else {"op": "delete", "n": i} for i in range(6)]
     loaded: list[int] = []
