@@ -30,9 +30,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import msgpack
 
@@ -42,8 +43,10 @@ from syncd.store.embedded.history import FileStoreHistory, Written
 from syncd.store.embedded.iothread import IoThread
 from syncd.store.embedded.log import (
     FLAG_BATCH_START,
+    HEADER,
     HEADER_SIZE,
     MAX_RECORD_BYTES,
+    WORD_TAG,
     LogWriter,
     frame,
 )
@@ -51,12 +54,16 @@ from syncd.store.embedded.state import StoreState
 
 log = logging.getLogger("syncd.store")
 
+_HEADER_PACK = HEADER.pack
+_WORD_TAG_PACK = WORD_TAG.pack
+_crc32 = zlib.crc32
+
 MAX_BATCH_BYTES = 4 * 1024 * 1024
 """One write+fsync carries at most about this much (whole appends), so one slow
 batch does not hold back the acknowledgement of everything queued behind it."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     """The records of one ``append`` call."""
 
@@ -65,7 +72,7 @@ class Group:
     frames: list[bytes]
     first_lsn: int
     size: int
-    checkpoints: list[Written] = field(default_factory=list)
+    checkpoints: list[Written]
     """History checkpoints to write after these records."""
 
 
@@ -153,17 +160,20 @@ class GroupCommit:
                 if not isinstance(record, dict):
                     raise TypeError(f"a log record is a dict, not {type(record).__name__}")
                 body = pack(record)
-                if len(body) > MAX_RECORD_BYTES:
+                length = len(body)
+                if length > MAX_RECORD_BYTES:
                     # Not durable, like a failed write: the caller may have applied it.
                     raise StoreUnavailable(
-                        f"a log record of {len(body)} bytes is over the "
-                        f"{MAX_RECORD_BYTES}-byte limit",
+                        f"a log record of {length} bytes is over the {MAX_RECORD_BYTES}-byte limit",
                         status=413,
                         code="payload_too_large",
                     )
-                framed = frame(lsn, body)
-                frames.append(framed)
-                size += len(framed)
+                # log.frame(lsn, body), inline: once per record.
+                framed = _HEADER_PACK(
+                    length, _crc32(body, _crc32(_WORD_TAG_PACK(length, lsn))), lsn
+                )
+                frames.append(framed + body)
+                size += HEADER_SIZE + length
                 lsn += 1
         except BaseException as exc:
             self._doubted(exc)  # the caller may already have applied these records
@@ -172,11 +182,12 @@ class GroupCommit:
         # Not asyncio.get_running_loop(): on Python 3.11 each call is a getpid()
         # system call, and this runs once per op.
         future: asyncio.Future[None] = self._loop.create_future()
-        group = Group(future, list(records), frames, self.next_lsn, size)
+        checkpoints: list[Written] = []
         if self.entry is not None and records:
             # Now, in the loop step that applied them: the entry is the state
             # right after each CRDT's last record here.
-            group.checkpoints = self._history.checkpoints_for(records, self.next_lsn, self.entry)
+            checkpoints = self._history.checkpoints_for(records, self.next_lsn, self.entry)
+        group = Group(future, list(records), frames, self.next_lsn, size, checkpoints)
         self._pending.append(group)
         self.pending_bytes += size
         self.next_lsn = lsn

@@ -349,12 +349,18 @@ class FileStoreHistory:
         """Checkpoint frames to write after ``records`` (the first has LSN ``lsn``)."""
         if self.broken:
             return []
-        last: dict[_Key, int] = {}
-        for i, record in enumerate(records):
-            if record.get("kind") == "op":
-                last[(record["ns"], record["id"])] = i
-        out: list[Written] = []
         index = self.index
+        if len(records) == 1:  # one op per append, as most requests make
+            record = records[0]
+            if record.get("kind") != "op":
+                return []
+            last = {(record["ns"], record["id"]): 0}
+        else:
+            last = {}
+            for i, record in enumerate(records):
+                if record.get("kind") == "op":
+                    last[(record["ns"], record["id"])] = i
+        out: list[Written] = []
         for (ns, crdt_id), i in last.items():
             if not index.checkpoint_due(ns, crdt_id):
                 continue

@@ -50,7 +50,8 @@ log = logging.getLogger("syncd.store")
 
 HEADER = struct.Struct("<IIQ")
 HEADER_SIZE = HEADER.size
-_WORD_TAG = struct.Struct("<IQ")
+WORD_TAG = struct.Struct("<IQ")
+"""The header's word and tag, as the CRC covers them (with the body)."""
 FLAG_BATCH_START = 1 << 31
 LENGTH_MASK = FLAG_BATCH_START - 1
 
@@ -94,7 +95,7 @@ class StoreCorruptError(Exception):
 def frame(tag: int, body: bytes, flags: int = 0) -> bytes:
     """One frame: header and body."""
     word = len(body) | flags
-    crc = zlib.crc32(body, zlib.crc32(_WORD_TAG.pack(word, tag)))
+    crc = zlib.crc32(body, zlib.crc32(WORD_TAG.pack(word, tag)))
     return HEADER.pack(word, crc, tag) + body
 
 
