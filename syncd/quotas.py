@@ -112,6 +112,9 @@ class Quotas:
         self.limits = limits
         self.on = limits.any
         """Whether any limit is set (else no op is counted or checked)."""
+        self.namespaces_on = limits.namespace
+        """Whether a namespace limit is set (``limits.namespace``, read once:
+        the limits are frozen)."""
         self._engine = engine
         self._pack = msgpack.Packer(use_bin_type=True, default=repr).pack
 

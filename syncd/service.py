@@ -107,7 +107,7 @@ class CrdtService:
         server adds to each record (a revert's ``reverts``, syncd/revert.py);
         ``most`` bounds the ops of ``body`` (``Engine.plan``)."""
         store = self.store
-        if store.shared and self.quotas.limits.namespace:
+        if store.shared and self.quotas.namespaces_on:
             await store.usage(ns)  # fresh enough figures for the check in apply()
         if (ns, crdt_id) not in self.engine and store.loads_on_demand:
             # No await from here to apply() on a local store: what is loaded stays.
@@ -156,7 +156,12 @@ class CrdtService:
         store = self.store
         if store.shared or ((ns, crdt_id) not in self.engine and store.loads_on_demand):
             return None
-        result = self.stage(ns, crdt_id, body, principal)
+        # stage(), inline: once per request.
+        plan = self.engine.plan(ns, crdt_id, body)
+        self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        if not self.writable:
+            raise unavailable()
+        result = self._timed_apply(plan, principal.client_id)
         # The records enter the queue in this same loop step: memory and log move together.
         try:
             return result, store.append_soon(result.records)
@@ -227,7 +232,7 @@ class CrdtService:
         quotas = self.quotas
         if quotas.on:
             # Checked before anything is applied: a refused op changes nothing.
-            usage = self.store.usage_now(plan.ns) if quotas.limits.namespace else None
+            usage = self.store.usage_now(plan.ns) if quotas.namespaces_on else None
             growth = quotas.check(plan, usage)
             result = self.engine.apply(plan, client_id, measure=measure)
             quotas.applied(plan, growth)

@@ -227,7 +227,11 @@ class Authenticator:
                 raise token_revoked()
         if ns is not None and principal.namespace != ns:
             raise forbidden(f"the token is for namespace {principal.namespace!r}, not {ns!r}")
-        self.rate_check(principal)
+        # rate_check(), inline: once per request.
+        if principal.rate_key is not None and principal.rate_limit is not None:
+            retry_after = self.rate_limiter.hit(principal.rate_key, principal.rate_limit)
+            if retry_after:
+                raise rate_limited(retry_after)
         return principal
 
     def principal_for(self, token: str) -> Principal:

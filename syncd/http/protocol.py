@@ -290,43 +290,43 @@ class HttpProtocol(asyncio.Protocol):
             return
         self._processing = True
         try:
-            self._process_requests()
+            parser = self._parser
+            state = self._state
+            while state.phase is IDLE and parser is not None:
+                if self._write_paused:
+                    # Answering more of a pipeline the peer does not read would
+                    # buffer without bound (a small GET can ask for a large
+                    # state); resume_writing() carries on once it drains.
+                    return
+                event = parser.next_event()
+                if event is NEED_DATA:
+                    if parser.in_progress():
+                        self._set_deadline_once(self._ctx.header_timeout)
+                    else:
+                        self._set_deadline(self._ctx.keepalive_timeout)
+                    return
+                if event is CONTINUE:
+                    self._write(CONTINUE_BYTES)
+                    continue
+                if event is PEER_CLOSED:
+                    self._close()
+                    return
+                if isinstance(event, ParseError):
+                    self._send(
+                        error_response(
+                            event.status,
+                            _PARSE_CODES.get(event.status, "bad_request"),
+                            event.message,
+                        ),
+                        None,
+                        keep_alive=False,
+                    )
+                    return
+                assert isinstance(event, Request)
+                self._deadline = None
+                self._dispatch(event)
         finally:
             self._processing = False
-
-    def _process_requests(self) -> None:
-        parser = self._parser
-        while self._state.phase is IDLE and parser is not None:
-            if self._write_paused:
-                # Answering more of a pipeline the peer does not read would
-                # buffer without bound (a small GET can ask for a large
-                # state); resume_writing() carries on once it drains.
-                return
-            event = parser.next_event()
-            if event is NEED_DATA:
-                if parser.in_progress():
-                    self._set_deadline_once(self._ctx.header_timeout)
-                else:
-                    self._set_deadline(self._ctx.keepalive_timeout)
-                return
-            if event is CONTINUE:
-                self._write(CONTINUE_BYTES)
-                continue
-            if event is PEER_CLOSED:
-                self._close()
-                return
-            if isinstance(event, ParseError):
-                self._send(
-                    error_response(
-                        event.status, _PARSE_CODES.get(event.status, "bad_request"), event.message
-                    ),
-                    None,
-                    keep_alive=False,
-                )
-                return
-            assert isinstance(event, Request)
-            self._deadline = None
-            self._dispatch(event)
 
     def _dispatch(self, request: Request) -> None:
         self._state.to(BUSY)
