@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from perf.lib.proc import cpu_seconds
 from perf.lib.servers import LOAD_CORE, pinned
 
 WRK_THREADS = 1
@@ -54,8 +55,10 @@ def parse_wrk(out: str) -> dict[str, Any]:
     pct = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    done = re.search(r"(\d+) requests in", out)
     return {
         "rps": float(rps.group(1)),
+        "requests": int(done.group(1)) if done else 0,
         "p50_ms": _ms(pct["50"]) if "50" in pct else None,
         "p99_ms": _ms(pct["99"]) if "99" in pct else None,
         "non_2xx": int(non2xx.group(1)) if non2xx else 0,
@@ -87,8 +90,11 @@ def wrk(
     connections: int = 32,
     duration: float = 5.0,
     warmup: float = 1.0,
+    pid: int | None = None,
 ) -> dict[str, Any]:
-    """One wrk run on the load core after a warm-up run; its CPU from its rusage."""
+    """One wrk run on the load core after a warm-up run; its CPU from its rusage.
+    With ``pid``, the server's CPU over the measured run too: ``server_cpu_s``,
+    and ``us_per_request``, its CPU microseconds per answered request."""
     script = tmp / f"wrk-{time.monotonic_ns()}.lua"
     wrk_lua(script, method, body, headers)
     url = f"http://127.0.0.1:{port}{path}"
@@ -110,7 +116,12 @@ def wrk(
 
     if warmup > 0:
         once(warmup)
+    server0 = cpu_seconds(pid) if pid is not None else 0.0
     out, cpu, wall = once(duration)
     result = parse_wrk(out)
     result["generator_cpu"] = cpu / wall / WRK_THREADS
+    if pid is not None:
+        server = cpu_seconds(pid) - server0
+        result["server_cpu_s"] = server
+        result["us_per_request"] = server / max(result["requests"], 1) * 1e6
     return result

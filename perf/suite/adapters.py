@@ -158,9 +158,74 @@ def http(r: dict[str, Any]) -> list[Row]:
     return rows
 
 
+HTTP_CPU_PEERS: tuple[tuple[str, str, str | None], ...] = (
+    # (the peer's key, the peer, target of its CPU per request over syncd's)
+    (
+        "samework_httptools",
+        "Starlette doing syncd's work (same-work peer)",
+        "http.increment-cpu/same-work",
+    ),
+    (
+        "starlette_httptools",
+        "uvicorn+Starlette in memory (httptools)",
+        "http.increment-cpu/starlette",
+    ),
+    ("uvloop_post", "raw uvloop POST", None),
+)
+
+
+def http_cpu_rows(figs: dict[str, dict[str, Any]], kind: str) -> list[Row]:
+    """Issue #35's measure: the server's CPU per durable increment (httptools),
+    and each peer's CPU per request over syncd's (how many times syncd's cost
+    it spends); the CPU per op of 100-op batches."""
+    tag = f"[{kind.split()[0]}]"
+    ours = figs.get("syncd_httptools_inc")
+    if ours is None or "us_per_request" not in ours:
+        return []
+    us = ours["us_per_request"]
+    label = f"HTTP increment (httptools): server CPU per request {tag}"
+    rows = [
+        Row(
+            label,
+            f"{us:.1f} us",
+            **judged(TARGETS["http.increment-cpu"], us),
+            generator=gen_note(kind, ours.get("generator_cpu")) + failures(ours),
+        )
+    ]
+    for key, peer, target in HTTP_CPU_PEERS:
+        theirs = figs.get(key)
+        if theirs is None or "us_per_request" not in theirs:
+            continue
+        r = theirs["us_per_request"] / us if us else float("nan")
+        rows.append(
+            Row(
+                label,
+                f"{us:.1f} us",
+                peer,
+                f"{theirs['us_per_request']:.1f} us",
+                f"{r:.2f}x",
+                **(judged(TARGETS[target], r) if target else {}),
+                generator=gen_note(kind, ours.get("generator_cpu"), theirs.get("generator_cpu"))
+                + failures(ours, theirs),
+            )
+        )
+    batch = figs.get("syncd_httptools_batch")
+    if batch is not None and "us_per_request" in batch:
+        rows.append(
+            Row(
+                f"HTTP {BATCH_OPS}-op batches (httptools): server CPU per op {tag}",
+                f"{batch['us_per_request'] / BATCH_OPS:.2f} us",
+                generator=gen_note(kind, batch.get("generator_cpu")) + failures(batch),
+            )
+        )
+    return rows
+
+
 def http_wrk(figs: dict[str, dict[str, Any]]) -> list[Row]:
-    """perf.bench.http_wrk: the same ratios and batches, with wrk as the generator."""
-    return http_rows(figs, f"wrk -t{WRK_THREADS}")
+    """perf.bench.http_wrk: the same ratios and batches, with wrk as the
+    generator, and the server's CPU per request against the peers'."""
+    kind = f"wrk -t{WRK_THREADS}"
+    return http_rows(figs, kind) + http_cpu_rows(figs, kind)
 
 
 # -- WebSocket --------------------------------------------------------------------------------
@@ -173,7 +238,12 @@ def ws_ingest(r: dict[str, Any]) -> list[Row]:
             rate(r["ops_per_s"]),
             **judged(TARGETS["ws-ingest.ops"], r["ops_per_s"]),
             generator=gen_note("client", r["client_cpu"]) + f"; server {r['server_cpu']:.0%}",
-        )
+        ),
+        Row(
+            "WS ingest: server CPU per acked op",
+            f"{r['server_cpu'] / r['ops_per_s'] * 1e6:.1f} us" if r["ops_per_s"] else "no ops",
+            generator=gen_note("client", r["client_cpu"]),
+        ),
     ]
 
 

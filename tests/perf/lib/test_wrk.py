@@ -34,6 +34,7 @@ def test_parse_wrk_reads_rate_latency_and_errors() -> None:
     assert r["p99_ms"] == pytest.approx(2.5)
     assert r["non_2xx"] == 7
     assert r["socket_errors"] == 3
+    assert r["requests"] == 151800  # what a server's CPU is divided by
 
 
 def test_parse_wrk_without_a_rate_is_an_error() -> None:

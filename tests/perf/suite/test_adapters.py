@@ -72,11 +72,51 @@ def test_http_wrk_rows_name_the_generator() -> None:
     assert row.generator == "wrk -t1 30% / 30%" and row.met == "yes"
 
 
+def test_http_wrk_cpu_rows_judge_syncd_against_the_same_work_peer_and_starlette() -> None:
+    def cpu(rps: float, us: float) -> dict[str, Any]:
+        return {**fig(rps), "us_per_request": us}
+
+    rows = adapters.http_wrk(
+        {
+            "syncd_httptools_inc": cpu(20_000, 20.0),
+            "samework_httptools": cpu(10_000, 76.0),
+            "starlette_httptools": cpu(20_000, 38.0),
+            "uvloop_post": cpu(150_000, 6.5),
+            "syncd_httptools_batch": cpu(1_000, 650.0),
+        }
+    )
+    cpu_rows = [r for r in rows if "CPU" in r.workload]
+    own, samework, starlette, uvloop, batch = cpu_rows
+    assert own.workload == "HTTP increment (httptools): server CPU per request [wrk]"
+    assert (own.syncd, own.target, own.met) == ("20.0 us", "<= 21 us", "yes")
+    assert (samework.peer_figure, samework.ratio, samework.target, samework.met) == (
+        "76.0 us",
+        "3.80x",
+        ">= 3.50x",
+        "yes",
+    )
+    assert (starlette.ratio, starlette.target, starlette.met) == ("1.90x", ">= 2.00x", "NO")
+    assert (uvloop.ratio, uvloop.target) == ("0.33x", "")
+    assert (batch.workload, batch.syncd) == (
+        "HTTP 100-op batches (httptools): server CPU per op [wrk]",
+        "6.50 us",
+    )
+    # Figures without the server's CPU (an older run): no CPU rows.
+    assert not [
+        r for r in adapters.http_wrk({"syncd_httptools_inc": fig(1)}) if "CPU" in r.workload
+    ]
+
+
 def test_ws_rows() -> None:
-    [ingest] = adapters.ws_ingest(
+    ingest, cpu = adapters.ws_ingest(
         {"window": 1000, "ops_per_s": 16_224, "client_cpu": 0.11, "server_cpu": 0.99}
     )
     assert (ingest.syncd, ingest.target, ingest.met) == ("16,224/s", ">= 20,000/s", "NO")
+    assert (cpu.workload, cpu.syncd, cpu.target) == (
+        "WS ingest: server CPU per acked op",
+        "61.0 us",
+        "",
+    )
     fanout = {
         "subscribers": 50,
         "rate": 1000,
