@@ -189,53 +189,61 @@ class HttptoolsParser:
             raise _Refused(431, "request head too large")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._head_bytes += len(name) + len(value) + 4
-        if self._head_bytes > MAX_HEAD_BYTES:
+        head_bytes = self._head_bytes + len(name) + len(value) + 4
+        self._head_bytes = head_bytes
+        if head_bytes > MAX_HEAD_BYTES:
             raise _Refused(431, "request head too large")
-        self._header_count += 1
-        if self._header_count > MAX_HEADERS:
+        count = self._header_count + 1
+        self._header_count = count
+        if count > MAX_HEADERS:
             raise _Refused(431, "too many header fields")
         key = _NAME_KEYS.get(name)
         if key is None:
             key = name.decode("latin-1").lower()
         text = value.decode("latin-1").strip(" \t")
-        if key in self._headers:
-            if key == "host" or (key == "content-length" and text != self._headers[key]):
+        headers = self._headers
+        if key in headers:
+            if key == "host" or (key == "content-length" and text != headers[key]):
                 # Identical Content-Length repeats are one value (RFC 9110
                 # 8.6), as h11 takes them; differing ones are smuggling.
                 raise _Refused(400, f"duplicate {key} header")
             if key == "content-length":
                 return
-            self._headers[key] = self._headers[key] + ", " + text
+            headers[key] = headers[key] + ", " + text
         else:
-            self._headers[key] = text
+            headers[key] = text
 
     def on_headers_complete(self) -> None:
         headers = self._headers
-        version = self._parser.get_http_version()
-        refusal = version_refusal(version)
-        if refusal is None and "transfer-encoding" in headers:
-            refusal = transfer_coding_refusal(headers["transfer-encoding"])
-        if refusal is not None:
+        parser = self._parser
+        version = parser.get_http_version()
+        if version != "1.1" and version != "1.0":  # version_refusal's None, without its call
+            refusal = version_refusal(version)
+            assert refusal is not None
             raise _Refused(refusal.status, refusal.message)
+        chunked = "transfer-encoding" in headers
+        if chunked:
+            refusal = transfer_coding_refusal(headers["transfer-encoding"])
+            if refusal is not None:
+                raise _Refused(refusal.status, refusal.message)
         if version == "1.1" and "host" not in headers:
             raise _Refused(400, "missing Host header")
-        if "content-length" in headers and "transfer-encoding" in headers:
-            raise _Refused(400, "both Content-Length and Transfer-Encoding")
         length = headers.get("content-length")
         if length is not None:
+            if chunked:
+                raise _Refused(400, "both Content-Length and Transfer-Encoding")
             if not (length.isascii() and length.isdigit()):
                 raise _Refused(400, "bad Content-Length")
             if int(length) > self._max_body:
                 raise _Refused(413, body_too_large(self._max_body))
-        method = self._parser.get_method().decode("ascii")
+        method = parser.get_method().decode("ascii")
         request = request_from_head(method, self._url.decode("latin-1"), headers, version)
         self._current = request
-        expect = headers.get("expect", "").lower()
         if (
-            expect == "100-continue"
+            "expect" in headers
+            and headers["expect"].lower() == "100-continue"
             and version == "1.1"
-            and (length not in (None, "0") or "transfer-encoding" in headers)
+            and (length not in (None, "0") or chunked)
         ):
             request.expect_continue = True
             self._events.append(CONTINUE)

@@ -179,6 +179,9 @@ def split_target(target: str) -> tuple[str, str]:
 
 def request_from_head(method: str, target: str, headers: dict[str, str], version: str) -> Request:
     """The Request both parsers build once a head has passed their checks."""
-    path, query = split_target(target)
-    keep_alive = keep_alive_of(version, headers.get("connection", ""))
+    # split_target and keep_alive_of's usual case (no Connection header),
+    # inline: this runs once per request.
+    path, _, query = target.partition("?")
+    connection = headers.get("connection")
+    keep_alive = keep_alive_of(version, connection) if connection else version == "1.1"
     return Request(method, path, query, headers, b"", version, keep_alive)

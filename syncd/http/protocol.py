@@ -400,14 +400,16 @@ class HttpProtocol(asyncio.Protocol):
     def _send(
         self, response: Response, request: Request | None, keep_alive: bool | None = None
     ) -> None:
-        if keep_alive is None:
-            keep_alive = request is not None and request.keep_alive and not self._ctx.closing
-        extra: Headers = ()
-        if request is not None and self._ctx.extra_headers is not None:
-            extra = self._ctx.extra_headers(request)
-        head_only = request is not None and request.method == "HEAD"
-        self._write(render(response, keep_alive, extra, head_only))
         ctx = self._ctx
+        if keep_alive is None:
+            keep_alive = request is not None and request.keep_alive and not ctx.closing
+        extra: Headers = ()
+        if request is not None and ctx.extra_headers is not None:
+            extra = ctx.extra_headers(request)
+        head_only = request is not None and request.method == "HEAD"
+        transport = self._transport
+        if transport is not None and not transport.is_closing():  # _write, inline
+            transport.write(render(response, keep_alive, extra, head_only))
         if ctx.on_response is not None:
             ctx.on_response(response.status)
         if request is not None and ctx.on_request is not None:
@@ -416,11 +418,13 @@ class HttpProtocol(asyncio.Protocol):
         if not keep_alive:
             self._close_after_answer(LINGER_TIMEOUT_S, LINGER_MAX_BYTES)
             return
-        if self._state.phase is BUSY:
-            self._state.to(IDLE)
-        if self._parser is not None:
-            self._parser.start_next_cycle()
-        if not self._write_paused:
+        state = self._state
+        if state.phase is BUSY:
+            state.to(IDLE)
+        parser = self._parser
+        if parser is not None:
+            parser.start_next_cycle()
+        if self._read_paused and not self._write_paused:
             self._resume_reading()
         # The keep-alive (or next header) deadline is set there, once it finds
         # no complete request waiting; a pipelined one has none.
