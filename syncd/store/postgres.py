@@ -352,7 +352,9 @@ _READ_ROW: Final = "SELECT epoch, seq, deleted FROM crdts WHERE ns = %s AND id =
 _OPS_AFTER: Final = (
     "SELECT record FROM ops WHERE ns = %s AND id = %s AND epoch = %s AND seq > %s ORDER BY seq"
 )
-# Every record of the batch and every row it moves in one statement; the newest gid back.
+# Every record of the batch, every row it moves and the batch's notifications
+# (sent at commit: delivered if and only if it commits) in one statement; the
+# newest gid back.
 _WRITE_BATCH: Final = (
     "WITH ins AS (INSERT INTO ops (ns, id, epoch, seq, record, writer, tag) "
     "SELECT * FROM unnest(%(ns)b::text[], %(id)b::text[], %(epoch)b::text[],"
@@ -370,7 +372,8 @@ _WRITE_BATCH: Final = (
     " %(row_was_seq)b::bigint[], %(row_bytes)b::bigint[])"
     " AS u(ns, id, type, epoch, seq, was_epoch, was_seq, bytes)"
     " WHERE c.ns = u.ns AND c.id = u.id) "
-    "SELECT max(gid) FROM ins"
+    "SELECT (SELECT max(gid) FROM ins),"
+    " (SELECT count(pg_notify(%(channel)b, p)) FROM unnest(%(notify)b::text[]) AS p)"
 )
 _NOTIFY: Final = "SELECT count(pg_notify(%b, p)) FROM unnest(%b::text[]) AS p"
 
@@ -935,13 +938,7 @@ class PostgresStore:
             if not writes:
                 await conn.execute("ROLLBACK")  # refusals and op_id repeats only
             else:
-                gid_cur, packed = await self._write(conn, writes)
-                payloads = follower.announce(
-                    [r for w in writes.values() for r in w.records], packed
-                )
-                if payloads:
-                    # In the transaction: delivered if and only if it commits.
-                    await conn.execute(_NOTIFY, (self.channel, payloads))
+                gid_cur = await self._write(conn, writes)
                 await conn.execute("COMMIT")
         # Leaving the pipeline waited for every result: the batch is durable.
         if gid_cur is not None:
@@ -998,10 +995,9 @@ class PostgresStore:
             await follower.bring_up(reader, key, rows[key])
         return rows
 
-    async def _write(
-        self, conn: PgConn, writes: dict[Key, _KeyWrite]
-    ) -> tuple[psycopg.AsyncCursor[Any], list[bytes]]:
-        """Queue the batch's statements on the pipeline; the cursor that gets the newest gid."""
+    async def _write(self, conn: PgConn, writes: dict[Key, _KeyWrite]) -> psycopg.AsyncCursor[Any]:
+        """Queue the batch's statements (its notifications with them) on the
+        pipeline; the cursor that gets the newest gid."""
         follower = self.follower
         assert follower is not None
         ops: dict[str, list[Any]] = {
@@ -1065,7 +1061,12 @@ class PostgresStore:
             if last["seq"] // self._snapshot_every > base // self._snapshot_every:
                 # The state at `last`, taken before any await changes the engine.
                 snapshots.append((key, epoch, last["seq"], last["ts"], pack(follower.export(key))))
-        params = {**ops, **{f"row_{name}": values for name, values in moved.items()}}
+        params: dict[str, Any] = {
+            **ops,
+            **{f"row_{name}": values for name, values in moved.items()},
+            "channel": self.channel,
+            "notify": follower.announce([r for w in writes.values() for r in w.records], packed),
+        }
         gid_cur = await conn.execute(_WRITE_BATCH, params)
         for key, epoch in new_lives:
             # A new life: what is left of older ones is of no use to anyone.
@@ -1077,7 +1078,7 @@ class PostgresStore:
             )
         for key, epoch, seq, ts, entry in snapshots:
             await self._write_snapshot(conn, key, epoch, seq, ts, entry)
-        return gid_cur, packed
+        return gid_cur
 
     async def _write_snapshot(
         self, conn: PgConn, key: Key, epoch: str, seq: int, ts: int, entry: bytes
