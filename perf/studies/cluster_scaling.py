@@ -37,6 +37,11 @@ bounded the run: nodes at their budget are the limit; PostgreSQL at its
 budget is; neither means waiting (lock waits, commit latency). Per node also
 the commits and the records per commit, the notifications handled, the
 CRDTs read from the tables and the optimistic batches redone (``/metrics``).
+And what the nodes wait for in PostgreSQL (:class:`LockSampler`): the
+statements running, and those waiting for another node's row or for the
+server's notification queue, on average over the run. A node waiting for a
+lock uses none of its budget, so nodes below their budget with row waits
+are held back by each other's transactions, not by their CPU.
 ``--workloads follow`` adds the replay cost measured directly: the spread
 load on node n0 alone while the others hold every CRDT and only follow.
 
@@ -74,6 +79,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -165,6 +171,7 @@ class Node:
 
     def __init__(self, budgets: CpuBudgets, group: str, url: str, code: Path) -> None:
         self.group = group
+        self.url = url
         self.port = free_port()
         self.data_dir = tempfile.mkdtemp(prefix=f"syncd-scaling-{group}-")
         env = {
@@ -266,6 +273,61 @@ def profiled(nodes: list[Node], out: str | None, seconds: float) -> Iterator[Non
                 folded.with_suffix(".summary.txt").write_text(summary.stdout)
 
 
+LOCK_SAMPLE_S: Final = 0.05
+"""How often the lock sampler looks at pg_stat_activity during a load run."""
+
+
+class LockSampler:
+    """Samples, every LOCK_SAMPLE_S, how many of the nodes' backends are running
+    a statement, and of those how many wait for another transaction's row
+    (``wait_event`` ``transactionid`` or ``tuple``) and how many for the
+    server's one notification queue (``object``: a notifying transaction
+    holds it from its pre-commit until its WAL flush). The means over the run
+    say whether the nodes wait for each other: a node waiting for a lock uses
+    none of its CPU budget, so the CPU figures cannot show it. The sampler's
+    own backend is in PostgreSQL's group: about 1% of half a core."""
+
+    def __init__(self, server_url: str, databases: list[str]) -> None:
+        self._url = server_url
+        self._databases = databases
+        self._stop = threading.Event()
+        self._samples: list[tuple[int, int, int]] = []
+        self._thread = threading.Thread(target=self._run, name="lock-sampler", daemon=True)
+
+    def __enter__(self) -> LockSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        query = (
+            "SELECT count(*),"
+            " count(*) FILTER (WHERE wait_event IN ('transactionid', 'tuple')),"
+            " count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'object')"
+            " FROM pg_stat_activity WHERE state = 'active' AND datname = ANY(%s)"
+            " AND pid <> pg_backend_pid()"
+        )
+        with psycopg.connect(f"{self._url}/postgres", autocommit=True) as conn:
+            while not self._stop.wait(LOCK_SAMPLE_S):
+                row = conn.execute(query, (self._databases,)).fetchone()
+                if row is not None:
+                    self._samples.append((int(row[0]), int(row[1]), int(row[2])))
+
+    def means(self) -> dict[str, float]:
+        """Statements running, waiting for a row, waiting for the notification
+        queue: each on average over the samples."""
+        names = ("pg_active", "pg_row_waits", "pg_notify_waits")
+        if not self._samples:
+            return dict.fromkeys(names, 0.0)
+        return {
+            name: statistics.mean(sample[k] for sample in self._samples)
+            for k, name in enumerate(names)
+        }
+
+
 def hold_all(port: int, token: str, crdts: int, *, create: bool = False) -> None:
     """Read every CRDT of the loads on ``port`` once (the node then holds them),
     or with ``create`` write each once."""
@@ -307,7 +369,9 @@ def load(
     before_m = [metrics(n.port) for n in nodes]
     before = {g: budgets.usage(g) for g in groups}
     started = time.monotonic()
-    with profiled(nodes, profile, settings.duration + settings.warmup):
+    server_url, _, _ = nodes[0].url.rpartition("/")
+    sampler = LockSampler(server_url, sorted({n.url.rpartition("/")[2] for n in nodes}))
+    with profiled(nodes, profile, settings.duration + settings.warmup), sampler:
         out = subprocess.run(
             budgets.wrap("load", cmd),
             cwd=ROOT,
@@ -340,6 +404,7 @@ def load(
         "replay_ratio": statistics.mean(each[1:]) / each[0] if len(each) > 1 else 0.0,
         "budget_use": {g: _share(used[g], budgets.budget(g), wall) for g in groups},
         "throttled": {g: used[g].throttled / max(1, used[g].periods) for g in groups},
+        **sampler.means(),
         "per_node": per_node,
     }
 
@@ -395,6 +460,8 @@ def show(row: dict[str, Any]) -> None:
         f" pg {row['pg_us_per_op']:4.0f} us, load {row['load_us_per_op']:3.0f} us"
         f"  budget used: nodes {nodes_use}, pg {use['pg']:.0%}, load {use['load']:.0%}"
         f"  {records / commits:4.1f} ops/commit, {notices:,.0f} notices, {conflicts:,.0f} conflicts"
+        f"  statements running {row.get('pg_active', 0):.2f}, waiting for a row"
+        f" {row.get('pg_row_waits', 0):.2f}, for the notify queue {row.get('pg_notify_waits', 0):.2f}"
         + (f"  NOT 200: {row['not_200']}" if row["not_200"] else "")
         + (
             f"  replay: a follower spends {row['replay_ratio']:.2f}x n0's CPU"

@@ -38,6 +38,11 @@ def test_the_study_runs_every_size_in_budgets_and_leaves_no_group(tmp_path: Path
         assert run["ops_s"] > 0 and run["not_200"] == 0
         assert run["node_us_per_op"] > 0 and run["pg_us_per_op"] > 0
         assert all(0 < use < 1.2 for use in run["budget_use"].values()), run["budget_use"]
+        # The lock sampler saw the nodes' statements (waits are means of counts).
+        assert run["pg_active"] > 0, run
+        assert run["pg_row_waits"] >= 0 and run["pg_notify_waits"] >= 0
+    # Isolated nodes have databases of their own: nobody waits for their rows.
+    assert runs[(2, "isolated")]["pg_row_waits"] == 0
     assert runs[(2, "cluster")]["per_node"][1]["notices"] > 0  # the nodes did share
     assert runs[(2, "isolated")]["per_node"][1]["notices"] == 0  # and these did not
     two = figures["models"]["this"]["spread"]["sizes"]["2"]
