@@ -252,6 +252,10 @@ class Replicator:
         self.channel = ""
         self._closed = False
         self._pending: dict[Key, deque[_Item]] = {}
+        self._parked: set[Key] = set()
+        """CRDTs whose queue in ``_pending`` waits for their lock's holder to
+        let go (``_freed``), not in a task: usually a batch of this node's,
+        whose read under the row locks covers most of what was queued."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._supervisor: asyncio.Task[None] | None = None
         self._catching_up: asyncio.Task[None] | None = None
@@ -268,6 +272,7 @@ class Replicator:
         """The connection awareness notices go out on (opened on first use)."""
         self.stats = ClusterStats()
         store.follower = self
+        store.locks.on_free = self._freed
 
     @property
     def wal_streaming(self) -> bool:
@@ -497,6 +502,39 @@ class Replicator:
             return held is not None and held[0] == item[1] and held[1] >= item[2]
         return False
 
+    def _offer_records(self, records: Sequence[Record]) -> None:
+        """Another node's op records, in its commit's order. The usual one (a
+        CRDT this node holds, at the record's previous seq of the same life,
+        nothing queued or holding its lock) is applied here without the
+        general path's item, calls and clock reading per record: every node
+        pays this for every op every other node takes (the replay share ``r``
+        of docs/operations.md#capacity-of-a-cluster)."""
+        sink = self._sink
+        pending = self._pending
+        busy = self._store.locks.busy
+        remote_at = self._remote_at
+        now = time.monotonic()
+        for record in records:
+            key = (record["ns"], record["id"])
+            if key not in pending and not busy(key):
+                held = sink.position(*key)
+                if held is None:
+                    if not sink.wanted(*key):
+                        continue  # not held here: the table has it for when it is used
+                elif held[0] == record["epoch"]:
+                    seq = record["seq"]
+                    if seq <= held[1]:
+                        continue  # held already
+                    if seq == held[1] + 1:
+                        try:
+                            sink.apply_remote(record)
+                        except (GapError, ValueError, KeyError):
+                            pass  # the general path says why and reads the table
+                        else:
+                            remote_at[key] = now
+                            continue
+            self._offer(key, ("op", record))
+
     def _offer(self, key: Key, item: _Item) -> None:
         """Something another node did: apply it now if nothing is in the way, else queue it."""
         if key not in self._pending and not self._store.locks.busy(key):
@@ -519,8 +557,36 @@ class Replicator:
         queue = self._pending.get(key)
         if queue is None:
             queue = self._pending[key] = deque()
-            self._spawn(self._drain(key))
+            if self._store.locks.busy(key):
+                # Applied when the holder lets go (_freed): a task per CRDT
+                # that a batch holds would cost more than what it applies. The
+                # CRDT counts as written elsewhere, so this node's next batch
+                # on it reads the rows under their locks first.
+                self._parked.add(key)
+                self._remote(key)
+            else:
+                self._spawn(self._drain(key))
         queue.append(item)
+
+    def _freed(self, key: Key) -> None:
+        """``KeyedLocks.on_free``: nobody holds or waits for ``key`` now. Apply
+        what was parked for it here, or leave it to a task when the table must
+        decide. Runs inside the releasing caller: it must not raise."""
+        if key not in self._parked:
+            return
+        self._parked.discard(key)
+        queue = self._pending.get(key)
+        try:
+            while queue:
+                if not self._try_apply(key, queue[0]):
+                    self._spawn(self._drain(key))  # reads the table under the lock
+                    return
+                queue.popleft()
+        except Exception as exc:
+            log.warning("applying to %s/%s failed (%s); reading the table", key[0], key[1], exc)
+            self._spawn(self._drain(key))
+            return
+        self._pending.pop(key, None)
 
     async def _drain(self, key: Key) -> None:
         try:
@@ -557,8 +623,7 @@ class Replicator:
         self.stats.notices += 1
         try:
             if notice.kind == "r":
-                for record in notice.records:
-                    self._offer((record["ns"], record["id"]), ("op", record))
+                self._offer_records(notice.records)
             elif notice.kind == "del":
                 self._offer((notice.ns, notice.id), ("del", notice.epoch))
             elif notice.kind == "aw":

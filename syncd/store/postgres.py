@@ -194,35 +194,69 @@ class Row:
 
 
 class KeyedLocks:
-    """An asyncio.Lock per CRDT, forgotten when nobody holds or waits for it."""
+    """A lock per CRDT, forgotten when nobody holds or waits for it.
+
+    A key is held while it is in ``_held``; its deque holds the futures of
+    those waiting, each handed the lock in turn (first come, first served,
+    as ``asyncio.Lock``). Taking a free key costs a dictionary insert and no
+    await: a batch takes every key it writes (about 14 for 16 ops over 64
+    CRDTs), which through one ``asyncio.Lock`` and context manager each cost
+    32 us a batch, 2 us an op. ``on_free`` is called with a key its last
+    holder released and nobody waits for (the cluster layer then applies what
+    other nodes sent for it meanwhile, without a task of its own)."""
 
     def __init__(self) -> None:
-        self._locks: dict[Key, tuple[asyncio.Lock, int]] = {}
+        self._held: dict[Key, deque[asyncio.Future[None]]] = {}
+        self.on_free: Callable[[Key], None] | None = None
 
     def busy(self, key: Key) -> bool:
-        return key in self._locks
+        return key in self._held
+
+    async def acquire(self, key: Key) -> None:
+        waiters = self._held.get(key)
+        if waiters is None:
+            self._held[key] = deque()
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release(key)  # handed the lock as the wait was cancelled
+            raise
+
+    def release(self, key: Key) -> None:
+        waiters = self._held[key]
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():  # else its waiting was cancelled
+                waiter.set_result(None)
+                return
+        del self._held[key]
+        if self.on_free is not None:
+            self.on_free(key)
 
     @contextlib.asynccontextmanager
     async def hold(self, key: Key) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
+        await self.acquire(key)
         try:
-            async with lock:
-                yield
+            yield
         finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
+            self.release(key)
 
     @contextlib.asynccontextmanager
     async def hold_all(self, keys: Sequence[Key]) -> AsyncIterator[None]:
         """Every key's lock, taken in the order given (sorted, by the caller)."""
-        async with contextlib.AsyncExitStack() as stack:
+        taken = 0
+        try:
             for key in keys:
-                await stack.enter_async_context(self.hold(key))
+                await self.acquire(key)
+                taken += 1
             yield
+        finally:
+            for key in keys[:taken]:
+                self.release(key)
 
 
 def pack(obj: Any) -> bytes:
