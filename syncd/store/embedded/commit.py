@@ -196,19 +196,19 @@ class GroupCommit:
 
     def _take_batch(self) -> list[Group]:
         batch: list[Group] = []
+        pending = self._pending
+        always = self._fsync_mode == "always"
+        limit = self._max_batch
         size = 0
         carries = False
-        while self._pending:
-            group = self._pending[0]
-            if (
-                group.records
-                and carries
-                and (self._fsync_mode == "always" or size + group.size > self._max_batch)
-            ):
-                break
-            batch.append(self._pending.popleft())
+        while pending:
+            group = pending[0]
+            if group.records:
+                if carries and (always or size + group.size > limit):
+                    break
+                carries = True
+            batch.append(pending.popleft())
             size += group.size
-            carries = carries or bool(group.records)
         self.pending_bytes -= size
         return batch
 
@@ -230,31 +230,31 @@ class GroupCommit:
             batch = self._take_batch()
             parts: list[bytes] = []
             written: list[Written] = []
-            checkpoints: list[bytes] = []
+            checkpointed: list[Written] = []
             first_lsn = 0
-            count = 0
             for group in batch:
-                if not group.records:
+                records = group.records
+                if not records:
                     continue
                 lsn = group.first_lsn
-                for i, record in enumerate(group.records):
-                    written.append((group.frames[i], record, lsn + i))
-                for cp in group.checkpoints:
-                    checkpoints.append(cp[0])
                 if not parts:
-                    # Mark the batch's first record: see log.py on torn batches.
-                    first_lsn = group.first_lsn
-                    body = group.frames[0][HEADER_SIZE:]
-                    parts.append(frame(first_lsn, body, FLAG_BATCH_START))
-                    parts.extend(group.frames[1:])
-                else:
-                    parts.extend(group.frames)
-                count += len(group.records)
+                    first_lsn = lsn
+                # (frame, record, LSN) of each record, in C.
+                written.extend(
+                    zip(group.frames, records, range(lsn, lsn + len(records)), strict=True)
+                )
+                parts.extend(group.frames)
+                if group.checkpoints:
+                    checkpointed += group.checkpoints
+            count = len(written)
             if count:
+                # Mark the batch's first record: see log.py on torn batches.
+                parts[0] = frame(first_lsn, parts[0][HEADER_SIZE:], FLAG_BATCH_START)
                 data = b"".join(parts)
-                for group in batch:
-                    written += group.checkpoints
-                history_data = data + b"".join(checkpoints) if checkpoints else data
+                history_data = data
+                if checkpointed:
+                    history_data = data + b"".join([cp[0] for cp in checkpointed])
+                    written += checkpointed
                 started = time.perf_counter()
                 try:
                     if sync:

@@ -349,28 +349,39 @@ class FileStoreHistory:
         """Checkpoint frames to write after ``records`` (the first has LSN ``lsn``)."""
         if self.broken:
             return []
-        index = self.index
         if len(records) == 1:  # one op per append, as most requests make
             record = records[0]
             if record.get("kind") != "op":
                 return []
-            last = {(record["ns"], record["id"]): 0}
-        else:
-            last = {}
-            for i, record in enumerate(records):
-                if record.get("kind") == "op":
-                    last[(record["ns"], record["id"])] = i
+            ns, crdt_id = record["ns"], record["id"]
+            if not self.index.checkpoint_due(ns, crdt_id):
+                return []
+            written = self._checkpoint(record, ns, crdt_id, lsn, entry)
+            return [] if written is None else [written]
+        last: dict[tuple[str, str], int] = {}
+        for i, record in enumerate(records):
+            if record.get("kind") == "op":
+                last[(record["ns"], record["id"])] = i
         out: list[Written] = []
         for (ns, crdt_id), i in last.items():
-            if not index.checkpoint_due(ns, crdt_id):
-                continue
-            current = entry(ns, crdt_id)
-            if current is None or current["seq"] != records[i]["seq"]:
-                index.checkpoint_dropped(ns, crdt_id)
-                continue
-            body = self._pack({"kind": "checkpoint", "entry": current})
-            out.append((frame(lsn + i, body), _checkpoint_meta(current), lsn + i))
+            if self.index.checkpoint_due(ns, crdt_id):
+                written = self._checkpoint(records[i], ns, crdt_id, lsn + i, entry)
+                if written is not None:
+                    out.append(written)
         return out
+
+    def _checkpoint(
+        self, record: Record, ns: str, crdt_id: str, lsn: int, entry: EntrySource
+    ) -> Written | None:
+        """The due checkpoint after ``record`` (LSN ``lsn``, its CRDT's last in
+        the append); None when the CRDT has moved on meanwhile."""
+        index = self.index
+        current = entry(ns, crdt_id)
+        if current is None or current["seq"] != record["seq"]:
+            index.checkpoint_dropped(ns, crdt_id)
+            return None
+        body = self._pack({"kind": "checkpoint", "entry": current})
+        return (frame(lsn, body), _checkpoint_meta(current), lsn)
 
     def write(self, data: bytes, nframes: int) -> int | None:
         """Append (in the I/O thread); where it went, or None once broken."""
@@ -402,7 +413,8 @@ class FileStoreHistory:
         run: Life | None = None
         run_ns = run_id = run_epoch = None
         for data, record, lsn in written:
-            size = len(data) - HEADER_SIZE
+            length = len(data)
+            size = length - HEADER_SIZE
             kind = record.get("kind")
             if kind == "op":
                 seq = record.get("seq")
@@ -421,7 +433,8 @@ class FileStoreHistory:
                     run.writers.append(client_id)
                     run.tags.append(tag)
                     run.since_checkpoint += size
-                    self.last_lsn = max(self.last_lsn, lsn)
+                    if lsn > self.last_lsn:  # max(), without its call per record
+                        self.last_lsn = lsn
                 elif _is_entry(record):
                     run_ns, run_id, run_epoch = record["ns"], record["id"], record["epoch"]
                     run = index.add_op(
@@ -437,7 +450,8 @@ class FileStoreHistory:
                     type_name = record.get("type")
                     if isinstance(type_name, str):
                         index.note_type(run_ns, run_id, type_name)
-                    self.last_lsn = max(self.last_lsn, lsn)
+                    if lsn > self.last_lsn:  # max(), without its call per record
+                        self.last_lsn = lsn
                 else:
                     run = None
             else:
@@ -451,8 +465,9 @@ class FileStoreHistory:
                         index.note_type(record["ns"], record["id"], type_name)
                 elif kind == "deleted" and "ns" in record and "id" in record:
                     index.deleted(record["ns"], record["id"])
-                    self.last_lsn = max(self.last_lsn, lsn)
-            pos += len(data)
+                    if lsn > self.last_lsn:  # max(), without its call per record
+                        self.last_lsn = lsn
+            pos += length
         if pos > self._indexed_end:
             self._indexed_end = pos
 
