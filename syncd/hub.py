@@ -210,6 +210,9 @@ class Hub:
     def publish_many(self, deltas: list[dict[str, Any]]) -> None:
         """``publish`` each of ``deltas`` in order; each stretch of one CRDT's
         deltas goes to its subscribers in one :class:`EncodedRun`."""
+        if len(deltas) == 1:  # one op's records, as most requests make: no grouping
+            self.publish(deltas[0])
+            return
         for key, group in groupby(deltas, key=_crdt_key):
             stretch = list(group)
             if len(stretch) == 1:

@@ -141,12 +141,13 @@ class Quotas:
         """Raise when ``plan`` would pass a limit (nothing is applied yet);
         else its growth bound. ``usage``: the namespace's, when namespace
         quotas are on."""
-        growth = self.growth(plan)
+        fixed = FIXED_GROWTH.get(plan.type_name)  # growth()'s first case, without its call
+        growth = fixed * len(plan.ops) if fixed is not None else self.growth(plan)
         if growth == 0:
             return 0
         limits = self.limits
         engine = self._engine
-        entry = engine.get(plan.ns, plan.id)
+        entry = engine.lookup((plan.ns, plan.id))
         held = 0 if entry is None else entry.state_bytes + entry.grown
         if limits.max_crdt_bytes and held + growth > limits.max_crdt_bytes:
             if entry is not None and (entry.grown or entry.unsized_ops):
@@ -185,7 +186,7 @@ class Quotas:
         :data:`REMEASURE_MIN_BYTES`): a namespace's bytes then lag by less than that
         per CRDT, and measuring (an encode of the state) costs about one encode
         per quarter of growth."""
-        entry = self._engine.get(plan.ns, plan.id)
+        entry = self._engine.lookup((plan.ns, plan.id))
         if entry is None or not entry.unsized_ops:
             return  # gone, or measured by this very apply
         grown = entry.grown = entry.grown + growth

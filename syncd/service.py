@@ -154,10 +154,12 @@ class CrdtService:
         an HTTP request runs as callbacks, without a task and its coroutines
         (a tenth of a request's cost)."""
         store = self.store
-        if store.shared or ((ns, crdt_id) not in self.engine and store.loads_on_demand):
+        engine = self.engine
+        # engine.lookup, not "in engine": Engine.__contains__ is a Python call.
+        if store.shared or (engine.lookup((ns, crdt_id)) is None and store.loads_on_demand):
             return None
         # stage(), inline: once per request.
-        plan = self.engine.plan(ns, crdt_id, body)
+        plan = engine.plan(ns, crdt_id, body)
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
