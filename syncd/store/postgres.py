@@ -27,13 +27,13 @@ commits it as one transaction:
 3. run each request's ``apply()`` in arrival order. One that fails its
    checks (``ApiError``: validation, permission, type) is answered with its
    error at once and leaves the engine untouched; the rest go on.
-4. write every record with one multi-row insert, move every row's seq with
-   one update, write the snapshots that fall due, and commit: one round trip
-   (a psycopg pipeline).
-5. in the same transaction and round trip, send the batch's NOTIFY payloads
-   (``Follower.announce``: as few as the 8000-byte limit allows) with one
-   statement, so other nodes hear of exactly what committed; then answer
-   each request. PostgreSQL holds its notification lock from a notifying
+4. write every record with one multi-row insert and move every row's seq
+   with one update, in one statement with the batch's NOTIFY payloads
+   (``Follower.announce``: as few as the 8000-byte limit allows), so other
+   nodes hear of exactly what committed; write the snapshots that fall due,
+   and commit: one round trip (a psycopg pipeline, whose statements up to
+   its Sync are one implicit transaction: no BEGIN or COMMIT statements).
+5. answer each request. PostgreSQL holds its notification lock from a notifying
    transaction's pre-commit until its WAL flush, so notifying commits are
    serialised across the cluster: with one transaction per batch that costs
    little (per request, as syncd once did, it capped every node's rate).
@@ -943,9 +943,14 @@ class PostgresStore:
         gid_cur: psycopg.AsyncCursor[Any] | None = None
         held = {key: at for key in keys if (at := follower.position(key)) is not None}
         started = time.perf_counter()
-        # BEGIN and COMMIT by hand; on an error the pool rolls the connection back.
+        # One implicit transaction, without BEGIN and COMMIT (two statements
+        # fewer a batch, for the node and the server): in autocommit, what the
+        # pipeline sends up to its Sync, at the exit, is one transaction, which
+        # the Sync commits and an error (or ROLLBACK) rolls back. psycopg reads
+        # the locks' results mid-pipeline with a flush request, not a Sync, so
+        # the row locks are held through to the commit
+        # (tests/store/test_postgres.py checks both).
         async with conn.pipeline():
-            await conn.execute("BEGIN")
             cur = await conn.execute(_LOCK_ROWS, ([k[0] for k in keys], [k[1] for k in keys]))
             if optimistic:
                 # One round trip: the engine is taken to be current (no other
@@ -973,7 +978,6 @@ class PostgresStore:
                 await conn.execute("ROLLBACK")  # refusals and op_id repeats only
             else:
                 gid_cur = await self._write(conn, writes)
-                await conn.execute("COMMIT")
         # Leaving the pipeline waited for every result: the batch is durable.
         if gid_cur is not None:
             found = await gid_cur.fetchone()

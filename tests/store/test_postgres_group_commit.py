@@ -119,6 +119,85 @@ async def test_a_failed_batch_answers_503_to_all_and_every_crdt_is_made_right(
     await eventually(lambda: recorders[0].op_seqs() == [1, 2])
 
 
+def crdt_rows(url: str) -> dict[str, tuple[int, bool]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT id, seq, deleted FROM crdts WHERE ns = %s", (NS,)).fetchall()
+    return {crdt_id: (seq, deleted) for crdt_id, seq, deleted in rows}
+
+
+async def test_a_batch_is_one_transaction_that_leaves_nothing_when_it_writes_nothing(
+    start_node: StartNode, pg_url: str
+) -> None:
+    """A batch's statements are one implicit transaction (no BEGIN or COMMIT):
+    a batch of refusals, or one whose write fails, leaves no trace of the rows
+    it locked (not even a placeholder for a CRDT it would have created), and
+    one that commits leaves all of it."""
+    a = await start_node("a")
+    await op(a, "gc:kept", {"op": "increment"})
+    refused = await outcomes(
+        op(a, "gc:never", {"op": "increment", "amount": -1}),
+        op(a, "gc:kept", {"op": "increment", "amount": "x"}),
+    )
+    assert {r.status for r in refused if isinstance(r, ApiError)} == {400}
+    assert crdt_rows(pg_url) == {"gc:kept": (1, False)}
+    refuse_inserts(pg_url)
+    failed = await outcomes(
+        op(a, "gc:lost", {"op": "increment"}), op(a, "gc:kept", {"op": "increment"})
+    )
+    assert {r.status for r in failed if isinstance(r, ApiError)} == {503}
+    assert crdt_rows(pg_url) == {"gc:kept": (1, False)}
+    allow_inserts(pg_url)
+    await eventually(lambda: a.ready)
+    done = await outcomes(
+        op(a, "gc:new", {"op": "increment"}), op(a, "gc:kept", {"op": "increment"})
+    )
+    assert not any(isinstance(r, BaseException) for r in done)
+    assert crdt_rows(pg_url) == {"gc:kept": (2, False), "gc:new": (1, False)}
+
+
+async def test_a_contended_batch_holds_its_rows_until_it_commits(
+    start_node: StartNode, pg_url: str
+) -> None:
+    """The careful path reads the locks' results in the middle of its pipeline:
+    the rows stay locked until the commit (a Sync there would commit the locks
+    alone and let another transaction in). Another connection asking for the
+    row's lock meanwhile waits for the batch's commit, then sees its seq."""
+    a = await start_node("a")
+    b = await start_node("b")
+    await op(a, "gc:c", {"op": "increment"})
+    await load(b, "gc:c")
+    await op(b, "gc:c", {"op": "increment"})  # written elsewhere: a's next batch is careful
+    await eventually(lambda: (full(a, "gc:c") or {}).get("seq") == 2)
+    key = (NS, "gc:c")
+    cluster = a.cluster
+    assert cluster is not None and cluster.contended(key)
+    seen: list[int] = []
+    gate = asyncio.Event()
+    original = cluster.bring_up
+
+    async def bring_up(rows: Any, key_: Any, row: Any) -> None:
+        await original(rows, key_, row)
+        if key_ == key:
+            gate.set()
+            await asyncio.sleep(0.3)  # the batch holds its row locks meanwhile
+
+    cluster.bring_up = bring_up  # type: ignore[method-assign]
+
+    def lock_row() -> None:
+        with psycopg.connect(pg_url, autocommit=True) as conn, conn.transaction():
+            (seq,) = conn.execute(  # type: ignore[misc]
+                "SELECT seq FROM crdts WHERE ns = %s AND id = %s FOR UPDATE", key
+            ).fetchone()
+            seen.append(seq)
+
+    writing = asyncio.create_task(op(a, "gc:c", {"op": "increment"}))
+    await gate.wait()
+    await asyncio.to_thread(lock_row)
+    result = await writing
+    assert result.seq == 3
+    assert seen == [3]  # it waited for the commit
+
+
 async def test_two_nodes_writing_the_same_crdts_in_any_order_never_deadlock(
     start_node: StartNode,
 ) -> None:
