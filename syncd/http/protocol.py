@@ -221,9 +221,13 @@ class HttpProtocol(asyncio.Protocol):
         parser = self._parser
         if self._stream is not None or parser is None:
             return  # a stream's client has nothing more to say; ignore it
-        if self._state.phase is IDLE and not parser.in_progress():
+        if self._state.phase is IDLE and not parser.in_progress() and not self._write_paused:
             # First byte of a new request: the header deadline starts now, once.
-            self._set_deadline(self._ctx.header_timeout)
+            # (_set_deadline and _arm's usual case, inline: once per request.)
+            deadline = self._deadline = self._loop.time() + self._ctx.header_timeout
+            timer = self._timer
+            if timer is None or timer.when() > deadline:
+                self._arm(deadline)
         parser.feed(data)
         if self._state.phase is IDLE:
             self._process()
@@ -303,7 +307,12 @@ class HttpProtocol(asyncio.Protocol):
                     if parser.in_progress():
                         self._set_deadline_once(self._ctx.header_timeout)
                     else:
-                        self._set_deadline(self._ctx.keepalive_timeout)
+                        # _set_deadline (writing is not paused here) and _arm's
+                        # usual case, inline: once per request.
+                        deadline = self._deadline = self._loop.time() + self._ctx.keepalive_timeout
+                        timer = self._timer
+                        if timer is None or timer.when() > deadline:
+                            self._arm(deadline)
                     return
                 if event is CONTINUE:
                     self._write(CONTINUE_BYTES)
