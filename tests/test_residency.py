@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,7 @@ from pycrdt import Doc, Text
 from websockets.asyncio.client import connect
 
 from syncd.crdt.engine import MAX_LIST_LIMIT
+from syncd.crdt.ydoc import MAX_UPDATE_BYTES
 from syncd.store.embedded.store import FileStore
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
@@ -274,3 +276,52 @@ async def test_a_restart_after_evictions_keeps_everything(make_server: Any, tmp_
         r = await op(client, h, "gc:c", {"op": "increment", "op_id": "gc:c-0"})
         assert r.json()["duplicate"] is True
         assert (await client.get(f"{BASE}/gc:late", headers=h)).json()["value"] == 1
+
+
+UPDATES = 12
+"""8.4 MB of text. A CRDT is read back from its newest checkpoint and the
+records after it; checkpoints fall where the records since the last one
+outweigh the state: after 5 updates (3.5 MB), then after 11 (7.7 MB), past
+MAX_UPDATE_BYTES."""
+
+
+async def test_a_yjs_document_merged_past_one_updates_limit_loads_back(
+    make_server: Any, tmp_path: Any
+) -> None:
+    """A document is bounded by SERVICE_MAX_CRDT_BYTES, not by the 4 MiB that
+    bounds one client's update: merged from updates of 700 KB (each within
+    the body limit), its state is past MAX_UPDATE_BYTES, and it still comes
+    back from its checkpoint after an eviction and after a restart."""
+    data_dir = tmp_path / "big-ydoc"
+    server = await make_server(data_dir=data_dir)
+    doc: Doc[Any] = Doc(client_id=9)
+    text = doc.get("content", type=Text)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        h = await issue(client)
+        seen = doc.get_state()
+        for i in range(UPDATES):
+            text.insert(len(text), random.Random(i).randbytes(350_000).hex())
+            update = doc.get_update(seen)
+            seen = doc.get_state()
+            r = await op(
+                client, h, "yd:big", {"op": "update", "update": base64.b64encode(update).decode()}
+            )
+            assert r.status_code == 200, r.text
+        expected = str(text)
+        store = server.app.store
+        assert isinstance(store, FileStore)
+        await store.compact_now()  # and in a snapshot
+        state = (await client.get(f"{BASE}/yd:big", headers=h)).json()["value"]
+        assert len(base64.b64decode(state)) > MAX_UPDATE_BYTES
+        assert await _evict_all(server) == 0
+        server.app.residency.budget_bytes = 1 << 30
+        back = (await client.get(f"{BASE}/yd:big", headers=h)).json()["value"]
+        assert back == state
+    await server.server.shutdown()
+    again = await make_server(data_dir=data_dir)
+    async with httpx.AsyncClient(base_url=again.url, timeout=30) as client:
+        r = await client.get(f"{BASE}/yd:big", headers=h)
+        assert r.status_code == 200, r.text[:300]
+        replica: Doc[Any] = Doc()
+        replica.apply_update(base64.b64decode(r.json()["value"]))
+        assert str(replica.get("content", type=Text)) == expected

@@ -78,6 +78,10 @@ def decode_update(text: Any, field: str = "update") -> bytes:
 def check_update(update: bytes, field: str = "update") -> None:
     if len(update) > MAX_UPDATE_BYTES:
         raise too_large(f"{field}: over {MAX_UPDATE_BYTES} bytes")
+    check_decodes(update, field)
+
+
+def check_decodes(update: bytes, field: str) -> None:
     try:
         get_state(update)  # decodes the whole update; the document is not touched
     except ValueError:
@@ -181,7 +185,11 @@ class YDoc:
     @classmethod
     def from_state(cls, state: JSON) -> Self:
         update = binascii.a2b_base64(state["update"])
-        check_update(update, "state.update")
+        # A state is the merged document, not one client's update: bounded by
+        # SERVICE_MAX_CRDT_BYTES, not MAX_UPDATE_BYTES. A document merged from
+        # many updates grows past the latter and must still load (snapshots,
+        # a CRDT read back after eviction, a revert's base, a replica).
+        check_decodes(update, "state.update")
         return cls(update)
 
     def merge(self, other: Self) -> None:

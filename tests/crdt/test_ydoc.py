@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import binascii
 import random
 from typing import Any
 
@@ -210,3 +211,25 @@ def test_a_record_laid_out_otherwise_is_left_to_decoding() -> None:
         assert update_in(msgpack.packb(record, use_bin_type=True)) is None
     whole = msgpack.packb({"op": {"op": "update", "update": "AAAA" * 10}}, use_bin_type=True)
     assert update_in(whole[:-5]) is None  # cut short
+
+
+def test_a_state_past_one_updates_limit_round_trips_and_a_damaged_one_is_refused() -> None:
+    """A state is the merged document: it may outgrow MAX_UPDATE_BYTES (the
+    bound on one update) and must still load; one that does not decode is
+    refused as before."""
+    doc = YDoc.new()
+    source: Doc[Any] = Doc(client_id=3)
+    text = source.get("t", type=Text)
+    seen = source.get_state()
+    for i in range(6):
+        text.insert(len(text), random.Random(i).randbytes(400_000).hex())
+        doc.apply_delta({"update": _b64(source.get_update(seen))})
+        seen = source.get_state()
+    state = doc.state()
+    assert len(binascii.a2b_base64(state["update"])) > MAX_UPDATE_BYTES
+    loaded = YDoc.from_state(state)
+    assert loaded.encoded() == doc.encoded()
+    damaged = {"update": _b64(binascii.a2b_base64(state["update"])[:-9] + b"\xff" * 9)}
+    with pytest.raises(ApiError) as refused:
+        YDoc.from_state(damaged)
+    assert refused.value.status == 400
