@@ -215,7 +215,13 @@ class Authenticator:
             raise invalid_token("the bearer token is empty")
         if self._admin is not None and self._admin.matches(bearer):
             return ROOT
-        principal = self.principal_for(bearer)
+        # principal_for's cache hit, inline: once per request.
+        cache = self._cache
+        principal = cache.get(bearer)
+        if principal is None:
+            principal = self.principal_for(bearer)
+        else:
+            cache.move_to_end(bearer)
         assert principal.expires_at is not None
         if self._clock() >= principal.expires_at:
             self._cache.pop(bearer, None)
