@@ -38,10 +38,12 @@ budget is; neither means waiting (lock waits, commit latency). Per node also
 the commits and the records per commit, the notifications handled, the
 CRDTs read from the tables and the optimistic batches redone (``/metrics``).
 And what the nodes wait for in PostgreSQL (:class:`LockSampler`): the
-statements running, and those waiting for another node's row or for the
-server's notification queue, on average over the run. A node waiting for a
-lock uses none of its budget, so nodes below their budget with row waits
-are held back by each other's transactions, not by their CPU.
+statements running, those waiting for another node's row or for the
+server's notification queue, and the transactions waiting for their node
+between two round trips (holding their row locks meanwhile), on average
+over the run. A node waiting for a lock uses none of its budget, so nodes
+below their budget with row waits are held back by each other's
+transactions, not by their CPU.
 ``--workloads follow`` adds the replay cost measured directly: the spread
 load on node n0 alone while the others hold every CRDT and only follow.
 
@@ -62,7 +64,8 @@ Targets (issue #35): 3 nodes >= 2.5x one node over 64 CRDTs, >= 1.5x on the
 hot CRDT.
 
 Usage: python -m perf.studies.cluster_scaling [--nodes 1,2,3] [--duration 10] [--rounds 2]
-       [--node-cpu 0.25] [--pg-cpu 0.5] [--load-cpu 0.5] [--connections 16] [--no-control]
+       [--node-cpu 0.25] [--pg-cpu 0.5] [--load-cpu 0.5] [--period-ms 10] [--connections 16]
+       [--no-control]
        [--workloads spread,hot,follow] [--compare ../before] [--json out.json]
 """
 
@@ -273,6 +276,13 @@ def profiled(nodes: list[Node], out: str | None, seconds: float) -> Iterator[Non
                 folded.with_suffix(".summary.txt").write_text(summary.stdout)
 
 
+PERIOD_MS: Final = 10
+"""The quotas' period. A quota is a share of each period: a quarter of a core
+over 100 ms (the kernel's default) lets a node run for 25 ms and then stops
+it for 75, which models no real machine, and a node stopped while its batch
+holds row locks stops every other node that writes those CRDTs. Over 10 ms
+the stops are at most 7.5 ms, closer to a node that is a quarter as fast."""
+
 LOCK_SAMPLE_S: Final = 0.05
 """How often the lock sampler looks at pg_stat_activity during a load run."""
 
@@ -291,7 +301,7 @@ class LockSampler:
         self._url = server_url
         self._databases = databases
         self._stop = threading.Event()
-        self._samples: list[tuple[int, int, int]] = []
+        self._samples: list[tuple[int, ...]] = []
         self._thread = threading.Thread(target=self._run, name="lock-sampler", daemon=True)
 
     def __enter__(self) -> LockSampler:
@@ -304,22 +314,29 @@ class LockSampler:
 
     def _run(self) -> None:
         query = (
-            "SELECT count(*),"
-            " count(*) FILTER (WHERE wait_event IN ('transactionid', 'tuple')),"
-            " count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'object')"
-            " FROM pg_stat_activity WHERE state = 'active' AND datname = ANY(%s)"
-            " AND pid <> pg_backend_pid()"
+            "SELECT count(*) FILTER (WHERE state = 'active' AND wait_event IS DISTINCT FROM"
+            " 'ClientRead'),"
+            " count(*) FILTER (WHERE state = 'active'"
+            " AND wait_event IN ('transactionid', 'tuple')),"
+            " count(*) FILTER (WHERE state = 'active' AND wait_event_type = 'Lock'"
+            " AND wait_event = 'object'),"
+            # Mid-pipeline (no Sync yet) a backend stays 'active' while it
+            # waits for its client: wait_event ClientRead.
+            " count(*) FILTER (WHERE state = 'idle in transaction'"
+            " OR (state = 'active' AND wait_event = 'ClientRead'))"
+            " FROM pg_stat_activity WHERE datname = ANY(%s) AND pid <> pg_backend_pid()"
         )
         with psycopg.connect(f"{self._url}/postgres", autocommit=True) as conn:
             while not self._stop.wait(LOCK_SAMPLE_S):
                 row = conn.execute(query, (self._databases,)).fetchone()
                 if row is not None:
-                    self._samples.append((int(row[0]), int(row[1]), int(row[2])))
+                    self._samples.append(tuple(int(v) for v in row))
 
     def means(self) -> dict[str, float]:
         """Statements running, waiting for a row, waiting for the notification
-        queue: each on average over the samples."""
-        names = ("pg_active", "pg_row_waits", "pg_notify_waits")
+        queue, and transactions waiting for their node (between two round
+        trips, holding their locks): each on average over the samples."""
+        names = ("pg_active", "pg_row_waits", "pg_notify_waits", "pg_idle_in_transaction")
         if not self._samples:
             return dict.fromkeys(names, 0.0)
         return {
@@ -461,7 +478,8 @@ def show(row: dict[str, Any]) -> None:
         f"  budget used: nodes {nodes_use}, pg {use['pg']:.0%}, load {use['load']:.0%}"
         f"  {records / commits:4.1f} ops/commit, {notices:,.0f} notices, {conflicts:,.0f} conflicts"
         f"  statements running {row.get('pg_active', 0):.2f}, waiting for a row"
-        f" {row.get('pg_row_waits', 0):.2f}, for the notify queue {row.get('pg_notify_waits', 0):.2f}"
+        f" {row.get('pg_row_waits', 0):.2f}, for the notify queue {row.get('pg_notify_waits', 0):.2f};"
+        f" transactions waiting for their node {row.get('pg_idle_in_transaction', 0):.2f}"
         + (f"  NOT 200: {row['not_200']}" if row["not_200"] else "")
         + (
             f"  replay: a follower spends {row['replay_ratio']:.2f}x n0's CPU"
@@ -574,7 +592,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-cpu", type=float, default=0.5, help="cores for the load generator")
     parser.add_argument("--connections", type=int, default=16, help="per node")
     parser.add_argument(
-        "--period-ms", type=int, default=100, help="the quotas' period (cpu.cfs_period_us)"
+        "--period-ms",
+        type=int,
+        default=PERIOD_MS,
+        help="the quotas' period (cpu.cfs_period_us)",
     )
     parser.add_argument("--crdts", type=int, default=64)
     parser.add_argument(

@@ -41,6 +41,7 @@ def test_the_study_runs_every_size_in_budgets_and_leaves_no_group(tmp_path: Path
         # The lock sampler saw the nodes' statements (waits are means of counts).
         assert run["pg_active"] > 0, run
         assert run["pg_row_waits"] >= 0 and run["pg_notify_waits"] >= 0
+        assert run["pg_idle_in_transaction"] >= 0
     # Isolated nodes have databases of their own: nobody waits for their rows.
     assert runs[(2, "isolated")]["pg_row_waits"] == 0
     assert runs[(2, "cluster")]["per_node"][1]["notices"] > 0  # the nodes did share
