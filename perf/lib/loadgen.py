@@ -14,6 +14,9 @@ shows (no coordinated omission).
 cluster's nodes), connection ``k`` on the ``k % n``-th. ``--spread K`` with a
 path holding ``{i}`` sends each request to one of ``K`` paths, chosen at
 random (a fixed seed per connection), e.g. ``/v1/namespaces/b/crdts/gc:c{i}/ops``.
+``--affinity`` keeps each server's paths to itself: a connection on the
+``j``-th of ``n`` servers picks only among the paths ``i`` with ``i % n == j``
+(a load balancer routing by CRDT).
 
 A benchmark calls :func:`loadgen`, which runs this module as a process on the
 load core and returns what it printed.
@@ -125,14 +128,17 @@ async def closed_loop(args: argparse.Namespace, requests: list[bytes], stats: St
     conns = await connect(args, stats)
     stop = False
 
+    servers = len(args.ports.split(",")) if args.ports else 1
+
     async def worker(conn: Conn, seed: int) -> None:
         pick = random.Random(seed).randrange
-        count = len(requests)
+        mine = requests[seed % servers :: servers] if args.affinity else requests
+        count = len(mine)
         while not stop:
             conn.ready = loop.create_future()
             conn.waiters.append(time.perf_counter())
             assert conn.transport is not None
-            conn.transport.write(requests[pick(count)] if count > 1 else requests[0])
+            conn.transport.write(mine[pick(count)] if count > 1 else mine[0])
             await conn.ready
 
     tasks = [asyncio.create_task(worker(c, k)) for k, c in enumerate(conns)]
@@ -269,6 +275,9 @@ def main() -> None:
     parser.add_argument("--ports", help="several servers, comma-separated (instead of --port)")
     parser.add_argument("--path", default="/")
     parser.add_argument("--spread", type=int, default=0, help="paths: --path with {i} of 0..K-1")
+    parser.add_argument(
+        "--affinity", action="store_true", help="each server's connections keep to its paths"
+    )
     parser.add_argument("--method", default="GET")
     parser.add_argument("--body", default="")
     parser.add_argument("--header", action="append", default=[])

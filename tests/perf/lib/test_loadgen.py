@@ -12,7 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 
 
-async def test_connections_go_to_every_port_and_requests_to_every_path() -> None:
+async def run_against_two_servers(*extra: str) -> list[Counter[bytes]]:
+    """The paths each of two tiny servers was asked for by one loadgen run."""
     seen: list[Counter[bytes]] = [Counter(), Counter()]
 
     def handler(counter: Counter[bytes]):  # type: ignore[no-untyped-def]
@@ -38,7 +39,7 @@ async def test_connections_go_to_every_port_and_requests_to_every_path() -> None
         sys.executable,
         *("-m", "perf.lib.loadgen", "--ports", ports, "--path", "/c/{i}/ops", "--spread", "4"),
         *("--method", "POST", "--body", "{}", "--connections", "4"),
-        *("--duration", "0.4", "--warmup", "0.2"),
+        *("--duration", "0.4", "--warmup", "0.2", *extra),
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,
     )
@@ -49,5 +50,17 @@ async def test_connections_go_to_every_port_and_requests_to_every_path() -> None
     assert result["statuses"] == {"200": result["requests"]} and result["requests"] > 0
     assert result["answered"] >= result["requests"]
     assert all(sum(c.values()) > 0 for c in seen)
+    return seen
+
+
+async def test_connections_go_to_every_port_and_requests_to_every_path() -> None:
+    seen = await run_against_two_servers()
     paths = set(seen[0]) | set(seen[1])
     assert paths == {f"/c/{i}/ops".encode() for i in range(4)}
+    assert set(seen[0]) & set(seen[1])  # without --affinity any server gets any path
+
+
+async def test_with_affinity_each_server_gets_only_its_share_of_the_paths() -> None:
+    seen = await run_against_two_servers("--affinity")
+    assert set(seen[0]) == {b"/c/0/ops", b"/c/2/ops"}
+    assert set(seen[1]) == {b"/c/1/ops", b"/c/3/ops"}

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(cgroups.available() is not None, reason=f"{cgrou
 def test_the_study_runs_every_size_in_budgets_and_leaves_no_group(tmp_path: Path) -> None:
     before = set(cgroups.leftovers())
     out = tmp_path / "scaling.json"
-    args = ["--nodes", "1,2", "--workloads", "spread", "--duration", "1", "--warmup", "0.5"]
+    args = ["--nodes", "1,2", "--workloads", "spread,affinity"]
+    args += ["--duration", "1", "--warmup", "0.5"]
     args += ["--node-cpu", "0.5", "--pg-cpu", "0.5", "--load-cpu", "0.5", "--crdts", "8"]
     result = subprocess.run(
         [sys.executable, "-m", "perf.studies.cluster_scaling", *args, "--json", str(out)],
@@ -32,8 +33,14 @@ def test_the_study_runs_every_size_in_budgets_and_leaves_no_group(tmp_path: Path
     )
     assert result.returncode == 0, result.stdout + result.stderr
     figures = json.loads(out.read_text())
-    runs = {(r["nodes"], r["kind"]): r for r in figures["runs"]}
+    every = figures["runs"]
+    runs = {(r["nodes"], r["kind"]): r for r in every if r["workload"] == "spread"}
     assert set(runs) == {(1, "cluster"), (2, "cluster"), (2, "isolated")}
+    routed = {(r["nodes"], r["kind"]): r for r in every if r["workload"] == "affinity"}
+    assert set(routed) == set(runs)
+    # Routed by CRDT, the two nodes never write one CRDT: nobody waits for a row.
+    assert routed[(2, "cluster")]["pg_row_waits"] == 0
+    assert routed[(2, "cluster")]["not_200"] == 0
     for run in runs.values():
         assert run["ops_s"] > 0 and run["not_200"] == 0
         assert run["node_us_per_op"] > 0 and run["pg_us_per_op"] > 0
