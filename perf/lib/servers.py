@@ -59,12 +59,18 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> 
 
 @contextlib.contextmanager
 def process(
-    cmd: Sequence[str], port: int, env: dict[str, str] | None = None, core: str = SERVER_CORE
+    cmd: Sequence[str],
+    port: int,
+    env: dict[str, str] | None = None,
+    core: str = SERVER_CORE,
+    cwd: Path = ROOT,
 ) -> Iterator[subprocess.Popen[bytes]]:
+    """``cmd`` pinned to ``core``, from ``cwd``, until the body is done; ready
+    once ``port`` accepts a connection."""
     proc = subprocess.Popen(
         pinned(cmd, core),
         env={**os.environ, **(env or {})},
-        cwd=ROOT,
+        cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

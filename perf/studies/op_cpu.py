@@ -40,7 +40,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -62,8 +61,8 @@ from perf.lib.servers import (
     SIGNING_KEY,
     free_port,
     pinned,
+    process,
     server_env,
-    wait_port,
 )
 from perf.lib.table import table
 from perf.lib.wrk import WRK_THREADS, find_wrk, parse_wrk, wrk_lua
@@ -73,7 +72,6 @@ from syncd.auth.tokens import SigningKey
 NS = "bench"
 """The namespace of OP_PATH."""
 WS_CRDT = "gc:ws"
-STOP_TIMEOUT_S = 10.0
 TOKEN_TTL_MS = 24 * 3600 * 1000
 RATE_LIMIT = 1_000_000
 """Requests per second a token may make: the largest a token may carry, far
@@ -105,30 +103,13 @@ def running(
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="syncd-opcpu-") as data_dir:
         full = {
-            **os.environ,
             **server_env(port, data_dir, SERVICE_FSYNC="batch", SERVICE_HTTP_PARSER="httptools"),
             **(env or {}),
             "PYTHONPATH": str(code),
         }
         argv = [sys.executable, "-m", "syncd"] if not cmd else [*cmd, str(port)]
-        proc = subprocess.Popen(
-            pinned(argv, SERVER_CORE),
-            env=full,
-            cwd=code,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            wait_port(port, proc)
-            time.sleep(0.3)
+        with process(argv, port, full, SERVER_CORE, cwd=code) as proc:
             yield port, proc.pid
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def wrk_cpu(

@@ -349,12 +349,8 @@ class HttpProtocol(asyncio.Protocol):
             request.route = route.kind
             request.params = params
             result = route.handler(request)
-        except ApiError as exc:
-            self._send(_api_error_response(exc), request)
-            return
-        except Exception:
-            log.exception("unhandled error in %s %s", request.method, request.path)
-            self._send(error_response(500, "internal", "internal error"), request)
+        except Exception as exc:
+            self._send(_failure_response(exc, request), request)
             return
         if isinstance(result, Response):
             self._send(result, request)
@@ -373,13 +369,10 @@ class HttpProtocol(asyncio.Protocol):
         def settled(future: asyncio.Future[Any]) -> None:
             try:
                 response = deferred.answer(future)
-            except ApiError as exc:
-                response = _api_error_response(exc)
             except asyncio.CancelledError:
                 return
-            except Exception:
-                log.exception("unhandled error in %s %s", request.method, request.path)
-                response = error_response(500, "internal", "internal error")
+            except Exception as exc:
+                response = _failure_response(exc, request)
             if not self._closed:
                 self._send(response, request)
 
@@ -388,13 +381,10 @@ class HttpProtocol(asyncio.Protocol):
     async def _finish(self, pending: Awaitable[Any], request: Request) -> None:
         try:
             result = await pending
-        except ApiError as exc:
-            result = _api_error_response(exc)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("unhandled error in %s %s", request.method, request.path)
-            result = error_response(500, "internal", "internal error")
+        except Exception as exc:
+            result = _failure_response(exc, request)
         if self._closed:
             if isinstance(result, StreamResponse) and result.abort is not None:
                 result.abort()
@@ -641,6 +631,15 @@ _PARSE_CODES = {
     400: "bad_request",
     505: "bad_request",
 }
+
+
+def _failure_response(exc: Exception, request: Request) -> Response:
+    """The answer to what a handler raised: an ApiError's own, else a 500 (logged
+    with its traceback)."""
+    if isinstance(exc, ApiError):
+        return _api_error_response(exc)
+    log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
+    return error_response(500, "internal", "internal error")
 
 
 def _api_error_response(exc: ApiError) -> Response:
