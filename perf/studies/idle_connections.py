@@ -349,7 +349,9 @@ def summary(
                 kib[name] = statistics.median(figures)
             row: list[Any] = [kind, f"{count:,}", *(f"{kib[n]:.2f}" for n in codes)]
             if len(codes) == 2:
-                row.append(f"{kib[codes[1]] / kib[codes[0]]:.2f}x")
+                before = kib[codes[0]]
+                # A few connections may not grow the RSS by a page at all.
+                row.append(f"{kib[codes[1]] / before:.2f}x" if before > 0 else "n/a")
             row.append("yes" if kib[codes[-1]] <= TARGET_KIB else "no")
             rows.append(row)
     headers = ["kind", "connections", *(f"{n} KiB" for n in codes)]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perf.studies.idle_connections import FD_MARGIN, WARMUP_CONNECTIONS, fitting
+from perf.studies.idle_connections import FD_MARGIN, WARMUP_CONNECTIONS, fitting, summary
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,3 +44,13 @@ def test_counts_beyond_the_file_limit_are_lowered_to_what_fits() -> None:
     assert counts == [10_000, fits]
     assert f"{fits:,}" in note and "RLIMIT_NOFILE" in note
     assert fitting([100_000, 200_000], 20_000)[0] == [fits]
+
+
+def test_a_baseline_that_grew_by_nothing_gives_no_ratio_not_a_crash() -> None:
+    # 50 connections may not move the RSS by a page: 0 bytes each before.
+    runs = [
+        {"kind": "sse", "connections": 50, "code": "before", "per_connection": 0.0},
+        {"kind": "sse", "connections": 50, "code": "after", "per_connection": 327.0},
+    ]
+    text = summary(runs, ["before", "after"], ["sse"], [50])
+    assert "n/a" in text and "0.32" in text
