@@ -57,6 +57,10 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> 
     raise TimeoutError(f"nothing listening on {port}")
 
 
+STDERR_TAIL_BYTES = 4000
+"""How much of a server's stderr an error shows when it exits before listening."""
+
+
 @contextlib.contextmanager
 def process(
     cmd: Sequence[str],
@@ -66,25 +70,34 @@ def process(
     cwd: Path = ROOT,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``cmd`` pinned to ``core``, from ``cwd``, until the body is done; ready
-    once ``port`` accepts a connection."""
-    proc = subprocess.Popen(
-        pinned(cmd, core),
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_port(port, proc)
-        time.sleep(0.2)
-        yield proc
-    finally:
-        proc.terminate()
+    once ``port`` accepts a connection. Its stderr goes to a temporary file,
+    not a pipe nobody reads (a server that logs more than a pipe holds would
+    block in the middle of a run); an exit before listening raises with the
+    end of it."""
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(
+            pinned(cmd, core),
+            env={**os.environ, **(env or {})},
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            try:
+                wait_port(port, proc)
+            except RuntimeError as exc:
+                stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_TAIL_BYTES))
+                tail = stderr.read().decode(errors="replace").strip()
+                raise RuntimeError(f"{exc}: {tail}" if tail else str(exc)) from None
+            time.sleep(0.2)
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def server_env(port: int, data_dir: str, **settings: str) -> dict[str, str]:
