@@ -42,6 +42,7 @@ from syncd.store.base import EntrySource, Record, StoreStats
 from syncd.store.embedded.history import FileStoreHistory, Written
 from syncd.store.embedded.iothread import IoThread
 from syncd.store.embedded.log import (
+    FLAG_BATCH_MORE,
     FLAG_BATCH_START,
     HEADER,
     HEADER_SIZE,
@@ -61,6 +62,18 @@ _crc32 = zlib.crc32
 MAX_BATCH_BYTES = 4 * 1024 * 1024
 """One write+fsync carries at most about this much (whole appends), so one slow
 batch does not hold back the acknowledgement of everything queued behind it."""
+
+
+def _mark_batch(parts: list[bytes], first_lsn: int) -> None:
+    """Frame a batch's first record again with FLAG_BATCH_START and its last
+    without FLAG_BATCH_MORE (which ``enqueue`` gave every record): a scan tells
+    from them where a torn batch began (see log.py)."""
+    last = len(parts) - 1
+    if last:
+        parts[0] = frame(first_lsn, parts[0][HEADER_SIZE:], FLAG_BATCH_START | FLAG_BATCH_MORE)
+        parts[last] = frame(first_lsn + last, parts[last][HEADER_SIZE:])
+    else:
+        parts[0] = frame(first_lsn, parts[0][HEADER_SIZE:], FLAG_BATCH_START)
 
 
 @dataclass(slots=True)
@@ -168,10 +181,11 @@ class GroupCommit:
                         status=413,
                         code="payload_too_large",
                     )
-                # log.frame(lsn, body), inline: once per record.
-                framed = _HEADER_PACK(
-                    length, _crc32(body, _crc32(_WORD_TAG_PACK(length, lsn))), lsn
-                )
+                # log.frame(lsn, body, FLAG_BATCH_MORE), inline: once per record.
+                # Every record but a batch's last has the flag: the flusher
+                # frames that one again without it (see log.py on torn batches).
+                word = length | FLAG_BATCH_MORE
+                framed = _HEADER_PACK(word, _crc32(body, _crc32(_WORD_TAG_PACK(word, lsn))), lsn)
                 frames.append(framed + body)
                 size += HEADER_SIZE + length
                 lsn += 1
@@ -248,8 +262,7 @@ class GroupCommit:
                     checkpointed += group.checkpoints
             count = len(written)
             if count:
-                # Mark the batch's first record: see log.py on torn batches.
-                parts[0] = frame(first_lsn, parts[0][HEADER_SIZE:], FLAG_BATCH_START)
+                _mark_batch(parts, first_lsn)
                 data = b"".join(parts)
                 history_data = data
                 if checkpointed:

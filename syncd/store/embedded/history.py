@@ -139,22 +139,34 @@ class FileStoreHistory:
         self,
         snapshot_entries: Iterable[dict[str, Any]],
         main_after: Callable[[int], Iterable[tuple[int, Record]]],
+        main_last: int,
     ) -> None:
         """Read the history back (the index from the hint file, when there is a
-        usable one, and the frames after it; else every frame), then append
-        what the main log holds past it, and a checkpoint from the snapshot for
-        every CRDT whose history does not reach the snapshot (a first start,
-        or lost files)."""
+        usable one, and the frames after it; else every frame), cut what it
+        holds past ``main_last`` (the main log's last record: the log lost the
+        rest, and will give their LSNs to other records), then append what the
+        main log holds past it, and a checkpoint from the snapshot for every
+        CRDT whose history does not reach the snapshot (a first start, or lost
+        files)."""
         table = hint_file.open_table(self.directory, self.files.numbers())
         if table is not None and not self._hint_fits(table.header):
             log.warning("history index hint is ahead of the history files; reading them all")
             table.close()
             table = None
+        if table is not None and table.header.last_lsn > main_last:
+            log.warning(
+                "history index hint holds records past the log's last sequence %d; "
+                "reading the history files",
+                main_last,
+            )
+            table.close()
+            table = None
+            hint_file.remove(self.directory)  # it names frames about to be cut
         if table is not None:
             self.index.attach(table)
             self.last_lsn = table.header.last_lsn
             self.hint_lives = len(table)
-        scanned = self.files.open(table.header if table is not None else None)
+        scanned = self.files.open(table.header if table is not None else None, main_last)
         self._indexed_end = self.files.end()
         self._build(scanned)
         frames: list[Written] = []
@@ -193,7 +205,10 @@ class FileStoreHistory:
     def _index_plan(self) -> Flush:
         """What a new table holds, taken on the loop: ``end`` is where the
         indexed frames end (a write between its ``write`` and its ``indexed``
-        is after it, and read again at the next start)."""
+        is after it, and read again at the next start). Frames are indexed
+        only once their log batch is durable, so a table names no record of a
+        batch a crash could tear; ``load`` drops one that names records past
+        the log's last all the same (a last batch cut for damage)."""
         header = hint_file.Header(
             end=self._indexed_end,
             last_lsn=self.last_lsn,

@@ -13,7 +13,12 @@ named ``<number>.hist``, in the main log's frame format (``log.frame``):
 - nothing here is fsynced per write: the main log is the truth. The history
   is fsynced before the main log drops segments behind a snapshot, and after
   a crash the records past the history's last LSN are appended again from the
-  main log (:meth:`HistoryFiles.last_lsn`). A torn tail is cut at open.
+  main log (``FileStoreHistory.last_lsn``). A torn tail is cut at open.
+- the other way round, the history may hold records the main log no longer
+  does: a last batch of the log cut at open (damaged after it was written
+  whole), or one the history got but the log lost (``fsync="never"``).
+  Their LSNs will be given to other records, so :meth:`HistoryFiles.open`
+  cuts every frame tagged past the log's last LSN (:meth:`HistoryFiles._cut`).
 
 A record's *position* is ``segment number << 36 | offset``; the index
 (``history.py``) holds positions and this module reads them back.
@@ -178,10 +183,21 @@ class HistoryFiles:
             int(m.group(1)) for name in os.listdir(self.directory) if (m := _NAME_RE.match(name))
         )
 
-    def open(self, hint: Header | None = None) -> list[Scanned]:
+    def open(self, hint: Header | None = None, last_lsn: int | None = None) -> list[Scanned]:
         """Read the segments back (cutting a torn tail); what they hold. With a
         ``hint``, the frames before its ``end`` are taken as read (the hint
-        holds their index) and only those after it are scanned."""
+        holds their index; its ``last_lsn`` must not be past ``last_lsn``) and
+        only those after it are scanned. With ``last_lsn`` (the main log's last
+        record), the frames tagged past it are cut (:meth:`_cut`)."""
+        found = self._open(hint)
+        past = next((s.pos for s in found if last_lsn is not None and s.tag > last_lsn), None)
+        if past is None or last_lsn is None:
+            return found
+        self._cut(found, past, last_lsn)
+        self._forget()
+        return self._open(hint)
+
+    def _open(self, hint: Header | None) -> list[Scanned]:
         numbers = self.numbers()
         found: list[Scanned] = []
         end_number, end_offset = split(hint.end) if hint is not None else (0, 0)
@@ -210,6 +226,56 @@ class HistoryFiles:
         self._sizes.setdefault(self._active, 0)
         self._planned = self._sizes[self._active]
         return found
+
+    def _cut(self, found: list[Scanned], at: int, last_lsn: int) -> None:
+        """Cut the history at position ``at`` (its first frame tagged past
+        ``last_lsn``), keeping the later frames tagged up to it: copies that
+        compaction made (their originals may be gone). Those are written to a
+        new segment first and made durable, then the segments are cut behind
+        ``at``: a crash part way leaves frames past ``last_lsn`` that the next
+        start cuts the same way (copies of copies are one, as any copies)."""
+        numbers = self.numbers()
+        keep = [s.pos for s in found if s.pos > at and s.tag <= last_lsn]
+        cut = sum(1 for s in found if s.pos >= at and s.tag > last_lsn)
+        number, offset = split(at)
+        log.warning(
+            "history %s: %d frames from offset %d on hold records past the log's last "
+            "sequence %d (the log lost them): cutting them (%d later frames kept)",
+            self._path(number),
+            cut,
+            offset,
+            last_lsn,
+            len(keep),
+        )
+        target = numbers[-1] + 1
+        if keep:
+            data = b"".join(frame for _, frame in self.read_frames(keep))
+            self._write_new(target, data)
+        with open(self._path(number), "r+b") as f:
+            f.truncate(offset)
+            os.fsync(f.fileno())
+        for later in numbers:
+            if later > number:
+                os.unlink(self._path(later))
+        fsync_dir(self.directory)
+
+    def _write_new(self, number: int, data: bytes) -> None:
+        """A new segment holding ``data``, made durable."""
+        with open(self._path(number), "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(self.directory)
+
+    def _forget(self) -> None:
+        """Back to as constructed, to open again."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        self._sizes.clear()
+        self._frames.clear()
+        self._dirty.clear()
+        self._active = self._planned = 0
 
     def _scan(self, number: int, out: list[Scanned], start: int = 0) -> int:
         with open(self._path(number), "rb") as f:

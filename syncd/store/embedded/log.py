@@ -8,13 +8,26 @@ The CRC covers the length word, the tag and the body. In a segment the tag is
 the record's log sequence number (LSN, global, gap-free, never reused once
 durable); in a snapshot it names the section (see ``snapshot.py``).
 
-The top bit of the length word marks the first record of a write batch. A crash
-can tear only the batch being written (earlier ones were fsynced before it
-started), and a torn batch may hold good records *after* a bad one, since pages
-reach the disk in any order. So damage in the last segment followed by the start
-of a *later* batch is real corruption (refuse to start), while damage inside the
-last batch is a torn write (cut it). Damage in a final batch that had been
-acknowledged cannot be told from a torn write and is cut too.
+A write batch is one write of whole appends (``commit.py``), none of which is
+answered before the write is durable: it is kept whole or not at all. The top
+bit of the length word (``FLAG_BATCH_START``) marks its first record, the next
+one (``FLAG_BATCH_MORE``) every record but its last. A crash can tear only the
+batch being written (earlier ones were fsynced before it started), and a torn
+batch may hold good records *after* a bad one, since pages reach the disk in
+any order. So damage in the last segment followed by the start of a *later*
+batch is real corruption (refuse to start), while damage inside the last batch
+is a torn write: the log is cut at that batch's first record, not at the bad
+one, so that no request of it is kept in part. The batch the damage is in is
+told by the last good record before it: one with ``FLAG_BATCH_MORE`` is
+followed by more of its batch (cut back to the batch's start), one without it
+ended its batch (the damage is the next batch's first record: cut there). A
+segment whose last good record has ``FLAG_BATCH_MORE`` ends inside a batch (the
+rest of it never written: zeros, or the end of the file): that batch is cut
+too. Damage in a final batch that had been acknowledged cannot be told from a
+torn write and is cut too. A batch never spans two segments (``LogWriter.write``
+rotates only between batches), so a cut never reaches into an earlier segment.
+Segments written before ``FLAG_BATCH_MORE`` existed have no record that says
+its batch goes on: their damage is cut at the bad record, as it was then.
 
 While syncing, the file of the active segment runs ahead of its last record
 with zeros (``RUNWAY_BYTES``): a scan ends cleanly where only zeros are left,
@@ -53,7 +66,12 @@ HEADER_SIZE = HEADER.size
 WORD_TAG = struct.Struct("<IQ")
 """The header's word and tag, as the CRC covers them (with the body)."""
 FLAG_BATCH_START = 1 << 31
-LENGTH_MASK = FLAG_BATCH_START - 1
+FLAG_BATCH_MORE = 1 << 30
+"""On every record of a write batch but its last: a scan that meets damage right
+after it knows the damage is inside that batch (see the module docstring)."""
+LENGTH_MASK = FLAG_BATCH_MORE - 1
+"""A frame's length: the bits below the flags (a record is far shorter, see
+MAX_RECORD_BYTES; a snapshot's frame, which has no flags, under 1 GiB)."""
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """An op record is bounded by the request body limit (1 MiB by default) plus what
@@ -249,9 +267,11 @@ def check_segment(
     (``decode_chunk`` turns one into records).
 
     ``limit`` reads only that many bytes (the durable part of a file still being
-    written). With ``tolerate_tail`` a torn tail is reported by ``good_end`` (and
-    logged); otherwise, and for damage followed by a later batch, the scan raises
-    ``StoreCorruptError`` naming the file and offset.
+    written). With ``tolerate_tail`` a torn last batch is cut whole: ``good_end``
+    and ``next_lsn`` are those of its first record, and none of its records is
+    left in ``out`` (a warning names the bytes cut); otherwise, and for damage
+    followed by a later batch, the scan raises ``StoreCorruptError`` naming the
+    file and offset.
     """
     with open(path, "rb") as f:
         data = f.read() if limit is None else f.read(limit)
@@ -274,6 +294,8 @@ def check_segment(
     # The bodies of the chunk being gathered, after a slot for its array header.
     parts: list[bytes | memoryview] = [b""]
     chunk_offset = skipped_end = 0
+    last_word = 0  # the length word of the last good record: FLAG_BATCH_MORE?
+    bad = ""
     while off < n:
         # The common case, a whole record in sequence, on as few steps as can be;
         # anything else goes to _frame_fault, which tells what is wrong, if anything.
@@ -297,6 +319,7 @@ def check_segment(
                     chunk_offset = skipped_end = end
                 expected += 1
                 off = end
+                last_word = word
                 continue
         if off >= data_end:
             break  # the clean end of a file written with a runway
@@ -309,20 +332,87 @@ def check_segment(
                 f"after it; refusing to start (restore the file from a backup, or "
                 f"move it away to give up the records from offset {off} on)"
             )
+        break
+    good_end = off
+    if last_word & FLAG_BATCH_MORE:
+        # The last good record is not its batch's last: that batch is torn
+        # (damage at ``off``, or nothing but zeros or the file's end after it).
+        if not tolerate_tail:
+            raise StoreCorruptError(
+                f"{path}: the write batch ends at offset {off} before its last record; "
+                f"refusing to start (restore the file from a backup)"
+            )
+        bad = bad or "a write batch without its last record"
+        good_end, batch_lsn = _last_batch_start(mv, off)
+        parts = _drop_from(out, parts, path, mv, batch_lsn, good_end, expected)
+        expected = batch_lsn
+    if bad:
         log.warning(
-            "%s: %s at offset %d (a torn or damaged tail): cutting %d bytes, "
+            "%s: %s at offset %d (a torn or damaged tail): cutting %d bytes from offset %d, "
             "keeping the log up to sequence %d",
             path,
             bad,
             off,
-            n - off,
+            n - good_end,
+            good_end,
             expected - 1,
         )
-        break
     if len(parts) > 1:
         out.append(_chunk(path, chunk_offset, expected - 1, parts))
-    # The records above skip_upto follow those at or below it.
-    return SegmentScan(expected, off, n, off - skipped_end)
+    # The records above skip_upto follow those at or below it (a cut may reach
+    # below them only in a batch a snapshot covers: damaged after it was durable).
+    return SegmentScan(expected, good_end, n, max(good_end - skipped_end, 0))
+
+
+def _last_batch_start(mv: memoryview, stop: int) -> tuple[int, int]:
+    """The offset and LSN of the last record opening a write batch before ``stop``
+    (every frame before ``stop`` was checked). A batch never spans two segments,
+    so one opens at offset 0 at the latest."""
+    off = found = lsn = 0
+    unpack = HEADER.unpack_from
+    while off < stop:
+        word, _, tag = unpack(mv, off)
+        if word & FLAG_BATCH_START or off == 0:
+            found, lsn = off, tag
+        off += HEADER_SIZE + (word & LENGTH_MASK)
+    return found, lsn
+
+
+def _drop_from(
+    out: list[RecordChunk],
+    parts: list[bytes | memoryview],
+    path: str,
+    mv: memoryview,
+    lsn: int,
+    offset: int,
+    next_lsn: int,
+) -> list[bytes | memoryview]:
+    """Take the records from LSN ``lsn`` on (at ``offset``) out of what a scan
+    gathered: the chunk being gathered (``parts``, whose last record is
+    ``next_lsn - 1``) and the chunks already in ``out``; the parts left."""
+    kept = len(parts) - 1 - (next_lsn - lsn)
+    if kept >= 0:
+        del parts[1 + kept :]
+        return parts
+    while out and out[-1].first_lsn >= lsn:
+        out.pop()
+    if out and out[-1].first_lsn + out[-1].count > lsn:
+        last = out[-1]
+        out[-1] = _chunk_of_frames(path, mv, last.offset, offset, last.first_lsn)
+    return [b""]
+
+
+def _chunk_of_frames(
+    path: str, mv: memoryview, start: int, stop: int, first_lsn: int
+) -> RecordChunk:
+    """The chunk of the (checked) records from offset ``start`` to ``stop``."""
+    parts: list[bytes | memoryview] = [b""]
+    off = start
+    while off < stop:
+        end = off + HEADER_SIZE + (HEADER.unpack_from(mv, off)[0] & LENGTH_MASK)
+        parts.append(mv[off + HEADER_SIZE : end])
+        off = end
+    return _chunk(path, start, first_lsn + len(parts) - 2, parts)
 
 
 def _frame_fault(mv: memoryview, off: int, expected: int, word_crcs: dict[int, int]) -> str:
@@ -475,6 +565,9 @@ class LogWriter:
         if self.active is None:
             raise OSError(errno.EIO, "the log has not been repaired since a failure")
         try:
+            # Rotate before a batch, never inside one: a batch lies in one
+            # segment (which may end up to a batch past segment_bytes), so a
+            # torn batch is cut within the last segment alone.
             if self.active_size >= self.segment_bytes:
                 self._rotate(first_lsn)
             active = self.active

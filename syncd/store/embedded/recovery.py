@@ -5,9 +5,11 @@ Theory of operation
 ``open`` takes an exclusive non-blocking ``flock`` on ``LOCK``
 (:func:`acquire_lock`; ``StoreLockedError`` names the holder's pid), then
 :func:`open_disk` loads the newest valid snapshot, checks every frame of the
-log after it, cuts a torn tail of the last segment (with a warning naming the
-bytes cut) and refuses to start (``StoreCorruptError`` naming file and offset)
-on damage that a crash cannot explain. The records after the snapshot stay
+log after it, cuts a torn last write batch of the last segment whole (with a
+warning naming the bytes cut; ``log.py``), cuts what the history files hold
+past the log's last record (``history_files.py``), and refuses to start
+(``StoreCorruptError`` naming file and offset) on damage that a crash cannot
+explain. The records after the snapshot stay
 encoded (``records.LogRecords``) until the caller replays them, a chunk at a
 time, so a long log is never decoded all at once. A damaged newest snapshot
 is passed over when an older one and the log still cover what it held.
@@ -202,7 +204,9 @@ def open_disk(
         tolerate_tail=True,
     )
     try:
-        history.load(disk.snapshot.entries if disk.snapshot else [], disk.records.after)
+        history.load(
+            disk.snapshot.entries if disk.snapshot else [], disk.records.after, disk.durable
+        )
     except OSError as exc:
         history.fail(exc)
     writer = LogWriter(log_dir, opener, segment_bytes, disk.segments, runway)

@@ -6,6 +6,10 @@ the restart every acknowledged op must be there, and nothing that was never
 sent: for each set, acked <= present <= attempted; for each counter,
 acked <= value <= attempted. SYNCD_CRASH_ROUNDS sets the number of rounds
 (20 in CI).
+
+A SIGKILL leaves the page cache's bytes whole, so it seldom tears a write; a
+power loss does. The torn-request test kills the server, then tears the last
+write on disk as a power loss during it would, and restarts.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import msgpack
 from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
+from syncd.store.embedded.log import FLAG_BATCH_START, HEADER, LENGTH_MASK, list_segments
 from tests.conftest import ADMIN
 
 ROUNDS = int(os.environ.get("SYNCD_CRASH_ROUNDS", "20"))
@@ -138,4 +143,70 @@ async def test_sigkill_under_concurrent_writers_loses_nothing_acknowledged(
     server = spawn_server(env)
     await check(server.url, model)
     assert total_acked > ROUNDS * 5, "the writers barely wrote; the harness tested nothing"
+    assert server.terminate() == 0
+
+
+def last_batch(segment: Path) -> list[tuple[int, int]]:
+    """(start, end) of each record of the segment's last write batch (the file
+    may run on with the runway's zeros)."""
+    data = segment.read_bytes()
+    spans: list[tuple[int, int]] = []
+    off = 0
+    while off + HEADER.size <= len(data):
+        word, _, _ = HEADER.unpack_from(data, off)
+        if not word:
+            break  # the runway
+        if word & FLAG_BATCH_START:
+            spans = []
+        end = off + HEADER.size + (word & LENGTH_MASK)
+        spans.append((off, end))
+        off = end
+    return spans
+
+
+async def test_a_multi_op_request_torn_in_its_write_comes_back_with_none_of_its_ops(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    """A batch of ops is applied all or none: a request whose write was torn by
+    a crash (never answered, as the answer waits for the write to be durable)
+    leaves none of its ops, in the CRDT or its history, though its first
+    records reached the disk whole (and the history files hold all of them)."""
+    data_dir = tmp_path / "torn-data"
+    env = {"SERVICE_FSYNC": "batch", "SERVICE_DATA_DIR": str(data_dir)}
+    path = "/v1/namespaces/crash/crdts/gc:torn"
+    server = spawn_server(env)
+    async with httpx.AsyncClient(base_url=server.url, timeout=5, headers=AUTH) as client:
+        for _ in range(3):
+            assert (await client.post(f"{path}/ops", json={"op": "increment"})).status_code == 200
+        r = await client.post(f"{path}/ops", json=[{"op": "increment"}] * 50)
+        assert r.status_code == 200 and r.json()["applied"] == 50
+    server.kill()  # SIGKILL: the page cache's bytes stay as written
+    segment = Path(list_segments(str(data_dir / "log"))[-1][1])
+    batch = last_batch(segment)
+    assert len(batch) == 50  # the request's write, alone
+    start, end = batch[20]
+    torn_at = (start + end) // 2
+    with open(segment, "r+b") as f:  # the rest of the write never reached the disk
+        f.truncate(torn_at)
+
+    server = spawn_server(env)
+    async with httpx.AsyncClient(base_url=server.url, timeout=5, headers=AUTH) as client:
+        r = await client.get(path)
+        assert (r.json()["seq"], r.json()["value"]) == (3, 3)
+        r = await client.get(f"{path}/history", params={"limit": 100})
+        assert [o["seq"] for o in r.json()["ops"]] == [3, 2, 1]
+        r = await client.post(f"{path}/ops", json={"op": "increment"})
+        assert r.json()["seq"] == 4
+    assert server.terminate() == 0
+    # The log was cut at the request's first record, the history's copy of it too.
+    first = batch[0][0]
+    assert f"cutting {torn_at - first} bytes from offset {first}" in server.log()
+    assert "hold records past the log's last sequence 3" in server.log()
+
+    server = spawn_server(env)
+    async with httpx.AsyncClient(base_url=server.url, timeout=5, headers=AUTH) as client:
+        r = await client.get(path)
+        assert (r.json()["seq"], r.json()["value"]) == (4, 4)
+        r = await client.get(f"{path}/history", params={"limit": 100})
+        assert [o["seq"] for o in r.json()["ops"]] == [4, 3, 2, 1]
     assert server.terminate() == 0

@@ -12,13 +12,17 @@ from hypothesis import strategies as st
 
 from syncd.store.base import Record
 from syncd.store.embedded.log import (
+    FLAG_BATCH_MORE,
     FLAG_BATCH_START,
     HEADER,
     HEADER_SIZE,
     MAX_RECORD_BYTES,
     LogFile,
     LogWriter,
+    RecordChunk,
     StoreCorruptError,
+    check_segment,
+    decode_chunk,
     decode_map,
     frame,
     scan_segment,
@@ -32,7 +36,13 @@ def body(i: int) -> bytes:
     return msgpack.packb(op(i), use_bin_type=True)
 
 
-def write_batches(path: Path, batches: list[int]) -> list[int]:
+def batch_flags(i: int, size: int, *, more: bool = True) -> int:
+    """The flags of record ``i`` of a batch of ``size``, as the store sets them
+    (``more=False``: as it did before FLAG_BATCH_MORE)."""
+    return (FLAG_BATCH_START if i == 0 else 0) | (FLAG_BATCH_MORE if more and i < size - 1 else 0)
+
+
+def write_batches(path: Path, batches: list[int], *, more: bool = True) -> list[int]:
     """Write batches the way the store does; the end offset of every record."""
     writer = LogWriter(str(path.parent), LogFile.open, 1 << 30, [(1, str(path))])
     writer.active = LogFile.open(str(path))  # what repair() does, minus its fsyncs
@@ -42,7 +52,7 @@ def write_batches(path: Path, batches: list[int]) -> list[int]:
     for size in batches:
         frames = []
         for i in range(size):
-            frames.append(frame(lsn + i, body(lsn + i), FLAG_BATCH_START if i == 0 else 0))
+            frames.append(frame(lsn + i, body(lsn + i), batch_flags(i, size, more=more)))
             offset += len(frames[-1])
             ends.append(offset)
         writer.write(b"".join(frames), lsn, sync=False)
@@ -127,6 +137,15 @@ def test_a_well_framed_record_out_of_sequence_is_damage(tmp_path: Path) -> None:
     assert len(records) == 2 and good == ends[-1]
 
 
+def batch_ends(batches: list[int], ends: list[int]) -> list[int]:
+    """The end offset of every batch, from every record's."""
+    out, at = [], 0
+    for size in batches:
+        at += size
+        out.append(ends[at - 1])
+    return out
+
+
 @settings(
     max_examples=MAX_EXAMPLES,
     deadline=None,
@@ -136,12 +155,40 @@ def test_a_well_framed_record_out_of_sequence_is_damage(tmp_path: Path) -> None:
     batches=st.lists(st.integers(1, 5), min_size=1, max_size=6),
     data=st.data(),
 )
-def test_any_cut_keeps_exactly_the_whole_records(
+def test_any_cut_keeps_exactly_the_whole_batches(
     tmp_path: Path, batches: list[int], data: st.DataObject
 ) -> None:
+    """A cut anywhere, at a record's end too, keeps no record of a batch it is in."""
     path = tmp_path / "cut.seg"
     path.unlink(missing_ok=True)
     ends = write_batches(path, batches)
+    cut = data.draw(st.integers(0, ends[-1]), label="cut")
+    with open(path, "r+b") as f:
+        f.truncate(cut)
+    records, good = scan(path)
+    whole = [end for end in batch_ends(batches, ends) if end <= cut]
+    kept = sum(batches[: len(whole)])
+    assert [lsn for lsn, _ in records] == list(range(1, kept + 1))
+    assert good == (whole[-1] if whole else 0)
+
+
+@settings(
+    max_examples=MAX_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    batches=st.lists(st.integers(1, 5), min_size=1, max_size=6),
+    data=st.data(),
+)
+def test_a_log_from_before_the_more_flag_is_cut_at_the_bad_record(
+    tmp_path: Path, batches: list[int], data: st.DataObject
+) -> None:
+    """A segment written before FLAG_BATCH_MORE cannot tell where a torn batch
+    began: it keeps every whole record, as it did then."""
+    path = tmp_path / "cut.seg"
+    path.unlink(missing_ok=True)
+    ends = write_batches(path, batches, more=False)
     cut = data.draw(st.integers(0, ends[-1]), label="cut")
     with open(path, "r+b") as f:
         f.truncate(cut)
@@ -173,13 +220,49 @@ def test_damage_is_cut_only_inside_the_last_batch(
     path.write_bytes(bytes(raw))
     if at >= last_batch_start:
         records, good = scan(path)
-        # Everything before the damaged record is kept, nothing from it on.
-        damaged_index = next(i for i, end in enumerate(ends) if end > at)
-        assert len(records) == damaged_index
-        assert good == (ends[damaged_index - 1] if damaged_index else 0)
+        # Nothing of the damaged batch is kept, before the damage or after it.
+        assert len(records) == sum(batches[:-1])
+        assert good == last_batch_start
     else:
         with pytest.raises(StoreCorruptError, match="offset"):
             scan(path)
+
+
+def test_a_segment_ending_inside_a_batch_refuses_without_tolerance(tmp_path: Path) -> None:
+    """Its last record says more of its batch follows: records are missing, which
+    only the last segment at start-up may show (a torn write)."""
+    path = tmp_path / "seg"
+    ends = write_batches(path, [2, 3])
+    with open(path, "r+b") as f:
+        f.truncate(ends[3])  # after the last batch's second record, a record's end
+    with pytest.raises(StoreCorruptError, match=f"offset {ends[3]} before its last record"):
+        scan(path, tolerate_tail=False)
+    records, good = scan(path)
+    assert [lsn for lsn, _ in records] == [1, 2] and good == ends[1]
+
+
+@pytest.mark.parametrize("skip_upto", [0, 3, 6])
+@pytest.mark.parametrize("chunk_bytes", [1, 150, 400, 1 << 20])
+def test_a_torn_batch_leaves_none_of_its_records_in_the_chunks(
+    tmp_path: Path, chunk_bytes: int, skip_upto: int
+) -> None:
+    """Chunks are handed out as the scan goes, before it meets the damage: those
+    holding records of the torn batch are taken back or cut short."""
+    path = tmp_path / "seg"
+    ends = write_batches(path, [2, 3, 9])
+    with open(path, "r+b") as f:
+        f.truncate(ends[-2] - 5)  # inside the last batch's next-to-last record
+    chunks: list[RecordChunk] = []
+    result = check_segment(
+        str(path), 1, skip_upto, chunks, limit=None, tolerate_tail=True, chunk_bytes=chunk_bytes
+    )
+    assert result.next_lsn == 6 and result.good_end == ends[4]
+    got = [(c.first_lsn, record["seq"]) for c in chunks for record in decode_chunk(c)]
+    lsns = [c.first_lsn + i for c in chunks for i in range(c.count)]
+    assert lsns == list(range(skip_upto + 1, 6))
+    assert [seq for _, seq in got] == lsns
+    for c in chunks:  # each chunk's offset is its first record's frame
+        assert c.offset == (0 if c.first_lsn == 1 else ends[c.first_lsn - 2])
 
 
 @pytest.mark.parametrize("flag", ["kernel", "refused"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import HEADER, LENGTH_MASK, segment_name
 from syncd.store.embedded.store import FileStore, StoreCorruptError, StoreLockedError
 from tests.store.conftest import MakeStore
@@ -179,7 +181,7 @@ async def test_flipped_byte_in_the_last_record_is_cut(
 
 async def test_damage_inside_the_last_batch_is_a_torn_write(tmp_path: Path) -> None:
     """A crash tears only the batch being written, and its pages may land in any
-    order: good records after the damage, within that batch, are cut too."""
+    order: the whole batch is cut, good records before and after the damage too."""
     data = await write_log(tmp_path / "orig", [2, 10])
     spans = frame_spans(data)
     start, end = spans[5]  # the 4th record of the last batch
@@ -187,8 +189,91 @@ async def test_damage_inside_the_last_batch_is_a_torn_write(tmp_path: Path) -> N
     plant(tmp_path / "d", damaged)
     store = FileStore(tmp_path / "d")
     recovered = await store.open()
-    assert seqs(recovered.records) == [1, 2, 3, 4, 5]
+    assert seqs(recovered.records) == [1, 2]
     await store.close()
+
+
+TORN = [6, 7, 8, 9]
+"""The records of the last write batch, which the tests tear."""
+KEPT = [1, 2, 3, 4, 5]
+"""The records of the two whole batches before it."""
+
+
+def tear(segment: Path, how: str) -> None:
+    """Damage the last batch (the last four records) as a crash while writing it can."""
+    data = segment.read_bytes()
+    spans = frame_spans(data)[-len(TORN) :]
+    if how == "cut mid-record":  # the file ends inside the torn batch's second record
+        segment.write_bytes(data[: (spans[1][0] + spans[1][1]) // 2])
+    elif how == "middle record damaged":  # a page of the second record lost, the rest written
+        start, end = spans[1]
+        segment.write_bytes(data[: start + 20] + bytes(end - start - 20) + data[end:])
+    elif how == "end never written":  # the last two records' pages still the runway's zeros
+        start = spans[2][0]
+        segment.write_bytes(data[:start] + bytes(len(data) - start))
+    else:  # "first record damaged": its header's page lost, later records written
+        start = spans[0][0]
+        segment.write_bytes(data[:start] + bytes(HEADER.size) + data[start + HEADER.size :])
+
+
+@pytest.mark.parametrize(
+    "history_has_batch", [True, False], ids=["history-ahead", "history-behind"]
+)
+@pytest.mark.parametrize(
+    "how", ["cut mid-record", "middle record damaged", "end never written", "first record damaged"]
+)
+async def test_a_torn_last_batch_keeps_none_of_its_records(
+    tmp_path: Path, how: str, history_has_batch: bool
+) -> None:
+    """A write batch holds whole requests, none of them answered before the batch
+    is durable: a torn one is kept whole or not at all, in the log and in the
+    history. ``history_has_batch``: the history files hold the torn batch (as a
+    damaged batch that had been written whole leaves them) or not (as a crash
+    during the log's write does: the history is written after it)."""
+    data_dir = tmp_path / "d"
+    store = FileStore(data_dir)
+    await store.open()
+    await store.append([op(1), op(2)])
+    await store.append([op(3), op(4), op(5)])
+    if not history_has_batch:
+        await store.close()
+        shutil.copytree(data_dir / "history", tmp_path / "history-before")
+        store = FileStore(data_dir)  # (the last batch then has a segment of its own)
+        await store.open()
+    await store.append([op(seq) for seq in TORN])
+    await store.close()
+    if not history_has_batch:
+        shutil.rmtree(data_dir / "history")
+        shutil.copytree(tmp_path / "history-before", data_dir / "history")
+    segment = Path([p for p in store.log_segments if os.path.getsize(p)][-1])
+    tear(segment, how)
+
+    again = FileStore(data_dir)
+    recovered = await again.open()
+    assert [(lsn, r["seq"]) for lsn, r in recovered.records.after(0)] == [(s, s) for s in KEPT]
+    # (A read-only look: the open store left no torn tail for this open to cut.)
+    on_disk = HistoryFiles(str(data_dir / "history")).open()
+    assert max(s.tag for s in on_disk) == KEPT[-1]
+    loaded = await again.load("n", "gc:a")
+    assert loaded is not None and seqs(loaded[1]) == KEPT
+    assert again.holds("n", "gc:a", "e1", KEPT[-1])
+    page, _ = await again.history("n", "gc:a", "e1", KEPT[-1], None, 100)
+    assert seqs(page) == KEPT[::-1]
+    # The log goes on right after the last record kept; the next start sees
+    # that record, and nothing of the torn batch, in the log and the history.
+    await again.append([op(6, client_id=99)])
+    await again.close()
+    third = FileStore(data_dir)
+    recovered = await third.open()
+    assert [(lsn, r["seq"]) for lsn, r in recovered.records.after(0)] == [
+        (s, s) for s in [*KEPT, 6]
+    ]
+    loaded = await third.load("n", "gc:a")
+    assert loaded is not None and seqs(loaded[1]) == [*KEPT, 6]
+    assert loaded[1][-1]["client_id"] == 99
+    page, _ = await third.history("n", "gc:a", "e1", 6, None, 100)
+    assert seqs(page) == [6, *KEPT[::-1]] and page[0]["client_id"] == 99
+    await third.close()
 
 
 async def test_damage_followed_by_a_later_batch_refuses(tmp_path: Path) -> None:

@@ -1,0 +1,84 @@
+"""The history files at open: the frames past the main log's last record are cut,
+and the copies history compaction left after them are kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+
+from syncd.store.embedded.history_files import HistoryFiles
+from syncd.store.embedded.log import frame
+from tests.store.support import op
+
+SEGMENT_BYTES = 400
+"""About three op frames a segment: the frames cut span several segments."""
+
+LOG_LAST = 6
+"""The main log's last record: the history's frames tagged 7 and on were lost."""
+
+
+def op_frame(tag: int) -> bytes:
+    return frame(tag, msgpack.packb(op(tag), use_bin_type=True))
+
+
+def append(files: HistoryFiles, frames: list[bytes]) -> None:
+    """Each frame as the flusher writes a batch (plan, then write)."""
+    for data in frames:
+        files.write(files.plan(len(data), 1), data)
+
+
+def tags_on_disk(directory: Path) -> list[int]:
+    """Every frame's tag, in position order, as a fresh open reads them."""
+    files = HistoryFiles(str(directory), SEGMENT_BYTES)
+    found = files.open()
+    files.close()
+    return [s.tag for s in found]
+
+
+def lost_history(directory: Path) -> None:
+    """Frames 1..6, then 7..12 (which the log lost), with compaction's copies of
+    frames 2 and 4 (whose originals it may have deleted) among them."""
+    files = HistoryFiles(str(directory), SEGMENT_BYTES)
+    files.open()
+    frames = [op_frame(tag) for tag in range(1, 13)]
+    append(files, frames[:6])
+    append(files, [frames[6], frames[7], frames[1], frames[8], frames[3], *frames[9:]])
+    files.close()
+
+
+def test_frames_past_the_logs_last_record_are_cut_and_later_copies_kept(tmp_path: Path) -> None:
+    lost_history(tmp_path)
+    assert len(list(tmp_path.glob("*.hist"))) > 3
+    files = HistoryFiles(str(tmp_path), SEGMENT_BYTES)
+    found = files.open(None, LOG_LAST)
+    assert [s.tag for s in found] == [1, 2, 3, 4, 5, 6, 2, 4]
+    assert [r["seq"] for r in files.read([s.pos for s in found])] == [1, 2, 3, 4, 5, 6, 2, 4]
+    # The next frames go after them; a later start reads the same.
+    append(files, [op_frame(7)])
+    files.close()
+    assert tags_on_disk(tmp_path) == [1, 2, 3, 4, 5, 6, 2, 4, 7]
+
+
+def test_a_crash_part_way_through_the_cut_is_cut_again_at_the_next_open(
+    tmp_path: Path,
+) -> None:
+    """The copies were written to a new segment, but the frames past the log
+    were not cut yet: the next open cuts them and keeps the copies (twice over,
+    which the index takes as one, as any copies)."""
+    lost_history(tmp_path)
+    files = HistoryFiles(str(tmp_path), SEGMENT_BYTES)
+    numbers = files.numbers()
+    files._write_new(numbers[-1] + 1, op_frame(2) + op_frame(4))  # what _cut writes first
+    found = files.open(None, LOG_LAST)
+    files.close()
+    assert [s.tag for s in found] == [1, 2, 3, 4, 5, 6, 2, 4, 2, 4]
+    assert tags_on_disk(tmp_path) == [1, 2, 3, 4, 5, 6, 2, 4, 2, 4]
+
+
+def test_nothing_is_cut_when_the_history_is_behind_the_log(tmp_path: Path) -> None:
+    lost_history(tmp_path)
+    files = HistoryFiles(str(tmp_path), SEGMENT_BYTES)
+    found = files.open(None, 12)
+    files.close()
+    assert [s.tag for s in found] == [1, 2, 3, 4, 5, 6, 7, 8, 2, 9, 4, 10, 11, 12]
