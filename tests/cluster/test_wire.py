@@ -16,6 +16,7 @@ from syncd.cluster.notify import (
     SENDER_MAX,
     SINGLE_RECORD_MAX,
     BadNotice,
+    Notice,
     pack_awareness,
     pack_awareness_query,
     pack_deleted,
@@ -140,13 +141,27 @@ def test_a_nodes_own_notice_comes_back_without_its_records_decoded() -> None:
     decoded (a record here that would be refused shows it), others' still are."""
     payload = base64.b64encode(msgpack.packb(["me", "r", [record(1), b"\x01"]])).decode()
     own = unpack(payload, ignore="me")
-    assert own.node == "me" and own.kind == "r" and own.records == ()
+    assert own.node == "me" and own.kind == "" and own.records == ()
     with pytest.raises(BadNotice):
         unpack(payload, ignore="someone else")
     with pytest.raises(BadNotice):
         unpack(payload)
     with pytest.raises(BadNotice):  # the header is still checked
         unpack(base64.b64encode(msgpack.packb([1, "r", []])).decode(), ignore="me")
+
+
+@pytest.mark.parametrize("tag", ["a", "me", "n0.1a2b3c", "node-" + "x" * 27, "y" * 40])
+def test_only_the_nodes_own_tag_is_passed_over_undecoded(tag: str) -> None:
+    """The sender is told by the payload's first characters (whole base64 quads
+    over the array header and the tag), for tags of every header size and
+    alignment: a tag that only starts like it, or ends like it, is decoded."""
+    payload, _ = pack_records(tag, [record(1)])
+    assert unpack(payload[0], ignore=tag) == Notice(tag, "")
+    for other in (tag + "z", tag[:-1], "z" + tag[1:], tag.upper() if tag.islower() else "q"):
+        assert unpack(payload[0], ignore=other).records[0]["seq"] == 1
+    damaged = "!" + payload[0][1:]  # not base64: the whole payload is refused as before
+    with pytest.raises(BadNotice):
+        unpack(damaged, ignore=tag)
 
 
 # -- pgoutput --------------------------------------------------------------------------
