@@ -5,8 +5,12 @@ Theory of operation
 ``enqueue`` encodes and frames an append's records on the loop, gives them the
 next log sequence numbers (LSNs) and queues them as one :class:`Group`, with
 the history checkpoints of the CRDTs due one (taken in that same loop step, so
-each is the state right after its CRDT's last record there). One flusher task
-takes everything queued (up to ``max_batch_bytes``), writes it with one
+each is the state right after its CRDT's last record there). An append is one
+request, applied whole or not at all: each of its records but the last is
+marked as followed by more (``log.mark_more``), so that a crash tearing its
+write is cut back to its first record (see ``log.py``). One flusher task
+takes everything queued (up to ``max_batch_bytes``: whole groups), marks the
+first record of the batch (``FLAG_BATCH_START``), writes it with one
 ``pwrite`` and one ``fsync`` in the store's I/O thread while the next batch
 fills, then resolves the appends of that batch in the order they were made.
 ``fsync="always"`` writes and fsyncs every append call on its own; ``"never"``
@@ -42,7 +46,6 @@ from syncd.store.base import EntrySource, Record, StoreStats
 from syncd.store.embedded.history import FileStoreHistory, Written
 from syncd.store.embedded.iothread import IoThread
 from syncd.store.embedded.log import (
-    FLAG_BATCH_MORE,
     FLAG_BATCH_START,
     HEADER,
     HEADER_SIZE,
@@ -50,6 +53,7 @@ from syncd.store.embedded.log import (
     WORD_TAG,
     LogWriter,
     frame,
+    mark_more,
 )
 from syncd.store.embedded.state import StoreState
 
@@ -62,18 +66,6 @@ _crc32 = zlib.crc32
 MAX_BATCH_BYTES = 4 * 1024 * 1024
 """One write+fsync carries at most about this much (whole appends), so one slow
 batch does not hold back the acknowledgement of everything queued behind it."""
-
-
-def _mark_batch(parts: list[bytes], first_lsn: int) -> None:
-    """Frame a batch's first record again with FLAG_BATCH_START and its last
-    without FLAG_BATCH_MORE (which ``enqueue`` gave every record): a scan tells
-    from them where a torn batch began (see log.py)."""
-    last = len(parts) - 1
-    if last:
-        parts[0] = frame(first_lsn, parts[0][HEADER_SIZE:], FLAG_BATCH_START | FLAG_BATCH_MORE)
-        parts[last] = frame(first_lsn + last, parts[last][HEADER_SIZE:])
-    else:
-        parts[0] = frame(first_lsn, parts[0][HEADER_SIZE:], FLAG_BATCH_START)
 
 
 @dataclass(slots=True)
@@ -168,11 +160,20 @@ class GroupCommit:
         frames: list[bytes] = []
         size = 0
         pack = self._packer.pack
+        # The records of this request still to come after the one being framed:
+        # each but the last is marked as followed by more of its request, so a
+        # crash that tears the request's write is cut back to its first record
+        # (see log.py on torn requests). A request of one record (one op, the
+        # common case) is framed as it is.
+        more = len(records) - 1
         try:
             for record in records:
                 if not isinstance(record, dict):
                     raise TypeError(f"a log record is a dict, not {type(record).__name__}")
                 body = pack(record)
+                if more:
+                    body = mark_more(body)
+                    more -= 1
                 length = len(body)
                 if length > MAX_RECORD_BYTES:
                     # Not durable, like a failed write: the caller may have applied it.
@@ -181,11 +182,10 @@ class GroupCommit:
                         status=413,
                         code="payload_too_large",
                     )
-                # log.frame(lsn, body, FLAG_BATCH_MORE), inline: once per record.
-                # Every record but a batch's last has the flag: the flusher
-                # frames that one again without it (see log.py on torn batches).
-                word = length | FLAG_BATCH_MORE
-                framed = _HEADER_PACK(word, _crc32(body, _crc32(_WORD_TAG_PACK(word, lsn))), lsn)
+                # log.frame(lsn, body), inline: once per record.
+                framed = _HEADER_PACK(
+                    length, _crc32(body, _crc32(_WORD_TAG_PACK(length, lsn))), lsn
+                )
                 frames.append(framed + body)
                 size += HEADER_SIZE + length
                 lsn += 1
@@ -262,7 +262,10 @@ class GroupCommit:
                     checkpointed += group.checkpoints
             count = len(written)
             if count:
-                _mark_batch(parts, first_lsn)
+                # Mark the batch's first record: see log.py on torn batches. Its
+                # length is unchanged (the flag is in the length word), so the
+                # history's positions taken from the enqueued frames still hold.
+                parts[0] = frame(first_lsn, parts[0][HEADER_SIZE:], FLAG_BATCH_START)
                 data = b"".join(parts)
                 history_data = data
                 if checkpointed:

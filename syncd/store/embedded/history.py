@@ -208,7 +208,7 @@ class FileStoreHistory:
         is after it, and read again at the next start). Frames are indexed
         only once their log batch is durable, so a table names no record of a
         batch a crash could tear; ``load`` drops one that names records past
-        the log's last all the same (a last batch cut for damage)."""
+        the log's last all the same (the log's tail cut for damage)."""
         header = hint_file.Header(
             end=self._indexed_end,
             last_lsn=self.last_lsn,

@@ -15,8 +15,9 @@ named ``<number>.hist``, in the main log's frame format (``log.frame``):
   a crash the records past the history's last LSN are appended again from the
   main log (``FileStoreHistory.last_lsn``). A torn tail is cut at open.
 - the other way round, the history may hold records the main log no longer
-  does: a last batch of the log cut at open (damaged after it was written
-  whole), or one the history got but the log lost (``fsync="never"``).
+  does: records of the log's tail cut at open (damaged after they were
+  written whole), or records the history got but the log lost
+  (``fsync="never"``).
   Their LSNs will be given to other records, so :meth:`HistoryFiles.open`
   cuts every frame tagged past the log's last LSN (:meth:`HistoryFiles._cut`).
 

@@ -8,26 +8,36 @@ The CRC covers the length word, the tag and the body. In a segment the tag is
 the record's log sequence number (LSN, global, gap-free, never reused once
 durable); in a snapshot it names the section (see ``snapshot.py``).
 
-A write batch is one write of whole appends (``commit.py``), none of which is
-answered before the write is durable: it is kept whole or not at all. The top
-bit of the length word (``FLAG_BATCH_START``) marks its first record, the next
-one (``FLAG_BATCH_MORE``) every record but its last. A crash can tear only the
-batch being written (earlier ones were fsynced before it started), and a torn
-batch may hold good records *after* a bad one, since pages reach the disk in
-any order. So damage in the last segment followed by the start of a *later*
-batch is real corruption (refuse to start), while damage inside the last batch
-is a torn write: the log is cut at that batch's first record, not at the bad
-one, so that no request of it is kept in part. The batch the damage is in is
-told by the last good record before it: one with ``FLAG_BATCH_MORE`` is
-followed by more of its batch (cut back to the batch's start), one without it
-ended its batch (the damage is the next batch's first record: cut there). A
-segment whose last good record has ``FLAG_BATCH_MORE`` ends inside a batch (the
-rest of it never written: zeros, or the end of the file): that batch is cut
-too. Damage in a final batch that had been acknowledged cannot be told from a
-torn write and is cut too. A batch never spans two segments (``LogWriter.write``
-rotates only between batches), so a cut never reaches into an earlier segment.
-Segments written before ``FLAG_BATCH_MORE`` existed have no record that says
-its batch goes on: their damage is cut at the bad record, as it was then.
+The top bit of the length word (``FLAG_BATCH_START``) marks the first record
+of a write batch: one write of whole requests (``commit.py``; one ``append``,
+one client request, is one group of records). A crash can tear only the batch
+being written (earlier ones were fsynced before it started), and a torn batch
+may hold good records *after* a bad one, since pages reach the disk in any
+order. So damage in the last segment followed by the start of a *later* batch
+is real corruption (refuse to start), while damage inside the last batch is a
+torn write (cut it). Damage in a final batch that had been acknowledged cannot
+be told from a torn write and is cut too.
+
+A request is applied whole or not at all, and none is answered before its
+batch is durable, so a torn request is cut whole: every record of a request
+but its last carries a mark saying more of its request follows, and a scan
+that ends (damage, runway zeros, the file's end) right after a marked record
+cuts back to that request's first record: the one after the last unmarked
+record, or the batch's first record, whichever is later (a request never
+spans two batches, and a batch never spans two segments: ``LogWriter.write``
+rotates only between batches, so a cut never reaches into an earlier
+segment). The whole requests before it in the torn batch are kept: none was
+answered, but each is whole, and a retry with its ``op_id`` finds it, as it
+finds any request made durable just before a crash. After an unmarked record
+the damage is the next request's first record: the cut is there.
+
+The mark is in the body, not the length word: the body's msgpack map header
+is written in its 32-bit form (``MARK_MORE``, see ``mark_more``). Every
+msgpack decoder, earlier versions of syncd included, reads that as the same
+map, so an earlier version reads a log written by this one record for record
+(a new bit in the length word would be damage to it: it would cut the log
+there). Segments written before the mark existed have no marked record:
+their damage is cut at the bad record, as it was then.
 
 While syncing, the file of the active segment runs ahead of its last record
 with zeros (``RUNWAY_BYTES``): a scan ends cleanly where only zeros are left,
@@ -66,12 +76,25 @@ HEADER_SIZE = HEADER.size
 WORD_TAG = struct.Struct("<IQ")
 """The header's word and tag, as the CRC covers them (with the body)."""
 FLAG_BATCH_START = 1 << 31
-FLAG_BATCH_MORE = 1 << 30
-"""On every record of a write batch but its last: a scan that meets damage right
-after it knows the damage is inside that batch (see the module docstring)."""
-LENGTH_MASK = FLAG_BATCH_MORE - 1
-"""A frame's length: the bits below the flags (a record is far shorter, see
-MAX_RECORD_BYTES; a snapshot's frame, which has no flags, under 1 GiB)."""
+LENGTH_MASK = FLAG_BATCH_START - 1
+
+MARK_MORE = 0xDF
+"""The first byte of a record's body when more records of its request follow
+it: msgpack's 32-bit map header (then the entry count, 4 bytes big-endian),
+which ``mark_more`` puts in place of the shorter header the packer wrote. The
+mark is in the body, not in the length word, for compatibility: every msgpack
+decoder, earlier versions of syncd included, decodes it to the same map, so
+they read a log written by this version unchanged, whereas a new bit in the
+length word would be damage to them, and they would cut the log there. A
+record has far fewer than 65,536 keys, so msgpack never writes this header
+for one on its own: a body that starts with it was marked."""
+
+# msgpack's map headers: a fixmap's one byte holds up to 15 entries, a map16's
+# three bytes up to 65,535, a map32's five bytes (the mark) any count.
+_MAP32 = struct.Struct(">BI")
+_FIXMAP_FIRST, _FIXMAP_LAST = 0x80, 0x8F
+_MAP16 = 0xDE
+_MAP16_HEADER = 3
 
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 """An op record is bounded by the request body limit (1 MiB by default) plus what
@@ -115,6 +138,18 @@ def frame(tag: int, body: bytes, flags: int = 0) -> bytes:
     word = len(body) | flags
     crc = zlib.crc32(body, zlib.crc32(WORD_TAG.pack(word, tag)))
     return HEADER.pack(word, crc, tag) + body
+
+
+def mark_more(body: bytes) -> bytes:
+    """``body`` (a packed map) with its header in the 32-bit form (``MARK_MORE``):
+    the same map to any decoder, marked as not its request's last record."""
+    first = body[0]
+    if _FIXMAP_FIRST <= first <= _FIXMAP_LAST:
+        return _MAP32.pack(MARK_MORE, first & 0x0F) + body[1:]
+    if first == _MAP16:
+        count = int.from_bytes(body[1:_MAP16_HEADER], "big")
+        return _MAP32.pack(MARK_MORE, count) + body[_MAP16_HEADER:]
+    raise ValueError(f"not a packed map of under 65,536 entries (first byte {first:#04x})")
 
 
 def frame_crc_ok(data: memoryview, off: int, end: int, crc: int) -> bool:
@@ -267,11 +302,14 @@ def check_segment(
     (``decode_chunk`` turns one into records).
 
     ``limit`` reads only that many bytes (the durable part of a file still being
-    written). With ``tolerate_tail`` a torn last batch is cut whole: ``good_end``
-    and ``next_lsn`` are those of its first record, and none of its records is
-    left in ``out`` (a warning names the bytes cut); otherwise, and for damage
-    followed by a later batch, the scan raises ``StoreCorruptError`` naming the
-    file and offset.
+    written). With ``tolerate_tail`` a torn tail is cut (with a warning naming
+    the bytes cut): at the bad record, or, when the last good record is marked
+    (``MARK_MORE``: its request goes on past the tear), at its request's first
+    record, so that ``good_end`` and ``next_lsn`` are that record's and none of
+    the torn request's records is left in ``out``; the whole requests before it
+    are kept. Otherwise, and for damage followed by a later batch, the scan
+    raises ``StoreCorruptError`` naming the file and offset; so does a segment
+    whose last record is marked (it ends inside a request).
     """
     with open(path, "rb") as f:
         data = f.read() if limit is None else f.read(limit)
@@ -294,7 +332,7 @@ def check_segment(
     # The bodies of the chunk being gathered, after a slot for its array header.
     parts: list[bytes | memoryview] = [b""]
     chunk_offset = skipped_end = 0
-    last_word = 0  # the length word of the last good record: FLAG_BATCH_MORE?
+    last = -1  # the offset of the last good record: is its request torn?
     bad = ""
     while off < n:
         # The common case, a whole record in sequence, on as few steps as can be;
@@ -318,8 +356,8 @@ def check_segment(
                 else:
                     chunk_offset = skipped_end = end
                 expected += 1
+                last = off
                 off = end
-                last_word = word
                 continue
         if off >= data_end:
             break  # the clean end of a file written with a runway
@@ -334,18 +372,18 @@ def check_segment(
             )
         break
     good_end = off
-    if last_word & FLAG_BATCH_MORE:
-        # The last good record is not its batch's last: that batch is torn
+    if last >= 0 and mv[last + HEADER_SIZE] == MARK_MORE:
+        # The last good record is not its request's last: that request is torn
         # (damage at ``off``, or nothing but zeros or the file's end after it).
         if not tolerate_tail:
             raise StoreCorruptError(
-                f"{path}: the write batch ends at offset {off} before its last record; "
-                f"refusing to start (restore the file from a backup)"
+                f"{path}: the segment ends at offset {off} inside a request (its last "
+                f"record says more follow); refusing to start (restore the file from a backup)"
             )
-        bad = bad or "a write batch without its last record"
-        good_end, batch_lsn = _last_batch_start(mv, off)
-        parts = _drop_from(out, parts, path, mv, batch_lsn, good_end, expected)
-        expected = batch_lsn
+        bad = bad or "a request without its last record"
+        good_end, request_lsn = _request_start(mv, last)
+        parts = _drop_from(out, parts, path, mv, request_lsn, good_end, expected)
+        expected = request_lsn
     if bad:
         log.warning(
             "%s: %s at offset %d (a torn or damaged tail): cutting %d bytes from offset %d, "
@@ -360,21 +398,27 @@ def check_segment(
     if len(parts) > 1:
         out.append(_chunk(path, chunk_offset, expected - 1, parts))
     # The records above skip_upto follow those at or below it (a cut may reach
-    # below them only in a batch a snapshot covers: damaged after it was durable).
+    # below them only in a request a snapshot covers: damaged after it was durable).
     return SegmentScan(expected, good_end, n, max(good_end - skipped_end, 0))
 
 
-def _last_batch_start(mv: memoryview, stop: int) -> tuple[int, int]:
-    """The offset and LSN of the last record opening a write batch before ``stop``
-    (every frame before ``stop`` was checked). A batch never spans two segments,
-    so one opens at offset 0 at the latest."""
-    off = found = lsn = 0
+def _request_start(mv: memoryview, last: int) -> tuple[int, int]:
+    """The offset and LSN of the first record of the request that the record at
+    ``last`` is in (every frame up to it was checked): the record after the
+    last one before it that ends its request (unmarked), or its batch's first
+    record, whichever is later. A request never spans two batches, and a batch
+    never spans two segments, so one opens at offset 0 at the latest."""
     unpack = HEADER.unpack_from
-    while off < stop:
+    off = found = 0
+    lsn = unpack(mv, 0)[2]
+    while off <= last:
         word, _, tag = unpack(mv, off)
-        if word & FLAG_BATCH_START or off == 0:
+        if word & FLAG_BATCH_START:
             found, lsn = off, tag
-        off += HEADER_SIZE + (word & LENGTH_MASK)
+        body = off + HEADER_SIZE
+        off = body + (word & LENGTH_MASK)
+        if mv[body] != MARK_MORE:  # it ends its request: the next record opens one
+            found, lsn = off, tag + 1
     return found, lsn
 
 
@@ -565,9 +609,10 @@ class LogWriter:
         if self.active is None:
             raise OSError(errno.EIO, "the log has not been repaired since a failure")
         try:
-            # Rotate before a batch, never inside one: a batch lies in one
-            # segment (which may end up to a batch past segment_bytes), so a
-            # torn batch is cut within the last segment alone.
+            # Rotate before a batch, never inside one: a batch, and so each of
+            # its requests, lies in one segment (which may end up to a batch
+            # past segment_bytes), so a torn request is cut within the last
+            # segment alone.
             if self.active_size >= self.segment_bytes:
                 self._rotate(first_lsn)
             active = self.active

@@ -5,8 +5,8 @@ Theory of operation
 ``open`` takes an exclusive non-blocking ``flock`` on ``LOCK``
 (:func:`acquire_lock`; ``StoreLockedError`` names the holder's pid), then
 :func:`open_disk` loads the newest valid snapshot, checks every frame of the
-log after it, cuts a torn last write batch of the last segment whole (with a
-warning naming the bytes cut; ``log.py``), cuts what the history files hold
+log after it, cuts a torn tail of the last segment, a torn request whole (with
+a warning naming the bytes cut; ``log.py``), cuts what the history files hold
 past the log's last record (``history_files.py``), and refuses to start
 (``StoreCorruptError`` naming file and offset) on damage that a crash cannot
 explain. The records after the snapshot stay

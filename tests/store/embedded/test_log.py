@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from syncd.store.base import Record
 from syncd.store.embedded.log import (
-    FLAG_BATCH_MORE,
     FLAG_BATCH_START,
     HEADER,
     HEADER_SIZE,
+    MARK_MORE,
     MAX_RECORD_BYTES,
     LogFile,
     LogWriter,
@@ -25,6 +25,7 @@ from syncd.store.embedded.log import (
     decode_chunk,
     decode_map,
     frame,
+    mark_more,
     scan_segment,
 )
 from tests.store.support import op
@@ -36,29 +37,41 @@ def body(i: int) -> bytes:
     return msgpack.packb(op(i), use_bin_type=True)
 
 
-def batch_flags(i: int, size: int, *, more: bool = True) -> int:
-    """The flags of record ``i`` of a batch of ``size``, as the store sets them
-    (``more=False``: as it did before FLAG_BATCH_MORE)."""
-    return (FLAG_BATCH_START if i == 0 else 0) | (FLAG_BATCH_MORE if more and i < size - 1 else 0)
+def request_frames(first_lsn: int, size: int, *, marked: bool = True) -> list[bytes]:
+    """The frames of one request of ``size`` records, as the store writes them:
+    each but the last marked (``marked=False``: as before the mark existed)."""
+    frames = []
+    for lsn in range(first_lsn, first_lsn + size):
+        more = marked and lsn < first_lsn + size - 1
+        frames.append(frame(lsn, mark_more(body(lsn)) if more else body(lsn)))
+    return frames
 
 
-def write_batches(path: Path, batches: list[int], *, more: bool = True) -> list[int]:
-    """Write batches the way the store does; the end offset of every record."""
+def write_requests(path: Path, batches: list[list[int]], *, marked: bool = True) -> list[int]:
+    """Write batches of requests (the record count of each) the way the store
+    does; the end offset of every record."""
     writer = LogWriter(str(path.parent), LogFile.open, 1 << 30, [(1, str(path))])
     writer.active = LogFile.open(str(path))  # what repair() does, minus its fsyncs
     ends = []
     lsn = 1
     offset = 0
-    for size in batches:
+    for requests in batches:
         frames = []
-        for i in range(size):
-            frames.append(frame(lsn + i, body(lsn + i), batch_flags(i, size, more=more)))
-            offset += len(frames[-1])
+        for size in requests:
+            frames += request_frames(lsn + len(frames), size, marked=marked)
+        frames[0] = frame(lsn, frames[0][HEADER_SIZE:], FLAG_BATCH_START)
+        for data in frames:
+            offset += len(data)
             ends.append(offset)
         writer.write(b"".join(frames), lsn, sync=False)
-        lsn += size
+        lsn += len(frames)
     writer.close()
     return ends
+
+
+def write_batches(path: Path, batches: list[int], *, marked: bool = True) -> list[int]:
+    """``write_requests`` of one request a batch, of ``batches`` records each."""
+    return write_requests(path, [[size] for size in batches], marked=marked)
 
 
 def scan(path: Path, *, tolerate_tail: bool = True) -> tuple[list[tuple[int, Record]], int]:
@@ -137,13 +150,23 @@ def test_a_well_framed_record_out_of_sequence_is_damage(tmp_path: Path) -> None:
     assert len(records) == 2 and good == ends[-1]
 
 
-def batch_ends(batches: list[int], ends: list[int]) -> list[int]:
-    """The end offset of every batch, from every record's."""
+def request_ends(batches: list[list[int]], ends: list[int]) -> list[int]:
+    """The end offset of every request, from every record's."""
     out, at = [], 0
-    for size in batches:
-        at += size
-        out.append(ends[at - 1])
+    for requests in batches:
+        for size in requests:
+            at += size
+            out.append(ends[at - 1])
     return out
+
+
+def request_starts(batches: list[list[int]], ends: list[int]) -> list[int]:
+    """The offset of every request's first record, from every record's end."""
+    return [0, *request_ends(batches, ends)[:-1]]
+
+
+BATCHES = st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=3), min_size=1, max_size=5)
+"""Batches of requests of a few records each."""
 
 
 @settings(
@@ -151,23 +174,21 @@ def batch_ends(batches: list[int], ends: list[int]) -> list[int]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(
-    batches=st.lists(st.integers(1, 5), min_size=1, max_size=6),
-    data=st.data(),
-)
-def test_any_cut_keeps_exactly_the_whole_batches(
-    tmp_path: Path, batches: list[int], data: st.DataObject
+@given(batches=BATCHES, data=st.data())
+def test_any_cut_keeps_exactly_the_whole_requests(
+    tmp_path: Path, batches: list[list[int]], data: st.DataObject
 ) -> None:
-    """A cut anywhere, at a record's end too, keeps no record of a batch it is in."""
+    """A cut anywhere, at a record's end too, keeps no record of a request it is
+    in, and every request before it, of its batch too."""
     path = tmp_path / "cut.seg"
     path.unlink(missing_ok=True)
-    ends = write_batches(path, batches)
+    ends = write_requests(path, batches)
     cut = data.draw(st.integers(0, ends[-1]), label="cut")
     with open(path, "r+b") as f:
         f.truncate(cut)
     records, good = scan(path)
-    whole = [end for end in batch_ends(batches, ends) if end <= cut]
-    kept = sum(batches[: len(whole)])
+    whole = [end for end in request_ends(batches, ends) if end <= cut]
+    kept = sum([size for requests in batches for size in requests][: len(whole)])
     assert [lsn for lsn, _ in records] == list(range(1, kept + 1))
     assert good == (whole[-1] if whole else 0)
 
@@ -177,18 +198,15 @@ def test_any_cut_keeps_exactly_the_whole_batches(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(
-    batches=st.lists(st.integers(1, 5), min_size=1, max_size=6),
-    data=st.data(),
-)
-def test_a_log_from_before_the_more_flag_is_cut_at_the_bad_record(
-    tmp_path: Path, batches: list[int], data: st.DataObject
+@given(batches=BATCHES, data=st.data())
+def test_a_log_from_before_the_mark_is_cut_at_the_bad_record(
+    tmp_path: Path, batches: list[list[int]], data: st.DataObject
 ) -> None:
-    """A segment written before FLAG_BATCH_MORE cannot tell where a torn batch
-    began: it keeps every whole record, as it did then."""
+    """A segment written before the mark existed cannot tell where a torn
+    request began: it keeps every whole record, as it did then."""
     path = tmp_path / "cut.seg"
     path.unlink(missing_ok=True)
-    ends = write_batches(path, batches, more=False)
+    ends = write_requests(path, batches, marked=False)
     cut = data.draw(st.integers(0, ends[-1]), label="cut")
     with open(path, "r+b") as f:
         f.truncate(cut)
@@ -204,65 +222,105 @@ def test_a_log_from_before_the_more_flag_is_cut_at_the_bad_record(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
-    batches=st.lists(st.integers(1, 4), min_size=2, max_size=5),
+    batches=st.lists(st.lists(st.integers(1, 4), min_size=1, max_size=3), min_size=2, max_size=4),
     data=st.data(),
 )
 def test_damage_is_cut_only_inside_the_last_batch(
-    tmp_path: Path, batches: list[int], data: st.DataObject
+    tmp_path: Path, batches: list[list[int]], data: st.DataObject
 ) -> None:
     path = tmp_path / "flip.seg"
     path.unlink(missing_ok=True)
-    ends = write_batches(path, batches)
-    last_batch_start = ends[-batches[-1] - 1]
+    ends = write_requests(path, batches)
+    last_batch_start = ends[-sum(batches[-1]) - 1]
     at = data.draw(st.integers(0, ends[-1] - 1), label="at")
     raw = bytearray(path.read_bytes())
     raw[at] ^= data.draw(st.integers(1, 255), label="xor")
     path.write_bytes(bytes(raw))
     if at >= last_batch_start:
         records, good = scan(path)
-        # Nothing of the damaged batch is kept, before the damage or after it.
-        assert len(records) == sum(batches[:-1])
-        assert good == last_batch_start
+        # Nothing of the damaged request is kept, before the damage or after it;
+        # every request before it is, of its batch too.
+        starts = request_starts(batches, ends)
+        damaged = max(i for i, start in enumerate(starts) if start <= at)
+        kept = sum([size for requests in batches for size in requests][:damaged])
+        assert [lsn for lsn, _ in records] == list(range(1, kept + 1))
+        assert good == starts[damaged]
     else:
         with pytest.raises(StoreCorruptError, match="offset"):
             scan(path)
 
 
-def test_a_segment_ending_inside_a_batch_refuses_without_tolerance(tmp_path: Path) -> None:
-    """Its last record says more of its batch follows: records are missing, which
-    only the last segment at start-up may show (a torn write)."""
+def test_a_batchs_first_record_damaged_keeps_the_batch_before_whole(tmp_path: Path) -> None:
+    """The record before the damage ends its request (and its batch): the damage
+    is the next batch's first record, and only that batch is cut."""
     path = tmp_path / "seg"
-    ends = write_batches(path, [2, 3])
+    ends = write_requests(path, [[2, 3], [4]])
+    raw = bytearray(path.read_bytes())
+    raw[ends[4] : ends[4] + HEADER_SIZE] = bytes(HEADER_SIZE)  # its header's page lost
+    path.write_bytes(bytes(raw))
+    records, good = scan(path)
+    assert [lsn for lsn, _ in records] == [1, 2, 3, 4, 5] and good == ends[4]
+
+
+def test_a_segment_ending_inside_a_request_refuses_without_tolerance(tmp_path: Path) -> None:
+    """Its last record says more of its request follows: records are missing,
+    which only the last segment at start-up may show (a torn write)."""
+    path = tmp_path / "seg"
+    ends = write_requests(path, [[2], [1, 3]])
     with open(path, "r+b") as f:
-        f.truncate(ends[3])  # after the last batch's second record, a record's end
-    with pytest.raises(StoreCorruptError, match=f"offset {ends[3]} before its last record"):
+        f.truncate(ends[4])  # after the last request's second record, a record's end
+    with pytest.raises(StoreCorruptError, match=f"offset {ends[4]} inside a request"):
         scan(path, tolerate_tail=False)
     records, good = scan(path)
-    assert [lsn for lsn, _ in records] == [1, 2] and good == ends[1]
+    assert [lsn for lsn, _ in records] == [1, 2, 3] and good == ends[2]
 
 
+@pytest.mark.parametrize(
+    ("batches", "kept"),
+    [([[2], [3], [9]], 5), ([[2], [3], [4, 5]], 9)],
+    ids=["torn-batch-of-one-request", "request-before-it-in-its-batch"],
+)
 @pytest.mark.parametrize("skip_upto", [0, 3, 6])
 @pytest.mark.parametrize("chunk_bytes", [1, 150, 400, 1 << 20])
-def test_a_torn_batch_leaves_none_of_its_records_in_the_chunks(
-    tmp_path: Path, chunk_bytes: int, skip_upto: int
+def test_a_torn_request_leaves_none_of_its_records_in_the_chunks(
+    tmp_path: Path, chunk_bytes: int, skip_upto: int, batches: list[list[int]], kept: int
 ) -> None:
     """Chunks are handed out as the scan goes, before it meets the damage: those
-    holding records of the torn batch are taken back or cut short."""
+    holding records of the torn request are taken back or cut short, and those
+    of whole requests before it kept."""
     path = tmp_path / "seg"
-    ends = write_batches(path, [2, 3, 9])
+    ends = write_requests(path, batches)
     with open(path, "r+b") as f:
-        f.truncate(ends[-2] - 5)  # inside the last batch's next-to-last record
+        f.truncate(ends[-2] - 5)  # inside the last request's next-to-last record
     chunks: list[RecordChunk] = []
     result = check_segment(
         str(path), 1, skip_upto, chunks, limit=None, tolerate_tail=True, chunk_bytes=chunk_bytes
     )
-    assert result.next_lsn == 6 and result.good_end == ends[4]
+    assert result.next_lsn == kept + 1 and result.good_end == ends[kept - 1]
     got = [(c.first_lsn, record["seq"]) for c in chunks for record in decode_chunk(c)]
     lsns = [c.first_lsn + i for c in chunks for i in range(c.count)]
-    assert lsns == list(range(skip_upto + 1, 6))
+    assert lsns == list(range(skip_upto + 1, kept + 1))
     assert [seq for _, seq in got] == lsns
     for c in chunks:  # each chunk's offset is its first record's frame
         assert c.offset == (0 if c.first_lsn == 1 else ends[c.first_lsn - 2])
+
+
+@pytest.mark.parametrize(
+    "record",
+    [op(1), {f"key{i}": i for i in range(300)}],
+    ids=["fixmap", "map16"],
+)
+def test_the_mark_is_a_32_bit_map_header_any_decoder_reads_as_the_same_map(
+    record: Record,
+) -> None:
+    packed = msgpack.packb(record, use_bin_type=True)
+    assert packed[0] in (range(0x80, 0x90) if len(record) < 16 else (0xDE,))
+    marked = mark_more(packed)
+    assert marked[0] == MARK_MORE and int.from_bytes(marked[1:5], "big") == len(record)
+    assert msgpack.unpackb(marked, raw=False) == record
+    assert decode_map(marked) == record
+    with pytest.raises(ValueError, match="not a packed map"):
+        mark_more(msgpack.packb([1, 2]))
 
 
 @pytest.mark.parametrize("flag", ["kernel", "refused"])

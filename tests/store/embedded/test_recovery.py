@@ -10,12 +10,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from syncd.store.embedded.history_files import HistoryFiles
-from syncd.store.embedded.log import HEADER, LENGTH_MASK, segment_name
+from syncd.store.embedded.log import FLAG_BATCH_START, HEADER, LENGTH_MASK, segment_name
 from syncd.store.embedded.store import FileStore, StoreCorruptError, StoreLockedError
 from tests.store.conftest import MakeStore
 from tests.store.support import op, seqs
@@ -181,7 +183,8 @@ async def test_flipped_byte_in_the_last_record_is_cut(
 
 async def test_damage_inside_the_last_batch_is_a_torn_write(tmp_path: Path) -> None:
     """A crash tears only the batch being written, and its pages may land in any
-    order: the whole batch is cut, good records before and after the damage too."""
+    order: the whole request is cut (here the batch's only one), good records
+    before and after the damage too."""
     data = await write_log(tmp_path / "orig", [2, 10])
     spans = frame_spans(data)
     start, end = spans[5]  # the 4th record of the last batch
@@ -193,17 +196,21 @@ async def test_damage_inside_the_last_batch_is_a_torn_write(tmp_path: Path) -> N
     await store.close()
 
 
-TORN = [6, 7, 8, 9]
-"""The records of the last write batch, which the tests tear."""
+WHOLE = [6, 7]
+"""The first request of the last write batch, which the tests keep whole (but for
+its first record's damage, which cuts it: the damage is at it)."""
+TORN = [8, 9, 10, 11]
+"""The second request of the last write batch, which the tests tear."""
 KEPT = [1, 2, 3, 4, 5]
 """The records of the two whole batches before it."""
 
 
 def tear(segment: Path, how: str) -> None:
-    """Damage the last batch (the last four records) as a crash while writing it can."""
+    """Damage the last batch (its second request, or its first record) as a crash
+    while writing it can."""
     data = segment.read_bytes()
     spans = frame_spans(data)[-len(TORN) :]
-    if how == "cut mid-record":  # the file ends inside the torn batch's second record
+    if how == "cut mid-record":  # the file ends inside the torn request's second record
         segment.write_bytes(data[: (spans[1][0] + spans[1][1]) // 2])
     elif how == "middle record damaged":  # a page of the second record lost, the rest written
         start, end = spans[1]
@@ -211,9 +218,21 @@ def tear(segment: Path, how: str) -> None:
     elif how == "end never written":  # the last two records' pages still the runway's zeros
         start = spans[2][0]
         segment.write_bytes(data[:start] + bytes(len(data) - start))
-    else:  # "first record damaged": its header's page lost, later records written
-        start = spans[0][0]
+    else:  # "first record damaged": the batch's first header's page lost, the rest written
+        start = frame_spans(data)[-len(TORN) - len(WHOLE)][0]
         segment.write_bytes(data[:start] + bytes(HEADER.size) + data[start + HEADER.size :])
+
+
+def batch_starts(data: bytes) -> list[bool]:
+    """Whether each frame of a segment opens a write batch."""
+    return [bool(HEADER.unpack_from(data, at)[0] & FLAG_BATCH_START) for at, _ in frame_spans(data)]
+
+
+async def write_last_batch(store: FileStore) -> None:
+    """The two requests of the last batch, queued in one loop step: one write."""
+    whole = store.append_soon([op(seq) for seq in WHOLE])
+    torn = store.append_soon([op(seq) for seq in TORN])
+    await asyncio.gather(whole, torn)
 
 
 @pytest.mark.parametrize(
@@ -222,14 +241,15 @@ def tear(segment: Path, how: str) -> None:
 @pytest.mark.parametrize(
     "how", ["cut mid-record", "middle record damaged", "end never written", "first record damaged"]
 )
-async def test_a_torn_last_batch_keeps_none_of_its_records(
+async def test_a_torn_request_keeps_none_of_its_records(
     tmp_path: Path, how: str, history_has_batch: bool
 ) -> None:
-    """A write batch holds whole requests, none of them answered before the batch
-    is durable: a torn one is kept whole or not at all, in the log and in the
-    history. ``history_has_batch``: the history files hold the torn batch (as a
-    damaged batch that had been written whole leaves them) or not (as a crash
-    during the log's write does: the history is written after it)."""
+    """A request is applied whole or not at all, and is not answered before its
+    write is durable: a torn one is kept whole or not at all, in the log and in
+    the history; the whole request before it in its write batch is kept.
+    ``history_has_batch``: the history files hold the torn batch (as a damaged
+    batch that had been written whole leaves them) or not (as a crash during
+    the log's write does: the history is written after it)."""
     data_dir = tmp_path / "d"
     store = FileStore(data_dir)
     await store.open()
@@ -240,40 +260,93 @@ async def test_a_torn_last_batch_keeps_none_of_its_records(
         shutil.copytree(data_dir / "history", tmp_path / "history-before")
         store = FileStore(data_dir)  # (the last batch then has a segment of its own)
         await store.open()
-    await store.append([op(seq) for seq in TORN])
+    await write_last_batch(store)
     await store.close()
     if not history_has_batch:
         shutil.rmtree(data_dir / "history")
         shutil.copytree(tmp_path / "history-before", data_dir / "history")
     segment = Path([p for p in store.log_segments if os.path.getsize(p)][-1])
+    assert batch_starts(segment.read_bytes())[-len(TORN) - len(WHOLE) :] == [
+        True,
+        *[False] * (len(TORN) + len(WHOLE) - 1),
+    ]  # both requests in one write
     tear(segment, how)
+    kept = KEPT if how == "first record damaged" else [*KEPT, *WHOLE]
+    after = kept[-1] + 1
 
     again = FileStore(data_dir)
     recovered = await again.open()
-    assert [(lsn, r["seq"]) for lsn, r in recovered.records.after(0)] == [(s, s) for s in KEPT]
+    assert [(lsn, r["seq"]) for lsn, r in recovered.records.after(0)] == [(s, s) for s in kept]
     # (A read-only look: the open store left no torn tail for this open to cut.)
     on_disk = HistoryFiles(str(data_dir / "history")).open()
-    assert max(s.tag for s in on_disk) == KEPT[-1]
+    assert max(s.tag for s in on_disk) == kept[-1]
     loaded = await again.load("n", "gc:a")
-    assert loaded is not None and seqs(loaded[1]) == KEPT
-    assert again.holds("n", "gc:a", "e1", KEPT[-1])
-    page, _ = await again.history("n", "gc:a", "e1", KEPT[-1], None, 100)
-    assert seqs(page) == KEPT[::-1]
+    assert loaded is not None and seqs(loaded[1]) == kept
+    assert again.holds("n", "gc:a", "e1", kept[-1])
+    page, _ = await again.history("n", "gc:a", "e1", kept[-1], None, 100)
+    assert seqs(page) == kept[::-1]
     # The log goes on right after the last record kept; the next start sees
-    # that record, and nothing of the torn batch, in the log and the history.
-    await again.append([op(6, client_id=99)])
+    # that record, and nothing of the torn request, in the log and the history.
+    await again.append([op(after, client_id=99)])
     await again.close()
     third = FileStore(data_dir)
     recovered = await third.open()
     assert [(lsn, r["seq"]) for lsn, r in recovered.records.after(0)] == [
-        (s, s) for s in [*KEPT, 6]
+        (s, s) for s in [*kept, after]
     ]
     loaded = await third.load("n", "gc:a")
-    assert loaded is not None and seqs(loaded[1]) == [*KEPT, 6]
+    assert loaded is not None and seqs(loaded[1]) == [*kept, after]
     assert loaded[1][-1]["client_id"] == 99
-    page, _ = await third.history("n", "gc:a", "e1", 6, None, 100)
-    assert seqs(page) == [6, *KEPT[::-1]] and page[0]["client_id"] == 99
+    page, _ = await third.history("n", "gc:a", "e1", after, None, 100)
+    assert seqs(page) == [after, *kept[::-1]] and page[0]["client_id"] == 99
     await third.close()
+
+
+EARLIER_LENGTH_MASK = (1 << 31) - 1
+"""How every version before the mark read a record's length: the length word
+but its top bit (FLAG_BATCH_START)."""
+
+
+async def test_a_decoder_that_knows_nothing_of_the_mark_reads_the_log_record_for_record(
+    tmp_path: Path,
+) -> None:
+    """An earlier version must read what this one writes (a downgrade): every
+    length word carries no bit but FLAG_BATCH_START, and every body decodes
+    with plain msgpack to the record appended. The mark shows only in the
+    bodies of records followed by more of their request; a request of one
+    record is written as msgpack packs it."""
+    store = FileStore(tmp_path / "d")
+    await store.open()
+    requests = [[op(1)], [op(2), op(3), op(4)], [op(5)]]
+    for request in requests:
+        await store.append(request)
+    queued = [store.append_soon([op(6), op(7)]), store.append_soon([op(8)])]  # one write
+    await asyncio.gather(*queued)
+    requests += [[op(6), op(7)], [op(8)]]
+    # The history's index took its positions from the marked frames: it reads them.
+    page, _ = await store.history("n", "gc:a", "e1", 8, None, 100)
+    assert page == [op(seq) for seq in range(8, 0, -1)]
+    await store.close()
+    (segment,) = [p for p in store.log_segments if os.path.getsize(p)]
+    data = Path(segment).read_bytes()
+    records = [record for request in requests for record in request]
+    last_of_request = {request[-1]["seq"] for request in requests}
+    off = 0
+    for lsn, record in enumerate(records, 1):
+        word, crc, tag = HEADER.unpack_from(data, off)
+        assert word & ~FLAG_BATCH_START & ~EARLIER_LENGTH_MASK == 0
+        assert word & ~FLAG_BATCH_START < 1 << 30, "a bit an earlier version takes for length"
+        end = off + HEADER.size + (word & EARLIER_LENGTH_MASK)
+        body = data[off + HEADER.size : end]
+        assert tag == lsn
+        assert zlib.crc32(body, zlib.crc32(data[off : off + 4] + data[off + 8 : off + 16])) == crc
+        assert msgpack.unpackb(body, raw=False) == record
+        if record["seq"] in last_of_request:
+            assert body == msgpack.packb(record, use_bin_type=True)
+        else:
+            assert body[0] == 0xDF
+        off = end
+    assert off == len(data)
 
 
 async def test_damage_followed_by_a_later_batch_refuses(tmp_path: Path) -> None:
