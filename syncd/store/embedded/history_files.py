@@ -52,7 +52,6 @@ from syncd.store.embedded.log import (
     HEADER,
     HEADER_SIZE,
     LENGTH_MASK,
-    MAX_RECORD_BYTES,
     decode_map,
     fsync_dir,
 )
@@ -66,6 +65,15 @@ MAX_LIVE_SHARE: Final = 0.5
 """A sealed segment with at most this share of its records still indexed is
 compacted (the rest copied to the head): copying costs at most as much as it
 frees."""
+
+MAX_FRAME_BYTES: Final = LENGTH_MASK
+"""The longest frame a scan reads: as long as a length word says (2 GiB), not
+the main log's bound on an op record (``MAX_RECORD_BYTES``, 64 MiB). A
+checkpoint frame is a CRDT's whole entry (its state and remembered op ids), so
+a CRDT near ``SERVICE_MAX_CRDT_BYTES`` (64 MiB by default, no bound when 0)
+makes one past 64 MiB; held to the op bound, a scan took it for damage and cut
+every frame after it as a torn tail. A damaged length word is still caught: by
+the file's end, the CRC or the body's decoding."""
 
 _WORD_CRC: Final = struct.Struct("<II")
 """A frame header's first two words: length (and flags) and CRC."""
@@ -289,7 +297,7 @@ class HistoryFiles:
             word, crc, tag = HEADER.unpack_from(data, off)
             length = word & LENGTH_MASK
             stop = off + HEADER_SIZE + length
-            if length == 0 or length > MAX_RECORD_BYTES or stop > end:
+            if length == 0 or length > MAX_FRAME_BYTES or stop > end:
                 break
             body = data[off + HEADER_SIZE : stop]
             if zlib.crc32(body, zlib.crc32(data[off : off + 4] + data[off + 8 : off + 16])) != crc:

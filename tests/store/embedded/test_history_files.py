@@ -8,7 +8,7 @@ from pathlib import Path
 import msgpack
 
 from syncd.store.embedded.history_files import HistoryFiles
-from syncd.store.embedded.log import frame
+from syncd.store.embedded.log import MAX_RECORD_BYTES, frame
 from tests.store.support import op
 
 SEGMENT_BYTES = 400
@@ -82,3 +82,20 @@ def test_nothing_is_cut_when_the_history_is_behind_the_log(tmp_path: Path) -> No
     found = files.open(None, 12)
     files.close()
     assert [s.tag for s in found] == [1, 2, 3, 4, 5, 6, 7, 8, 2, 9, 4, 10, 11, 12]
+
+
+def test_a_checkpoint_past_the_op_record_bound_is_read_with_the_frames_after_it(
+    tmp_path: Path,
+) -> None:
+    """A checkpoint is a whole CRDT's entry: one of a CRDT near the 64 MiB state
+    bound is longer than any op record may be. The scan reads it, and the frames
+    after it, instead of cutting them as a torn tail."""
+    big = frame(
+        2, msgpack.packb({"kind": "checkpoint", "entry": {"state": b"x" * (MAX_RECORD_BYTES + 1)}})
+    )
+    files = HistoryFiles(str(tmp_path), SEGMENT_BYTES)
+    files.open()
+    append(files, [op_frame(1), big, op_frame(3)])
+    files.close()
+    assert tags_on_disk(tmp_path) == [1, 2, 3]
+    assert sum(p.stat().st_size for p in tmp_path.iterdir()) > MAX_RECORD_BYTES
