@@ -140,7 +140,8 @@ def wrk_cpu(
             ).stdout
             return out
 
-        once(warmup)
+        if warmup > 0:  # wrk runs a second at least: --warmup 0 skips it
+            once(warmup)
         cpu0 = cpu_seconds(pid)
         out = once(duration)
         cpu = cpu_seconds(pid) - cpu0
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per measurement")
-    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of load first")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of load first (0: none)")
     parser.add_argument("--connections", type=int, default=50, help="wrk's connections")
     parser.add_argument("--window", type=int, default=1000, help="WebSocket ops in flight")
     parser.add_argument("--only", default="syncd,peers", help="of syncd, peers")
