@@ -43,6 +43,7 @@ from perf.lib.servers import (
     free_port,
     pinned,
     ready_status,
+    stop,
 )
 from perf.suite.registry import TARGETS
 from syncd.crdt.engine import Engine
@@ -155,12 +156,7 @@ def time_start(data_dir: str, expected: int, crdts: int) -> dict[str, Any]:
             raise RuntimeError(f"restarted state is wrong: values {values}, expected {expected}")
         return {"seconds": took, "cpu_s": cpu, "rss_mb": rss}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 30)
 
 
 def run(ops: int, crdts: int, repeat: int) -> dict[str, Any]:

@@ -92,12 +92,17 @@ def process(
             time.sleep(0.2)
             yield proc
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """SIGTERM ``proc`` and wait for it; SIGKILL it after ``timeout_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def server_env(port: int, data_dir: str, **settings: str) -> dict[str, str]:

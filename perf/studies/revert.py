@@ -72,7 +72,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -88,10 +87,9 @@ from perf.lib.servers import (
     SERVER_CORE,
     SIGNING_KEY,
     free_port,
-    pinned,
+    process,
     ready_status,
     server_env,
-    wait_port,
 )
 from syncd.app import App
 from syncd.auth.authenticator import Principal
@@ -110,7 +108,6 @@ SETTLE_S = 0.3
 """After the answer, how long the server's CPU time is still counted as the
 revert's: what it does once the answer is out (the size measure, the
 collector's deferred run) is its work too."""
-STOP_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 60.0
 """A server opening a data directory of 100,000 ops, on a loaded machine."""
 
@@ -286,33 +283,14 @@ def server(code: Path, env: dict[str, str]) -> Iterator[tuple[int, int]]:
     """``python -m syncd`` from the checkout ``code`` (its own modules first),
     pinned to the server core: (port, pid)."""
     port = free_port()
-    full = {
-        **os.environ,
-        **server_env(port, env["SERVICE_DATA_DIR"], **env),
-        "PYTHONPATH": str(code),
-    }
-    proc = subprocess.Popen(
-        pinned([sys.executable, "-m", "syncd"], SERVER_CORE),
-        env=full,
-        cwd=code,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_port(port, proc)
+    full = {**server_env(port, env["SERVICE_DATA_DIR"], **env), "PYTHONPATH": str(code)}
+    with process([sys.executable, "-m", "syncd"], port, full, SERVER_CORE, cwd=code) as proc:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while ready_status(port) != 200:  # listening before it has opened its data
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the server on {port} is not ready")
             time.sleep(0.05)
         yield port, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def cpu_ns(pid: int) -> int:

@@ -199,8 +199,10 @@ class HistoryFiles:
         only those after it are scanned. With ``last_lsn`` (the main log's last
         record), the frames tagged past it are cut (:meth:`_cut`)."""
         found = self._open(hint)
-        past = next((s.pos for s in found if last_lsn is not None and s.tag > last_lsn), None)
-        if past is None or last_lsn is None:
+        if last_lsn is None:
+            return found
+        past = next((s.pos for s in found if s.tag > last_lsn), None)
+        if past is None:
             return found
         self._cut(found, past, last_lsn)
         self._forget()
