@@ -82,6 +82,37 @@ def _damaged(exc: OSError) -> StoreUnavailable:
     return StoreUnavailable("a history record is damaged (see the server log)")
 
 
+def _unbroken(
+    chosen: list[tuple[int, int, Scanned]],
+) -> list[tuple[int, int, Scanned]]:
+    """The suffix of one life's frames (``(seq, is_checkpoint, frame)``, in
+    ``(seq, is_checkpoint)`` order) that leads back from its newest op without
+    a gap, a checkpoint bridging one: what the index held of it.
+
+    Retention trims a life's ops up to its base checkpoint, and compaction
+    then deletes the segments no position points into. The trimmed ops of
+    another segment, kept alive by other CRDTs' frames, stay on disk: a scan
+    of the segments (no usable key directory table) finds them, then no op
+    at the checkpoint's seq, then the checkpoint and the ops after it. Fed
+    in that order, the index took the missing op for a gap and started the
+    life afresh after the checkpoint, with no base: the CRDT could not be
+    loaded (410) though every op since its checkpoint was there. The frames
+    before the gap are what retention had dropped; they are left out."""
+    need = 0  # the lowest seq of the unbroken run so far (0: none yet)
+    for i in range(len(chosen) - 1, -1, -1):
+        seq, is_cp, _ = chosen[i]
+        if not need:
+            # The newest frame; a checkpoint newer than every op (one made
+            # from a snapshot) is a base of its own.
+            need = seq + 1 if is_cp else seq
+        elif seq >= need - 1:
+            if not is_cp:
+                need = min(need, seq)
+        else:
+            return chosen[i + 1 :]
+    return chosen
+
+
 def _checkpoint_meta(entry: dict[str, Any]) -> Record:
     return {
         "kind": "checkpoint",
@@ -328,6 +359,7 @@ class FileStoreHistory:
                 elif record["entry"].get("epoch") == epoch:
                     chosen.append((record["entry"]["seq"], 1, item))
             chosen.sort(key=lambda c: (c[0], c[1]))
+            chosen = _unbroken(chosen)
             ns, crdt_id = key
             # Changed after the hint (or no hint): its size is not known.
             index.unmeasure(ns, crdt_id)
