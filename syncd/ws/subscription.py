@@ -159,15 +159,14 @@ class WsSubscription:
             self.deliver(encoded)
 
     def start_snapshot(self, engine: Engine, shared: SharedStates) -> None:
-        """Start from the CRDT's current state (:meth:`send_snapshot`), then the
-        deltas that arrived meanwhile (those it covers are skipped by seq)."""
-        pending = self.pending
-        if not self.active or pending is None:
+        """Start from the CRDT's current state (:meth:`send_snapshot`). The deltas
+        that arrived meanwhile are not sent: each reached the engine before it
+        was published, so the snapshot holds them all (a ``deleted`` among them,
+        of a life that ended before the snapshot's, cannot be told apart by seq)."""
+        if not self.active or self.pending is None:
             return
         self.pending = None
         self.send_snapshot(engine, shared)
-        for encoded in pending:
-            self.deliver(encoded)
 
     def send_snapshot(self, engine: Engine, shared: SharedStates) -> None:
         """The CRDT's current state as a snapshot delta: when large, the frame

@@ -166,6 +166,11 @@ class SseSubscriber(DeliverEach):
             return
         self._write(delta)
 
+    def covered(self) -> None:
+        """The deltas that arrived so far are in the snapshot about to be taken."""
+        if self._pending is not None:
+            self._pending.clear()
+
     def _write(self, delta: EncodedDelta) -> None:
         sink = self._sink
         assert sink is not None
@@ -373,6 +378,11 @@ def register(
             raise
         snapshot: tuple[bytes | bytearray, int, str] | None = None
         entry = engine.get(ns, crdt_id) if records is None else None
+        if records is None:
+            # Every delta published so far reached the engine first: the snapshot
+            # taken now holds them. A "deleted" among them (of a life that ended
+            # before this one) is not told apart by seq, so none of them is sent.
+            subscriber.covered()
         if entry is not None:
             # Taken now, as the replay would have been: deltas from here on
             # wait in the subscriber, those it covers skipped by seq.
