@@ -602,7 +602,7 @@ class FileStoreHistory:
         self._check()
         async with self.lock:
             positions, oldest = self.index.page(ns, crdt_id, epoch, latest, before, limit)
-            records = await io.run(loop, self.files.read, positions) if positions else []
+            records = await io.run(loop, self._read, positions) if positions else []
         return records, oldest
 
     async def window(
@@ -655,7 +655,7 @@ class FileStoreHistory:
         async with self.lock:
             cp, positions = self.index.base(ns, crdt_id, epoch, latest, seq)
             wanted = ([cp] if cp is not None else []) + positions
-            got = await io.run(loop, self.files.read, wanted) if wanted else []
+            got = await io.run(loop, self._read, wanted) if wanted else []
         if cp is not None:
             return got[0]["entry"], got[1:]
         return None, got
@@ -676,7 +676,15 @@ class FileStoreHistory:
             positions = self.index.since(ns, crdt_id, epoch, since, most)
             if positions is None:
                 return None
-            return await io.run(loop, self.files.read, positions) if positions else []
+            if not positions:
+                return []
+            try:
+                return await io.run(loop, self.files.read, positions)
+            except OSError as exc:
+                # The caller sends the whole state instead (as for ops no
+                # longer retained).
+                log.error("%s", exc)
+                return None
 
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
         """Whether :meth:`current` rebuilds exactly life ``epoch`` at ``seq``."""
@@ -697,7 +705,7 @@ class FileStoreHistory:
         if len(wanted) <= INLINE_READ_FRAMES and not self.lock.locked():
             # A few frames from the page cache: read here, in this step, so
             # no compaction can move them meanwhile (see INLINE_READ_FRAMES).
-            got = self.files.read(wanted)
+            got = self._read(wanted)
         else:
             async with self.lock:
                 life = self.index.get(ns, crdt_id)
@@ -706,10 +714,18 @@ class FileStoreHistory:
                 latest = life.latest
                 cp, positions = self.index.base(ns, crdt_id, life.epoch, latest, latest)
                 wanted = ([cp] if cp is not None else []) + positions
-                got = await io.run(loop, self.files.read, wanted) if wanted else []
+                got = await io.run(loop, self._read, wanted) if wanted else []
         if cp is not None:
             return got[0]["entry"], got[1:]
         return None, got
+
+    def _read(self, positions: list[int]) -> list[dict[str, Any]]:
+        """``files.read``, with a frame that fails its check (or a read that
+        fails) answered 503, not 500 (any thread)."""
+        try:
+            return self.files.read(positions)
+        except OSError as exc:
+            raise _damaged(exc) from None
 
     def _check(self) -> None:
         if self.broken:
