@@ -37,7 +37,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from pycrdt import Decoder, Encoder
+from pycrdt import Encoder
 
 from syncd.errors import ApiError
 from syncd.hub import EncodedDelta
@@ -45,7 +45,7 @@ from syncd.wire import WS_OPCODE_BINARY, ws_frame, ws_header
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
 from syncd.yjs.channel import CLOSE_POLICY, YjsChannel, YjsContext, may_write, update_of
 from syncd.yjs.connection import YjsSocket
-from syncd.yjs.protocol import sync_update
+from syncd.yjs.protocol import Reader, sync_update
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
@@ -101,24 +101,21 @@ def sync_status(name: str, applied: bool) -> bytes:
 
 def parse(data: bytes) -> tuple[str, int, bytes]:
     """``(document name, message type, the rest)``; ValueError when malformed."""
-    decoder = Decoder(data)
-    length = decoder.read_var_uint()
-    if length > MAX_NAME_BYTES or length > decoder.length:
+    reader = Reader(data)
+    length = reader.var_uint()
+    if length > MAX_NAME_BYTES:
         raise ValueError("bad document name")
-    start = decoder.i0
-    name = data[start : start + length].decode("utf-8")
-    decoder.i0 += length
-    decoder.length -= length
-    kind = decoder.read_var_uint()
-    return name, kind, data[decoder.i0 :]
+    name = reader.take(length).decode("utf-8")
+    kind = reader.var_uint()
+    return name, kind, reader.rest()
 
 
 def read_token(rest: bytes) -> str | None:
     """The token of an auth message's body, or None for another auth message."""
-    decoder = Decoder(rest)
-    if decoder.read_var_uint() != AUTH_TOKEN:
+    reader = Reader(rest)
+    if reader.var_uint() != AUTH_TOKEN:
         return None
-    return decoder.read_var_string()
+    return reader.byte_string().decode("utf-8")
 
 
 class HocuspocusConnection(YjsSocket):

@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 y-websocket (the ``y-protocols`` package) sends binary WebSocket messages,
 each a var-uint message type and a body, coded with lib0's var-uints and
-length-prefixed byte strings (pycrdt's ``Decoder``/``Encoder`` read and
-write them):
+length-prefixed byte strings (:class:`Reader` reads them, pycrdt's
+``Encoder`` writes them):
 
 ====================  =====================================================
 ``0`` sync            a var-uint step and a byte string: ``0`` step 1 (the
@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from pycrdt import Decoder, Encoder
+from pycrdt import Encoder
 
 from syncd.ws.base_session import Action, Send
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
@@ -147,13 +147,65 @@ def permission_denied(reason: str) -> bytes:
     return encoder.to_bytes()
 
 
-def _byte_string(decoder: Decoder) -> bytes:
-    """A length-prefixed byte string, whole (lib0's decoder would hand out a
-    truncated one without a word)."""
-    payload = decoder.read_message()
-    if payload is None or decoder.length < 0:
-        raise ValueError("truncated message")
-    return payload
+MAX_VAR_UINT: Final = 2**53 - 1
+"""lib0's largest var-uint (JavaScript's ``Number.MAX_SAFE_INTEGER``): lib0
+refuses a larger one, and so do we."""
+
+
+class Reader:
+    """lib0 decoding of a peer's bytes: var-uints and length-prefixed byte
+    strings, in time linear in the bytes read, and whole or not at all
+    (ValueError).
+
+    Not pycrdt's ``Decoder``: its ``read_var_uint`` shifts each 7-bit group
+    into a Python int without bound, O(n²) in a var-uint's continuation
+    bytes, so one 1 MB message of ``0xff`` bytes held the event loop for a
+    minute; and its byte strings come back truncated without a word. As in
+    lib0, a var-uint past :data:`MAX_VAR_UINT` is refused; an over-long
+    encoding of a smaller one is read."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes, pos: int = 0) -> None:
+        self.data = data
+        self.pos = pos
+
+    def var_uint(self) -> int:
+        data = self.data
+        pos = self.pos
+        end = len(data)
+        value = 0
+        shift = 0
+        while pos < end:
+            byte = data[pos]
+            pos += 1
+            if byte & 0x7F:
+                if shift > 53:
+                    raise ValueError("var-uint out of range")
+                value |= (byte & 0x7F) << shift
+                if value > MAX_VAR_UINT:
+                    raise ValueError("var-uint out of range")
+            if byte < 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+        raise ValueError("truncated var-uint")
+
+    def take(self, length: int) -> bytes:
+        """The next ``length`` bytes, all of them."""
+        start = self.pos
+        if length > len(self.data) - start:
+            raise ValueError("truncated message")
+        self.pos = start + length
+        return self.data[start : self.pos]
+
+    def byte_string(self) -> bytes:
+        """A length-prefixed byte string, whole."""
+        return self.take(self.var_uint())
+
+    def rest(self) -> bytes:
+        """Everything not read yet."""
+        return self.data[self.pos :]
 
 
 class YjsSession:
@@ -178,13 +230,13 @@ class YjsSession:
             self._closer.close(CLOSE_PROTOCOL_ERROR, "y-websocket messages are binary")
             return
         try:
-            decoder = Decoder(message)
-            kind = decoder.read_var_uint()
+            reader = Reader(message)
+            kind = reader.var_uint()
             if kind == MESSAGE_SYNC:
-                step = decoder.read_var_uint()
-                self._sync(step, _byte_string(decoder))
+                step = reader.var_uint()
+                self._sync(step, reader.byte_string())
             elif kind == MESSAGE_AWARENESS:
-                self._emit(RelayAwareness(_byte_string(decoder)))
+                self._emit(RelayAwareness(reader.byte_string()))
             elif kind == MESSAGE_QUERY_AWARENESS:
                 self._emit(SendAwareness())
         except Exception:  # lib0 decoding of bytes a peer chose

@@ -27,6 +27,8 @@ from typing import Any, Final, Protocol
 
 from pycrdt import Awareness, Doc
 
+from syncd.yjs.protocol import Reader
+
 log = logging.getLogger("syncd.ws")
 
 MAX_AWARENESS_CLIENTS: Final = 64
@@ -63,6 +65,19 @@ class AwarenessRefused(Exception):
     """A connection's awareness update was malformed or over the limit."""
 
 
+def check_awareness_update(update: bytes) -> None:
+    """ValueError unless ``update`` is an awareness update, whole: a count,
+    then each client's id, clock and state (a JSON string), read by
+    :class:`~syncd.yjs.protocol.Reader` before pycrdt's decoder, whose time
+    grows with the square of a var-uint's length (one long client id would
+    hold the event loop for as long)."""
+    reader = Reader(update)
+    for _ in range(reader.var_uint()):  # each client takes 3 bytes at least
+        reader.var_uint()  # the client's id
+        reader.var_uint()  # its clock
+        reader.byte_string()  # its state
+
+
 class Room:
     __slots__ = ("_announced", "_relay", "_remote", "awareness", "crdt_id", "members", "ns")
 
@@ -97,6 +112,7 @@ class Room:
 
         subscription = self.awareness.observe(observed)
         try:
+            check_awareness_update(update)
             self.awareness.apply_awareness_update(update, origin)
         except Exception as exc:  # JSON and lib0 decoding of peer bytes
             raise AwarenessRefused("malformed awareness update") from exc
