@@ -439,8 +439,15 @@ class HttpProtocol(asyncio.Protocol):
             ctx.on_response(response.status)
         if ctx.on_request is not None:
             ctx.on_request(request, response.status, self._loop.time() - request.started)
-        self._cancel_timer()  # no deadline while streaming (see the module docstring)
         self._task = None
+        if request.method == "HEAD":
+            # The head GET would get, and no body: the stream is its body, and
+            # its events would be read as the next answer. It never starts.
+            if response.abort is not None:
+                response.abort()
+            self._close_after_answer(LINGER_TIMEOUT_S, LINGER_MAX_BYTES)
+            return
+        self._cancel_timer()  # no deadline while streaming (see the module docstring)
         self._parser = None  # and its last request: nothing more is read
         sink = _Sink(self)
         self._stream = sink
