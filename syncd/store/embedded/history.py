@@ -113,6 +113,34 @@ def _unbroken(
     return chosen
 
 
+def _lost(scanned: list[Scanned], hint: hint_file.Header | None) -> list[tuple[int, int]]:
+    """The LSN ranges missing between records the history holds (``scanned``,
+    in file order, after the ``hint``'s end), where nothing was deleted.
+
+    Every main-log record is written here in LSN order, so in file order each
+    record newer than all before it (not a checkpoint, nor a copy compaction
+    made) follows the previous one's LSN. The history is not fsynced per
+    write: a crash of the machine may keep a later segment's pages and lose
+    the end of the one before it (or pages inside it, where a scan stops).
+    The next start took the highest LSN read for how far the history
+    reached, and never appended those records again from the log: their
+    CRDTs lost ops, or every base, for good. A jump between records of one
+    segment or of two consecutive ones is such a loss; across a missing
+    segment number it is compaction's (retention deleted the segment)."""
+    out: list[tuple[int, int]] = []
+    last = hint.last_lsn if hint is not None else 0
+    last_segment = split(hint.end)[0] if hint is not None else -1
+    for item in scanned:
+        tag = item.tag
+        if tag <= last or item.record.get("kind") == "checkpoint":
+            continue
+        segment = split(item.pos)[0]
+        if last and tag > last + 1 and segment - last_segment <= 1:
+            out.append((last + 1, tag - 1))
+        last, last_segment = tag, segment
+    return out
+
+
 def _checkpoint_meta(entry: dict[str, Any]) -> Record:
     return {
         "kind": "checkpoint",
@@ -198,6 +226,9 @@ class FileStoreHistory:
             self.last_lsn = table.header.last_lsn
             self.hint_lives = len(table)
         scanned = self.files.open(table.header if table is not None else None, main_last)
+        lost = _lost(scanned, table.header if table is not None else None)
+        if lost:
+            self._refill(scanned, lost, main_after)
         self._indexed_end = self.files.end()
         self._build(scanned)
         frames: list[Written] = []
@@ -220,6 +251,44 @@ class FileStoreHistory:
             self.files.write(start, data)
             self._index_written(start, frames)
             self.files.sync()
+
+    def _refill(
+        self,
+        scanned: list[Scanned],
+        lost: list[tuple[int, int]],
+        main_after: Callable[[int], Iterable[tuple[int, Record]]],
+    ) -> None:
+        """Append again the records of the LSN ranges ``lost`` that the main log
+        still holds, as frames read back (``scanned``) so that the index is
+        built with them in their place."""
+
+        def within(lsn: int) -> bool:
+            return any(lo <= lsn <= hi for lo, hi in lost)
+
+        # Appended again at an earlier start, further on in the files.
+        held = {s.tag for s in scanned if within(s.tag) and s.record.get("kind") != "checkpoint"}
+        parts: list[tuple[bytes, int, Record]] = []
+        for lsn, record in main_after(lost[0][0] - 1):
+            if lsn > lost[-1][1]:
+                break
+            if within(lsn) and lsn not in held:
+                parts.append((frame(lsn, self._pack(record)), lsn, record))
+        if not parts:
+            return
+        log.warning(
+            "history: %d records between log sequences %d and %d are missing before "
+            "later ones (pages a crash lost): appended again from the log",
+            len(parts),
+            parts[0][1],
+            parts[-1][1],
+        )
+        data = b"".join(f for f, _, _ in parts)
+        pos = self.files.plan(len(data), len(parts))
+        self.files.write(pos, data)
+        self.files.sync()
+        for f, lsn, record in parts:
+            scanned.append(Scanned(pos, lsn, len(f) - HEADER_SIZE, record))
+            pos += len(f)
 
     def _hint_fits(self, found: hint_file.Header) -> bool:
         """Whether the segments reach where the hint says the history ended."""

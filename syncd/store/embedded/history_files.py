@@ -13,7 +13,9 @@ named ``<number>.hist``, in the main log's frame format (``log.frame``):
 - nothing here is fsynced per write: the main log is the truth. The history
   is fsynced before the main log drops segments behind a snapshot, and after
   a crash the records past the history's last LSN are appended again from the
-  main log (``FileStoreHistory.last_lsn``). A torn tail is cut at open.
+  main log (``FileStoreHistory.last_lsn``), and so are those missing before
+  later ones (a machine's crash may keep a segment's pages and lose the end
+  of the one before: ``history._lost``). A torn tail is cut at open.
 - the other way round, the history may hold records the main log no longer
   does: records of the log's tail cut at open (damaged after they were
   written whole), or records the history got but the log lost

@@ -1,0 +1,99 @@
+"""A crash of the machine loses what was not fsynced, in any order: the
+history files are fsynced only before the log forgets records (and before a
+key directory table names them), so it may keep a later history segment's
+pages and lose the end of the one before. The log, fsynced per batch, holds
+those records: a start appends them again, and every acknowledged op is read
+back."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from syncd.store.embedded.hint import HINT_NAME
+from syncd.store.embedded.log import HEADER, LENGTH_MASK
+from syncd.store.embedded.store import FileStore
+from tests.store.embedded.test_hint import Writer
+
+ROOT = Path(__file__).resolve().parents[3]
+
+_WRITE_THEN_DIE = textwrap.dedent(
+    """
+    import asyncio, os, signal, sys
+    from syncd.store.embedded.store import FileStore
+    from tests.store.embedded.test_hint import Writer
+
+    async def main():
+        store = FileStore(sys.argv[1], history_segment_bytes=2048)
+        await store.open()
+        writer = Writer(store)
+        for i in range(40):
+            await writer.op(f"gc:{i % 3}", {"op": "increment"})
+            print(f"gc:{i % 3}", flush=True)  # acknowledged
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    asyncio.run(main())
+    """
+)
+
+
+def frame_starts(path: Path) -> list[int]:
+    data = path.read_bytes()
+    starts, off = [], 0
+    while off < len(data):
+        starts.append(off)
+        off += HEADER.size + (HEADER.unpack_from(data, off)[0] & LENGTH_MASK)
+    return starts
+
+
+async def test_a_history_segment_that_lost_its_end_before_a_later_one_is_refilled(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRITE_THEN_DIE, str(data)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    acked: dict[str, int] = {}
+    for line in proc.stdout.decode().split():
+        acked[line] = acked.get(line, 0) + 1
+    assert sum(acked.values()) == 40
+    history = data / "history"
+    segments = sorted(history.glob("*.hist"))
+    assert len(segments) >= 3 and not (history / HINT_NAME).exists()
+    # The machine went down with the last two frames of the segment before
+    # the last one unwritten, and the last one's pages on disk.
+    os.truncate(segments[-2], frame_starts(segments[-2])[-2])
+
+    caplog.set_level(logging.WARNING, logger="syncd.store")
+    for start in range(2):
+        store = FileStore(data, history_segment_bytes=2048)
+        await store.open()
+        try:
+            writer = Writer(store)
+            for crdt_id, count in acked.items():
+                assert await writer.value(crdt_id) == (count, count), (start, crdt_id)
+                ops, _ = await store.history("n", crdt_id, *_life(store, crdt_id), None, 100)
+                assert [o["seq"] for o in ops] == list(range(count, 0, -1))
+        finally:
+            await store.close()
+        os.unlink(history / HINT_NAME)  # the second start reads the segments again
+    refills = [r for r in caplog.records if "appended again from the log" in r.getMessage()]
+    assert len(refills) == 1  # the first start's: the second finds them appended
+    assert "2 records" in refills[0].getMessage()
+
+
+def _life(store: FileStore, crdt_id: str) -> tuple[str, int]:
+    life = store._history.index.get("n", crdt_id)
+    assert life is not None
+    return life.epoch, life.latest
