@@ -65,17 +65,21 @@ class AwarenessRefused(Exception):
     """A connection's awareness update was malformed or over the limit."""
 
 
-def check_awareness_update(update: bytes) -> None:
-    """ValueError unless ``update`` is an awareness update, whole: a count,
-    then each client's id, clock and state (a JSON string), read by
+def awareness_clients(update: bytes) -> set[int]:
+    """The clients an awareness update gives a state (not null); ValueError
+    unless it is an awareness update, whole: a count, then each client's id,
+    clock and state (a JSON string). Read by
     :class:`~syncd.yjs.protocol.Reader` before pycrdt's decoder, whose time
     grows with the square of a var-uint's length (one long client id would
     hold the event loop for as long)."""
     reader = Reader(update)
+    present: set[int] = set()
     for _ in range(reader.var_uint()):  # each client takes 3 bytes at least
-        reader.var_uint()  # the client's id
+        client = reader.var_uint()
         reader.var_uint()  # its clock
-        reader.byte_string()  # its state
+        if reader.byte_string() not in (b"", b"null"):
+            present.add(client)
+    return present
 
 
 class Room:
@@ -112,7 +116,7 @@ class Room:
 
         subscription = self.awareness.observe(observed)
         try:
-            check_awareness_update(update)
+            awareness_clients(update)
             self.awareness.apply_awareness_update(update, origin)
         except Exception as exc:  # JSON and lib0 decoding of peer bytes
             raise AwarenessRefused("malformed awareness update") from exc
@@ -121,7 +125,15 @@ class Room:
         return changes
 
     def apply(self, member: Member, update: bytes) -> None:
-        """Apply ``member``'s awareness update and relay it to the others."""
+        """Apply ``member``'s awareness update and relay it to the others;
+        one that would take ``member`` past :data:`MAX_AWARENESS_CLIENTS` is
+        refused whole, before anyone sees it."""
+        try:
+            present = awareness_clients(update)
+        except ValueError as exc:
+            raise AwarenessRefused("malformed awareness update") from exc
+        if len(present | self._announced.get(member, set())) > MAX_AWARENESS_CLIENTS:
+            raise AwarenessRefused(f"over {MAX_AWARENESS_CLIENTS} awareness clients")
         changes = self._apply(update, member)
         if not changes:
             return
@@ -132,8 +144,6 @@ class Room:
         for other in self.members:
             if other is not member:
                 other.send_awareness(update)
-        if len(announced) > MAX_AWARENESS_CLIENTS:
-            raise AwarenessRefused(f"over {MAX_AWARENESS_CLIENTS} awareness clients")
         if self._relay is not None:
             self._relay.publish(self.ns, self.crdt_id, update)
 
