@@ -628,6 +628,11 @@ class FileStoreHistory:
                     moved = await io.run(loop, self._copy, sorted(live))
                     index.relocate(moved)
                     index.compacting(retention, now, moved)
+                if empty or sparse:
+                    # The checkpoints retention kept as bases (and every frame
+                    # after them) must be on disk before what they replace goes:
+                    # a crash of the machine could leave a CRDT with no base.
+                    await io.run(loop, self.files.sync)
                 deleted = await io.run(loop, self.files.delete, [*empty, *sparse])
                 if table is not None:
                     gone = {*empty, *sparse}

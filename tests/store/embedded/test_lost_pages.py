@@ -20,6 +20,7 @@ import pytest
 from syncd.store.embedded.hint import HINT_NAME
 from syncd.store.embedded.log import HEADER, LENGTH_MASK
 from syncd.store.embedded.store import FileStore
+from syncd.store.history_index import Retention
 from tests.store.embedded.test_hint import Writer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -97,3 +98,29 @@ def _life(store: FileStore, crdt_id: str) -> tuple[str, int]:
     life = store._history.index.get("n", crdt_id)
     assert life is not None
     return life.epoch, life.latest
+
+
+async def test_a_compaction_makes_the_history_durable_before_it_deletes_segments(
+    tmp_path: Path,
+) -> None:
+    """Retention trims a CRDT's ops up to its newest checkpoint, and compaction
+    deletes the segments that held them: that checkpoint (and the ops after
+    it) must be on disk first, or a crash of the machine right after leaves
+    the CRDT with no base at all (410 for good). Every history file is
+    synced when compaction deletes a segment (nothing is left to sync)."""
+    store = FileStore(
+        tmp_path / "data", history_segment_bytes=1024, history_retention=Retention.parse("5ops")
+    )
+    await store.open()
+    try:
+        writer = Writer(store)
+        # No automatic compaction meanwhile: the log grows slower than that.
+        store._history._grown = -(1 << 40)
+        for _ in range(300):  # past the first checkpoint (every ~16 KiB of ops)
+            await writer.op("gc:x", {"op": "increment"})
+        files = store._history.files
+        assert files._dirty  # written since the last sync
+        assert await store.compact_history() > 0
+        assert not files._dirty
+    finally:
+        await store.close()
