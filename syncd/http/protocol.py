@@ -462,6 +462,11 @@ class HttpProtocol(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closed:
             return
+        refusal = _upgrade_refusal(request)
+        if refusal is not None:
+            # Closed after: with llhttp, a refused body is still unparsed input.
+            self._send(error_response(400, "bad_request", refusal), request, keep_alive=False)
+            return
         self._write(upgrade.head)
         ctx = self._ctx
         if ctx.on_response is not None:
@@ -638,6 +643,20 @@ _PARSE_CODES = {
     400: "bad_request",
     505: "bad_request",
 }
+
+
+def _upgrade_refusal(request: Request) -> str | None:
+    """Why an upgrade cannot switch, for what every upgrade route shares: the
+    router serves HEAD with the GET handler, but only a GET opens a WebSocket
+    (RFC 6455 4.1); and a body belongs to the HTTP request before the switch
+    (RFC 9110 7.8), which h11 reads as one and llhttp passes on as the new
+    protocol's first bytes, so neither parser's reading is taken."""
+    if request.method != "GET":
+        return "an upgrade needs GET"
+    headers = request.headers
+    if request.body or "transfer-encoding" in headers or headers.get("content-length", "0") != "0":
+        return "an upgrade request has no body"
+    return None
 
 
 def _failure_response(exc: Exception, request: Request) -> Response:
