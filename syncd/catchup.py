@@ -9,6 +9,7 @@ state. Either way it then receives live deltas, deduplicated by seq.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from syncd.crdt.engine import Engine
@@ -38,11 +39,20 @@ async def replay(
     crdt_id: str,
     since: int | None,
     epoch: str | None,
+    covered: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]] | None:
     """:func:`initial_deltas`' replay, or None where it would be a snapshot: the
     CRDT is then in memory, and the caller takes its snapshot from the engine
-    before it next awaits (a large one is shared, syncd/shared_states.py)."""
+    before it next awaits (a large one is shared, syncd/shared_states.py).
+
+    ``covered`` is called once the entry the start is decided on is in hand:
+    the deltas the subscriber was handed until then are in what it starts
+    from (each reached the engine before it was published), so it drops
+    them. A ``deleted`` among them ended an earlier life than the one it
+    starts with, and only this tells it apart (it has no seq)."""
     entry = await residency.ensure(ns, crdt_id)
+    if covered is not None:
+        covered()
     if (
         since is not None
         and epoch is not None

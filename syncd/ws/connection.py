@@ -430,7 +430,13 @@ class WsConnection(BaseConnection):
         try:
             app = self._app
             records = await replay(
-                app.store, app.service.residency, self.ns, subscription.crdt_id, since, epoch
+                app.store,
+                app.service.residency,
+                self.ns,
+                subscription.crdt_id,
+                since,
+                epoch,
+                covered=subscription.covered,
             )
         except Exception as exc:
             if subscription.active:

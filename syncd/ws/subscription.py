@@ -158,6 +158,12 @@ class WsSubscription:
         for encoded in pending:
             self.deliver(encoded)
 
+    def covered(self) -> None:
+        """The deltas that arrived so far are in what this starts from (each
+        reached the engine before it was published): drop them."""
+        if self.pending is not None:
+            self.pending.clear()
+
     def start_snapshot(self, engine: Engine, shared: SharedStates) -> None:
         """Start from the CRDT's current state (:meth:`send_snapshot`). The deltas
         that arrived meanwhile are not sent: each reached the engine before it

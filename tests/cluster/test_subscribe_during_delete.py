@@ -1,13 +1,14 @@
 """A subscription that starts while its CRDT is being deleted on this node and
 created again on another (real servers on real sockets, on the suite's
-PostgreSQL): it starts from the new life and never says ``deleted`` of the
-life before, which its snapshot already left behind. SSE and WebSocket."""
+PostgreSQL): it starts from the new life, from a snapshot or resuming it
+(``since``/``epoch``), and never says ``deleted`` of the life before, which
+its start already left behind. SSE and WebSocket."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
@@ -26,6 +27,7 @@ PATH = f"/v1/namespaces/{NS}/crdts/or:s"
 DELTAS = ("snapshot", "op", "deleted")
 
 Next = Callable[[], Any]
+Stream = Callable[[RunningServer, dict[str, Any]], contextlib.AbstractAsyncContextManager[Next]]
 
 
 @pytest.fixture
@@ -38,20 +40,34 @@ async def _add(http: httpx.AsyncClient, element: str) -> None:
     assert answer.status_code == 200, answer.text
 
 
-@asynccontextmanager
-async def _sse(node: RunningServer) -> AsyncIterator[Next]:
-    sse, status, _ = await SseReader.open(node.port, f"{PATH}/events", AUTH)
-    assert status == 200
+@contextlib.asynccontextmanager
+async def _sse(node: RunningServer, resume: dict[str, Any]) -> AsyncIterator[Next]:
+    query = "&".join(f"{k}={v}" for k, v in resume.items())
+    # The answer's head comes once the stream has its start (after the delete).
+    opening = asyncio.create_task(
+        SseReader.open(node.port, f"{PATH}/events" + (f"?{query}" if query else ""), AUTH)
+    )
+    sse: SseReader | None = None
+
+    async def delta() -> dict[str, Any]:
+        nonlocal sse
+        if sse is None:
+            sse, status, _ = await opening
+            assert status == 200
+        return await sse.event()
+
     try:
-        yield sse.event
+        yield delta
     finally:
-        sse.close()
+        if sse is not None:
+            sse.close()
+        opening.cancel()
 
 
-@asynccontextmanager
-async def _ws(node: RunningServer) -> AsyncIterator[Next]:
+@contextlib.asynccontextmanager
+async def _ws(node: RunningServer, resume: dict[str, Any]) -> AsyncIterator[Next]:
     async with connect(ws_url(node, ADMIN, ns=NS), proxy=None, ping_interval=None) as ws:
-        await send_mp(ws, {"kind": "subscribe", "id": "or:s"})
+        await send_mp(ws, {"kind": "subscribe", "id": "or:s", **resume})
 
         async def delta() -> dict[str, Any]:
             while (message := await recv(ws))["kind"] not in DELTAS:
@@ -61,42 +77,59 @@ async def _ws(node: RunningServer) -> AsyncIterator[Next]:
         yield delta
 
 
+@pytest.mark.parametrize("resuming", [False, True], ids=["snapshot", "resume"])
 @pytest.mark.parametrize("stream", [_sse, _ws], ids=["sse", "ws"])
 async def test_a_stream_started_during_a_delete_begins_at_the_new_life_without_a_stale_deleted(
-    make_server: Callable[..., Any], pg_url: str, stream: Callable[..., Any]
+    make_server: Callable[..., Any], pg_url: str, stream: Stream, resuming: bool
 ) -> None:
     a: RunningServer = await make_server(database_url=pg_url, node_id="a")
     b: RunningServer = await make_server(database_url=pg_url, node_id="b")
     async with (
         httpx.AsyncClient(base_url=a.url, headers=AUTH) as on_a,
         httpx.AsyncClient(base_url=b.url, headers=AUTH) as on_b,
+        contextlib.AsyncExitStack() as streams,
     ):
         await _add(on_a, "old")
-        # A's delete is durable; before A's delete call returns (and publishes
-        # its "deleted"), B starts the next life.
         store = a.app.store
         append = store.append
+        epoch = ""
+        deltas: list[Next] = []
+
+        async def subscribe(resume: dict[str, Any]) -> None:
+            deltas.append(await streams.enter_async_context(stream(a, resume)))
+            while not a.app.hub.subscribed(NS, "or:s"):
+                await asyncio.sleep(0.001)
 
         async def append_then_b_writes(records: Sequence[dict[str, Any]]) -> None:
+            # A has dropped the CRDT; while its delete becomes durable, and
+            # before its delete call returns (and publishes its "deleted"), B
+            # starts the next life. A client subscribes on A from nothing
+            # before that, or after it resuming the new life at seq 1 (learnt
+            # on B). Its start waits for the delete.
+            nonlocal epoch
+            if not resuming:
+                await subscribe({})
             await append(records)
             await _add(on_b, "new")
+            entry = b.app.engine.get(NS, "or:s")
+            assert entry is not None and entry.seq == 1
+            epoch = entry.epoch
+            if resuming:
+                await subscribe({"since": 1, "epoch": epoch})
 
         store.append = append_then_b_writes  # type: ignore[method-assign]
-        deleting = asyncio.create_task(on_a.delete(PATH))
-        while a.app.engine.get(NS, "or:s") is not None:  # A dropped it: under way
-            await asyncio.sleep(0.001)
-        # The stream subscribes now, and loads the CRDT once the delete is done.
-        async with stream(a) as delta:
-            assert (await deleting).status_code in (200, 204)
-            store.append = append  # type: ignore[method-assign]
-            first = await delta()
-            assert (first["kind"], first["seq"]) == ("snapshot", 1), first
-            await _add(on_b, "newer")
-            following = await delta()
-            # It was {"kind": "deleted"} here (of the life before the snapshot's),
-            # then this op of a life the client took for ended.
-            assert (following["kind"], following.get("seq"), following.get("epoch")) == (
-                "op",
-                2,
-                first["epoch"],
-            ), following
+        answer = await on_a.delete(PATH)
+        store.append = append  # type: ignore[method-assign]
+        assert answer.status_code in (200, 204)
+        delta = deltas[0]
+        await _add(on_b, "newer")
+        await _add(on_b, "newest")
+        seen = [await delta()]
+        while seen[-1]["kind"] == "deleted" or seen[-1]["seq"] < 3:
+            seen.append(await delta())
+        # A "deleted" came here (of the life the stream's start left behind),
+        # then ops of a life the client took for ended.
+        got = [(d["kind"], d.get("epoch"), d.get("seq")) for d in seen]
+        starts = [] if resuming else [("snapshot", epoch, seen[0].get("seq"))]
+        first_op = 2 if resuming else (seen[0].get("seq") or 0) + 1
+        assert got == [*starts, *(("op", epoch, seq) for seq in range(first_op, 4))], got

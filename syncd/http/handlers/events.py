@@ -167,7 +167,10 @@ class SseSubscriber(DeliverEach):
         self._write(delta)
 
     def covered(self) -> None:
-        """The deltas that arrived so far are in the snapshot about to be taken."""
+        """The deltas that arrived so far are in what the stream starts from
+        (each reached the engine before it was published): drop them. A
+        "deleted" among them, of a life that ended before the one it starts
+        with, is not told apart by seq."""
         if self._pending is not None:
             self._pending.clear()
 
@@ -372,16 +375,16 @@ def register(
         hub.subscribe(ns, crdt_id, subscriber)
         metrics.sse_connections_active.inc()
         try:
-            records = await replay(store, residency, ns, crdt_id, since, epoch)
+            records = await replay(
+                store, residency, ns, crdt_id, since, epoch, covered=subscriber.covered
+            )
         except BaseException:
             subscriber.close()
             raise
         snapshot: tuple[bytes | bytearray, int, str] | None = None
         entry = engine.get(ns, crdt_id) if records is None else None
         if records is None:
-            # Every delta published so far reached the engine first: the snapshot
-            # taken now holds them. A "deleted" among them (of a life that ended
-            # before this one) is not told apart by seq, so none of them is sent.
+            # What came during the replay's read is in the snapshot taken now.
             subscriber.covered()
         if entry is not None:
             # Taken now, as the replay would have been: deltas from here on
