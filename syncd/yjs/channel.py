@@ -61,10 +61,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from pycrdt import get_update
+
 from syncd.auth.authenticator import NO_END_MS
 from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE
 from syncd.crdt.engine import mask_bit
-from syncd.crdt.ydoc import YDoc
+from syncd.crdt.ydoc import MAX_UPDATE_BYTES, YDoc
 from syncd.errors import ApiError
 from syncd.hub import DeliverEach, EncodedDelta
 from syncd.shared_states import SharedState, SharedStates
@@ -87,6 +89,8 @@ from syncd.yjs.protocol import (
     SendDiff,
     YjsSession,
     awareness_message,
+    covers,
+    delete_set_only,
     sync_head,
     sync_step2,
     sync_update,
@@ -416,7 +420,10 @@ class YjsChannel(DeliverEach):
         elif isinstance(action, SendDiff):
             self._send_diff(action.state_vector)
         elif isinstance(action, ApplyUpdate):
-            self._apply(action.update)
+            if action.answer and self._brings_nothing(action.update):
+                owner.update_done(self, True)  # up to date: nothing to write
+            else:
+                self._apply(action.update)
         elif isinstance(action, RelayAwareness):
             try:
                 self.room.apply(self, action.update)
@@ -427,11 +434,37 @@ class YjsChannel(DeliverEach):
             if states is not None:
                 owner.send_message(self, awareness_message(states))
         elif isinstance(action, ReadOnlyUpdate):
-            owner.read_only_update(self)
+            if action.answer and self._brings_nothing(action.update):
+                owner.update_done(self, True)  # up to date: nothing was refused
+            else:
+                owner.read_only_update(self)
         elif isinstance(action, EmptyUpdate):
             owner.update_done(self, True)  # nothing to apply: done at once
         else:
             raise TypeError(f"not a Yjs channel action: {action!r}")
+
+    def _brings_nothing(self, update: bytes) -> bool:
+        """Whether the peer's step 2 brings nothing the document lacks: no
+        item past its state vector, no deletion it has not made (what
+        Hocuspocus's server checks, ``Y.snapshotContainsUpdate``). A provider
+        that reconnects with nothing new sends such a step 2 (its whole delete
+        set): written, it would be one more op per reconnect, under its name."""
+        doc = self._document()
+        if doc is None or len(update) > MAX_UPDATE_BYTES:
+            return False
+        state_vector = doc.state_vector()
+        try:
+            want = delete_set_only(get_update(update, state_vector))
+        except BaseException as exc:  # Yrs (pyo3 panics too) or lib0 on peer bytes
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return False  # the usual path refuses it
+        if want is None:
+            return False
+        if not want:
+            return True
+        have = delete_set_only(doc.diff(state_vector))
+        return have is not None and covers(have, want)
 
     def _apply(self, update: bytes) -> None:
         try:

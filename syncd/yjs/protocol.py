@@ -43,6 +43,7 @@ clients keep working.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -82,6 +83,9 @@ class SendDiff(Action):
 @dataclass(frozen=True, slots=True)
 class ApplyUpdate(Action):
     update: bytes
+    answer: bool = False
+    """A step 2, the peer's answer to our step 1: it often brings nothing
+    new (a diff always carries the peer's whole delete set)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,11 @@ class EmptyUpdate(Action):
 @dataclass(frozen=True, slots=True)
 class ReadOnlyUpdate(Action):
     """The peer sent an update, and may not write: the document is not changed."""
+
+    update: bytes = b""
+    answer: bool = False
+    """A step 2 (then ``update`` is its payload): if it brings nothing new,
+    the peer is up to date, and is told so."""
 
 
 def _message_part(part: int | bytes) -> bytes:
@@ -208,6 +217,46 @@ class Reader:
         return self.data[self.pos :]
 
 
+def delete_set_only(update: bytes) -> dict[int, list[tuple[int, int]]] | None:
+    """The delete set of a Yjs update (v1) that has no items, as each
+    client's deleted clock ranges ``(start, end)``, sorted and merged; None
+    when the update has items. ValueError when it does not decode."""
+    reader = Reader(update)
+    if reader.var_uint() != 0:
+        return None
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for _ in range(reader.var_uint()):
+        client = reader.var_uint()
+        ranges = spans.setdefault(client, [])
+        for _ in range(reader.var_uint()):
+            start = reader.var_uint()
+            ranges.append((start, start + reader.var_uint()))
+    for client, ranges in spans.items():
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(ranges):
+            if merged and start <= merged[-1][1]:
+                if end > merged[-1][1]:
+                    merged[-1] = (merged[-1][0], end)
+            elif end > start:
+                merged.append((start, end))
+        spans[client] = merged
+    return {client: ranges for client, ranges in spans.items() if ranges}
+
+
+def covers(have: dict[int, list[tuple[int, int]]], want: dict[int, list[tuple[int, int]]]) -> bool:
+    """Whether every range of ``want`` lies within a range of ``have`` (both
+    as :func:`delete_set_only` gives them)."""
+    for client, ranges in want.items():
+        held = have.get(client)
+        if held is None:
+            return False
+        for start, end in ranges:
+            i = bisect_right(held, (start, 2**64)) - 1
+            if i < 0 or held[i][1] < end:
+                return False
+    return True
+
+
 class YjsSession:
     """One connection's y-websocket protocol state; see the module docstring."""
 
@@ -249,6 +298,10 @@ class YjsSession:
             if payload == EMPTY_UPDATE:
                 self._emit(EmptyUpdate())
                 return
-            self._emit(ApplyUpdate(payload) if self.writable else ReadOnlyUpdate())
+            answer = step == SYNC_STEP2
+            if self.writable:
+                self._emit(ApplyUpdate(payload, answer))
+            else:
+                self._emit(ReadOnlyUpdate(payload, answer) if answer else ReadOnlyUpdate())
         else:
             raise ValueError(f"unknown sync step {step}")

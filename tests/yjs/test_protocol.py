@@ -64,7 +64,7 @@ def test_pycrdts_messages_become_the_matching_actions() -> None:
     actions.clear()
     session.receive(create_update_message(update))
     session.receive(sync_step2(update))
-    assert actions == [ApplyUpdate(update), ApplyUpdate(update)]
+    assert actions == [ApplyUpdate(update), ApplyUpdate(update, answer=True)]
     actions.clear()
     session.receive(awareness_message(b"\x00"))
     session.receive(b"\x03")  # query awareness

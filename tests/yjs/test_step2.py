@@ -1,0 +1,156 @@
+"""A peer's step 2 that brings nothing new, on a real server, with pycrdt
+documents as the peers.
+
+A provider answers our step 1 with what it has beyond our state vector: its
+new items and, always, its whole delete set (Yjs sends the delete set in
+every diff). So a provider that reconnects to a document with deletions,
+with nothing new to say, answers with an update that is not empty and
+changes nothing. It must not be written as an op (one more op in the log,
+the history and the webhooks per reconnect of every provider, under the
+provider's name), and a read-only Hocuspocus provider must be told it is
+synced (its ``hasUnsyncedChanges`` stays true otherwise), as Hocuspocus's
+own server does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from pycrdt import Doc, Encoder, Text, create_sync_message, handle_sync_message
+
+from syncd.yjs import hocuspocus
+from syncd.yjs.protocol import sync_step1, sync_step2
+from tests.conftest import RunningServer
+from tests.http.support import issue
+
+WAIT_S = 5.0
+CRDT = "/v1/namespaces/app/crdts/yd:notes"
+
+
+@pytest.fixture
+async def client(server: RunningServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=server.url) as c:
+        yield c
+
+
+def _token(headers: dict[str, str]) -> str:
+    return headers["authorization"].removeprefix("Bearer ")
+
+
+async def _seq(client: httpx.AsyncClient, headers: dict[str, str]) -> int:
+    r = await client.get(CRDT, headers=headers)
+    assert r.status_code == 200, r.text
+    return int(r.json()["seq"])
+
+
+async def _written_with_deletions(
+    server: RunningServer, client: httpx.AsyncClient, headers: dict[str, str]
+) -> Doc[Any]:
+    """yd:notes written by a provider, with deletions; a copy of it as a
+    provider that synced it keeps it."""
+    doc: Doc[Any] = Doc()
+    text = doc.get("content", type=Text)
+    text.insert(0, "hello brave new world")
+    del text[6:12]
+    text.insert(0, ">> ")
+    del text[0:1]
+    ws = await websockets.connect(
+        f"ws://127.0.0.1:{server.port}/v1/namespaces/app/yjs/notes?token={_token(headers)}"
+    )
+    await ws.send(sync_step2(doc.get_update()))
+    await ws.close()
+    for _ in range(int(WAIT_S / 0.02)):
+        r = await client.get(f"{CRDT}?root=content&as=text", headers=headers)
+        if r.status_code == 200 and r.json()["value"] == str(text):
+            break
+        await asyncio.sleep(0.02)
+    copy: Doc[Any] = Doc()
+    copy.apply_update(doc.get_update())
+    return copy
+
+
+async def _reconnect(server: RunningServer, token: str, doc: Doc[Any]) -> Any:
+    """A y-websocket provider holding ``doc`` reconnects: its step 1, and its
+    step 2 to ours; returns once the server's step 2 came."""
+    ws = await websockets.connect(
+        f"ws://127.0.0.1:{server.port}/v1/namespaces/app/yjs/notes?token={token}"
+    )
+    await ws.send(create_sync_message(doc))
+    while True:
+        message = await asyncio.wait_for(ws.recv(), WAIT_S)
+        if message[:2] == b"\x00\x00":  # our step 1: the provider answers it
+            reply = handle_sync_message(message[1:], doc)
+            assert reply is not None and reply[:2] == b"\x00\x01" and len(reply) > 4
+            await ws.send(reply)
+        elif message[:2] == b"\x00\x01":
+            return ws
+
+
+async def test_a_reconnect_with_nothing_new_writes_nothing(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    headers = await issue(client)
+    copy = await _written_with_deletions(server, client, headers)
+    before = await _seq(client, headers)
+    for _ in range(3):
+        ws = await _reconnect(server, _token(headers), copy)
+        await ws.send(b"\x03")  # a query of awareness: answered after the step 2
+        await ws.close()
+    await asyncio.sleep(0.2)
+    assert await _seq(client, headers) == before
+    # A step 2 that does bring something is written.
+    del copy.get("content", type=Text)[0:2]  # made while offline
+    ws = await _reconnect(server, _token(headers), copy)
+    for _ in range(int(WAIT_S / 0.02)):
+        if await _seq(client, headers) == before + 1:
+            break
+        await asyncio.sleep(0.02)
+    assert await _seq(client, headers) == before + 1
+    r = await client.get(f"{CRDT}?root=content&as=text", headers=headers)
+    assert r.json()["value"] == str(copy.get("content", type=Text))
+    await ws.close()
+
+
+def _string(text: str) -> bytes:
+    encoder = Encoder()
+    encoder.write_var_string(text)
+    return encoder.to_bytes()
+
+
+async def _hocuspocus_status(server: RunningServer, token: str, doc: Doc[Any]) -> bytes:
+    """A Hocuspocus provider holding ``doc`` authenticates yd:notes and
+    answers our step 1 with its step 2: the sync status it gets."""
+    ws = await websockets.connect(f"ws://127.0.0.1:{server.port}/v1/namespaces/app/hocuspocus")
+    name = _string("notes")
+    await ws.send(name + b"\x02\x00" + _string(token) + _string("3.4.4"))
+    await ws.send(name + sync_step1(doc.get_state()))
+    try:
+        while True:
+            got, kind, rest = hocuspocus.parse(await asyncio.wait_for(ws.recv(), WAIT_S))
+            if got == "notes" and kind == 0 and rest[:1] == b"\x00":  # our step 1
+                reply = handle_sync_message(rest, doc)
+                assert reply is not None and len(reply) > 4
+                await ws.send(name + reply)
+            elif got == "notes" and kind == hocuspocus.MESSAGE_SYNC_STATUS:
+                return rest
+    finally:
+        await ws.close()
+
+
+async def test_a_read_only_hocuspocus_provider_with_nothing_new_is_told_it_is_synced(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    headers = await issue(client)
+    copy = await _written_with_deletions(server, client, headers)
+    reader = _token(await issue(client, client_id=8, write=[]))
+    assert await _hocuspocus_status(server, reader, copy) == b"\x01"
+    # With something new it is not applied, and says so.
+    copy.get("content", type=Text).insert(0, "forged ")
+    assert await _hocuspocus_status(server, reader, copy) == b"\x00"
+    r = await client.get(f"{CRDT}?root=content&as=text", headers=headers)
+    assert "forged" not in r.json()["value"]
