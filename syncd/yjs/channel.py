@@ -92,6 +92,7 @@ from syncd.yjs.protocol import (
     covers,
     delete_set_only,
     sync_head,
+    sync_step1,
     sync_step2,
     sync_update,
 )
@@ -223,6 +224,8 @@ class YjsChannel(DeliverEach):
         "_lagged",
         "_left",
         "_owner",
+        "_resync_step1",
+        "_step1s",
         "closed",
         "crdt_id",
         "ns",
@@ -244,6 +247,7 @@ class YjsChannel(DeliverEach):
         *,
         writable: bool,
         origin: str | None = None,
+        resync_step1: bool = False,
     ) -> None:
         self._ctx = ctx
         self._owner = owner
@@ -260,6 +264,10 @@ class YjsChannel(DeliverEach):
         """Updates this peer sent that are not yet back from the hub: skipped
         (None while there is none: an idle channel keeps no dict)."""
         self._lagged = False
+        self._resync_step1 = resync_step1
+        """Follow the answer to each step 1 of the peer but its first with our
+        step 1 (Hocuspocus: see :meth:`_answer_step1`)."""
+        self._step1s = 0
         self.closed = False
         """Nothing more goes out (the connection is closing)."""
         self._left = False
@@ -341,6 +349,18 @@ class YjsChannel(DeliverEach):
             if doc is not None:
                 self._send_whole(doc, SYNC_UPDATE)
 
+    def _answer_step1(self, state_vector: bytes) -> None:
+        """Our step 2 to the peer's step 1; with ``resync_step1``, after the
+        first, our step 1 behind it. A Hocuspocus provider's ``forceSync()``
+        (and ``forceSyncInterval``) sends a step 1 and counts one unsynced
+        change, which only the acknowledgement of its step 2 to our step 1
+        takes back: Hocuspocus's server follows every step 2 with its step 1.
+        The first needs none: our opening sent one."""
+        self._send_diff(state_vector)
+        self._step1s += 1
+        if self._resync_step1 and self._step1s > 1 and not self.closed:
+            self._owner.send_message(self, sync_step1(self._state_vector()))
+
     def _send_diff(self, state_vector: bytes) -> None:
         """Answer a step 1: a step 2 with what ``state_vector`` lacks."""
         doc = self._document()
@@ -418,7 +438,7 @@ class YjsChannel(DeliverEach):
         if isinstance(action, Send):
             owner.send_message(self, action.data)
         elif isinstance(action, SendDiff):
-            self._send_diff(action.state_vector)
+            self._answer_step1(action.state_vector)
         elif isinstance(action, ApplyUpdate):
             if action.answer and self._brings_nothing(action.update):
                 owner.update_done(self, True)  # up to date: nothing to write

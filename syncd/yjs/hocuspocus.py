@@ -211,7 +211,14 @@ class HocuspocusConnection(YjsSocket):
         writable = may_write(auth, principal, crdt_id)
         self._write_raw(authenticated(name, "read-write" if writable else "readonly"))
         channel = YjsChannel(
-            self._ctx, self, self.ns, crdt_id, principal, writable=writable, origin=self._origin
+            self._ctx,
+            self,
+            self.ns,
+            crdt_id,
+            principal,
+            writable=writable,
+            origin=self._origin,
+            resync_step1=True,
         )
         self._channels[name] = channel
         self._names[channel] = name

@@ -154,3 +154,40 @@ async def test_a_read_only_hocuspocus_provider_with_nothing_new_is_told_it_is_sy
     assert await _hocuspocus_status(server, reader, copy) == b"\x00"
     r = await client.get(f"{CRDT}?root=content&as=text", headers=headers)
     assert "forged" not in r.json()["value"]
+
+
+async def test_a_hocuspocus_resync_is_answered_with_our_step1_too(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    """A Hocuspocus provider's ``forceSync()`` (and ``forceSyncInterval``)
+    sends a step 1 and counts one unsynced change, which the acknowledgement
+    of its step 2 to our step 1 takes back; Hocuspocus's server follows each
+    step 2 with its step 1. Without it, ``hasUnsyncedChanges`` stayed true."""
+    headers = await issue(client)
+    copy = await _written_with_deletions(server, client, headers)
+    ws = await websockets.connect(f"ws://127.0.0.1:{server.port}/v1/namespaces/app/hocuspocus")
+    name = _string("notes")
+
+    async def next_sync() -> bytes:
+        while True:
+            got, kind, rest = hocuspocus.parse(await asyncio.wait_for(ws.recv(), WAIT_S))
+            if got == "notes" and kind == 0:
+                return rest
+
+    await ws.send(name + b"\x02\x00" + _string(_token(headers)) + _string("3.4.4"))
+    await ws.send(name + sync_step1(copy.get_state()))
+    opening = [(await next_sync())[:1], (await next_sync())[:1]]
+    assert sorted(opening) == [b"\x00", b"\x01"]  # our step 1, our step 2
+    await ws.send(name + sync_step1(copy.get_state()))  # forceSync()
+    assert (await next_sync())[:1] == b"\x01"
+    step1 = await next_sync()
+    assert step1[:1] == b"\x00"
+    reply = handle_sync_message(step1, copy)
+    assert reply is not None
+    await ws.send(name + reply)
+    while True:
+        got, kind, rest = hocuspocus.parse(await asyncio.wait_for(ws.recv(), WAIT_S))
+        if kind == hocuspocus.MESSAGE_SYNC_STATUS:
+            assert rest == b"\x01"
+            break
+    await ws.close()
