@@ -116,11 +116,30 @@ def parse_json(data: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
         raise bad_request(f"JSON nesting deeper than {max_depth}")
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return _decode(text)
+        value = _decode(text)
     except RecursionError:
         raise bad_request(f"JSON nesting deeper than {max_depth}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(f"malformed JSON: {exc}") from None
+    if b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None and _has_lone_surrogate(value):
+        raise bad_request("malformed JSON: a string holds an unpaired surrogate (\\ud800-\\udfff)")
+    return value
+
+
+# The escape of a UTF-16 surrogate. JSON text may write one alone ("\\ud800"),
+# and the decoder gives a str no UTF-8 can encode: accepted, it fails later,
+# where the op is packed for the log. A pair (an astral character, as
+# json.dumps writes it by default) decodes to one character and is fine.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_STRICT_ENCODER = json.JSONEncoder(ensure_ascii=False, check_circular=False)
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    try:
+        _STRICT_ENCODER.encode(value).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _decode(text: str) -> Any:

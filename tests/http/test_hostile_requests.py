@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
+
 from tests.conftest import ADMIN, RunningServer, open_raw, read_until_closed
 
 
@@ -32,3 +34,37 @@ async def test_head_on_the_event_stream_has_no_body(server: RunningServer) -> No
             break
         await asyncio.sleep(0.02)
     assert sse_active(server) == 0
+
+
+async def test_unpaired_surrogate_escapes_are_malformed_json(server: RunningServer) -> None:
+    """``"\\ud800"`` is well-formed JSON text, but no UTF-8 string: the op was
+    accepted, then could not be packed for the log, and the store went into
+    its failure mode (writes refused, state rebuilt from disk) for everyone.
+    A pair (an astral character, as Python's json.dumps writes it) is fine."""
+    headers = {"authorization": f"Bearer {ADMIN}"}
+    bad = [
+        ("pn:a", b'{"op":"increment","amount":1,"op_id":"\\ud800"}'),
+        ("pn:b", b'{"op":"increment","amount":1,"op_id":"a\\uDC00"}'),
+        ("or:c", b'{"op":"add","element":{"\\udbff":1}}'),
+        ("or:d", b'[{"op":"add","element":"x"},{"op":"add","element":["\\ude00\\ud83d"]}]'),
+    ]
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        for crdt_id, body in bad:
+            r = await client.post(
+                f"/v1/namespaces/app/crdts/{crdt_id}/ops",
+                content=body,
+                headers={**headers, "content-type": "application/json"},
+            )
+            assert r.status_code == 400, (body, r.text)
+            assert r.json()["error"] == "bad_request"
+            assert "surrogate" in r.json()["message"]
+        r = await client.get("/health/ready")
+        assert r.status_code == 200, r.text
+        r = await client.post(
+            "/v1/namespaces/app/crdts/or:ok/ops",
+            content=b'{"op":"add","element":"\\ud83d\\ude00 \\u00e9"}',
+            headers={**headers, "content-type": "application/json"},
+        )
+        assert r.status_code == 200, r.text
+        r = await client.get("/v1/namespaces/app/crdts/or:ok", headers=headers)
+        assert r.json()["value"] == ["\U0001f600 \u00e9"]

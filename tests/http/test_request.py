@@ -56,9 +56,15 @@ def reference(raw: bytes) -> tuple[str, Any]:
         raise ValueError(f"{name} is not valid JSON")
 
     try:
-        return "ok", json.JSONDecoder(parse_constant=refuse).decode(raw.decode("utf-8"))
+        value = json.JSONDecoder(parse_constant=refuse).decode(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         return "error", f"malformed JSON: {exc}"
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate escape: no UTF-8 string (packing it for the log failed).
+        return "error", "malformed JSON: a string holds an unpaired surrogate (\\ud800-\\udfff)"
+    return "ok", value
 
 
 def ours(raw: bytes) -> tuple[str, Any]:
@@ -89,6 +95,8 @@ def ours(raw: bytes) -> tuple[str, Any]:
         b"[1] ]",
         b'{"\xff":1}',
         b'{"a":"\\ud800"}',
+        b'{"\\udc00":1}',
+        b'["\\ud83d\\ude00", "\\\\ud800"]',
     ],
 )
 def test_a_body_parses_as_json_s_decoder_parses_it_with_its_messages(raw: bytes) -> None:
