@@ -27,6 +27,7 @@ after a failed apply rebuilds the document from those, and refuses the op.
 from __future__ import annotations
 
 import binascii
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final, Self
 
@@ -365,9 +366,27 @@ def root_view(update: bytes, name: str, kind: str) -> Any:
     if kind == "text":
         return str(doc.get(name, type=Text))
     if kind == "map":
-        return doc.get(name, type=Map).to_py()
+        return _json(doc.get(name, type=Map).to_py())
     if kind == "array":
-        return doc.get(name, type=Array).to_py()
+        return _json(doc.get(name, type=Array).to_py())
     if kind == "xml":
         return str(doc.get(name, type=XmlFragment))
     raise ValueError(kind)
+
+
+def _json(value: Any) -> Any:
+    """A map's or an array's values as JSON can hold them: binary
+    (``Uint8Array``) as base64, as the API gives binary; a float JSON has no
+    word for (NaN, the infinities) as null, as ``JSON.stringify`` writes it;
+    a subdocument as ``{"guid"}``."""
+    if isinstance(value, dict):
+        return {key: _json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json(item) for item in value]
+    if isinstance(value, (bytes, bytearray)):
+        return b64(bytes(value))
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Doc):
+        return {"guid": value.guid}
+    return value
