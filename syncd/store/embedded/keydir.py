@@ -46,7 +46,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import msgpack
@@ -85,12 +85,16 @@ PENDING_SIZES: Final = 65_536
 (the oldest are forgotten: such a CRDT is measured again)."""
 
 
-def encode_row(life: Life) -> bytes:
-    """The table row of ``life``. The loop may append to the life while this
-    runs in the I/O thread: every column is cut to the shortest, a prefix
-    of ops that all columns hold (appends go in column order)."""
+def encode_row(life: Life, held: tuple[int, int] | None = None) -> bytes:
+    """The table row of ``life``: its first ``held`` ops and checkpoints
+    (None: all). The loop may append to the life while this runs in the I/O
+    thread: every column is cut to the shortest, a prefix of ops that all
+    columns hold (appends go in column order), and to ``held``, what the
+    life held when the table's plan was taken (``KeyDir.flush_plan``)."""
     n = min(len(life.seqs), len(life.ts), len(life.pos), len(life.writers), len(life.tags))
     m = min(len(life.cp_seqs), len(life.cp_pos))
+    if held is not None:
+        n, m = min(n, held[0]), min(m, held[1])
     return msgpack.packb(  # type: ignore[no-any-return]
         [
             life.epoch,
@@ -144,6 +148,12 @@ class Flush:
     table: Table | None
     changed: list[tuple[Key, Life | None]]
     header: Header
+    held: dict[Key, tuple[int, int]] = field(default_factory=dict)
+    """Each changed life's ops and checkpoints when the plan was taken: the
+    frames of those the loop appends later lie past ``header.end``, where a
+    start reads them again. Before the history files are synced, they may
+    be lost with the machine (a row naming them would point at bytes the
+    log then appends again elsewhere, or at nothing)."""
 
 
 class KeyDir(HistoryIndex):
@@ -454,7 +464,10 @@ class KeyDir(HistoryIndex):
         self._dirty = set()
         lives = self._lives
         changed = [(key, lives.get(key)) for key in self._flushing]
-        return Flush(self.table, changed, header)
+        held = {
+            key: (len(life.seqs), len(life.cp_seqs)) for key, life in changed if life is not None
+        }
+        return Flush(self.table, changed, header, held)
 
     def flushed(self, table: Table) -> None:
         """``table`` (written from the last plan) is in place (on the loop)."""
@@ -504,7 +517,10 @@ class KeyDir(HistoryIndex):
 
 def write_table(directory: str, plan: Flush) -> Table:
     """Merge ``plan`` into a new table and put it in place (I/O thread)."""
-    changed = sorted((joined(key), life) for key, life in plan.changed)
+    changed = sorted(
+        ((joined(key), life, plan.held.get(key)) for key, life in plan.changed),
+        key=lambda c: c[0],
+    )
     writer = TableWriter(directory)
     try:
         old = plan.table.scan_joined() if plan.table is not None else iter(())
@@ -518,11 +534,11 @@ def write_table(directory: str, plan: Flush) -> Table:
                 writer.add_joined(theirs[0], row, type_name, size)
                 theirs = next(old, None)
                 continue
-            text, life = ours
+            text, life, held = ours
             if theirs is not None and theirs[0] == text:
                 theirs = next(old, None)  # replaced (or deleted) by ours
             if life is not None:
-                writer.add_joined(text, encode_row(life), life.type_name, life.size)
+                writer.add_joined(text, encode_row(life, held), life.type_name, life.size)
             ours = next(mine, None)
         writer.finish(plan.header)
     except BaseException:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from syncd.store.embedded.hint import HINT_NAME
+from syncd.store.embedded.history_files import split
 from syncd.store.embedded.log import HEADER, LENGTH_MASK
 from syncd.store.embedded.store import FileStore
 from syncd.store.history_index import Retention
@@ -122,5 +123,47 @@ async def test_a_compaction_makes_the_history_durable_before_it_deletes_segments
         assert files._dirty  # written since the last sync
         assert await store.compact_history() > 0
         assert not files._dirty
+    finally:
+        await store.close()
+
+
+async def test_a_table_names_no_op_indexed_after_its_plan(tmp_path: Path) -> None:
+    """A key directory table is planned on the loop (its ``end``: every frame
+    before it is indexed) and written in a thread, from the live lives, which
+    the loop goes on appending to. A row that also named the ops indexed
+    meanwhile pointed past ``end``, at frames no sync had made durable: a
+    crash of the machine lost them, the start appended them again from the
+    log elsewhere (a request's records are shorter there, without the mark),
+    and the row still pointed at the old place (a damaged record, 503)."""
+    data = tmp_path / "data"
+    store = FileStore(data, index_flush_crdts=1 << 20)
+    await store.open()
+    writer = Writer(store)
+    for _ in range(3):
+        await writer.op("gc:x", {"op": "increment"})
+    history = store._history
+    plan = history._index_plan()  # as start_index_flush takes it, on the loop
+    _, end = split(plan.header.end)
+    # Indexed after the plan: a request of three ops (its first two records
+    # marked as followed by more), then an op of gc:x.
+    await writer.op("gc:y", [{"op": "increment"}] * 3)
+    await writer.op("gc:x", {"op": "increment"})
+    history.index.flushed(history._write_table(plan))
+    store._release()  # the machine goes down: nothing after the table's end was synced
+    (segment,) = (data / "history").glob("*.hist")
+    assert segment.stat().st_size > end
+    os.truncate(segment, end)
+
+    store = FileStore(data)
+    await store.open()
+    try:
+        writer = Writer(store)
+        assert store._history.hint_lives == 1
+        assert await writer.value("gc:x") == (4, 4)
+        assert await writer.value("gc:y") == (3, 3)
+        life = store._history.index.get("n", "gc:x")
+        assert life is not None
+        ops, _ = await store.history("n", "gc:x", life.epoch, 4, None, 10)
+        assert [o["seq"] for o in ops] == [4, 3, 2, 1]
     finally:
         await store.close()
