@@ -140,6 +140,11 @@ class Compaction:
                 await self._snap_io.run(loop, writer.write_entries, entries)
                 del entries
                 await barrier  # publish only what is durable
+                # A start reads the log after the snapshot only, and appends to
+                # the history what the log holds past the history's end: the
+                # history must hold for good every record the snapshot covers
+                # before it is published (the log behind it is skipped then).
+                await self._io.run(loop, self._history_durable, covered)
                 tail: list[Record] = []  # replays come from the history files
                 size = await self._snap_io.run(loop, writer.finish, tail)
             except BaseException:
@@ -161,6 +166,22 @@ class Compaction:
                 deleted,
             )
             return covered
+
+    def _history_durable(self, covered: int) -> None:
+        """Sync the history files, which hold every record up to ``covered``
+        (in the log's I/O thread, where they are written); StoreUnavailable when
+        they cannot (or could not) take them: the snapshot is not published."""
+        history = self._history
+        if not history.broken:
+            try:
+                history.files.sync()
+            except OSError as exc:
+                history.fail(exc)
+        if history.broken:
+            raise StoreUnavailable(
+                f"no snapshot at log sequence {covered}: the history files do not hold "
+                f"every record it covers"
+            )
 
     def _compact_sync(self, covered: int) -> int:
         assert self._writer is not None

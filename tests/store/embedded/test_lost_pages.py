@@ -7,6 +7,7 @@ back."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -165,5 +166,77 @@ async def test_a_table_names_no_op_indexed_after_its_plan(tmp_path: Path) -> Non
         assert life is not None
         ops, _ = await store.history("n", "gc:x", life.epoch, 4, None, 10)
         assert [o["seq"] for o in ops] == [4, 3, 2, 1]
+    finally:
+        await store.close()
+
+
+_SNAPSHOT_THEN_DIE = textwrap.dedent(
+    """
+    import asyncio, json, os, signal, sys
+    from syncd.store.embedded import compaction, history_files
+    from syncd.store.embedded.store import FileStore
+    from tests.store.embedded.test_hint import Writer
+
+    real_sync = history_files.HistoryFiles.sync
+
+    def sync(self):
+        sizes = dict(self._sizes)
+        real_sync(self)
+        print("synced", json.dumps(sizes), flush=True)  # on disk for good
+
+    history_files.HistoryFiles.sync = sync
+
+    def die(self, covered):
+        os.kill(os.getpid(), signal.SIGKILL)  # published; the log not cut yet
+
+    compaction.Compaction._compact_sync = die
+
+    async def main():
+        store = FileStore(sys.argv[1])
+        await store.open()
+        writer = Writer(store)
+        for _ in range(20):
+            await writer.op("gc:x", {"op": "increment"})
+            print("acked", flush=True)
+        await store.compact_now()
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_the_history_holds_what_a_snapshot_covers_before_it_is_published(
+    tmp_path: Path,
+) -> None:
+    """A start reads the log after the newest snapshot only, and appends to the
+    history what the log holds past the history's end. The snapshot was
+    published before the history was synced (right after, before the log is
+    cut): a crash of the machine in between lost the history's unsynced
+    records that the snapshot covers, and with them every acknowledged op of
+    the CRDTs in them (the server's snapshots carry no state: the history
+    does). SIGKILL right after the publication, then every history byte not
+    yet fsynced is dropped."""
+    data = tmp_path / "data"
+    proc = subprocess.run(
+        [sys.executable, "-c", _SNAPSHOT_THEN_DIE, str(data)],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
+    lines = proc.stdout.decode().splitlines()
+    assert lines.count("acked") == 20
+    assert list((data / "snapshots").glob("*.snap"))  # published
+    synced: dict[str, int] = {}
+    for line in lines:
+        if line.startswith("synced "):
+            synced.update(json.loads(line.removeprefix("synced ")))
+    for segment in (data / "history").glob("*.hist"):
+        os.truncate(segment, synced.get(str(int(segment.name[:20])), 0))
+
+    store = FileStore(data)
+    await store.open()
+    try:
+        assert await Writer(store).value("gc:x") == (20, 20)
     finally:
         await store.close()
