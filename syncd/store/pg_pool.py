@@ -30,6 +30,15 @@ CONNECT_TIMEOUT_S: Final = 3
 unreachable server may take before the op answers 503. Waiting for a pooled
 connection is bounded by the same time plus a second."""
 
+RECONNECT_GIVE_UP_S: Final = 2.0
+"""How long the pool keeps retrying one failed connection attempt (psycopg_pool's
+``reconnect_timeout``) before it gives up and waits for the next checkout to
+try again. psycopg_pool backs off 1, 2, 4, 8 s ... between attempts (for 5
+minutes by default), so after an outage of a minute its next attempt could be
+a minute after the server was back: the node's listener reconnected and
+reported ready while every op waited for a connection and answered 503.
+Given up after this, an attempt starts with the next checkout, at once."""
+
 
 class PgPool:
     def __init__(
@@ -50,6 +59,7 @@ class PgPool:
             kwargs={"autocommit": True, "connect_timeout": connect_timeout_s},
             open=False,
             timeout=connect_timeout_s + 1,
+            reconnect_timeout=RECONNECT_GIVE_UP_S,
             name="syncd",
         )
         self._opened = False
