@@ -542,7 +542,7 @@ class YjsChannel(DeliverEach):
                         # peer sends meanwhile would only wait behind it.
                         held = True
                         self._owner.hold_reading(True)
-                    await asyncio.sleep(_retry_after(exc))
+                    await asyncio.sleep(retry_after(exc))
         finally:
             if held:
                 self._owner.hold_reading(False)
@@ -571,7 +571,9 @@ class YjsChannel(DeliverEach):
         self._owner.close(code, f"{exc.code}: {exc.message}"[:120])
 
 
-def _retry_after(exc: ApiError) -> float:
+def retry_after(exc: ApiError) -> float:
+    """How long to wait before asking again after a 429 (its Retry-After,
+    within :data:`RATE_RETRY_MIN_S` and :data:`RATE_RETRY_MAX_S`)."""
     for name, value in exc.headers:
         if name.lower() == "retry-after":
             try:

@@ -43,7 +43,14 @@ from syncd.errors import ApiError
 from syncd.hub import EncodedDelta
 from syncd.wire import WS_OPCODE_BINARY, ws_frame, ws_header
 from syncd.ws.framing import CLOSE_PROTOCOL_ERROR
-from syncd.yjs.channel import CLOSE_POLICY, YjsChannel, YjsContext, may_write, update_of
+from syncd.yjs.channel import (
+    CLOSE_POLICY,
+    YjsChannel,
+    YjsContext,
+    may_write,
+    retry_after,
+    update_of,
+)
 from syncd.yjs.connection import YjsSocket
 from syncd.yjs.protocol import Reader, sync_update
 
@@ -125,6 +132,7 @@ class HocuspocusConnection(YjsSocket):
         "_document_id",
         "_names",
         "_origin",
+        "_waiting_auth",
         "ns",
     )
 
@@ -149,6 +157,8 @@ class HocuspocusConnection(YjsSocket):
         self._auth_timer: asyncio.TimerHandle | None = self._loop.call_later(
             AUTH_TIMEOUT_S, self._auth_timeout
         )
+        self._waiting_auth: asyncio.TimerHandle | None = None
+        """An auth over the token's rate limit, asked again when this fires."""
 
     def channels(self) -> list[YjsChannel]:
         return list(self._channels.values())
@@ -157,6 +167,9 @@ class HocuspocusConnection(YjsSocket):
         if self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
+        if self._waiting_auth is not None:
+            self._waiting_auth.cancel()
+            self._waiting_auth = None
         super()._lost()
 
     def _auth_timeout(self) -> None:
@@ -206,6 +219,9 @@ class HocuspocusConnection(YjsSocket):
                     400, "bad_request", f"at most {MAX_DOCUMENTS} documents per connection"
                 )
         except ApiError as exc:
+            if exc.status == 429 and not self.session.closing:
+                self._wait_for_rate(name, token, exc)
+                return
             self._write_raw(permission_denied(name, f"{exc.code}: {exc.message}"))
             return
         writable = may_write(auth, principal, crdt_id)
@@ -224,6 +240,25 @@ class HocuspocusConnection(YjsSocket):
         self._names[channel] = name
         channel.start()
         self._arm_expiry()
+
+    def _wait_for_rate(self, name: str, token: str, exc: ApiError) -> None:
+        """The auth met the token's rate limit: ask again once it allows, and
+        read nothing meanwhile (what follows an auth, the provider's step 1,
+        is for that document). Not refused: a Hocuspocus provider told
+        "permission denied" never asks again, and its edits would wait for a
+        new socket; a y-websocket provider refused 429 at the handshake
+        reconnects, and an update over the limit waits too."""
+        self.hold_reading(True)
+
+        def again() -> None:
+            self._waiting_auth = None
+            try:
+                if not self.session.closing:
+                    self._authenticate(name, token)  # may wait again, holding again
+            finally:
+                self.hold_reading(False)
+
+        self._waiting_auth = self._loop.call_later(retry_after(exc), again)
 
     def _detach(self, name: str) -> None:
         channel = self._channels.pop(name, None)

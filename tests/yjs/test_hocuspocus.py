@@ -154,3 +154,32 @@ async def test_malformed_messages_close_with_1002(server: RunningServer, message
     with pytest.raises(websockets.ConnectionClosed):
         await asyncio.wait_for(s.ws.recv(), WAIT_S)
     assert s.ws.close_code == 1002
+
+
+async def test_an_auth_over_the_rate_limit_waits_instead_of_being_refused(
+    make_server: Any,
+) -> None:
+    """A Hocuspocus provider refused with "permission denied" never asks
+    again: a document whose auth met the token's rate limit (a burst of
+    requests with the same token, a provider opening several documents)
+    stayed unauthenticated for the socket's life, its edits never sent. Over
+    the limit the auth waits, as an update does, and the socket is not read
+    meanwhile (the provider's step 1 follows its auth)."""
+    server: RunningServer = await make_server(rate_limit=3)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        token = _token(await issue(client))
+        h = {"authorization": f"Bearer {token}"}
+        statuses = [
+            (await client.get("/v1/namespaces/app/crdts/yd:notes", headers=h)).status_code
+            for _ in range(5)
+        ]
+        assert statuses[-1] == 429
+    s = await _connect(server)
+    await s.ws.send(auth("notes", token))
+    await s.ws.send(on("notes", sync_step1(b"\x00")))
+    scope = Decoder(await s.next("notes", 2))
+    assert scope.read_var_uint() == 2 and scope.read_var_string() == "read-write"
+    # Its step 1, sent right behind the auth, is answered.
+    while (await s.next("notes", 0))[0] != 1:
+        pass
+    await s.ws.close()
