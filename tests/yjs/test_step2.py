@@ -15,6 +15,7 @@ own server does.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -190,4 +191,41 @@ async def test_a_hocuspocus_resync_is_answered_with_our_step1_too(
         if kind == hocuspocus.MESSAGE_SYNC_STATUS:
             assert rest == b"\x01"
             break
+    await ws.close()
+
+
+async def test_at_the_size_limit_a_provider_with_nothing_new_still_connects(
+    make_server: Any,
+) -> None:
+    """A document at ``SERVICE_MAX_CRDT_BYTES`` refuses every op. The step 2
+    of a provider with nothing new was one: each provider whose document had
+    deletions was closed 1007 ``crdt_too_large`` as it connected, and
+    reconnected, for good: the document could not even be read over Yjs."""
+    server: RunningServer = await make_server(max_crdt_bytes=4096)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        headers = await issue(client)
+        doc: Doc[Any] = Doc()
+        text = doc.get("content", type=Text)
+        text.insert(0, "x" * 300)
+        for i in range(30):
+            del text[i * 5 : i * 5 + 2]
+        update = doc.get_update()
+        updates: list[bytes] = []
+        doc.observe(lambda event: updates.append(event.update))
+        while True:
+            body = {"op": "update", "update": base64.b64encode(update).decode()}
+            r = await client.post(f"{CRDT}/ops", headers=headers, json=body)
+            if r.status_code == 413:
+                break
+            assert r.status_code == 200, r.text
+            text.insert(len(text), "y" * 40)
+            update = updates[-1]  # this transaction's update: no delete set
+        held: Doc[Any] = Doc()
+        r = await client.get(CRDT, headers=headers)
+        held.apply_update(base64.b64decode(r.json()["value"]))
+    ws = await _reconnect(server, _token(headers), held)
+    with pytest.raises(TimeoutError):  # not closed
+        while True:
+            await asyncio.wait_for(ws.recv(), 0.5)
+    assert ws.close_code is None
     await ws.close()
