@@ -8,6 +8,7 @@ one place to change them.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Final
@@ -38,6 +39,10 @@ minutes by default), so after an outage of a minute its next attempt could be
 a minute after the server was back: the node's listener reconnected and
 reported ready while every op waited for a connection and answered 503.
 Given up after this, an attempt starts with the next checkout, at once."""
+
+CHECK_TIMEOUT_S: Final = 5.0
+"""The longest a check of the idle connections may take (one that hangs on a
+silent network is given up)."""
 
 
 class PgPool:
@@ -80,11 +85,28 @@ class PgPool:
             # Background workers fill the pool; an unreachable server shows
             # as a timeout on the first checkout rather than at start.
             await self._pool.open(wait=False)
+        broken = False
         try:
             async with self._pool.connection() as conn:
-                yield conn
+                try:
+                    yield conn
+                finally:
+                    broken = conn.broken
         except PoolClosed:
             raise RuntimeError("the pool is closed") from None
+        finally:
+            if broken:
+                # The connection was lost under its user (the pool drops it).
+                # Its idle siblings may be as dead (ended by the server, a
+                # proxy, an idle timeout, while the listener's was fine):
+                # checked now, not found one by one, each by a request that
+                # then fails.
+                await self._check()
+
+    async def _check(self) -> None:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CHECK_TIMEOUT_S):
+                await self._pool.check()
 
     async def reset(self) -> None:
         """After the server restarted: check the idle connections, drop the dead ones."""
