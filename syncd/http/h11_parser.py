@@ -19,6 +19,8 @@ from syncd.http.parser import (
     NEED_DATA,
     Event,
     ParseError,
+    add_body,
+    body_bytes,
     body_too_large,
     request_from_head,
     transfer_coding_refusal,
@@ -41,7 +43,7 @@ class H11Parser:
         self._max_body = max_body
         self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._head: Request | None = None
-        self._body: list[bytes] = []
+        self._body: bytes | bytearray = b""
         self._size = 0
         self._failed: ParseError | None = None
         self._started = False
@@ -64,7 +66,7 @@ class H11Parser:
         data, closed = self._conn.trailing_data
         self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
         self._head = None
-        self._body = []
+        self._body = b""
         self._size = 0
         if data:
             self._conn.receive_data(bytes(data))
@@ -96,12 +98,12 @@ class H11Parser:
                 if self._size > self._max_body:
                     self._failed = ParseError(413, body_too_large(self._max_body))
                     return self._failed
-                self._body.append(bytes(event.data))
+                self._body = add_body(self._body, event.data)
             elif isinstance(event, h11.EndOfMessage):
                 request = self._head
                 assert request is not None
-                request.body = b"".join(self._body) if self._body else b""
-                self._body = []
+                request.body = body_bytes(self._body)
+                self._body = b""
                 return request
             elif isinstance(event, h11.ConnectionClosed):
                 return CLOSED

@@ -22,6 +22,8 @@ from syncd.http.parser import (
     NEED_DATA,
     Event,
     ParseError,
+    add_body,
+    body_bytes,
     body_too_large,
     request_from_head,
     transfer_coding_refusal,
@@ -88,7 +90,7 @@ class HttptoolsParser:
         self._headers: dict[str, str] = {}
         self._header_count = 0
         self._head_bytes = 0
-        self._body: list[bytes] = []
+        self._body: bytes | bytearray = b""
         self._size = 0
         self._in_message = False
         self._failed: ParseError | None = None
@@ -179,7 +181,7 @@ class HttptoolsParser:
         self._headers = {}
         self._header_count = 0
         self._head_bytes = 0
-        self._body = []
+        self._body = b""
         self._size = 0
 
     def on_url(self, url: bytes) -> None:
@@ -252,12 +254,12 @@ class HttptoolsParser:
         self._size += len(body)
         if self._size > self._max_body:
             raise _Refused(413, body_too_large(self._max_body))
-        self._body.append(body)
+        self._body = add_body(self._body, body)
 
     def on_message_complete(self) -> None:
         request = self._current
-        request.body = b"".join(self._body) if self._body else b""
-        self._body = []
+        request.body = body_bytes(self._body)
+        self._body = b""
         self._in_message = False
         self._events.append(request)
         size = self._head_bytes + len(request.body) + QUEUED_REQUEST_COST

@@ -71,6 +71,24 @@ def body_too_large(limit: int) -> str:
     return f"request body larger than {limit} bytes (SERVICE_MAX_BODY_BYTES)"
 
 
+def add_body(body: bytes | bytearray, data: bytes | bytearray) -> bytes | bytearray:
+    """``body`` with ``data`` after it. A body comes in one piece (kept as it
+    is) or many; the pieces go into one bytearray, not a list: a chunked body
+    of 1-byte chunks held as a list of bytes objects cost some 90 bytes per
+    byte (90 MB for a 1 MiB body), past what SERVICE_MAX_BODY_BYTES promises."""
+    if not body:
+        return bytes(data)
+    if type(body) is bytes:
+        body = bytearray(body)
+    body += data
+    return body
+
+
+def body_bytes(body: bytes | bytearray) -> bytes:
+    """The whole body as ``bytes`` (what ``add_body`` gathered)."""
+    return body if type(body) is bytes else bytes(body)
+
+
 class HttpParser(Protocol):
     name: str
 
