@@ -25,7 +25,7 @@ from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import HttpProtocol, ServerContext
 from syncd.http.request import Request
 from syncd.sdnotify import Notifier
-from syncd.store.embedded.store import StoreLockedError
+from syncd.store.embedded.store import StoreCorruptError, StoreLockedError
 from syncd.store.pg_start import DatabaseSetupError
 from syncd.tls import Certificates, TlsError
 from syncd.ws.connection import wait_background
@@ -171,11 +171,12 @@ async def _serve(settings: Settings) -> int:
         loop.add_signal_handler(signal.SIGHUP, certificates.reload)
     try:
         started = await _start_unless_stopped(server)
-    except (StoreLockedError, AdminSecretError, DatabaseSetupError) as exc:
-        # A data directory in use, an admin_token file that cannot be used, or
-        # a database that refuses this node (no such database, a refused
-        # password, a wal_level that cannot stream): one line naming it,
-        # like a bad setting.
+    except (StoreLockedError, StoreCorruptError, AdminSecretError, DatabaseSetupError) as exc:
+        # A data directory in use or damaged where a crash cannot have damaged
+        # it (the message names the file, the offset and what to do), an
+        # admin_token file that cannot be used, or a database that refuses
+        # this node (no such database, a refused password, a wal_level that
+        # cannot stream): one line naming it, like a bad setting.
         print(f"syncd: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
