@@ -61,7 +61,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from pycrdt import get_update
+from pycrdt import get_update, merge_updates
 
 from syncd.auth.authenticator import NO_END_MS
 from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE
@@ -89,8 +89,6 @@ from syncd.yjs.protocol import (
     SendDiff,
     YjsSession,
     awareness_message,
-    covers,
-    delete_set_only,
     sync_head,
     sync_step1,
     sync_step2,
@@ -468,23 +466,27 @@ class YjsChannel(DeliverEach):
         item past its state vector, no deletion it has not made (what
         Hocuspocus's server checks, ``Y.snapshotContainsUpdate``). A provider
         that reconnects with nothing new sends such a step 2 (its whole delete
-        set): written, it would be one more op per reconnect, under its name."""
+        set): written, it would be one more op per reconnect, under its name.
+
+        Yrs does the work: the update less what the state vector covers has no
+        items when its first var-uint (clients with items) is 0, and its
+        delete set is within the document's when merging it into the
+        document's (``diff`` by the document's own state vector: its delete
+        set alone) changes nothing; in practice the two are byte-equal."""
         doc = self._document()
         if doc is None or len(update) > MAX_UPDATE_BYTES:
             return False
         state_vector = doc.state_vector()
         try:
-            want = delete_set_only(get_update(update, state_vector))
-        except BaseException as exc:  # Yrs (pyo3 panics too) or lib0 on peer bytes
+            rest = get_update(update, state_vector)
+            if rest[:1] != b"\x00":
+                return False  # items the document lacks
+            have = doc.diff(state_vector)
+            return rest == have or merge_updates(have, rest) == have
+        except BaseException as exc:  # Yrs on peer bytes (pyo3 panics too)
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             return False  # the usual path refuses it
-        if want is None:
-            return False
-        if not want:
-            return True
-        have = delete_set_only(doc.diff(state_vector))
-        return have is not None and covers(have, want)
 
     def _apply(self, update: bytes) -> None:
         try:

@@ -43,7 +43,6 @@ clients keep working.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -230,46 +229,6 @@ def check_state_vector(state_vector: bytes) -> None:
     for _ in range(count):
         reader.var_uint()  # the client
         reader.var_uint()  # its clock
-
-
-def delete_set_only(update: bytes) -> dict[int, list[tuple[int, int]]] | None:
-    """The delete set of a Yjs update (v1) that has no items, as each
-    client's deleted clock ranges ``(start, end)``, sorted and merged; None
-    when the update has items. ValueError when it does not decode."""
-    reader = Reader(update)
-    if reader.var_uint() != 0:
-        return None
-    spans: dict[int, list[tuple[int, int]]] = {}
-    for _ in range(reader.var_uint()):
-        client = reader.var_uint()
-        ranges = spans.setdefault(client, [])
-        for _ in range(reader.var_uint()):
-            start = reader.var_uint()
-            ranges.append((start, start + reader.var_uint()))
-    for client, ranges in spans.items():
-        merged: list[tuple[int, int]] = []
-        for start, end in sorted(ranges):
-            if merged and start <= merged[-1][1]:
-                if end > merged[-1][1]:
-                    merged[-1] = (merged[-1][0], end)
-            elif end > start:
-                merged.append((start, end))
-        spans[client] = merged
-    return {client: ranges for client, ranges in spans.items() if ranges}
-
-
-def covers(have: dict[int, list[tuple[int, int]]], want: dict[int, list[tuple[int, int]]]) -> bool:
-    """Whether every range of ``want`` lies within a range of ``have`` (both
-    as :func:`delete_set_only` gives them)."""
-    for client, ranges in want.items():
-        held = have.get(client)
-        if held is None:
-            return False
-        for start, end in ranges:
-            i = bisect_right(held, (start, 2**64)) - 1
-            if i < 0 or held[i][1] < end:
-                return False
-    return True
 
 
 class YjsSession:
