@@ -150,7 +150,11 @@ class H11Parser:
             return refusal
         request = request_from_head(method, event.target.decode("latin-1"), headers, version)
         self._head = request
-        if self._conn.they_are_waiting_for_100_continue:
+        if self._conn.they_are_waiting_for_100_continue and (
+            length not in (None, "0") or "transfer-encoding" in headers
+        ):
+            # Only for a body still to come, as llhttp's side does: h11 waits
+            # for a 100 whatever the framing, even with no body at all.
             request.expect_continue = True
             return CONTINUE
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import tracemalloc
 
 import httpx
@@ -95,3 +96,17 @@ def test_a_body_of_tiny_chunks_costs_about_its_size(http_parser: str) -> None:
         tracemalloc.stop()
     assert isinstance(event, Request) and event.body == b"a" * chunks
     assert peak < 10 * chunks, peak  # was ~90 bytes per byte
+
+
+async def test_expect_continue_without_a_body_gets_no_100(server: RunningServer) -> None:
+    """Both parsers alike: a 100 Continue only for a request that has a body to
+    send (h11 sent one before the answer to a bodiless request, llhttp not)."""
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"GET /health/live HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n\r\n"
+        b"POST /health/live HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+        b"Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    data = await read_until_closed(reader, timeout=5)
+    writer.close()
+    assert re.findall(rb"HTTP/1\.1 (\d+)", data) == [b"200", b"405"], data
