@@ -88,6 +88,17 @@ class H11Parser:
                 self._failed = ParseError(exc.error_status_hint, _reason(exc))
                 return self._failed
             if event is h11.NEED_DATA or event is h11.PAUSED:
+                if self._conn.their_state is h11.SEND_BODY:
+                    # h11 passes body bytes on as they come, so what it holds
+                    # back is part of a chunk line or the trailers, where it
+                    # waits for a CRLF that a bare LF never gives; llhttp
+                    # refuses the LF at once.
+                    pending = self._conn.trailing_data[0]
+                    if b"\n" in pending and pending.count(b"\n") != pending.count(b"\r\n"):
+                        self._failed = ParseError(
+                            400, "a line in the chunked body does not end with CRLF"
+                        )
+                        return self._failed
                 return NEED_DATA
             if isinstance(event, h11.Request):
                 result = self._on_head(event)

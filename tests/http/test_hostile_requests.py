@@ -110,3 +110,17 @@ async def test_expect_continue_without_a_body_gets_no_100(server: RunningServer)
     data = await read_until_closed(reader, timeout=5)
     writer.close()
     assert re.findall(rb"HTTP/1\.1 (\d+)", data) == [b"200", b"405"], data
+
+
+async def test_bare_lf_in_a_chunked_body_is_400_at_once(server: RunningServer) -> None:
+    """llhttp refuses a chunk line ending in a bare LF; h11 waited for a CRLF
+    that never came, so the client got no answer until the header timeout."""
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"POST /v1/namespaces/app/crdts/gc:a/ops HTTP/1.1\r\nHost: t\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"2\n{}\n0\n\n"
+    )
+    data = await read_until_closed(reader, timeout=5)
+    writer.close()
+    assert data.startswith(b"HTTP/1.1 400 "), data
