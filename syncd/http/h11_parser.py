@@ -193,8 +193,13 @@ def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
             return ParseError(400, "a list in content-length")
     start = lowered.find(b"\r\ntransfer-encoding:")
     if start >= 0 and end >= 0:
-        # h11 answers every coding but chunked with 501, before we see the head.
-        line_end = lowered.find(b"\r\n", start + 2)
-        value = lowered[start + 20 : line_end if line_end >= 0 else len(lowered)]
-        return transfer_coding_refusal(value.decode("latin-1"))
+        # h11 answers every coding but chunked with 501, before we see the head,
+        # and a repeated header with 501 too; the codings of every line, in
+        # order, are one list (RFC 9110 5.3), judged as llhttp's side judges it.
+        values = []
+        while start >= 0:
+            line_end = head.find(b"\r\n", start + 2)
+            values.append(head[start + 20 : line_end if line_end >= 0 else len(head)].strip())
+            start = lowered.find(b"\r\ntransfer-encoding:", start + 2)
+        return transfer_coding_refusal(b", ".join(values).decode("latin-1"))
     return None

@@ -7,6 +7,7 @@ import re
 import tracemalloc
 
 import httpx
+import pytest
 
 from syncd.http.parser import NEED_DATA
 from syncd.http.parsers import make_parser
@@ -124,3 +125,24 @@ async def test_bare_lf_in_a_chunked_body_is_400_at_once(server: RunningServer) -
     data = await read_until_closed(reader, timeout=5)
     writer.close()
     assert data.startswith(b"HTTP/1.1 400 "), data
+
+
+@pytest.mark.parametrize(
+    ("codings", "status", "message"),
+    [
+        (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400, b"bad_request"),
+        (b"Transfer-Encoding: GZIP\r\n", 501, b"'GZIP'"),
+    ],
+)
+async def test_transfer_codings_are_judged_alike(
+    server: RunningServer, codings: bytes, status: int, message: bytes
+) -> None:
+    """h11 answered a repeated Transfer-Encoding 501 (llhttp: 400, chunked
+    twice is not an unknown coding) and named a refused coding in lower case
+    after a space (' gzip')."""
+    reader, writer = await open_raw(server.port)
+    writer.write(b"POST /health/live HTTP/1.1\r\nHost: t\r\n" + codings + b"\r\n0\r\n\r\n")
+    data = await read_until_closed(reader, timeout=5)
+    writer.close()
+    assert data.startswith(b"HTTP/1.1 %d " % status), data
+    assert message in data
