@@ -625,20 +625,36 @@ class FileStoreHistory:
                     live = {p for p in index.positions() if split(p)[0] in wanted}
                     if table is not None:
                         live.update(await io.run(loop, positions_in, table, retention, now, wanted))
-                    moved = await io.run(loop, self._copy, sorted(live))
+                    try:
+                        moved = await io.run(loop, self._copy, sorted(live))
+                    except OSError as exc:
+                        # Its part-written frames lie where later frames would
+                        # follow them: a scan (a start without the table) would
+                        # stop there and cut every frame after it.
+                        self.fail(exc)
+                        raise
                     index.relocate(moved)
                     index.compacting(retention, now, moved)
                 if empty or sparse:
                     # The checkpoints retention kept as bases (and every frame
                     # after them) must be on disk before what they replace goes:
                     # a crash of the machine could leave a CRDT with no base.
-                    await io.run(loop, self.files.sync)
+                    try:
+                        await io.run(loop, self.files.sync)
+                    except OSError as exc:
+                        self.fail(exc)
+                        raise
                 deleted = await io.run(loop, self.files.delete, [*empty, *sparse])
                 if table is not None:
                     gone = {*empty, *sparse}
-                    new = await io.run(
-                        loop, rewrite_table, self.directory, table, retention, now, moved, gone
-                    )
+                    try:
+                        new = await io.run(
+                            loop, rewrite_table, self.directory, table, retention, now, moved, gone
+                        )
+                    except Exception as exc:
+                        # The old table's rows name what was moved and deleted.
+                        self.fail(exc)
+                        raise
                     index.flushed_compacted(new)
             finally:
                 index.compacting(None)
