@@ -352,6 +352,15 @@ class CrdtService:
     async def _persist(self, records: list[dict[str, Any]]) -> None:
         try:
             await self.store.append(records)
+        except StoreUnavailable:
+            # A shared store's failed write leaves memory behind the rows at
+            # worst, never ahead of them: the CRDTs it touched were dropped
+            # (a delete drops its CRDT before it writes) and are read back
+            # from the rows on next use, as after a failed commit. Only a
+            # local store's log can be behind what memory holds.
+            if not self.store.shared:
+                self._enter_degraded()
+            raise
         except ApiError:
             self._enter_degraded()
             raise

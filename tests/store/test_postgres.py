@@ -499,6 +499,41 @@ async def test_a_failed_commit_is_not_acknowledged_and_the_crdt_is_reloaded(
     assert a.store.stats.failures == 1
 
 
+async def test_a_failed_delete_is_503_and_the_node_goes_on_with_what_it_holds(
+    start_node: StartNode, pg_url: str
+) -> None:
+    a = await start_node("a")
+    await op(a, "gc:d", {"op": "increment"})
+    await op(a, "gc:k", {"op": "increment"})
+    with sql_conn(pg_url) as conn:  # the delete's update of the row fails
+        conn.execute(
+            "CREATE FUNCTION refuse_delete() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER refuse_delete BEFORE UPDATE ON crdts FOR EACH ROW"
+            " WHEN (NEW.deleted) EXECUTE FUNCTION refuse_delete()"
+        )
+    with pytest.raises(ApiError) as failed:
+        await a.service.delete(NS, "gc:d")
+    assert failed.value.status == 503
+    # The rows are the truth and memory was not ahead of them: the node stays
+    # writable and keeps every other CRDT (it used to refuse writes and read
+    # every CRDT back, as a local store whose log fell behind must).
+    assert a.service.writable
+    held = a.engine.get(NS, "gc:k")
+    assert held is not None
+    assert (await op(a, "gc:k", {"op": "increment"})).seq == 2
+    assert a.engine.get(NS, "gc:k") is held
+    # The CRDT the delete dropped is read back from its row, still there.
+    await a.service.ensure(NS, "gc:d")
+    assert a.engine.read(NS, "gc:d")["value"] == 1  # type: ignore[index]
+    with sql_conn(pg_url) as conn:
+        conn.execute("DROP TRIGGER refuse_delete ON crdts")
+    assert await a.service.delete(NS, "gc:d")
+    assert await a.service.ensure(NS, "gc:d") is None
+
+
 async def test_an_unreachable_database_means_not_ready_and_503_until_it_is_back(
     start_node: StartNode, pg_db: str
 ) -> None:
