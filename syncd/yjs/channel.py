@@ -291,6 +291,21 @@ class YjsChannel(DeliverEach):
         _loading.add(task)
         task.add_done_callback(_loading.discard)
 
+    def reauthorize(self, principal: Principal, *, writable: bool) -> None:
+        """Go on under ``principal``, a new token the peer authenticated with
+        for this document (Hocuspocus): its scope, its read's end and its
+        revocation from now on. Updates already received keep the token they
+        came with."""
+        revocations = self._ctx.auth.revocations
+        revocations.unwatch(self.principal, self)
+        self.principal = principal
+        until = self._ctx.auth.read_ends(principal, self.crdt_id)
+        self.until = NO_END_MS if until is None else until
+        self.session.writable = writable
+        self.told_read_only = False
+        if revocations.watch(principal, self):
+            asyncio.get_running_loop().call_soon(self.end_revoked)
+
     def receive(self, data: bytes | str) -> None:
         """A y-protocols message from the peer."""
         self.session.receive(data)
@@ -500,19 +515,19 @@ class YjsChannel(DeliverEach):
             echo = self._echo = {}
         echo[text] = echo.get(text, 0) + 1
         self._owner.update_started()
-        task = asyncio.get_running_loop().create_task(self._commit(text))
+        task = asyncio.get_running_loop().create_task(self._commit(text, self.principal))
         _tasks.add(task)
         task.add_done_callback(_tasks.discard)
 
-    async def _commit(self, text: str) -> None:
+    async def _commit(self, text: str, principal: Principal) -> None:
         ctx = self._ctx
         body = {"op": "update", "update": text}
         if self.origin is not None:
             body["origin"] = self.origin
         applied = False
         try:
-            await self._within_rate()
-            await ctx.service.apply_ops(self.ns, self.crdt_id, body, self.principal, "yjs")
+            await self._within_rate(principal)
+            await ctx.service.apply_ops(self.ns, self.crdt_id, body, principal, "yjs")
             applied = True
         except ApiError as exc:
             self._forget_echo(text)
@@ -527,14 +542,14 @@ class YjsChannel(DeliverEach):
             self._owner.update_done(self, applied)
             self._owner.update_finished()
 
-    async def _within_rate(self) -> None:
+    async def _within_rate(self, principal: Principal) -> None:
         """Count the update against the token's rate limit; over it, wait."""
         auth = self._ctx.auth
         held = False
         try:
             while True:
                 try:
-                    auth.rate_check(self.principal)
+                    auth.rate_check(principal)
                     return
                 except ApiError as exc:
                     if exc.status != 429 or self.closed:

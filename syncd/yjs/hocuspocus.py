@@ -16,7 +16,11 @@ so both kinds of provider edit one document together.
   version); we answer ``2`` authenticated with the scope (``read-write`` or
   ``readonly``) and open the channel (our step 1, the room's awareness), or
   ``1`` permission denied with the reason. Messages for a document before
-  its auth succeeded are dropped. A socket that authenticates no document
+  its auth succeeded are dropped. An auth for a document already open on
+  the socket (a provider's new token) is checked like the first: granted,
+  the document goes on under the new token's scope and read; refused, it is
+  answered permission denied and detached, the socket's other documents
+  untouched. A socket that authenticates no document
   within :data:`AUTH_TIMEOUT_S` is closed (1008).
 - **Acknowledged.** Each update is answered with a sync-status message
   (type 8, ``1`` once durable, ``0`` when refused or read-only), which the
@@ -204,17 +208,16 @@ class HocuspocusConnection(YjsSocket):
             self._detach(name)
 
     def _authenticate(self, name: str, token: str) -> None:
-        if name in self._channels:
-            channel = self._channels[name]
-            scope = "read-write" if channel.session.writable else "readonly"
-            self._write_raw(authenticated(name, scope))
-            return
+        """Answer an auth for ``name``: a new channel, or for a document
+        already open on this socket (a provider sending a new token), the
+        same channel under the new token's scope; refused, it is closed."""
+        open_channel = self._channels.get(name)
         auth = self._ctx.auth
         try:
             crdt_id = self._document_id(name.split("\0", 1)[0])
             principal: Principal = auth.authenticate(f"Bearer {token}", self.ns)
             auth.check_read(principal, crdt_id)
-            if len(self._channels) >= MAX_DOCUMENTS:
+            if open_channel is None and len(self._channels) >= MAX_DOCUMENTS:
                 raise ApiError(
                     400, "bad_request", f"at most {MAX_DOCUMENTS} documents per connection"
                 )
@@ -222,10 +225,16 @@ class HocuspocusConnection(YjsSocket):
             if exc.status == 429 and not self.session.closing:
                 self._wait_for_rate(name, token, exc)
                 return
+            # Denied first: the provider hears nothing more of that document.
             self._write_raw(permission_denied(name, f"{exc.code}: {exc.message}"))
+            self._detach(name)
             return
         writable = may_write(auth, principal, crdt_id)
         self._write_raw(authenticated(name, "read-write" if writable else "readonly"))
+        if open_channel is not None:
+            open_channel.reauthorize(principal, writable=writable)
+            self._arm_expiry()
+            return
         channel = YjsChannel(
             self._ctx,
             self,

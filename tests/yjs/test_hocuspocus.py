@@ -183,3 +183,62 @@ async def test_an_auth_over_the_rate_limit_waits_instead_of_being_refused(
     while (await s.next("notes", 0))[0] != 1:
         pass
     await s.ws.close()
+
+
+async def _scope(s: Socket, name: str) -> tuple[int, str]:
+    answer = Decoder(await s.next(name, 2))
+    return answer.read_var_uint(), answer.read_var_string()
+
+
+async def test_a_new_token_for_an_open_document_sets_its_scope(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    """A provider that authenticates an open document again (a new token)
+    was answered with the old scope, the new token never checked: a token
+    narrowed to read-only kept writing. Now the new token decides."""
+    s = await _connect(server)
+    await s.ws.send(auth("notes", _token(await issue(client))))
+    assert await _scope(s, "notes") == (2, "read-write")
+    await s.ws.send(auth("notes", _token(await issue(client, write=[]))))
+    assert await _scope(s, "notes") == (2, "readonly")
+    await s.ws.send(on("notes", sync_update(_update("forged"))))
+    assert await s.next("notes", 8) == b"\x00"
+    h = await issue(client)
+    assert (await client.get("/v1/namespaces/app/crdts/yd:notes", headers=h)).status_code == 404
+    # And back: a read-write token writes again.
+    await s.ws.send(auth("notes", _token(await issue(client))))
+    assert await _scope(s, "notes") == (2, "read-write")
+    await s.ws.send(on("notes", sync_update(_update("kept"))))
+    assert await s.next("notes", 8) == b"\x01"
+    r = await client.get("/v1/namespaces/app/crdts/yd:notes?root=content", headers=h)
+    assert r.json()["value"] == "kept"
+    await s.ws.close()
+
+
+async def test_a_refused_new_token_detaches_only_that_document(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    s = await _connect(server)
+    token = _token(await issue(client))
+    await s.ws.send(auth("a", token))
+    await s.ws.send(auth("b", token))
+    assert await _scope(s, "a") == (2, "read-write")
+    assert await _scope(s, "b") == (2, "read-write")
+    only_b = _token(await issue(client, client_id=9, read=["yd:b"], write=["yd:b"]))
+    for refused in ("not-a-token", only_b):
+        await s.ws.send(auth("a", refused))
+        code, reason = await _scope(s, "a")
+        assert code == 1 and reason, reason
+        await s.ws.send(auth("a", token))  # open again for the next round
+        assert await _scope(s, "a") == (2, "read-write")
+    await s.ws.send(auth("a", "not-a-token"))
+    assert (await _scope(s, "a"))[0] == 1
+    # "a" is no longer served: its update is dropped, unacknowledged; "b" goes on.
+    await s.ws.send(on("a", sync_update(_update("dropped"))))
+    await s.ws.send(on("b", sync_update(_update("yes"))))
+    assert await s.next("b", 8) == b"\x01"
+    h = await issue(client)
+    assert (await client.get("/v1/namespaces/app/crdts/yd:a", headers=h)).status_code == 404
+    r = await client.get("/v1/namespaces/app/crdts/yd:b?root=content", headers=h)
+    assert r.json()["value"] == "yes"
+    await s.ws.close()
