@@ -98,6 +98,13 @@ class HttptoolsParser:
         self._upgraded = False
         self._eof_after_upgrade = False
         self._closed = False
+        self._body_framing = b""
+        """The framing header of an upgrade offer's body still to read (see
+        ``_read_held_body``); empty for every other request."""
+        self._held: Request | None = None
+        """That request, complete but for its body."""
+        self._body_only = False
+        """The parser is reading ``_held``'s body behind a stand-in head."""
 
     # -- the interface -------------------------------------------------
 
@@ -114,11 +121,15 @@ class HttptoolsParser:
                 self._closed = True
             return
         try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade as exc:
-            offset = exc.args[0] if exc.args else len(data)
-            self._upgraded = True
-            self._trailing = data[offset:]
+            try:
+                self._parser.feed_data(data)
+            except httptools.HttpParserUpgrade as exc:
+                offset = exc.args[0] if exc.args else len(data)
+                if self._held is None:
+                    self._upgraded = True
+                    self._trailing = data[offset:]
+                    return
+                self._read_held_body(data[offset:])
         except _Refused as exc:
             self._fail(exc.status, exc.message)
         except httptools.HttpParserCallbackError as exc:
@@ -132,6 +143,25 @@ class HttptoolsParser:
                 self._fail(505, "HTTP/2.0 is not supported")  # the HTTP/2 preface, as h11 answers
             else:
                 self._fail(400, f"malformed request: {exc}")
+
+    def _read_held_body(self, rest: bytes) -> None:
+        """Read the body of an upgrade offer with one. llhttp skips the body of
+        every request with ``Connection: upgrade`` (httptools tells it to) and
+        stops there. An offer we do not take (h2c, or any on a route that is
+        not an upgrade) is an ordinary request, body included (RFC 9110 7.8),
+        as h11 reads it: a fresh llhttp reads the body behind a stand-in head
+        with the same framing, then goes on with what follows."""
+        self._parser = httptools.HttpRequestParser(self)
+        self._body_only = True
+        head = b"POST / HTTP/1.1\r\nhost: x\r\n" + self._body_framing + b"\r\n\r\n"
+        try:
+            self._parser.feed_data(head + rest)
+        except httptools.HttpParserUpgrade as exc:
+            # A later upgrade request in the same read: the bytes from it on
+            # (the offset counts the stand-in head too).
+            offset = exc.args[0] if exc.args else len(head) + len(rest)
+            self._upgraded = True
+            self._trailing = (head + rest)[offset:]
 
     def next_event(self) -> Event:
         if self._events:
@@ -216,6 +246,11 @@ class HttptoolsParser:
             headers[key] = text
 
     def on_headers_complete(self) -> None:
+        if self._body_only:
+            held = self._held
+            assert held is not None
+            self._current = held  # the stand-in head: its body is the held request's
+            return
         headers = self._headers
         parser = self._parser
         version = parser.get_http_version()
@@ -242,6 +277,17 @@ class HttptoolsParser:
         request = request_from_head(method, self._url.decode("latin-1"), headers, version)
         self._current = request
         if (
+            parser.should_upgrade()
+            and method != "CONNECT"
+            and (chunked or length not in (None, "0"))
+        ):
+            # llhttp will skip this body (see _read_held_body).
+            self._body_framing = (
+                b"transfer-encoding: chunked"
+                if chunked
+                else b"content-length: " + str(length).encode("ascii")
+            )
+        if (
             "expect" in headers
             and headers["expect"].lower() == "100-continue"
             and version == "1.1"
@@ -258,6 +304,13 @@ class HttptoolsParser:
 
     def on_message_complete(self) -> None:
         request = self._current
+        if self._body_framing:
+            if not self._body_only:
+                self._held = request  # its body comes after llhttp's upgrade stop
+                return
+            self._body_framing = b""
+            self._held = None
+            self._body_only = False
         request.body = body_bytes(self._body)
         self._body = b""
         self._in_message = False
