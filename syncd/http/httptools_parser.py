@@ -178,8 +178,10 @@ class HttptoolsParser:
     def start_next_cycle(self) -> None:
         """llhttp moves from message to message itself, except past an upgrade
         request: answered normally (refused, or an Upgrade we do not speak such
-        as h2c), what followed it is HTTP again, for a fresh llhttp."""
-        if not self._upgraded:
+        as h2c), what followed it is HTTP again, for a fresh llhttp. Not before:
+        while requests parsed before it (or it) wait, the bytes after it may
+        be the new protocol's, handed over by ``trailing_data``."""
+        if not self._upgraded or self._events:
             return
         pending, eof = self._trailing, self._eof_after_upgrade
         self._upgraded = False

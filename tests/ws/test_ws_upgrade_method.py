@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from tests.conftest import ADMIN, RunningServer, open_raw, read_until_closed
+from tests.ws.support import client_frame
 
 HANDSHAKE = (
     b"Host: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
@@ -52,3 +54,28 @@ async def test_upgrade_with_a_body_is_refused(server: RunningServer, path: bytes
     )
     assert status == 400
     assert json.loads(body)["error"] == "bad_request"
+
+
+async def test_frames_after_an_upgrade_pipelined_behind_a_request_are_read(
+    server: RunningServer,
+) -> None:
+    """A WebSocket upgrade pipelined behind another request, with a first frame
+    in the same write. With httptools, answering the first request re-parsed
+    the bytes after the upgrade request as HTTP, before the upgrade had been
+    answered: the frame was lost (no pong), the socket opened regardless."""
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+        + b"GET /v1/namespaces/demo/ws HTTP/1.1\r\n"
+        + HANDSHAKE
+        + b"\r\n\r\n"
+        + client_frame(0x9, b"hi")
+    )
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 200 ")
+    await asyncio.wait_for(reader.readuntil(b'"live"}'), 5)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    pong = await asyncio.wait_for(reader.readexactly(4), 5)
+    assert pong == b"\x8a\x02hi"
+    writer.close()
