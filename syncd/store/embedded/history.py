@@ -616,9 +616,12 @@ class FileStoreHistory:
             try:
                 index.trim(retention, now)
                 counts: Counter[int] = Counter(split(p)[0] for p in index.positions())
+                # Only segments sealed now: the ones sealed while the table is
+                # read hold frames indexed since, which ``counts`` lacks.
+                sealed = split(self.files.end())[0]
                 if table is not None:
                     counts.update(await io.run(loop, segment_counts, table, retention, now))
-                empty, sparse = self.files.collectable_by_count(counts)
+                empty, sparse = self.files.collectable_by_count(counts, sealed)
                 moved: dict[int, int] = {}
                 if sparse:
                     wanted = set(sparse)

@@ -423,12 +423,18 @@ class HistoryFiles:
         """Sealed segments to delete outright, and those to copy out first."""
         return self.collectable_by_count(Counter(split(p)[0] for p in live))
 
-    def collectable_by_count(self, counts: Counter[int]) -> tuple[list[int], list[int]]:
-        """:meth:`collectable`, from the live positions' count per segment."""
+    def collectable_by_count(
+        self, counts: Counter[int], below: int | None = None
+    ) -> tuple[list[int], list[int]]:
+        """:meth:`collectable`, from the live positions' count per segment,
+        among the segments numbered below ``below`` (default: the active one):
+        the segments sealed when ``counts`` was taken, since the frames of
+        those sealed later were not counted."""
         empty: list[int] = []
         sparse: list[int] = []
+        limit = self._active if below is None else min(below, self._active)
         for number in sorted(self._sizes):
-            if number >= self._active:
+            if number >= limit:
                 break
             held = counts.get(number, 0)
             if held == 0:
