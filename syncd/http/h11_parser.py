@@ -8,6 +8,8 @@ instead of feeding it a response we do not send, each cycle starts a fresh
 
 from __future__ import annotations
 
+import re
+
 import h11
 
 from syncd.http.parser import (
@@ -51,7 +53,20 @@ class H11Parser:
     def feed(self, data: bytes) -> None:
         if data:
             self._started = True
+            if data[0] in _CR_LF and self._at_request_start():
+                # RFC 9112 2.2: empty lines before a request line are ignored
+                # (llhttp does; h11 refuses them, "no request line received").
+                data = data.lstrip(b"\r\n")
+                if not data:
+                    return
         self._conn.receive_data(data)
+
+    def _at_request_start(self) -> bool:
+        return (
+            self._head is None
+            and self._conn.their_state is h11.IDLE
+            and not self._conn.trailing_data[0]
+        )
 
     def in_progress(self) -> bool:
         return self._head is not None or bool(self._conn.trailing_data[0])
@@ -68,8 +83,9 @@ class H11Parser:
         self._head = None
         self._body = b""
         self._size = 0
+        data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
         if data:
-            self._conn.receive_data(bytes(data))
+            self._conn.receive_data(data)
         if closed:
             self._conn.receive_data(b"")
 
@@ -159,7 +175,18 @@ class H11Parser:
         if refusal is not None:
             self._failed = refusal
             return refusal
-        request = request_from_head(method, event.target.decode("latin-1"), headers, version)
+        target = event.target
+        if (
+            target[:1] != b"/"
+            and target != b"*"
+            and method != "CONNECT"
+            and _ABSOLUTE_FORM.match(target) is None
+        ):
+            # h11 takes any run of visible characters; llhttp only the forms
+            # of RFC 9112 3.2 (and the router would read "x/v1/..." as "/v1/...").
+            self._failed = ParseError(400, "malformed request target")
+            return self._failed
+        request = request_from_head(method, target.decode("latin-1"), headers, version)
         self._head = request
         if self._conn.they_are_waiting_for_100_continue and (
             length not in (None, "0") or "transfer-encoding" in headers
@@ -171,6 +198,13 @@ class H11Parser:
         return None
 
 
+_CR_LF = (0x0D, 0x0A)
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""Control characters but HTAB, CR and LF (those three have their own rules)."""
+_ABSOLUTE_FORM = re.compile(rb"[A-Za-z]+://")
+"""The start of an absolute-form request target (llhttp's schemes are letters)."""
+
+
 def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
     """What h11 tolerates in a request head and llhttp does not: a bare LF as a
     line end (RFC 9112 2.2 MAY) and obsolete line folding (RFC 9112 5.2: reject
@@ -179,6 +213,10 @@ def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
     head = bytes(buffered if end < 0 else buffered[:end])
     if head.count(b"\n") != head.count(b"\r\n"):
         return ParseError(400, "a line in the request head does not end with CRLF")
+    if _CONTROL.search(head) is not None:
+        # h11 takes control characters in field values (all but NUL, CR, LF);
+        # RFC 9110 5.5 calls them invalid, and llhttp refuses them.
+        return ParseError(400, "a control character in the request head")
     if b"\r\n " in head or b"\r\n\t" in head:
         return ParseError(400, "obsolete line folding in the request head")
     lowered = head.lower()

@@ -176,3 +176,17 @@ async def test_an_upgrade_offer_with_a_body_is_served_as_http(
     writer.close()
     assert re.findall(rb"HTTP/1\.1 (\d+)", data) == [b"200", b"200"], data
     assert b'"applied":1' in data and b'"status":"live"' in data
+
+
+async def test_an_empty_line_after_a_request_is_ignored(server: RunningServer) -> None:
+    """RFC 9112 2.2: a server SHOULD ignore empty lines before a request line
+    (some clients send a CRLF after a body). h11 answered them 400 and closed
+    the connection; llhttp skips them."""
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"GET /health/live HTTP/1.1\r\nHost: t\r\n\r\n\r\n"
+        b"\r\nGET /health/live HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    data = await read_until_closed(reader, timeout=5)
+    writer.close()
+    assert re.findall(rb"HTTP/1\.1 (\d+)", data) == [b"200", b"200"], data

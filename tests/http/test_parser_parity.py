@@ -85,6 +85,21 @@ CASES: list[tuple[str, bytes, int]] = [
     ("http/0.9", b"GET /health/live\r\n\r\n", 400),
     ("http/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),
     ("http/1.0", b"GET /health/live HTTP/1.0\r\n\r\n", OK),
+    # Found by sending mutated requests to both parsers of a running server:
+    ("control char in value", b"GET /health/live HTTP/1.1\r\nHost: x\r\nX-A: a\x0eb\r\n\r\n", 400),
+    ("del in value", b"GET /health/live HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb\r\n\r\n", 400),
+    ("obs-text in value", b"GET /health/live HTTP/1.1\r\nHost: x\r\nX-A: a\xffb\r\n\r\n", OK),
+    (
+        "nul in transfer-encoding",
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \x00chunked\r\n\r\n0\r\n\r\n",
+        400,
+    ),
+    ("target without slash", b"GET health/live HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("target starting with colon", b"GET :/health/live HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("target of a query only", b"GET ?a=1 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("absolute-form target", b"GET http://x/health/live HTTP/1.1\r\nHost: x\r\n\r\n", OK),
+    ("asterisk-form target", b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", OK),
+    ("empty lines before", b"\r\n\r\nGET /health/live HTTP/1.1\r\nHost: x\r\n\r\n", OK),
 ]
 
 
