@@ -19,7 +19,9 @@ each op's *growth bound* (``Entry.grown``): its own encoded size plus
 :data:`OP_GROWTH_OVERHEAD`, and measures again once that passes a quarter
 of the size (4 KiB at least, :data:`REMEASURE_MIN_BYTES`). Ops that only take something away
 (:data:`TRIMMING_OPS`) count nothing and are never refused, so a full CRDT
-can always be trimmed. The check adds the op's bound to the size and what
+can always be trimmed; a Yjs update that only deletes (no items) may pass
+the CRDT limit by a bounded headroom (:data:`DELETION_HEADROOM_DIVISOR`), its
+growth counted at :data:`DELETION_RANGE_GROWTH` per range. The check adds the op's bound to the size and what
 was counted since the measure; when that would pass the CRDT's limit, the
 CRDT is measured again first, so an op is refused only on the measured
 state.
@@ -47,10 +49,11 @@ from typing import TYPE_CHECKING, Final
 import msgpack
 
 from syncd.crdt.engine import Engine
+from syncd.crdt.ydoc import YDoc, deletion_ranges
 from syncd.errors import crdt_too_large, quota_exceeded
 
 if TYPE_CHECKING:
-    from syncd.crdt.engine import Plan
+    from syncd.crdt.engine import Entry, Plan
     from syncd.store.base import Store, Usage
 
 log = logging.getLogger("syncd.quotas")
@@ -81,6 +84,18 @@ TRIMMING_OPS: Final[dict[str, frozenset[str]]] = {
     "presence": frozenset({"leave"}),
 }
 """Ops that only take something away: never counted, never refused."""
+
+DELETION_RANGE_GROWTH: Final = 128
+"""Bytes one range of a Yjs delete set may add to a document's state: two
+split items' headers with the longest ids, and the range in the document's
+delete set, base64 in the state (tests/test_quotas.py checks it)."""
+
+DELETION_HEADROOM_DIVISOR: Final = 16
+"""A Yjs update that only deletes items the document holds may take it past
+``SERVICE_MAX_CRDT_BYTES`` by a sixteenth of it (``REMEASURE_MIN_BYTES`` at
+least), its ranges counted at :data:`DELETION_RANGE_GROWTH`: a document at
+its limit can be trimmed over Yjs, and never grows past the limit and its
+headroom."""
 
 _NOTHING: Final[frozenset[str]] = frozenset()
 
@@ -154,10 +169,13 @@ class Quotas:
                 engine.resize(entry)  # refuse on the measured state only
                 held = entry.state_bytes
             if held + growth > limits.max_crdt_bytes:
-                raise crdt_too_large(
-                    f"{plan.id!r} holds {held} bytes; this op would take it past "
-                    f"SERVICE_MAX_CRDT_BYTES ({limits.max_crdt_bytes})"
-                )
+                deleting = self._deletion_growth(plan, entry, held)
+                if deleting is None:
+                    raise crdt_too_large(
+                        f"{plan.id!r} holds {held} bytes; this op would take it past "
+                        f"SERVICE_MAX_CRDT_BYTES ({limits.max_crdt_bytes})"
+                    )
+                growth = max(growth, deleting)
         if usage is None:
             return growth
         if (
@@ -179,6 +197,28 @@ class Quotas:
                 f"take it past SERVICE_NAMESPACE_MAX_BYTES ({limits.namespace_max_bytes})"
             )
         return growth
+
+    def _deletion_growth(self, plan: Plan, entry: Entry | None, held: int) -> int | None:
+        """A Yjs plan past the CRDT limit whose updates only delete what the
+        document holds: their growth bound when it fits within the limit and
+        :data:`DELETION_HEADROOM_DIVISOR`, else None (refused). Deleting inside an item
+        splits it: a document can grow by deleting (every other character of
+        one long insertion: 14 times its size), so the bound counts
+        :data:`DELETION_RANGE_GROWTH` per range, and the headroom is what a
+        document at its limit may pass it by to be trimmed."""
+        if plan.type_name != YDoc.TYPE or entry is None or not isinstance(entry.crdt, YDoc):
+            return None
+        limit = self.limits.max_crdt_bytes
+        room = limit + max(limit // DELETION_HEADROOM_DIVISOR, REMEASURE_MIN_BYTES) - held
+        most = room // DELETION_RANGE_GROWTH
+        state_vector = entry.crdt.state_vector()
+        ranges = 0
+        for op in plan.ops:
+            found = deletion_ranges(op.get("update"), state_vector, most - ranges)
+            if found is None:
+                return None
+            ranges += found
+        return ranges * DELETION_RANGE_GROWTH
 
     def applied(self, plan: Plan, growth: int) -> None:
         """Count ``growth`` on the CRDT just applied, and measure it once what

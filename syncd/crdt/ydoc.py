@@ -89,6 +89,60 @@ def check_decodes(update: bytes, field: str) -> None:
         raise invalid_op(f"{field}: not a Yjs update (v1 encoding)") from None
 
 
+MAX_VAR_UINT_BYTES: Final = 8
+"""A var-uint of a client id or a clock: 2**53 fits in eight bytes."""
+
+
+def _var_uint(data: bytes, pos: int) -> tuple[int, int]:
+    """lib0's var-uint at ``pos`` and the position after it; IndexError or
+    ValueError when there is none (or it is longer than a Yjs id needs)."""
+    value = shift = 0
+    for i in range(pos, pos + MAX_VAR_UINT_BYTES):
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i + 1
+        shift += 7
+    raise ValueError("var-uint too long")
+
+
+def deletion_ranges(text: Any, state_vector: bytes, most: int) -> int | None:
+    """How many ranges the update of an ``update`` op deletes, when it only
+    deletes what a document with ``state_vector`` holds: no items (its first
+    var-uint, the clients with structs, is 0) and every range of its delete
+    set below the document's clock for that client (a range past it would
+    wait in Yrs's pending delete set). None otherwise, for anything that does
+    not read so, or past ``most`` ranges (the walk stops there)."""
+    if type(text) is not str or len(text) > (MAX_UPDATE_BYTES // 3 + 1) * 4:
+        return None
+    try:
+        update = binascii.a2b_base64(text, strict_mode=True)
+        if update[:1] != b"\x00":
+            return None  # items (or not an update)
+        clocks: dict[int, int] = {}
+        count, pos = _var_uint(state_vector, 0)
+        for _ in range(count):
+            client, pos = _var_uint(state_vector, pos)
+            clocks[client], pos = _var_uint(state_vector, pos)
+        ranges = 0
+        clients, pos = _var_uint(update, 1)
+        for _ in range(clients):
+            client, pos = _var_uint(update, pos)
+            n, pos = _var_uint(update, pos)
+            ranges += n
+            if ranges > most:
+                return None
+            held = clocks.get(client, 0)
+            for _ in range(n):
+                clock, pos = _var_uint(update, pos)
+                length, pos = _var_uint(update, pos)
+                if clock + length > held:
+                    return None
+        return ranges
+    except (binascii.Error, IndexError, ValueError):
+        return None
+
+
 def b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
