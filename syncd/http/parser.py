@@ -195,10 +195,21 @@ def split_target(target: str) -> tuple[str, str]:
     return path, query
 
 
+def _origin_form(target: str) -> str:
+    """An absolute-form target's path and query (RFC 9112 3.2.2: a server MUST
+    accept the form, as a proxy sends it): ``http://host:80/a?b`` is ``/a?b``."""
+    rest = target.partition("://")[2]
+    cuts = [i for i in (rest.find("/"), rest.find("?")) if i >= 0]
+    rest = rest[min(cuts) :] if cuts else ""
+    return rest if rest.startswith("/") else "/" + rest
+
+
 def request_from_head(method: str, target: str, headers: dict[str, str], version: str) -> Request:
     """The Request both parsers build once a head has passed their checks."""
     # split_target and keep_alive_of's usual case (no Connection header),
     # inline: this runs once per request.
+    if target[:1] != "/" and "://" in target:
+        target = _origin_form(target)
     path, _, query = target.partition("?")
     connection = headers.get("connection")
     keep_alive = keep_alive_of(version, connection) if connection else version == "1.1"

@@ -190,3 +190,18 @@ async def test_an_empty_line_after_a_request_is_ignored(server: RunningServer) -
     data = await read_until_closed(reader, timeout=5)
     writer.close()
     assert re.findall(rb"HTTP/1\.1 (\d+)", data) == [b"200", b"200"], data
+
+
+async def test_an_absolute_form_target_reaches_its_route(server: RunningServer) -> None:
+    """RFC 9112 3.2.2: a server MUST accept the absolute-form; both parsers
+    passed it on whole and the router answered 404 for every such request."""
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"GET http://t/health/live HTTP/1.1\r\nHost: t\r\n\r\n"
+        b"GET HTTP://t:80?x=1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    data = await read_until_closed(reader, timeout=5)
+    writer.close()
+    # The second has no path: "/", which no route serves.
+    assert re.findall(rb"HTTP/1\.1 (\d+)", data) == [b"200", b"404"], data
+    assert b'"status":"live"' in data
