@@ -172,6 +172,10 @@ def transfer_coding_refusal(value: str) -> ParseError | None:
     codings = [c.strip().lower() for c in value.split(",")]
     if codings == ["chunked"]:
         return None
+    if "" in codings:
+        # An empty list or an empty member is malformed, not an unknown coding
+        # (llhttp refuses an empty value itself, with 400).
+        return ParseError(400, "an empty transfer coding")
     if "chunked" in codings[:-1]:
         # RFC 9112 6.1: chunked must be the last coding, else the length is unknowable.
         return ParseError(400, "chunked is not the last transfer coding")

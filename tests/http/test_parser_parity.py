@@ -99,6 +99,11 @@ CASES: list[tuple[str, bytes, int]] = [
     ("target of a query only", b"GET ?a=1 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("absolute-form target", b"GET http://x/health/live HTTP/1.1\r\nHost: x\r\n\r\n", OK),
     ("asterisk-form target", b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", OK),
+    (
+        "empty transfer-encoding",
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \r\n\r\n0\r\n\r\n",
+        400,
+    ),
     ("empty lines before", b"\r\n\r\nGET /health/live HTTP/1.1\r\nHost: x\r\n\r\n", OK),
 ]
 
