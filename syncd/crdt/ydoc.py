@@ -29,9 +29,20 @@ from __future__ import annotations
 import binascii
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Self
 
-from pycrdt import Array, Doc, Map, Text, UndoManager, XmlFragment, get_state
+from pycrdt import (
+    Array,
+    Doc,
+    Map,
+    Text,
+    UndoManager,
+    XmlFragment,
+    get_state,
+    get_update,
+    merge_updates,
+)
 from pycrdt._transaction import hash_origin
 
 from syncd.crdt.base import JSON, Base, OpContext, Step
@@ -93,11 +104,11 @@ MAX_VAR_UINT_BYTES: Final = 8
 """A var-uint of a client id or a clock: 2**53 fits in eight bytes."""
 
 
-def _var_uint(data: bytes, pos: int) -> tuple[int, int]:
+def _var_uint(data: bytes, pos: int, most: int = MAX_VAR_UINT_BYTES) -> tuple[int, int]:
     """lib0's var-uint at ``pos`` and the position after it; IndexError or
-    ValueError when there is none (or it is longer than a Yjs id needs)."""
+    ValueError when there is none (or it is longer than ``most`` bytes)."""
     value = shift = 0
-    for i in range(pos, pos + MAX_VAR_UINT_BYTES):
+    for i in range(pos, pos + most):
         byte = data[i]
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
@@ -143,6 +154,116 @@ def deletion_ranges(text: Any, state_vector: bytes, most: int) -> int | None:
         return None
 
 
+MAX_PROBED_RANGES: Final = 1024
+"""Delete ranges of an update walked in Python to tell whether Yrs holds
+some of its deletions as pending (:func:`_deletion_probe`): a keystroke's
+update has one; past this, a pending deletion is not kept for
+:meth:`YDoc.diff` (as before), so no update costs more than this walk."""
+
+
+def _write_var_uint(out: bytearray, value: int) -> None:
+    while value > 0x7F:
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    out.append(value)
+
+
+def _deletion_probe(rest: bytes) -> bytes | None:
+    """For an update with no items (``rest``: its first var-uint 0, then its
+    delete set), an update of one GC struct per client of its delete set,
+    from clock 0 to the furthest end of that client's ranges: less a
+    document's state vector (``get_update``), it keeps a struct exactly for
+    the clients whose deletions reach past what the document has, the
+    deletions Yrs holds as pending. None when it deletes nothing, or more
+    than :data:`MAX_PROBED_RANGES` ranges (not walked: a reconnecting
+    provider's step 2 carries its whole delete set). Yrs reads ids as u64:
+    ten bytes a var-uint."""
+    ends: dict[int, int] = {}
+    ranges = 0
+    clients, pos = _var_uint(rest, 1, 10)
+    for _ in range(clients):
+        client, pos = _var_uint(rest, pos, 10)
+        n, pos = _var_uint(rest, pos, 10)
+        ranges += n
+        if ranges > MAX_PROBED_RANGES:
+            return None
+        end = ends.get(client, 0)
+        for _ in range(n):
+            clock, pos = _var_uint(rest, pos, 10)
+            length, pos = _var_uint(rest, pos, 10)
+            end = max(end, clock + length)
+        if end:
+            ends[client] = end
+    if not ends:
+        return None
+    probe = bytearray()
+    _write_var_uint(probe, len(ends))
+    for client, end in ends.items():
+        probe.append(1)  # one struct
+        _write_var_uint(probe, client)
+        probe.append(0)  # from clock 0
+        probe.append(0)  # a GC struct (info 0) …
+        _write_var_uint(probe, end)  # … this long
+    probe.append(0)  # no delete set
+    return bytes(probe)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """An update Yrs holds (some of) as pending: items whose dependencies
+    have not arrived, or deletions of items it does not have yet."""
+
+    update: bytes
+    """The update less what the document had when it was applied."""
+    probe: bytes | None
+    """Its :func:`_deletion_probe`, made once."""
+
+    def waiting(self, state_vector: bytes) -> bool:
+        """Whether some of it is still pending in a document at ``state_vector``
+        (False when Yrs cannot tell: a damaged update it accepted)."""
+        try:
+            if get_update(self.update, state_vector)[:1] != b"\x00":
+                return True  # items past the state vector: not integrated
+            probe = self.probe
+            return probe is not None and get_update(probe, state_vector)[:1] != b"\x00"
+        except BaseException as exc:  # Yrs on peer bytes (pyo3 panics too)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return False
+
+
+def _pending(update: bytes, state_vector: bytes) -> _Pending | None:
+    """``update``'s pending part in a document at ``state_vector`` that has
+    just applied it, or None when Yrs integrated all of it (or cannot diff
+    it: a damaged update it accepted is left to Yrs, as before)."""
+    try:
+        rest = get_update(update, state_vector)
+    except BaseException as exc:  # Yrs on peer bytes (pyo3 panics too)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return None
+    items = rest[:1] != b"\x00"
+    if not items and rest == EMPTY_UPDATE:
+        return None
+    try:
+        probe = None if items else _deletion_probe(rest)
+    except (IndexError, ValueError):  # Yrs decoded it: not expected
+        return _Pending(rest, None) if items else None
+    entry = _Pending(rest, probe)
+    return entry if items or (probe is not None and entry.waiting(state_vector)) else None
+
+
+def _merged(update: bytes, pending: list[bytes]) -> bytes:
+    """``update`` with the ``pending`` updates merged in; ``update`` alone
+    when Yrs cannot merge them (a damaged update it accepted)."""
+    try:
+        return merge_updates(update, *pending)
+    except BaseException as exc:  # Yrs on peer bytes (pyo3 panics too)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return update
+
+
 def b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
@@ -156,10 +277,13 @@ class YDoc:
     REVERTIBLE: ClassVar[bool] = True
     REVERT_BASE: ClassVar[bool] = True
 
-    __slots__ = ("_base", "_doc", "_since", "_since_bytes")
+    __slots__ = ("_base", "_doc", "_pending", "_since", "_since_bytes")
 
     def __init__(self, update: bytes = b"") -> None:
         self._doc: Doc[Any] = Doc()
+        self._pending: list[_Pending] | None = None
+        """Updates Yrs holds as pending (see :meth:`diff`); None: none. A
+        full update (a snapshot's, :meth:`encoded`) never holds any."""
         if update:
             self._doc.apply_update(update)
         self._base = update
@@ -191,6 +315,7 @@ class YDoc:
     def _apply(self, update: bytes) -> None:
         if update == EMPTY_UPDATE:
             return
+        before = self._doc.get_state() if self._pending is not None else None
         try:
             self._doc.apply_update(update)
         except BaseException as exc:  # pyo3's PanicException derives from BaseException
@@ -198,10 +323,24 @@ class YDoc:
                 raise
             self._rebuild()
             raise invalid_op("update: Yjs could not integrate it (malformed)") from None
+        self._note_pending(update, before)
         self._since.append(update)
         self._since_bytes += len(update)
         if self._since_bytes > max(REBUILD_FLOOR_BYTES, len(self._base)):
             self._fold()
+
+    def _note_pending(self, update: bytes, before: bytes | None) -> None:
+        """Keep what of ``update`` Yrs left pending, and let go of what it
+        integrated of the updates pending before (only when the state
+        vector moved since ``before``: nothing else integrates them)."""
+        state_vector = self._doc.get_state()
+        pending = self._pending
+        if pending is not None and before != state_vector:
+            pending = [entry for entry in pending if entry.waiting(state_vector)] or None
+        entry = _pending(update, state_vector)
+        if entry is not None:
+            pending = [*pending, entry] if pending else [entry]
+        self._pending = pending
 
     def _fold(self) -> None:
         self._base = self._doc.get_update()
@@ -215,20 +354,45 @@ class YDoc:
         for update in self._since:
             doc.apply_update(update)
         self._doc = doc
+        state_vector = doc.get_state()
+        pending = [_pending(update, state_vector) for update in self._since]
+        self._pending = [entry for entry in pending if entry is not None] or None
 
     def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
     def encoded(self) -> bytes:
-        """The whole document as one update."""
+        """The whole document as one update (without what Yrs holds as
+        pending: see :meth:`diff`)."""
         return self._doc.get_update()
 
     def state_vector(self) -> bytes:
         return self._doc.get_state()
 
     def diff(self, state_vector: bytes) -> bytes:
-        """What a peer with ``state_vector`` lacks, as one update."""
-        return self._doc.get_update(state_vector)
+        """What a peer with ``state_vector`` lacks, as one update, with what
+        Yrs holds as pending, as Yjs's ``encodeStateAsUpdate`` has it
+        (pycrdt's ``get_update`` leaves it out): a peer that joins while an
+        update waits for its dependency gets it, as the peers connected when
+        it came did, and integrates it when the dependency comes.
+
+        Only here: the snapshot (:meth:`state`) and the reads keep the
+        integrated document alone. Yrs does not always agree with itself on
+        a damaged update: applied alone it can stay pending for good while
+        the same bytes merged into a whole document integrate on a reload
+        (tests/crdt/test_ydoc.py's damaged updates found it), and a snapshot
+        must read back as the document it was taken from."""
+        update = self._doc.get_update(state_vector)
+        pending = self._pending
+        if pending is None:
+            return update
+        try:
+            parts = [get_update(entry.update, state_vector) for entry in pending]
+        except BaseException as exc:  # a state vector or an update Yrs cannot diff
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return update
+        return _merged(update, parts)
 
     def view(self, now_ms: int) -> dict[str, Any]:
         return {"value": b64(self.encoded()), "state_vector": b64(self.state_vector())}

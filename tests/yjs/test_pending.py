@@ -1,0 +1,101 @@
+"""An update whose dependency has not arrived is pending in Yrs, and
+pycrdt's get_update() leaves pending updates out (Yjs's encodeStateAsUpdate
+has them): a provider that joined while one waited never got it. On a real
+server, with pycrdt providers over y-websocket."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import httpx
+import websockets
+from pycrdt import Decoder, Doc, Text, create_sync_message, create_update_message
+
+from syncd.yjs.protocol import sync_step1
+from tests.conftest import RunningServer
+from tests.http.support import issue
+
+WAIT_S = 5.0
+CRDT = "/v1/namespaces/app/crdts/yd:notes"
+
+
+def _two_updates() -> tuple[Doc[Any], bytes, bytes]:
+    """The writer, its first update and its second (which depends on it)."""
+    writer: Doc[Any] = Doc(client_id=77)
+    text = writer.get("content", type=Text)
+    text.insert(0, "hello")
+    first = writer.get_update()
+    state = writer.get_state()
+    text.insert(5, " world")
+    return writer, first, writer.get_update(state)
+
+
+async def _step2(ws: Any) -> bytes:
+    """The update of the server's next sync step 2 (message 0, step 1)."""
+    while True:
+        message = await asyncio.wait_for(ws.recv(), WAIT_S)
+        if message[:2] == b"\x00\x01":
+            return bytes(Decoder(message[2:]).read_message() or b"")
+
+
+async def _seq(client: httpx.AsyncClient, headers: dict[str, str], seq: int) -> None:
+    for _ in range(250):
+        if (await client.get(CRDT, headers=headers)).json().get("seq", 0) >= seq:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"seq {seq} never reached")
+
+
+async def test_a_provider_that_joins_while_an_update_waits_gets_it(server: RunningServer) -> None:
+    _, first, second = _two_updates()
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        headers = await issue(client)
+        token = headers["authorization"].removeprefix("Bearer ")
+        url = f"ws://127.0.0.1:{server.port}/v1/namespaces/app/yjs/notes?token={token}"
+        async with websockets.connect(url) as sender:
+            await sender.send(create_sync_message(Doc()))
+            await sender.send(create_update_message(second))  # its dependency never sent
+            await _seq(client, headers, 1)
+        for state_vector in (b"\x00", Doc(client_id=5).get_state()):
+            async with websockets.connect(url) as joiner:
+                await joiner.send(sync_step1(state_vector))
+                got = await _step2(joiner)
+            reader: Doc[Any] = Doc()
+            reader.apply_update(got)
+            assert str(reader.get("content", type=Text)) == ""  # waits, as on the server
+            reader.apply_update(first)  # the dependency comes: both integrate
+            assert str(reader.get("content", type=Text)) == "hello world", state_vector
+        # Once the dependency reaches the server, it is integrated there too.
+        body = {"op": "update", "update": base64.b64encode(first).decode()}
+        r = await client.post(f"{CRDT}/ops", headers=headers, json=body)
+        assert r.status_code == 200, r.text
+        r = await client.get(f"{CRDT}?root=content", headers=headers)
+        assert r.json()["value"] == "hello world"
+
+
+async def test_a_deletion_that_waits_for_its_items_reaches_a_joiner(server: RunningServer) -> None:
+    """The same for a delete set whose items have not arrived (Yrs's pending
+    delete set)."""
+    writer, first, _ = _two_updates()
+    text = writer.get("content", type=Text)
+    state = writer.get_state()
+    del text[0:6]  # "hello " of "hello world"
+    deletion = writer.get_update(state)
+    assert deletion[:1] == b"\x00"  # a delete set alone
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        headers = await issue(client)
+        token = headers["authorization"].removeprefix("Bearer ")
+        url = f"ws://127.0.0.1:{server.port}/v1/namespaces/app/yjs/notes?token={token}"
+        async with websockets.connect(url) as sender:
+            await sender.send(create_sync_message(Doc()))
+            await sender.send(create_update_message(deletion))  # before what it deletes
+            await _seq(client, headers, 1)
+        async with websockets.connect(url) as joiner:
+            await joiner.send(sync_step1(b"\x00"))
+            got = await _step2(joiner)
+        reader: Doc[Any] = Doc()
+        reader.apply_update(got)
+        reader.apply_update(first)  # "hello": its first five characters deleted
+        assert str(reader.get("content", type=Text)) == ""
