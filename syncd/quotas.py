@@ -21,7 +21,9 @@ of the size (4 KiB at least, :data:`REMEASURE_MIN_BYTES`). Ops that only take so
 (:data:`TRIMMING_OPS`) count nothing and are never refused, so a full CRDT
 can always be trimmed; a Yjs update that only deletes (no items) may pass
 the CRDT limit by a bounded headroom (:data:`DELETION_HEADROOM_DIVISOR`), its
-growth counted at :data:`DELETION_RANGE_GROWTH` per range. The check adds the op's bound to the size and what
+growth counted at :data:`DELETION_RANGE_GROWTH` per range. What a Yjs
+document holds as pending (updates waiting for a dependency, which its
+state leaves out) counts as held, on top of the measure. The check adds the op's bound to the size and what
 was counted since the measure; when that would pass the CRDT's limit, the
 CRDT is measured again first, so an op is refused only on the measured
 state.
@@ -163,11 +165,12 @@ class Quotas:
         limits = self.limits
         engine = self._engine
         entry = engine.lookup((plan.ns, plan.id))
-        held = 0 if entry is None else entry.state_bytes + entry.grown
+        waiting = 0 if entry is None else _pending_bytes(entry)
+        held = 0 if entry is None else entry.state_bytes + entry.grown + waiting
         if limits.max_crdt_bytes and held + growth > limits.max_crdt_bytes:
             if entry is not None and (entry.grown or entry.unsized_ops):
                 engine.resize(entry)  # refuse on the measured state only
-                held = entry.state_bytes
+                held = entry.state_bytes + waiting
             if held + growth > limits.max_crdt_bytes:
                 deleting = self._deletion_growth(plan, entry, held)
                 if deleting is None:
@@ -187,7 +190,7 @@ class Quotas:
                 f"namespace {plan.ns!r} holds {usage.crdts} CRDTs: "
                 f"SERVICE_NAMESPACE_MAX_CRDTS is {limits.namespace_max_crdts}"
             )
-        pending = 0 if entry is None else entry.grown
+        pending = 0 if entry is None else entry.grown + waiting
         if (
             limits.namespace_max_bytes
             and usage.bytes + pending + growth > limits.namespace_max_bytes
@@ -232,6 +235,14 @@ class Quotas:
         grown = entry.grown = entry.grown + growth
         if grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2:
             self._engine.resize(entry)
+
+
+def _pending_bytes(entry: Entry) -> int:
+    """What a Yjs document holds as pending (updates waiting for their
+    dependencies), which its measured state leaves out: counted as held, or
+    updates that never integrate would grow a document past every limit."""
+    crdt = entry.crdt
+    return crdt.pending_bytes() if isinstance(crdt, YDoc) else 0
 
 
 async def measure_unmeasured(store: Store, engine: Engine) -> int:

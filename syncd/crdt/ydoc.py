@@ -358,6 +358,12 @@ class YDoc:
         pending = [_pending(update, state_vector) for update in self._since]
         self._pending = [entry for entry in pending if entry is not None] or None
 
+    def pending_bytes(self) -> int:
+        """The bytes of what Yrs holds as pending: not in :meth:`state`, so
+        not in the measured size; the quotas add it (syncd/quotas.py)."""
+        pending = self._pending
+        return 0 if pending is None else sum(len(entry.update) for entry in pending)
+
     def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 

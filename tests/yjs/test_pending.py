@@ -99,3 +99,31 @@ async def test_a_deletion_that_waits_for_its_items_reaches_a_joiner(server: Runn
         reader.apply_update(got)
         reader.apply_update(first)  # "hello": its first five characters deleted
         assert str(reader.get("content", type=Text)) == ""
+
+
+async def test_updates_that_wait_count_against_the_size_limit(make_server: Any) -> None:
+    """A measured size leaves pending updates out: after one update was
+    refused at SERVICE_MAX_CRDT_BYTES, every later update of that writer
+    depends on it and waits, and they were all accepted (300 updates of 100
+    characters into a 4096-byte document, its usage still under 4096).
+    Pending bytes now count as held."""
+    server: RunningServer = await make_server(max_crdt_bytes=4096, rate_limit=100_000)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        headers = await issue(client)
+        doc: Doc[Any] = Doc()
+        text = doc.get("content", type=Text)
+        statuses: list[int] = []
+        for _ in range(300):
+            state = doc.get_state()
+            # 400 characters until one is refused (kept locally: what
+            # follows depends on it), then 100, which fit beside the measure.
+            text.insert(len(text), "y" * (100 if 413 in statuses else 400))
+            body = {"op": "update", "update": base64.b64encode(doc.get_update(state)).decode()}
+            r = await client.post(f"{CRDT}/ops", headers=headers, json=body)
+            statuses.append(r.status_code)
+            if r.status_code == 413 and statuses.count(413) == 2:
+                break
+            assert r.status_code in (200, 413), r.text
+        assert statuses[-1] == 413 and statuses.count(413) == 2, statuses
+        # Past the first refusal, the updates that wait fit in what is left.
+        assert len(statuses) - statuses.index(413) < 45, statuses
