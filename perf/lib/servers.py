@@ -34,8 +34,13 @@ LOAD_CORE = "1"
 
 
 def free_port() -> int:
+    """A port no socket is bound to on any address, not only on 127.0.0.1: some
+    peers listen on every address whatever they are told (@hocuspocus/server
+    3.4 passes ``address`` where Node reads ``host``), and a port free on
+    127.0.0.1 only was then in use (EADDRINUSE) after perf.studies.idle_connections
+    had bound many on 127.0.0.2 and up."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("", 0))
         return int(sock.getsockname()[1])
 
 
