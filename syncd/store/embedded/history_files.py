@@ -330,7 +330,7 @@ class HistoryFiles:
 
     def write(self, pos: int, data: bytes) -> None:
         number, offset = split(pos)
-        fd = self._fd(number)
+        fd = self._fd(number, create=True)
         view = memoryview(data)
         while view:
             n = os.pwrite(fd, view, offset)
@@ -513,13 +513,18 @@ class HistoryFiles:
     def _path(self, number: int) -> str:
         return os.path.join(self.directory, f"{number:020d}.hist")
 
-    def _fd(self, number: int) -> int:
+    def _fd(self, number: int, create: bool = False) -> int:
+        """Segment ``number``'s descriptor, opened once. Only a write creates a
+        segment: a read of one that is gone (a position gone stale) raises
+        FileNotFoundError, which callers take as damage, instead of leaving
+        an empty segment that a later start would scan."""
         fd = self._fds.get(number)
         if fd is None:
             with self._mutex:
                 fd = self._fds.get(number)
                 if fd is None:
                     path = self._path(number)
-                    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                    flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+                    fd = os.open(path, flags, 0o600)
                     self._fds[number] = fd
         return fd

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgpack
+import pytest
 
 from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import MAX_RECORD_BYTES, frame
@@ -99,3 +100,24 @@ def test_a_checkpoint_past_the_op_record_bound_is_read_with_the_frames_after_it(
     files.close()
     assert tags_on_disk(tmp_path) == [1, 2, 3]
     assert sum(p.stat().st_size for p in tmp_path.iterdir()) > MAX_RECORD_BYTES
+
+
+def test_a_read_of_a_segment_that_is_gone_raises_and_creates_nothing(tmp_path: Path) -> None:
+    files = HistoryFiles(str(tmp_path), SEGMENT_BYTES)
+    files.open()
+    append(files, [op_frame(tag) for tag in range(1, 7)])
+    files.close()
+    segments = sorted(tmp_path.glob("*.hist"))
+    files = HistoryFiles(str(tmp_path), SEGMENT_BYTES)
+    found = files.open()
+    first = found[0].pos
+    segments[0].unlink()  # as compaction deletes a segment a stale position points into
+    try:
+        with pytest.raises(FileNotFoundError):
+            files.read([first])
+        with pytest.raises(FileNotFoundError):
+            list(files.read_frames([first]))
+    finally:
+        files.close()
+    # Reads used to open it with O_CREAT: an empty segment a later start would scan.
+    assert not segments[0].exists()
