@@ -359,11 +359,27 @@ def _arguments(arguments: Any) -> dict[str, Any]:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
+            # RecursionError: nested deeper than the parser's recursion limit.
             raise _InputError("invalid_input", "the tool input is not valid JSON") from None
     if not isinstance(arguments, dict):
         raise _InputError("invalid_input", "the tool input must be a JSON object")
     return arguments
+
+
+def _json_value(arguments: Mapping[str, Any], name: str) -> Any:
+    """``arguments[name]`` if the service can take it as JSON: no NaN or
+    Infinity (Python's json reads them, the service's JSON has none), only JSON
+    types, not nested past the encoder's recursion limit."""
+    value = arguments[name]
+    try:
+        json.dumps(value, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        raise _InputError(
+            "invalid_input",
+            f"{name} must be a JSON value (no NaN or Infinity, not nested too deep)",
+        ) from None
+    return value
 
 
 def _only(arguments: Mapping[str, Any], allowed: set[str]) -> None:
@@ -393,14 +409,15 @@ def plan_op(tool: Tool, raw: Any) -> ops.Op | None:
         _only(arguments, {"value", "client_id"})
         if "value" not in arguments:
             raise _InputError("invalid_input", "value is required")
-        op = ops.lwwregister_set(arguments["value"])
-        if arguments.get("client_id") is not None:
-            op["client_id"] = arguments["client_id"]
+        op = ops.lwwregister_set(_json_value(arguments, "value"))
+        client_id = _seq(arguments, "client_id")
+        if client_id is not None:
+            op["client_id"] = client_id
         return op
     _only(arguments, {"element"})
     if "element" not in arguments:
         raise _InputError("invalid_input", "element is required")
-    return ops.orset_add(arguments["element"])
+    return ops.orset_add(_json_value(arguments, "element"))
 
 
 def _seq(arguments: Mapping[str, Any], name: str) -> int | None:
