@@ -18,10 +18,11 @@ import sys
 import tarfile
 import tempfile
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 from syncd.cli.command import Commands, add_command
 from syncd.cli.verify import verify_dir
@@ -60,10 +61,27 @@ def register(commands: Commands) -> None:
 
 
 def _default_url(env: Mapping[str, str]) -> str:
-    host, port = parse_bind(env.get("SERVICE_BIND") or DEFAULT_BIND)
+    """The server's URL from SERVICE_BIND; ValueError naming the setting when it is bad."""
+    bind = env.get("SERVICE_BIND") or DEFAULT_BIND
+    try:
+        host, port = parse_bind(bind)
+    except ValueError as exc:
+        raise ValueError(f"SERVICE_BIND {bind!r}: {exc} (or give --url)") from None
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def _bad_url(url: str) -> str | None:
+    """Why ``url`` cannot be the server's URL, or None."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (ValueError for a bad port)
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected http://host:port or https://host:port"
+    return None
 
 
 def _default_token(env: Mapping[str, str]) -> str | None:
@@ -86,7 +104,16 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not token:
         print("syncd backup: no admin token (--token or SERVICE_ADMIN_TOKEN)", file=sys.stderr)
         return 2
-    url = (args.url or _default_url(env)).rstrip("/") + "/v1/admin/backup"
+    try:
+        base = args.url or _default_url(env)
+    except ValueError as exc:
+        print(f"syncd backup: {exc}", file=sys.stderr)
+        return 2
+    problem = _bad_url(base)
+    if problem is not None:
+        print(f"syncd backup: --url {base!r}: {problem}", file=sys.stderr)
+        return 2
+    url = base.rstrip("/") + "/v1/admin/backup"
     query = []
     if args.max_rate is not None:
         query.append(f"max_rate={args.max_rate:g}")
@@ -98,13 +125,23 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         url, method="POST", data=b"", headers={"authorization": f"Bearer {token}"}
     )
     created = not dest.exists()
-    dest.mkdir(parents=True, exist_ok=True)
-    problem = _download(request, url, dest)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"syncd backup: cannot create {dest}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
+        problem = _download(request, url, dest)
+        if problem is None:
+            _fsync_tree(dest)
+    except OSError as exc:
+        # Writing the copy failed: a full disk, a file size limit, a directory
+        # that is not writable. What was written is no backup.
+        problem = f"cannot write the copy into {dest}: {exc.strerror or exc}"
     if problem is not None:
         print(f"syncd backup: {problem}", file=sys.stderr)
         _undo(dest, created)
         return 1
-    _fsync_tree(dest)
     return verify_dir(dest)
 
 
@@ -114,9 +151,11 @@ def _download(request: urllib.request.Request, url: str, dest: Path) -> str | No
         try:
             with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
                 while chunk := response.read(DOWNLOAD_CHUNK_BYTES):
-                    tar_file.write(chunk)
+                    _write(tar_file, chunk)
         except urllib.error.HTTPError as exc:
             return _refusal(url, exc.code, exc.read())
+        except _WriteError as exc:
+            raise exc.error from None  # the local copy, not the transfer: run() says so
         except OSError as exc:
             return f"{url}: {exc}"
         tar_file.seek(0)
@@ -126,6 +165,21 @@ def _download(request: urllib.request.Request, url: str, dest: Path) -> str | No
         except tarfile.TarError as exc:
             return f"the stream is not a whole tar ({exc})"
     return None
+
+
+class _WriteError(Exception):
+    """Writing the downloaded bytes failed (``error``), as opposed to reading them."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _write(file: IO[bytes], chunk: bytes) -> None:
+    try:
+        file.write(chunk)
+    except OSError as exc:
+        raise _WriteError(exc) from None
 
 
 def _refusal(url: str, status: int, body: bytes) -> str:
