@@ -44,10 +44,13 @@ def repeated(entry: Entry, op_id: str | None, seq: int) -> dict[str, Any] | None
     """The answer of a restore with this ``op_id`` applied already, or None."""
     if op_id is None:
         return None
-    seen = entry.op_ids.get(f"{op_id}/0")
-    if seen is None:
+    if entry.op_ids.get(f"{op_id}/0") is None:
         return None
-    return {"ok": True, "seq": seen[0], "restored": seq, "duplicate": True}
+    # The first answered the seq of its last op: the last one still remembered.
+    i, last = 0, 0
+    while (seen := entry.op_ids.get(f"{op_id}/{i}")) is not None:
+        i, last = i + 1, seen[0]
+    return {"ok": True, "seq": last, "restored": seq, "duplicate": True}
 
 
 async def apply_restore(
