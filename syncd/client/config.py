@@ -65,7 +65,11 @@ class ClientConfig:
         )
 
     def crdt_url(self, crdt_id: str, suffix: str = "") -> str:
-        return f"{self.namespace_url}/crdts/{quote(crdt_id, safe='')}{suffix}"
+        segment = quote(crdt_id, safe="")
+        if segment in (".", ".."):
+            # Valid ids, but dot segments: a URL would drop them (RFC 3986 5.2.4).
+            segment = segment.replace(".", "%2E")
+        return f"{self.namespace_url}/crdts/{segment}{suffix}"
 
     @property
     def namespace_url(self) -> str:
