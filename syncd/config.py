@@ -32,6 +32,9 @@ ParserChoice = Literal["auto", "h11", "httptools"]
 DEFAULT_BIND = "0.0.0.0:3000"
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_MAX_TOKEN_TTL_MS = 30 * 24 * 3600 * 1000
+# Past this a token's expires_at (now + ttl) no longer fits the 64-bit integer
+# a token encodes, and issuing one would fail; a century is limit enough.
+MAX_TOKEN_TTL_LIMIT_MS = 100 * 365 * 24 * 3600 * 1000
 DEFAULT_MAX_CONNECTIONS = 10_000
 # Time a client has to send a complete request head (and body) once it has
 # started one, or to send anything on a fresh connection: the slowloris bound.
@@ -160,7 +163,14 @@ def parse_bind(value: str) -> tuple[str, int]:
     return host, port
 
 
-def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
+def _int(
+    env: Mapping[str, str],
+    name: str,
+    default: int,
+    *,
+    minimum: int = 1,
+    maximum: int | None = None,
+) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -170,7 +180,16 @@ def _int(env: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -
         raise ConfigError(name, f"{raw!r} is not an integer") from None
     if value < minimum:
         raise ConfigError(name, f"must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(name, f"must be at most {maximum}, got {value}")
     return value
+
+
+def max_token_ttl_ms(env: Mapping[str, str]) -> int:
+    """``SERVICE_MAX_TOKEN_TTL_MS``, checked as the server checks it (also for ``syncd token``)."""
+    return _int(
+        env, "SERVICE_MAX_TOKEN_TTL_MS", DEFAULT_MAX_TOKEN_TTL_MS, maximum=MAX_TOKEN_TTL_LIMIT_MS
+    )
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -317,7 +336,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         admin_token=_opt(env, "SERVICE_ADMIN_TOKEN"),
         rate_limit=_int(env, "SERVICE_RATE_LIMIT", DEFAULT_RATE_LIMIT),
         max_body_bytes=_int(env, "SERVICE_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES),
-        max_token_ttl_ms=_int(env, "SERVICE_MAX_TOKEN_TTL_MS", DEFAULT_MAX_TOKEN_TTL_MS),
+        max_token_ttl_ms=max_token_ttl_ms(env),
         fsync=_choice(env, "SERVICE_FSYNC", "batch", ("batch", "always", "never")),  # type: ignore[arg-type]
         log_level=log_level,
         node_id=node_id,

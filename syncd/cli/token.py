@@ -23,9 +23,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from syncd.auth.issue import DEFAULT_MAX_TTL_MS, DEFAULT_TTL_MS, issue, parse_issue_body
+from syncd.auth.issue import DEFAULT_TTL_MS, issue, parse_issue_body
 from syncd.auth.tokens import SigningKey
 from syncd.cli.command import Commands, add_command, fail
+from syncd.config import ConfigError, max_token_ttl_ms
 from syncd.errors import ApiError
 
 PROG = "syncd token"
@@ -70,11 +71,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         key = SigningKey.from_hex(raw_key)
     except ValueError:
         return fail(PROG, "SERVICE_SIGNING_KEY must be 64 hexadecimal characters")
-    raw_max = env.get("SERVICE_MAX_TOKEN_TTL_MS")
     try:
-        max_ttl = int(raw_max) if raw_max else DEFAULT_MAX_TTL_MS
-    except ValueError:
-        return fail(PROG, "SERVICE_MAX_TOKEN_TTL_MS must be an integer")
+        max_ttl = max_token_ttl_ms(env)
+    except ConfigError as exc:
+        return fail(PROG, str(exc))
     body: dict[str, Any] = {"client_id": args.client_id}
     if args.ttl_ms is not None:
         body["ttl_ms"] = args.ttl_ms
@@ -85,6 +85,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             body["rules"] = json.loads(args.rules)
         except json.JSONDecodeError as e:
             return fail(PROG, f"--rules is not valid JSON: {e.msg}")
+        except RecursionError:
+            return fail(PROG, "--rules is nested too deeply")
     else:
         body["permissions"] = {"read": args.read, "write": args.write, "admin": args.admin}
     try:
