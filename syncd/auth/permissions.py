@@ -8,8 +8,9 @@ it to its own answer.
 Decisions (docs/permissions.md#v2-rules): V1 grants by any matching glob; a V1 ``admin`` may
 read and write every key of its namespace. V2 tries rules in order, skips a rule
 whose ``e`` has passed, and lets the first matching rule decide; a write rule's
-mask ``o`` (absent = all ops) must hold every bit of the op's mask. ``o`` on a
-read rule is ignored.
+mask ``o`` (absent = all ops) must hold every bit of the op's mask, and a
+mask of 0 refuses every write (even a check with an empty mask, as restore and
+revert make up front). ``o`` on a read rule is ignored.
 """
 
 from __future__ import annotations
@@ -323,4 +324,9 @@ class CompiledPermissions:
                 f"op not allowed by the rule's mask: rule {rule.pattern!r} allows "
                 f"0x{rule.mask:02x}, this {type_name} op needs 0x{mask:02x}"
             )
+        if rule.mask == 0:
+            # Allows no op at all, so no write: also for the up-front checks of
+            # restore and revert, which ask with an empty mask (that fits in
+            # every mask, 0 too).
+            return f"no write: rule {rule.pattern!r} allows no {type_name} op (its mask is 0)"
         return None
