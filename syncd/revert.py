@@ -353,6 +353,9 @@ class RevertService:
         held, oldest = await self._store.history_window(
             ns, crdt_id, entry.epoch, entry.seq, since, MAX_REVERT_WINDOW + 1
         )
+        # Deleted while it was read: its history went with it (404, not an
+        # empty window or a 410).
+        await self._same_life(ns, crdt_id, entry.epoch)
         start = oldest + 1 if since is None else since
         if start <= oldest:
             raise history_expired(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from syncd.crdt.base import Base
 from syncd.crdt.types import crdt_class
-from syncd.errors import bad_request, not_found
+from syncd.errors import ApiError, bad_request, not_found
 from syncd.history.reads import Writer, history_item, read_page
 from syncd.history.restore import apply_restore, check_restorable, repeated
 
@@ -91,9 +91,19 @@ class HistoryService:
         deltas after it. 410 ``history_expired`` when ``seq`` is older than
         retained."""
         entry = await self._entry(ns, crdt_id)
-        checkpoint, records = await self._store.history_base(
-            ns, crdt_id, entry.epoch, entry.seq, min(seq, entry.seq)
-        )
+        try:
+            checkpoint, records = await self._store.history_base(
+                ns, crdt_id, entry.epoch, entry.seq, min(seq, entry.seq)
+            )
+        except ApiError as error:
+            # A life deleted while it was read has no history left: that is
+            # 404, not 410 (as if the CRDT were there with less retained).
+            if error.code == "history_expired":
+                now = await self._entry(ns, crdt_id)
+                if now.epoch != entry.epoch:
+                    message = f"{ns}/{crdt_id} was deleted while its history was read"
+                    raise not_found(message) from error
+            raise
         state = checkpoint["state"] if checkpoint is not None else None
         return entry, Base(crdt_class(entry.type), state, [record["op"] for record in records])
 
@@ -122,6 +132,10 @@ class HistoryService:
         answered = repeated(entry, op_id, seq)
         if answered is not None:
             return answered
-        _, target = await self.state_at(ns, crdt_id, seq)
+        read, target = await self.state_at(ns, crdt_id, seq)
         entry = await self._entry(ns, crdt_id)  # the current one, after the wait
+        if entry.epoch != read.epoch:
+            # Deleted (and perhaps created again) while the past was read: that
+            # state is of a life that is gone, not one to bring into this one.
+            raise not_found(f"{ns}/{crdt_id} was deleted during the restore")
         return await apply_restore(self._service, entry, target, seq, principal, op_id, source)
