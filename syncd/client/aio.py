@@ -156,11 +156,13 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
     ) -> Answer:
         """:meth:`apply` with an ``op_id`` on every op (generated unless given),
         retried on connection failures, 429 and 503: applied exactly once."""
+        key = op_id or new_op_id()
+        # Once, before the first attempt: every attempt sends the same ops with
+        # the same op_ids (an iterator of ops would be empty on a retry).
+        sent = with_op_ids(body, key)
         return await with_retries(
-            lambda key: self.apply(
-                crdt_id, with_op_ids(body, key), return_state=return_state, origin=origin
-            ),
-            op_id=op_id or new_op_id(),
+            lambda _key: self.apply(crdt_id, sent, return_state=return_state, origin=origin),
+            op_id=key,
             attempts=attempts,
         )
 

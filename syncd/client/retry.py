@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, TypeVar
 
 from syncd.client.errors import ServiceError, TransportError
@@ -34,12 +34,19 @@ def new_op_id() -> str:
     return uuid.uuid4().hex
 
 
-def with_op_ids(body: Op | Sequence[Op], op_id: str) -> Op | list[Op]:
+def with_op_ids(body: Op | Iterable[Op], op_id: str) -> Op | list[Op]:
     """Copies of the op(s) with an ``op_id`` where they have none: ``op_id`` for
-    a single op, ``op_id.<i>`` for the i-th op of a batch."""
+    a single op, ``op_id.<i>`` for the i-th op of a batch (read once: an
+    iterator is consumed). What is not an op is left for the service to refuse
+    (400, as :meth:`apply` gets)."""
     if isinstance(body, dict):
         return body if "op_id" in body else {**body, "op_id": op_id}
-    return [op if "op_id" in op else {**op, "op_id": f"{op_id}.{i}"} for i, op in enumerate(body)]
+    if isinstance(body, str | bytes):
+        return [body]  # type: ignore[list-item]
+    return [
+        {**op, "op_id": f"{op_id}.{i}"} if isinstance(op, dict) and "op_id" not in op else op
+        for i, op in enumerate(body)
+    ]
 
 
 def retryable(exc: BaseException) -> bool:

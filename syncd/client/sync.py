@@ -140,11 +140,13 @@ class Client(OpHelpers[Answer]):
         op_id: str | None = None,
         origin: str | None = None,
     ) -> Answer:
+        key = op_id or new_op_id()
+        # Once, before the first attempt: every attempt sends the same ops with
+        # the same op_ids (an iterator of ops would be empty on a retry).
+        sent = with_op_ids(body, key)
         return with_retries_sync(
-            lambda key: self.apply(
-                crdt_id, with_op_ids(body, key), return_state=return_state, origin=origin
-            ),
-            op_id=op_id or new_op_id(),
+            lambda _key: self.apply(crdt_id, sent, return_state=return_state, origin=origin),
+            op_id=key,
             attempts=attempts,
         )
 
