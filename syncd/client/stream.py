@@ -95,6 +95,13 @@ _CODE_STATUS: Final = {
 }
 
 
+def check_ids(ids: Iterable[str]) -> None:
+    """TypeError for one id given where a list of ids is asked (a string is an
+    iterable of its characters, each of which is a valid id)."""
+    if isinstance(ids, str | bytes):
+        raise TypeError(f"ids must be a list of CRDT ids, not one string: [{ids!r}]")
+
+
 class _Lost(Exception):
     """The connection is gone or could not be made, and retrying may help."""
 
@@ -110,6 +117,7 @@ class _ResumingStream(ABC):
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
         self._client = client
+        check_ids(ids)
         self._tracker = ResumeTracker(dict.fromkeys(ids))
         if not self._tracker.ids:
             raise ValueError("subscribe to at least one id")

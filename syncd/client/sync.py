@@ -27,6 +27,7 @@ from syncd.client.errors import ServiceError, TransportError
 from syncd.client.helpers import OpHelpers
 from syncd.client.ops import Op
 from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_op_ids, with_retries_sync
+from syncd.client.stream import check_ids
 from syncd.client.token import wall_clock_ms
 
 Answer = dict[str, Any]
@@ -213,6 +214,7 @@ class Client(OpHelpers[Answer]):
 
     def subscribe(self, ids: Iterable[str], **options: Any) -> BlockingStream:
         """Deltas of ``ids`` over a resuming WebSocket, as a blocking iterator."""
+        check_ids(ids)
         id_list = list(ids)
         return BlockingStream(self._async_client, lambda c: c.subscribe(id_list, **options))
 
