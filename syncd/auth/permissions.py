@@ -9,8 +9,9 @@ Decisions (docs/permissions.md#v2-rules): V1 grants by any matching glob; a V1 `
 read and write every key of its namespace. V2 tries rules in order, skips a rule
 whose ``e`` has passed, and lets the first matching rule decide; a write rule's
 mask ``o`` (absent = all ops) must hold every bit of the op's mask, and a
-mask of 0 refuses every write (even a check with an empty mask, as restore and
-revert make up front). ``o`` on a read rule is ignored.
+mask that holds no op of the type (0, or bits of other types' ops) refuses
+every write to it (even a check with an empty mask, as restore and revert make
+up front). ``o`` on a read rule is ignored.
 """
 
 from __future__ import annotations
@@ -324,9 +325,24 @@ class CompiledPermissions:
                 f"op not allowed by the rule's mask: rule {rule.pattern!r} allows "
                 f"0x{rule.mask:02x}, this {type_name} op needs 0x{mask:02x}"
             )
-        if rule.mask == 0:
-            # Allows no op at all, so no write: also for the up-front checks of
-            # restore and revert, which ask with an empty mask (that fits in
-            # every mask, 0 too).
-            return f"no write: rule {rule.pattern!r} allows no {type_name} op (its mask is 0)"
+        if rule.mask is not None and not rule.mask & _op_bits(type_name):
+            # Allows no op of the type at all, so no write: also for the
+            # up-front checks of restore and revert, which ask with an empty
+            # mask (that fits in every mask, 0 too).
+            return f"no write: rule {rule.pattern!r} allows 0x{rule.mask:02x}, no {type_name} op"
         return None
+
+
+def _op_bits(type_name: str) -> int:
+    """The OR of the op-mask bits of ``type_name``'s ops (every bit for a type
+    this does not know). Imported here, not at the top: clients import this
+    module (through the token codec) and need none of the CRDT types."""
+    from syncd.crdt.types import TYPES
+
+    cls = TYPES.get(type_name)
+    if cls is None:
+        return MAX_MASK
+    bits = 0
+    for bit in cls.OPS.values():
+        bits |= bit
+    return bits

@@ -1,5 +1,6 @@
 """A write rule with ``"o": 0`` allows no op at all (docs/permissions.md#op-masks),
-so it grants no write permission: restore and revert, which need write
+nor does one whose mask holds only bits of other types' ops, so it grants no
+write permission: restore and revert, which need write
 permission for the id (docs/http-api.md), are 403 for a token whose deciding
 rule is such a rule, on a real server.
 
@@ -13,20 +14,22 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.http.support import ADMIN_HEADERS, issue, op
 
-DENY_REGISTERS = {"r": [{"p": "*"}], "w": [{"p": "lw:*", "o": 0}, {"p": "*"}]}
 
-
-async def test_a_zero_mask_rule_grants_no_restore_or_revert(server: Any) -> None:
+# lwwregister has one op, set (0x01): "o": 2 allows none of them either.
+@pytest.mark.parametrize("mask", [0, 2])
+async def test_a_rule_allowing_no_op_grants_no_restore_or_revert(server: Any, mask: int) -> None:
+    deny_registers = {"r": [{"p": "*"}], "w": [{"p": "lw:*", "o": mask}, {"p": "*"}]}
     async with httpx.AsyncClient(base_url=server.url) as client:
         r = await op(client, ADMIN_HEADERS, "lw:r", {"op": "set", "value": "v"})
         assert r.status_code == 200, r.text
         seq = r.json()["seq"]
         r = await op(client, ADMIN_HEADERS, "or:c", {"op": "add", "element": "x"})
         assert r.status_code == 200, r.text
-        token = await issue(client, client_id=9, rules=DENY_REGISTERS)
+        token = await issue(client, client_id=9, rules=deny_registers)
         base = "/v1/namespaces/app/crdts"
         for path, body in [
             (f"{base}/lw:r/restore", {"seq": seq}),  # restores nothing: no op
