@@ -396,7 +396,9 @@ def plan_op(tool: Tool, raw: Any) -> ops.Op | None:
         return None
     if tool.action == "increment":
         _only(arguments, {"amount"})
-        amount = arguments.get("amount", 1)
+        amount = arguments.get("amount")
+        if amount is None:  # absent or null: the default
+            amount = 1
         if type(amount) is float and amount.is_integer():
             amount = int(amount)  # some models write 3.0
         if type(amount) is not int or not 1 <= amount <= MAX_AMOUNT:
@@ -462,7 +464,9 @@ def plan_history(raw: Any) -> HistoryCall:
     """What a history call asks; _InputError on bad input."""
     arguments = _arguments(raw)
     _only(arguments, {"at", "before", "limit", "client_id", "origin"})
-    limit = arguments.get("limit", 10)
+    limit = arguments.get("limit")
+    if limit is None:  # absent or null, as for the other optional fields
+        limit = 10
     if type(limit) is float and limit.is_integer():
         limit = int(limit)
     if type(limit) is not int or not 1 <= limit <= MAX_HISTORY_LIMIT:
@@ -470,7 +474,22 @@ def plan_history(raw: Any) -> HistoryCall:
             "invalid_input", f"limit must be a whole number from 1 to {MAX_HISTORY_LIMIT}"
         )
     client_id, origin = _writer(arguments)
-    return HistoryCall(_seq(arguments, "at"), _seq(arguments, "before"), limit, client_id, origin)
+    at, before = _seq(arguments, "at"), _seq(arguments, "before")
+    if at is not None:
+        listing = [
+            name
+            for name in ("before", "limit", "client_id", "origin")
+            if arguments.get(name) is not None
+        ]
+        if listing:
+            # They choose changes to list; 'at' reads one value: silently
+            # dropping them would answer a question the model did not ask.
+            raise _InputError(
+                "invalid_input",
+                f"'at' reads the value at a version and cannot be combined with "
+                f"{', '.join(listing)} (which list changes): call without 'at' for those",
+            )
+    return HistoryCall(at, before, limit, client_id, origin)
 
 
 def plan_revert(raw: Any) -> RevertCall:
