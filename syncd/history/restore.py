@@ -6,8 +6,9 @@ A restore is not a rewind. The type says which ops turn its current state
 into the target state (``Crdt.restore_ops``), and those ops are applied
 through the service like any client's (:meth:`CrdtService.apply_ops`):
 permission-checked, durable, replicated, broadcast, with webhooks, and merged
-with concurrent edits as CRDT ops are. They go in batches of at most
-``MAX_BATCH_OPS``, the engine's bound for one request.
+with concurrent edits as CRDT ops are. They go in one request whatever their
+count (not a client's ``MAX_BATCH_OPS``): all of them or none, so a restore
+refused part way (a quota) can be sent again with its ``op_id``.
 
 With an ``op_id`` the ops carry ``<op_id>/<i>``; a restore whose first op id
 the engine has seen already answers as the first did (:func:`repeated`), so a
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from syncd.crdt.engine import MAX_BATCH_OPS
 from syncd.crdt.types import crdt_class
 from syncd.errors import not_restorable
 
@@ -69,12 +69,9 @@ async def apply_restore(
         return {"ok": True, "seq": entry.seq, "applied": 0, "restored": seq}
     if op_id is not None:
         ops = [{**op, "op_id": f"{op_id}/{i}"} for i, op in enumerate(ops)]
-    applied = 0
-    last = entry.seq
-    for start in range(0, len(ops), MAX_BATCH_OPS):
-        result = await service.apply_ops(
-            entry.ns, entry.id, ops[start : start + MAX_BATCH_OPS], principal, source
-        )
-        applied += result.applied
-        last = result.seq
-    return {"ok": True, "seq": last, "applied": applied, "restored": seq}
+    # One request, so one commit, whatever the count (not a client's
+    # MAX_BATCH_OPS), as a revert's: an op refused part way (a quota) leaves
+    # none of them applied, and the same request again, op_id and all,
+    # applies them whole instead of answering a repeat of a part.
+    result = await service.apply_ops(entry.ns, entry.id, ops, principal, source, most=len(ops))
+    return {"ok": True, "seq": result.seq, "applied": result.applied, "restored": seq}
