@@ -347,6 +347,14 @@ class Authenticator:
         if denial is not None:
             raise forbidden(denial)
 
+    def check_may_write(self, principal: Principal, crdt_id: str) -> None:
+        """403 unless some write to ``crdt_id`` may be allowed, whatever its
+        type: the check a route makes before it looks the CRDT up (restore,
+        revert), so that an id the principal may not write is 403 whether or
+        not it exists (a 404 would tell it which ids exist). The route checks
+        again with the type and the ops' mask."""
+        self.check_write(principal, crdt_id, "", 0)
+
     def is_admin(self, principal: Principal, ns: str | None) -> bool:
         """The root admin, or a V1 admin token of namespace ``ns``."""
         if principal.root:

@@ -329,7 +329,8 @@ class CompiledPermissions:
             # Allows no op of the type at all, so no write: also for the
             # up-front checks of restore and revert, which ask with an empty
             # mask (that fits in every mask, 0 too).
-            return f"no write: rule {rule.pattern!r} allows 0x{rule.mask:02x}, no {type_name} op"
+            ops = f"{type_name} op" if type_name else "op"
+            return f"no write: rule {rule.pattern!r} allows 0x{rule.mask:02x}, no {ops}"
         return None
 
 

@@ -83,6 +83,8 @@ def register(
         if op_id is not None and (type(op_id) is not str or not 1 <= len(op_id) <= MAX_OP_ID):
             raise bad_request(f"op_id: must be a string of 1 to {MAX_OP_ID} characters")
         # Write permission on the id, before any work (each op is checked again).
+        # First without the type: an id it may not write is 403 even when absent.
+        auth.check_may_write(principal, crdt_id)
         auth.check_write(principal, crdt_id, await history.type_of(ns, crdt_id), 0)
         return json_response(await history.restore(ns, crdt_id, seq, principal, op_id, "http"))
 

@@ -65,6 +65,8 @@ def register(
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         writer, since, until, op_id = parse_body(request.json(json_max_depth))
         # Write permission on the id, before any work (each op is checked again).
+        # First without the type: an id it may not write is 403 even when absent.
+        auth.check_may_write(principal, crdt_id)
         auth.check_write(principal, crdt_id, await reverts.type_of(ns, crdt_id), 0)
         return json_response(
             await reverts.revert(ns, crdt_id, writer, since, until, principal, op_id, "http")
