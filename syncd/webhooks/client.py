@@ -14,7 +14,7 @@ import asyncio
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import h11
 
@@ -95,6 +95,22 @@ def parse_url(url: str) -> Target:
         target = f"{target}?{parts.query}"
     if any(c in target for c in " \r\n\t"):
         raise ValueError(f"webhook URL {url!r} has whitespace in its path")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in netloc + target):
+        raise ValueError(f"webhook URL {url!r} has a control character")
+    if not netloc.isascii():
+        # An internationalized host name goes on the wire in its IDNA form,
+        # as it is looked up; a request head is ASCII.
+        try:
+            ascii_host = host.encode("idna").decode("ascii")
+        except UnicodeError as exc:
+            raise ValueError(
+                f"webhook URL {url!r} has a host name IDNA cannot encode: {exc}"
+            ) from None
+        host = ascii_host
+        netloc = ascii_host if parts.port is None else f"{ascii_host}:{parts.port}"
+    if not target.isascii():
+        # Percent-encode what is not ASCII (as UTF-8), as a browser would.
+        target = quote(target, safe="".join(chr(c) for c in range(0x21, 0x7F)))
     return Target(
         scheme=scheme,
         host=host,
