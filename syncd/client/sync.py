@@ -253,10 +253,17 @@ class BlockingStream:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
         self._started = threading.Event()
+        self._open_error: Exception | None = None
         self._ended = False
         self._thread = threading.Thread(target=self._run, name="syncd-stream", daemon=True)
         self._thread.start()
         self._started.wait()
+        if self._open_error is not None:
+            # Bad arguments (no ids, an unknown option): raised here, as the
+            # async client raises them when the stream is made.
+            self._thread.join()
+            self._ended = True
+            raise self._open_error
 
     def _run(self) -> None:
         asyncio.run(self._main())
@@ -264,11 +271,20 @@ class BlockingStream:
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        self._started.set()
         error: BaseException | None = None
-        client = self._make_client()
+        client: AsyncClient | None = None
         try:
-            async with self._open_stream(client) as stream:
+            client = self._make_client()
+            opened = self._open_stream(client)
+        except Exception as exc:
+            self._open_error = exc
+            if client is not None:
+                await client.aclose()
+            self._started.set()
+            return
+        self._started.set()
+        try:
+            async with opened as stream:
                 async for delta in stream:
                     await asyncio.to_thread(self._queue.put, delta)
         except asyncio.CancelledError:
