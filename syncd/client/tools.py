@@ -295,10 +295,18 @@ def build_tools(crdts: Iterable[tuple[str, str]]) -> list[Tool]:
     """The tools for ``(crdt_id, type)`` pairs, in order; ValueError for an
     invalid CRDT id, an unknown type, a repeated id, two ids with the same tool
     names, or a tool name over :data:`MAX_TOOL_NAME_LEN`."""
+    if isinstance(crdts, Mapping | str):
+        raise ValueError(
+            f"tool CRDTs are (crdt_id, type) pairs, not a {type(crdts).__name__}"
+            + (": pass list(mapping.items())" if isinstance(crdts, Mapping) else "")
+        )
     tools: list[Tool] = []
     seen: set[str] = set()
     names: dict[str, str] = {}
-    for crdt_id, crdt_type in crdts:
+    for pair in crdts:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise ValueError(f"tool CRDTs are (crdt_id, type) pairs, not {pair!r}")
+        crdt_id, crdt_type = pair
         if not isinstance(crdt_id, str):
             raise ValueError(f"tool CRDT id {crdt_id!r}: a string is required")
         try:
