@@ -129,6 +129,8 @@ class HistoryService:
         """Apply the ops that make the current state equal the state at ``seq``."""
         entry = await self._entry(ns, crdt_id)
         check_restorable(entry)
+        if seq > entry.seq:  # named as the restore's body names it, not as ?at=
+            raise bad_request(f"seq: seq {seq} is in the future (the CRDT is at seq {entry.seq})")
         answered = repeated(entry, op_id, seq)
         if answered is not None:
             return answered

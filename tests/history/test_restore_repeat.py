@@ -35,3 +35,16 @@ async def test_a_repeated_restore_of_several_ops_answers_the_first_seq(
         read = await client.get(f"{BASE}/rg:t", headers=h)
         assert read.json()["seq"] == first.json()["seq"]
         assert read.json()["text"] == "ab"
+
+
+async def test_a_restore_to_a_future_seq_names_its_seq_field(server: RunningServer) -> None:
+    """400 naming the body's ``seq``, not ``at`` (the read's query parameter)."""
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        assert (await op(client, h, "pn:c", {"op": "increment"})).is_success
+        r = await client.post(f"{BASE}/pn:c/restore", json={"seq": 5}, headers=h)
+        assert r.status_code == 400, r.text
+        assert r.json() == {
+            "error": "bad_request",
+            "message": "seq: seq 5 is in the future (the CRDT is at seq 1)",
+        }
