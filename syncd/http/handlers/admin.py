@@ -167,8 +167,15 @@ async def _stream(sink: StreamSink, plan: Plan, max_rate: float | None) -> None:
             if not stopped.is_set():
                 asyncio.run_coroutine_threadsafe(pieces.put(None), loop)
 
+    closed: asyncio.Future[None] = loop.create_future()
+
+    def close() -> None:
+        wake()
+        if not closed.done():
+            closed.set_result(None)
+
     sink.on_drain(wake)
-    sink.on_close(wake)
+    sink.on_close(close)
     producer = loop.run_in_executor(None, produce)
     try:
         while not sink.closed:
@@ -183,7 +190,11 @@ async def _stream(sink: StreamSink, plan: Plan, max_rate: float | None) -> None:
             if max_rate is not None:
                 ahead = sent / max_rate - (loop.time() - started)
                 if ahead > 0:
-                    await asyncio.sleep(ahead)
+                    # Ended by the connection's close too: at a rate slow
+                    # enough, the pause outlasts the client, and the store
+                    # stays held (snapshots, and a stopping server's close,
+                    # wait for the backup) until it ends.
+                    await asyncio.wait((closed,), timeout=ahead)
     finally:
         stopped.set()
         with contextlib.suppress(asyncio.QueueEmpty):

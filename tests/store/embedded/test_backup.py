@@ -145,6 +145,28 @@ async def test_a_client_leaving_mid_backup_releases_the_store(make_server: Any) 
     await asyncio.wait_for(server.app.store.compact_now(), 10)
 
 
+async def test_a_client_leaving_a_very_slow_backup_releases_the_store_at_once(
+    make_server: Any,
+) -> None:
+    server: RunningServer = await make_server()
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        for i in range(20):
+            await op(client, h, "or:big", {"op": "add", "element": f"{i:04d}" + "x" * 30000})
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(  # about one byte a second: the pause after the first piece is days long
+        b"POST /v1/admin/backup?max_rate=0.000001 HTTP/1.1\r\nhost: x\r\n"
+        + f"authorization: Bearer {ADMIN}\r\ncontent-length: 0\r\n\r\n".encode()
+    )
+    await writer.drain()
+    assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+    await reader.read(1000)
+    writer.close()
+    # The pause ends with the connection (it used to sleep on, holding the
+    # store: snapshots, and a stopping server's close, waited for good).
+    await asyncio.wait_for(server.app.store.compact_now(), 10)
+
+
 async def test_verify_finds_damage_and_changes_nothing(make_server: Any, tmp_path: Path) -> None:
     server: RunningServer = await make_server()
     async with httpx.AsyncClient(base_url=server.url) as client:
