@@ -58,6 +58,13 @@ DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 # Graceful shutdown gives queued webhook events this long to go out.
 DEFAULT_WEBHOOK_DRAIN_S = 5.0
 DEFAULT_JSON_MAX_DEPTH = 64
+# The longest any timeout or interval setting may be: a day. Past it a
+# timeout protects nothing (a slow client may hold its socket for days), and
+# "inf" or "1e999" would switch the bound off altogether.
+MAX_DURATION_S = 86_400.0
+# The largest memory budget (MB) taken: 16 TiB, beyond any machine syncd
+# runs on; "inf" is refused rather than read as "no budget".
+MAX_MEMORY_BUDGET_MB = 16.0 * 1024 * 1024
 
 # Older signing keys whose tokens still verify (key rotation). Each bad token
 # costs one ed25519 verify per key (~60 us each), so a long list would make
@@ -192,7 +199,9 @@ def max_token_ttl_ms(env: Mapping[str, str]) -> int:
     )
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(
+    env: Mapping[str, str], name: str, default: float, *, maximum: float = MAX_DURATION_S
+) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -202,6 +211,10 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(name, f"{raw!r} is not a number") from None
     if not value > 0:
         raise ConfigError(name, f"must be positive, got {raw}")
+    # ``float()`` takes "inf" and "1e999": an infinite timeout or budget is no
+    # limit at all, which no setting here is meant to allow.
+    if not value <= maximum:
+        raise ConfigError(name, f"must be at most {maximum:g}, got {raw}")
     return value
 
 
@@ -358,7 +371,12 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         namespace_max_crdts=_int(env, "SERVICE_NAMESPACE_MAX_CRDTS", 0, minimum=0),
         namespace_max_bytes=_int(env, "SERVICE_NAMESPACE_MAX_BYTES", 0, minimum=0),
         op_id_ttl_s=_int(env, "SERVICE_OP_ID_TTL_S", OP_ID_TTL_MS // 1000, minimum=0),
-        memory_budget_mb=_float(env, "SERVICE_MEMORY_BUDGET_MB", DEFAULT_MEMORY_BUDGET_MB),
+        memory_budget_mb=_float(
+            env,
+            "SERVICE_MEMORY_BUDGET_MB",
+            DEFAULT_MEMORY_BUDGET_MB,
+            maximum=MAX_MEMORY_BUDGET_MB,
+        ),
         json_max_depth=_int(env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH),
         metrics_max_crdt_series=_int(
             env, "SERVICE_METRICS_MAX_CRDT_SERIES", DEFAULT_MAX_CRDT_SERIES, minimum=0

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from syncd.config import ConfigError, Settings, from_env, parse_bind
+from syncd.config import (
+    MAX_DURATION_S,
+    MAX_MEMORY_BUDGET_MB,
+    ConfigError,
+    Settings,
+    from_env,
+    parse_bind,
+)
 
 
 def test_defaults() -> None:
@@ -101,6 +108,19 @@ def test_metrics_max_crdt_series_may_be_zero() -> None:
         ("SERVICE_WAL_PUB", "bad pub"),
         ("SERVICE_NODE_ID", "a/b"),
         ("SERVICE_HEADER_TIMEOUT_S", "0"),
+        ("SERVICE_HEADER_TIMEOUT_S", "inf"),
+        ("SERVICE_HEADER_TIMEOUT_S", "1e999"),
+        ("SERVICE_HEADER_TIMEOUT_S", "nan"),
+        ("SERVICE_HEADER_TIMEOUT_S", "86400.5"),
+        ("SERVICE_WS_PING_S", "Infinity"),
+        ("SERVICE_SSE_PING_S", "-inf"),
+        ("SERVICE_SEND_TIMEOUT_S", "1e300"),
+        ("SERVICE_KEEPALIVE_TIMEOUT_S", "inf"),
+        ("SERVICE_SHUTDOWN_TIMEOUT_S", "inf"),
+        ("SERVICE_WEBHOOK_DRAIN_S", "inf"),
+        ("SERVICE_MEMORY_BUDGET_MB", "inf"),
+        ("SERVICE_MEMORY_BUDGET_MB", "1e999"),
+        ("SERVICE_MEMORY_BUDGET_MB", "16777216.5"),
         ("SERVICE_DEMO", "maybe"),
         ("SERVICE_ACCESS_LOG", "sometimes"),
         ("SERVICE_METRICS_MAX_CRDT_SERIES", "-1"),
@@ -180,3 +200,15 @@ def test_the_access_log_is_off_unless_turned_on() -> None:
     assert from_env({}).access_log is False
     assert from_env({"SERVICE_ACCESS_LOG": "true"}).access_log is True
     assert from_env({"SERVICE_ACCESS_LOG": "0"}).access_log is False
+
+
+def test_durations_and_the_memory_budget_are_taken_up_to_their_maximum() -> None:
+    """The limit itself is accepted; only past it (or not finite) is refused."""
+    config = from_env(
+        {
+            "SERVICE_HEADER_TIMEOUT_S": str(MAX_DURATION_S),
+            "SERVICE_MEMORY_BUDGET_MB": str(MAX_MEMORY_BUDGET_MB),
+        }
+    )
+    assert config.header_timeout_s == MAX_DURATION_S
+    assert config.memory_budget_mb == MAX_MEMORY_BUDGET_MB
