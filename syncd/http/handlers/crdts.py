@@ -13,7 +13,7 @@ from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
-from syncd.http.handlers.history import parse_seq
+from syncd.http.handlers.history import known_query, parse_seq
 from syncd.http.request import Request
 from syncd.http.response import Deferred, Response, json_response
 from syncd.http.router import Router
@@ -24,6 +24,20 @@ MAX_LIST_LIMIT: Final = 1000
 DEFAULT_LIST_LIMIT: Final = 100
 MAX_ROOT_NAME: Final = 256
 """A Yjs root type's name in ``?root=``: editors use short names (``default``, ``content``)."""
+READ_PARAMS: Final = ("at", "format", "root", "as")
+FULL_FORMAT: Final = "crdt"
+"""``?format=``'s one value: the mergeable state instead of the view."""
+
+
+def wants_full(query: Mapping[str, str]) -> bool:
+    """``?format=crdt``: True; absent: False; anything else 400 (not the view
+    unasked, which a client would take for the state it asked for)."""
+    value = query.get("format")
+    if value is None:
+        return False
+    if value != FULL_FORMAT:
+        raise bad_request(f"format: {FULL_FORMAT} is the only one (leave it out for the view)")
+    return True
 
 
 def register(
@@ -43,10 +57,10 @@ def register(
         auth.check_read(principal, crdt_id)
         full = False
         if request.query_string:
-            query = request.query
-            if "root" in query:
+            query = known_query(request, READ_PARAMS)
+            if "root" in query or "as" in query:
                 return read_root(ns, crdt_id, query)
-            full = query.get("format") == "crdt"
+            full = wants_full(query)
             if "at" in query:
                 return read_at(ns, crdt_id, parse_seq(query["at"], "at"), full)
         if (ns, crdt_id) not in engine and loads_on_demand():
@@ -74,9 +88,17 @@ def register(
         """``?root=NAME&as=text|map|array|xml`` on a Yjs document: one root type as JSON."""
         kind_of_id = type_for_id(crdt_id)
         if kind_of_id != YDoc.TYPE:
+            asked = "root" if "root" in query else "as"
             raise type_mismatch(
-                f"root: {crdt_id!r} is {kind_of_id or 'not a typed id'}; only Yjs documents "
+                f"{asked}: {crdt_id!r} is {kind_of_id or 'not a typed id'}; only Yjs documents "
                 "(yd: ids) have root types"
+            )
+        if "root" not in query:
+            raise bad_request(f"root: required with as (?root=NAME&as={'|'.join(ROOT_KINDS)})")
+        if "format" in query:
+            raise bad_request(
+                "format: not with root (a root view is JSON of one root type; "
+                "format=crdt reads the whole document's state)"
             )
         name, kind = query["root"], query.get("as", "text")
         if not name or len(name) > MAX_ROOT_NAME:

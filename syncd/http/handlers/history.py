@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections import Counter
+from collections.abc import Collection
+from typing import Any, Final
+from urllib.parse import parse_qsl
 
 from syncd.auth.authenticator import Authenticator
 from syncd.auth.tokens import MAX_CLIENT_ID
@@ -24,12 +27,48 @@ MAX_OP_ID = OP_ID_MAX_LEN - 8
 _MAX_SEQ_DIGITS = 18
 """A seq is a signed 64-bit integer in the stores; longer text is not one."""
 
+MAX_QUERY_SEQ: Final = 10**_MAX_SEQ_DIGITS - 1
+"""The largest seq a query may name (``?at=``, ``?before=``), as the OpenAPI document says."""
+
+HISTORY_PARAMS: Final = ("before", "limit", "client_id", "origin")
+RESTORE_FIELDS: Final = ("seq", "op_id")
+
+_OTHER_ROUTES_PAGING: Final = ("since", "at", "cursor")
+"""What the event stream (``since``), the read (``at``) and the listing
+(``cursor``) take, and ``/history`` does not: a client that sends one means a
+page it would not get, so it is refused instead of answered with the newest."""
+
 
 def parse_seq(text: str | None, name: str) -> int:
-    """A non-negative integer query or body value, or 400 naming it."""
+    """A seq in a query (0 to ``MAX_QUERY_SEQ``), or 400 naming it."""
     if text is None or not (text.isascii() and text.isdigit()) or len(text) > _MAX_SEQ_DIGITS:
-        raise bad_request(f"{name}: a non-negative integer seq is required")
+        raise bad_request(f"{name}: an integer seq from 0 to {MAX_QUERY_SEQ} is required")
     return int(text)
+
+
+def parse_limit(text: str) -> int:
+    """A ``/history`` page size (1 to ``MAX_HISTORY_LIMIT``), or 400 naming it."""
+    if (
+        not (text.isascii() and text.isdigit())
+        or len(text) > len(str(MAX_HISTORY_LIMIT))  # so int() never sees a huge text
+        or not 1 <= int(text) <= MAX_HISTORY_LIMIT
+    ):
+        raise bad_request(f"limit: an integer from 1 to {MAX_HISTORY_LIMIT} is required")
+    return int(text)
+
+
+def known_query(request: Request, names: Collection[str]) -> dict[str, str]:
+    """The query (the first value of each name); 400 for any of ``names``
+    given more than once, since which one was meant is a guess. Other names
+    may repeat: a route ignores what it does not know (a cache buster)."""
+    query = request.query
+    # Each non-empty piece is one parameter: no more pieces than names, no repeat.
+    if sum(1 for piece in request.query_string.split("&") if piece) > len(query):
+        counts = Counter(key for key, _ in parse_qsl(request.query_string, keep_blank_values=True))
+        for name in names:
+            if counts[name] > 1:
+                raise bad_request(f"{name}: given more than once")
+    return query
 
 
 def parse_client_id(text: str) -> int:
@@ -54,13 +93,15 @@ def register(
         crdt_id = check_crdt_id(request.params["id"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         auth.check_read(principal, crdt_id)
-        query = request.query if request.query_string else {}
+        query = known_query(request, HISTORY_PARAMS) if request.query_string else {}
+        for name in _OTHER_ROUTES_PAGING:
+            if name in query:
+                raise bad_request(
+                    f"{name}: not a /history parameter; pages go newest first, "
+                    "each older one from before=<the previous page's next>"
+                )
         before = parse_seq(query["before"], "before") if "before" in query else None
-        limit = DEFAULT_HISTORY_LIMIT
-        if "limit" in query:
-            limit = parse_seq(query["limit"], "limit")
-            if not 1 <= limit <= MAX_HISTORY_LIMIT:
-                raise bad_request(f"limit must be an integer from 1 to {MAX_HISTORY_LIMIT}")
+        limit = parse_limit(query["limit"]) if "limit" in query else DEFAULT_HISTORY_LIMIT
         writer = None
         if "client_id" in query or "origin" in query:
             writer = Writer(
@@ -76,6 +117,10 @@ def register(
         body: Any = request.json(json_max_depth)
         if type(body) is not dict:
             raise bad_request('body: an object {"seq": N} is required')
+        unknown = sorted(str(key) for key in body if key not in RESTORE_FIELDS)
+        if unknown:  # a misspelt op_id would otherwise make a retry apply twice
+            fields = ", ".join(RESTORE_FIELDS)
+            raise bad_request(f"{unknown[0]}: unknown field; a restore takes {fields}")
         seq = json_int(body.get("seq"))
         if seq is None or seq < 0:
             raise bad_request("seq: a non-negative integer is required")
