@@ -19,19 +19,21 @@ each op's *growth bound* (``Entry.grown``): its own encoded size plus
 :data:`OP_GROWTH_OVERHEAD`, and measures again once that passes a quarter
 of the size (4 KiB at least, :data:`REMEASURE_MIN_BYTES`). Ops that only take something away
 (:data:`TRIMMING_OPS`) count nothing and are never refused, so a full CRDT
-can always be trimmed; a Yjs update that only deletes (no items) may pass
-the CRDT limit by a bounded headroom (:data:`DELETION_HEADROOM_DIVISOR`), its
-growth counted at :data:`DELETION_RANGE_GROWTH` per range. What a Yjs
-document holds as pending (updates waiting for a dependency, which its
-state leaves out) counts as held, on top of the measure. The check adds the op's bound to the size and what
-was counted since the measure; when that would pass the CRDT's limit, the
-CRDT is measured again first, so an op is refused only on the measured
-state.
+can always be trimmed; a Yjs update that only deletes what the document
+holds (no items) may pass the CRDT limit, or the namespace's bytes, by a
+bounded headroom (:data:`DELETION_HEADROOM_DIVISOR`), its growth counted at
+:data:`DELETION_RANGE_GROWTH` per range. What a Yjs document holds as
+pending (updates waiting for a dependency, which its state leaves out)
+counts as held, on top of the measure. The check adds the op's bound to
+the size and what was counted since the measure; when that would pass the
+CRDT's limit or the namespace's bytes, the CRDT is measured again first, so
+an op is refused only on the measured state.
 
 Namespace figures come from the store (``Store.usage``): the count of live
 CRDTs and the sum of their sizes as last measured (the engine hands each
-measure to ``Store.note_size``), so they lag by at most one CRDT's counted
-growth, which the check of that CRDT adds back.
+measure to ``Store.note_size``), so they lag each CRDT's counted growth
+since its measure: the check of an op adds back its own CRDT's, not the
+others' (a namespace may pass its bytes by those, docs/operations.md#quotas).
 
 Everything is checked before the engine applies anything, so a refused op
 changes nothing: no partial batch, no record, and the connection stays
@@ -163,22 +165,11 @@ class Quotas:
         if growth == 0:
             return 0
         limits = self.limits
-        engine = self._engine
-        entry = engine.lookup((plan.ns, plan.id))
+        entry = self._engine.lookup((plan.ns, plan.id))
         waiting = 0 if entry is None else _pending_bytes(entry)
-        held = 0 if entry is None else entry.state_bytes + entry.grown + waiting
-        if limits.max_crdt_bytes and held + growth > limits.max_crdt_bytes:
-            if entry is not None and (entry.grown or entry.unsized_ops):
-                engine.resize(entry)  # refuse on the measured state only
-                held = entry.state_bytes + waiting
-            if held + growth > limits.max_crdt_bytes:
-                deleting = self._deletion_growth(plan, entry, held)
-                if deleting is None:
-                    raise crdt_too_large(
-                        f"{plan.id!r} holds {held} bytes; this op would take it past "
-                        f"SERVICE_MAX_CRDT_BYTES ({limits.max_crdt_bytes})"
-                    )
-                growth = max(growth, deleting)
+        moved = 0  # how far a measure here moved the CRDT's size from what usage holds
+        if limits.max_crdt_bytes:
+            growth, moved = self._check_crdt(plan, entry, waiting, growth)
         if usage is None:
             return growth
         if (
@@ -190,29 +181,76 @@ class Quotas:
                 f"namespace {plan.ns!r} holds {usage.crdts} CRDTs: "
                 f"SERVICE_NAMESPACE_MAX_CRDTS is {limits.namespace_max_crdts}"
             )
-        pending = 0 if entry is None else entry.grown + waiting
-        if (
-            limits.namespace_max_bytes
-            and usage.bytes + pending + growth > limits.namespace_max_bytes
-        ):
-            raise quota_exceeded(
-                f"namespace {plan.ns!r} holds {usage.bytes + pending} bytes; this op would "
-                f"take it past SERVICE_NAMESPACE_MAX_BYTES ({limits.namespace_max_bytes})"
-            )
+        if limits.namespace_max_bytes:
+            growth = self._check_namespace(plan, entry, waiting, growth, usage.bytes + moved)
         return growth
 
-    def _deletion_growth(self, plan: Plan, entry: Entry | None, held: int) -> int | None:
-        """A Yjs plan past the CRDT limit whose updates only delete what the
-        document holds: their growth bound when it fits within the limit and
-        :data:`DELETION_HEADROOM_DIVISOR`, else None (refused). Deleting inside an item
-        splits it: a document can grow by deleting (every other character of
-        one long insertion: 14 times its size), so the bound counts
-        :data:`DELETION_RANGE_GROWTH` per range, and the headroom is what a
-        document at its limit may pass it by to be trimmed."""
+    def _check_crdt(
+        self, plan: Plan, entry: Entry | None, waiting: int, growth: int
+    ) -> tuple[int, int]:
+        """``SERVICE_MAX_CRDT_BYTES``: the growth bound to count (a deletion's
+        may be more than the op's) and how far a measure moved the size."""
+        limit = self.limits.max_crdt_bytes
+        held = 0 if entry is None else entry.state_bytes + entry.grown + waiting
+        if held + growth <= limit:
+            return growth, 0
+        moved = 0
+        if entry is not None and (entry.grown or entry.unsized_ops):
+            moved = self._measure(entry)  # refuse on the measured state only
+            held = entry.state_bytes + waiting
+            if held + growth <= limit:
+                return growth, moved
+        deleting = self._deletion_growth(plan, entry, limit + _headroom(limit) - held)
+        if deleting is None:
+            raise crdt_too_large(
+                f"{plan.id!r} holds {held} bytes; this op would take it past "
+                f"SERVICE_MAX_CRDT_BYTES ({limit})"
+            )
+        return max(growth, deleting), moved
+
+    def _check_namespace(
+        self, plan: Plan, entry: Entry | None, waiting: int, growth: int, used: int
+    ) -> int:
+        """``SERVICE_NAMESPACE_MAX_BYTES``, the namespace holding ``used``
+        bytes as measured: the growth bound to count. As for the CRDT limit,
+        an op is refused on the measured state only, and a Yjs update that
+        only deletes what the document holds passes within the headroom: a
+        full namespace can trim its documents over Yjs."""
+        limit = self.limits.namespace_max_bytes
+        counted = 0 if entry is None else entry.grown
+        if used + counted + waiting + growth <= limit:
+            return growth
+        if entry is not None and (entry.grown or entry.unsized_ops):
+            used = max(0, used + self._measure(entry))
+            counted = 0
+        held = used + counted + waiting
+        if held + growth <= limit:
+            return growth
+        deleting = self._deletion_growth(plan, entry, limit + _headroom(limit) - held)
+        if deleting is None:
+            raise quota_exceeded(
+                f"namespace {plan.ns!r} holds {held} bytes; this op would "
+                f"take it past SERVICE_NAMESPACE_MAX_BYTES ({limit})"
+            )
+        return max(growth, deleting)
+
+    def _measure(self, entry: Entry) -> int:
+        """Measure ``entry`` again; how far its size moved."""
+        was = entry.state_bytes
+        self._engine.resize(entry)
+        return entry.state_bytes - was
+
+    def _deletion_growth(self, plan: Plan, entry: Entry | None, room: int) -> int | None:
+        """A Yjs plan past a limit whose updates only delete what the
+        document holds: their growth bound when it fits in ``room`` (what the
+        limit and its headroom, :func:`_headroom`, leave), else None
+        (refused). Deleting inside an item splits it: a document can grow by
+        deleting (every other character of one long insertion: 14 times its
+        size), so the bound counts :data:`DELETION_RANGE_GROWTH` per range,
+        and the headroom is what a document, or a namespace, at its limit may
+        pass it by to be trimmed."""
         if plan.type_name != YDoc.TYPE or entry is None or not isinstance(entry.crdt, YDoc):
             return None
-        limit = self.limits.max_crdt_bytes
-        room = limit + max(limit // DELETION_HEADROOM_DIVISOR, REMEASURE_MIN_BYTES) - held
         most = room // DELETION_RANGE_GROWTH
         state_vector = entry.crdt.state_vector()
         ranges = 0
@@ -235,6 +273,12 @@ class Quotas:
         grown = entry.grown = entry.grown + growth
         if grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2:
             self._engine.resize(entry)
+
+
+def _headroom(limit: int) -> int:
+    """What a Yjs deletion may take a document or a namespace past its
+    ``limit`` by (:data:`DELETION_HEADROOM_DIVISOR`)."""
+    return max(limit // DELETION_HEADROOM_DIVISOR, REMEASURE_MIN_BYTES)
 
 
 def _pending_bytes(entry: Entry) -> int:

@@ -18,7 +18,7 @@ from pycrdt import Doc, Map, Text, create_sync_message, create_update_message
 from syncd.crdt.engine import Engine, state_bytes
 from syncd.crdt.ydoc import YDoc, deletion_ranges
 from syncd.errors import ApiError
-from syncd.quotas import DELETION_RANGE_GROWTH, Limits, Quotas
+from syncd.quotas import DELETION_RANGE_GROWTH, REMEASURE_MIN_BYTES, Limits, Quotas
 from syncd.store.catalogue import Usage
 from tests.conftest import RunningServer
 from tests.http.support import issue
@@ -205,10 +205,11 @@ def test_a_deletion_grows_a_state_by_at_most_its_ranges_bound() -> None:
         assert quotas.limits.max_crdt_bytes  # the default limit applies
 
 
-def test_a_deletion_past_the_crdt_limit_still_counts_against_the_namespace() -> None:
-    """The headroom is the CRDT limit's alone: the deletion's bound (its
-    ranges at DELETION_RANGE_GROWTH) is counted and checked against
-    SERVICE_NAMESPACE_MAX_BYTES like any growth."""
+def test_a_deletion_past_the_namespace_quota_passes_within_its_headroom() -> None:
+    """The namespace has a headroom of its own (a sixteenth of
+    SERVICE_NAMESPACE_MAX_BYTES, REMEASURE_MIN_BYTES at least): a deletion's
+    bound (its ranges at DELETION_RANGE_GROWTH) passes a full namespace
+    within it, and is refused past it. Before: refused at the quota."""
     engine = Engine()
     writer: Doc[Any] = Doc()
     text = writer.get("t", type=Text)
@@ -219,6 +220,7 @@ def test_a_deletion_past_the_crdt_limit_still_counts_against_the_namespace() -> 
     entry = engine.get("ns", "yd:a")
     assert entry is not None
     held = state_bytes(entry.crdt.state())
+    entry.state_bytes = held
 
     def delete() -> None:
         with writer.transaction():
@@ -232,7 +234,16 @@ def test_a_deletion_past_the_crdt_limit_still_counts_against_the_namespace() -> 
     room = Usage(1, held, 0)
     roomy = Quotas(Limits(max_crdt_bytes=held, namespace_max_bytes=held + 10_000), engine)
     assert roomy.check(plan, room) >= 5 * DELETION_RANGE_GROWTH
-    full = Quotas(Limits(max_crdt_bytes=held, namespace_max_bytes=held + 100), engine)
+    both = Quotas(Limits(max_crdt_bytes=held, namespace_max_bytes=held + 100), engine)
+    assert both.check(plan, room) == 5 * DELETION_RANGE_GROWTH
+    full = Quotas(Limits(max_crdt_bytes=0, namespace_max_bytes=held + 100), engine)
+    assert full.check(plan, room) == 5 * DELETION_RANGE_GROWTH
+    others = Usage(2, held + 100 + REMEASURE_MIN_BYTES - 4 * DELETION_RANGE_GROWTH, 0)
     with pytest.raises(ApiError) as refused:
-        full.check(plan, room)
+        full.check(plan, others)  # room for four ranges past the quota, not five
+    assert refused.value.code == "quota_exceeded"
+    # Growth is refused at the quota, as ever.
+    grow = _change(writer, lambda: text.insert(0, "g"))
+    with pytest.raises(ApiError) as refused:
+        full.check(engine.plan("ns", "yd:a", {"op": "update", "update": _b64(grow)}), room)
     assert refused.value.code == "quota_exceeded"
