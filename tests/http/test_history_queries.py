@@ -12,6 +12,8 @@ import pytest
 from pycrdt import Doc, Text
 
 from syncd.history.reads import MAX_HISTORY_LIMIT
+from syncd.http.handlers.crdts import MAX_ROOT_NAME
+from syncd.http.handlers.history import MAX_OP_ID
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
 
@@ -185,3 +187,25 @@ async def test_parameters_no_route_knows_are_still_ignored(
     for url in ("pn:c?_=1&_=2", "pn:c?at=2&_=1", "pn:c/history?limit=1&_=1&_=2"):
         r = await client.get(f"{BASE}/{url}", headers=h)
         assert r.status_code == 200, (url, r.text)
+
+
+async def test_root_names_at_their_limit(client: httpx.AsyncClient, h: dict[str, str]) -> None:
+    await _ydoc(client, h)
+    longest = "r" * MAX_ROOT_NAME
+    r = await client.get(f"{BASE}/yd:d?root={longest}&as=map", headers=h)
+    assert r.status_code == 200 and r.json()["root"] == longest and r.json()["value"] == {}
+    message = await _bad(client, h, f"{BASE}/yd:d?root={longest}r")
+    assert message == f"root: 1 to {MAX_ROOT_NAME} characters"
+
+
+async def test_restore_op_ids_at_their_limit(client: httpx.AsyncClient, h: dict[str, str]) -> None:
+    # MAX_OP_ID leaves room for the "/<i>" each of the restore's ops carries.
+    longest = "k" * MAX_OP_ID
+    r = await client.post(f"{BASE}/pn:c/restore", json={"seq": 1, "op_id": longest}, headers=h)
+    assert r.status_code == 200 and r.json()["applied"] == 1, r.text
+    ops = (await client.get(f"{BASE}/pn:c/history?limit=1", headers=h)).json()["ops"]
+    assert ops[0]["op_id"] == f"{longest}/0"
+    r = await client.post(
+        f"{BASE}/pn:c/restore", json={"seq": 1, "op_id": longest + "k"}, headers=h
+    )
+    assert r.status_code == 400 and r.json()["message"].startswith("op_id:"), r.text
