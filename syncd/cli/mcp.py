@@ -1,7 +1,7 @@
 """``syncd mcp``: serve CRDTs as tools to an MCP client over stdio.
 
     syncd mcp --base-url URL --token TOKEN --namespace NS --crdt ID[:TYPE] [--crdt ...]
-              [--origin ORIGIN]
+              [--origin ORIGIN] [--max-result-chars N]
 
 ``--base-url``, ``--token`` and ``--namespace`` default to ``SYNCD_BASE_URL``,
 ``SYNCD_TOKEN`` and ``SYNCD_NAMESPACE``. The server itself is
@@ -53,6 +53,13 @@ def register(commands: Commands) -> None:
         "--origin",
         help="the origin every op of the tools carries (agent:task-1): what /history?origin= "
         "lists and a revert takes back (1-128 characters)",
+    )
+    parser.add_argument(
+        "--max-result-chars",
+        type=int,
+        metavar="N",
+        help="the longest tool result, in characters of JSON; a larger value comes back in "
+        "pages the model reads on with offset (default 16000, at least 1000)",
     )
 
 
@@ -112,7 +119,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         base_url, token, namespace, crdts = settings(args, env)
         build_tools(crdts)  # refuse bad ids before the token check and any I/O
         client = AsyncClient(base_url, token, namespace)
-        tools = AgentTools(client, crdts, origin=args.origin)
+        limit = {} if args.max_result_chars is None else {"max_result_chars": args.max_result_chars}
+        tools = AgentTools(client, crdts, origin=args.origin, **limit)
     except (UsageError, ValueError, TokenError) as exc:
         return fail(PROG, str(exc))
     try:

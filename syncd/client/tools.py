@@ -25,6 +25,11 @@ raise for an unknown tool, bad input or a refusal by the service. Given an
 ``origin`` (``agent:summarize-42``), every op the tools make carries it, so a
 supervisor can list the task's changes (the history tool's ``origin``) and
 take them all back (the revert tool) without touching anyone else's.
+
+Every result fits ``max_result_chars`` (:mod:`syncd.client.bounded`): a
+larger value comes back as a page that says how to read on with the read
+tool's ``offset``. A Yjs document is read one root at a time, as text, JSON
+or XML (:mod:`syncd.client.ydoc_read`), not as its binary update.
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.client import ops
+from syncd.client.bounded import (
+    DEFAULT_MAX_RESULT_CHARS,
+    bound_history,
+    bound_value,
+    check_limit,
+    size,
+)
 from syncd.client.errors import (
     ClientError,
     ServiceError,
@@ -44,6 +56,14 @@ from syncd.client.errors import (
     TransportError,
 )
 from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_retries, with_retries_sync
+from syncd.client.ydoc_read import (
+    DEFAULT_KIND,
+    MAX_ROOT_NAME,
+    ROOT_KINDS,
+    YdocReadError,
+    root_read,
+    roots_view,
+)
 from syncd.crdt.types import TYPES, crdt_class
 from syncd.errors import ApiError
 from syncd.ids import check_crdt_id
@@ -109,6 +129,36 @@ _WRITER: Final[dict[str, Any]] = {
 }
 
 Result = dict[str, Any]
+
+_OFFSET: Final[dict[str, Any]] = {
+    "type": "integer",
+    "minimum": 0,
+    "default": 0,
+    "description": "Optional: where to start, for a value that came back cut short "
+    "(its next_offset): characters of a text, elements of a list, entries of a map.",
+}
+
+_YDOC_READ: Final = (
+    " It is a Yjs document: name a root type with 'root' and how to read it with 'as' "
+    "(text, map, array or xml) to get its content. Without 'root' it lists the roots."
+)
+
+_YDOC_ROOT: Final[dict[str, Any]] = {
+    "root": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_ROOT_NAME,
+        "description": "Optional: the root type to read (editors: TipTap and ProseMirror use "
+        "'default').",
+    },
+    "as": {
+        "type": "string",
+        "enum": list(ROOT_KINDS),
+        "default": DEFAULT_KIND,
+        "description": "How to read the root: text, map, array or xml (TipTap and "
+        "ProseMirror documents: xml).",
+    },
+}
 
 
 def tool_name(action: str, crdt_id: str) -> str:
@@ -177,9 +227,15 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
     if action == "read":
         description = (
             f"Read the current value of the {kind} '{crdt_id}' ({crdt_type}). "
-            "Returns its value and its version (seq)."
+            "Returns its value and its version (seq). A value too large for one result "
+            "comes back in part, with truncated: true and next_offset: call again with "
+            "offset=next_offset for the rest."
         )
-        schema = _schema({}, [])
+        properties: dict[str, Any] = {"offset": _OFFSET}
+        if crdt_type == "ydoc":
+            description += _YDOC_READ
+            properties.update(_YDOC_ROOT)
+        schema = _schema(properties, [])
     elif action == "increment":
         description = (
             f"Increase the {kind} '{crdt_id}' by a whole number (default 1). "
@@ -223,9 +279,20 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
             "latest changes, newest first, each with its version (seq), who made it "
             "(client_id, and origin: the task, when it named one) and when (ts, ms). "
             "With 'client_id' or 'origin': only that writer's changes. With 'at': its value "
-            "right after that version. With 'before': the changes older than that version."
+            "right after that version (with 'offset' for the rest of a value cut short). "
+            "With 'before': the changes older than that version."
         )
         seq = {"type": "integer", "minimum": 0}
+        extra: dict[str, Any] = {
+            "offset": {
+                **_OFFSET,
+                "description": "Optional, with 'at': "
+                + _OFFSET["description"][len("Optional: ") :],
+            }
+        }
+        if crdt_type == "ydoc":
+            description += _YDOC_READ.replace("Without 'root'", "With 'at' and without 'root'")
+            extra.update(_YDOC_ROOT)
         schema = _schema(
             {
                 "at": {**seq, "description": "Optional: read the value as of this version."},
@@ -238,6 +305,7 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
                     "description": "How many changes at most.",
                 },
                 **_WRITER,
+                **extra,
             },
             [],
         )
@@ -396,12 +464,52 @@ def _only(arguments: Mapping[str, Any], allowed: set[str]) -> None:
         raise _InputError("invalid_input", f"unknown input field(s): {', '.join(extra)}")
 
 
+@dataclass(frozen=True, slots=True)
+class ReadCall:
+    """Which part of a value to give: from ``offset``; for a Yjs document,
+    which root (None: list them) and read how."""
+
+    offset: int = 0
+    root: str | None = None
+    kind: str = DEFAULT_KIND
+
+
+WHOLE: Final = ReadCall()
+"""A value from its start, a Yjs document's roots listed: what the results
+of ops, restores and reverts show."""
+
+
+def _read_call(tool: Tool, arguments: Mapping[str, Any]) -> ReadCall:
+    offset = _seq(arguments, "offset") or 0
+    root = arguments.get("root")
+    kind = arguments.get("as")
+    if tool.crdt_type != "ydoc":
+        return ReadCall(offset)
+    if root is not None and (type(root) is not str or not 1 <= len(root) <= MAX_ROOT_NAME):
+        raise _InputError(
+            "invalid_input", f"root must be a string of 1 to {MAX_ROOT_NAME} characters"
+        )
+    if kind is not None:
+        if kind not in ROOT_KINDS:
+            raise _InputError("invalid_input", f"as must be one of {', '.join(ROOT_KINDS)}")
+        if root is None:
+            raise _InputError("invalid_input", "'as' says how to read a root: name it with 'root'")
+    return ReadCall(offset, root, kind or DEFAULT_KIND)
+
+
+def plan_read(tool: Tool, raw: Any) -> ReadCall:
+    """What a read call asks; _InputError on bad input."""
+    arguments = _arguments(raw)
+    _only(arguments, {"offset", "root", "as"} if tool.crdt_type == "ydoc" else {"offset"})
+    return _read_call(tool, arguments)
+
+
 def plan_op(tool: Tool, raw: Any) -> ops.Op | None:
     """The op a call of ``tool`` makes (None for a read); _InputError on bad input."""
-    arguments = _arguments(raw)
     if tool.action == "read":
-        _only(arguments, set())
+        plan_read(tool, raw)
         return None
+    arguments = _arguments(raw)
     if tool.action == "increment":
         _only(arguments, {"amount"})
         amount = arguments.get("amount")
@@ -448,6 +556,7 @@ class HistoryCall:
     limit: int
     client_id: int | None
     origin: str | None
+    read: ReadCall = WHOLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,10 +577,13 @@ def _writer(arguments: Mapping[str, Any]) -> tuple[int | None, str | None]:
     return client_id, origin
 
 
-def plan_history(raw: Any) -> HistoryCall:
+def plan_history(raw: Any, tool: Tool | None = None) -> HistoryCall:
     """What a history call asks; _InputError on bad input."""
     arguments = _arguments(raw)
-    _only(arguments, {"at", "before", "limit", "client_id", "origin"})
+    reading = (
+        {"offset", "root", "as"} if tool is not None and tool.crdt_type == "ydoc" else {"offset"}
+    )
+    _only(arguments, {"at", "before", "limit", "client_id", "origin", *reading})
     limit = arguments.get("limit")
     if limit is None:  # absent or null, as for the other optional fields
         limit = 10
@@ -483,7 +595,15 @@ def plan_history(raw: Any) -> HistoryCall:
         )
     client_id, origin = _writer(arguments)
     at, before = _seq(arguments, "at"), _seq(arguments, "before")
-    if at is not None:
+    if at is None:
+        value_fields = [name for name in sorted(reading) if arguments.get(name) is not None]
+        if value_fields:
+            raise _InputError(
+                "invalid_input",
+                f"{', '.join(value_fields)} go with 'at' (they say how to read a value); "
+                "a list of changes is paged with 'before'",
+            )
+    else:
         listing = [
             name
             for name in ("before", "limit", "client_id", "origin")
@@ -497,7 +617,8 @@ def plan_history(raw: Any) -> HistoryCall:
                 f"'at' reads the value at a version and cannot be combined with "
                 f"{', '.join(listing)} (which list changes): call without 'at' for those",
             )
-    return HistoryCall(at, before, limit, client_id, origin)
+    read = _read_call(tool, arguments) if tool is not None else WHOLE
+    return HistoryCall(at, before, limit, client_id, origin, read)
 
 
 def plan_revert(raw: Any) -> RevertCall:
@@ -562,13 +683,20 @@ def error_result(exc: ClientError) -> Result:
 
 
 class _ToolSet:
-    def __init__(self, crdts: Iterable[tuple[str, str]], origin: str | None = None) -> None:
+    def __init__(
+        self,
+        crdts: Iterable[tuple[str, str]],
+        origin: str | None = None,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    ) -> None:
         if origin is not None and (
             not isinstance(origin, str) or not 1 <= len(origin) <= ORIGIN_MAX_LEN
         ):
             raise ValueError(f"origin {origin!r}: a string of 1 to {ORIGIN_MAX_LEN} characters")
         self.origin = origin
         """What every op the tools make carries (docs/data-model.md#origins)."""
+        self.max_result_chars = check_limit(max_result_chars)
+        """The longest result, in characters of its JSON (docs/clients.md#large-values)."""
         self.tools = build_tools(crdts)
         self._by_name = {tool.name: tool for tool in self.tools}
         self._types = {tool.crdt_id: tool.crdt_type for tool in self.tools}
@@ -586,6 +714,51 @@ class _ToolSet:
             raise _InputError("unknown_tool", f"no tool named {name!r}")
         return tool
 
+    # -- shaping results to fit a model's context ------------------------------
+
+    def value_result(
+        self, tool: Tool, result: Mapping[str, Any], call: ReadCall = WHOLE, at: int | None = None
+    ) -> Result:
+        """``result`` (a read view, or an op's answer with ``value``) as the
+        agent gets it: a Yjs document decoded, a value too large for
+        :attr:`max_result_chars` cut to a page that says how to read on."""
+        if tool.crdt_type == "ydoc" and "value" in result:
+            try:
+                if call.root is None:
+                    return self._bounded_roots(roots_view(result))
+                result = root_read(result, call.root, call.kind)
+            except YdocReadError as exc:
+                raise _InputError("invalid_input", str(exc)) from None
+        if at is None:
+            read_more = tool_name("read", tool.crdt_id)
+        else:
+            read_more = f"{tool_name('history', tool.crdt_id)} (at={at})"
+        if call.root is not None:
+            read_more += f" (root={call.root!r}, as={call.kind!r})"
+        return bound_value(
+            {"ok": True, **result},
+            tool.crdt_type,
+            offset=call.offset,
+            max_chars=self.max_result_chars,
+            read_more=read_more,
+        )
+
+    def _bounded_roots(self, view: Result) -> Result:
+        """The roots of a Yjs document, as many as fit (a document has few)."""
+        result: Result = {"ok": True, **view}
+        roots: list[str] = result["roots"]
+        while size(result) > self.max_result_chars and roots:
+            del roots[len(roots) // 2 :]  # halve: a few probes for any count
+            result["truncated"] = True
+        return result
+
+    def history_value(self, tool: Tool, page: Mapping[str, Any]) -> Result:
+        return bound_history(
+            history_result(page),
+            max_chars=self.max_result_chars,
+            read_more=tool_name("history", tool.crdt_id),
+        )
+
 
 class AgentTools(_ToolSet):
     """Tools over an :class:`AsyncClient`::
@@ -595,6 +768,7 @@ class AgentTools(_ToolSet):
     result = await tools.execute("service_increment_visits", {"amount": 2})
 
     With ``origin="agent:task-1"`` every op the tools make carries that origin.
+    ``max_result_chars`` bounds every result (docs/clients.md#large-values).
     """
 
     def __init__(
@@ -604,8 +778,9 @@ class AgentTools(_ToolSet):
         *,
         attempts: int = RETRY_ATTEMPTS,
         origin: str | None = None,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
-        super().__init__(crdts, origin)
+        super().__init__(crdts, origin, max_result_chars)
         self.client = client
         self.attempts = attempts
 
@@ -616,34 +791,40 @@ class AgentTools(_ToolSet):
         try:
             tool = self.resolve(name)
             client = self.client
+            if tool.action == "read":
+                call = plan_read(tool, arguments)
+                return self.value_result(tool, await client.fetch(tool.crdt_id), call)
             if tool.action == "history":
-                call = plan_history(arguments)
-                if call.at is not None:
-                    return read_result(await client.at(tool.crdt_id, call.at))
-                return history_result(
+                ask = plan_history(arguments, tool)
+                if ask.at is not None:
+                    view = await client.at(tool.crdt_id, ask.at)
+                    return self.value_result(tool, view, ask.read, ask.at)
+                return self.history_value(
+                    tool,
                     await client.history(
                         tool.crdt_id,
-                        before=call.before,
-                        limit=call.limit,
-                        client_id=call.client_id,
-                        origin=call.origin,
-                    )
+                        before=ask.before,
+                        limit=ask.limit,
+                        client_id=ask.client_id,
+                        origin=ask.origin,
+                    ),
                 )
             if tool.action == "revert":
-                ask = plan_revert(arguments)
+                undo = plan_revert(arguments)
                 answer = await with_retries(
                     lambda key: client.revert(
                         tool.crdt_id,
-                        client_id=ask.client_id,
-                        origin=ask.origin,
-                        since_seq=ask.since_seq,
-                        until_seq=ask.until_seq,
+                        client_id=undo.client_id,
+                        origin=undo.origin,
+                        since_seq=undo.since_seq,
+                        until_seq=undo.until_seq,
                         op_id=key,
                     ),
                     op_id=new_op_id(),
                     attempts=self.attempts,
                 )
-                return revert_result(answer, await client.fetch(tool.crdt_id))
+                view = await client.fetch(tool.crdt_id)
+                return revert_result(answer, self.value_result(tool, view))
             if tool.action == "restore":
                 seq = plan_restore(arguments)
                 await with_retries(
@@ -651,14 +832,13 @@ class AgentTools(_ToolSet):
                     op_id=new_op_id(),
                     attempts=self.attempts,
                 )
-                return read_result(await client.fetch(tool.crdt_id))
+                return self.value_result(tool, await client.fetch(tool.crdt_id))
             op = plan_op(tool, arguments)
-            if op is None:
-                return read_result(await client.fetch(tool.crdt_id))
+            assert op is not None  # reads are answered above
             answer = await client.apply_retrying(
                 tool.crdt_id, op, return_state=True, attempts=self.attempts, origin=self.origin
             )
-            return op_result(answer)
+            return self.value_result(tool, op_result(answer))
         except _InputError as exc:
             return _error(exc.code, exc.message)
         except ClientError as exc:
@@ -675,8 +855,9 @@ class SyncAgentTools(_ToolSet):
         *,
         attempts: int = RETRY_ATTEMPTS,
         origin: str | None = None,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
-        super().__init__(crdts, origin)
+        super().__init__(crdts, origin, max_result_chars)
         self.client = client
         self.attempts = attempts
 
@@ -684,34 +865,40 @@ class SyncAgentTools(_ToolSet):
         try:
             tool = self.resolve(name)
             client = self.client
+            if tool.action == "read":
+                call = plan_read(tool, arguments)
+                return self.value_result(tool, client.fetch(tool.crdt_id), call)
             if tool.action == "history":
-                call = plan_history(arguments)
-                if call.at is not None:
-                    return read_result(client.at(tool.crdt_id, call.at))
-                return history_result(
+                ask = plan_history(arguments, tool)
+                if ask.at is not None:
+                    view = client.at(tool.crdt_id, ask.at)
+                    return self.value_result(tool, view, ask.read, ask.at)
+                return self.history_value(
+                    tool,
                     client.history(
                         tool.crdt_id,
-                        before=call.before,
-                        limit=call.limit,
-                        client_id=call.client_id,
-                        origin=call.origin,
-                    )
+                        before=ask.before,
+                        limit=ask.limit,
+                        client_id=ask.client_id,
+                        origin=ask.origin,
+                    ),
                 )
             if tool.action == "revert":
-                ask = plan_revert(arguments)
+                undo = plan_revert(arguments)
                 answer = with_retries_sync(
                     lambda key: client.revert(
                         tool.crdt_id,
-                        client_id=ask.client_id,
-                        origin=ask.origin,
-                        since_seq=ask.since_seq,
-                        until_seq=ask.until_seq,
+                        client_id=undo.client_id,
+                        origin=undo.origin,
+                        since_seq=undo.since_seq,
+                        until_seq=undo.until_seq,
                         op_id=key,
                     ),
                     op_id=new_op_id(),
                     attempts=self.attempts,
                 )
-                return revert_result(answer, client.fetch(tool.crdt_id))
+                view = client.fetch(tool.crdt_id)
+                return revert_result(answer, self.value_result(tool, view))
             if tool.action == "restore":
                 seq = plan_restore(arguments)
                 with_retries_sync(
@@ -719,14 +906,13 @@ class SyncAgentTools(_ToolSet):
                     op_id=new_op_id(),
                     attempts=self.attempts,
                 )
-                return read_result(client.fetch(tool.crdt_id))
+                return self.value_result(tool, client.fetch(tool.crdt_id))
             op = plan_op(tool, arguments)
-            if op is None:
-                return read_result(client.fetch(tool.crdt_id))
+            assert op is not None  # reads are answered above
             answer = client.apply_retrying(
                 tool.crdt_id, op, return_state=True, attempts=self.attempts, origin=self.origin
             )
-            return op_result(answer)
+            return self.value_result(tool, op_result(answer))
         except _InputError as exc:
             return _error(exc.code, exc.message)
         except ClientError as exc:

@@ -140,3 +140,13 @@ def test_a_bad_origin_exits_2_before_any_io() -> None:
     with contextlib.redirect_stderr(err):
         assert main(["mcp", *args], env={}) == 2
     assert err.getvalue().startswith("syncd mcp: origin ")
+
+
+@needs_client
+def test_a_bad_result_limit_exits_2_before_any_io() -> None:
+    args = ["--base-url", "http://h", "--token", make_token(), "--namespace", NS]
+    args += ["--crdt", "gc:a", "--max-result-chars", "10"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["mcp", *args], env={}) == 2
+    assert err.getvalue().startswith("syncd mcp: max_result_chars 10: a whole number, at least")

@@ -1,0 +1,88 @@
+"""A Yjs document as an agent can read it (docs/clients.md#yjs-documents).
+
+The read view of a ``ydoc`` is one binary Yjs update in base64: exact, and
+of no use to a language model. The agent tools decode it here, with the
+function the service's ``?root=NAME&as=KIND`` read uses
+(:func:`syncd.crdt.ydoc.root_view`), so that a tool call can name a root type
+and how to read it and get text, JSON or XML back. Decoding on the client
+works for every id a ``ydoc`` can have: the service's ``?root=`` read takes
+only ``yd:`` ids.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pycrdt import Doc
+
+from syncd.crdt.ydoc import ROOT_KINDS, root_view
+
+MAX_ROOT_NAME: Final = 256
+"""The longest root name, as the service's ``?root=`` takes."""
+
+DEFAULT_KIND: Final = "text"
+"""How a root is read when the call does not say, as the service's default."""
+
+ROOTS_HINT: Final = (
+    "A Yjs document: read one of its roots with root=NAME and as=text, map, array or xml "
+    "(TipTap and ProseMirror keep theirs in root 'default', read as xml; a Yjs update does "
+    "not say which kind a root is)."
+)
+
+
+class YdocReadError(ValueError):
+    """The update does not decode, or the root cannot be read that way."""
+
+
+def _document(view: Mapping[str, Any]) -> Doc[Any]:
+    update = view.get("value")
+    doc: Doc[Any] = Doc()
+    if not isinstance(update, str):
+        raise YdocReadError("the service's answer holds no Yjs update")
+    try:
+        doc.apply_update(binascii.a2b_base64(update))
+    except (ValueError, binascii.Error) as exc:
+        raise YdocReadError(f"the Yjs update does not decode: {exc}") from None
+    return doc
+
+
+def roots_view(view: Mapping[str, Any]) -> dict[str, Any]:
+    """The document's root names, for a call that named none."""
+    roots = sorted(_document(view).keys())
+    out = {name: view[name] for name in ("id", "type", "seq", "epoch") if name in view}
+    out["roots"] = roots
+    out["message"] = ROOTS_HINT if roots else "The Yjs document is empty: it has no roots."
+    return out
+
+
+def root_read(view: Mapping[str, Any], root: str, kind: str) -> dict[str, Any]:
+    """The read view of root ``root`` read as ``kind``, shaped as the
+    service's ``?root=&as=`` answer; YdocReadError for a root the document
+    does not have (the list says which it has) or one that cannot be read
+    as ``kind``."""
+    doc = _document(view)
+    roots = sorted(doc.keys())
+    if root not in roots:
+        have = ", ".join(repr(name) for name in roots) or "none"
+        raise YdocReadError(f"the Yjs document has no root {root!r}; its roots: {have}")
+    try:
+        value = root_view(binascii.a2b_base64(view["value"]), root, kind)
+    except ValueError as exc:
+        # pycrdt cannot give some content in some kinds (an XML element read
+        # as an array): say so, and how else to read it.
+        raise YdocReadError(f"root {root!r} cannot be read as {kind}: {exc}; try as=xml") from None
+    out = {name: view[name] for name in ("id", "type", "seq", "epoch") if name in view}
+    out.update(root=root, **{"as": kind}, value=value)
+    return out
+
+
+__all__ = [
+    "DEFAULT_KIND",
+    "MAX_ROOT_NAME",
+    "ROOT_KINDS",
+    "YdocReadError",
+    "root_read",
+    "roots_view",
+]
