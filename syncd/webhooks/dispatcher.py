@@ -298,14 +298,18 @@ class WebhookDispatcher:
                 problem = f"status {status}"
             if attempt + 1 < attempts:
                 self._m_retry.inc()
+                delay = self._retry_delays[attempt]
+                # The delay in the line: what was scheduled, which the
+                # arrival times (late on a busy machine) cannot show.
                 log.debug(
-                    "webhooks: event %s attempt %d to %s failed (%s), retrying",
+                    "webhooks: event %s attempt %d to %s failed (%s), retrying in %d ms",
                     event_id,
                     attempt + 1,
                     self._target.safe_url,
                     problem,
+                    round(delay * 1000),
                 )
-                await asyncio.sleep(self._retry_delays[attempt])
+                await asyncio.sleep(delay)
             else:
                 self._m_failed.inc()
                 self._m_dropped.inc()
