@@ -130,7 +130,15 @@ class Residency:
         key = (ns, crdt_id)
         pending = self._loading.get(key)
         if pending is not None:
-            return await asyncio.shield(pending)
+            found = await asyncio.shield(pending)
+            # This waiter resumes steps after the load: an eviction pass may
+            # have let the CRDT go meanwhile, and a caller that went on with
+            # the entry gone would plan on nothing and start a new life over
+            # the stored one. What we return must be resident now.
+            entry = self.engine.touch(ns, crdt_id)
+            if entry is not None or found is None:
+                return entry
+            return await self.ensure(ns, crdt_id)
         future: asyncio.Future[Entry | None] = asyncio.get_running_loop().create_future()
         self._loading[key] = future
         try:
@@ -223,6 +231,24 @@ class Residency:
             freed += entry.size
         return chosen
 
+    def let_go(self, chosen: list[tuple[Entry, int]]) -> None:
+        """Drop the :meth:`candidates` that did not change since they were
+        chosen, may still go, and that the store rebuilds exactly (the pass's
+        last step, once the store's barrier returned)."""
+        engine = self.engine
+        now = engine.now_ms()
+        store = self.store
+        for entry, seq in chosen:
+            ns, crdt_id = entry.ns, entry.id
+            if (
+                engine.get(ns, crdt_id) is entry
+                and entry.seq == seq
+                and not self.pinned(entry, now)
+                and store.holds(ns, crdt_id, entry.epoch, seq)
+            ):
+                engine.drop(ns, crdt_id)
+                self.stats.evictions += 1
+
     async def _evict(self) -> None:
         try:
             chosen = self.candidates()
@@ -231,19 +257,7 @@ class Residency:
             # Everything applied before this point is durable (and readable by
             # load) once the barrier returns.
             await self.store.append([])
-            engine = self.engine
-            now = engine.now_ms()
-            store = self.store
-            for entry, seq in chosen:
-                ns, crdt_id = entry.ns, entry.id
-                if (
-                    engine.get(ns, crdt_id) is entry
-                    and entry.seq == seq
-                    and not self.pinned(entry, now)
-                    and store.holds(ns, crdt_id, entry.epoch, seq)
-                ):
-                    engine.drop(ns, crdt_id)
-                    self.stats.evictions += 1
+            self.let_go(chosen)
         except Exception:
             log.exception("an eviction pass failed; the next one tries again")
         finally:

@@ -325,3 +325,45 @@ async def test_a_yjs_document_merged_past_one_updates_limit_loads_back(
         replica: Doc[Any] = Doc()
         replica.apply_update(base64.b64decode(r.json()["value"]))
         assert str(replica.get("content", type=Text)) == expected
+
+
+async def test_a_caller_that_waited_on_anothers_load_gets_a_resident_crdt(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    """Two callers need one evicted CRDT: the first reads it from the store,
+    the second waits for that load and resumes steps later. An eviction pass
+    that lets the CRDT go in between must not leave the second with nothing:
+    an op would then start a new life over the stored one (every earlier op
+    lost, on disk too)."""
+    h = await issue(client)
+    for _ in range(5):
+        assert (await op(client, h, "pn:x", {"op": "increment"})).status_code == 200
+    epoch = (await client.get(f"{BASE}/pn:x", headers=h)).json()["epoch"]
+    await _evict_all(server)
+    app = server.app
+    residency = app.residency
+    store = app.store
+    assert isinstance(store, FileStore)
+    principal = app.auth.authenticate(h["authorization"], "app")
+    # While a compaction holds the history, a load goes to the I/O thread:
+    # it takes a while, and the second caller waits for it.
+    lock = store._history.lock
+    await lock.acquire()
+    first = asyncio.create_task(residency.ensure("app", "pn:x"))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(
+        app.service.apply_ops("app", "pn:x", {"op": "increment"}, principal, "http")
+    )
+    await asyncio.sleep(0.01)
+    assert not first.done() and not second.done()
+    lock.release()
+    loaded = await first
+    # An eviction pass (its barrier long returned: nothing changed since the
+    # load) lets the CRDT go before the waiter resumes.
+    assert loaded is not None and not second.done()
+    residency.let_go(residency.candidates())
+    assert app.engine.get("app", "pn:x") is None
+    result = await second
+    assert result.seq == 6
+    read = (await client.get(f"{BASE}/pn:x", headers=h)).json()
+    assert (read["value"], read["seq"], read["epoch"]) == (6, 6, epoch)
