@@ -403,21 +403,27 @@ class Revocations:
         self.table = table
         self.store = store
         self._clock = clock_ms
+        self._revoking = asyncio.Lock()
+        """Held from the limit check until the table holds the new revocation:
+        revocations racing for a namespace's last place would otherwise all
+        see it free and all be kept."""
 
     async def open(self) -> None:
         await self.store.open(self.table.replace)
 
     async def revoke(self, namespace: str, request: RevokeRequest) -> Revocation:
-        now = self._clock()
-        before_ms = now if request.before_ms is None else request.before_ms
-        table = self.table
-        if (
-            table.get(namespace, request.client_id) is None
-            and table.count(namespace) >= MAX_REVOCATIONS_PER_NAMESPACE
-        ):
-            raise too_many(namespace)
-        revocation = Revocation(namespace, request.client_id, before_ms, now)
-        await self.store.put(revocation)
+        async with self._revoking:
+            now = self._clock()
+            before_ms = now if request.before_ms is None else request.before_ms
+            table = self.table
+            if (
+                table.get(namespace, request.client_id) is None
+                and table.count(namespace) >= MAX_REVOCATIONS_PER_NAMESPACE
+            ):
+                raise too_many(namespace)
+            revocation = Revocation(namespace, request.client_id, before_ms, now)
+            # The store applies it to the table before it returns.
+            await self.store.put(revocation)
         log.info(
             "revoked the tokens of client %d in %s issued before %d",
             request.client_id,
