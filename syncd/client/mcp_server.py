@@ -6,13 +6,22 @@ The server exposes, for one namespace and token, the tools of
 through :meth:`AgentTools.execute`; the result goes back as JSON text (and as
 structured content), flagged as an error when not ``ok``. Uses the official
 ``mcp`` package (the ``syncd[mcp]`` extra), imported only when serving.
+
+The SDK's stdio transport drops a line that is not JSON, or not a JSON-RPC
+message, without an answer, leaving a client that sent a request waiting
+for ever; :class:`CheckedLines` answers those lines here, as JSON-RPC says:
+``-32700`` (parse error) for one that is not JSON, ``-32600`` (invalid
+request) for JSON that is no message, with the request's id when it has one.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+import sys
+from collections.abc import AsyncIterator
+from io import TextIOWrapper
+from typing import Any, Final
 
 from syncd import __version__
 from syncd.client.aio import AsyncClient
@@ -21,6 +30,80 @@ from syncd.client.tools import AgentTools
 SERVER_NAME = "syncd"
 
 log = logging.getLogger("syncd.mcp")
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+"""JSON-RPC 2.0's error codes for a message that is not JSON, and for JSON
+that is not a valid message (a batch among them: MCP has none since 2025-06-18)."""
+
+
+def _request_id(message: Any) -> int | str | None:
+    """The id to answer a bad message with: its own when usable, else null."""
+    if isinstance(message, dict):
+        found = message.get("id")
+        if isinstance(found, str) or (type(found) is int):
+            return found
+    return None
+
+
+def line_error(line: str) -> tuple[int | str | None, int, str] | None:
+    """``(id, code, message)`` of the JSON-RPC error a stdin line deserves,
+    or None for a message the SDK can take (or a blank line, ignored)."""
+    import mcp_types as types
+
+    if not line.strip():
+        return None
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None, PARSE_ERROR, "Parse error: the line is not JSON"
+    try:
+        types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+        kind = "a batch (MCP has none)" if isinstance(message, list) else "not a JSON-RPC message"
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        return _request_id(message), INVALID_REQUEST, f"Invalid Request: {kind}: {detail}"
+    return None
+
+
+class CheckedLines:
+    """stdin for the SDK's stdio transport: the lines it can take pass
+    through, and each other line is answered here with a JSON-RPC error,
+    sent on the transport's write stream once :meth:`answer_on` names it."""
+
+    def __init__(self, lines: Any) -> None:
+        import anyio
+
+        self._lines = lines
+        self._sink: Any = None
+        self._ready = anyio.Event()
+
+    def answer_on(self, write_stream: Any) -> None:
+        self._sink = write_stream
+        self._ready.set()
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self._lines:
+            error = line_error(line)
+            if error is None:
+                if line.strip():
+                    yield line
+                continue
+            await self._answer(*error)
+
+    async def _answer(self, request_id: int | str | None, code: int, message: str) -> None:
+        import anyio
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        await self._ready.wait()
+        error = types.JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
+        )
+        try:
+            await self._sink.send(SessionMessage(error))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the session is over: nobody is left to answer
 
 
 def build_server(tools: AgentTools) -> Any:
@@ -58,11 +141,17 @@ def build_server(tools: AgentTools) -> Any:
 
 async def serve(client: AsyncClient, tools: AgentTools) -> None:
     """Answer an MCP client on stdin/stdout until it hangs up, then close ``client``."""
+    import anyio
     from mcp.server.stdio import stdio_server
 
     server = build_server(tools)
+    # UTF-8 whatever the locale says, as the SDK's own stdin is read.
+    stdin = CheckedLines(
+        anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+    )
     try:
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+            stdin.answer_on(write_stream)
             await server.run(read_stream, write_stream, server.create_initialization_options())
     finally:
         await client.aclose()

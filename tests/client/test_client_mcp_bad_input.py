@@ -1,0 +1,139 @@
+"""``syncd mcp`` over raw stdio: every line that is not a JSON-RPC message is
+answered with a JSON-RPC error (parse error, invalid request), the server
+goes on serving, and tool results stay within the result limit, against a
+real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from syncd.client.bounded import size
+from tests.client.conftest import NS, make_token
+from tests.conftest import RunningServer
+
+pytest.importorskip("mcp")
+
+REPO = Path(__file__).resolve().parents[2]
+ANSWER_TIMEOUT_S = 10
+
+
+class Session:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    async def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def answer(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), ANSWER_TIMEOUT_S)
+        assert line, "the server closed its output"
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    async def call(self, line: str) -> dict[str, Any]:
+        await self.send(line)
+        return await self.answer()
+
+
+@pytest.fixture
+async def session(server: RunningServer) -> AsyncIterator[Session]:
+    args = ["--base-url", server.url, "--token", make_token(21), "--namespace", NS]
+    args += ["--crdt", "tags:orset", "--crdt", "yd:doc", "--max-result-chars", "1000"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "syncd",
+        "mcp",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={"PYTHONPATH": str(REPO)},
+        cwd=str(REPO),
+    )
+    session = Session(proc)
+    try:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        assert "result" in await session.call(json.dumps(init))
+        await session.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        yield session
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+
+
+def _call(request_id: int, name: str, arguments: Any) -> str:
+    params = {"name": name, "arguments": arguments}
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "answer_id", "code"),
+    [
+        ("not json", None, -32700),
+        ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call"', None, -32700),
+        ("[1, 2]", None, -32600),
+        ("[]", None, -32600),
+        ("42", None, -32600),
+        ('{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": "x"}', 8, -32600),
+        ('{"jsonrpc": "1.0", "id": "a", "method": "tools/list"}', "a", -32600),
+        ('{"jsonrpc": "2.0", "id": 9, "method": 5}', 9, -32600),
+        ("[" * 100_000, None, -32700),
+    ],
+)
+async def test_a_bad_line_is_answered_and_serving_goes_on(
+    session: Session, line: str, answer_id: Any, code: int
+) -> None:
+    answer = await session.call(line)
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == answer_id
+    assert answer["error"]["code"] == code and answer["error"]["message"]
+    listed = await session.call('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
+    assert listed["id"] == 1 and len(listed["result"]["tools"]) == 8
+
+
+async def test_bad_tool_calls_are_errors_the_model_reads(session: Session) -> None:
+    unknown = await session.call(_call(2, "service_fly_tags", {}))
+    assert unknown["id"] == 2 and unknown["result"]["isError"] is True
+    assert json.loads(unknown["result"]["content"][0]["text"])["error"] == "unknown_tool"
+    for request_id, arguments in enumerate(([1], "str", {"element": float("inf")}), start=3):
+        answer = await session.call(_call(request_id, "service_add_tags", arguments))
+        assert answer["id"] == request_id
+        assert "error" in answer or answer["result"]["isError"] is True, answer
+
+
+async def test_a_large_value_comes_back_paged_over_mcp(
+    session: Session, server: RunningServer
+) -> None:
+    app = server.app
+    assert app is not None
+    elements = [{"op": "add", "type": "orset", "element": f"tag-{n:04d}"} for n in range(300)]
+    from syncd.client import AsyncClient
+
+    async with AsyncClient(server.url, make_token(3), NS) as client:
+        await client.apply("tags", elements)
+    answer = await session.call(_call(5, "service_read_tags", {}))
+    body = json.loads(answer["result"]["content"][0]["text"])
+    assert body["truncated"] is True and size(body) <= 1000 and body["total"] == 300
+    answer = await session.call(_call(6, "service_read_tags", {"offset": body["next_offset"]}))
+    assert json.loads(answer["result"]["content"][0]["text"])["offset"] == body["next_offset"]
