@@ -117,7 +117,10 @@ class WebhookDispatcher:
         if any(d < 0 for d in retry_delays):
             raise ValueError("retry_delays must not be negative")
         self._url = url.strip()
-        self._key = secret.encode() if secret else None
+        # The key is the secret's bytes as set: an environment value that is
+        # not UTF-8 reaches Python with its bytes as surrogate escapes, which
+        # a strict encode refuses (and the server would not start).
+        self._key = secret.encode("utf-8", "surrogateescape") if secret else None
         self._queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue(maxsize=queue_size)
         self._retry_delays = tuple(retry_delays)
         self._connect_timeout = connect_timeout
