@@ -11,6 +11,7 @@ when all is well, 1 when the transfer or the copy is bad, 2 on bad usage.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import shutil
@@ -25,13 +26,16 @@ from pathlib import Path
 from typing import IO, Final
 
 from syncd.cli.command import Commands, add_command
-from syncd.cli.verify import verify_dir
+from syncd.cli.verify import LAYOUT, verify_dir
 from syncd.config import DEFAULT_BIND, parse_bind
 
 REQUEST_TIMEOUT_S: Final = 600.0
 """A backup of a large directory is copied before the first byte comes back."""
 
 DOWNLOAD_CHUNK_BYTES: Final = 1024 * 1024
+
+MANIFEST: Final = "MANIFEST.json"
+"""The backup's last member (``syncd.store.embedded.backup.MANIFEST``)."""
 
 
 def register(commands: Commands) -> None:
@@ -84,6 +88,16 @@ def _bad_url(url: str) -> str | None:
     return None
 
 
+def _bad_max_rate(rate: float | None) -> str | None:
+    """Why ``--max-rate`` is refused, or None: the server's bounds, checked here
+    so the answer is one line before anything is asked of the server."""
+    if rate is None:
+        return None
+    from syncd.http.handlers.admin import max_rate_problem  # not on every command's start
+
+    return max_rate_problem(rate)
+
+
 def _default_token(env: Mapping[str, str]) -> str | None:
     token = env.get("SERVICE_ADMIN_TOKEN")
     if token:
@@ -113,10 +127,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if problem is not None:
         print(f"syncd backup: --url {base!r}: {problem}", file=sys.stderr)
         return 2
+    problem = _bad_max_rate(args.max_rate)
+    if problem is not None:
+        print(f"syncd backup: --max-rate {args.max_rate!r}: {problem}", file=sys.stderr)
+        return 2
     url = base.rstrip("/") + "/v1/admin/backup"
     query = []
     if args.max_rate is not None:
-        query.append(f"max_rate={args.max_rate:g}")
+        # repr, not :g, which rounds (0.9999999 would reach the server as 1).
+        query.append(f"max_rate={args.max_rate!r}")
     if args.without_admin_token:
         query.append("admin_token=false")
     if query:
@@ -158,12 +177,50 @@ def _download(request: urllib.request.Request, url: str, dest: Path) -> str | No
             raise exc.error from None  # the local copy, not the transfer: run() says so
         except OSError as exc:
             return f"{url}: {exc}"
+        except http.client.HTTPException as exc:  # a broken chunked answer, among others
+            return f"{url}: the answer broke off before its end ({type(exc).__name__})"
         tar_file.seek(0)
         try:
             with tarfile.open(fileobj=tar_file, mode="r:") as tar:
-                tar.extractall(dest, filter="data")
+                return _unpack(tar, dest)
         except tarfile.TarError as exc:
-            return f"the stream is not a whole tar ({exc})"
+            return f"the stream is not a whole tar ({exc}): it was cut short or is not a backup"
+
+
+def _unpack(tar: tarfile.TarFile, dest: Path) -> str | None:
+    """Extract a backup's members into ``dest``; why the tar is not one, or None.
+
+    A backup holds the layout's directories and regular files at plain
+    relative paths, each once, and ends with its manifest; anything else
+    (a link, a device, an absolute or ``..`` name, a stream that stops before
+    the manifest) is refused whole rather than extracted and trusted."""
+    names: set[str] = set()
+    last = None
+    for member in tar:
+        problem = _bad_member(member, names)
+        if problem is not None:
+            return f"the stream is not a backup: {member.name!r} {problem}"
+        names.add(member.name)
+        last = member.name
+        tar.extract(member, dest, filter="data")
+    if last != MANIFEST:
+        # The manifest is written last: without it the stream stopped early
+        # (a tar may end at any member's edge and still read as whole).
+        return f"the stream ended before its {MANIFEST}: it was cut short"
+    return None
+
+
+def _bad_member(member: tarfile.TarInfo, seen: set[str]) -> str | None:
+    """Why one tar member has no place in a backup, or None."""
+    name = member.name
+    if name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
+        return "is not a path inside the backup"
+    if name in seen:
+        return "comes twice"
+    if member.isdir():
+        return None if name in LAYOUT else "is a directory a backup does not have"
+    if not member.isreg():
+        return "is not a regular file (a backup holds no links or special files)"
     return None
 
 

@@ -17,7 +17,9 @@ from typing import Final
 from syncd.cli.command import Commands, add_command
 
 LAYOUT: Final = ("log", "snapshots", "history")
-"""The subdirectories every data directory and backup of the embedded store has."""
+"""The subdirectories every data directory and backup of the embedded store has
+(``syncd.store.embedded.backup.LAYOUT``, not imported: every command would
+pay for loading the store)."""
 
 
 def register(commands: Commands) -> None:
@@ -46,6 +48,9 @@ def not_a_data_dir(path: Path) -> str | None:
     if not path.exists():
         return f"{path}: no such directory"
     if not path.is_dir():
+        if _is_tar(path):
+            # What POST /v1/admin/backup answers, saved as is.
+            return f"{path}: a tar, not a directory: unpack it (tar -xf) and verify the directory"
         return f"{path}: not a directory"
     if not any((path / name).is_dir() for name in LAYOUT):
         return (
@@ -54,6 +59,15 @@ def not_a_data_dir(path: Path) -> str | None:
             "in the database)"
         )
     return None
+
+
+def _is_tar(path: Path) -> bool:
+    import tarfile
+
+    try:
+        return tarfile.is_tarfile(path)
+    except OSError:
+        return False
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +120,55 @@ def test_verify_says_plainly_when_a_directory_is_not_a_data_directory(tmp_path: 
         assert result.returncode == 2 and result.stdout == ""
         assert result.stderr.startswith("syncd verify: ") and expected in result.stderr
         assert result.stderr.count("\n") == 1
+
+
+async def test_verify_points_a_saved_tar_at_unpacking(spawn_server: Any, tmp_path: Path) -> None:
+    server = spawn_server({})
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        r = await client.post("/v1/admin/backup", headers={"authorization": f"Bearer {ADMIN}"})
+    saved = tmp_path / "backup.tar"
+    saved.write_bytes(r.content)
+    result = run_cli("verify", str(saved), env=dict(os.environ))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "a tar, not a directory: unpack it (tar -xf) and verify the directory" in result.stderr
+
+
+async def test_a_backup_taken_while_writes_run_restores_every_acknowledged_op(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    server = spawn_server({"SERVICE_RATE_LIMIT": "1000000"})
+    acked: list[tuple[float, str]] = []
+    stop = asyncio.Event()
+
+    async def write(client: httpx.AsyncClient, h: dict[str, str], name: str) -> None:
+        i = 0
+        while not stop.is_set():
+            r = await op(client, h, "or:acked", {"op": "add", "element": f"{name}-{i}"})
+            if r.status_code == 200:
+                acked.append((time.monotonic(), f"{name}-{i}"))
+            i += 1
+
+    dest = tmp_path / "copy"
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        h = await issue(client)
+        writers = [asyncio.create_task(write(client, h, f"w{n}")) for n in range(3)]
+        while len(acked) < 50:
+            await asyncio.sleep(0.02)
+        started = time.monotonic()
+        backup = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "syncd", "backup", str(dest), "--url", server.url,
+            env={**os.environ, "SERVICE_ADMIN_TOKEN": ADMIN},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(backup.communicate(), 60)
+        stop.set()
+        await asyncio.gather(*writers)
+    assert backup.returncode == 0 and b": OK" in out, err
+    before = {element for at, element in acked if at < started}
+    assert len(acked) > len(before) >= 50  # writes went on during the backup
+    restored = spawn_server({"SERVICE_DATA_DIR": str(dest)})
+    async with httpx.AsyncClient(base_url=restored.url) as client:
+        h = await issue(client)
+        r = await client.get("/v1/namespaces/app/crdts/or:acked", headers=h)
+        assert before <= set(r.json()["value"])

@@ -43,6 +43,13 @@ STREAM_HIGH_WATER_BYTES: Final = 4 * 1024 * 1024
 MAX_RATE_LIMIT_MIB_S: Final = 1_000_000.0
 """The largest ``?max_rate=`` taken (MiB/s): beyond any disk, i.e. no limit."""
 
+MIN_RATE_LIMIT_MIB_S: Final = 1.0
+"""The smallest ``?max_rate=`` taken (MiB/s). A backup holds off the store's
+snapshots and history compaction until it ends (the log and the history grow
+meanwhile), so its pace bounds how long they wait: at 1 MiB/s that is about
+17 minutes per GiB of data directory, under a day for a store of 80 GiB. A
+slower rate would hold them for days, and no disk needs one to keep up."""
+
 PIPE_PIECES: Final = 4
 """Tar pieces (``TAR_BUFFER_BYTES`` each) the reading thread may be ahead of
 the loop: with the high-water mark, what one backup holds in memory."""
@@ -124,11 +131,20 @@ def _max_rate(text: str | None) -> float | None:
         rate = float(text)
     except ValueError:
         rate = 0.0
-    if not 0 < rate <= MAX_RATE_LIMIT_MIB_S:
-        raise bad_request(
-            f"max_rate: MiB per second, more than 0, at most {MAX_RATE_LIMIT_MIB_S:g}"
-        )
+    problem = max_rate_problem(rate)
+    if problem is not None:
+        raise bad_request(f"max_rate: {problem}")
     return rate * 1024 * 1024
+
+
+def max_rate_problem(rate: float) -> str | None:
+    """Why ``rate`` (MiB/s) is no backup rate, or None (``syncd backup --max-rate`` too)."""
+    if MIN_RATE_LIMIT_MIB_S <= rate <= MAX_RATE_LIMIT_MIB_S:  # False for NaN
+        return None
+    return (
+        f"MiB per second, at least {MIN_RATE_LIMIT_MIB_S:g} (slower, the backup would hold "
+        f"off snapshots and compaction for days), at most {MAX_RATE_LIMIT_MIB_S:g}"
+    )
 
 
 class _Stopped(Exception):

@@ -40,6 +40,8 @@ from syncd.store.embedded.log import fsync_dir, list_segments
 from syncd.store.embedded.snapshot import list_snapshots
 
 MANIFEST: Final = "MANIFEST.json"
+LAYOUT: Final = ("log", "snapshots", "history")
+"""The subdirectories of every data directory and backup of the embedded store."""
 FORMAT: Final = "syncd-backup"
 FORMAT_VERSION: Final = 1
 
@@ -166,7 +168,7 @@ def stream_plan(plan: Plan, write: Callable[[bytes], None]) -> dict[str, Any]:
     layout and ``MANIFEST.json`` comes last; the manifest."""
     entries = []
     with tarfile.open(fileobj=_Sink(write), mode="w|", bufsize=TAR_BUFFER_BYTES) as tar:
-        for sub in ("log", "snapshots", "history"):
+        for sub in LAYOUT:
             info = tarfile.TarInfo(sub)
             info.type = tarfile.DIRTYPE
             info.mode = 0o755
@@ -199,13 +201,13 @@ def copy_plan(plan: Plan, dest: str) -> dict[str, Any]:
     if os.path.exists(dest) and os.listdir(dest):
         raise FileExistsError(f"{dest}: the backup destination must be new or empty")
     os.makedirs(dest, exist_ok=True)
-    for sub in ("log", "snapshots", "history"):
+    for sub in LAYOUT:
         os.makedirs(os.path.join(dest, sub), exist_ok=True)
     entries = []
     for rel, size in plan.files:
         digest = _copy(os.path.join(plan.data_dir, rel), os.path.join(dest, rel), size)
         entries.append({"path": rel, "bytes": size, "sha256": digest})
-    for sub in ("log", "snapshots", "history", "."):
+    for sub in (*LAYOUT, "."):
         fsync_dir(os.path.join(dest, sub))
     manifest = _manifest(plan, entries)
     tmp = os.path.join(dest, MANIFEST + ".tmp")

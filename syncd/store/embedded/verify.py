@@ -3,21 +3,30 @@
 ``syncd verify DIR`` opens every file read-only and takes no lock: every
 snapshot, every log record after the newest one (CRC, sequence, encoding: the
 checks start-up makes), the history files' frames, and, in a backup, every
-file's size and SHA-256 against ``MANIFEST.json``.
+file's size and SHA-256 against ``MANIFEST.json``, and that it holds no file
+the manifest does not name (such a file is not what the backup took, and a
+server started on the copy would read a log segment or snapshot among them).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass, field
+from typing import Any, Final
 
-from syncd.store.embedded.backup import COPY_CHUNK_BYTES, FORMAT, MANIFEST
+from syncd.store.embedded.backup import COPY_CHUNK_BYTES, FORMAT, LAYOUT, MANIFEST
 from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import StoreCorruptError
 from syncd.store.embedded.recovery import read_only_scan
 from syncd.store.embedded.snapshot import list_snapshots, read_snapshot
+
+MAX_UNLISTED_NAMED: Final = 20
+"""Files not in a backup's manifest named one by one in the report; past
+this many (a backup unpacked over something else), the rest are counted."""
 
 
 @dataclass
@@ -92,31 +101,117 @@ def verify(path: str) -> Report:
 
 
 def _check_manifest(path: str, manifest_path: str, report: Report) -> None:
+    entries = _read_manifest(manifest_path, report)
+    if entries is None:
+        return
+    listed: set[str] = set()
+    for entry in entries:
+        rel = entry["path"]
+        listed.add(rel)
+        _check_entry(os.path.join(path, rel), rel, entry, report)
+    _check_unlisted(path, listed, report)
+
+
+def _read_manifest(manifest_path: str, report: Report) -> list[dict[str, Any]] | None:
+    """The manifest's file entries, or None with the problem reported."""
     try:
         with open(manifest_path) as f:
             manifest = json.load(f)
-        if manifest.get("format") != FORMAT:
-            report.problems.append(f"{MANIFEST}: not a {FORMAT} manifest")
-            return
-        entries = manifest["files"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         report.problems.append(f"{MANIFEST}: unreadable ({exc})")
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        report.problems.append(f"{MANIFEST}: not a {FORMAT} manifest")
+        return None
+    entries = manifest.get("files")
+    if not isinstance(entries, list):
+        report.problems.append(f"{MANIFEST}: no list of files")
+        return None
+    for number, entry in enumerate(entries, 1):
+        problem = _bad_entry(entry)
+        if problem is not None:
+            report.problems.append(f"{MANIFEST}: file {number}: {problem}")
+            return None
+    return entries
+
+
+def _bad_entry(entry: Any) -> str | None:
+    """Why a manifest entry cannot be checked, or None."""
+    if not (
+        isinstance(entry, dict)
+        and isinstance(entry.get("path"), str)
+        and type(entry.get("bytes")) is int
+        and isinstance(entry.get("sha256"), str)
+    ):
+        return "expected {path, bytes, sha256}"
+    rel = entry["path"]
+    parts = rel.split("/")
+    # Names the server writes are plain relative paths; anything else would
+    # have verify read (and a restore trust) a file outside the backup.
+    if os.path.isabs(rel) or any(part in ("", ".", "..") for part in parts):
+        return f"{rel!r} is not a path inside the backup"
+    return None
+
+
+def _check_entry(file_path: str, rel: str, entry: dict[str, Any], report: Report) -> None:
+    """The file's size and SHA-256 against its manifest entry."""
+    try:
+        # O_NOFOLLOW: a link is not the file the backup took, wherever it points.
+        fd = os.open(file_path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            report.problems.append(f"{rel}: a symbolic link, not the file the backup took")
+        else:
+            report.problems.append(f"{rel}: {exc.strerror or exc}")
         return
-    for entry in entries:
-        file_path = os.path.join(path, entry["path"])
-        try:
-            digest = hashlib.sha256()
-            size = 0
-            with open(file_path, "rb") as f:
-                while chunk := f.read(COPY_CHUNK_BYTES):
-                    digest.update(chunk)
-                    size += len(chunk)
-        except OSError as exc:
-            report.problems.append(f"{entry['path']}: {exc.strerror or exc}")
-            continue
-        if size != entry["bytes"]:
-            report.problems.append(
-                f"{entry['path']}: {size} bytes, the manifest says {entry['bytes']}"
-            )
-        elif digest.hexdigest() != entry["sha256"]:
-            report.problems.append(f"{entry['path']}: SHA-256 differs from the manifest")
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                report.problems.append(f"{rel}: not a regular file")
+                return
+            while chunk := f.read(COPY_CHUNK_BYTES):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        report.problems.append(f"{rel}: {exc.strerror or exc}")
+        return
+    if size != entry["bytes"]:
+        report.problems.append(f"{rel}: {size} bytes, the manifest says {entry['bytes']}")
+    elif digest.hexdigest() != entry["sha256"]:
+        report.problems.append(f"{rel}: SHA-256 differs from the manifest")
+
+
+def _check_unlisted(path: str, listed: set[str], report: Report) -> None:
+    """Every file and directory the manifest does not name is a problem: what
+    a server started on the copy would read (a log segment, a snapshot) must
+    be what the backup took, and nothing else."""
+    unlisted = sorted(_unlisted(path, listed))
+    for rel in unlisted[:MAX_UNLISTED_NAMED]:
+        report.problems.append(f"{rel}: not in the manifest (not part of the backup as taken)")
+    if len(unlisted) > MAX_UNLISTED_NAMED:
+        more = len(unlisted) - MAX_UNLISTED_NAMED
+        report.problems.append(f"and {more} more files not in the manifest")
+
+
+def _unlisted(path: str, listed: set[str]) -> list[str]:
+    found = []
+    for directory, dirs, files in os.walk(path):
+        rel_dir = os.path.relpath(directory, path)
+        for name in list(dirs):
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            # Only the layout's own directories belong; a link to one is not it
+            # (os.walk lists links to directories among dirs, and does not follow them).
+            if (
+                rel_dir != "."
+                or name not in LAYOUT
+                or os.path.islink(os.path.join(directory, name))
+            ):
+                found.append(rel + "/")
+                dirs.remove(name)
+        for name in files:
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if rel != MANIFEST and rel not in listed:
+                found.append(rel)
+    return found

@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import io
 import json
+import math
 import tarfile
 import time
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from syncd.store.embedded.verify import verify
+from syncd.http.handlers.admin import MAX_RATE_LIMIT_MIB_S, MIN_RATE_LIMIT_MIB_S
+from syncd.store.embedded.verify import MAX_UNLISTED_NAMED, verify
 from tests.conftest import ADMIN, RunningServer
 from tests.http.support import ADMIN_HEADERS, issue, op
 
@@ -102,11 +104,32 @@ async def test_backup_needs_the_root_admin(server: RunningServer) -> None:
         assert (await client.post("/v1/admin/backup")).status_code == 401
 
 
-@pytest.mark.parametrize("rate", ["0", "-1", "abc", "1e9"])
+@pytest.mark.parametrize("rate", ["0", "-1", "abc", "1e9", "nan", "inf", "1e-9", "0.000001"])
 async def test_a_bad_max_rate_is_400(server: RunningServer, rate: str) -> None:
     async with httpx.AsyncClient(base_url=server.url) as client:
         r = await client.post(f"/v1/admin/backup?max_rate={rate}", headers=ADMIN_HEADERS)
         assert r.status_code == 400 and r.json()["error"] == "bad_request"
+        assert r.json()["message"].startswith("max_rate: MiB per second, at least 1 ")
+    # Refused before the store is held: snapshots run at once.
+    await asyncio.wait_for(server.app.store.compact_now(), 10)
+
+
+async def test_max_rate_at_its_bounds(server: RunningServer) -> None:
+    below = math.nextafter(MIN_RATE_LIMIT_MIB_S, 0)
+    above = math.nextafter(MAX_RATE_LIMIT_MIB_S, math.inf)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        for rate, status in (
+            (MIN_RATE_LIMIT_MIB_S, 200),
+            (below, 400),
+            (MAX_RATE_LIMIT_MIB_S, 200),
+            (above, 400),
+        ):
+            r = await client.post(
+                f"/v1/admin/backup?max_rate={rate!r}", headers=ADMIN_HEADERS, timeout=60
+            )
+            assert r.status_code == status, (rate, r.text)
+            if status == 200:
+                assert r.content.endswith(b"\0" * 1024)  # a whole tar
 
 
 async def test_max_rate_spreads_the_backup_over_time(make_server: Any) -> None:
@@ -134,7 +157,7 @@ async def test_a_client_leaving_mid_backup_releases_the_store(make_server: Any) 
             await op(client, h, "or:big", {"op": "add", "element": f"{i:04d}" + "x" * 30000})
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(
-        b"POST /v1/admin/backup?max_rate=0.5 HTTP/1.1\r\nhost: x\r\n"
+        f"POST /v1/admin/backup?max_rate={MIN_RATE_LIMIT_MIB_S!r} HTTP/1.1\r\nhost: x\r\n".encode()
         + f"authorization: Bearer {ADMIN}\r\ncontent-length: 0\r\n\r\n".encode()
     )
     await writer.drain()
@@ -142,28 +165,6 @@ async def test_a_client_leaving_mid_backup_releases_the_store(make_server: Any) 
     await reader.read(1000)
     writer.close()  # gone half-way
     # Snapshots (which wait while a backup holds the store) run again soon.
-    await asyncio.wait_for(server.app.store.compact_now(), 10)
-
-
-async def test_a_client_leaving_a_very_slow_backup_releases_the_store_at_once(
-    make_server: Any,
-) -> None:
-    server: RunningServer = await make_server()
-    async with httpx.AsyncClient(base_url=server.url) as client:
-        h = await issue(client)
-        for i in range(20):
-            await op(client, h, "or:big", {"op": "add", "element": f"{i:04d}" + "x" * 30000})
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-    writer.write(  # about one byte a second: the pause after the first piece is days long
-        b"POST /v1/admin/backup?max_rate=0.000001 HTTP/1.1\r\nhost: x\r\n"
-        + f"authorization: Bearer {ADMIN}\r\ncontent-length: 0\r\n\r\n".encode()
-    )
-    await writer.drain()
-    assert (await reader.readline()).startswith(b"HTTP/1.1 200")
-    await reader.read(1000)
-    writer.close()
-    # The pause ends with the connection (it used to sleep on, holding the
-    # store: snapshots, and a stopping server's close, waited for good).
     await asyncio.wait_for(server.app.store.compact_now(), 10)
 
 
@@ -223,3 +224,124 @@ async def test_postgresql_answers_409_pointing_at_pg_dump(make_server: Any, pg_u
         r = await client.post("/v1/admin/backup", headers=ADMIN_HEADERS)
         assert r.status_code == 409 and r.json()["error"] == "unsupported"
         assert "pg_dump" in r.json()["message"]
+
+
+async def _unpacked_backup(make_server: Any, tmp_path: Path) -> bytes:
+    server: RunningServer = await make_server()
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        for i in range(30):
+            await op(client, h, "pn:c", {"op": "increment", "amount": i + 1})
+        await server.app.store.compact_now()
+        for _ in range(5):
+            await op(client, h, "pn:c", {"op": "decrement"})
+        _, tar_bytes, _ = await _backup_tar(client)
+    return tar_bytes
+
+
+def _unpack(tar_bytes: bytes, dest: Path) -> Path:
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        tar.extractall(dest, filter="data")
+    assert verify(str(dest)).ok
+    return dest
+
+
+async def test_verify_refuses_a_backup_holding_files_its_manifest_does_not_list(
+    make_server: Any, tmp_path: Path
+) -> None:
+    tar_bytes = await _unpacked_backup(make_server, tmp_path)
+
+    def problems(name: str, change: Any) -> list[str]:
+        copy = _unpack(tar_bytes, tmp_path / name)
+        change(copy)
+        report = verify(str(copy))
+        assert not report.ok and "DAMAGED" in report.text(), name
+        return report.problems
+
+    # A log segment past the copy's end: a server started on it would replay it.
+    def extra_segment(root: Path) -> None:
+        (root / "log" / "00000000000000099999.seg").write_bytes(b"")
+
+    assert (
+        "log/00000000000000099999.seg: not in the manifest (not part of the backup as taken)"
+        in problems("segment", extra_segment)
+    )
+    assert problems("top", lambda root: (root / "notes.txt").write_text("x")) == [
+        "notes.txt: not in the manifest (not part of the backup as taken)"
+    ]
+    assert problems("subdir", lambda root: (root / "history" / "old").mkdir()) == [
+        "history/old/: not in the manifest (not part of the backup as taken)"
+    ]
+
+    def many(root: Path) -> None:
+        for i in range(MAX_UNLISTED_NAMED + 5):
+            (root / f"stray-{i:03d}").write_text("x")
+
+    found = problems("many", many)
+    assert len(found) == MAX_UNLISTED_NAMED + 1
+    assert found[0] == "stray-000: not in the manifest (not part of the backup as taken)"
+    assert found[-1] == "and 5 more files not in the manifest"
+
+    def list_nothing(root: Path) -> None:
+        manifest = json.loads((root / "MANIFEST.json").read_text())
+        manifest["files"] = []
+        (root / "MANIFEST.json").write_text(json.dumps(manifest))
+
+    found = problems("unlisted-all", list_nothing)
+    assert found and all("not in the manifest" in p for p in found)
+    # A data directory (no manifest) is not a backup: its files are its own.
+    plain = _unpack(tar_bytes, tmp_path / "plain")
+    (plain / "MANIFEST.json").unlink()
+    (plain / "notes.txt").write_text("x")
+    assert verify(str(plain)).ok
+
+
+async def test_verify_names_a_bad_manifest_and_reads_nothing_outside_the_backup(
+    make_server: Any, tmp_path: Path
+) -> None:
+    tar_bytes = await _unpacked_backup(make_server, tmp_path)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"secret")
+
+    def with_files(name: str, files: Any) -> list[str]:
+        copy = _unpack(tar_bytes, tmp_path / name)
+        manifest = json.loads((copy / "MANIFEST.json").read_text())
+        manifest["files"] = files
+        (copy / "MANIFEST.json").write_text(json.dumps(manifest))
+        report = verify(str(copy))  # no exception, whatever the manifest holds
+        assert not report.ok, name
+        return report.problems
+
+    digest = hashlib.sha256(b"secret").hexdigest()
+    for number, (files, expected) in enumerate(
+        [
+            ([{}], "MANIFEST.json: file 1: expected {path, bytes, sha256}"),
+            ("abc", "MANIFEST.json: no list of files"),
+            ({"a": 1}, "MANIFEST.json: no list of files"),
+            ([{"path": "x", "bytes": "1", "sha256": "0"}], "expected {path, bytes, sha256}"),
+            ([{"path": "../outside", "bytes": 6, "sha256": digest}], "is not a path inside"),
+            ([{"path": str(outside), "bytes": 6, "sha256": digest}], "is not a path inside"),
+            ([{"path": "log/./x", "bytes": 6, "sha256": digest}], "is not a path inside"),
+        ]
+    ):
+        found = with_files(f"m{number}", files)
+        assert any(expected in p for p in found), (files, found)
+    copy = _unpack(tar_bytes, tmp_path / "notjson")
+    (copy / "MANIFEST.json").write_text("[1, 2]")
+    assert verify(str(copy)).problems == ["MANIFEST.json: not a syncd-backup manifest"]
+
+    # A listed file replaced by a link to the very same bytes is not the file taken.
+    linked = _unpack(tar_bytes, tmp_path / "linked")
+    (segment,) = (linked / "log").iterdir()
+    target = tmp_path / "moved.seg"
+    segment.rename(target)
+    segment.symlink_to(target)
+    found = verify(str(linked)).problems
+    assert f"log/{segment.name}: a symbolic link, not the file the backup took" in found
+    # A layout directory replaced by a link is not the backup's directory either.
+    moved = _unpack(tar_bytes, tmp_path / "moved")
+    (moved / "history").rename(tmp_path / "history-elsewhere")
+    (moved / "history").symlink_to(tmp_path / "history-elsewhere")
+    assert "history/: not in the manifest (not part of the backup as taken)" in (
+        verify(str(moved)).problems
+    )
