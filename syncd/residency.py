@@ -65,6 +65,11 @@ docs/operations.md#sizing-a-node)."""
 Key = tuple[str, str]
 
 
+class LoadAbandoned(Exception):
+    """The caller loading a CRDT was cancelled before the load finished: each
+    caller that waited for that load tries again itself."""
+
+
 class ResidencyStats:
     """Counters for the metrics (service_engine_*)."""
 
@@ -130,7 +135,10 @@ class Residency:
         key = (ns, crdt_id)
         pending = self._loading.get(key)
         if pending is not None:
-            found = await asyncio.shield(pending)
+            try:
+                found = await asyncio.shield(pending)
+            except LoadAbandoned:
+                return await self.ensure(ns, crdt_id)  # this waiter loads it
             # This waiter resumes steps after the load: an eviction pass may
             # have let the CRDT go meanwhile, and a caller that went on with
             # the entry gone would plan on nothing and start a new life over
@@ -145,7 +153,11 @@ class Residency:
             entry = await self._load(ns, crdt_id)
         except BaseException as exc:
             if not future.done():
-                future.set_exception(exc)
+                # The loading caller's cancellation (its client went away) is
+                # its own: the waiters load the CRDT themselves instead of
+                # raising CancelledError in tasks nobody cancelled.
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                future.set_exception(LoadAbandoned() if cancelled else exc)
                 future.exception()  # retrieved: the waiters (if any) raise it
             raise
         finally:
@@ -280,4 +292,10 @@ class Residency:
                 engine.resize(entry)
 
 
-__all__ = ["DEFAULT_MEMORY_BUDGET_MB", "EVICT_TO", "Residency", "ResidencyStats"]
+__all__ = [
+    "DEFAULT_MEMORY_BUDGET_MB",
+    "EVICT_TO",
+    "LoadAbandoned",
+    "Residency",
+    "ResidencyStats",
+]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import random
-from collections.abc import AsyncIterator
+import socket
+import struct
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -367,3 +369,55 @@ async def test_a_caller_that_waited_on_anothers_load_gets_a_resident_crdt(
     assert result.seq == 6
     read = (await client.get(f"{BASE}/pn:x", headers=h)).json()
     assert (read["value"], read["seq"], read["epoch"]) == (6, 6, epoch)
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(5):
+        while not predicate():
+            await asyncio.sleep(0.005)
+
+
+async def _send_to_reset(port: int, request: bytes) -> asyncio.StreamWriter:
+    """Send ``request`` on a connection of its own, to be reset (an RST, with
+    ``writer.transport.abort()``: the server cancels the request's work)."""
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.write(request)
+    await writer.drain()
+    return writer
+
+
+async def test_a_load_whose_caller_went_away_still_serves_those_waiting_for_it(
+    server: RunningServer, client: httpx.AsyncClient
+) -> None:
+    """The request that started reading an evicted CRDT is cancelled (its
+    client reset the connection): the requests that waited for that read
+    are answered, not left hanging."""
+    h = await issue(client)
+    for _ in range(3):
+        await op(client, h, "pn:x", {"op": "increment"})
+    await _evict_all(server)
+    server.app.residency.budget_bytes = 1 << 30
+    store = server.app.store
+    assert isinstance(store, FileStore)
+    # While a compaction holds the history, the load waits for it.
+    lock = store._history.lock
+    await lock.acquire()
+    try:
+        request = (
+            f"GET {BASE}/pn:x HTTP/1.1\r\nHost: t\r\nauthorization: {h['authorization']}\r\n\r\n"
+        ).encode()
+        gone = await _send_to_reset(server.port, request)
+        await _until(lambda: ("app", "pn:x") in server.app.residency._loading)
+        read = asyncio.create_task(client.get(f"{BASE}/pn:x", headers=h))
+        write = asyncio.create_task(op(client, h, "pn:x", {"op": "increment"}))
+        await asyncio.sleep(0.1)  # both wait for that load
+        gone.transport.abort()
+        await asyncio.sleep(0.1)
+    finally:
+        lock.release()
+    async with asyncio.timeout(5):
+        r, w = await read, await write
+    assert (r.status_code, r.json()["value"]) == (200, 3), r.text
+    assert (w.status_code, w.json()["seq"]) == (200, 4), w.text
