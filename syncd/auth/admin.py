@@ -40,7 +40,7 @@ class AdminSecret:
     def __init__(self, secret: str, path: Path | None = None) -> None:
         if not secret:
             raise ValueError("the admin secret must not be empty")
-        self._secret = secret.encode("utf-8")
+        self._secret = _secret_bytes(secret)
         self.path = path
         """Where the secret is kept, when it came from a file."""
 
@@ -48,8 +48,23 @@ class AdminSecret:
         return f"AdminSecret(path={self.path!r})"
 
     def matches(self, bearer: str) -> bool:
-        """Constant-time comparison (only the length can leak)."""
-        return hmac.compare_digest(bearer.encode("utf-8", "surrogatepass"), self._secret)
+        """Constant-time comparison (only the length can leak).
+
+        A bearer from the ``Authorization`` header is its bytes as sent, one
+        character each (headers are decoded as latin-1); one from ``?token=``
+        is UTF-8 text. So a secret that is not ASCII matches the bytes either
+        spelling stands for: encoded as UTF-8 only, the header's would be
+        encoded twice and never match."""
+        as_text = bearer.encode("utf-8", "surrogatepass")
+        if bearer.isascii():
+            return hmac.compare_digest(as_text, self._secret)
+        try:
+            as_sent = bearer.encode("latin-1")
+        except UnicodeEncodeError:
+            as_sent = as_text
+        # Both compared, whatever the first says.
+        text_matches = hmac.compare_digest(as_text, self._secret)
+        return hmac.compare_digest(as_sent, self._secret) | text_matches
 
     @classmethod
     def load(cls, env_value: str | None, data_dir: Path) -> AdminSecret:
@@ -80,6 +95,13 @@ class AdminSecret:
         return cls(secret, path)
 
 
+def _secret_bytes(secret: str) -> bytes:
+    """The secret's bytes as set: an environment value that is not UTF-8
+    reaches Python with those bytes as surrogate escapes (a strict encode
+    would refuse it, and the server would not start)."""
+    return secret.encode("utf-8", "surrogateescape")
+
+
 def _warn_if_shadowed(path: Path, env_value: str) -> None:
     """One warning when a different admin token file is ignored: an operator who
     reads the file for the token would otherwise get 401s and no clue why."""
@@ -87,7 +109,9 @@ def _warn_if_shadowed(path: Path, env_value: str) -> None:
         existing = _read_secret(path)
     except AdminSecretError:
         existing = None  # unreadable or malformed: not in force either way
-    if existing is not None and not hmac.compare_digest(existing.encode(), env_value.encode()):
+    if existing is not None and not hmac.compare_digest(
+        _secret_bytes(existing), _secret_bytes(env_value)
+    ):
         log.warning(
             "admin token: SERVICE_ADMIN_TOKEN is in force (the environment wins); "
             "%s holds a different token, which is ignored - delete it or make them equal",
