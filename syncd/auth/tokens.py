@@ -245,7 +245,11 @@ def verify_token(token: str, key: SigningKey) -> tuple[Claims, bytes]:
 
 def verify_token_any(token: str, keys: Sequence[SigningKey]) -> tuple[Claims, bytes, SigningKey]:
     """Claims, signature and signing key of a token signed by one of ``keys``
-    (tried in order: the current key first); 401 otherwise."""
+    (tried in order: the current key first); 401 otherwise.
+
+    A token names no key, and nothing short of the check tells which key made
+    an ed25519 signature, so a bad one costs one check per key: at most
+    1 + ``syncd.config.MAX_PREVIOUS_SIGNING_KEYS`` (docs/permissions.md#rotating-the-signing-key)."""
     payload, signature = split_token(token)
     for key in keys:
         if key.verify(payload, signature):
