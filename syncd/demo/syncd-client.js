@@ -1689,6 +1689,15 @@ var HttpApi = class {
       throw err;
     }
   }
+  /**
+   * One root type of a Yjs document as JSON (docs/data-model.md#reading):
+   * `{id, type, seq, epoch, root, as, value}`, `as` one of text (the default),
+   * map, array, xml; `{at}` reads it as of a version. Only `yd:` ids (409
+   * `type_mismatch` otherwise); 404 for an unknown document.
+   */
+  readRoot(id, root, { as, at } = {}) {
+    return this.request("GET", crdtPath(this.config, id), { query: { root, as, at } });
+  }
   /** One page of `{crdts: [{id, type, seq}], next}`. */
   list({ prefix, limit, cursor } = {}) {
     return this.request("GET", `${nsPath(this.config)}/crdts`, { query: { prefix, limit, cursor } });
@@ -2547,6 +2556,139 @@ var EventStream = class extends Emitter {
   }
 };
 
+// src/bounded.js
+var DEFAULT_MAX_RESULT_CHARS = 16e3;
+var MIN_MAX_RESULT_CHARS = 1e3;
+var PREVIEW_CHARS = 200;
+var KEPT = ["id", "type", "seq", "epoch", "root", "as", "duplicate"];
+function resultSize(result) {
+  return JSON.stringify(result).length;
+}
+function checkLimit(maxResultChars) {
+  if (!Number.isInteger(maxResultChars) || maxResultChars < MIN_MAX_RESULT_CHARS) {
+    throw new TypeError(`maxResultChars ${JSON.stringify(maxResultChars)}: a whole number, at least ${MIN_MAX_RESULT_CHARS}`);
+  }
+  return maxResultChars;
+}
+function largest(fits, most) {
+  let low = 0;
+  let high = most;
+  while (low < high) {
+    const mid = Math.floor((low + high + 1) / 2);
+    if (fits(mid)) low = mid;
+    else high = mid - 1;
+  }
+  return low;
+}
+function pageMessage(start, shownEnd, end, total, unit, readMore, asked) {
+  if (asked > total) return `offset ${asked} is past the end: the value has ${total} ${unit}.`;
+  const what = shownEnd > start ? `${unit} ${start} to ${shownEnd - 1}` : `no ${unit}`;
+  const note = `This is ${what} of ${total}`;
+  if (end < total) {
+    return `${note}: the value is too large to return whole. Read on with ${readMore} and offset=${end}; the value may change between calls (compare seq).`;
+  }
+  return `${note}; it is the end of the value.`;
+}
+function page(result, field, whole, offset, maxChars, readMore, drop = []) {
+  let items;
+  let unit;
+  const isMap = !(typeof whole === "string" || Array.isArray(whole));
+  if (typeof whole === "string") {
+    items = Array.from(whole);
+    unit = field === "value_json" ? "characters of the value's JSON" : "characters";
+  } else if (Array.isArray(whole)) {
+    items = whole;
+    unit = "elements";
+  } else {
+    items = Object.entries(whole).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0);
+    unit = "entries";
+  }
+  const total = items.length;
+  const start = Math.min(offset, total);
+  const build = (count2, tooLarge) => {
+    const window = items.slice(start, start + count2);
+    const shown = typeof whole === "string" ? window.join("") : isMap ? Object.fromEntries(window) : window;
+    const end = start + count2 + (tooLarge ? 1 : 0);
+    const out = "ok" in result ? { ok: result.ok } : {};
+    for (const name of KEPT) if (name in result) out[name] = result[name];
+    out[field] = shown;
+    Object.assign(out, {
+      truncated: true,
+      offset: start,
+      next_offset: end < total ? end : null,
+      total,
+      unit,
+      omitted: Object.keys(result).filter((n) => !KEPT.includes(n) && n !== field && n !== "ok" && !drop.includes(n))
+    });
+    if (tooLarge) {
+      out.too_large = tooLarge;
+      out.message = `The ${unit.slice(0, -1)} at offset ${start} is too large to show (${tooLarge.json_chars} characters of JSON): too_large.preview is its start.${end < total ? ` Read on with ${readMore} and offset=${end}.` : ""}`;
+    } else {
+      out.message = pageMessage(start, start + count2, end, total, unit, readMore, offset);
+    }
+    return out;
+  };
+  const count = largest((n) => resultSize(build(n)) <= maxChars, total - start);
+  if (count === 0 && start < total && typeof whole !== "string") {
+    const item = items[start];
+    const text = JSON.stringify(isMap ? item[1] : item);
+    const tooLarge = { offset: start, json_chars: text.length, preview: text.slice(0, PREVIEW_CHARS) };
+    if (isMap) tooLarge.key = item[0];
+    return build(0, tooLarge);
+  }
+  return build(count);
+}
+function boundValue(result, type, { offset = 0, maxChars, readMore }) {
+  if (offset === 0 && resultSize(result) <= maxChars) return result;
+  if (type === "rga" && typeof result.text === "string") {
+    return page(result, "text", result.text, offset, maxChars, readMore, ["value"]);
+  }
+  const { value } = result;
+  if (typeof value === "string" || Array.isArray(value)) return page(result, "value", value, offset, maxChars, readMore);
+  if (value !== null && typeof value === "object" && type !== "tree") {
+    return page(result, "value", value, offset, maxChars, readMore);
+  }
+  if (offset === 0) {
+    const trimmed = "ok" in result ? { ok: result.ok } : {};
+    const omitted = [];
+    for (const [name, field] of Object.entries(result)) {
+      if (KEPT.includes(name)) trimmed[name] = field;
+      else if (name !== "value" && name !== "ok") omitted.push(name);
+    }
+    if ("value" in result) trimmed.value = value;
+    Object.assign(trimmed, {
+      truncated: true,
+      omitted,
+      message: `Left out to stay within the result limit: ${omitted.join(", ")} (the value is whole).`
+    });
+    if (resultSize(trimmed) <= maxChars) return trimmed;
+  }
+  return page(result, "value_json", JSON.stringify(value ?? null), offset, maxChars, readMore, ["value"]);
+}
+function boundHistory(answer, { maxChars, readMore }) {
+  if (resultSize(answer) <= maxChars) return answer;
+  const ops2 = [...answer.ops ?? []];
+  const build = (count2) => {
+    const kept = ops2.slice(0, count2);
+    const cut = { ...answer, ops: kept, truncated: true };
+    if (count2 < ops2.length && kept.length) {
+      cut.next = kept[kept.length - 1]?.seq ?? null;
+      cut.message = `Only the newest ${count2} of ${ops2.length} changes fit the result limit: call ${readMore} with before=${cut.next} for older ones.`;
+    }
+    return cut;
+  };
+  const count = largest((n) => resultSize(build(n)) <= maxChars, ops2.length);
+  if (count === 0 && ops2.length && ops2[0] && typeof ops2[0] === "object") {
+    const { op, ...first } = ops2[0];
+    const text = JSON.stringify(op ?? null);
+    ops2[0] = { ...first, op_preview: text.slice(0, PREVIEW_CHARS), op_json_chars: text.length };
+    const cut = build(1);
+    cut.message = "This change's op is too large to show whole: op_preview is its start." + (ops2.length > 1 ? ` Call ${readMore} with before=${first.seq} for older changes.` : "");
+    return cut;
+  }
+  return build(count);
+}
+
 // src/tools.js
 var TOOL_PREFIX = "service_";
 var TOOL_ACTIONS = Object.freeze({
@@ -2565,10 +2707,12 @@ var WRITER = {
   origin: { type: "string", minLength: 1, maxLength: MAX_ORIGIN_LENGTH, description: "Optional: only the changes made with this origin (a task, e.g. agent:x-1)." }
 };
 var MAX_HISTORY_LIMIT = 50;
-var TOOL_ID = /^[A-Za-z0-9-]+$/;
-var MAX_ID_LENGTH = 256;
+var CRDT_ID2 = /^[A-Za-z0-9._:~@+=-]{1,256}$/;
+var MAX_TOOL_NAME_LENGTH = 64;
+var MAX_ROOT_NAME = 256;
+var ROOT_KINDS = ["text", "map", "array", "xml"];
 function toolName(action, crdtId) {
-  return `${TOOL_PREFIX}${action}_${crdtId.replace(/[:/-]/g, "_")}`;
+  return `${TOOL_PREFIX}${action}_${crdtId.replace(/[^A-Za-z0-9_]/g, "_")}`;
 }
 function parseToolName(name) {
   if (typeof name !== "string" || !name.startsWith(TOOL_PREFIX)) return null;
@@ -2581,12 +2725,31 @@ function parseToolName(name) {
   return null;
 }
 function checkToolId(crdtId) {
-  if (typeof crdtId !== "string" || !crdtId || crdtId.length > MAX_ID_LENGTH || !TOOL_ID.test(crdtId)) {
+  if (typeof crdtId !== "string" || !CRDT_ID2.test(crdtId)) {
     throw new TypeError(
-      `tool CRDT id ${JSON.stringify(crdtId)}: use letters, digits and hyphens only (a colon, slash or underscore could not be mapped back from the tool name)`
+      `tool CRDT id ${JSON.stringify(crdtId)}: 1-256 characters of A-Z a-z 0-9 . _ : ~ @ + = - (docs/data-model.md#identifiers)`
     );
   }
 }
+var OFFSET = {
+  type: "integer",
+  minimum: 0,
+  description: "Optional: where to start, for a value that came back cut short (its next_offset): characters of a text, elements of a list, entries of a map."
+};
+var YDOC_READ = " It is a Yjs document: name a root type with 'root' and how to read it with 'as' (text, map, array or xml) to get its content; without 'root' the binary document is left out.";
+var YDOC_ROOT = {
+  root: {
+    type: "string",
+    minLength: 1,
+    maxLength: MAX_ROOT_NAME,
+    description: "Optional: the root type to read (editors: TipTap and ProseMirror use 'default')."
+  },
+  as: {
+    type: "string",
+    enum: ROOT_KINDS,
+    description: "How to read the root: text (the default), map, array or xml (TipTap and ProseMirror documents: xml)."
+  }
+};
 var JSON_VALUE = { description: "Any JSON value: string, number, boolean, null, array or object." };
 function definition(action, crdtId, type) {
   const name = toolName(action, crdtId);
@@ -2594,8 +2757,12 @@ function definition(action, crdtId, type) {
     case "read":
       return {
         name,
-        description: `Read the current state of the ${type} "${crdtId}". Returns its JSON state, or null when it does not exist.`,
-        input_schema: { type: "object", properties: {}, additionalProperties: false }
+        description: `Read the current state of the ${type} "${crdtId}". Returns its JSON state, or null when it does not exist. A value too large for one result comes back in part, with truncated: true and next_offset: call again with offset=next_offset for the rest.` + (type === "ydoc" ? YDOC_READ : ""),
+        input_schema: {
+          type: "object",
+          properties: { offset: OFFSET, ...type === "ydoc" ? YDOC_ROOT : {} },
+          additionalProperties: false
+        }
       };
     case "increment":
       return {
@@ -2637,11 +2804,13 @@ function definition(action, crdtId, type) {
     case "history":
       return {
         name,
-        description: `Look at the past of the ${type} "${crdtId}" (read-only). Without input: its latest changes, newest first, each with its version (seq), who made it (client_id, and origin: the task, when it named one) and when (ts, ms). With 'client_id' or 'origin': only that writer's changes. With 'at': its state right after that version. With 'before': the changes older than that version.`,
+        description: `Look at the past of the ${type} "${crdtId}" (read-only). Without input: its latest changes, newest first, each with its version (seq), who made it (client_id, and origin: the task, when it named one) and when (ts, ms). With 'client_id' or 'origin': only that writer's changes. With 'at': its state right after that version (with 'offset' for the rest of a value cut short). With 'before': the changes older than that version.`,
         input_schema: {
           type: "object",
           properties: {
             at: { type: "integer", minimum: 0, description: "Optional: read the state as of this version." },
+            offset: { ...OFFSET, description: `Optional, with 'at': ${OFFSET.description.slice("Optional: ".length)}` },
+            ...type === "ydoc" ? YDOC_ROOT : {},
             before: { type: "integer", minimum: 0, description: "Optional: only changes older than this." },
             limit: { type: "integer", minimum: 1, maximum: MAX_HISTORY_LIMIT, description: "How many changes at most (default 10)." },
             ...WRITER
@@ -2678,45 +2847,99 @@ function definition(action, crdtId, type) {
       throw new TypeError(`unknown action ${action}`);
   }
 }
-function buildTools(crdts) {
+function toolIndex(crdts) {
+  const index = /* @__PURE__ */ new Map();
   const out = [];
-  const names = /* @__PURE__ */ new Set();
+  const ids = /* @__PURE__ */ new Set();
   for (const pair of crdts) {
+    if (!Array.isArray(pair) || pair.length !== 2) {
+      throw new TypeError(`tool CRDTs are [crdtId, type] pairs, not ${JSON.stringify(pair)}`);
+    }
     const [crdtId, type] = pair;
     checkToolId(crdtId);
-    const actions = TOOL_ACTIONS[type];
+    const actions = Object.hasOwn(TOOL_ACTIONS, type) ? TOOL_ACTIONS[type] : null;
     if (!actions) throw new TypeError(`unknown CRDT type ${JSON.stringify(type)} for tool id ${crdtId}`);
+    if (ids.has(crdtId)) throw new TypeError(`tool CRDT id ${crdtId} is given twice`);
+    ids.add(crdtId);
     for (const action of ["read", ...actions]) {
       const def = definition(action, crdtId, type);
-      if (names.has(def.name)) throw new TypeError(`duplicate tool name ${def.name}`);
-      names.add(def.name);
+      if (index.has(def.name)) throw new TypeError(`duplicate tool name ${def.name}: rename one of the ids`);
+      if (def.name.length > MAX_TOOL_NAME_LENGTH) {
+        throw new TypeError(`tool name ${def.name} is longer than ${MAX_TOOL_NAME_LENGTH} characters; use a shorter id`);
+      }
+      index.set(def.name, { action, crdtId, type });
       out.push(def);
     }
   }
-  return out;
+  return { index, definitions: out };
+}
+function buildTools(crdts) {
+  return toolIndex(crdts).definitions;
 }
 function toOpenAiTools(tools) {
   return tools.map((t) => ({ type: "function", function: { name: t.name, description: t.description, parameters: t.input_schema } }));
 }
-async function executeTool(http, crdts, name, input = {}, { origin } = {}) {
-  const parsed = parseToolName(name);
-  if (!parsed) throw new SyncdError("unknown_tool", `not a service tool: ${name}`);
-  const { action, crdtId } = parsed;
-  const pair = crdts.find(([id]) => id === crdtId);
-  if (!pair) throw new SyncdError("unknown_tool", `no tool ${name} was built for id ${crdtId}`);
-  const type = pair[1];
-  if (action !== "read" && !TOOL_ACTIONS[type]?.includes(action)) {
-    throw new SyncdError("unknown_tool", `${action} is not a tool action for a ${type}`);
+function offsetOf(args) {
+  const offset = args.offset ?? 0;
+  if (!Number.isInteger(offset) || offset < 0) throw new SyncdError("invalid_op", "offset: a whole number, 0 or more");
+  return offset;
+}
+function rootOf(type, args) {
+  if (type !== "ydoc") return {};
+  const { root, as } = args;
+  if (root !== void 0 && (typeof root !== "string" || !root || root.length > MAX_ROOT_NAME)) {
+    throw new SyncdError("invalid_op", `root: a string of 1 to ${MAX_ROOT_NAME} characters`);
   }
+  if (as !== void 0) {
+    if (!ROOT_KINDS.includes(as)) throw new SyncdError("invalid_op", `as: one of ${ROOT_KINDS.join(", ")}`);
+    if (root === void 0) throw new SyncdError("invalid_op", "as: says how to read a root; name it with 'root'");
+  }
+  return { root, as };
+}
+function ydocWithoutRoot(view) {
+  if (!view) return view;
+  const { value: _update, state_vector: _vector, ...rest } = view;
+  return {
+    ...rest,
+    message: "A Yjs document: its binary value is left out. Read a root with root=NAME and as=text, map, array or xml (TipTap and ProseMirror keep theirs in root 'default', read as xml)."
+  };
+}
+function onlyFields(args, allowed) {
+  const extra = Object.keys(args).filter((k) => !allowed.includes(k));
+  if (extra.length) throw new SyncdError("invalid_op", `unknown input field(s): ${extra.join(", ")}`);
+}
+async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
+  const offset = offsetOf(args);
+  const { root, as } = rootOf(type, args);
+  let view;
+  if (root !== void 0) {
+    try {
+      view = await http.readRoot(crdtId, root, { as, at });
+    } catch (err) {
+      if (err instanceof SyncdError && err.status === 404) return null;
+      throw err;
+    }
+    readMore = `${readMore} (root=${JSON.stringify(root)}, as=${JSON.stringify(view.as)})`;
+  } else {
+    view = at === void 0 ? await http.read(crdtId) : await http.at(crdtId, at);
+    if (type === "ydoc") view = ydocWithoutRoot(view);
+  }
+  if (view === null || view === void 0) return null;
+  return boundValue(view, type, { offset, maxChars, readMore });
+}
+async function executeTool(http, crdts, name, input = {}, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS } = {}) {
+  return execute(http, toolIndex(crdts).index, name, input, { origin, maxChars: checkLimit(maxResultChars) });
+}
+async function execute(http, index, name, input, { origin, maxChars }) {
+  const found = typeof name === "string" ? index.get(name) : void 0;
+  if (!found) throw new SyncdError("unknown_tool", `no tool named ${JSON.stringify(name)}`);
+  const { action, crdtId, type } = found;
   const args = input ?? {};
+  if (typeof args !== "object" || Array.isArray(args)) throw new SyncdError("invalid_op", "the tool input must be an object");
   switch (action) {
     case "read":
-      try {
-        return await http.read(crdtId);
-      } catch (err) {
-        if (err instanceof SyncdError && err.status) return null;
-        throw err;
-      }
+      onlyFields(args, type === "ydoc" ? ["offset", "root", "as"] : ["offset"]);
+      return readValue(http, crdtId, type, args, { maxChars, readMore: toolName("read", crdtId) });
     case "increment": {
       const op = { op: "increment", type };
       if (args.amount !== void 0) op.amount = args.amount;
@@ -2733,12 +2956,20 @@ async function executeTool(http, crdts, name, input = {}, { origin } = {}) {
       return http.apply(crdtId, { op: "add", type, element: args.element }, { origin });
     }
     case "history": {
-      if (args.at !== void 0) return http.at(crdtId, args.at);
+      if (args.at !== void 0) {
+        const readMore = `${toolName("history", crdtId)} (at=${args.at})`;
+        return readValue(http, crdtId, type, args, { at: args.at, maxChars, readMore });
+      }
+      const reading = ["offset", "root", "as"].filter((k) => args[k] !== void 0);
+      if (reading.length) {
+        throw new SyncdError("invalid_op", `${reading.join(", ")}: go with 'at'; a list of changes is paged with 'before'`);
+      }
       const limit = args.limit ?? 10;
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) {
         throw new SyncdError("invalid_op", `limit: a whole number from 1 to ${MAX_HISTORY_LIMIT}`);
       }
-      return http.history(crdtId, { before: args.before, limit, clientId: args.client_id, origin: args.origin });
+      const page2 = await http.history(crdtId, { before: args.before, limit, clientId: args.client_id, origin: args.origin });
+      return boundHistory(page2, { maxChars, readMore: toolName("history", crdtId) });
     }
     case "revert": {
       if (args.client_id === void 0 && args.origin === void 0) {
@@ -2759,13 +2990,13 @@ async function executeTool(http, crdts, name, input = {}, { origin } = {}) {
       throw new SyncdError("unknown_tool", name);
   }
 }
-function createAgentTools(http, crdts, { origin } = {}) {
+function createAgentTools(http, crdts, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS } = {}) {
   if (origin !== void 0 && (typeof origin !== "string" || !origin || origin.length > MAX_ORIGIN_LENGTH)) {
     throw new TypeError(`origin: a string of 1 to ${MAX_ORIGIN_LENGTH} characters`);
   }
-  const definitions = buildTools(crdts);
-  const frozen = crdts.map(([id, type]) => [id, type]);
-  return { definitions, execute: (name, input) => executeTool(http, frozen, name, input, { origin }) };
+  const maxChars = checkLimit(maxResultChars);
+  const { index, definitions } = toolIndex(crdts);
+  return { definitions, maxResultChars: maxChars, execute: (name, input) => execute(http, index, name, input, { origin, maxChars }) };
 }
 
 // src/ws.js
@@ -3125,6 +3356,9 @@ var SyncdClient = class {
   // -- HTTP ----------------------------------------------------------------------
   read(id, options) {
     return this.http.read(id, options);
+  }
+  readRoot(id, root, options) {
+    return this.http.readRoot(id, root, options);
   }
   list(options) {
     return this.http.list(options);
@@ -3516,9 +3750,12 @@ var CollabText = class extends Emitter {
 export {
   CLOSE_TOKEN_ENDED,
   CollabText,
+  DEFAULT_MAX_RESULT_CHARS,
   EventStream,
   HttpApi,
   MAX_ORIGIN_LENGTH,
+  MAX_TOOL_NAME_LENGTH,
+  MIN_MAX_RESULT_CHARS,
   RgaReplica,
   SseParser,
   Subscription,

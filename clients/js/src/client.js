@@ -41,6 +41,9 @@ export class SyncdClient {
   read(id, options) {
     return this.http.read(id, options);
   }
+  readRoot(id, root, options) {
+    return this.http.readRoot(id, root, options);
+  }
   list(options) {
     return this.http.list(options);
   }

@@ -62,6 +62,16 @@ export class HttpApi {
     }
   }
 
+  /**
+   * One root type of a Yjs document as JSON (docs/data-model.md#reading):
+   * `{id, type, seq, epoch, root, as, value}`, `as` one of text (the default),
+   * map, array, xml; `{at}` reads it as of a version. Only `yd:` ids (409
+   * `type_mismatch` otherwise); 404 for an unknown document.
+   */
+  readRoot(id, root, { as, at } = {}) {
+    return this.request('GET', crdtPath(this.config, id), { query: { root, as, at } });
+  }
+
   /** One page of `{crdts: [{id, type, seq}], next}`. */
   list({ prefix, limit, cursor } = {}) {
     return this.request('GET', `${nsPath(this.config)}/crdts`, { query: { prefix, limit, cursor } });

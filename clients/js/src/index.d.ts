@@ -148,11 +148,26 @@ export interface RestoreAnswer {
   duplicate?: true;
 }
 
+/** How a Yjs root type is read (docs/data-model.md#reading). */
+export type YdocRootKind = 'text' | 'map' | 'array' | 'xml';
+
+export interface RootRead {
+  id: string;
+  type: 'ydoc';
+  seq: number;
+  epoch: string | null;
+  root: string;
+  as: YdocRootKind;
+  value: unknown;
+}
+
 export class HttpApi {
   constructor(config: ClientConfig);
   request(method: string, path: string, init?: { body?: unknown; query?: Record<string, unknown>; headers?: Record<string, string> }): Promise<any>;
   /** The state, or null when the CRDT does not exist. */
   read(id: string, options?: { format?: 'crdt' }): Promise<ReadState | null>;
+  /** One root type of a Yjs document (`yd:` ids) as JSON; `as` defaults to text. */
+  readRoot(id: string, root: string, options?: { as?: YdocRootKind; at?: number }): Promise<RootRead>;
   list(options?: { prefix?: string; limit?: number; cursor?: string }): Promise<{ crdts: { id: string; type: CrdtType; seq: number }[]; next: string | null }>;
   apply(id: string, op: Op | Op[], options?: { returnState?: boolean; origin?: string }): Promise<OpAnswer>;
   deleteCrdt(id: string): Promise<void>;
@@ -342,6 +357,12 @@ export interface ToolDefinition {
 export const TOOL_ACTIONS: Readonly<Record<CrdtType, readonly ToolAction[]>>;
 export type ToolAction = 'read' | 'increment' | 'set' | 'add' | 'history' | 'restore' | 'revert';
 export const MAX_ORIGIN_LENGTH: number;
+/** Tool names are at most this long (OpenAI's and Anthropic's limit). */
+export const MAX_TOOL_NAME_LENGTH: number;
+/** The longest tool result by default, in characters of its JSON (docs/clients.md#large-values). */
+export const DEFAULT_MAX_RESULT_CHARS: number;
+/** The smallest `maxResultChars` accepted. */
+export const MIN_MAX_RESULT_CHARS: number;
 export function toolName(action: ToolAction, crdtId: string): string;
 export function parseToolName(name: string): { action: ToolAction; crdtId: string } | null;
 export function buildTools(crdts: Array<[crdtId: string, type: CrdtType]>): ToolDefinition[];
@@ -351,14 +372,14 @@ export function executeTool(
   crdts: Array<[string, CrdtType]>,
   name: string,
   input?: Record<string, unknown>,
-  options?: { origin?: string },
+  options?: { origin?: string; maxResultChars?: number },
 ): Promise<unknown>;
-/** With `{origin}`, every op the tools make carries that origin. */
+/** With `{origin}`, every op the tools make carries that origin; `maxResultChars` bounds every result. */
 export function createAgentTools(
   http: HttpApi,
   crdts: Array<[string, CrdtType]>,
-  options?: { origin?: string },
-): { definitions: ToolDefinition[]; execute(name: string, input?: Record<string, unknown>): Promise<unknown> };
+  options?: { origin?: string; maxResultChars?: number },
+): { definitions: ToolDefinition[]; maxResultChars: number; execute(name: string, input?: Record<string, unknown>): Promise<unknown> };
 
 export class SyncdClient {
   constructor(config: ClientConfig, options?: { socket?: SocketOptions });
@@ -369,6 +390,7 @@ export class SyncdClient {
   /** The shared WebSocket, created on first use. */
   readonly socket: SyncSocket;
   read(id: string, options?: { format?: 'crdt' }): Promise<ReadState | null>;
+  readRoot(id: string, root: string, options?: { as?: YdocRootKind; at?: number }): Promise<RootRead>;
   list(options?: { prefix?: string; limit?: number; cursor?: string }): ReturnType<HttpApi['list']>;
   apply(id: string, op: Op | Op[], options?: { returnState?: boolean; origin?: string }): Promise<OpAnswer>;
   deleteCrdt(id: string): Promise<void>;
@@ -395,7 +417,7 @@ export class SyncdClient {
   subscribe(id: string, options?: SubscribeOptions): ReturnType<SyncSocket['subscribe']>;
   send(id: string, op: Op | Op[]): Promise<Ack>;
   events(id: string, options?: ConstructorParameters<typeof EventStream>[2]): EventStream;
-  agentTools(crdts: Array<[string, CrdtType]>, options?: { origin?: string }): ReturnType<typeof createAgentTools>;
+  agentTools(crdts: Array<[string, CrdtType]>, options?: { origin?: string; maxResultChars?: number }): ReturnType<typeof createAgentTools>;
   close(): void;
 }
 

@@ -16,8 +16,11 @@ export { canonicalJson } from './canonical.js';
 export {
   buildTools,
   createAgentTools,
+  DEFAULT_MAX_RESULT_CHARS,
   executeTool,
   MAX_ORIGIN_LENGTH,
+  MAX_TOOL_NAME_LENGTH,
+  MIN_MAX_RESULT_CHARS,
   parseToolName,
   toolName,
   toOpenAiTools,

@@ -2,12 +2,18 @@
 // definitions for a list of (crdt_id, type) pairs, in the JSON-schema shape
 // LLM tool-calling APIs take, and execution of a tool call over HTTP.
 //
-// Names: `service_<action>_<id>` with ":", "/" and "-" of the id turned into
-// "_"; execution turns "_" back into "-". That only round-trips for ids of
-// letters, digits and hyphens, so any other id is refused when the tools are
-// built. The type comes from the pair and travels in the op's `type` field.
+// Names: `service_<action>_<id>` with every character of the id other than a
+// letter, digit or "_" turned into "_", as the Python client names them. A
+// call is resolved by looking its name up among the tools built from the
+// pairs, never by parsing the id back out of it, so any valid CRDT id works
+// (`gc:visits`, `yd:notes`). The type comes from the pair and travels in the
+// op's `type` field. Every result fits `maxResultChars` (bounded.js): a larger
+// value comes back as a page saying how to read on with `offset`.
 
+import { DEFAULT_MAX_RESULT_CHARS, boundHistory, boundValue, checkLimit } from './bounded.js';
 import { SyncdError } from './errors.js';
+
+export { DEFAULT_MAX_RESULT_CHARS, MIN_MAX_RESULT_CHARS } from './bounded.js';
 
 export const TOOL_PREFIX = 'service_';
 
@@ -34,15 +40,24 @@ const WRITER = {
 /** Changes one history call returns at most. */
 export const MAX_HISTORY_LIMIT = 50;
 
-const TOOL_ID = /^[A-Za-z0-9-]+$/;
-const MAX_ID_LENGTH = 256; // docs/data-model.md#identifiers
+// docs/data-model.md#identifiers: 1-256 of these characters.
+const CRDT_ID = /^[A-Za-z0-9._:~@+=-]{1,256}$/;
+/** OpenAI function names and Anthropic tool names are at most 64 characters. */
+export const MAX_TOOL_NAME_LENGTH = 64;
+/** The longest Yjs root name, as the service's `?root=` takes it. */
+const MAX_ROOT_NAME = 256;
+const ROOT_KINDS = ['text', 'map', 'array', 'xml'];
 
-/** The tool name for an action on an id: `service_read_page_views`. */
+/** The tool name for an action on an id: `service_read_page_views`, `service_read_gc_visits`. */
 export function toolName(action, crdtId) {
-  return `${TOOL_PREFIX}${action}_${crdtId.replace(/[:/-]/g, '_')}`;
+  return `${TOOL_PREFIX}${action}_${crdtId.replace(/[^A-Za-z0-9_]/g, '_')}`;
 }
 
-/** `{action, crdtId}` from a tool name (underscores of the id back to hyphens), or null. */
+/**
+ * `{action, crdtId}` from a tool name (underscores of the id back to hyphens),
+ * or null. Exact only for ids of letters, digits and hyphens: execution
+ * resolves names by lookup, not with this.
+ */
 export function parseToolName(name) {
   if (typeof name !== 'string' || !name.startsWith(TOOL_PREFIX)) return null;
   const rest = name.slice(TOOL_PREFIX.length);
@@ -55,13 +70,39 @@ export function parseToolName(name) {
 }
 
 function checkToolId(crdtId) {
-  if (typeof crdtId !== 'string' || !crdtId || crdtId.length > MAX_ID_LENGTH || !TOOL_ID.test(crdtId)) {
+  if (typeof crdtId !== 'string' || !CRDT_ID.test(crdtId)) {
     throw new TypeError(
-      `tool CRDT id ${JSON.stringify(crdtId)}: use letters, digits and hyphens only ` +
-        '(a colon, slash or underscore could not be mapped back from the tool name)',
+      `tool CRDT id ${JSON.stringify(crdtId)}: 1-256 characters of A-Z a-z 0-9 . _ : ~ @ + = - ` +
+        '(docs/data-model.md#identifiers)',
     );
   }
 }
+
+const OFFSET = {
+  type: 'integer',
+  minimum: 0,
+  description:
+    'Optional: where to start, for a value that came back cut short (its next_offset): ' +
+    'characters of a text, elements of a list, entries of a map.',
+};
+
+const YDOC_READ =
+  " It is a Yjs document: name a root type with 'root' and how to read it with 'as' (text, map, array " +
+  "or xml) to get its content; without 'root' the binary document is left out.";
+
+const YDOC_ROOT = {
+  root: {
+    type: 'string',
+    minLength: 1,
+    maxLength: MAX_ROOT_NAME,
+    description: "Optional: the root type to read (editors: TipTap and ProseMirror use 'default').",
+  },
+  as: {
+    type: 'string',
+    enum: ROOT_KINDS,
+    description: 'How to read the root: text (the default), map, array or xml (TipTap and ProseMirror documents: xml).',
+  },
+};
 
 const JSON_VALUE = { description: 'Any JSON value: string, number, boolean, null, array or object.' };
 
@@ -71,8 +112,16 @@ function definition(action, crdtId, type) {
     case 'read':
       return {
         name,
-        description: `Read the current state of the ${type} "${crdtId}". Returns its JSON state, or null when it does not exist.`,
-        input_schema: { type: 'object', properties: {}, additionalProperties: false },
+        description:
+          `Read the current state of the ${type} "${crdtId}". Returns its JSON state, or null when it does not exist. ` +
+          'A value too large for one result comes back in part, with truncated: true and next_offset: call again ' +
+          'with offset=next_offset for the rest.' +
+          (type === 'ydoc' ? YDOC_READ : ''),
+        input_schema: {
+          type: 'object',
+          properties: { offset: OFFSET, ...(type === 'ydoc' ? YDOC_ROOT : {}) },
+          additionalProperties: false,
+        },
       };
     case 'increment':
       return {
@@ -118,11 +167,14 @@ function definition(action, crdtId, type) {
           `Look at the past of the ${type} "${crdtId}" (read-only). Without input: its latest changes, ` +
           'newest first, each with its version (seq), who made it (client_id, and origin: the task, when it ' +
           "named one) and when (ts, ms). With 'client_id' or 'origin': only that writer's changes. " +
-          "With 'at': its state right after that version. With 'before': the changes older than that version.",
+          "With 'at': its state right after that version (with 'offset' for the rest of a value cut short). " +
+          "With 'before': the changes older than that version.",
         input_schema: {
           type: 'object',
           properties: {
             at: { type: 'integer', minimum: 0, description: 'Optional: read the state as of this version.' },
+            offset: { ...OFFSET, description: `Optional, with 'at': ${OFFSET.description.slice('Optional: '.length)}` },
+            ...(type === 'ydoc' ? YDOC_ROOT : {}),
             before: { type: 'integer', minimum: 0, description: 'Optional: only changes older than this.' },
             limit: { type: 'integer', minimum: 1, maximum: MAX_HISTORY_LIMIT, description: 'How many changes at most (default 10).' },
             ...WRITER,
@@ -165,28 +217,43 @@ function definition(action, crdtId, type) {
   }
 }
 
-/**
- * Tool definitions (`{name, description, input_schema}`) for `[crdtId, type]`
- * pairs. Throws TypeError for an id that is not letters, digits and hyphens,
- * an unknown type, or two ids that would give the same tool name.
- * @param {Array<[string, string]>} crdts
- */
-export function buildTools(crdts) {
+/** `{name -> {action, crdtId, type}}` of the tools of `crdts`, checking them as buildTools says. */
+function toolIndex(crdts) {
+  const index = new Map();
   const out = [];
-  const names = new Set();
+  const ids = new Set();
   for (const pair of crdts) {
+    if (!Array.isArray(pair) || pair.length !== 2) {
+      throw new TypeError(`tool CRDTs are [crdtId, type] pairs, not ${JSON.stringify(pair)}`);
+    }
     const [crdtId, type] = pair;
     checkToolId(crdtId);
-    const actions = TOOL_ACTIONS[type];
+    const actions = Object.hasOwn(TOOL_ACTIONS, type) ? TOOL_ACTIONS[type] : null;
     if (!actions) throw new TypeError(`unknown CRDT type ${JSON.stringify(type)} for tool id ${crdtId}`);
+    if (ids.has(crdtId)) throw new TypeError(`tool CRDT id ${crdtId} is given twice`);
+    ids.add(crdtId);
     for (const action of ['read', ...actions]) {
       const def = definition(action, crdtId, type);
-      if (names.has(def.name)) throw new TypeError(`duplicate tool name ${def.name}`);
-      names.add(def.name);
+      if (index.has(def.name)) throw new TypeError(`duplicate tool name ${def.name}: rename one of the ids`);
+      if (def.name.length > MAX_TOOL_NAME_LENGTH) {
+        throw new TypeError(`tool name ${def.name} is longer than ${MAX_TOOL_NAME_LENGTH} characters; use a shorter id`);
+      }
+      index.set(def.name, { action, crdtId, type });
       out.push(def);
     }
   }
-  return out;
+  return { index, definitions: out };
+}
+
+/**
+ * Tool definitions (`{name, description, input_schema}`) for `[crdtId, type]`
+ * pairs. Throws TypeError for an invalid CRDT id, an unknown type, a repeated
+ * id, two ids that would give the same tool name (`gc:a-b`, `gc:a_b`), or a
+ * name over MAX_TOOL_NAME_LENGTH.
+ * @param {Array<[string, string]>} crdts
+ */
+export function buildTools(crdts) {
+  return toolIndex(crdts).definitions;
 }
 
 /** The same definitions in the OpenAI function-calling shape. */
@@ -194,31 +261,86 @@ export function toOpenAiTools(tools) {
   return tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } }));
 }
 
+function offsetOf(args) {
+  const offset = args.offset ?? 0;
+  if (!Number.isInteger(offset) || offset < 0) throw new SyncdError('invalid_op', 'offset: a whole number, 0 or more');
+  return offset;
+}
+
+/** `{root, as}` of a ydoc read (root undefined: none named); SyncdError for bad ones. */
+function rootOf(type, args) {
+  if (type !== 'ydoc') return {};
+  const { root, as } = args;
+  if (root !== undefined && (typeof root !== 'string' || !root || root.length > MAX_ROOT_NAME)) {
+    throw new SyncdError('invalid_op', `root: a string of 1 to ${MAX_ROOT_NAME} characters`);
+  }
+  if (as !== undefined) {
+    if (!ROOT_KINDS.includes(as)) throw new SyncdError('invalid_op', `as: one of ${ROOT_KINDS.join(', ')}`);
+    if (root === undefined) throw new SyncdError('invalid_op', "as: says how to read a root; name it with 'root'");
+  }
+  return { root, as };
+}
+
+/** A ydoc's view without a root named: its binary update left out, and how to read it. */
+function ydocWithoutRoot(view) {
+  if (!view) return view;
+  const { value: _update, state_vector: _vector, ...rest } = view;
+  return {
+    ...rest,
+    message:
+      "A Yjs document: its binary value is left out. Read a root with root=NAME and as=text, map, array or xml " +
+      "(TipTap and ProseMirror keep theirs in root 'default', read as xml).",
+  };
+}
+
+function onlyFields(args, allowed) {
+  const extra = Object.keys(args).filter((k) => !allowed.includes(k));
+  if (extra.length) throw new SyncdError('invalid_op', `unknown input field(s): ${extra.join(', ')}`);
+}
+
+async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
+  const offset = offsetOf(args);
+  const { root, as } = rootOf(type, args);
+  let view;
+  if (root !== undefined) {
+    try {
+      view = await http.readRoot(crdtId, root, { as, at });
+    } catch (err) {
+      if (err instanceof SyncdError && err.status === 404) return null; // as a plain read answers
+      throw err;
+    }
+    readMore = `${readMore} (root=${JSON.stringify(root)}, as=${JSON.stringify(view.as)})`;
+  } else {
+    view = at === undefined ? await http.read(crdtId) : await http.at(crdtId, at);
+    if (type === 'ydoc') view = ydocWithoutRoot(view);
+  }
+  if (view === null || view === undefined) return null;
+  return boundValue(view, type, { offset, maxChars, readMore });
+}
+
 /**
  * Execute a tool call by HTTP. `http` is an HttpApi (or a SyncdClient);
  * `crdts` the pairs the tools were built from, which give the op's `type`.
- * Returns the state for `read` (null when absent or on any error status, as
- * the Python client's tools do) and the server's answer for ops.
+ * Returns the state for `read` (null when the CRDT does not exist; any other
+ * refusal throws SyncdError, as for every other action) and the server's
+ * answer for ops. A read, a history page or a state `at` a version longer
+ * than `maxResultChars` characters of JSON (default 16000) comes back as a
+ * page with `truncated`, `next_offset` and a `message`.
  */
-export async function executeTool(http, crdts, name, input = {}, { origin } = {}) {
-  const parsed = parseToolName(name);
-  if (!parsed) throw new SyncdError('unknown_tool', `not a service tool: ${name}`);
-  const { action, crdtId } = parsed;
-  const pair = crdts.find(([id]) => id === crdtId);
-  if (!pair) throw new SyncdError('unknown_tool', `no tool ${name} was built for id ${crdtId}`);
-  const type = pair[1];
-  if (action !== 'read' && !TOOL_ACTIONS[type]?.includes(action)) {
-    throw new SyncdError('unknown_tool', `${action} is not a tool action for a ${type}`);
-  }
+export async function executeTool(http, crdts, name, input = {}, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS } = {}) {
+  return execute(http, toolIndex(crdts).index, name, input, { origin, maxChars: checkLimit(maxResultChars) });
+}
+
+async function execute(http, index, name, input, { origin, maxChars }) {
+  const found = typeof name === 'string' ? index.get(name) : undefined;
+  if (!found) throw new SyncdError('unknown_tool', `no tool named ${JSON.stringify(name)}`);
+  const { action, crdtId, type } = found;
   const args = input ?? {};
+  if (typeof args !== 'object' || Array.isArray(args)) throw new SyncdError('invalid_op', 'the tool input must be an object');
   switch (action) {
     case 'read':
-      try {
-        return await http.read(crdtId);
-      } catch (err) {
-        if (err instanceof SyncdError && err.status) return null;
-        throw err;
-      }
+      onlyFields(args, type === 'ydoc' ? ['offset', 'root', 'as'] : ['offset']);
+      return readValue(http, crdtId, type, args, { maxChars, readMore: toolName('read', crdtId) });
     case 'increment': {
       const op = { op: 'increment', type };
       if (args.amount !== undefined) op.amount = args.amount;
@@ -235,12 +357,20 @@ export async function executeTool(http, crdts, name, input = {}, { origin } = {}
       return http.apply(crdtId, { op: 'add', type, element: args.element }, { origin });
     }
     case 'history': {
-      if (args.at !== undefined) return http.at(crdtId, args.at);
+      if (args.at !== undefined) {
+        const readMore = `${toolName('history', crdtId)} (at=${args.at})`;
+        return readValue(http, crdtId, type, args, { at: args.at, maxChars, readMore });
+      }
+      const reading = ['offset', 'root', 'as'].filter((k) => args[k] !== undefined);
+      if (reading.length) {
+        throw new SyncdError('invalid_op', `${reading.join(', ')}: go with 'at'; a list of changes is paged with 'before'`);
+      }
       const limit = args.limit ?? 10;
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_LIMIT) {
         throw new SyncdError('invalid_op', `limit: a whole number from 1 to ${MAX_HISTORY_LIMIT}`);
       }
-      return http.history(crdtId, { before: args.before, limit, clientId: args.client_id, origin: args.origin });
+      const page = await http.history(crdtId, { before: args.before, limit, clientId: args.client_id, origin: args.origin });
+      return boundHistory(page, { maxChars, readMore: toolName('history', crdtId) });
     }
     case 'revert': {
       if (args.client_id === undefined && args.origin === undefined) {
@@ -264,13 +394,14 @@ export async function executeTool(http, crdts, name, input = {}, { origin } = {}
 
 /**
  * Definitions and an executor bound to one client and one list of pairs.
- * `{origin: 'agent:task-1'}`: every op the tools make carries that origin.
+ * `{origin: 'agent:task-1'}`: every op the tools make carries that origin;
+ * `{maxResultChars}`: the longest result (default 16000 characters of JSON).
  */
-export function createAgentTools(http, crdts, { origin } = {}) {
+export function createAgentTools(http, crdts, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS } = {}) {
   if (origin !== undefined && (typeof origin !== 'string' || !origin || origin.length > MAX_ORIGIN_LENGTH)) {
     throw new TypeError(`origin: a string of 1 to ${MAX_ORIGIN_LENGTH} characters`);
   }
-  const definitions = buildTools(crdts);
-  const frozen = crdts.map(([id, type]) => [id, type]);
-  return { definitions, execute: (name, input) => executeTool(http, frozen, name, input, { origin }) };
+  const maxChars = checkLimit(maxResultChars);
+  const { index, definitions } = toolIndex(crdts);
+  return { definitions, maxResultChars: maxChars, execute: (name, input) => execute(http, index, name, input, { origin, maxChars }) };
 }

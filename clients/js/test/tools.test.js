@@ -82,15 +82,28 @@ describe('tool names', () => {
     assert.deepEqual(openai[0].function.parameters, tools[0].input_schema);
   });
 
-  for (const id of ['gc:visits', 'a/b', 'snake_case', '', 'dot.ted', 'x'.repeat(257)]) {
+  for (const id of ['a/b', '', 'a b', 'é', 'x'.repeat(257), 7]) {
     test(`id ${JSON.stringify(id).slice(0, 20)} is refused`, () => {
       assert.throws(() => buildTools([[id, 'gcounter']]), TypeError);
     });
   }
 
-  test('unknown types and duplicate names are refused', () => {
+  test('any valid CRDT id gets tools, named as the Python client names them', () => {
+    const names = buildTools([['gc:visits', 'gcounter'], ['snake_case', 'orset'], ['dot.ted', 'lwwregister']]).map((t) => t.name);
+    assert.ok(names.includes('service_read_gc_visits'));
+    assert.ok(names.includes('service_add_snake_case'));
+    assert.ok(names.includes('service_set_dot_ted'));
+  });
+
+  test('unknown types, repeated ids, clashing and long names are refused', () => {
     assert.throws(() => buildTools([['a', 'hashmap']]), /unknown CRDT type/);
-    assert.throws(() => buildTools([['a', 'gcounter'], ['a', 'orset']]), /duplicate tool name/);
+    assert.throws(() => buildTools([['a', 'toString']]), /unknown CRDT type/);
+    assert.throws(() => buildTools([['a', 'gcounter'], ['a', 'orset']]), /given twice/);
+    assert.throws(() => buildTools([['gc:a-b', 'gcounter'], ['gc:a_b', 'gcounter']]), /duplicate tool name/);
+    const longest = 64 - 'service_increment_'.length;
+    assert.equal(buildTools([['x'.repeat(longest), 'gcounter']])[1].name.length, 64);
+    assert.throws(() => buildTools([['x'.repeat(longest + 1), 'gcounter']]), /longer than 64/);
+    assert.throws(() => buildTools(['ab']), /pairs/);
   });
 });
 
