@@ -10,7 +10,8 @@ sees bytes this service signed.
 Claims: ``namespace``, ``client_id``, ``expires_at`` and ``permissions``, and
 since revocation (docs/permissions.md#revoking-tokens) ``issued_at``. A token
 without ``issued_at`` (issued before it existed) still verifies and counts as
-issued at 0, so every revocation of its client refuses it.
+issued at 0, so every revocation of its client refuses it (but one with a
+``before_ms`` of 0, before which nothing is issued).
 
 Keys: a token verifies under the current key or one of the previous keys
 (``SERVICE_PREVIOUS_SIGNING_KEYS``, for rotation). A key is named by its
