@@ -3211,7 +3211,7 @@ var SyncSocket = class extends Emitter {
           this._lost(err);
           return;
         }
-        if (err.code === "token_revoked") {
+        if (err.code === "token_revoked" || err.code === "token_expired") {
           const sub2 = msg.id !== void 0 ? this._subs.get(msg.id) : void 0;
           if (pending) {
             this._pending.delete(msg.ref);

@@ -10,9 +10,10 @@
 //
 // A token that ends on an open connection (docs/permissions.md#when-access-ends):
 // each subscription gets an `error` and the server closes with 4401. With a
-// token function, we reconnect with a fresh token; with a fixed token, an
-// expired one stops at the next connect (pre-validation) and a revoked one
-// (`token_revoked`) stops at once, with a TokenRevokedError.
+// token function, we reconnect with a fresh token; with a fixed token, the
+// socket stops at once: with a TokenRevokedError for a revoked one, with the
+// server's `token_expired` for an expired one (even when this machine's clock
+// says it has not expired yet: reconnecting with it would be refused for ever).
 
 import { decode, encode } from '@msgpack/msgpack';
 import { currentToken, checkId, normalizeConfig, nsPath } from './config.js';
@@ -258,8 +259,10 @@ export class SyncSocket extends Emitter {
           this._lost(err);
           return;
         }
-        if (err.code === 'token_revoked') {
-          // A fixed token that was revoked: every reconnect would be refused.
+        if (err.code === 'token_revoked' || err.code === 'token_expired') {
+          // A fixed token that was revoked, or that the server says has
+          // expired (its clock decides, whatever this one says): every
+          // reconnect would be refused, by a handshake a browser cannot read.
           const sub = msg.id !== undefined ? this._subs.get(msg.id) : undefined;
           if (pending) {
             this._pending.delete(msg.ref);

@@ -142,4 +142,30 @@ describe('ended by a real server', { skip: serverMissing() ?? false }, () => {
     assert.ok(subErrors[0] instanceof TokenRevokedError);
     await assert.rejects(socket.op('gc:ws', { op: 'increment' }), { code: 'closed' });
   });
+
+  test("WebSocket: a fixed token the server calls expired ends the socket, whatever this clock says", async () => {
+    // This machine's clock runs a minute behind the server's: the token still
+    // looks valid here, so only the server's word can stop the reconnects.
+    const token = await server.token({ clientId: 34, ttlMs: 1500 });
+    const realNow = Date.now;
+    Date.now = () => realNow() - 60_000;
+    try {
+      const socket = new SyncSocket({ baseUrl: server.url, namespace: 'ns1', token }, FAST);
+      const errors = [];
+      const disconnects = [];
+      socket.on('error', (err) => errors.push(err));
+      socket.on('disconnect', (err) => disconnects.push(err));
+      const sub = socket.subscribe('gc:ws-exp');
+      const subErrors = [];
+      sub.on('error', (err) => subErrors.push(err));
+      await new Promise((resolve) => sub.on('change', resolve));
+      await eventually(() => socket.state === 'closed', 5000, 'the socket closed');
+      assert.equal(errors[0].code, 'token_expired');
+      assert.equal(errors[0].status, 401);
+      assert.equal(subErrors[0].code, 'token_expired');
+      assert.deepEqual(disconnects, [], 'no reconnect with a token the server refuses');
+    } finally {
+      Date.now = realNow;
+    }
+  });
 });
