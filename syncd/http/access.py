@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from typing import Final
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 from syncd.http.request import Request
 
@@ -28,13 +28,16 @@ SECRET_PARAMETERS: Final = frozenset({"token", "access_token"})
 
 
 def redact_query(query: str) -> str:
-    """``query`` with the value of every secret parameter replaced."""
-    if "token" not in query.lower():
+    """``query`` with the value of every secret parameter replaced. Names are
+    compared as the server decodes them (``%74oken`` is ``token`` to it, and
+    authenticates), so the shortcut for queries that hold no secret must not
+    skip one whose name is percent-encoded."""
+    if "%" not in query and "token" not in query.lower():
         return query
     parts = []
     for part in query.split("&"):
         name, sep, _ = part.partition("=")
-        if unquote(name).strip().lower() in SECRET_PARAMETERS:
+        if unquote_plus(name).strip().lower() in SECRET_PARAMETERS:
             part = f"{name}={REDACTED}" if sep else part
         parts.append(part)
     return "&".join(parts)
