@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
+import re
 import shutil
 import threading
 from collections.abc import Awaitable, Callable
@@ -57,6 +59,11 @@ the loop: with the high-water mark, what one backup holds in memory."""
 TEMP_PREFIX: Final = ".backup-"
 """Work files of earlier versions, which copied the backup into the data
 directory first; start-up removes any a crash left."""
+
+_DECIMAL: Final = re.compile(r"[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?", re.ASCII)
+"""A ``?max_rate=`` as numbers in query strings are written: ASCII digits,
+a fraction and an exponent (what ``repr`` of a float gives, as ``syncd
+backup`` sends it)."""
 
 Backup = Callable[[], Awaitable[tuple[Plan, Callable[[], None]]]]
 """The store's ``backup_plan``: the files, and the call that ends the backup."""
@@ -127,10 +134,8 @@ def _max_rate(text: str | None) -> float | None:
     it takes less of the server from the writes going on (bytes/s or None)."""
     if text is None:
         return None
-    try:
-        rate = float(text)
-    except ValueError:
-        rate = 0.0
+    # float() alone would take "1_0", " 1" and non-ASCII digits ("١").
+    rate = float(text) if _DECIMAL.fullmatch(text) else math.nan
     problem = max_rate_problem(rate)
     if problem is not None:
         raise bad_request(f"max_rate: {problem}")

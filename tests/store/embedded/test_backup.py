@@ -104,7 +104,10 @@ async def test_backup_needs_the_root_admin(server: RunningServer) -> None:
         assert (await client.post("/v1/admin/backup")).status_code == 401
 
 
-@pytest.mark.parametrize("rate", ["0", "-1", "abc", "1e9", "nan", "inf", "1e-9", "0.000001"])
+@pytest.mark.parametrize(
+    "rate",
+    ["0", "-1", "abc", "1e9", "nan", "inf", "1e-9", "0.000001", "", "%D9%A1", "1_0", "%201", "+1"],
+)
 async def test_a_bad_max_rate_is_400(server: RunningServer, rate: str) -> None:
     async with httpx.AsyncClient(base_url=server.url) as client:
         r = await client.post(f"/v1/admin/backup?max_rate={rate}", headers=ADMIN_HEADERS)
