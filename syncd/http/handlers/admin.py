@@ -134,7 +134,7 @@ def _max_rate(text: str | None) -> float | None:
     it takes less of the server from the writes going on (bytes/s or None)."""
     if text is None:
         return None
-    # float() alone would take "1_0", " 1" and non-ASCII digits ("١").
+    # float() alone would take "1_0", " 1" and non-ASCII digits (Arabic-Indic ones).
     rate = float(text) if _DECIMAL.fullmatch(text) else math.nan
     problem = max_rate_problem(rate)
     if problem is not None:
