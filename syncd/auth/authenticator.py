@@ -200,15 +200,18 @@ class Authenticator:
         without one), counted against its rate limit.
 
         ``authorization`` is the ``Authorization`` header; ``query_token`` the
-        ``?token=`` of a WebSocket upgrade, used when there is no header.
+        ``?token=`` of a WebSocket upgrade or event stream, used when the
+        header holds no bearer: a browser behind a site's password sends its
+        ``Basic`` credentials on those requests too, and cannot send another.
         """
-        if authorization is not None:
-            if authorization.startswith("Bearer ") or authorization[:7].lower() == "bearer ":
-                bearer = authorization[7:].strip(" \t")
-            else:
-                raise invalid_token("authorization must be 'Bearer <token>'")
+        if authorization is not None and (
+            authorization.startswith("Bearer ") or authorization[:7].lower() == "bearer "
+        ):
+            bearer = authorization[7:].strip(" \t")
         elif query_token is not None:
             bearer = query_token
+        elif authorization is not None:
+            raise invalid_token("authorization must be 'Bearer <token>'")
         else:
             raise _missing_token()
         if not bearer:
