@@ -50,15 +50,19 @@ def line_error(line: str) -> tuple[int | str | None, int, str] | None:
     """``(id, code, message)`` of the JSON-RPC error a stdin line deserves,
     or None for a message the SDK can take (or a blank line, ignored)."""
     import mcp_types as types
+    from pydantic_core import from_json
 
     if not line.strip():
         return None
     try:
-        message = json.loads(line)
+        # The SDK's own JSON parser: it refuses what Python's json takes and
+        # JSON does not (a lone surrogate escape, NaN), which would otherwise
+        # pass here and be dropped there.
+        message = from_json(line)
     except (ValueError, RecursionError):
         return None, PARSE_ERROR, "Parse error: the line is not JSON"
     try:
-        types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+        types.jsonrpc_message_adapter.validate_json(line, by_name=False)  # as the SDK reads it
     except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
         kind = "a batch (MCP has none)" if isinstance(message, list) else "not a JSON-RPC message"
         detail = str(exc).splitlines()[0] if str(exc) else ""

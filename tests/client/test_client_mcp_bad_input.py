@@ -100,6 +100,12 @@ def _call(request_id: int, name: str, arguments: Any) -> str:
         ('{"jsonrpc": "1.0", "id": "a", "method": "tools/list"}', "a", -32600),
         ('{"jsonrpc": "2.0", "id": 9, "method": 5}', 9, -32600),
         ("[" * 100_000, None, -32700),
+        # JSON to Python's json module, not to the SDK's parser: answered all the same.
+        (
+            '{"jsonrpc": "2.0", "id": 10, "method": "tools/list", "params": {"a": "\\ud800"}}',
+            None,
+            -32700,
+        ),
     ],
 )
 async def test_a_bad_line_is_answered_and_serving_goes_on(
