@@ -1509,10 +1509,10 @@ var SyncdError = class extends Error {
   /**
    * @param {string} code  the server's error code (or a client-side one)
    * @param {string} message
-   * @param {{status?: number, retryAfter?: number, body?: unknown}} [extra]
+   * @param {{status?: number, retryAfter?: number, body?: unknown, cause?: unknown}} [extra]
    */
   constructor(code, message, extra = {}) {
-    super(message);
+    super(message, extra.cause === void 0 ? void 0 : { cause: extra.cause });
     this.name = "SyncdError";
     this.code = code;
     this.status = extra.status ?? 0;
@@ -1635,6 +1635,13 @@ function crdtPath(config, id) {
 }
 
 // src/http.js
+function retryAfterSeconds(header, now = Date.now()) {
+  if (header === null || header === void 0 || header.trim() === "") return void 0;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds);
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? void 0 : Math.max(0, (date - now) / 1e3);
+}
 var HttpApi = class {
   /** @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch}} config */
   constructor(config) {
@@ -1657,8 +1664,17 @@ var HttpApi = class {
       init.headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    const response = await this._fetch(url, init);
-    const text = await response.text();
+    let response;
+    let text;
+    try {
+      response = await this._fetch(url, init);
+      text = await response.text();
+    } catch (err) {
+      throw new SyncdError("unavailable", `the service could not be reached: ${method} ${path}: ${err?.cause?.code ?? err?.message ?? err}`, {
+        status: 0,
+        cause: err
+      });
+    }
     let parsed = null;
     if (text) {
       try {
@@ -1668,11 +1684,10 @@ var HttpApi = class {
       }
     }
     if (!response.ok) {
-      const retry = response.headers.get("retry-after");
       throw serviceError(
-        parsed?.error ?? `http_${response.status}`,
-        parsed?.message ?? `HTTP ${response.status}`,
-        { status: response.status, retryAfter: retry ? Number(retry) : void 0, body: parsed }
+        typeof parsed?.error === "string" ? parsed.error : `http_${response.status}`,
+        typeof parsed?.message === "string" ? parsed.message : `HTTP ${response.status}`,
+        { status: response.status, retryAfter: retryAfterSeconds(response.headers.get("retry-after")), body: parsed }
       );
     }
     return parsed;

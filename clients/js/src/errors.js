@@ -5,10 +5,10 @@ export class SyncdError extends Error {
   /**
    * @param {string} code  the server's error code (or a client-side one)
    * @param {string} message
-   * @param {{status?: number, retryAfter?: number, body?: unknown}} [extra]
+   * @param {{status?: number, retryAfter?: number, body?: unknown, cause?: unknown}} [extra]
    */
   constructor(code, message, extra = {}) {
-    super(message);
+    super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
     this.name = 'SyncdError';
     this.code = code;
     this.status = extra.status ?? 0;

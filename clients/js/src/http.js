@@ -5,6 +5,18 @@
 import { SyncdError, serviceError } from './errors.js';
 import { crdtPath, currentToken, normalizeConfig, nsPath } from './config.js';
 
+/**
+ * Seconds to wait from a `Retry-After` header: delay-seconds or an HTTP date
+ * (RFC 9110 10.2.3; proxies send dates); undefined when absent or unreadable.
+ */
+export function retryAfterSeconds(header, now = Date.now()) {
+  if (header === null || header === undefined || header.trim() === '') return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds);
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, (date - now) / 1000);
+}
+
 export class HttpApi {
   /** @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch}} config */
   constructor(config) {
@@ -28,8 +40,20 @@ export class HttpApi {
       init.headers['content-type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
-    const response = await this._fetch(url, init);
-    const text = await response.text();
+    let response;
+    let text;
+    try {
+      response = await this._fetch(url, init);
+      text = await response.text();
+    } catch (err) {
+      // fetch rejects with a bare TypeError ("fetch failed") when the service
+      // cannot be reached or the connection drops: a SyncdError like the rest,
+      // status 0 (no answer), so callers branch on `code` alone.
+      throw new SyncdError('unavailable', `the service could not be reached: ${method} ${path}: ${err?.cause?.code ?? err?.message ?? err}`, {
+        status: 0,
+        cause: err,
+      });
+    }
     let parsed = null;
     if (text) {
       try {
@@ -39,11 +63,10 @@ export class HttpApi {
       }
     }
     if (!response.ok) {
-      const retry = response.headers.get('retry-after');
       throw serviceError(
-        parsed?.error ?? `http_${response.status}`,
-        parsed?.message ?? `HTTP ${response.status}`,
-        { status: response.status, retryAfter: retry ? Number(retry) : undefined, body: parsed },
+        typeof parsed?.error === 'string' ? parsed.error : `http_${response.status}`,
+        typeof parsed?.message === 'string' ? parsed.message : `HTTP ${response.status}`,
+        { status: response.status, retryAfter: retryAfterSeconds(response.headers.get('retry-after')), body: parsed },
       );
     }
     return parsed;

@@ -31,11 +31,12 @@ export interface TokenClaims {
 }
 
 export class SyncdError extends Error {
-  constructor(code: string, message: string, extra?: { status?: number; retryAfter?: number; body?: unknown });
-  /** The server's error code (docs/http-api.md#status-codes) or a client-side one. */
+  constructor(code: string, message: string, extra?: { status?: number; retryAfter?: number; body?: unknown; cause?: unknown });
+  /** The server's error code (docs/http-api.md#status-codes) or a client-side one (`unavailable` with status 0: no answer). */
   code: string;
   /** HTTP status, 0 when none. */
   status: number;
+  /** Seconds to wait, from `Retry-After` (delay-seconds or an HTTP date). */
   retryAfter?: number;
   body?: unknown;
 }
