@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
+import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -123,16 +126,32 @@ def error_from(status: int, headers: Mapping[str, str], content: bytes) -> Servi
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         code = body["error"]
         message = str(body.get("message", ""))
-    retry_after: float | None = None
-    raw = headers.get("retry-after")
-    if raw is not None:
-        try:
-            retry_after = max(0.0, float(raw))
-        except ValueError:
-            retry_after = None
     return service_error(
-        status, code, message, retry_after, body if isinstance(body, dict) else None
+        status,
+        code,
+        message,
+        retry_after_s(headers.get("retry-after")),
+        body if isinstance(body, dict) else None,
     )
+
+
+def retry_after_s(raw: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP
+    date (RFC 9110 10.2.3: proxies send dates); None when absent or unreadable
+    (NaN included: it would make every comparison with it false)."""
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            return None
+        return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
 def json_answer(response: httpx.Response) -> Any:

@@ -329,3 +329,22 @@ def _sync_session(url: str) -> None:
 
     assert with_retries_sync(flaky, op_id="k", sleep=delays.append) == "k"
     assert len(delays) == 1
+
+
+def test_retry_after_seconds_or_an_http_date() -> None:
+    """A proxy in front of the service may send Retry-After as a date; NaN
+    and garbage are no wait at all, not a wait of NaN."""
+    from syncd.client._http import retry_after_s
+
+    now = 1_900_000_000.0
+    assert retry_after_s("3") == 3.0 and retry_after_s("-2") == 0.0
+    assert retry_after_s(email_date(now + 10), now=now) == 10.0
+    assert retry_after_s(email_date(now - 10), now=now) == 0.0
+    for useless in (None, "soon", "nan", "inf", ""):
+        assert retry_after_s(useless) is None, useless
+
+
+def email_date(epoch_s: float) -> str:
+    import email.utils
+
+    return email.utils.formatdate(epoch_s, usegmt=True)
