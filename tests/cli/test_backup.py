@@ -172,3 +172,30 @@ async def test_a_backup_taken_while_writes_run_restores_every_acknowledged_op(
         h = await issue(client)
         r = await client.get("/v1/namespaces/app/crdts/or:acked", headers=h)
         assert before <= set(r.json()["value"])
+
+
+async def test_verify_answers_when_a_fifo_stands_in_for_a_file(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    server = spawn_server({})
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        await op(client, h, "lw:title", {"op": "set", "value": "kept"})
+    dest = tmp_path / "copy"
+    env = {**os.environ, "SERVICE_ADMIN_TOKEN": ADMIN}
+    assert run_cli("backup", str(dest), "--url", server.url, env=env).returncode == 0
+    (segment,) = (dest / "log").iterdir()
+    for fifo, name in ((segment, f"log/{segment.name}"), (dest / "MANIFEST.json", "MANIFEST.json")):
+        saved = fifo.read_bytes()
+        fifo.unlink()
+        os.mkfifo(fifo)
+        # Opening a FIFO blocks until a writer comes: verify used to hang here.
+        result = run_cli("verify", str(dest), env=env)
+        assert result.returncode == 1 and f"problem: {name}: not a regular file" in result.stdout
+        fifo.unlink()
+        fifo.write_bytes(saved)
+    (dest / "MANIFEST.json").unlink()  # a data directory, without a manifest, likewise
+    segment.unlink()
+    os.mkfifo(segment)
+    result = run_cli("verify", str(dest), env=env)
+    assert result.returncode == 1 and "not a regular file" in result.stdout

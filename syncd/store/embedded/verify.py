@@ -67,6 +67,13 @@ def verify(path: str) -> Report:
     if not os.path.isdir(path):
         report.problems.append("not a directory")
         return report
+    special = _special_files(path)
+    if special:
+        # Opening a FIFO blocks until something writes to it: verify would
+        # hang instead of answering, so nothing is read.
+        report.problems += [f"{rel}: not a regular file" for rel in special]
+        report.problems.append("nothing else was read (a special file could block the reads)")
+        return report
     manifest_path = os.path.join(path, MANIFEST)
     if os.path.exists(manifest_path):
         report.manifest = True
@@ -98,6 +105,27 @@ def verify(path: str) -> Report:
         report.history_records = records
         report.problems += damage
     return report
+
+
+def _special_files(path: str) -> list[str]:
+    """The FIFOs, sockets and devices among the files verify reads (links are
+    followed: a data directory may keep ``log/`` on another disk)."""
+    candidates = [MANIFEST]
+    for sub in LAYOUT:
+        try:
+            names = sorted(os.listdir(os.path.join(path, sub)))
+        except OSError:
+            continue  # absent or unreadable: the reads name it
+        candidates += [os.path.join(sub, name) for name in names]
+    found = []
+    for rel in candidates:
+        try:
+            mode = os.stat(os.path.join(path, rel)).st_mode
+        except OSError:
+            continue  # absent or a dangling link: the reads name it
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            found.append(rel)
+    return found
 
 
 def _check_manifest(path: str, manifest_path: str, report: Report) -> None:
@@ -156,8 +184,10 @@ def _bad_entry(entry: Any) -> str | None:
 def _check_entry(file_path: str, rel: str, entry: dict[str, Any], report: Report) -> None:
     """The file's size and SHA-256 against its manifest entry."""
     try:
-        # O_NOFOLLOW: a link is not the file the backup took, wherever it points.
-        fd = os.open(file_path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NOFOLLOW: a link is not the file the backup took, wherever it
+        # points. O_NONBLOCK: a FIFO in a file's place would block the open
+        # (until something writes to it); fstat below refuses it instead.
+        fd = os.open(file_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             report.problems.append(f"{rel}: a symbolic link, not the file the backup took")
