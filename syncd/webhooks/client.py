@@ -66,6 +66,11 @@ def parse_url(url: str) -> Target:
     if not isinstance(url, str) or not url.strip():
         raise ValueError("webhook URL is empty")
     try:
+        url.encode("utf-8")
+    except UnicodeEncodeError:
+        # An environment value that is not UTF-8 (its bytes as surrogate escapes).
+        raise ValueError("webhook URL is not valid UTF-8") from None
+    try:
         parts = urlsplit(url.strip())
         port = parts.port  # ValueError for a non-numeric or out-of-range port
     except ValueError as exc:
@@ -95,6 +100,9 @@ def parse_url(url: str) -> Target:
         target = f"{target}?{parts.query}"
     if any(c in target for c in " \r\n\t"):
         raise ValueError(f"webhook URL {url!r} has whitespace in its path")
+    if any(c.isspace() for c in netloc):
+        # No host name holds one: every event would fail its lookup, be retried and dropped.
+        raise ValueError(f"webhook URL {url!r} has whitespace in its host")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in netloc + target):
         raise ValueError(f"webhook URL {url!r} has a control character")
     if not netloc.isascii():

@@ -65,3 +65,35 @@ def test_a_control_character_stops_the_start(url: str, tmp_path: Path) -> None:
         and "control character" in done.stderr
     )
     assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        # Found by probing: accepted at start, then every event failed its
+        # host lookup ("Name or service not known"), was retried and dropped.
+        ("http://127.0.0.1 x:9/hook", "whitespace in its host"),
+        # Found by probing: refused, but with a codec's message about '\udcff'.
+        (os.fsdecode(b"http://127.0.0.1:9/ho\xffk"), "not valid UTF-8"),
+    ],
+)
+def test_a_host_with_whitespace_or_a_url_not_utf8_stops_the_start(
+    url: str, words: str, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "SERVICE_DATA_DIR": str(tmp_path / "data"),
+        "SERVICE_BIND": "127.0.0.1:0",
+        "SERVICE_WEBHOOK_URL": url,  # subprocess passes the bytes it stands for
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "syncd", "serve"],
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("syncd: SERVICE_WEBHOOK_URL: ") and words in done.stderr
+    assert done.stderr.count("\n") == 1
