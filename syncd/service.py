@@ -119,6 +119,13 @@ class CrdtService:
             raise unavailable()
         client_id = principal.client_id
 
+        if self.stages:
+            # Applied in this step (what was loaded is still here) and queued
+            # with it: memory and log move together.
+            result = self._timed_apply(plan, client_id)
+            await self._once_durable(self._append_soon(result.records), result.records, source)
+            return result
+
         def apply() -> ApplyResult:
             return self._timed_apply(plan, client_id)
 
@@ -220,14 +227,9 @@ class CrdtService:
         return self._timed_apply(plan, principal.client_id, measure)
 
     async def persist(self, records: list[dict[str, Any]], source: str) -> None:
-        """Make staged ``records`` durable, then (after the caller's answer) fan out."""
-        await self._persist(records)
-        if records:
-            self._count(records)  # before the caller's answer
-            # After the caller's answer: the caller resumes in this same step
-            # and writes its ack or response first, so a writer sees its ack
-            # before its own delta; call_soon keeps deltas in durable order.
-            self.loop.call_soon(self._after_durable, records, source)
+        """Make staged ``records`` durable, then (after the caller's answer) fan out,
+        even if the caller is cancelled meanwhile (see :meth:`_once_durable`)."""
+        await self._once_durable(self._append_soon(records), records, source)
 
     def _timed_apply(self, plan: Plan, client_id: int, measure: bool = True) -> ApplyResult:
         started = time.perf_counter()
@@ -309,12 +311,27 @@ class CrdtService:
         done = self.loop.create_future()
         deleting = self.residency.deleting
         deleting[key] = done
-        try:
-            await self._persist([record])
-        finally:
+
+        def finished(_: object = None) -> None:
             done.set_result(None)
             if deleting.get(key) is done:
                 del deleting[key]
+
+        if self.stages:
+            try:
+                durable = self._append_soon([record])
+            except BaseException:
+                finished()
+                raise
+            # Loads of the key wait until the delete is durable, not only while
+            # its caller waits (a caller whose client went away is cancelled).
+            durable.add_done_callback(finished)
+            await self._once_durable(durable, [], "", lambda: self.publish_soon(record))
+            return True
+        try:
+            await self._persist([record])
+        finally:
+            finished()
         self.publish_soon(record)
         return True
 
@@ -348,6 +365,57 @@ class CrdtService:
             if len(rows) < MAX_LIST_LIMIT:
                 return page, None
             cursor = rows[-1][0]
+
+    def _append_soon(self, records: list[dict[str, Any]]) -> asyncio.Future[None]:
+        """Queue ``records`` on a local store now; the future of their durability."""
+        try:
+            return self.store.append_soon(records)
+        except StoreUnavailable:
+            self._enter_degraded()  # memory is ahead of the log
+            raise
+        except Exception:
+            log.exception("appending records failed")
+            self._enter_degraded()
+            raise StoreUnavailable() from None
+
+    async def _once_durable(
+        self,
+        durable: asyncio.Future[None],
+        records: list[dict[str, Any]],
+        source: str,
+        then: Callable[[], None] | None = None,
+    ) -> None:
+        """Wait for ``durable``, the future of queued ``records`` (raises
+        ``StoreUnavailable`` when they are not durable). What follows their
+        durability (the count, the fan-out to subscribers and webhooks, and
+        ``then()``) runs when they are, whether or not the caller still waits:
+        a caller cancelled meanwhile (its client reset the connection) leaves
+        its records on their way to disk all the same, and a subscriber that
+        missed their deltas would have a gap. The caller resumes before the
+        fan-out and writes its ack or response first, so a writer sees its
+        ack before its own delta; call_soon keeps deltas in durable order."""
+        answered: asyncio.Future[None] = self.loop.create_future()
+
+        def on_durable(future: asyncio.Future[None]) -> None:
+            exc = future.exception()
+            if exc is not None:
+                if not isinstance(exc, StoreUnavailable):
+                    log.error("appending records failed: %r", exc)
+                    exc = StoreUnavailable()
+                self._enter_degraded()  # memory is ahead of the log
+                if not answered.done():
+                    answered.set_exception(exc)
+                return
+            if not answered.done():
+                answered.set_result(None)
+            if records:
+                self._count(records)  # before the caller's answer
+                self.loop.call_soon(self._after_durable, records, source)
+            if then is not None:
+                then()
+
+        durable.add_done_callback(on_durable)
+        await answered
 
     async def _persist(self, records: list[dict[str, Any]]) -> None:
         try:
