@@ -3307,7 +3307,8 @@ var SyncSocket = class extends Emitter {
     checkId(id);
     if (this.state === "closed") return Promise.reject(new SyncdError("closed", "socket was closed"));
     const ref = this._nextRef++;
-    const stamp = (o, suffix) => o.op_id === void 0 ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o;
+    const isOp = (o) => o !== null && typeof o === "object" && !Array.isArray(o);
+    const stamp = (o, suffix) => isOp(o) && o.op_id === void 0 ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o;
     const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, "");
     const message = { kind: "op", id, op: body, ref };
     return new Promise((resolve, reject) => {

@@ -347,7 +347,10 @@ export class SyncSocket extends Emitter {
     checkId(id);
     if (this.state === 'closed') return Promise.reject(new SyncdError('closed', 'socket was closed'));
     const ref = this._nextRef++;
-    const stamp = (o, suffix) => (o.op_id === undefined ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o);
+    // Only an op map gets an op_id; anything else goes as it is, for the
+    // server to refuse (a rejected promise, never a throw from here).
+    const isOp = (o) => o !== null && typeof o === 'object' && !Array.isArray(o);
+    const stamp = (o, suffix) => (isOp(o) && o.op_id === undefined ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o);
     const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, '');
     const message = { kind: 'op', id, op: body, ref };
     return new Promise((resolve, reject) => {

@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { SyncdClient, SyncSocket, TokenExpiredError, wsUrl } from '../src/index.js';
+import { SyncdClient, SyncdError, SyncSocket, TokenExpiredError, wsUrl } from '../src/index.js';
 import { eventually, fakeToken, serverMissing, startServer } from './helpers.js';
 
 const FAST = { minReconnectMs: 20, maxReconnectMs: 200 };
@@ -58,6 +58,11 @@ describe('SyncSocket against a real server', { skip: serverMissing() ?? false },
     assert.equal(b.seq, a.seq);
     assert.equal(b.duplicate, true);
     assert.equal((await c.read('gc:once')).value, 1);
+    // What is not an op is the server's to refuse: a rejected promise, not a throw.
+    for (const bad of [null, 'increment', 7, [null]]) {
+      await assert.rejects(c.send('gc:ack', bad), (err) => err instanceof SyncdError && err.code !== 'closed', String(bad));
+    }
+    assert.equal(c.socket.state, 'open');
     c.close();
   });
 
