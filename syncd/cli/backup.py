@@ -30,7 +30,8 @@ from syncd.cli.verify import LAYOUT, verify_dir
 from syncd.config import DEFAULT_BIND, parse_bind
 
 REQUEST_TIMEOUT_S: Final = 600.0
-"""A backup of a large directory is copied before the first byte comes back."""
+"""How long one read may wait: the server answers once everything queued is
+durable, and the stream may pause while the server's disk is busy."""
 
 DOWNLOAD_CHUNK_BYTES: Final = 1024 * 1024
 

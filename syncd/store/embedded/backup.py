@@ -167,11 +167,15 @@ def stream_plan(plan: Plan, write: Callable[[bytes], None]) -> dict[str, Any]:
     thread: it reads the files). The files in the tar have a data directory's
     layout and ``MANIFEST.json`` comes last; the manifest."""
     entries = []
+    now = int(datetime.datetime.now(datetime.UTC).timestamp())
     with tarfile.open(fileobj=_Sink(write), mode="w|", bufsize=TAR_BUFFER_BYTES) as tar:
         for sub in LAYOUT:
             info = tarfile.TarInfo(sub)
             info.type = tarfile.DIRTYPE
             info.mode = 0o755
+            # Not TarInfo's 0 (1970): an unpacked backup's directories would
+            # look decades old to age-based clean-up (find -mtime).
+            info.mtime = now
             tar.addfile(info)
         for rel, size in plan.files:
             path = os.path.join(plan.data_dir, rel)
@@ -191,7 +195,7 @@ def stream_plan(plan: Plan, write: Callable[[bytes], None]) -> dict[str, Any]:
         info = tarfile.TarInfo(MANIFEST)
         info.size = len(data)
         info.mode = 0o644
-        info.mtime = int(datetime.datetime.now(datetime.UTC).timestamp())
+        info.mtime = now
         tar.addfile(info, io.BytesIO(data))
     return manifest
 

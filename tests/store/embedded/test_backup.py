@@ -78,6 +78,8 @@ async def test_a_backup_under_load_holds_every_op_acknowledged_before_it(
 
     restored = tmp_path / "restored"
     with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        # Every member dated now or by its file, none in 1970 (age-based clean-up).
+        assert all(abs(m.mtime - time.time()) < 3600 for m in tar.getmembers())
         tar.extractall(restored, filter="data")
     assert (restored / "MANIFEST.json").exists()
     report = verify(str(restored))
