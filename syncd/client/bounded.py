@@ -169,7 +169,9 @@ def _page(
             ).strip()
         return page
 
-    count = _largest(lambda n: size(build(n)) <= max_chars, total - start)
+    # Every element or character takes at least one character of JSON: no
+    # page holds more than max_chars of them, which keeps each probe small.
+    count = _largest(lambda n: size(build(n)) <= max_chars, min(total - start, max_chars))
     if count == 0 and start < total and not isinstance(whole, str):
         # One element too large for any page: show its start and step past it,
         # so that paging never stalls on it.

@@ -2643,7 +2643,7 @@ function page(result, field, whole, offset, maxChars, readMore, drop = []) {
     }
     return out;
   };
-  const count = largest((n) => resultSize(build(n)) <= maxChars, total - start);
+  const count = largest((n) => resultSize(build(n)) <= maxChars, Math.min(total - start, maxChars));
   if (count === 0 && start < total && typeof whole !== "string") {
     const item = items[start];
     const text = JSON.stringify(isMap ? item[1] : item);

@@ -92,7 +92,9 @@ function page(result, field, whole, offset, maxChars, readMore, drop = []) {
     }
     return out;
   };
-  const count = largest((n) => resultSize(build(n)) <= maxChars, total - start);
+  // Every element or character takes at least one character of JSON: no page
+  // holds more than maxChars of them, which keeps each probe small.
+  const count = largest((n) => resultSize(build(n)) <= maxChars, Math.min(total - start, maxChars));
   if (count === 0 && start < total && typeof whole !== 'string') {
     const item = items[start];
     const text = JSON.stringify(isMap ? item[1] : item);
