@@ -29,12 +29,42 @@ export class TokenRevokedError extends SyncdError {
   }
 }
 
-/** HTTP status of the error codes a stream or socket reports without one. */
-const STATUS = { token_expired: 401, token_revoked: 401, invalid_token: 401, forbidden: 403, not_found: 404 };
+/**
+ * HTTP status of each error code (docs/http-api.md#status-codes), for the
+ * errors a socket or a stream reports without one: an op refused over the
+ * WebSocket has the status the same refusal over HTTP has.
+ */
+const STATUS = {
+  bad_request: 400,
+  invalid_op: 400,
+  invalid_id: 400,
+  invalid_namespace: 400,
+  unknown_type: 400,
+  missing_token: 401,
+  invalid_token: 401,
+  token_expired: 401,
+  token_revoked: 401,
+  quota_exceeded: 403,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  type_mismatch: 409,
+  cycle: 409,
+  not_restorable: 409,
+  not_revertible: 409,
+  too_many_revocations: 409,
+  history_expired: 410,
+  crdt_too_large: 413,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal: 500,
+  unavailable: 503,
+};
 
 /** The error for a server's `{error, message}`: TokenRevokedError for `token_revoked`. */
 export function serviceError(code, message, extra = {}) {
-  const status = extra.status ?? STATUS[code];
+  const status = extra.status ?? (Object.hasOwn(STATUS, code) ? STATUS[code] : undefined);
   if (code === 'token_revoked') return new TokenRevokedError(message, { ...extra, status: status ?? 401 });
   return new SyncdError(code, message, { ...extra, status });
 }

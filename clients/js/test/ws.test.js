@@ -50,8 +50,9 @@ describe('SyncSocket against a real server', { skip: serverMissing() ?? false },
     assert.equal(ack.seq, 1);
     const ins = await c.send('rg:ack', { op: 'insert', index: 0, text: 'ab' });
     assert.equal(ins.ids.length, 2);
-    await assert.rejects(c.send('gc:ack', { op: 'decrement' }), { code: 'invalid_op' });
-    await assert.rejects(c.send('gc:ack', { op: 'set', type: 'lwwregister', value: 1 }), { code: 'type_mismatch' });
+    // Refused over the socket, with the status the same refusal has over HTTP.
+    await assert.rejects(c.send('gc:ack', { op: 'decrement' }), { code: 'invalid_op', status: 400 });
+    await assert.rejects(c.send('gc:ack', { op: 'set', type: 'lwwregister', value: 1 }), { code: 'type_mismatch', status: 409 });
     // A repeated op_id is applied once.
     const a = await c.send('gc:once', { op: 'increment', op_id: 'k1' });
     const b = await c.send('gc:once', { op: 'increment', op_id: 'k1' });
