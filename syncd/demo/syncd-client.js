@@ -2401,6 +2401,9 @@ function endError(data) {
   }
   return serviceError(body.error, String(body.message ?? ""), { body });
 }
+function isFinal(status) {
+  return status >= 400 && status < 500 && status !== 408 && status !== 429;
+}
 var EventStream = class extends Emitter {
   /**
    * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch, EventSource?: unknown}} config
@@ -2548,7 +2551,7 @@ var EventStream = class extends Emitter {
     } catch (err) {
       if (this._abort !== abort || this.state === "closed") return;
       this._abort = null;
-      if (err instanceof SyncdError && (err.status === 401 || err.status === 403 || err.status === 404)) {
+      if (err instanceof SyncdError && isFinal(err.status)) {
         this.emit("error", err);
         this.close();
         return;

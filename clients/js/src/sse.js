@@ -89,6 +89,15 @@ export function endError(data) {
   return serviceError(body.error, String(body.message ?? ''), { body });
 }
 
+/**
+ * A refusal that asking again cannot change: any 4xx but 408 (timeout) and
+ * 429 (rate limit), as the Python client's streams judge it. A 5xx and a
+ * failed connection are retried.
+ */
+function isFinal(status) {
+  return status >= 400 && status < 500 && status !== 408 && status !== 429;
+}
+
 export class EventStream extends Emitter {
   /**
    * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch, EventSource?: unknown}} config
@@ -244,7 +253,7 @@ export class EventStream extends Emitter {
     } catch (err) {
       if (this._abort !== abort || this.state === 'closed') return;
       this._abort = null;
-      if (err instanceof SyncdError && (err.status === 401 || err.status === 403 || err.status === 404)) {
+      if (err instanceof SyncdError && isFinal(err.status)) {
         this.emit('error', err);
         this.close();
         return;

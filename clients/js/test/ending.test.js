@@ -127,6 +127,24 @@ describe('ended by a real server', { skip: serverMissing() ?? false }, () => {
     assert.equal(errors[0].status, 401);
   });
 
+  test('SSE: a refusal asking again cannot change (400) ends the stream instead of retrying', async () => {
+    const token = await server.token({ clientId: 35 });
+    // The real server's 400 for a malformed `since`, as a broken proxy or an
+    // old server might answer any stream.
+    const breaking = (url, init) => fetch(`${url}${url.includes('?') ? '&' : '?'}since=not-a-number`, init);
+    const stream = new EventStream({ baseUrl: server.url, namespace: 'ns1', token, fetch: breaking }, 'gc:bad', {
+      transport: 'fetch',
+      ...FAST,
+    });
+    const errors = [];
+    const disconnects = [];
+    stream.on('error', (err) => errors.push(err));
+    stream.on('disconnect', (err) => disconnects.push(err));
+    await eventually(() => stream.state === 'closed', 2000, 'the stream closed');
+    assert.deepEqual([errors[0].status, errors[0].code], [400, 'bad_request']);
+    assert.deepEqual(disconnects, []);
+  });
+
   test('WebSocket: a revoked token closes the socket with TokenRevokedError', async () => {
     const token = await server.token({ clientId: 33 });
     const socket = new SyncSocket({ baseUrl: server.url, namespace: 'ns1', token }, FAST);
