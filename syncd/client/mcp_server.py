@@ -136,7 +136,9 @@ def build_server(tools: AgentTools) -> Any:
         version=__version__,
         instructions=(
             "Tools that read and change shared CRDTs in a syncd namespace. "
-            "Each tool acts on one CRDT; results are JSON with ok, and value on success."
+            "Each tool acts on one CRDT; results are JSON with ok, and value on success. "
+            "A value too large for one result comes back with truncated: true and "
+            "next_offset: call the read tool again with offset=next_offset for the rest."
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -72,7 +72,8 @@ async def session(server: RunningServer) -> AsyncIterator[Session]:
                 "clientInfo": {"name": "test", "version": "1"},
             },
         }
-        assert "result" in await session.call(json.dumps(init))
+        answer = await session.call(json.dumps(init))
+        assert "offset=next_offset" in answer["result"]["instructions"]
         await session.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         yield session
     finally:
