@@ -130,12 +130,16 @@ _WRITER: Final[dict[str, Any]] = {
 
 Result = dict[str, Any]
 
+_OFFSET_MEANS: Final = (
+    "where to start, for a value that came back cut short (its next_offset): characters "
+    "of a text, elements of a list, entries of a map."
+)
+
 _OFFSET: Final[dict[str, Any]] = {
     "type": "integer",
     "minimum": 0,
     "default": 0,
-    "description": "Optional: where to start, for a value that came back cut short "
-    "(its next_offset): characters of a text, elements of a list, entries of a map.",
+    "description": f"Optional: {_OFFSET_MEANS}",
 }
 
 _YDOC_READ: Final = (
@@ -284,11 +288,7 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
         )
         seq = {"type": "integer", "minimum": 0}
         extra: dict[str, Any] = {
-            "offset": {
-                **_OFFSET,
-                "description": "Optional, with 'at': "
-                + _OFFSET["description"][len("Optional: ") :],
-            }
+            "offset": {**_OFFSET, "description": f"Optional, with 'at': {_OFFSET_MEANS}"}
         }
         if crdt_type == "ydoc":
             description += _YDOC_READ.replace("Without 'root'", "With 'at' and without 'root'")
