@@ -257,3 +257,62 @@ async def test_the_collector_is_on_again_in_the_step_after_the_revert(
     assert not gc.isenabled()
     await asyncio.sleep(0)
     assert gc.isenabled()
+
+
+def _update(doc: Doc[Any], edit: Any) -> dict[str, Any]:
+    """The update ``edit`` makes to ``doc``'s text root "content", as an op."""
+    return _yjs(doc, lambda text: edit(text))
+
+
+async def _text(client: httpx.AsyncClient, h: dict[str, str], crdt_id: str) -> Any:
+    url = f"{BASE}/{crdt_id}?root=content&as=text"
+    return (await client.get(url, headers=h)).json()["value"]
+
+
+async def test_reverting_a_yjs_update_that_waited_for_another_writers(
+    server: RunningServer,
+) -> None:
+    """The agent's update builds on text of the human's that reaches the
+    server after it: Yrs holds it as pending until the human's comes, and
+    integrates it in that update's transaction. Before: the revert's undo
+    manager saw the agent's text come in with the human's update, not the
+    agent's, and the revert applied nothing."""
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        human = await issue(client, client_id=HUMAN)
+        agent = await issue(client, client_id=AGENT)
+        person, bot = Doc(), Doc()
+        first = _update(person, lambda t: t.insert(0, "hello "))
+        bot.apply_update(base64.b64decode(first["update"]))
+        later = _update(person, lambda t: t.insert(6, "world"))
+        bot.apply_update(base64.b64decode(later["update"]))
+        built_on = _update(bot, lambda t: t.insert(11, " by AI"))
+        for h, body in ((human, first), (agent, built_on), (human, later)):
+            assert (await op(client, h, "yd:wait", body)).status_code == 200
+        assert await _text(client, human, "yd:wait") == "hello world by AI"
+        r = await client.post(f"{BASE}/yd:wait/revert", json={"client_id": AGENT}, headers=human)
+        assert r.status_code == 200, r.text
+        assert r.json()["applied"] == 1
+        assert await _text(client, human, "yd:wait") == "hello world"
+
+
+async def test_reverting_a_yjs_update_another_writers_waited_for_keeps_theirs(
+    server: RunningServer,
+) -> None:
+    """The human's update builds on the agent's text and reaches the server
+    first: it integrates in the agent's update's transaction. Before: the
+    revert took the human's text back with the agent's."""
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        human = await issue(client, client_id=HUMAN)
+        agent = await issue(client, client_id=AGENT)
+        person, bot = Doc(), Doc()
+        first = _update(person, lambda t: t.insert(0, "notes: "))
+        bot.apply_update(base64.b64decode(first["update"]))
+        suggestion = _update(bot, lambda t: t.insert(7, "AI"))
+        person.apply_update(base64.b64decode(suggestion["update"]))
+        typed = _update(person, lambda t: t.insert(9, " typed"))
+        for h, body in ((human, first), (human, typed), (agent, suggestion)):
+            assert (await op(client, h, "yd:built", body)).status_code == 200
+        assert await _text(client, human, "yd:built") == "notes: AI typed"
+        r = await client.post(f"{BASE}/yd:built/revert", json={"client_id": AGENT}, headers=human)
+        assert r.status_code == 200, r.text
+        assert await _text(client, human, "yd:built") == "notes:  typed"
