@@ -28,7 +28,8 @@ replies owed after a still-running op wait behind it. Replies use the
 encoding of the message they answer (binary msgpack or JSON text); a malformed
 message gets an ``error`` reply and the connection stays up. A message over
 the body limit closes with 1009, a protocol violation with 1002. Reading
-stops while :data:`MAX_INFLIGHT_OPS` op messages await their answers.
+stops while :data:`MAX_INFLIGHT_OPS` messages await their answers: op
+messages, and the replies to other messages queued behind them.
 
 Expiry (:meth:`Session.expire`, called by the adapter's expiry timer at
 :attr:`Session.expiry_due`, the token's expiry or, earlier, the end of the
@@ -72,9 +73,12 @@ if TYPE_CHECKING:
     from syncd.crdt.engine import ApplyResult
 
 MAX_INFLIGHT_OPS: Final = 1024
-"""Op messages one connection may have awaiting their answers; past it we stop
-reading. Enough to fill many group commits when a client pipelines, while the
-memory of the waiting ops stays bounded."""
+"""Messages one connection may have awaiting their answers (op messages, and
+replies queued behind a still-running op); past it we stop reading. Enough to
+fill many group commits when a client pipelines, while the memory of the
+waiting ops and replies stays bounded: a client that sent pings or subscribes
+behind one op waiting for a slow commit made us queue a reply for each, with
+reading never paused."""
 
 RESUME_INFLIGHT_OPS: Final = MAX_INFLIGHT_OPS // 2
 """Reading resumes once this few remain, so it does not flap per op."""
@@ -365,6 +369,7 @@ class Session(BaseSession):
         while replies:
             head = replies[0]
             if type(head) is bytes:
+                self.inflight -= 1
                 out.append(head)
             else:
                 data = cast(StagedOp, head).data
@@ -507,5 +512,6 @@ class Session(BaseSession):
         replies = self._replies
         if replies:
             replies.append(data)  # after the answers still owed
+            self.inflight += 1  # counts against MAX_INFLIGHT_OPS until it goes out
         else:
             self._emit(Send(data))

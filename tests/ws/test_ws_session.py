@@ -93,7 +93,7 @@ def test_a_reads_ops_are_applied_together_and_answered_in_arrival_order() -> Non
     (apply,) = h.take()
     assert isinstance(apply, Apply)
     assert [s.ref for s in apply.run] == [1, 2]
-    assert h.session.inflight == 2
+    assert h.session.inflight == 3  # the two ops and the pong queued behind them
     first, second = apply.run
     # The second op is done first: nothing goes out before the first's answer.
     h.session.ack(second, _result(2))
