@@ -38,8 +38,8 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from syncd.auth.revocations import Apply, Revocation
-from syncd.errors import unavailable
+from syncd.auth.revocations import MAX_REVOCATIONS_PER_NAMESPACE, Apply, Revocation, too_many
+from syncd.errors import ApiError, unavailable
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -65,6 +65,8 @@ answers 503, the poll reconnects."""
 _VERSION: Final = "SELECT version FROM revocations_version"
 _ROWS: Final = "SELECT ns, client_id, before_ms, revoked_at FROM revocations"
 _BUMP: Final = "UPDATE revocations_version SET version = version + 1"
+_LOCK: Final = "SELECT version FROM revocations_version FOR UPDATE"
+_OTHERS: Final = "SELECT count(*) FROM revocations WHERE ns = %s AND client_id <> %s"
 _UPSERT: Final = (
     "INSERT INTO revocations (ns, client_id, before_ms, revoked_at) VALUES (%s, %s, %s, %s)"
     " ON CONFLICT (ns, client_id) DO UPDATE"
@@ -118,26 +120,47 @@ class PgRevocationStore:
             revocation.before_ms,
             revocation.revoked_at,
         )
-        await self._change(_UPSERT, args)
+        await self._change(_UPSERT, args, limit=(revocation.namespace, revocation.client_id))
 
     async def delete(self, namespace: str, client_id: int) -> bool:
         return await self._change(_DELETE, (namespace, client_id))
 
-    async def _change(self, statement: str, args: tuple[Any, ...]) -> bool:
+    async def _change(
+        self, statement: str, args: tuple[Any, ...], *, limit: tuple[str, int] | None = None
+    ) -> bool:
+        """``limit``: (namespace, client) whose new row must fit under
+        MAX_REVOCATIONS_PER_NAMESPACE (ApiError 409 when it does not)."""
         async with self._lock:
             try:
                 async with asyncio.timeout(QUERY_TIMEOUT_S), self._pool.connection() as conn:
                     async with conn.transaction():
+                        if limit is not None:
+                            await self._check_limit(conn, *limit)
                         cur = await conn.execute(statement, args)
                         changed: bool = cur.rowcount > 0
                         if changed:
                             await conn.execute(_BUMP)
                     if changed:
                         await self._reload(conn)
+            except ApiError:
+                raise
             except Exception as exc:
                 log.warning("revocations: the database refused a change: %r", exc)
                 raise unavailable("the revocation could not be stored") from None
             return changed
+
+    @staticmethod
+    async def _check_limit(conn: Conn, namespace: str, client_id: int) -> None:
+        """The namespace's limit, counted in the database under the version
+        row's lock: every change takes that lock (it bumps the version), so
+        nodes count one after another and each sees what the last committed.
+        The caller's check on its own table is not enough in a cluster: two
+        nodes revoking at once both saw the last place free and both took it."""
+        await conn.execute(_LOCK)
+        cur = await conn.execute(_OTHERS, (namespace, client_id))
+        row = await cur.fetchone()
+        if row is not None and int(row[0]) >= MAX_REVOCATIONS_PER_NAMESPACE:
+            raise too_many(namespace)
 
     async def _reload(self, conn: Conn) -> None:
         """Version and rows in one snapshot; applied if the version moved."""

@@ -13,6 +13,7 @@ import httpx
 import pytest
 import websockets
 
+from syncd.auth.revocations import MAX_REVOCATIONS_PER_NAMESPACE
 from syncd.auth.revocations_pg import POLL_INTERVAL_S
 from syncd.ws.framing import CLOSE_TOKEN_EXPIRED
 from tests.conftest import RunningServer
@@ -160,3 +161,50 @@ async def test_revocations_are_kept_in_the_database(start: Start, pg_url: str) -
     with sql_conn(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM revocations").fetchone() == (1,)
         assert conn.execute("SELECT version FROM revocations_version").fetchone() == (2,)
+
+
+async def test_nodes_revoking_at_once_stop_at_the_namespace_limit(
+    start: Start, pg_url: str
+) -> None:
+    """Each node checked the limit against its own copy of the table: two nodes
+    revoking at once for the last place both took it. The database decides."""
+    a = await start("lim-a")  # makes the tables
+    with sql_conn(pg_url) as conn:
+        conn.execute(
+            "INSERT INTO revocations (ns, client_id, before_ms, revoked_at)"
+            " SELECT %s, n, 1, 1 FROM generate_series(1, %s) AS n",
+            (NS, MAX_REVOCATIONS_PER_NAMESPACE - 1),
+        )
+        conn.execute("UPDATE revocations_version SET version = version + 1")
+    b = await start("lim-b")
+
+    async def a_has_read_them() -> bool:
+        return a.app.revocations.table.count(NS) == MAX_REVOCATIONS_PER_NAMESPACE - 1
+
+    await _within(a_has_read_them, END_WITHIN_S)
+    first = MAX_REVOCATIONS_PER_NAMESPACE
+    async with (
+        httpx.AsyncClient(base_url=a.url) as on_a,
+        httpx.AsyncClient(base_url=b.url) as on_b,
+    ):
+
+        async def revoke(http: httpx.AsyncClient, client_id: int) -> int:
+            r = await http.post(
+                f"/v1/namespaces/{NS}/revocations",
+                json={"client_id": client_id},
+                headers=ADMIN_HEADERS,
+            )
+            assert r.status_code in (200, 409), r.text
+            if r.status_code == 409:
+                assert r.json()["error"] == "too_many_revocations"
+            return r.status_code
+
+        statuses = await asyncio.gather(
+            *(revoke(http, first + i) for i, http in enumerate([on_a, on_b] * 3))
+        )
+        assert sorted(statuses) == [200] + [409] * 5
+        # Revoking a client already revoked replaces its row: allowed at the limit.
+        assert await revoke(on_b, 1) == 200
+    with sql_conn(pg_url) as conn:
+        count = conn.execute("SELECT count(*) FROM revocations WHERE ns = %s", (NS,)).fetchone()
+        assert count == (MAX_REVOCATIONS_PER_NAMESPACE,)
