@@ -199,3 +199,39 @@ async def test_verify_answers_when_a_fifo_stands_in_for_a_file(
     os.mkfifo(segment)
     result = run_cli("verify", str(dest), env=env)
     assert result.returncode == 1 and "not a regular file" in result.stdout
+
+
+async def test_a_restored_backup_stays_verifiable_once_the_server_writes(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    """The server started on a copy sets its manifest aside (it no longer
+    describes a directory the server writes to): ``syncd verify`` then checks
+    the copy as the data directory it has become, instead of reporting every
+    new log byte as damage."""
+    server = spawn_server({})
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        await op(client, h, "lw:title", {"op": "set", "value": "kept"})
+    env = {**os.environ, "SERVICE_ADMIN_TOKEN": ADMIN}
+    dest = tmp_path / "copy"
+    assert run_cli("backup", str(dest), "--url", server.url, env=env).returncode == 0
+    assert server.terminate() == 0
+    manifest = (dest / "MANIFEST.json").read_bytes()
+
+    restored = spawn_server({"SERVICE_DATA_DIR": str(dest)})
+    async with httpx.AsyncClient(base_url=restored.url) as client:
+        h = await issue(client)
+        r = await op(client, h, "lw:title", {"op": "set", "value": "after the restore"})
+        assert r.status_code == 200
+    assert restored.terminate() == 0
+    checked = run_cli("verify", str(dest), env=env)
+    assert checked.returncode == 0, checked.stdout
+    assert "manifest: none" in checked.stdout and "2 records after the snapshot" in checked.stdout
+    assert not (dest / "MANIFEST.json").exists()
+    assert (dest / "MANIFEST.restored.json").read_bytes() == manifest  # kept, for reference
+    assert restored.log().count("restored from a backup") == 1
+
+    again = spawn_server({"SERVICE_DATA_DIR": str(dest)})  # the note is made once
+    assert again.terminate() == 0
+    assert "restored from a backup" not in again.log()
+    assert run_cli("verify", str(dest), env=env).returncode == 0

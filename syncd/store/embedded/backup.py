@@ -14,7 +14,11 @@ on meanwhile; they land past the planned sizes and are not copied.
 :func:`copy_plan` then copies those bytes (in a thread, never on the loop),
 hashing them, fsyncs every file and directory, and writes ``MANIFEST.json``
 last (renamed into place), so a directory with a manifest is a whole backup.
-Starting a server on it restores it: the layout is a data directory's.
+Starting a server on it restores it: the layout is a data directory's. The
+server's first start on it moves the manifest aside (:func:`set_aside_manifest`,
+to ``MANIFEST.restored.json``): from then on it writes there, the manifest no
+longer describes the directory, and ``syncd verify`` checks it as the data
+directory it has become instead of reporting each new byte as damage.
 :func:`stream_plan` writes the same files as a tar instead, straight from the
 data directory (no copy on the server's disk), the manifest last.
 
@@ -27,6 +31,7 @@ import datetime
 import hashlib
 import io
 import json
+import logging
 import os
 import shutil
 import tarfile
@@ -39,7 +44,14 @@ from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import fsync_dir, list_segments
 from syncd.store.embedded.snapshot import list_snapshots
 
+log = logging.getLogger("syncd.store")
+
 MANIFEST: Final = "MANIFEST.json"
+RESTORED_MANIFEST: Final = "MANIFEST.restored.json"
+"""Where a server's start moves the manifest of a backup restored as its data
+directory: kept (what the backup held, for reference), but out of the way of
+``syncd verify``, which checks a directory with a ``MANIFEST.json`` file for
+file against it."""
 LAYOUT: Final = ("log", "snapshots", "history")
 """The subdirectories of every data directory and backup of the embedded store."""
 FORMAT: Final = "syncd-backup"
@@ -239,3 +251,36 @@ def _copy(src: str, dst: str, size: int) -> str:
         os.fsync(fout.fileno())
     shutil.copymode(src, dst)
     return digest.hexdigest()
+
+
+def set_aside_manifest(data_dir: str) -> bool:
+    """At a server's start (lock held, nothing written yet): a data directory
+    holding ``MANIFEST.json`` is a restored backup. The server is about to
+    write there (new log segments, history, snapshots), after which the
+    manifest no longer describes it and ``syncd verify`` would report each
+    difference as damage: move it to ``RESTORED_MANIFEST``, and say so (once:
+    the next start finds no manifest). Whether it was moved."""
+    src = os.path.join(data_dir, MANIFEST)
+    if not os.path.lexists(src):
+        return False
+    try:
+        # A rename opens nothing: a FIFO in its place cannot block it.
+        os.replace(src, os.path.join(data_dir, RESTORED_MANIFEST))
+        fsync_dir(data_dir)
+    except OSError as exc:
+        log.warning(
+            "%s: a backup's manifest, which could not be moved aside (%s); it no longer "
+            "describes the directory once this server writes: remove it",
+            src,
+            exc,
+        )
+        return False
+    log.info(
+        "%s was restored from a backup: its %s, which no longer describes the directory "
+        "once this server writes to it, is moved to %s (syncd verify checks the directory "
+        "as a data directory from now on)",
+        data_dir,
+        MANIFEST,
+        RESTORED_MANIFEST,
+    )
+    return True

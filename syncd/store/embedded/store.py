@@ -76,7 +76,7 @@ from syncd.store.base import (
     StoreStats,
     Usage,
 )
-from syncd.store.embedded.backup import Plan, copy_plan, make_plan
+from syncd.store.embedded.backup import Plan, copy_plan, make_plan, set_aside_manifest
 from syncd.store.embedded.commit import MAX_BATCH_BYTES, GroupCommit
 from syncd.store.embedded.compaction import SNAPSHOT_EVERY_BYTES, Compaction
 from syncd.store.embedded.history import FileStoreHistory
@@ -221,6 +221,9 @@ class FileStore:
         if self._state.phase is not NEW:
             raise RuntimeError("a FileStore is opened once")
         self.lock()
+        # Before anything is written: from here on a backup's manifest would
+        # describe a directory that is no longer there.
+        set_aside_manifest(self.data_dir)
         os.makedirs(self._log_dir, exist_ok=True)
         os.makedirs(self._snap_dir, exist_ok=True)
         io = self._io = IoThread("syncd-log")
