@@ -642,7 +642,7 @@ class PostgresStore:
         if held is not None:
             usage, at = held
             self._usage[ns] = (
-                Usage(usage.crdts + crdts, max(0, usage.bytes + grown), usage.unmeasured),
+                Usage(max(0, usage.crdts + crdts), max(0, usage.bytes + grown), usage.unmeasured),
                 at,
             )
 
@@ -950,34 +950,42 @@ class PostgresStore:
         # the locks' results mid-pipeline with a flush request, not a Sync, so
         # the row locks are held through to the commit
         # (tests/store/test_postgres.py checks both).
-        async with conn.pipeline():
-            cur = await conn.execute(_LOCK_ROWS, ([k[0] for k in keys], [k[1] for k in keys]))
-            if optimistic:
-                # One round trip: the engine is taken to be current (no other
-                # node wrote these CRDTs lately); the write refuses rows that
-                # moved since, and the batch is then done again the other way.
-                rows = {
-                    key: Row(at[0], at[1], False) if (at := held.get(key)) else Row("", 0, True)
-                    for key in keys
-                }
-            else:
-                rows = await self._lock_and_read(conn, keys, held, cur)
-            for write in batch:
-                if write.future.done():
-                    continue  # the caller went away before its ops were applied
-                row = rows[write.key]
-                applied.setdefault(write.key, row)
-                try:
-                    write.result = result = write.apply()
-                except ApiError as exc:
-                    write.future.set_exception(exc)  # untouched: the engine checks first
-                    continue
-                if result.records:
-                    writes.setdefault(write.key, _KeyWrite(row)).records.extend(result.records)
-            if not writes:
-                await conn.execute("ROLLBACK")  # refusals and op_id repeats only
-            else:
-                gid_cur = await self._write(conn, writes)
+        created: list[str] = []
+        """Namespaces of the CRDTs this batch creates, counted in usage as each
+        is applied (see _note_write)."""
+        try:
+            async with conn.pipeline():
+                cur = await conn.execute(_LOCK_ROWS, ([k[0] for k in keys], [k[1] for k in keys]))
+                if optimistic:
+                    # One round trip: the engine is taken to be current (no other
+                    # node wrote these CRDTs lately); the write refuses rows that
+                    # moved since, and the batch is then done again the other way.
+                    rows = {
+                        key: Row(at[0], at[1], False) if (at := held.get(key)) else Row("", 0, True)
+                        for key in keys
+                    }
+                else:
+                    rows = await self._lock_and_read(conn, keys, held, cur)
+                for write in batch:
+                    if write.future.done():
+                        continue  # the caller went away before its ops were applied
+                    row = rows[write.key]
+                    applied.setdefault(write.key, row)
+                    try:
+                        write.result = result = write.apply()
+                    except ApiError as exc:
+                        write.future.set_exception(exc)  # untouched: the engine checks first
+                        continue
+                    if result.records:
+                        self._note_write(writes, write.key, row, result.records, created)
+                if not writes:
+                    await conn.execute("ROLLBACK")  # refusals and op_id repeats only
+                else:
+                    gid_cur = await self._write(conn, writes)
+        except BaseException:
+            for ns in created:
+                self._count_usage(ns, -1, 0)  # not written: the figure as it was
+            raise
         # Leaving the pipeline waited for every result: the batch is durable.
         if gid_cur is not None:
             found = await gid_cur.fetchone()
@@ -999,6 +1007,26 @@ class PostgresStore:
         # queues its fan-out before anything else (another node's next op) may
         # change these CRDTs, so subscribers get each CRDT's seqs in order.
         await asyncio.sleep(0)
+
+    def _note_write(
+        self,
+        writes: dict[Key, _KeyWrite],
+        key: Key,
+        row: Row,
+        records: list[Record],
+        created: list[str],
+    ) -> None:
+        """Add ``records`` to the batch; a CRDT they create is counted in its
+        namespace's usage now, not once written: the next apply() of this batch
+        checks SERVICE_NAMESPACE_MAX_CRDTS against it (each creation of a batch
+        saw the figure of before the batch, and all of them passed)."""
+        write = writes.get(key)
+        if write is None:
+            write = writes[key] = _KeyWrite(row)
+            if not (row.live and row.epoch == records[0]["epoch"]):
+                self._count_usage(key[0], 1, 0)
+                created.append(key[0])
+        write.records.extend(records)
 
     async def _lock_and_read(
         self,
@@ -1090,10 +1118,8 @@ class PostgresStore:
             moved["was_epoch"].append(row.epoch if row.live else "")
             moved["was_seq"].append(row.seq if row.live else 0)
             moved["bytes"].append(sizes.pop(key, -1))
-            live = row.live and row.epoch == epoch
-            self._count_usage(
-                key[0], 0 if live else 1, sum(len(p) for p in packed[-len(records) :])
-            )
+            # A creation was counted when it was applied (_note_write).
+            self._count_usage(key[0], 0, sum(len(p) for p in packed[-len(records) :]))
             if row.epoch and row.epoch != epoch:
                 new_lives.append((key, epoch))
             if last["seq"] // self._snapshot_every > base // self._snapshot_every:
