@@ -9,7 +9,10 @@ log after it, cuts a torn tail of the last segment, a torn request whole (with
 a warning naming the bytes cut; ``log.py``), cuts what the history files hold
 past the log's last record (``history_files.py``), and refuses to start
 (``StoreCorruptError`` naming file and offset) on damage that a crash cannot
-explain. The records after the snapshot stay
+explain. Before any of it, a FIFO, socket or device among the files of
+``log/``, ``snapshots/`` or ``history/`` refuses the start, naming it
+(:func:`refuse_special_files`): opening a FIFO waits for a writer for ever, and
+a device may never end. The records after the snapshot stay
 encoded (``records.LogRecords``) until the caller replays them, a chunk at a
 time, so a long log is never decoded all at once. A damaged newest snapshot
 is passed over when an older one and the log still cover what it held.
@@ -26,6 +29,7 @@ import fcntl
 import gc
 import logging
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -183,6 +187,38 @@ def _read_disk_unpaused(
     return Disk(snapshot, records, durable, segments, last, new_bytes, bytes_read)
 
 
+def special_files(directory: str) -> list[str]:
+    """The names in ``directory`` that are neither a regular file nor a
+    directory (links followed: a data directory may keep ``log/`` on another
+    disk): FIFOs, sockets, devices. Only ``stat``: nothing is opened."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []  # absent or unreadable: the reads name it
+    found = []
+    for name in names:
+        try:
+            mode = os.stat(os.path.join(directory, name)).st_mode
+        except OSError:
+            continue  # gone meanwhile, or a dangling link: the reads name it
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            found.append(name)
+    return found
+
+
+def refuse_special_files(*directories: str) -> None:
+    """StoreCorruptError naming the first FIFO, socket or device among the
+    files of ``directories``: start-up reads every segment, snapshot and
+    history file, and would wait on a FIFO for a writer for ever (or read a
+    device that never ends) instead of starting or saying what is wrong."""
+    for directory in directories:
+        for name in special_files(directory):
+            raise StoreCorruptError(
+                f"{os.path.join(directory, name)}: not a regular file (a FIFO, socket or "
+                f"device where syncd keeps its data); refusing to start (move it away)"
+            )
+
+
 def open_disk(
     log_dir: str,
     snap_dir: str,
@@ -194,6 +230,7 @@ def open_disk(
     """Start-up's read (in the log's I/O thread): the durable state, the history
     loaded over it, and the log's writer, its torn tail cut; the error when the
     directory takes no writes (the store then opens failed)."""
+    refuse_special_files(log_dir, snap_dir, history.directory)
     remove_temporaries(snap_dir)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(log_dir, PROBE_NAME))

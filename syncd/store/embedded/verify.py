@@ -21,7 +21,7 @@ from typing import Any, Final
 from syncd.store.embedded.backup import COPY_CHUNK_BYTES, FORMAT, LAYOUT, MANIFEST
 from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import StoreCorruptError
-from syncd.store.embedded.recovery import read_only_scan
+from syncd.store.embedded.recovery import read_only_scan, special_files
 from syncd.store.embedded.snapshot import list_snapshots, read_snapshot
 
 MAX_UNLISTED_NAMED: Final = 20
@@ -110,21 +110,9 @@ def verify(path: str) -> Report:
 def _special_files(path: str) -> list[str]:
     """The FIFOs, sockets and devices among the files verify reads (links are
     followed: a data directory may keep ``log/`` on another disk)."""
-    candidates = [MANIFEST]
+    found = [MANIFEST] if MANIFEST in special_files(path) else []
     for sub in LAYOUT:
-        try:
-            names = sorted(os.listdir(os.path.join(path, sub)))
-        except OSError:
-            continue  # absent or unreadable: the reads name it
-        candidates += [os.path.join(sub, name) for name in names]
-    found = []
-    for rel in candidates:
-        try:
-            mode = os.stat(os.path.join(path, rel)).st_mode
-        except OSError:
-            continue  # absent or a dangling link: the reads name it
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            found.append(rel)
+        found += [os.path.join(sub, name) for name in special_files(os.path.join(path, sub))]
     return found
 
 

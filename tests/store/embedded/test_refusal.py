@@ -51,3 +51,57 @@ async def test_damage_before_later_batches_refuses_in_one_line(
     assert "Traceback" not in err + proc.stdout.decode()
     assert f"syncd: {segment}: checksum mismatch at offset 0, before data that was made " in err
     assert "refusing to start" in err
+
+
+def _start(data_dir: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "syncd"],
+        env={
+            **os.environ,
+            "SERVICE_BIND": "127.0.0.1:1",
+            "SERVICE_DATA_DIR": str(data_dir),
+            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
+            "SERVICE_ADMIN_TOKEN": ADMIN,
+        },
+        capture_output=True,
+        timeout=20,  # a start blocked on a FIFO never ends
+    )
+
+
+async def test_a_fifo_in_place_of_a_data_file_refuses_the_start(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    """Start-up reads every segment, snapshot and history file: opening a FIFO
+    there waited for a writer for ever (and a device, read to its end, would
+    never end either). It names the file in one line instead (exit 2)."""
+    data_dir = tmp_path / "data"
+    server = spawn_server({"SERVICE_FSYNC": "batch", "SERVICE_DATA_DIR": str(data_dir)})
+    async with httpx.AsyncClient(base_url=server.url, timeout=5, headers=AUTH) as client:
+        r = await client.post("/v1/namespaces/n/crdts/gc:x/ops", json={"op": "increment"})
+        assert r.status_code == 200
+    assert server.terminate() == 0
+    (segment,) = [p for p in (data_dir / "log").glob("*.seg") if p.stat().st_size]
+    (history,) = (data_dir / "history").glob("*.hist")
+    for fifo, replaces in (
+        (segment, True),
+        (history, True),
+        (data_dir / "history" / "index.hint", True),
+        (data_dir / "snapshots" / "snapshot-1.snap", False),
+        (data_dir / "log" / "00000000000000000099.seg", False),
+    ):
+        saved = fifo.read_bytes() if replaces else None
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+        proc = _start(data_dir)
+        err = proc.stderr.decode()
+        assert proc.returncode == 2, (fifo, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"syncd: {fifo}: not a regular file" in err, err
+        fifo.unlink()
+        if saved is not None:
+            fifo.write_bytes(saved)
+    server = spawn_server({"SERVICE_FSYNC": "batch", "SERVICE_DATA_DIR": str(data_dir)})
+    async with httpx.AsyncClient(base_url=server.url, timeout=5, headers=AUTH) as client:
+        r = await client.get("/v1/namespaces/n/crdts/gc:x")
+        assert r.status_code == 200 and r.json()["value"] == 1
+    assert server.terminate() == 0
