@@ -422,9 +422,22 @@ class WsConnection(BaseConnection):
         ):
             subscription.start_snapshot(app.engine, app.shared)
         else:
+            # A start that awaits the store counts against the read bound
+            # (MAX_INFLIGHT_OPS), as an op does: subscribe/unsubscribe pairs
+            # make no reply, and while loads were slow each left a task
+            # behind with reading never paused.
+            self.session.started()
             _spawn(self._start_replay(subscription, action.since, action.epoch))
 
     async def _start_replay(
+        self, subscription: WsSubscription, since: int | None, epoch: str | None
+    ) -> None:
+        try:
+            await self._replay_and_start(subscription, since, epoch)
+        finally:
+            self.session.settled()
+
+    async def _replay_and_start(
         self, subscription: WsSubscription, since: int | None, epoch: str | None
     ) -> None:
         try:

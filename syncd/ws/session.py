@@ -28,8 +28,10 @@ replies owed after a still-running op wait behind it. Replies use the
 encoding of the message they answer (binary msgpack or JSON text); a malformed
 message gets an ``error`` reply and the connection stays up. A message over
 the body limit closes with 1009, a protocol violation with 1002. Reading
-stops while :data:`MAX_INFLIGHT_OPS` messages await their answers: op
-messages, and the replies to other messages queued behind them.
+stops while :data:`MAX_INFLIGHT_OPS` messages await their outcome: op
+messages, subscriptions whose start waits for the store (the adapter counts
+them with :meth:`started` and :meth:`settled`), and the replies to other
+messages queued behind an op.
 
 Expiry (:meth:`Session.expire`, called by the adapter's expiry timer at
 :attr:`Session.expiry_due`, the token's expiry or, earlier, the end of the
@@ -73,12 +75,13 @@ if TYPE_CHECKING:
     from syncd.crdt.engine import ApplyResult
 
 MAX_INFLIGHT_OPS: Final = 1024
-"""Messages one connection may have awaiting their answers (op messages, and
-replies queued behind a still-running op); past it we stop reading. Enough to
-fill many group commits when a client pipelines, while the memory of the
-waiting ops and replies stays bounded: a client that sent pings or subscribes
-behind one op waiting for a slow commit made us queue a reply for each, with
-reading never paused."""
+"""Messages one connection may have awaiting their outcome (op messages,
+subscriptions whose start waits for the store, replies queued behind a
+still-running op); past it we stop reading. Enough to fill many group commits
+when a client pipelines, while the memory of what waits stays bounded: a
+client that sent pings behind one op waiting for a slow commit made us queue a
+reply for each, and subscribe/unsubscribe pairs while loads were slow a task
+each, with reading never paused."""
 
 RESUME_INFLIGHT_OPS: Final = MAX_INFLIGHT_OPS // 2
 """Reading resumes once this few remain, so it does not flap per op."""

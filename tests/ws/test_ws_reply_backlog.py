@@ -1,12 +1,11 @@
-"""Replies queued behind a running op count against MAX_INFLIGHT_OPS.
+"""What a connection holds while the store is slow counts against MAX_INFLIGHT_OPS.
 
 Answers go out in arrival order, so the reply to a ping (or a subscribe
 error, or a malformed message) sent behind an op still waiting for its commit
-waits in the session until that op is answered. Those replies are the
-connection's memory as much as the op's: reading stops once MAX_INFLIGHT_OPS
-answers are owed, whatever they answer. The store here is a real embedded
-store whose writes wait on a gate (tests/store/support.py), so one op stays
-in flight as long as the test wants.
+waits in the session until that op is answered; and a subscribe to a CRDT not
+in memory starts once the store has loaded it, whether or not it was
+unsubscribed meanwhile. Both are the connection's memory as much as an op is:
+reading stops once MAX_INFLIGHT_OPS of them wait, and resumes at half.
 """
 
 from __future__ import annotations
@@ -15,12 +14,14 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
 
 from syncd.app import App
 from syncd.server import Server
+from syncd.ws import connection as ws_connection
 from syncd.ws.connection import WsConnection
 from syncd.ws.session import MAX_INFLIGHT_OPS
 from tests.conftest import RunningServer, base_settings
@@ -73,4 +74,47 @@ async def test_replies_behind_a_running_op_stop_reading_at_the_bound(
         opcode, payload = await raw.frame()
         assert (opcode, msgpack.unpackb(payload)) == (0x2, {"kind": "pong", "ref": ref})
     assert not session.held and session.inflight == 0
+    raw.close()
+
+
+async def test_subscribes_waiting_for_the_store_stop_reading_at_the_bound(
+    server: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = server.app.store
+    gate = asyncio.Event()
+    real_load = store.load
+
+    async def held_load(ns: str, crdt_id: str) -> Any:
+        await gate.wait()  # a slow store: every load waits until the test says
+        return await real_load(ns, crdt_id)
+
+    monkeypatch.setattr(store, "load", held_load)
+    raw = await RawWs.connect(server)
+    (connection,) = server.server.ctx.other_connections
+    assert isinstance(connection, WsConnection)
+    session = connection.session
+    # Subscribe and unsubscribe, each to another CRDT not in memory: no reply
+    # is owed, but each start waits for its load.
+    pairs = MAX_INFLIGHT_OPS * 3
+    raw.send(
+        b"".join(
+            client_frame(0x2, msgpack.packb({"kind": kind, "id": f"gc:n{i}"}))
+            for i in range(pairs)
+            for kind in ("subscribe", "unsubscribe")
+        )
+    )
+    await raw.writer.drain()
+    await wait_for(lambda: session.held or len(ws_connection._background) > MAX_INFLIGHT_OPS)
+    assert session.held and session.inflight == MAX_INFLIGHT_OPS
+    assert len(ws_connection._background) == MAX_INFLIGHT_OPS
+
+    # The store answers: the rest is read, nothing is sent for them, and the
+    # connection is as before.
+    gate.set()
+    raw.send_message({"kind": "subscribe", "id": "gc:after"})
+    opcode, payload = await raw.frame()
+    assert msgpack.unpackb(payload)["id"] == "gc:after"
+    await wait_for(lambda: not ws_connection._background)
+    assert not session.held and session.inflight == 0
+    assert list(connection.subscriptions) == ["gc:after"]
     raw.close()
