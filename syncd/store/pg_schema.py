@@ -20,11 +20,17 @@ isolates deployments that share one database):
 
 Several nodes may start at once: migrations run inside one transaction that
 holds a transaction-scoped advisory lock, so exactly one node applies each
-version and the others see it applied.
+version and the others see it applied. A node that finds the lock taken
+waits for it and says so in its log, naming the session that holds it (a
+node migrating, or one that stopped mid-way with its connection still open):
+a start waiting in silence looks hung.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Sequence
 from typing import Final
 
@@ -32,8 +38,27 @@ from psycopg import sql
 
 from syncd.store.pg_pool import PgConn
 
+log = logging.getLogger("syncd.store.postgres")
+
 # pg_advisory_xact_lock key serialising migrations of one database ("syncd").
 SCHEMA_LOCK_KEY: Final = 0x73796E6364
+
+SCHEMA_LOCK_POLL_S: Final = 0.25
+"""How often a node that finds the schema lock taken tries it again (a
+migration of an empty database takes a few ms)."""
+
+SCHEMA_LOCK_LOG_S: Final = 10.0
+"""How often a node still waiting for the schema lock logs who holds it."""
+
+_HOLDER: Final = (
+    "SELECT a.pid, a.application_name, a.state,"
+    " extract(epoch FROM now() - a.xact_start)::bigint"
+    " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'advisory' AND l.granted"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND l.classid::bigint = %s AND l.objid::bigint = %s AND l.objsubid = 1"
+)
+"""The session holding the schema lock (a bigint key is classid:objid, objsubid 1)."""
 
 Migration = tuple[int, tuple[str, ...]]
 
@@ -158,7 +183,7 @@ async def migrate(
         raise ValueError("migration versions must be distinct positive integers")
     known = versions[-1] if versions else 0
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        await _lock_schema(conn)
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_version ("
             " version integer PRIMARY KEY,"
@@ -181,6 +206,39 @@ async def migrate(
         if publication is not None:
             await _ensure_publication(conn, publication)
     return current
+
+
+async def _lock_schema(conn: PgConn) -> None:
+    """Take the schema lock for the caller's transaction, waiting as long as
+    it is held, and logging who holds it meanwhile (every
+    :data:`SCHEMA_LOCK_LOG_S`)."""
+    logged: float | None = None
+    while True:
+        cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        row = await cur.fetchone()
+        if row is not None and row[0]:
+            if logged is not None:
+                log.info("schema lock free again: going on")
+            return
+        if logged is None or time.monotonic() - logged >= SCHEMA_LOCK_LOG_S:
+            log.warning(
+                "waiting for the schema lock (another node migrating the database?): %s",
+                await _holder(conn),
+            )
+            logged = time.monotonic()
+        await asyncio.sleep(SCHEMA_LOCK_POLL_S)
+
+
+async def _holder(conn: PgConn) -> str:
+    cur = await conn.execute(_HOLDER, (SCHEMA_LOCK_KEY >> 32, SCHEMA_LOCK_KEY & 0xFFFFFFFF))
+    row = await cur.fetchone()
+    if row is None:
+        return "released meanwhile"
+    pid, application, state, seconds = row
+    return (
+        f"held by PostgreSQL session {pid} (application_name {application or ''!r},"
+        f" {state}, its transaction open for {seconds} s)"
+    )
 
 
 async def _ensure_publication(conn: PgConn, name: str) -> None:

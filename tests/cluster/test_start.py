@@ -19,8 +19,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from syncd.store.pg_schema import SCHEMA_LOCK_KEY
+from tests.cluster.pgdb import database_url
 from tests.conftest import ADMIN, SIGNING_KEY_HEX, Subprocess, free_port, wait_ready
 from tests.pgserver import ThrowawayPostgres, throwaway_postgres
 
@@ -169,3 +172,21 @@ def test_a_node_waits_for_postgresql_and_then_starts(
         assert node.terminate() == 0
     finally:
         server.stop()
+
+
+def test_a_node_waiting_for_the_schema_lock_says_who_holds_it(
+    spawn_server: Callable[..., Subprocess], cluster_db: str
+) -> None:
+    """Another session holds the migration lock (a node migrating, or one stopped
+    mid-way with its connection open): the start waits, and logs why instead
+    of hanging in silence; it starts once the lock is released."""
+    url = database_url(cluster_db)
+    with psycopg.connect(url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        node = spawn_server({"DATABASE_URL": url, "SERVICE_NODE_ID": "locked"}, ready=False)
+        log = wait_for_log(node, "waiting for the schema lock")
+        assert f"held by PostgreSQL session {holder.info.backend_pid} (" in log, log
+        assert not bound({"SERVICE_BIND": f"127.0.0.1:{node.port}"})
+    wait_ready(node.port, node.proc)
+    assert "schema lock free again" in node.log()
+    assert node.terminate() == 0
