@@ -37,7 +37,8 @@ the time it last returned): a peer silent for the ping interval gets a
 protocol ping; if nothing at all arrives for as long again, we close with
 1011. Any bytes count as life, so a busy client is never pinged. A timer that
 fires late (the loop was stalled) judges again after a while instead: the
-pong may be unread in the socket.
+pong may be unread in the socket. So may it while the session holds reading
+(its own backpressure): that time counts as life too.
 
 Closing: :meth:`BaseSession.close` starts the handshake (shutdown's 1001,
 keepalive's 1011, a protocol's own codes); the peer's close frame is answered
@@ -280,6 +281,14 @@ class BaseSession:
         or nothing; returns when to call again (None: never)."""
         if self._gone or self.closing:
             return None
+        if self.held:
+            # We stopped reading (requests in flight at the limit, a hold):
+            # whatever the peer sent, its pong too, waits unread in the
+            # socket. The silence is ours, not the peer's: it counts as life,
+            # and the peer is judged from when we read again.
+            self._last_read = now
+            self._pinged = False
+            return now + self._ping_s
         if self._pinged:
             if self._last_read >= self._ping_sent:
                 self._pinged = False  # anything read since the ping answers it

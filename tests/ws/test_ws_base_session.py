@@ -172,6 +172,26 @@ def test_keepalive_pings_after_silence_and_closes_1011_after_as_long_again() -> 
     )
 
 
+def test_keepalive_judges_no_silence_while_the_session_holds_reading() -> None:
+    """Held, we read nothing: the peer's pong would wait unread in the socket."""
+    h = Harness()
+    h.session.hold()
+    h.take()
+    assert h.session.keepalive(PING_S, PING_S) == 2 * PING_S
+    assert h.session.keepalive(3 * PING_S, 2 * PING_S) == 4 * PING_S
+    assert h.take() == []  # neither a ping nor a close
+    h.session.release()
+    h.take()
+    # Reading again: silent for as long as the interval from the last held
+    # judgement on, the peer is pinged, then closed.
+    assert h.session.keepalive(4 * PING_S, 4 * PING_S) == 5 * PING_S
+    (ping,) = h.take()
+    assert isinstance(ping, Send) and parse_frame(bytearray(ping.data)) == (0x9, b"")
+    assert h.session.keepalive(5 * PING_S, 5 * PING_S) is None
+    (close,) = h.take()
+    assert isinstance(close, Close)
+
+
 def test_resume_must_be_below_the_limit() -> None:
     with pytest.raises(ValueError):
         BaseSession(

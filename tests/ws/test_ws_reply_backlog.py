@@ -31,10 +31,17 @@ from tests.ws.support import RawWs, client_frame, wait_for
 PINGS = MAX_INFLIGHT_OPS * 3
 
 
+PING_S = 0.3
+"""The keepalive interval of the gated server: short, so a test can wait
+several out."""
+
+
 @pytest.fixture
 async def gated(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, Faults]]:
+    """A server on a real embedded store whose writes wait on a gate
+    (tests/store/support.py): an op stays in flight as long as the test wants."""
     faults = Faults()
-    settings = base_settings(tmp_path / "data", fsync="batch")
+    settings = base_settings(tmp_path / "data", fsync="batch", ws_ping_s=PING_S)
     app = App(settings, store_options={"opener": faulty_opener(faults), "probe_interval": 0.02})
     server = Server(settings, app)
     await server.start()
@@ -46,6 +53,14 @@ async def gated(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, Faults]]:
         await server.shutdown()
 
 
+async def _hold_one_op(server: RunningServer, faults: Faults, raw: RawWs) -> None:
+    """Send an op whose commit waits on the gate, until the store has it."""
+    faults.gate = threading.Event()
+    faults.entered.clear()
+    raw.send_message({"kind": "op", "id": "gc:slow", "op": {"op": "increment"}, "ref": "op"})
+    await asyncio.get_running_loop().run_in_executor(None, faults.entered.wait, 5)
+
+
 async def test_replies_behind_a_running_op_stop_reading_at_the_bound(
     gated: tuple[RunningServer, Faults],
 ) -> None:
@@ -54,10 +69,7 @@ async def test_replies_behind_a_running_op_stop_reading_at_the_bound(
     (connection,) = server.server.ctx.other_connections
     assert isinstance(connection, WsConnection)
     session = connection.session
-    faults.gate = threading.Event()
-    faults.entered.clear()
-    raw.send_message({"kind": "op", "id": "gc:slow", "op": {"op": "increment"}, "ref": "op"})
-    await asyncio.get_running_loop().run_in_executor(None, faults.entered.wait, 5)
+    await _hold_one_op(server, faults, raw)
     # Every ping's pong must wait behind the op's ack.
     for ref in range(PINGS):
         raw.send(client_frame(0x2, msgpack.packb({"kind": "ping", "ref": ref})))
@@ -67,6 +79,7 @@ async def test_replies_behind_a_running_op_stop_reading_at_the_bound(
     assert len(session._replies or ()) == MAX_INFLIGHT_OPS  # the op and the pongs behind it
 
     # The commit goes through: the ack, then every pong, in order; nothing lost.
+    assert faults.gate is not None
     faults.gate.set()
     opcode, payload = await raw.frame()
     assert msgpack.unpackb(payload) == {"kind": "ack", "ref": "op", "seq": 1}
@@ -117,4 +130,30 @@ async def test_subscribes_waiting_for_the_store_stop_reading_at_the_bound(
     await wait_for(lambda: not ws_connection._background)
     assert not session.held and session.inflight == 0
     assert list(connection.subscriptions) == ["gc:after"]
+    raw.close()
+
+
+async def test_a_connection_whose_reading_we_hold_is_not_taken_for_silent(
+    gated: tuple[RunningServer, Faults],
+) -> None:
+    """While the session holds reading (answers owed at the bound), what the
+    peer sends waits unread: the keepalive neither pings nor closes it 1011."""
+    server, faults = gated
+    raw = await RawWs.connect(server)
+    (connection,) = server.server.ctx.other_connections
+    assert isinstance(connection, WsConnection)
+    await _hold_one_op(server, faults, raw)
+    raw.send(client_frame(0x2, msgpack.packb({"kind": "ping"})) * MAX_INFLIGHT_OPS)
+    await wait_for(lambda: connection.session.held)
+    # Several keepalive intervals: nothing comes (no ping, no close).
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(raw.frame(), 4 * PING_S)
+    assert faults.gate is not None
+    faults.gate.set()
+    opcode, payload = await raw.frame()
+    assert msgpack.unpackb(payload) == {"kind": "ack", "ref": "op", "seq": 1}
+    for _ in range(MAX_INFLIGHT_OPS):  # those read before the hold, then the rest
+        assert msgpack.unpackb((await raw.frame())[1]) == {"kind": "pong"}
+    # Reading again, the keepalive is as ever: a silent peer is pinged.
+    assert await raw.frame() == (0x9, b"")
     raw.close()
