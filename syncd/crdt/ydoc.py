@@ -504,11 +504,12 @@ class YDoc:
         marks.extend(steps.marked)
         updates.extend(window_updates(steps))
         roots = list(self._doc.keys())
-        replay = _replay(roots, updates, marks, range(len(updates)))
+        whole = 0 if base.state is None else 1  # a snapshot's update holds nothing pending
+        replay = _replay(roots, updates, marks, range(len(updates)), whole)
         if replay.astray:
             # An update Yrs held as pending was integrated by another writer's
             # transaction: again, each one right after what it waited for.
-            replay = _replay(roots, updates, marks, _integration_order(updates))
+            replay = _replay(roots, updates, marks, _integration_order(updates), whole)
         scratch, undo = replay.doc, replay.undo
         before = scratch.get_state()
         changed = False
@@ -622,6 +623,7 @@ def _replay(
     updates: Sequence[bytes],
     marks: Sequence[bool | None],
     order: Sequence[int],
+    whole: int = 0,
 ) -> _Replay:
     """Replay ``updates`` in ``order`` (their indices) on a scratch document
     that keeps deleted items (no garbage collection: undo needs the content
@@ -637,7 +639,9 @@ def _replay(
     would one by one. After each transaction the updates Yrs holds as
     pending are watched (:func:`_watch`) and, as on the document, applied
     again once what they wait for may have come (:func:`_retry_pending`),
-    each under its own origin."""
+    each under its own origin; not the first ``whole`` updates (a snapshot's
+    full update, which holds nothing pending: diffing it against the state
+    vector would cost as much as integrating it)."""
     doc: Doc[Any] = Doc(skip_gc=True)
     scopes: list[BaseType] = [doc.get(name, type=Text) for name in roots]
     undo: UndoManager | None = None
@@ -653,7 +657,10 @@ def _replay(
             undo = _undo_manager(scopes)
         run = [updates[k] for k in order[start:i]]
         before, state_vector = state_vector, _integrate(doc, run, _origin(mark))
-        waiting, strayed = _watch(waiting, run, mark is True, state_vector)
+        watched = (
+            run if order[start] >= whole else [updates[k] for k in order[start:i] if k >= whole]
+        )
+        waiting, strayed = _watch(waiting, watched, mark is True, state_vector)
         astray = astray or strayed
         if waiting and before != state_vector:  # as the document does (YDoc._retry)
             retry = [(_origin(was), entry) for was, entry in waiting]
@@ -672,28 +679,91 @@ def _watch(
     it should not: that transaction may have integrated it, all or part (a
     delete set whose items come in several updates), and Yrs's undo manager
     counts a transaction's insertions by the state vector, which a pending
-    update of the same Yjs client skews (tests/crdt/test_revert.py). An
-    update integrated whole is empty less the state vector (or its delete
-    set alone), told by one call into Yrs: about a tenth of what
-    integrating it costs."""
+    update of the same Yjs client skews (tests/crdt/test_revert.py). The
+    run is looked at as a whole first (:func:`_integrated`), each update of
+    it only when some of it may wait."""
     astray = False
     still: list[tuple[bool, _Pending]] = []
     for was, entry in waiting:
         astray = astray or was != marked
         if entry.waiting(state_vector):
             still.append((was, entry))
+    if run and _integrated(run, state_vector):
+        return still, astray
+    clocks = _clocks(state_vector)
     for update in run:
-        try:
-            if _raw_get_update(update, state_vector) == EMPTY_UPDATE:
-                continue  # integrated whole (nearly every update)
-        except BaseException as exc:  # Yrs on peer bytes (pyo3 panics too)
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            continue  # a damaged update it accepted: left to Yrs, as on the document
+        if _integrated((update,), state_vector, clocks):
+            continue
         held = _pending(update, state_vector)
         if held is not None:
             still.append((marked, held))
     return still, astray
+
+
+MAX_WATCHED_DELETE_SET_BYTES: Final = 4096
+"""The delete set of a run of updates a revert's replay walks to tell
+whether some of it waits (about seven hundred ranges; a walk per run). An
+editor's update carries its own transaction's deletions (a range or a
+few); updates that carry a whole document's delete set (a sync step 2, or
+pycrdt's ``get_update``) are taken as integrated past this, as
+:func:`_pending` takes one past :data:`MAX_PROBED_RANGES`: walking them
+for every run of a long window would cost more than the revert."""
+
+
+def _integrated(
+    run: Sequence[bytes], state_vector: bytes, clocks: dict[int, int] | None = None
+) -> bool:
+    """Whether the updates of ``run`` were integrated whole by a document at
+    ``state_vector`` (``clocks``: the same, read), told for the run at once
+    (merged, one call into Yrs: a call per update costs as much as
+    integrating it): less the state vector, what remains is empty or a
+    delete set of items below it. False when some may wait, or Yrs cannot
+    tell (the caller looks at each)."""
+    try:
+        rest = _raw_get_update(run[0] if len(run) == 1 else merge_updates(*run), state_vector)
+    except BaseException as exc:  # Yrs on peer bytes (pyo3 panics too)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return False
+    if rest == EMPTY_UPDATE:
+        return True  # nearly every run: insertions
+    if rest[:1] != b"\x00":
+        return False  # items past the state vector: waiting
+    if len(rest) > MAX_WATCHED_DELETE_SET_BYTES:
+        return True  # a whole document's delete set: not walked (see the constant)
+    return _deletes_within(rest, _clocks(state_vector) if clocks is None else clocks)
+
+
+def _clocks(state_vector: bytes) -> dict[int, int]:
+    """A state vector's clock per client (Yrs reads ids as u64: ten bytes a
+    var-uint)."""
+    clocks: dict[int, int] = {}
+    count, pos = _var_uint(state_vector, 0, 10)
+    for _ in range(count):
+        client, pos = _var_uint(state_vector, pos, 10)
+        clocks[client], pos = _var_uint(state_vector, pos, 10)
+    return clocks
+
+
+def _deletes_within(rest: bytes, clocks: dict[int, int]) -> bool:
+    """Whether an update with no items (``rest``) deletes only items below
+    ``clocks`` (none of it waits): what :func:`_pending` tells of it, in a
+    walk of its delete set instead of three calls into Yrs and a probe. False
+    when it does not read so (then :func:`_pending` decides)."""
+    try:
+        clients, pos = _var_uint(rest, 1, 10)
+        for _ in range(clients):
+            client, pos = _var_uint(rest, pos, 10)
+            n, pos = _var_uint(rest, pos, 10)
+            held = clocks.get(client, 0)
+            for _ in range(n):
+                clock, pos = _var_uint(rest, pos, 10)
+                length, pos = _var_uint(rest, pos, 10)
+                if clock + length > held:
+                    return False
+        return True
+    except (IndexError, ValueError):
+        return False
 
 
 def _undo_manager(scopes: list[BaseType]) -> UndoManager:

@@ -36,7 +36,7 @@ from syncd.crdt.rga import Rga
 from syncd.crdt.rga.revert import Spans, window_values
 from syncd.crdt.tree import ROOT, Tree
 from syncd.crdt.window import Window, kind_of
-from syncd.crdt.ydoc import YDoc, _integration_order, b64
+from syncd.crdt.ydoc import MAX_ORDER_PASSES, YDoc, _integration_order, b64
 from syncd.errors import ApiError
 from tests.crdt.crdt_testlib import PROPERTY, Server, check_tree_invariant, ctx
 from tests.crdt.test_crdt_convergence import lww_op, orset_op, pncounter_op, tree_op
@@ -584,3 +584,19 @@ def test_types_that_cannot_revert_say_why(cls: type[Crdt]) -> None:
         cls.new().revert_ops([], None)
     assert (refused.value.status, refused.value.code) == (409, "not_revertible")
     assert refused.value.message
+
+
+@pytest.mark.parametrize("n", [5, MAX_ORDER_PASSES + 4])
+def test_ydoc_integration_order_of_a_chain_delivered_latest_first(n: int) -> None:
+    """One writer's updates, each building on the one before, delivered
+    latest first: every one waits. The order puts each right after what it
+    waited for, as written (a pass a link); past MAX_ORDER_PASSES links it
+    is still every update once, and the revert still takes them all back."""
+    doc: Doc[Any] = Doc()
+    updates = [_yjs_update(doc, lambda t, i=i: t.insert(i, "x")) for i in range(n)]
+    delivery = updates[::-1]
+    order = _integration_order(delivery)
+    assert sorted(order) == list(range(n))
+    if n <= MAX_ORDER_PASSES:
+        assert [delivery[k] for k in order] == updates
+    assert reverted_text(updates, [B] * n, list(range(n))[::-1]) == ""
