@@ -16,6 +16,11 @@ CRDTs that may go until the estimate would be :data:`EVICT_TO` of the
 budget, waits for the store's barrier (``append([])``: everything applied
 before it is durable and readable), and drops those that did not change
 meanwhile and that the store says it can rebuild exactly (``Store.holds``).
+A pass that leaves the estimate over the budget (CRDTs pinned, see below, or
+changed meanwhile) is followed by another only once the estimate grows by the
+headroom a pass frees, or after :data:`RETRY_S` (then at once if it had found
+CRDTs that may go, else at the next op or load): a pass scans every resident
+CRDT, and one per op would be spent on CRDTs that cannot go.
 
 A CRDT stays while:
 
@@ -57,6 +62,11 @@ EVICT_TO: Final = 0.9
 """An eviction pass frees down to this share of the budget, so the next one
 is not due at the next op (passes are batched, like a GC's headroom)."""
 
+RETRY_S: Final = 1.0
+"""After a pass that left the estimate over the budget (CRDTs pinned, or
+changed while the pass waited), when a pass is tried again though nothing
+grew: the subscribers that pinned them may have left by then."""
+
 DEFAULT_MEMORY_BUDGET_MB: Final = 512
 """Resident CRDT state by default: a quarter of a small 2 GB host, room for
 about half a million small counters or 70,000 2 KB texts (estimated sizes;
@@ -73,7 +83,7 @@ class LoadAbandoned(Exception):
 class ResidencyStats:
     """Counters for the metrics (service_engine_*)."""
 
-    __slots__ = ("evictions", "loads", "misses")
+    __slots__ = ("evictions", "loads", "misses", "passes")
 
     def __init__(self) -> None:
         self.loads = 0
@@ -81,6 +91,8 @@ class ResidencyStats:
         self.misses = 0
         """Loads that found no CRDT (an unknown id)."""
         self.evictions = 0
+        self.passes = 0
+        """Eviction passes started (not exported: each is a scan of the resident CRDTs)."""
 
 
 class Residency:
@@ -103,6 +115,13 @@ class Residency:
         self.deleting: dict[Key, asyncio.Future[None]] = {}
         """Keys whose delete is not durable yet (loads wait for it)."""
         self._pass: asyncio.Task[None] | None = None
+        self._kept: int | None = None
+        """The estimate the last pass left over the budget, until its retry:
+        another pass starts before that only once the estimate grew past it
+        by the headroom a pass frees (1 - EVICT_TO of the budget). Without
+        this, CRDTs pinned past the budget made every op start a pass that
+        scanned every resident CRDT and freed nothing."""
+        self._retry: asyncio.TimerHandle | None = None
         self._held: dict[Key, int] = {}
         self.stats = ResidencyStats()
         self.on_load = on_load
@@ -208,15 +227,17 @@ class Residency:
     # -- evicting -----------------------------------------------------------------
 
     def check(self) -> None:
-        """Start an eviction pass if the resident estimate is past the budget."""
-        if (
-            self.engine.resident_bytes > self.budget_bytes
-            and self._pass is None
-            and self.store.loads_on_demand
-        ):
-            self._pass = asyncio.get_running_loop().create_task(
-                self._evict(), name="syncd-eviction"
-            )
+        """Start an eviction pass if the resident estimate is past the budget
+        (and, after a pass that could not bring it under, past what it left)."""
+        resident = self.engine.resident_bytes
+        budget = self.budget_bytes
+        if resident <= budget or self._pass is not None or not self.store.loads_on_demand:
+            return
+        kept = self._kept
+        if kept is not None and resident - kept <= budget - int(budget * EVICT_TO):
+            return  # nothing new to free since: the retry tries again
+        self.stats.passes += 1
+        self._pass = asyncio.get_running_loop().create_task(self._evict(), name="syncd-eviction")
 
     def pinned(self, entry: Entry, now_ms: int) -> bool:
         """Whether ``entry`` must stay in memory now."""
@@ -262,21 +283,39 @@ class Residency:
                 self.stats.evictions += 1
 
     async def _evict(self) -> None:
+        chosen: list[tuple[Entry, int]] = []
         try:
             chosen = self.candidates()
-            if not chosen:
-                return
-            # Everything applied before this point is durable (and readable by
-            # load) once the barrier returns.
-            await self.store.append([])
-            self.let_go(chosen)
+            if chosen:
+                # Everything applied before this point is durable (and readable
+                # by load) once the barrier returns.
+                await self.store.append([])
+                self.let_go(chosen)
         except Exception:
             log.exception("an eviction pass failed; the next one tries again")
         finally:
             self._pass = None
-        if self.engine.resident_bytes > self.budget_bytes:
-            # Still over (CRDTs pinned or changed meanwhile): try again later.
-            asyncio.get_running_loop().call_later(1.0, self.check)
+            self._after_pass(bool(chosen))
+
+    def _after_pass(self, chose: bool) -> None:
+        resident = self.engine.resident_bytes
+        if resident <= self.budget_bytes:
+            self._kept = None
+            return
+        # Still over: CRDTs pinned, or changed while the pass waited.
+        self._kept = resident
+        if self._retry is None:
+            loop = asyncio.get_running_loop()
+            self._retry = loop.call_later(RETRY_S, self._try_again, chose)
+
+    def _try_again(self, chose: bool) -> None:
+        self._retry = None
+        self._kept = None
+        if chose:
+            # Those that changed meanwhile may go now. A pass that found every
+            # CRDT pinned is not repeated while idle: the next op or load
+            # starts one (the subscribers may have left by then).
+            self.check()
 
     async def close(self) -> None:
         task = self._pass
@@ -284,6 +323,9 @@ class Residency:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        if self._retry is not None:
+            self._retry.cancel()  # no pass on a closed store
+            self._retry = None
         # Measure what changed since its last measure, so the store keeps
         # (and a clean stop saves) every size as it is (the quotas).
         engine = self.engine
@@ -295,6 +337,7 @@ class Residency:
 __all__ = [
     "DEFAULT_MEMORY_BUDGET_MB",
     "EVICT_TO",
+    "RETRY_S",
     "LoadAbandoned",
     "Residency",
     "ResidencyStats",

@@ -19,6 +19,7 @@ from websockets.asyncio.client import connect
 
 from syncd.crdt.engine import MAX_LIST_LIMIT
 from syncd.crdt.ydoc import MAX_UPDATE_BYTES
+from syncd.residency import RETRY_S
 from syncd.store.embedded.store import FileStore
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
@@ -421,3 +422,35 @@ async def test_a_load_whose_caller_went_away_still_serves_those_waiting_for_it(
         r, w = await read, await write
     assert (r.status_code, r.json()["value"]) == (200, 3), r.text
     assert (w.status_code, w.json()["seq"]) == (200, 4), w.text
+
+
+async def test_crdts_pinned_past_the_budget_do_not_start_a_pass_per_op(
+    make_server: Any,
+) -> None:
+    """Subscribers pin more than the budget: a pass can free nothing, and one
+    per op would scan every resident CRDT for nothing (a third of the op
+    rate with 5,000 subscribed counters). After a fruitless pass the next
+    waits for growth past the pass's headroom, or for the retry."""
+    server = await make_server(memory_budget_mb=4 / 1024)  # about 3 counters
+    residency = server.app.residency
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        token = h["authorization"].split()[1]
+        async with connect(ws_url(server, token, ns="app"), proxy=None, compression=None) as ws:
+            ids = [f"gc:{i}" for i in range(10)]
+            for crdt_id in ids:
+                await ws_op(ws, crdt_id, {"op": "increment"})
+                await ws.send(msgpack.packb({"kind": "subscribe", "id": crdt_id}))
+            engine = server.app.engine
+            assert engine.resident_bytes > residency.budget_bytes
+            passes = residency.stats.passes
+            for i in range(50):
+                answer = await ws_op(ws, ids[i % 10], {"op": "increment"}, ref=i)
+                assert answer["kind"] == "ack", answer
+            assert residency.stats.passes - passes <= 2
+            assert len(engine) == 10  # all pinned, all kept
+            # Once the subscribers leave, the next op's pass brings it under.
+            await ws.close()
+        await asyncio.sleep(RETRY_S + 0.1)
+        await op(client, h, "gc:new", {"op": "increment"})
+        await _until(lambda: engine.resident_bytes <= residency.budget_bytes)
