@@ -229,6 +229,7 @@ class FileStoreHistory:
         lost = _lost(scanned, table.header if table is not None else None)
         if lost:
             self._refill(scanned, lost, main_after)
+        scanned += self._fitting(scanned, self.files.suspect, main_last)
         self._indexed_end = self.files.end()
         self._build(scanned)
         frames: list[Written] = []
@@ -289,6 +290,56 @@ class FileStoreHistory:
         for f, lsn, record in parts:
             scanned.append(Scanned(pos, lsn, len(f) - HEADER_SIZE, record))
             pos += len(f)
+
+    def _fitting(
+        self, scanned: list[Scanned], suspect: list[Scanned], main_last: int
+    ) -> list[Scanned]:
+        """The damaged frames (``suspect``: they fail their CRC) to index where
+        they lie: an op, not appended again from the log (``_refill``), that
+        is next to the ops held of its life (the seq before or after it),
+        where one is missing. Reading that CRDT's state (or its history
+        across the op) then answers 503, "a history record is damaged", as
+        for damage in frames the key directory's table names; left out, its
+        life would have a gap, and its reads answer 410 as if retention had
+        dropped the ops. A byte flipped in a frame's identity (namespace, id,
+        life, seq) would make it fit no life's missing op: it is left out."""
+        if not suspect:
+            return []
+        held = {s.tag for s in scanned if s.record.get("kind") != "checkpoint"}
+        # Past the newest record held, the log's records are appended again
+        # (``load``): a damaged one there is replaced, not indexed.
+        newest = max((*held, self.last_lsn))
+        seqs: dict[tuple[str, str, str], set[int]] = defaultdict(set)
+        for item in scanned:
+            record = item.record
+            if record.get("kind") == "op" and _is_entry(record):
+                seqs[(record["ns"], record["id"], record["epoch"])].add(record["seq"])
+        out = []
+        for item in suspect:
+            record = item.record
+            if (
+                item.tag in held
+                or item.tag > min(newest, main_last)
+                or record.get("kind") != "op"
+                or not _is_entry(record)
+            ):
+                continue
+            ns, crdt_id, epoch, seq = record["ns"], record["id"], record["epoch"], record["seq"]
+            near = seqs.get((ns, crdt_id, epoch), set())
+            life = self.index.get(ns, crdt_id)
+            before = seq - 1 in near or (
+                life is not None and life.epoch == epoch and life.latest == seq - 1
+            )
+            if seq not in near and (before or seq + 1 in near):
+                log.warning(
+                    "history: the op at seq %d of %s/%s is damaged and no longer in the log: "
+                    "reads of it answer 503",
+                    seq,
+                    ns,
+                    crdt_id,
+                )
+                out.append(item)
+        return out
 
     def _hint_fits(self, found: hint_file.Header) -> bool:
         """Whether the segments reach where the hint says the history ended."""

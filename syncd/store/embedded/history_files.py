@@ -22,6 +22,15 @@ named ``<number>.hist``, in the main log's frame format (``log.frame``):
   (``fsync="never"``).
   Their LSNs will be given to other records, so :meth:`HistoryFiles.open`
   cuts every frame tagged past the log's last LSN (:meth:`HistoryFiles._cut`).
+- a bad frame with good frames after it is not a torn tail: damage (a
+  flipped byte) or pages a machine's crash lost in the middle of what was
+  written. The scan goes on at the next frame that verifies (``_next_frame``)
+  and the damaged range is logged once: the frames after it are kept, and
+  the records the range held are appended again from the main log while it
+  holds them (``history._lost``). One damaged op frame that still reads as
+  an op next to its life's ops (``FileStoreHistory._fitting``) is indexed where it
+  lies, so that its CRDT's reads answer 503 (the CRC fails), as for damage
+  found when reading. Only what follows the last good frame is a tail.
 
 A record's *position* is ``segment number << 36 | offset``; the index
 (``history.py``) holds positions and this module reads them back.
@@ -156,6 +165,46 @@ class RawFrames:
         return record
 
 
+_FRAME_HINT: Final = re.compile(rb"\x00\x00\x00[\x80-\x8f\xde\xdf]")
+"""What lies 13 bytes into nearly every frame: the top three bytes of its
+tag (an LSN below 2**40) and the first byte of its body, a msgpack map's
+header. A search for the next good frame after damage checks (CRC, body)
+only where this matches, not at every byte."""
+
+_HINT_AT: Final = 13
+
+
+def _frame_at(data: bytes, off: int, end: int) -> tuple[int, bytes, dict[str, Any]] | None:
+    """The frame at ``off`` (its tag, body and record) if it is whole, its CRC
+    matches and its body is one map; else None."""
+    if end - off < HEADER_SIZE:
+        return None
+    word, crc, tag = HEADER.unpack_from(data, off)
+    length = word & LENGTH_MASK
+    stop = off + HEADER_SIZE + length
+    if length == 0 or length > MAX_FRAME_BYTES or stop > end:
+        return None
+    body = data[off + HEADER_SIZE : stop]
+    if zlib.crc32(body, zlib.crc32(data[off : off + 4] + data[off + 8 : off + 16])) != crc:
+        return None
+    record = decode_map(body)
+    if record is None:
+        return None
+    return tag, body, record
+
+
+def _next_frame(data: bytes, start: int, end: int) -> int | None:
+    """The offset of the first good frame (:func:`_frame_at`) at or after
+    ``start``, or None. A good frame after a bad one says the bad one is
+    damage (a flipped byte, or pages a machine's crash lost in the middle
+    of what was written), not a torn tail: what follows it is kept."""
+    for match in _FRAME_HINT.finditer(data, start + _HINT_AT, end):
+        at = match.start() - _HINT_AT
+        if _frame_at(data, at, end) is not None:
+            return at
+    return None
+
+
 @dataclass(slots=True)
 class Scanned:
     """One frame read back at open."""
@@ -181,6 +230,9 @@ class HistoryFiles:
         self._active = 0
         self._planned = 0
         """Bytes of the active segment handed out by ``plan`` (ahead of writes)."""
+        self.suspect: list[Scanned] = []
+        """Frames that failed their CRC at open, in ranges of damage followed
+        by good frames, yet read as a record (see :meth:`_scan`)."""
         self._mutex = threading.Lock()
         """Appends (the log's I/O thread) and compaction's copies (another) share
         the active segment, the file descriptors and the dirty set."""
@@ -213,6 +265,7 @@ class HistoryFiles:
     def _open(self, hint: Header | None) -> list[Scanned]:
         numbers = self.numbers()
         found: list[Scanned] = []
+        self.suspect = []
         end_number, end_offset = split(hint.end) if hint is not None else (0, 0)
         for i, number in enumerate(numbers):
             if hint is not None and number < end_number and number in hint.segments:
@@ -221,15 +274,29 @@ class HistoryFiles:
                 self._frames[number] = frames
                 continue
             start = end_offset if hint is not None and number == end_number else 0
-            good_end = self._scan(number, found, start)
+            damaged: list[tuple[int, int]] = []
+            good_end = self._scan(number, found, start, damaged, self.suspect)
             if start:
                 self._frames[number] += hint.segments.get(number, (0, 0))[1] if hint else 0
             path = self._path(number)
+            for first, after in damaged:
+                log.warning(
+                    "history %s: damaged from offset %d to %d, with good frames after it: "
+                    "those are kept; the records the damage held are appended again from "
+                    "the log while it holds them, else they are missing from the history",
+                    path,
+                    first,
+                    after,
+                )
             if os.path.getsize(path) != good_end:
                 if i == len(numbers) - 1:
                     log.warning("history %s: cut a torn tail at %d", path, good_end)
                     with open(path, "r+b") as f:
                         f.truncate(good_end)
+                        # Durable before new frames go there: a crash must not
+                        # bring the cut bytes back behind them, where a scan
+                        # (which goes on past damage) would read good frames among them.
+                        os.fsync(f.fileno())
                 else:
                     log.warning(
                         "history %s: damaged after offset %d; the rest is lost", path, good_end
@@ -290,7 +357,22 @@ class HistoryFiles:
         self._dirty.clear()
         self._active = self._planned = 0
 
-    def _scan(self, number: int, out: list[Scanned], start: int = 0) -> int:
+    def _scan(
+        self,
+        number: int,
+        out: list[Scanned],
+        start: int = 0,
+        damaged: list[tuple[int, int]] | None = None,
+        suspect: list[Scanned] | None = None,
+    ) -> int:
+        """Append segment ``number``'s frames from ``start`` on to ``out``; the
+        offset after the last good one. A bad frame followed by frames that
+        verify is damage inside the segment, not its tail: the scan goes on at
+        the next good frame (:func:`_next_frame`), and the damaged range
+        ``(from, to)`` goes to ``damaged``; when the range is one frame whose
+        body still reads as a map (its length word intact, a byte of its body
+        flipped), that frame goes to ``suspect``, unchecked. Only what follows
+        the last good frame is a tail."""
         with open(self._path(number), "rb") as f:
             f.seek(start)
             data = f.read()
@@ -298,20 +380,27 @@ class HistoryFiles:
         end = len(data)
         count = 0
         while off + HEADER_SIZE <= end:
-            word, crc, tag = HEADER.unpack_from(data, off)
-            length = word & LENGTH_MASK
-            stop = off + HEADER_SIZE + length
-            if length == 0 or length > MAX_FRAME_BYTES or stop > end:
-                break
-            body = data[off + HEADER_SIZE : stop]
-            if zlib.crc32(body, zlib.crc32(data[off : off + 4] + data[off + 8 : off + 16])) != crc:
-                break
-            record = decode_map(body)
-            if record is None:
-                break
+            found = _frame_at(data, off, end)
+            if found is None:
+                resume = _next_frame(data, off + 1, end)
+                if resume is None:
+                    break  # nothing good follows: a torn tail
+                if damaged is not None:
+                    damaged.append((start + off, start + resume))
+                if suspect is not None:
+                    word, _, tag = HEADER.unpack_from(data, off)
+                    if off + HEADER_SIZE + (word & LENGTH_MASK) == resume:
+                        body = data[off + HEADER_SIZE : resume]
+                        record = decode_map(body)
+                        if record is not None:
+                            pos = position(number, start + off)
+                            suspect.append(Scanned(pos, tag, len(body), record))
+                off = resume
+                continue
+            tag, body, record = found
             out.append(Scanned(position(number, start + off), tag, len(body), record))
             count += 1
-            off = stop
+            off += HEADER_SIZE + len(body)
         self._frames[number] = count
         return start + off
 
@@ -496,10 +585,13 @@ class HistoryFiles:
         found: list[Scanned] = []
         problems = []
         for i, number in enumerate(numbers):
-            good_end = reader._scan(number, found)
+            damaged: list[tuple[int, int]] = []
+            good_end = reader._scan(number, found, 0, damaged)
             size = os.path.getsize(reader._path(number))
+            path = reader._path(number)
+            problems += [f"{path}: damaged from offset {a} to {b}" for a, b in damaged]
             if good_end != size and i < len(numbers) - 1:
-                problems.append(f"{reader._path(number)}: damaged after offset {good_end}")
+                problems.append(f"{path}: damaged after offset {good_end}")
         return len(numbers), len(found), problems
 
     @property
