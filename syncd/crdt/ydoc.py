@@ -121,17 +121,22 @@ def _var_uint(data: bytes, pos: int, most: int = MAX_VAR_UINT_BYTES) -> tuple[in
 
 def deletion_ranges(text: Any, state_vector: bytes, most: int) -> int | None:
     """How many ranges the update of an ``update`` op deletes, when it only
-    deletes what a document with ``state_vector`` holds: no items (its first
-    var-uint, the clients with structs, is 0) and every range of its delete
-    set below the document's clock for that client (a range past it would
-    wait in Yrs's pending delete set). None otherwise, for anything that does
-    not read so, or past ``most`` ranges (the walk stops there)."""
+    deletes what a document with ``state_vector`` holds: no items the
+    document lacks (less the state vector, its first var-uint, the clients
+    with structs, is 0: an update that only brings again items the document
+    has, as a provider re-sends what it loaded from its own storage, counts
+    as its deletions) and every range of its delete set below the
+    document's clock for that client (a range past it would wait in Yrs's
+    pending delete set). None otherwise, for anything that does not read so,
+    or past ``most`` ranges (the walk stops there)."""
     if type(text) is not str or len(text) > (MAX_UPDATE_BYTES // 3 + 1) * 4:
         return None
     try:
         update = binascii.a2b_base64(text, strict_mode=True)
         if update[:1] != b"\x00":
-            return None  # items (or not an update)
+            update = _new_to(update, state_vector)
+        if update[:1] != b"\x00":
+            return None  # items the document lacks (or not an update)
         clocks: dict[int, int] = {}
         count, pos = _var_uint(state_vector, 0)
         for _ in range(count):
@@ -154,6 +159,17 @@ def deletion_ranges(text: Any, state_vector: bytes, most: int) -> int | None:
         return ranges
     except (binascii.Error, IndexError, ValueError):
         return None
+
+
+def _new_to(update: bytes, state_vector: bytes) -> bytes:
+    """``update`` less what a document at ``state_vector`` has (its items
+    past it, and its delete set); b"" when Yrs cannot diff it."""
+    try:
+        return get_update(update, state_vector)
+    except BaseException as exc:  # Yrs on peer bytes (pyo3 panics too)
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        return b""
 
 
 MAX_PROBED_RANGES: Final = 1024

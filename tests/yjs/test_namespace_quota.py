@@ -14,8 +14,17 @@ from typing import Any
 import httpx
 import pytest
 import websockets
-from pycrdt import Doc, Map, Text, create_sync_message, create_update_message
+from pycrdt import (
+    Doc,
+    Encoder,
+    Map,
+    Text,
+    create_sync_message,
+    create_update_message,
+    handle_sync_message,
+)
 
+from syncd.yjs.protocol import awareness_message
 from tests.conftest import RunningServer
 from tests.http.support import ADMIN_HEADERS, issue
 
@@ -239,3 +248,61 @@ async def test_a_namespace_refuses_on_the_measured_size_of_a_yjs_document(
         r = await _post(client, h, "yd:notes", _change(doc, lambda: text.insert(0, "w")))
         assert r.status_code == 200, r.text
         assert (await _usage(client))["bytes"] < NS_LIMIT * 2 // 3
+
+
+def _awareness(client_id: int, state: str) -> bytes:
+    encoder = Encoder()
+    encoder.write_var_uint(1)
+    encoder.write_var_uint(client_id)
+    encoder.write_var_uint(1)
+    encoder.write_var_string(state)
+    return awareness_message(encoder.to_bytes())
+
+
+async def _resync(ws: Any, doc: Doc[Any]) -> None:
+    """A provider's opening: its step 1, and its step 2 (all it has: nothing
+    new to the server) in answer to the server's step 1."""
+    await ws.send(create_sync_message(doc))
+    while True:
+        message = await asyncio.wait_for(ws.recv(), WAIT_S)
+        if message[:2] == b"\x00\x00":  # the server's step 1
+            reply = handle_sync_message(message[1:], doc)
+            assert reply is not None
+            await ws.send(reply)
+            return
+
+
+async def _until(ws: Any, wanted: bytes) -> None:
+    while wanted not in await asyncio.wait_for(ws.recv(), WAIT_S):
+        pass
+
+
+async def test_at_namespace_quota_providers_reconnect_and_share_cursors(
+    make_server: Any,
+) -> None:
+    """A full namespace keeps serving its Yjs documents: a provider that
+    reconnects with what the document already holds (its step 2: the whole
+    delete set, nothing new) is not refused, awareness (never stored) is
+    relayed as ever, and an update of items the document has is applied."""
+    server: RunningServer = await make_server(namespace_max_bytes=NS_LIMIT, rate_limit=100_000)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        token = h["authorization"].removeprefix("Bearer ")
+        url = f"ws://127.0.0.1:{server.port}/v1/namespaces/app/yjs/notes?token={token}"
+        doc = await _fill(client, h, "yd:notes")
+        r = await _post(client, h, "yd:notes", _trim(doc))  # a delete set to resend
+        assert r.status_code == 200, r.text
+        seq = (await _read(client, h, "yd:notes"))["seq"]
+        async with websockets.connect(url) as watcher, websockets.connect(url) as editor:
+            for ws in (watcher, editor):
+                await _resync(ws, doc)
+            await editor.send(_awareness(4242, '{"user":"at quota"}'))
+            await _until(watcher, b"at quota")
+            # Updates that bring again what the document has (a provider
+            # passing on what it loaded from its own storage, as y-indexeddb
+            # makes y-websocket do): applied, as a deletion of its delete set
+            # would be. Before: closed 1008 quota_exceeded.
+            await editor.send(create_update_message(doc.get_update()))
+            read = await _seq_reaches(client, h, "yd:notes", seq + 1)
+            assert read["seq"] == seq + 1
+            assert watcher.close_code is None and editor.close_code is None
