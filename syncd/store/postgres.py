@@ -87,6 +87,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -476,6 +477,12 @@ class PostgresStore:
         self._usage: dict[str, tuple[Usage, float]] = {}
         """Each namespace's usage as last read, and when (time.monotonic)."""
         self._usage_reads: dict[str, asyncio.Future[Usage]] = {}
+        self._creating: dict[str, int] = {}
+        """CRDTs a batch in flight creates, by namespace: counted in _usage
+        already, not committed yet (so no read of the table sees them)."""
+        self._created_while_read: dict[str, int] = {}
+        """CRDTs created by batches that committed while the namespace's usage
+        was being read (a key only while it is): the read may have missed them."""
 
     # -- the Store protocol ---------------------------------------------------
 
@@ -607,6 +614,7 @@ class PostgresStore:
         if reading is None:
             reading = asyncio.get_running_loop().create_future()
             self._usage_reads[ns] = reading
+            self._created_while_read[ns] = 0
             try:
                 found = await self._read_usage(ns)
             except BaseException as exc:
@@ -615,6 +623,12 @@ class PostgresStore:
                 raise
             finally:
                 del self._usage_reads[ns]
+                missed = self._created_while_read.pop(ns)
+            # What this node created and the read may not have seen: a batch
+            # still in flight, and those that committed meanwhile (perhaps
+            # counted twice until the next read: never fewer than there are).
+            missed += self._creating.get(ns, 0)
+            found = Usage(found.crdts + missed, found.bytes, found.unmeasured)
             self._usage[ns] = (found, time.monotonic())
             reading.set_result(found)
             return found
@@ -645,6 +659,27 @@ class PostgresStore:
                 Usage(max(0, usage.crdts + crdts), max(0, usage.bytes + grown), usage.unmeasured),
                 at,
             )
+
+    def _read_usage_again(self, ns: str) -> None:
+        """The next usage() reads the namespace's figures; until then they stay."""
+        held = self._usage.get(ns)
+        if held is not None:
+            self._usage[ns] = (held[0], -math.inf)
+
+    def _created(self, namespaces: list[str], committed: bool) -> None:
+        """The creations counted by _note_write are committed, or not written
+        (then taken back)."""
+        creating = self._creating
+        for ns in namespaces:
+            left = creating[ns] - 1
+            if left:
+                creating[ns] = left
+            else:
+                del creating[ns]
+            if not committed:
+                self._count_usage(ns, -1, 0)
+            elif ns in self._created_while_read:
+                self._created_while_read[ns] += 1
 
     def usage_now(self, ns: str) -> Usage:
         held = self._usage.get(ns)
@@ -983,9 +1018,9 @@ class PostgresStore:
                 else:
                     gid_cur = await self._write(conn, writes)
         except BaseException:
-            for ns in created:
-                self._count_usage(ns, -1, 0)  # not written: the figure as it was
+            self._created(created, committed=False)
             raise
+        self._created(created, committed=True)
         # Leaving the pipeline waited for every result: the batch is durable.
         if gid_cur is not None:
             found = await gid_cur.fetchone()
@@ -1024,8 +1059,10 @@ class PostgresStore:
         if write is None:
             write = writes[key] = _KeyWrite(row)
             if not (row.live and row.epoch == records[0]["epoch"]):
-                self._count_usage(key[0], 1, 0)
-                created.append(key[0])
+                ns = key[0]
+                self._count_usage(ns, 1, 0)
+                self._creating[ns] = self._creating.get(ns, 0) + 1
+                created.append(ns)
         write.records.extend(records)
 
     async def _lock_and_read(
@@ -1228,7 +1265,12 @@ class PostgresStore:
                 follower.trouble()
                 raise StoreUnavailable("the database is unavailable") from None
             follower.ended(key)
-            self._usage.pop(ns, None)  # read again: one CRDT fewer
+            # One CRDT fewer: read again at the next usage(). Until then the
+            # figure stays as it was (forgetting it let the creations already
+            # past usage() be checked against none at all, and all passed),
+            # and is not lowered here either: a read in flight may have seen
+            # the delete already.
+            self._read_usage_again(ns)
 
     # -- reads for the cluster layer ------------------------------------------------
 

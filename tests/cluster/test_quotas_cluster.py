@@ -20,6 +20,10 @@ pytestmark = pytest.mark.timeout(120)
 NS = "app"
 MAX_CRDTS = 3
 CREATIONS = 20
+ROUNDS = 5
+DELETE_AFTER_S = 0.003
+"""The delete is sent a moment after the creations: they are past their usage
+read, and wait for their batch, while it commits."""
 
 
 @pytest.fixture
@@ -79,3 +83,33 @@ async def test_another_node_refuses_within_a_usage_refresh(
             assert await _create(on_a, f"gc:{i}") == 200
         await asyncio.sleep(USAGE_REFRESH_S + 0.1)
         assert await _create(on_b, "gc:b") == 403
+
+
+async def test_creations_racing_a_delete_stop_at_the_namespace_limit(
+    make_server: Callable[..., Any], pg_url: str
+) -> None:
+    """A delete forgot the namespace's figures: creations already past their
+    usage read were then checked against none at all, and all of them passed.
+    And the read that follows a delete missed the creations of a batch in
+    flight meanwhile: one more passed."""
+    server: RunningServer = await make_server(
+        database_url=pg_url, node_id="q-a", namespace_max_crdts=MAX_CRDTS
+    )
+    async with httpx.AsyncClient(base_url=server.url, headers=ADMIN_HEADERS) as http:
+        held = [f"gc:{i}" for i in range(MAX_CRDTS)]
+        for crdt_id in held:
+            assert await _create(http, crdt_id) == 200
+
+        async def delete(crdt_id: str) -> None:
+            await asyncio.sleep(DELETE_AFTER_S)  # while the creations are on their way
+            r = await http.delete(f"/v1/namespaces/{NS}/crdts/{crdt_id}")
+            assert r.status_code == 204, r.text
+
+        for round_ in range(ROUNDS):
+            creations = [f"gc:r{round_}-{i}" for i in range(CREATIONS)]
+            _, *statuses = await asyncio.gather(
+                delete(held.pop(0)), *(_create(http, crdt_id) for crdt_id in creations)
+            )
+            held += [crdt_id for crdt_id, s in zip(creations, statuses, strict=True) if s == 200]
+            assert len(held) <= MAX_CRDTS, f"round {round_}: {statuses}"
+            assert await _live(http) == len(held)
