@@ -337,3 +337,38 @@ async def test_sizes_survive_a_clean_restart_and_are_measured_again_after_a_cras
     assert measured["bytes"] == exact
     assert measured["bytes"] >= grown["bytes"]  # figures lag growth, never lead it
     assert proc.terminate() == 0
+
+
+async def test_a_full_namespace_shrinks_a_yjs_document_on_either_store(
+    quota_server: Callable[..., Any], http: Callable[[RunningServer], httpx.AsyncClient]
+) -> None:
+    """docs/operations.md#quotas, the deletion allowance: at
+    SERVICE_NAMESPACE_MAX_BYTES an insertion is refused and a deletion of
+    half the text passes; once measured, the namespace takes text again."""
+    server = await quota_server(namespace_max_bytes=5000, rate_limit=100_000)
+    client = http(server)
+    h = await issue(client)
+    doc: Doc[Any] = Doc()
+    text = doc.get("content", type=Text)
+
+    async def send(edit: Any) -> httpx.Response:
+        state = doc.get_state()
+        edit()
+        update = base64.b64encode(doc.get_update(state)).decode()
+        return await op(client, h, "yd:notes", {"op": "update", "update": update})
+
+    for size in (300, 50, 5, 1):  # each until refused: full to a few bytes
+        for _ in range(40):
+            r = await send(lambda n=size, t=text: t.insert(len(t), "y" * n))
+            if r.status_code != 200:
+                break
+        assert r.status_code == 403 and r.json()["error"] == "quota_exceeded", r.text
+        doc = Doc()  # the document as the server holds it (the refused insertion is not)
+        read = (await client.get(f"{BASE}/yd:notes", headers=h)).json()
+        doc.apply_update(base64.b64decode(read["value"]))
+        text = doc.get("content", type=Text)
+    r = await send(lambda: text.__delitem__(slice(0, len(text) // 2)))
+    assert r.status_code == 200, r.text
+    await asyncio.sleep(1.1)  # PostgreSQL: past one usage refresh
+    r = await send(lambda: text.insert(0, "again"))
+    assert r.status_code == 200, r.text

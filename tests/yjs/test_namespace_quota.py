@@ -306,3 +306,22 @@ async def test_at_namespace_quota_providers_reconnect_and_share_cursors(
             read = await _seq_reaches(client, h, "yd:notes", seq + 1)
             assert read["seq"] == seq + 1
             assert watcher.close_code is None and editor.close_code is None
+
+
+async def test_at_namespace_quota_a_revert_that_only_deletes_passes(make_server: Any) -> None:
+    """Reverting an agent's insertions into a full namespace deletes them:
+    it passes as a deletion, and the namespace has room again once it is
+    measured. A revert that would bring text back is refused like growth."""
+    server: RunningServer = await make_server(namespace_max_bytes=NS_LIMIT, rate_limit=100_000)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        human = await issue(client, client_id=7)
+        agent = await issue(client, client_id=9)
+        doc = await _fill(client, agent, "yd:notes")
+        r = await client.post(f"{BASE}/yd:notes/revert", json={"client_id": 9}, headers=human)
+        assert r.status_code == 200, r.text
+        assert r.json()["applied"] == 1
+        assert str((await _copy(client, human, "yd:notes")).get("content", type=Text)) == ""
+        # Taking the revert back would bring it all back: refused.
+        r = await client.post(f"{BASE}/yd:notes/revert", json={"origin": "revert"}, headers=human)
+        assert r.status_code == 403 and r.json()["error"] == "quota_exceeded", r.text
+        assert str(doc.get("content", type=Text))  # the agent's copy still has it
