@@ -12,18 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from syncd.app import App
 from syncd.crdt.engine import MAX_BATCH_OPS
 from syncd.http.handlers.crdts import MAX_LIST_LIMIT
 from syncd.http.parser import MAX_HEAD_BYTES, MAX_HEADERS
+from syncd.server import Server
 from syncd.ws.session import MAX_INFLIGHT_OPS
-from tests.conftest import ADMIN, RunningServer, open_raw, read_response
+from tests.conftest import ADMIN, RunningServer, base_settings, open_raw, read_response
 from tests.http.support import ADMIN_HEADERS
+from tests.store.support import Faults, faulty_opener
 from tests.ws.support import open_ws, recv, send_mp
 
 JSON = {"content-type": "application/json"}
@@ -178,34 +183,37 @@ async def test_list_limit_edge(client: httpx.AsyncClient) -> None:
     assert r.status_code == 400 and r.json()["error"] == "bad_request"
 
 
-async def test_inflight_ops_per_connection_edge(server: RunningServer) -> None:
+async def test_inflight_ops_per_connection_edge(tmp_path: Path) -> None:
     """MAX_INFLIGHT_OPS op messages may await their answers; past that the
     session stops reading until half of them are answered, then every op is
-    answered in order."""
-    store = server.app.store
-    gate = asyncio.Event()
-    real_append = store.append
-
-    async def held_append(records: Any) -> None:
-        await gate.wait()
-        await real_append(records)
-
-    store.append = held_append  # type: ignore[method-assign]
+    answered in order. The ops wait in a real embedded store whose log
+    writes wait on a gate (tests/store/support.py)."""
+    faults = Faults()
+    settings = base_settings(tmp_path / "data", fsync="batch")
+    app = App(settings, store_options={"opener": faulty_opener(faults)})
+    running = Server(settings, app)
+    await running.start()
+    server = RunningServer(running)
+    faults.gate = gate = threading.Event()
     extra = 50
-    async with open_ws(server, max_size=None) as ws:
-        for ref in range(MAX_INFLIGHT_OPS + extra):
-            await send_mp(
-                ws, {"kind": "op", "id": "gc:flight", "op": {"op": "increment"}, "ref": ref}
-            )
-        (connection,) = server.server.ctx.other_connections
-        session = connection.session
-        for _ in range(200):
-            if session.inflight == MAX_INFLIGHT_OPS:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.1)  # had it read on, more would be in flight by now
-        assert session.inflight == MAX_INFLIGHT_OPS
-        assert session.held
+    try:
+        async with open_ws(server, max_size=None) as ws:
+            for ref in range(MAX_INFLIGHT_OPS + extra):
+                await send_mp(
+                    ws, {"kind": "op", "id": "gc:flight", "op": {"op": "increment"}, "ref": ref}
+                )
+            (connection,) = server.server.ctx.other_connections
+            session = connection.session
+            for _ in range(200):
+                if session.inflight == MAX_INFLIGHT_OPS:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # had it read on, more would be in flight by now
+            assert session.inflight == MAX_INFLIGHT_OPS
+            assert session.held
+            gate.set()
+            refs = [(await recv(ws))["ref"] for _ in range(MAX_INFLIGHT_OPS + extra)]
+            assert refs == list(range(MAX_INFLIGHT_OPS + extra))
+    finally:
         gate.set()
-        refs = [(await recv(ws))["ref"] for _ in range(MAX_INFLIGHT_OPS + extra)]
-        assert refs == list(range(MAX_INFLIGHT_OPS + extra))
+        await running.shutdown()
