@@ -27,7 +27,10 @@ least as new as the last one (version and rows read in one transaction).
 
 While the database is unreachable a node keeps enforcing the revocations it
 last read, logs the outage once, reconnects with backoff, and reloads when it
-is back; revoking and lifting answer 503 ``unavailable`` meanwhile.
+is back; revoking and lifting answer 503 ``unavailable`` meanwhile. At start
+(before the node serves) the first read is waited for as the store's open is
+(:func:`syncd.store.pg_start.keep_trying`): retried with backoff and logged
+while the database is away or too slow to answer.
 """
 
 from __future__ import annotations
@@ -38,8 +41,12 @@ import logging
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+import psycopg
+
 from syncd.auth.revocations import MAX_REVOCATIONS_PER_NAMESPACE, Apply, Revocation, too_many
 from syncd.errors import ApiError, unavailable
+from syncd.store.pg_start import keep_trying
+from syncd.store.postgres import NETWORK_ERRORS
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -57,6 +64,9 @@ one-row reads a second."""
 RECONNECT_MIN_S: Final = 0.25
 RECONNECT_MAX_S: Final = 2.0
 """Backoff between attempts to reach the database again (as the replicator's)."""
+
+SETTING: Final = "DATABASE_URL"
+"""Where the store's pool, which this uses, gets its URL (named while waiting)."""
 
 QUERY_TIMEOUT_S: Final = 5.0
 """A poll, a write or a reload that takes longer is abandoned: the write
@@ -103,15 +113,33 @@ class PgRevocationStore:
 
     async def open(self, apply: Apply) -> None:
         """Read the table (the schema is migrated by the store's open), then
-        poll for changes until :meth:`close`."""
+        poll for changes until :meth:`close`. While the database is away or
+        does not answer the read is tried again, logged, for as long as it
+        takes (the node does not serve without its revocations): a database
+        that went away just after the store opened, or was slow, stopped the
+        start."""
         self._apply = apply
-        async with (
-            self._lock,
-            asyncio.timeout(QUERY_TIMEOUT_S),
-            self._pool.connection() as conn,
-        ):
-            await self._reload(conn)
+        await keep_trying(
+            self._first_read,
+            setting=SETTING,
+            errors=(psycopg.Error, OSError),
+            transient=NETWORK_ERRORS,
+        )
         self._task = asyncio.get_running_loop().create_task(self._poll())
+
+    async def _first_read(self) -> None:
+        try:
+            async with (
+                self._lock,
+                asyncio.timeout(QUERY_TIMEOUT_S),
+                self._pool.connection() as conn,
+            ):
+                await self._reload(conn)
+        except TimeoutError:
+            # As it is logged (a bare TimeoutError says nothing).
+            raise TimeoutError(
+                f"reading the revocations took more than {QUERY_TIMEOUT_S:g} s"
+            ) from None
 
     async def put(self, revocation: Revocation) -> None:
         args = (

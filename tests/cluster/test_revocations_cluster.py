@@ -13,9 +13,12 @@ import httpx
 import pytest
 import websockets
 
-from syncd.auth.revocations import MAX_REVOCATIONS_PER_NAMESPACE
-from syncd.auth.revocations_pg import POLL_INTERVAL_S
+from syncd.auth.revocations import MAX_REVOCATIONS_PER_NAMESPACE, Revocation
+from syncd.auth.revocations_pg import POLL_INTERVAL_S, PgRevocationStore
+from syncd.store.pg_pool import PgPool
+from syncd.store.pg_schema import migrate
 from syncd.ws.framing import CLOSE_TOKEN_EXPIRED
+from tests.cluster.pgdb import database_url, set_connections_allowed
 from tests.conftest import RunningServer
 from tests.http.support import ADMIN_HEADERS, issue
 from tests.http.test_events import SseReader
@@ -29,6 +32,8 @@ END_WITHIN_S = 1.0
 ends what it holds open, within a second."""
 
 NS = "app"
+AWAY_LOGGED_WITHIN_S = 10.0
+"""A checkout of the pool gives up after connect_timeout (1 s here) plus a second."""
 REVOKED = {"error": "token_revoked", "message": "token revoked"}
 
 Start = Callable[..., Awaitable[RunningServer]]
@@ -208,3 +213,39 @@ async def test_nodes_revoking_at_once_stop_at_the_namespace_limit(
     with sql_conn(pg_url) as conn:
         count = conn.execute("SELECT count(*) FROM revocations WHERE ns = %s", (NS,)).fetchone()
         assert count == (MAX_REVOCATIONS_PER_NAMESPACE,)
+
+
+async def test_the_first_read_waits_for_a_database_that_is_away(
+    cluster_db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database went away between the store's open and the revocations'
+    first read (or was slow to answer it): that read failed the start instead
+    of waiting, as the store's open does, for the database to be back."""
+    url = database_url(cluster_db)
+    with sql_conn(url) as conn:
+        conn.execute("SELECT 1")  # the database exists and answers
+    migrating = PgPool(url, 1)
+    conn = await migrating.connect()
+    await migrate(conn)
+    await conn.close()
+    await migrating.close()
+
+    pool = PgPool(url, 1, connect_timeout_s=1)
+    store = PgRevocationStore(pool)
+    applied: list[list[Revocation]] = []
+    set_connections_allowed(cluster_db, False)
+    try:
+        opening = asyncio.get_running_loop().create_task(store.open(applied.append))
+        deadline = time.monotonic() + AWAY_LOGGED_WITHIN_S
+        while "waiting for PostgreSQL (DATABASE_URL)" not in caplog.text:
+            assert not opening.done(), opening.exception()
+            assert time.monotonic() < deadline, caplog.text
+            await asyncio.sleep(0.05)
+    finally:
+        set_connections_allowed(cluster_db, True)
+    try:
+        await asyncio.wait_for(opening, AWAY_LOGGED_WITHIN_S)
+        assert applied == [[]]
+    finally:
+        await store.close()
+        await pool.close()
