@@ -162,6 +162,11 @@ class PgRevocationStore:
             try:
                 async with asyncio.timeout(QUERY_TIMEOUT_S), self._pool.connection() as conn:
                     async with conn.transaction():
+                        # The version row first, in every change: the limit is
+                        # counted under its lock, and a change that took the
+                        # revocation's row first (a lift) while another took
+                        # the version row first deadlocked with it.
+                        await conn.execute(_LOCK)
                         if limit is not None:
                             await self._check_limit(conn, *limit)
                         cur = await conn.execute(statement, args)
@@ -180,11 +185,10 @@ class PgRevocationStore:
     @staticmethod
     async def _check_limit(conn: Conn, namespace: str, client_id: int) -> None:
         """The namespace's limit, counted in the database under the version
-        row's lock: every change takes that lock (it bumps the version), so
+        row's lock (the caller holds it): every change takes that lock, so
         nodes count one after another and each sees what the last committed.
         The caller's check on its own table is not enough in a cluster: two
         nodes revoking at once both saw the last place free and both took it."""
-        await conn.execute(_LOCK)
         cur = await conn.execute(_OTHERS, (namespace, client_id))
         row = await cur.fetchone()
         if row is not None and int(row[0]) >= MAX_REVOCATIONS_PER_NAMESPACE:

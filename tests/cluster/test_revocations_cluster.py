@@ -33,6 +33,8 @@ ends what it holds open, within a second."""
 
 NS = "app"
 AWAY_LOGGED_WITHIN_S = 10.0
+DEADLOCK_ROUNDS = 10
+CLIENTS = 8
 """A checkout of the pool gives up after connect_timeout (1 s here) plus a second."""
 REVOKED = {"error": "token_revoked", "message": "token revoked"}
 
@@ -249,3 +251,23 @@ async def test_the_first_read_waits_for_a_database_that_is_away(
     finally:
         await store.close()
         await pool.close()
+
+
+async def test_revoking_and_lifting_at_once_on_two_nodes_never_deadlock(start: Start) -> None:
+    """Every change locks the version row first: a revocation (which counts the
+    namespace under that lock) and a lift of the same client on another node
+    took the two rows in opposite orders, and PostgreSQL ended one as a deadlock."""
+    a, b = await start("dl-a"), await start("dl-b")
+    async with (
+        httpx.AsyncClient(base_url=a.url, headers=ADMIN_HEADERS) as on_a,
+        httpx.AsyncClient(base_url=b.url, headers=ADMIN_HEADERS) as on_b,
+    ):
+        path = f"/v1/namespaces/{NS}/revocations"
+        for _ in range(DEADLOCK_ROUNDS):
+            answers = await asyncio.gather(
+                *(on_a.post(path, json={"client_id": c}) for c in range(CLIENTS)),
+                *(on_b.delete(f"{path}/{c}") for c in range(CLIENTS)),
+            )
+            assert {r.status_code for r in answers} <= {200, 204, 404}, [
+                r.text for r in answers if r.status_code >= 500
+            ]
