@@ -20,14 +20,15 @@ each op's *growth bound* (``Entry.grown``): its own encoded size plus
 of the size (4 KiB at least, :data:`REMEASURE_MIN_BYTES`). Ops that only take something away
 (:data:`TRIMMING_OPS`) count nothing and are never refused, so a full CRDT
 can always be trimmed; a Yjs update that only deletes what the document
-holds (no items) may pass the CRDT limit, or the namespace's bytes, by a
+holds (no item it lacks) may pass the CRDT limit, or the namespace's bytes, by a
 bounded headroom (:data:`DELETION_HEADROOM_DIVISOR`), its growth counted at
 :data:`DELETION_RANGE_GROWTH` per range. What a Yjs document holds as
 pending (updates waiting for a dependency, which its state leaves out)
-counts as held, on top of the measure. The check adds the op's bound to
-the size and what was counted since the measure; when that would pass the
-CRDT's limit or the namespace's bytes, the CRDT is measured again first, so
-an op is refused only on the measured state.
+counts as held, on top of the measure, and in the namespace's bytes (every
+document of it that held some after its last op is looked at). The check
+adds the op's bound to the size and what was counted since the measure;
+when that would pass the CRDT's limit or the namespace's bytes, the CRDT is
+measured again first, so an op is refused only on the measured state.
 
 Namespace figures come from the store (``Store.usage``): the count of live
 CRDTs and the sum of their sizes as last measured (the engine hands each
@@ -136,6 +137,10 @@ class Quotas:
         the limits are frozen)."""
         self._engine = engine
         self._pack = msgpack.Packer(use_bin_type=True, default=repr).pack
+        self._waiting: dict[str, dict[str, int]] = {}
+        """Per namespace, the Yjs documents that held pending updates after
+        their last op here, and how many bytes: in no measure, so the
+        namespace check adds them (:meth:`_waiting_elsewhere`)."""
 
     def growth(self, plan: Plan) -> int:
         """The growth bound of ``plan``'s ops (see the module docstring)."""
@@ -182,7 +187,8 @@ class Quotas:
                 f"SERVICE_NAMESPACE_MAX_CRDTS is {limits.namespace_max_crdts}"
             )
         if limits.namespace_max_bytes:
-            growth = self._check_namespace(plan, entry, waiting, growth, usage.bytes + moved)
+            used = usage.bytes + moved + self._waiting_elsewhere(plan.ns, plan.id)
+            growth = self._check_namespace(plan, entry, waiting, growth, used)
         return growth
 
     def _check_crdt(
@@ -268,11 +274,46 @@ class Quotas:
         per CRDT, and measuring (an encode of the state) costs about one encode
         per quarter of growth."""
         entry = self._engine.lookup((plan.ns, plan.id))
+        if entry is not None and self.namespaces_on and isinstance(entry.crdt, YDoc):
+            self._note_waiting(plan.ns, plan.id, entry.crdt.pending_bytes())
         if entry is None or not entry.unsized_ops:
             return  # gone, or measured by this very apply
         grown = entry.grown = entry.grown + growth
         if grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2:
             self._engine.resize(entry)
+
+    def _note_waiting(self, ns: str, crdt_id: str, held: int) -> None:
+        """Keep what a Yjs document holds as pending after an op (nothing: forget it)."""
+        docs = self._waiting.get(ns)
+        if held:
+            if docs is None:
+                docs = self._waiting[ns] = {}
+            docs[crdt_id] = held
+        elif docs is not None and docs.pop(crdt_id, None) is not None and not docs:
+            del self._waiting[ns]
+
+    def _waiting_elsewhere(self, ns: str, crdt_id: str) -> int:
+        """What the namespace's other Yjs documents hold as pending now: read
+        off each one noted (it may have integrated, left memory, or been
+        deleted since: it holds nothing then, and is forgotten). No document
+        of the namespace holds any, nearly always: one lookup."""
+        docs = self._waiting.get(ns)
+        if not docs:
+            return 0
+        total = 0
+        for other in list(docs):
+            if other == crdt_id:
+                continue  # its check counts its own
+            entry = self._engine.lookup((ns, other))
+            held = 0 if entry is None else _pending_bytes(entry)
+            if held:
+                docs[other] = held
+                total += held
+            else:
+                del docs[other]
+        if not docs:
+            del self._waiting[ns]
+        return total
 
 
 def _headroom(limit: int) -> int:

@@ -325,3 +325,31 @@ async def test_at_namespace_quota_a_revert_that_only_deletes_passes(make_server:
         r = await client.post(f"{BASE}/yd:notes/revert", json={"origin": "revert"}, headers=human)
         assert r.status_code == 403 and r.json()["error"] == "quota_exceeded", r.text
         assert str(doc.get("content", type=Text))  # the agent's copy still has it
+
+
+def _waiting_update(size: int) -> bytes:
+    """An update of ``size`` characters that waits for ever: the second of
+    a writer's two, its first never sent."""
+    doc: Doc[Any] = Doc()
+    text = doc.get("content", type=Text)
+    text.insert(0, "a")
+    return _change(doc, lambda: text.insert(1, "w" * size))
+
+
+async def test_updates_that_wait_in_many_documents_count_against_the_namespace(
+    make_server: Any,
+) -> None:
+    """What a Yjs document holds as pending is in no measure of its size; its
+    own ops count it, and the namespace check counts every document's.
+    Before: each document's check counted its own alone, so a namespace of
+    6000 bytes took 1500 bytes of waiting updates in each of ten documents."""
+    server: RunningServer = await make_server(namespace_max_bytes=NS_LIMIT, rate_limit=100_000)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        statuses = [
+            (await _post(client, h, f"yd:w{i}", _waiting_update(1500))).status_code
+            for i in range(10)
+        ]
+        taken = statuses.count(200)
+        assert taken * 1500 <= NS_LIMIT, statuses
+        assert taken and set(statuses[taken:]) == {403}, statuses
