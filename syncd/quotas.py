@@ -172,9 +172,10 @@ class Quotas:
         limits = self.limits
         entry = self._engine.lookup((plan.ns, plan.id))
         waiting = 0 if entry is None else _pending_bytes(entry)
+        held = 0 if entry is None else entry.state_bytes + entry.grown + waiting
         moved = 0  # how far a measure here moved the CRDT's size from what usage holds
-        if limits.max_crdt_bytes:
-            growth, moved = self._check_crdt(plan, entry, waiting, growth)
+        if limits.max_crdt_bytes and held + growth > limits.max_crdt_bytes:
+            growth, moved = self._past_crdt_limit(plan, entry, waiting, growth)
         if usage is None:
             return growth
         if (
@@ -191,15 +192,14 @@ class Quotas:
             growth = self._check_namespace(plan, entry, waiting, growth, used)
         return growth
 
-    def _check_crdt(
+    def _past_crdt_limit(
         self, plan: Plan, entry: Entry | None, waiting: int, growth: int
     ) -> tuple[int, int]:
-        """``SERVICE_MAX_CRDT_BYTES``: the growth bound to count (a deletion's
-        may be more than the op's) and how far a measure moved the size."""
+        """An op whose bound passes ``SERVICE_MAX_CRDT_BYTES`` on the size
+        counted: the growth bound to count (a deletion's may be more than the
+        op's) and how far a measure moved the size, or refused."""
         limit = self.limits.max_crdt_bytes
         held = 0 if entry is None else entry.state_bytes + entry.grown + waiting
-        if held + growth <= limit:
-            return growth, 0
         moved = 0
         if entry is not None and (entry.grown or entry.unsized_ops):
             moved = self._measure(entry)  # refuse on the measured state only
