@@ -271,6 +271,15 @@ def _pending(update: bytes, state_vector: bytes) -> _Pending | None:
     return entry if items or (probe is not None and entry.waiting(state_vector)) else None
 
 
+MAX_RETRIED_PENDING: Final = 64
+"""Updates waiting in a Yjs document, at most, that syncd applies again after
+an update that moves its state vector (:func:`_retry_pending`). Updates
+delivered out of order wait a few at a time; more are a writer's that will
+never integrate (their dependency never sent), and applying them all again
+on every op would cost each op as much as a merge of them all (1000 of them:
+ten times the op): past this they are left to Yrs, as they were."""
+
+
 MAX_RETRY_ROUNDS: Final = 8
 """Rounds of :func:`_retry_pending` at most: each applies every update still
 waiting once, and one round lets in all that wait for what is there; a
@@ -281,22 +290,26 @@ round a link."""
 def _retry_pending(
     doc: Doc[Any], pending: Sequence[tuple[str | None, _Pending]], state_vector: bytes
 ) -> bytes:
-    """Apply each of ``pending`` still waiting in ``doc`` (at ``state_vector``)
-    again, as one transaction each with its origin, for as long as that
-    moves the state vector: Yrs integrates what it kept waiting although
-    what it waited for came (Yrs retries its pending updates once per
-    update, merged, and can leave one of two behind:
-    tests/crdt/test_ydoc.py). The state vector after. Raises what Yrs
-    raises (the caller rebuilds)."""
+    """Apply the ``pending`` updates still waiting in ``doc`` (at
+    ``state_vector``) again, those of one origin merged as one update in one
+    transaction, for as long as that moves the state vector: Yrs integrates
+    what it kept waiting although what it waited for came (Yrs retries its
+    pending updates once per update, merged, and can leave one of two
+    behind: tests/crdt/test_ydoc.py). One merge and one apply a round,
+    whatever waits: an op after many updates that wait for ever costs about
+    what Yrs's own retry of them does. The state vector after. Raises what
+    Yrs raises (the caller rebuilds)."""
     for _ in range(MAX_RETRY_ROUNDS):
-        moved = False
+        groups: dict[str | None, list[bytes]] = {}
         for origin, entry in pending:
             if entry.waiting(state_vector):
-                now = _integrate(doc, [entry.update], origin)
-                moved = moved or now != state_vector
-                state_vector = now
-        if not moved:
+                groups.setdefault(origin, []).append(entry.update)
+        now = state_vector
+        for origin, updates in groups.items():
+            now = _integrate(doc, [_merged(updates[0], updates[1:])], origin)
+        if now == state_vector:
             break
+        state_vector = now
     return state_vector
 
 
@@ -383,8 +396,11 @@ class YDoc:
         state_vector = self._doc.get_state()
         pending = self._pending
         if pending is not None and before != state_vector:
-            state_vector = self._retry(pending, state_vector)
-            pending = [entry for entry in pending if entry.waiting(state_vector)] or None
+            still = [entry for entry in pending if entry.waiting(state_vector)]
+            if 0 < len(still) <= MAX_RETRIED_PENDING:
+                state_vector = self._retry(still, state_vector)
+                still = [entry for entry in still if entry.waiting(state_vector)]
+            pending = still or None
         entry = _pending(update, state_vector)
         if entry is not None:
             pending = [*pending, entry] if pending else [entry]
@@ -396,7 +412,8 @@ class YDoc:
         as pending once, when an update comes: when that update lets two
         waiting ones in (an update waiting for a client's earlier items and
         one waiting for another's, say), it can integrate one and keep the
-        other waiting for good (:func:`_retry_pending`)."""
+        other waiting for good, or integrate none (:func:`_retry_pending`).
+        Only while few wait (:data:`MAX_RETRIED_PENDING`)."""
         try:
             return _retry_pending(self._doc, [(None, entry) for entry in pending], state_vector)
         except BaseException as exc:  # pyo3's PanicException derives from BaseException
@@ -678,7 +695,8 @@ def _replay(
         )
         waiting, strayed = _watch(waiting, watched, mark is True, state_vector)
         astray = astray or strayed
-        if waiting and before != state_vector:  # as the document does (YDoc._retry)
+        if 0 < len(waiting) <= MAX_RETRIED_PENDING and before != state_vector:
+            # As the document does (YDoc._retry).
             retry = [(_origin(was), entry) for was, entry in waiting]
             state_vector = _retry_pending(doc, retry, state_vector)
             waiting = [(was, entry) for was, entry in waiting if entry.waiting(state_vector)]
@@ -827,15 +845,13 @@ def _order_pass(updates: Sequence[bytes]) -> list[int] | None:
         if update == EMPTY_UPDATE:
             continue
         before, state_vector = state_vector, _integrate(doc, [update], None)
-        if waiting and before != state_vector:  # as the document does (YDoc._retry)
-            retry = [(None, entry) for _, entry in waiting]
+        still = _let_in(waiting, state_vector, due, k)
+        if 0 < len(still) <= MAX_RETRIED_PENDING and before != state_vector:
+            # As the document does (YDoc._retry).
+            retry = [(None, entry) for _, entry in still]
             state_vector = _retry_pending(doc, retry, state_vector)
-        still: list[tuple[int, _Pending]] = []
-        for i, entry in waiting:
-            if entry.waiting(state_vector):
-                still.append((i, entry))
-            else:
-                due[i], moved = k, True
+            still = _let_in(still, state_vector, due, k)
+        moved = moved or len(still) < len(waiting)
         held = _pending(update, state_vector)
         if held is not None:
             still.append((k, held))
@@ -843,6 +859,20 @@ def _order_pass(updates: Sequence[bytes]) -> list[int] | None:
     if not moved:
         return None
     return sorted(range(len(updates)), key=lambda i: (due[i], due[i] != i, i))
+
+
+def _let_in(
+    waiting: list[tuple[int, _Pending]], state_vector: bytes, due: list[int], k: int
+) -> list[tuple[int, _Pending]]:
+    """Those of ``waiting`` still pending at ``state_vector``; each of the
+    others integrated by update ``k`` (``due``)."""
+    still: list[tuple[int, _Pending]] = []
+    for i, entry in waiting:
+        if entry.waiting(state_vector):
+            still.append((i, entry))
+        else:
+            due[i] = k
+    return still
 
 
 def _integrate(doc: Doc[Any], updates: Sequence[bytes], origin: str | None) -> bytes:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pycrdt import Array, Decoder, Doc, Map, Text
 
 from syncd.crdt.base import OpContext
-from syncd.crdt.ydoc import MAX_UPDATE_BYTES, YDoc, root_view, update_in
+from syncd.crdt.ydoc import MAX_RETRIED_PENDING, MAX_UPDATE_BYTES, YDoc, root_view, update_in
 from syncd.errors import ApiError
 
 CTX = OpContext(client_id=1, now_ms=1, seq=1)
@@ -123,6 +123,44 @@ def test_updates_delivered_out_of_order_once_all_integrate() -> None:
             shuffled.apply_delta({"op": "update", "update": _b64(update)})
         assert shuffled.pending_bytes() == 0, seed
         assert _meaning(shuffled) == _meaning(in_order), seed
+
+
+STUCK_SEED: Final = 0
+STUCK_DELIVERY: Final = (4, 1, 5, 2, 0, 3, 7, 6)
+"""two_writers(8, STUCK_SEED) delivered so: Yrs alone keeps some waiting."""
+
+
+def _never(i: int) -> str:
+    """An update that waits for ever: the second of a writer's two."""
+    doc: Doc[Any] = Doc(client_id=50_000 + i)
+    text = doc.get("other", type=Text)
+    text.insert(0, "a")
+    state = doc.get_state()
+    text.insert(1, "b")
+    return _b64(doc.get_update(state))
+
+
+@pytest.mark.parametrize(
+    ("never", "integrated"),
+    [(MAX_RETRIED_PENDING - len(STUCK_DELIVERY), True), (MAX_RETRIED_PENDING + 1, False)],
+)
+def test_waiting_updates_are_applied_again_while_at_most_max_retried_pending(
+    never: int, integrated: bool
+) -> None:
+    """Past MAX_RETRIED_PENDING updates waiting (here, ones that never
+    will), syncd leaves them to Yrs: an op does not apply them all again,
+    and what Yrs keeps waiting stays so."""
+    updates = two_writers(len(STUCK_DELIVERY), STUCK_SEED)
+    in_order = YDoc.new()
+    for update in updates:
+        in_order.apply_delta({"op": "update", "update": _b64(update)})
+    ydoc = YDoc.new()
+    for i in range(never):
+        ydoc.apply_delta({"op": "update", "update": _never(i)})
+    for i in STUCK_DELIVERY:
+        ydoc.apply_delta({"op": "update", "update": _b64(updates[i])})
+    assert (_text(ydoc) == _text(in_order)) is integrated
+    assert ydoc.pending_bytes() > 0
 
 
 def test_the_view_is_one_update_and_a_state_vector() -> None:

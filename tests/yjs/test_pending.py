@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import httpx
 import websockets
@@ -16,7 +16,7 @@ from pycrdt import Decoder, Doc, Text, create_sync_message, create_update_messag
 
 from syncd.yjs.protocol import sync_step1
 from tests.conftest import RunningServer
-from tests.crdt.test_ydoc import two_writers
+from tests.crdt.test_ydoc import STUCK_DELIVERY, STUCK_SEED, two_writers
 from tests.http.support import issue
 
 WAIT_S = 5.0
@@ -129,12 +129,6 @@ async def test_updates_that_wait_count_against_the_size_limit(make_server: Any) 
         assert statuses[-1] == 413 and statuses.count(413) == 2, statuses
         # Past the first refusal, the updates that wait fit in what is left.
         assert len(statuses) - statuses.index(413) < 45, statuses
-
-
-STUCK_SEED: Final = 0
-"""tests/crdt/test_ydoc.py's two writers, seed 0: eight updates, delivered
-in STUCK_DELIVERY, left one waiting for good before the retry."""
-STUCK_DELIVERY: Final = (4, 1, 5, 2, 0, 3, 7, 6)
 
 
 async def test_updates_that_one_update_lets_in_are_all_integrated(
