@@ -680,6 +680,7 @@ def _replay(
     undo: UndoManager | None = None
     waiting: list[tuple[bool, _Pending]] = []
     astray = False
+    watching = True
     state_vector = b""
     i, n = 0, len(order)
     while i < n:
@@ -690,12 +691,19 @@ def _replay(
             undo = _undo_manager(scopes)
         run = [updates[k] for k in order[start:i]]
         before, state_vector = state_vector, _integrate(doc, run, _origin(mark))
+        if not watching:
+            continue
         watched = (
             run if order[start] >= whole else [updates[k] for k in order[start:i] if k >= whole]
         )
         waiting, strayed = _watch(waiting, watched, mark is True, state_vector)
         astray = astray or strayed
-        if 0 < len(waiting) <= MAX_RETRIED_PENDING and before != state_vector:
+        if len(waiting) > MAX_RETRIED_PENDING:
+            # Updates that will never integrate, most of them: watching them
+            # after every run would cost the revert as much again per run
+            # (and the document leaves them to Yrs too).
+            watching, waiting = False, []
+        elif waiting and before != state_vector:
             # As the document does (YDoc._retry).
             retry = [(_origin(was), entry) for was, entry in waiting]
             state_vector = _retry_pending(doc, retry, state_vector)
@@ -835,7 +843,8 @@ def _order_pass(updates: Sequence[bytes]) -> list[int] | None:
     to a document, the pending ones watched after each; the indices with
     each that waited moved right after the one that integrated it (several
     after one: in their order, which the next pass puts right if one of them
-    waited for another), or None when none waited."""
+    waited for another), or None when none waited, or more than
+    :data:`MAX_RETRIED_PENDING` wait at once."""
     doc: Doc[Any] = Doc(skip_gc=True)
     due = list(range(len(updates)))
     waiting: list[tuple[int, _Pending]] = []
@@ -846,7 +855,9 @@ def _order_pass(updates: Sequence[bytes]) -> list[int] | None:
             continue
         before, state_vector = state_vector, _integrate(doc, [update], None)
         still = _let_in(waiting, state_vector, due, k)
-        if 0 < len(still) <= MAX_RETRIED_PENDING and before != state_vector:
+        if len(still) > MAX_RETRIED_PENDING:
+            return None  # mostly updates that never integrate: as _replay, not watched
+        if still and before != state_vector:
             # As the document does (YDoc._retry).
             retry = [(None, entry) for _, entry in still]
             state_vector = _retry_pending(doc, retry, state_vector)
