@@ -235,6 +235,9 @@ class _Pending:
     """The update less what the document had when it was applied."""
     probe: bytes | None
     """Its :func:`_deletion_probe`, made once."""
+    client: int | None = None
+    """The first Yjs client it has items of, whose earlier items it may wait
+    for (None: a deletion, or unread): see :func:`_retry_due`."""
 
     def waiting(self, state_vector: bytes) -> bool:
         """Whether some of it is still pending in a document at ``state_vector``
@@ -265,10 +268,18 @@ def _pending(update: bytes, state_vector: bytes) -> _Pending | None:
         return None
     try:
         probe = None if items else _deletion_probe(rest)
+        client = _first_client(rest) if items else None
     except (IndexError, ValueError):  # Yrs decoded it: not expected
         return _Pending(rest, None) if items else None
-    entry = _Pending(rest, probe)
+    entry = _Pending(rest, probe, client)
     return entry if items or (probe is not None and entry.waiting(state_vector)) else None
+
+
+def _first_client(update: bytes) -> int:
+    """The client of an update's first run of structs (it has some)."""
+    _, pos = _var_uint(update, 0, 10)  # clients
+    _, pos = _var_uint(update, pos, 10)  # that client's structs
+    return _var_uint(update, pos, 10)[0]
 
 
 MAX_RETRIED_PENDING: Final = 64
@@ -311,6 +322,26 @@ def _retry_pending(
             break
         state_vector = now
     return state_vector
+
+
+def _retry_due(still: Sequence[_Pending], let_in: bool, before: bytes, after: bytes) -> bool:
+    """Whether to apply the updates ``still`` waiting again after a
+    transaction took the document from state vector ``before`` to
+    ``after``: at most :data:`MAX_RETRIED_PENDING` of them, and Yrs let some
+    in (``let_in``: it may have left more behind), or the clock moved of a
+    client one of them has items of (what it may wait for came; Yrs can
+    let in none). An update that waits for another client's items that
+    never come costs an op nothing more."""
+    if not still or len(still) > MAX_RETRIED_PENDING or before == after:
+        return False
+    if let_in:
+        return True
+    try:
+        was, now = _clocks(before) if before else {}, _clocks(after)
+    except (IndexError, ValueError):
+        return True
+    moved = {client for client, clock in now.items() if clock != was.get(client, 0)}
+    return any(entry.client is None or entry.client in moved for entry in still)
 
 
 def _merged(update: bytes, pending: list[bytes]) -> bytes:
@@ -397,7 +428,7 @@ class YDoc:
         pending = self._pending
         if pending is not None and before != state_vector:
             still = [entry for entry in pending if entry.waiting(state_vector)]
-            if 0 < len(still) <= MAX_RETRIED_PENDING:
+            if _retry_due(still, len(still) < len(pending), before or b"", state_vector):
                 state_vector = self._retry(still, state_vector)
                 still = [entry for entry in still if entry.waiting(state_vector)]
             pending = still or None
@@ -413,7 +444,7 @@ class YDoc:
         waiting ones in (an update waiting for a client's earlier items and
         one waiting for another's, say), it can integrate one and keep the
         other waiting for good, or integrate none (:func:`_retry_pending`).
-        Only while few wait (:data:`MAX_RETRIED_PENDING`)."""
+        Only when that may help, and while few wait (:func:`_retry_due`)."""
         try:
             return _retry_pending(self._doc, [(None, entry) for entry in pending], state_vector)
         except BaseException as exc:  # pyo3's PanicException derives from BaseException
@@ -696,14 +727,15 @@ def _replay(
         watched = (
             run if order[start] >= whole else [updates[k] for k in order[start:i] if k >= whole]
         )
-        waiting, strayed = _watch(waiting, watched, mark is True, state_vector)
+        waited = len(waiting)
+        waiting, strayed, kept = _watch(waiting, watched, mark is True, state_vector)
         astray = astray or strayed
         if len(waiting) > MAX_RETRIED_PENDING:
             # Updates that will never integrate, most of them: watching them
             # after every run would cost the revert as much again per run
             # (and the document leaves them to Yrs too).
             watching, waiting = False, []
-        elif waiting and before != state_vector:
+        elif _retry_due([entry for _, entry in waiting], kept < waited, before, state_vector):
             # As the document does (YDoc._retry).
             retry = [(_origin(was), entry) for was, entry in waiting]
             state_vector = _retry_pending(doc, retry, state_vector)
@@ -713,11 +745,11 @@ def _replay(
 
 def _watch(
     waiting: list[tuple[bool, _Pending]], run: Sequence[bytes], marked: bool, state_vector: bytes
-) -> tuple[list[tuple[bool, _Pending]], bool]:
+) -> tuple[list[tuple[bool, _Pending]], bool, int]:
     """After a transaction of ``run`` (``marked`` or not) left the scratch
     document at ``state_vector``: the updates still pending, each with
-    whether it is marked, and whether one of the other kind was pending
-    when the transaction ran. Then the undo manager may have tracked what
+    whether it is marked; whether one of the other kind was pending when
+    the transaction ran; and how many of ``waiting`` still wait. Then the undo manager may have tracked what
     it should not: that transaction may have integrated it, all or part (a
     delete set whose items come in several updates), and Yrs's undo manager
     counts a transaction's insertions by the state vector, which a pending
@@ -730,8 +762,9 @@ def _watch(
         astray = astray or was != marked
         if entry.waiting(state_vector):
             still.append((was, entry))
+    kept = len(still)
     if run and _integrated(run, state_vector):
-        return still, astray
+        return still, astray, kept
     clocks = _clocks(state_vector)
     for update in run:
         if _integrated((update,), state_vector, clocks):
@@ -739,7 +772,7 @@ def _watch(
         held = _pending(update, state_vector)
         if held is not None:
             still.append((marked, held))
-    return still, astray
+    return still, astray, kept
 
 
 MAX_WATCHED_DELETE_SET_BYTES: Final = 4096
@@ -857,7 +890,8 @@ def _order_pass(updates: Sequence[bytes]) -> list[int] | None:
         still = _let_in(waiting, state_vector, due, k)
         if len(still) > MAX_RETRIED_PENDING:
             return None  # mostly updates that never integrate: as _replay, not watched
-        if still and before != state_vector:
+        let_in = len(still) < len(waiting)
+        if _retry_due([entry for _, entry in still], let_in, before, state_vector):
             # As the document does (YDoc._retry).
             retry = [(None, entry) for _, entry in still]
             state_vector = _retry_pending(doc, retry, state_vector)
