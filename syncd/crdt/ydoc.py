@@ -7,7 +7,8 @@ The op is a Yjs update (v1 encoding), base64 in JSON: ``{"op": "update",
 twice, or several in any order, gives the same document, so the delta op is
 the update as received and :meth:`YDoc.apply_delta` is the same call. An
 update whose dependencies have not arrived yet is held by Yrs as pending and
-integrated when they do, exactly as in a browser.
+integrated when they do, exactly as in a browser (where Yrs alone would keep
+one waiting, the type applies it again: :meth:`YDoc._retry`).
 
 The read view is the whole document as one update plus its state vector
 (what a Yjs client needs to load it, or to ask for only what it lacks);
