@@ -237,6 +237,25 @@ async def test_a_namespace_holds_at_most_its_crdts(
     assert (await op(client, h, "gc:5", {"op": "increment"})).status_code == 200
 
 
+async def test_concurrent_creations_stop_at_the_namespace_limit(
+    quota_server: Callable[..., Any], http: Callable[[RunningServer], httpx.AsyncClient]
+) -> None:
+    """Creations whose records are still on their way to disk count: 20 sent
+    at once into a namespace of 3 make 3, not one per request checked before
+    the first of them was written."""
+    server = await quota_server(namespace_max_crdts=3)
+    client = http(server)
+    h = await issue(client)
+    answers = await asyncio.gather(
+        *(op(client, h, f"gc:{i}", {"op": "increment"}) for i in range(20))
+    )
+    statuses = sorted(r.status_code for r in answers)
+    assert statuses == [200] * 3 + [403] * 17, statuses
+    assert (await _usage(client))["crdts"] == 3
+    listed = (await client.get(BASE, headers=h)).json()
+    assert len(listed["crdts"]) == 3, listed
+
+
 async def test_a_namespace_holds_at_most_its_bytes(
     quota_server: Callable[..., Any], http: Callable[[RunningServer], httpx.AsyncClient]
 ) -> None:

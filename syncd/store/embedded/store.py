@@ -181,6 +181,12 @@ class FileStore:
         self._snap_io: IoThread | None = None
         self._writer: LogWriter | None = None
         self._prober: asyncio.Task[None] | None = None
+        self._creating: dict[str, dict[str, int]] = {}
+        """Per namespace, the CRDTs whose first record is queued or being
+        written (how many such appends each): not in the index yet, counted by
+        :meth:`usage_now` so that creations sent at once cannot pass
+        ``SERVICE_NAMESPACE_MAX_CRDTS`` by all being checked before the first
+        of them is written."""
 
         self._commit = GroupCommit(
             self._state,
@@ -289,10 +295,18 @@ class FileStore:
         self._history.index.note_size(ns, crdt_id, size)
 
     async def usage(self, ns: str) -> Usage:
-        return self._history.index.usage(ns)
+        return self.usage_now(ns)
 
     def usage_now(self, ns: str) -> Usage:
-        return self._history.index.usage(ns)
+        index = self._history.index
+        usage = index.usage(ns)
+        creating = self._creating.get(ns)
+        if creating:
+            # Those written already are in the index's count (their futures
+            # settle a loop step later): count each creation once.
+            extra = sum(1 for crdt_id in creating if index.type_of(ns, crdt_id) is None)
+            usage = Usage(usage.crdts + extra, usage.bytes, usage.unmeasured)
+        return usage
 
     def usages(self) -> dict[str, Usage]:
         return self._history.index.usages()
@@ -550,7 +564,30 @@ class FileStore:
             if records:
                 self._notify(error)
             raise error
-        return self._commit.enqueue(records)
+        future = self._commit.enqueue(records)
+        for record in records:
+            if record.get("seq") == 1:  # a life's first op: the only kind that may create
+                self._note_creation(record["ns"], record["id"], future)
+        return future
+
+    def _note_creation(self, ns: str, crdt_id: str, future: asyncio.Future[None]) -> None:
+        """Count ``crdt_id`` in ``ns`` as created until ``future`` (its write) settles,
+        unless the index holds it already (a new life of a live key: no creation)."""
+        if self._history.index.type_of(ns, crdt_id) is not None:
+            return
+        creating = self._creating.setdefault(ns, {})
+        creating[crdt_id] = creating.get(crdt_id, 0) + 1
+
+        def settled(_: asyncio.Future[None]) -> None:
+            left = creating[crdt_id] - 1
+            if left:
+                creating[crdt_id] = left
+                return
+            del creating[crdt_id]
+            if not creating and self._creating.get(ns) is creating:
+                del self._creating[ns]
+
+        future.add_done_callback(settled)
 
     def _refusal(self) -> StoreUnavailable:
         failure = self._state.failure
