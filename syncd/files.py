@@ -1,10 +1,42 @@
-"""Small durable-file helpers shared by layers that may not import each other
-(auth's revocations file, the store's hint file)."""
+"""Small file helpers shared by layers that may not import each other
+(auth's admin token and revocations files, the store's hint file)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+
+class NotRegularFile(OSError):
+    """The path names a FIFO, socket, device or directory, not a file."""
+
+
+def open_regular(path: Path, *, follow_links: bool = True) -> int:
+    """A read-only descriptor of ``path`` once it is known to be a regular
+    file. Opened without blocking: a FIFO in its place would otherwise hold
+    the open (and the start that reads it) until some writer came, and the
+    process would not even take a SIGTERM. Raises ``FileNotFoundError`` as
+    ``os.open`` does, :class:`NotRegularFile` for anything but a file."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of regular file ``path`` (at most ``limit`` + 1 when given,
+    so a caller can tell "too large"); see :func:`open_regular`."""
+    with os.fdopen(open_regular(path), "rb") as f:
+        return f.read() if limit is None else f.read(limit + 1)
 
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:

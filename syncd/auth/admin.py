@@ -16,8 +16,9 @@ import hmac
 import logging
 import os
 import secrets
-import stat
 from pathlib import Path
+
+from syncd.files import NotRegularFile, open_regular
 
 log = logging.getLogger("syncd.auth")
 
@@ -121,15 +122,14 @@ def _warn_if_shadowed(path: Path, env_value: str) -> None:
 
 def _read_secret(path: Path) -> str | None:
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = open_regular(path, follow_links=False)
     except FileNotFoundError:
         return None
+    except NotRegularFile:
+        raise AdminSecretError(f"admin token file {path} is not a regular file") from None
     except OSError as e:
         raise AdminSecretError(f"cannot open admin token file {path}: {e.strerror}") from None
     mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise AdminSecretError(f"admin token file {path} is not a regular file")
     with os.fdopen(fd, "rb") as f:
         if mode & 0o077:
             log.warning("admin token file %s is readable by others; chmod 600 it", path)

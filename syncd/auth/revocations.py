@@ -37,7 +37,7 @@ from typing import Any, Final, Protocol
 
 from syncd.crdt.validate import json_int
 from syncd.errors import ApiError, bad_request, unavailable
-from syncd.files import write_atomically
+from syncd.files import NotRegularFile, read_regular, write_atomically
 
 log = logging.getLogger("syncd.auth")
 
@@ -292,9 +292,13 @@ class FileRevocationStore:
     async def open(self, apply: Apply) -> None:
         self._apply = apply
         try:
-            data = self.path.read_bytes()
+            data = read_regular(self.path)
         except FileNotFoundError:
             data = None
+        except NotRegularFile:
+            raise RevocationFileError(
+                f"revocations file {self.path} is not a regular file"
+            ) from None
         except OSError as exc:
             raise RevocationFileError(
                 f"cannot read revocations file {self.path}: {exc.strerror}"
