@@ -39,7 +39,9 @@ from pycrdt import (
     Map,
     Text,
     UndoManager,
+    XmlElement,
     XmlFragment,
+    XmlText,
     get_state,
     get_update,
     merge_updates,
@@ -961,12 +963,26 @@ def root_view(update: bytes, name: str, kind: str) -> Any:
     if kind == "text":
         return str(doc.get(name, type=Text))
     if kind == "map":
-        return _json(doc.get(name, type=Map).to_py())
+        return _plain(doc.get(name, type=Map))
     if kind == "array":
-        return _json(doc.get(name, type=Array).to_py())
+        return _plain(doc.get(name, type=Array))
     if kind == "xml":
         return str(doc.get(name, type=XmlFragment))
     raise ValueError(kind)
+
+
+def _plain(value: Any) -> Any:
+    """A root read as a map or an array, as ``to_py`` gives it, except that an
+    XML type anywhere in it (a root that holds XML, read as an array; an
+    XmlElement kept in a map) is its XML text: ``to_py`` raises for those,
+    and a read must answer, not fail with a 500."""
+    if isinstance(value, (XmlFragment, XmlElement, XmlText, Text)):
+        return str(value)
+    if isinstance(value, Map):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, Array):
+        return [_plain(item) for item in value]
+    return _json(value)
 
 
 def _json(value: Any) -> Any:

@@ -13,6 +13,7 @@ reads as base64, as the API gives every binary; a float JSON cannot hold as
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
 from collections.abc import AsyncIterator
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 import websockets
-from pycrdt import Array, Doc, Map
+from pycrdt import Array, Doc, Map, XmlElement, XmlFragment
 
 from syncd.yjs.protocol import sync_step2
 from tests.conftest import RunningServer
@@ -80,3 +81,30 @@ async def test_binary_non_finite_floats_and_subdocuments_read_as_json(
         "value"
     ]
     assert items[:3] == ["AA==", None, 2] and set(items[3]) == {"guid"}
+
+
+async def test_xml_held_anywhere_reads_as_its_xml_text_not_a_500(
+    client: httpx.AsyncClient,
+) -> None:
+    """A root that holds XML (a ProseMirror or TipTap document) read as an
+    array, and an XML fragment kept in a map, answer with their XML text:
+    pycrdt's to_py raises for XML types, which gave 500 internal."""
+    headers = await issue(client)
+    doc: Doc[Any] = Doc()
+    with doc.transaction():
+        doc.get("default", type=XmlFragment).children.append(XmlElement("p", {}, ["hi"]))
+        fragment = XmlFragment()
+        doc.get("meta", type=Map)["body"] = fragment
+        fragment.children.append(XmlElement("b"))
+    update = base64.b64encode(doc.get_update()).decode()
+    r = await client.post(f"{CRDT}/ops", json={"op": "update", "update": update}, headers=headers)
+    assert r.status_code == 200, r.text
+    for query, expected in (
+        ("root=default&as=array", ["<p>hi</p>"]),
+        ("root=default&as=xml", "<p>hi</p>"),
+        ("root=meta&as=map", {"body": "<b></b>"}),
+        ("root=meta&as=map&at=1", {"body": "<b></b>"}),
+    ):
+        r = await client.get(f"{CRDT}?{query}", headers=headers)
+        assert r.status_code == 200, (query, r.text)
+        assert r.json()["value"] == expected, (query, r.text)
