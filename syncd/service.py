@@ -3,6 +3,13 @@
 plan (shape, type) -> authorize (write + mask) -> engine.apply (memory) ->
 store (durable) -> only then: answer, hub broadcast, webhook, metrics.
 
+Memory is ahead of the store by the ops in flight (applied, their records not
+yet durable). What a subscriber starts from (a snapshot, "up to date at seq
+N") is therefore taken only where memory's state of that CRDT is durable
+(:meth:`CrdtService.durable_state`): were the write to fail, the next op would
+take the failed op's seq, and a subscriber that was given it would skip the
+real one as already held and keep the phantom for good.
+
 If the store fails, memory is ahead of disk: the ops involved are answered
 503, further writes are refused, and once the store can write again the
 engine is rebuilt from what the store holds (PostgreSQL treats an fsync
@@ -15,8 +22,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from syncd.crdt.engine import MAX_BATCH_OPS, MAX_LIST_LIMIT, export_entry
 from syncd.errors import ApiError, StoreUnavailable, bad_request, unavailable
@@ -36,6 +43,12 @@ log = logging.getLogger("syncd.service")
 
 # While the store is failing, how often we look whether it can write again.
 RECOVERY_POLL_S: Final = 0.2
+
+T = TypeVar("T")
+
+
+def _always() -> bool:
+    return True
 
 
 class CrdtService:
@@ -67,6 +80,8 @@ class CrdtService:
         self._merge: dict[str, MergeHistogram] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._measuring: asyncio.Task[int] | None = None
+        self._writes: set[asyncio.Task[None]] = set()
+        """A shared store's writes in flight (see :meth:`_shared_write`)."""
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -136,18 +151,19 @@ class CrdtService:
         # and we never answer before that. An ApiError from apply() (a refused
         # op) passes through with nothing written; StoreUnavailable means the
         # records are not durable.
+        def committed(result: ApplyResult) -> None:
+            if result.records:
+                # Counted before the answer leaves (a scrape right after it sees
+                # the op); fanned out after it: see persist().
+                self._count(result.records)
+                self.loop.call_soon(self._after_durable, result.records, source)
+
         try:
-            result = await store.commit(ns, crdt_id, apply)
+            return await self._shared_write(store.commit(ns, crdt_id, apply), committed)
         except StoreUnavailable:
             if not store.shared:
                 self._enter_degraded()  # memory is ahead of the log
             raise
-        if result.records:
-            # Counted before the answer leaves (a scrape right after it sees
-            # the op); fanned out after it: see persist().
-            self._count(result.records)
-            self.loop.call_soon(self._after_durable, result.records, source)
-        return result
 
     def apply_soon(
         self, ns: str, crdt_id: str, body: Any, principal: Principal
@@ -328,11 +344,14 @@ class CrdtService:
             durable.add_done_callback(finished)
             await self._once_durable(durable, [], "", lambda: self.publish_soon(record))
             return True
-        try:
-            await self._persist([record])
-        finally:
-            finished()
-        self.publish_soon(record)
+
+        async def write() -> None:
+            try:
+                await self._persist([record])
+            finally:
+                finished()
+
+        await self._shared_write(write(), lambda _: self.publish_soon(record))
         return True
 
     async def list_ids(
@@ -416,6 +435,117 @@ class CrdtService:
 
         durable.add_done_callback(on_durable)
         await answered
+
+    async def _shared_write(self, write: Awaitable[T], then: Callable[[T], None]) -> T:
+        """Await ``write`` (a commit on a shared store) in a task of its own, and
+        ``then(result)`` once it succeeds, whether or not the caller still waits:
+        a caller cancelled meanwhile (its client went away) leaves the write
+        going on, and a committed op whose fan-out was skipped would be a gap
+        for this node's subscribers (:meth:`_once_durable` is the local
+        stores' counterpart). The task resumes where the caller would have
+        (in the step the store answers, under the CRDT's lock) and wakes the
+        caller before it queues what ``then`` queues: the writer's answer
+        first, the fan-out in seq order as before."""
+        answered: asyncio.Future[T] = self.loop.create_future()
+
+        async def run() -> None:
+            try:
+                result = await write
+            except BaseException as exc:
+                if not answered.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        answered.cancel()
+                    else:
+                        answered.set_exception(exc)
+                return
+            if not answered.done():
+                answered.set_result(result)
+            then(result)
+
+        task = self.loop.create_task(run())
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        return await answered
+
+    # -- what a subscriber starts from --------------------------------------------
+
+    def durable_now(self, ns: str, crdt_id: str) -> bool:
+        """Whether what memory holds of the CRDT is durable, so that a subscriber
+        may be given it (a snapshot, or "up to date" at its seq) now. False while
+        an op or a delete of it is in flight, and on a local store while memory
+        may be ahead of the log (a failed write, until rebuilt). A CRDT not in
+        memory has nothing in flight."""
+        store = self.store
+        if (ns, crdt_id) in self.residency.deleting:
+            return False
+        if not store.shared and not self.writable:
+            return False
+        entry = self.engine.get(ns, crdt_id)
+        # A local store holds the seq once its record is durable; a shared one
+        # when no commit is under way on the CRDT (it applies under its lock).
+        return entry is None or store.holds(ns, crdt_id, entry.epoch, entry.seq)
+
+    async def durable_state(
+        self,
+        ns: str,
+        crdt_id: str,
+        take: Callable[[], T],
+        alive: Callable[[], bool] = _always,
+    ) -> T | None:
+        """``take()`` (it reads memory's state of the CRDT, in the step it is
+        called) where that state is durable, and return what it took once it is;
+        None if ``alive()`` turns False first (the subscriber went away). Loads
+        the CRDT first, as :meth:`ensure` (an ``ApiError`` passes through).
+
+        On a local store with ops in flight, the state is taken now and returned
+        once a barrier queued behind them is durable (a state taken after would
+        have ops of its own in flight, under a steady stream of writes for
+        ever). If they fail, nothing taken is returned: once memory is rebuilt
+        from the store, the state is taken again. On a shared store the state
+        is taken under the CRDT's lock, where no commit is under way on it."""
+        store = self.store
+        key = (ns, crdt_id)
+        while True:
+            await self.residency.ensure(ns, crdt_id)
+            if not alive():
+                return None
+            if self.durable_now(ns, crdt_id):
+                return take()
+            deleting = self.residency.deleting.get(key)
+            if deleting is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(deleting)  # then the CRDT is loaded again
+            elif store.shared:
+                taken = await self._take_committed(key, take)
+                if taken is not None:
+                    return taken[0]
+            elif not self.writable:
+                await asyncio.sleep(RECOVERY_POLL_S)  # memory is rebuilt (_recover)
+            else:
+                state = take()
+                try:
+                    # Every record applied before now was queued before this
+                    # barrier; a failed write fails everything queued behind it.
+                    await store.append_soon([])
+                except StoreUnavailable:
+                    continue
+                return state if alive() else None
+
+    async def _take_committed(self, key: tuple[str, str], take: Callable[[], T]) -> tuple[T] | None:
+        """``(take(),)`` under the CRDT's lock on a shared store, where memory holds
+        what is committed of it; None when it must be loaded again first (a
+        failed commit forgot it, or a delete of it began meanwhile)."""
+        locks = getattr(self.store, "locks", None)
+        if locks is None:  # a shared store without per-CRDT locks: look again soon
+            await asyncio.sleep(RECOVERY_POLL_S)
+            return None
+        await locks.acquire(key)
+        try:
+            if key not in self.residency.deleting and key in self.engine:
+                return (take(),)
+        finally:
+            locks.release(key)
+        return None
 
     async def _persist(self, records: list[dict[str, Any]]) -> None:
         try:

@@ -52,14 +52,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from syncd.catchup import replay
+from syncd.catchup import start_from
 from syncd.errors import ApiError
 from syncd.shared_states import SharedStates
 from syncd.ws.base_connection import BaseConnection, ConnectionTimers
 from syncd.ws.base_session import Action
 from syncd.ws.flusher import Flusher
 from syncd.ws.session import Apply, Session, StagedOp, Subscribe, Unsubscribe
-from syncd.ws.subscription import WsSubscription
+from syncd.ws.subscription import TakenSnapshot, WsSubscription
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal
@@ -206,8 +206,13 @@ class WsConnection(BaseConnection):
             self._lagging = None
             engine = self._app.engine
             shared = self._app.shared
+            durable_now = self._app.service.durable_now
             for subscription in lagging:
-                subscription.resync(engine, shared)
+                if durable_now(self.ns, subscription.crdt_id):
+                    subscription.resync(engine, shared)
+                elif subscription.resync_later():
+                    # Ops of it in flight: the snapshot waits until they are durable.
+                    _spawn(self._resync(subscription))
 
     def _expiry_due_ms(self) -> int | None:
         return self.session.expiry_due
@@ -417,8 +422,10 @@ class WsConnection(BaseConnection):
         # in the subscription, so none falls between the two.
         app.hub.subscribe(self.ns, crdt_id, subscription)
         app.metrics.subscriptions_active.inc()
-        if action.since is None and (
-            (self.ns, crdt_id) in app.engine or not app.store.loads_on_demand
+        if (
+            action.since is None
+            and ((self.ns, crdt_id) in app.engine or not app.store.loads_on_demand)
+            and app.service.durable_now(self.ns, crdt_id)
         ):
             subscription.start_snapshot(app.engine, app.shared)
         else:
@@ -440,29 +447,56 @@ class WsConnection(BaseConnection):
     async def _replay_and_start(
         self, subscription: WsSubscription, since: int | None, epoch: str | None
     ) -> None:
+        app = self._app
         try:
-            app = self._app
-            records = await replay(
-                app.store,
-                app.service.residency,
+            start = await start_from(
+                app.service,
                 self.ns,
                 subscription.crdt_id,
                 since,
                 epoch,
+                lambda: subscription.take_snapshot(app.engine, app.shared),
                 covered=subscription.covered,
+                alive=lambda: subscription.active,
             )
         except Exception as exc:
-            if subscription.active:
-                log.exception("replay for %s/%s failed", self.ns, subscription.crdt_id)
-                self._drop_subscription(subscription)
-                error = exc if isinstance(exc, ApiError) else _REPLAY_FAILED
-                self.session.subscription_failed(subscription.crdt_id, error, subscription.binary)
-                self._arm_expiry()
+            self._start_failed(subscription, exc)
             return
-        if records is None:
-            subscription.start_snapshot(app.engine, app.shared)
+        if start is None:
+            return  # unsubscribed meanwhile
+        if start.snapshot is not None:
+            subscription.start_taken(start.snapshot)
         else:
-            subscription.start(records)
+            subscription.start(start.records or [])
+
+    async def _resync(self, subscription: WsSubscription) -> None:
+        """A lagging subscription's fresh snapshot, once the CRDT's state it
+        takes is durable (see ``CrdtService.durable_state``)."""
+        app = self._app
+
+        def take() -> TakenSnapshot:
+            subscription.covered()
+            return subscription.take_snapshot(app.engine, app.shared)
+
+        try:
+            taken = await app.service.durable_state(
+                self.ns, subscription.crdt_id, take, alive=lambda: subscription.active
+            )
+        except Exception as exc:
+            self._start_failed(subscription, exc)
+            return
+        if taken is not None:
+            subscription.start_taken(taken)
+
+    def _start_failed(self, subscription: WsSubscription, exc: Exception) -> None:
+        """The start (or a resync) could not read the CRDT: the subscription ends
+        with an error, the connection goes on."""
+        if subscription.active:
+            log.exception("replay for %s/%s failed", self.ns, subscription.crdt_id)
+            self._drop_subscription(subscription)
+            error = exc if isinstance(exc, ApiError) else _REPLAY_FAILED
+            self.session.subscription_failed(subscription.crdt_id, error, subscription.binary)
+            self._arm_expiry()
 
     def _drop_subscription(self, subscription: WsSubscription) -> None:
         if not subscription.active:

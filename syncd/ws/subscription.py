@@ -25,6 +25,7 @@ written in slices as each socket drains; deltas after it wait behind it.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from syncd.auth.authenticator import NO_END_MS
@@ -59,6 +60,18 @@ class Writer(Protocol):
         """Send ``head`` and ``state`` (maybe shared with other connections) as
         ``send`` would their concatenation, without copying ``state``."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class TakenSnapshot:
+    """A snapshot delta taken from the engine, not yet sent: its frame (``head``
+    alone, or ``head`` then the maybe shared ``payload``; None when it could
+    not be encoded) and the seq and epoch it is at."""
+
+    head: bytes | None
+    payload: bytes | bytearray | None
+    seq: int
+    epoch: str | None
 
 
 class WsSubscription:
@@ -165,23 +178,34 @@ class WsSubscription:
             self.pending.clear()
 
     def start_snapshot(self, engine: Engine, shared: SharedStates) -> None:
-        """Start from the CRDT's current state (:meth:`send_snapshot`). The deltas
-        that arrived meanwhile are not sent: each reached the engine before it
-        was published, so the snapshot holds them all (a ``deleted`` among them,
-        of a life that ended before the snapshot's, cannot be told apart by seq)."""
-        if not self.active or self.pending is None:
+        """Start from the CRDT's current state, which the caller knows to be
+        durable (``CrdtService.durable_now``). The deltas that arrived meanwhile
+        are not sent: each reached the engine before it was published, so the
+        snapshot holds them all (a ``deleted`` among them, of a life that ended
+        before the snapshot's, cannot be told apart by seq)."""
+        self.covered()
+        self.start_taken(self.take_snapshot(engine, shared))
+
+    def start_taken(self, taken: TakenSnapshot) -> None:
+        """Start from ``taken`` (now durable), then send the deltas that arrived
+        since it was taken: those it covers are skipped by seq."""
+        pending = self.pending
+        if not self.active or pending is None:
             return
         self.pending = None
-        self.send_snapshot(engine, shared)
+        self._send_taken(taken)
+        for encoded in pending:
+            self.deliver(encoded)
 
-    def send_snapshot(self, engine: Engine, shared: SharedStates) -> None:
-        """The CRDT's current state as a snapshot delta: when large, the frame
-        payload every subscription sent this version writes (see the module
-        docstring)."""
+    def take_snapshot(self, engine: Engine, shared: SharedStates) -> TakenSnapshot:
+        """The CRDT's current state as a snapshot delta's frame, to send now or
+        once it is durable: when large, the frame payload every subscription
+        sent this version writes (see the module docstring)."""
         entry = engine.get(self.ns, self.crdt_id)
         if entry is None:  # unknown: a snapshot of nothing, small
-            self._send_snapshot(engine.snapshot_delta(self.ns, self.crdt_id))
-            return
+            delta = engine.snapshot_delta(self.ns, self.crdt_id)
+            frame = self._frame(EncodedDelta(delta))
+            return TakenSnapshot(frame, None, delta.get("seq") or 0, delta.get("epoch"))
         ns, crdt_id = self.ns, self.crdt_id
         try:
             if self.binary:
@@ -196,10 +220,17 @@ class WsSubscription:
                 )
         except (TypeError, ValueError, OverflowError):
             self._unencodable()
-        else:
-            self._writer.feed(ws_header(opcode, len(payload)), payload)
-        self.last_seq = entry.seq
-        self.epoch = entry.epoch
+            return TakenSnapshot(None, None, entry.seq, entry.epoch)
+        return TakenSnapshot(ws_header(opcode, len(payload)), payload, entry.seq, entry.epoch)
+
+    def _send_taken(self, taken: TakenSnapshot) -> None:
+        if taken.head is not None:
+            if taken.payload is None:
+                self._writer.send(taken.head)
+            else:
+                self._writer.feed(taken.head, taken.payload)
+        self.last_seq = taken.seq
+        self.epoch = taken.epoch
 
     def _frame(self, encoded: EncodedDelta) -> bytes | None:
         try:
@@ -214,11 +245,22 @@ class WsSubscription:
         log.exception("cannot encode a delta of %s/%s", self.ns, self.crdt_id)
 
     def resync(self, engine: Engine, shared: SharedStates) -> None:
-        """The transport drained after we skipped deltas: a fresh snapshot."""
+        """The transport drained after we skipped deltas: a fresh snapshot (the
+        caller knows the CRDT's state to be durable, ``CrdtService.durable_now``)."""
         if not self.active or not self.lag:
             return
         self.lag = False
-        self.send_snapshot(engine, shared)
+        self._send_taken(self.take_snapshot(engine, shared))
+
+    def resync_later(self) -> bool:
+        """As :meth:`resync`, but the CRDT's state is not durable yet: deltas wait
+        as at the start until the caller has a durable snapshot for
+        :meth:`start_taken`. False when there is nothing to resync."""
+        if not self.active or not self.lag or self.pending is not None:
+            return False
+        self.lag = False
+        self.pending = []
+        return True
 
     def _send_snapshot(self, delta: dict[str, Any]) -> None:
         frame = self._frame(EncodedDelta(delta))

@@ -378,7 +378,7 @@ async def test_a_held_crdt_without_subscribers_follows_and_a_later_subscriber_st
     await eventually(lambda: full(b, "pn:f") == full(a, "pn:f"))
     rec = Recorder(b, "pn:f")
     epoch = b.engine.get(NS, "pn:f").epoch  # type: ignore[union-attr]
-    start = await initial_deltas(b.engine, b.store, b.residency, NS, "pn:f", 1, epoch)
+    start = await initial_deltas(b.service, NS, "pn:f", 1, epoch)
     assert [d["seq"] for d in start] == [2, 3]
     await op(a, "pn:f", {"op": "increment", "amount": 10})
     await eventually(lambda: rec.op_seqs() == [4])

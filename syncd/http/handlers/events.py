@@ -43,7 +43,7 @@ from typing import Any, Final, cast
 
 from syncd.auth.authenticator import NO_END_MS, Authenticator, Principal
 from syncd.auth.revocations import token_revoked
-from syncd.catchup import replay
+from syncd.catchup import start_from
 from syncd.crdt.engine import Engine
 from syncd.errors import bad_request
 from syncd.http.feed import FEED_SLICE_BYTES, Feed, Piece
@@ -55,9 +55,8 @@ from syncd.http.timers import EXPIRY_RESOLUTION_S, INTERVAL_SLOTS, Slot, Wheel
 from syncd.hub import DeliverEach, EncodedDelta, Hub
 from syncd.ids import check_crdt_id, check_namespace
 from syncd.metrics import Metrics
-from syncd.residency import Residency
+from syncd.service import CrdtService
 from syncd.shared_states import SharedStates
-from syncd.store.base import Store
 from syncd.wire import pack
 
 EVENT_STREAM: Final = b"text/event-stream"
@@ -333,8 +332,7 @@ def register(
     *,
     auth: Authenticator,
     engine: Engine,
-    store: Store,
-    residency: Residency,
+    service: CrdtService,
     hub: Hub,
     metrics: Metrics,
     buffer_bytes: int,
@@ -374,33 +372,34 @@ def register(
         )
         hub.subscribe(ns, crdt_id, subscriber)
         metrics.sse_connections_active.inc()
+
+        def take() -> tuple[list[dict[str, Any]], tuple[bytes | bytearray, int, str] | None]:
+            # Taken where the state is durable (catchup.start_from): deltas from
+            # here on wait in the subscriber, those it covers skipped by seq.
+            entry = engine.get(ns, crdt_id)
+            if entry is None:
+                return [engine.snapshot_delta(ns, crdt_id)], None  # nothing: a small snapshot
+            data = shared.exact(
+                entry,
+                SNAPSHOT_FORM,
+                lambda: base64.b64encode(pack(engine.snapshot_delta(ns, crdt_id))),
+            )
+            return [], (data, entry.seq, entry.epoch)
+
         try:
-            records = await replay(
-                store, residency, ns, crdt_id, since, epoch, covered=subscriber.covered
+            start = await start_from(
+                service, ns, crdt_id, since, epoch, take, covered=subscriber.covered
             )
         except BaseException:
             subscriber.close()
             raise
+        assert start is not None  # no alive(): a request that goes away is cancelled
+        initial: list[dict[str, Any]] = []
         snapshot: tuple[bytes | bytearray, int, str] | None = None
-        entry = engine.get(ns, crdt_id) if records is None else None
-        if records is None:
-            # What came during the replay's read is in the snapshot taken now.
-            subscriber.covered()
-        if entry is not None:
-            # Taken now, as the replay would have been: deltas from here on
-            # wait in the subscriber, those it covers skipped by seq.
-            snapshot = (
-                shared.exact(
-                    entry,
-                    SNAPSHOT_FORM,
-                    lambda: base64.b64encode(pack(engine.snapshot_delta(ns, crdt_id))),
-                ),
-                entry.seq,
-                entry.epoch,
-            )
-        initial = records if records is not None else []
-        if records is None and entry is None:
-            initial = [engine.snapshot_delta(ns, crdt_id)]  # nothing: a small snapshot
+        if start.snapshot is not None:
+            initial, snapshot = start.snapshot
+        else:
+            initial = start.records or []
         return StreamResponse(
             lambda sink: subscriber.start(sink, initial, snapshot),
             EVENT_STREAM,
