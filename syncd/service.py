@@ -528,6 +528,10 @@ class CrdtService:
                     # barrier; a failed write fails everything queued behind it.
                     await store.append_soon([])
                 except StoreUnavailable:
+                    # A failed write (memory is rebuilt, then taken again), or a
+                    # store that refuses before it is told (closing): either
+                    # way not at once, which would spin the loop.
+                    await asyncio.sleep(RECOVERY_POLL_S)
                     continue
                 return state if alive() else None
 
