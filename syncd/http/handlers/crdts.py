@@ -14,6 +14,7 @@ from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
 from syncd.http.handlers.history import known_query, parse_seq
+from syncd.http.handlers.listing import parse_listing_query
 from syncd.http.request import Request
 from syncd.http.response import Deferred, Response, json_response
 from syncd.http.router import Router
@@ -21,7 +22,6 @@ from syncd.ids import check_crdt_id, check_namespace
 from syncd.service import CrdtService
 
 MAX_LIST_LIMIT: Final = 1000
-DEFAULT_LIST_LIMIT: Final = 100
 MAX_ROOT_NAME: Final = 256
 """A Yjs root type's name in ``?root=``: editors use short names (``default``, ``content``)."""
 READ_PARAMS: Final = ("at", "format", "root", "as")
@@ -181,19 +181,12 @@ def register(
     async def listing(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
-        query = request.query if request.query_string else {}
-        limit_text = query.get("limit", str(DEFAULT_LIST_LIMIT))
-        if (
-            not (limit_text.isascii() and limit_text.isdigit())
-            or len(limit_text) > len(str(MAX_LIST_LIMIT))  # int() refuses 4300+ digits
-            or not 1 <= int(limit_text) <= MAX_LIST_LIMIT
-        ):
-            raise bad_request(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}")
+        query = parse_listing_query(request)
         items, cursor = await service.list_ids(
             ns,
-            prefix=query.get("prefix", ""),
-            after=query.get("cursor") or None,
-            limit=int(limit_text),
+            prefix=query.prefix,
+            after=query.cursor,
+            limit=query.limit,
             visible=lambda crdt_id: auth.can_read(principal, crdt_id),
         )
         return json_response({"crdts": items, "next": cursor})

@@ -1,0 +1,56 @@
+"""The listing route's query (docs/http-api.md#listing-crdts): ``prefix``,
+``limit`` and ``cursor``, each used or refused with 400 naming it, never
+dropped; the route itself is in crdts.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from syncd.crdt.engine import MAX_LIST_LIMIT
+from syncd.errors import bad_request
+from syncd.http.handlers.history import known_query
+from syncd.http.request import Request
+from syncd.ids import CRDT_ID_RE
+
+DEFAULT_LIST_LIMIT: Final = 100
+LIST_PARAMS: Final = ("prefix", "limit", "cursor")
+ID_CHARACTERS: Final = "A-Z a-z 0-9 . _ : ~ @ + = -"
+"""What an id is made of (syncd.ids.CRDT_ID_RE), for the messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListingQuery:
+    prefix: str
+    limit: int
+    cursor: str | None
+
+
+def parse_listing_query(request: Request) -> ListingQuery:
+    """The page asked for, or 400 naming the parameter at fault.
+
+    ``prefix`` and ``cursor`` are compared with ids, so text no id can hold
+    is refused rather than passed on: a NUL reached PostgreSQL, which
+    refuses it in any text, as a 500."""
+    if not request.query_string:
+        return ListingQuery("", DEFAULT_LIST_LIMIT, None)
+    query = known_query(request, LIST_PARAMS)
+    prefix = query.get("prefix", "")
+    if prefix and CRDT_ID_RE.fullmatch(prefix) is None:
+        raise bad_request(f"prefix: at most 256 characters of {ID_CHARACTERS}, as ids are")
+    cursor = query.get("cursor") or None  # empty: the first page
+    if cursor is not None and CRDT_ID_RE.fullmatch(cursor) is None:
+        raise bad_request("cursor: the next of a previous page (an id) is required")
+    limit = parse_list_limit(query["limit"]) if "limit" in query else DEFAULT_LIST_LIMIT
+    return ListingQuery(prefix, limit, cursor)
+
+
+def parse_list_limit(text: str) -> int:
+    """A page size (1 to ``MAX_LIST_LIMIT``), or 400 naming it."""
+    if (
+        not (text.isascii() and text.isdigit())
+        or len(text) > len(str(MAX_LIST_LIMIT))  # so int() never sees a huge text
+        or not 1 <= int(text) <= MAX_LIST_LIMIT
+    ):
+        raise bad_request(f"limit: an integer from 1 to {MAX_LIST_LIMIT} is required")
+    return int(text)
