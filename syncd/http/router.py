@@ -173,7 +173,9 @@ class Router:
 
 
 def _not_allowed(by_method: dict[str, Any]) -> ApiError:
-    methods = sorted(by_method)
+    # HEAD is served wherever GET is (match_route), so Allow names it too, as
+    # an OPTIONS answer's Allow does (RFC 9110 10.2.1: every method it takes).
+    methods = sorted({*by_method, "HEAD"} if "GET" in by_method else by_method)
     return ApiError(
         405,
         "method_not_allowed",

@@ -110,7 +110,7 @@ async def test_options_elsewhere_stays_405(make_server: Any) -> None:
     async with httpx.AsyncClient(base_url=srv.url) as client:
         r = await client.options("/metrics", headers=preflight("GET"))
         assert r.status_code == 405
-        assert r.headers["allow"] == "GET"
+        assert r.headers["allow"] == "GET, HEAD"
 
 
 async def test_real_answers_carry_the_origin(make_server: Any) -> None:

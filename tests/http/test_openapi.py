@@ -358,7 +358,7 @@ async def test_served_document_is_the_file_without_authentication(server: Runnin
         head = await client.head(OPENAPI_PATH)
         assert head.status_code == 200 and head.content == b""
         refused = await client.post(OPENAPI_PATH, json={})
-        assert refused.status_code == 405 and refused.headers["allow"] == "GET"
+        assert refused.status_code == 405 and refused.headers["allow"] == "GET, HEAD"
         conforms(refused.json(), "Error405")
 
 

@@ -3,12 +3,15 @@ segment each, percent-decoded after matching; 404 and 405."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from syncd.errors import ApiError
 from syncd.http.request import Request
 from syncd.http.response import Response
 from syncd.http.router import Router
+from tests.conftest import RunningServer
+from tests.http.support import ADMIN_HEADERS
 
 
 def handler(request: Request) -> Response:
@@ -66,7 +69,7 @@ def test_head_takes_get_and_other_methods_are_405_with_allow(router: Router) -> 
     with pytest.raises(ApiError) as refused:
         router.match_route("PUT", "/v1/namespaces/app/crdts/x")
     assert refused.value.status == 405
-    assert refused.value.headers == (("allow", "DELETE, GET"),)
+    assert refused.value.headers == (("allow", "DELETE, GET, HEAD"),)
     with pytest.raises(ApiError) as static:
         router.match_route("POST", "/health/live")
     assert static.value.status == 405
@@ -88,3 +91,33 @@ def test_what_matches_no_route_is_404(router: Router, path: str) -> None:
     with pytest.raises(ApiError) as missing:
         router.match_route("GET", path)
     assert missing.value.status == 404
+
+
+async def test_allow_names_every_method_a_path_takes(server: RunningServer) -> None:
+    """A 405's Allow lists HEAD wherever GET is served (it is), as the
+    preflight's Allow does; every method it names is taken (not 405)."""
+    paths = (
+        "/v1/namespaces/app/crdts",
+        "/v1/namespaces/app/crdts/gc:x",
+        "/v1/namespaces/app/crdts/gc:x/ops",
+        "/v1/namespaces/app/tokens",
+        "/v1/namespaces/app/tokens/me",
+        "/v1/namespaces/app/revocations",
+        "/v1/namespaces/app/revocations/7",
+        "/v1/namespaces/app/usage",
+        "/v1/openapi.json",
+        "/health/live",
+        "/metrics",
+    )
+    async with httpx.AsyncClient(base_url=server.url, headers=ADMIN_HEADERS) as http:
+        for path in paths:
+            refused = await http.request("PATCH", path)
+            assert refused.status_code == 405, (path, refused.text)
+            allow = refused.headers["allow"].split(", ")
+            assert ("GET" in allow) == ("HEAD" in allow), (path, allow)
+            preflight = await http.options(path)
+            if preflight.status_code == 204:
+                assert preflight.headers["allow"] == refused.headers["allow"], path
+            for method in allow:
+                taken = await http.request(method, path)
+                assert taken.status_code != 405, (path, method, taken.text)

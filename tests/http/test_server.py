@@ -51,7 +51,7 @@ async def test_unknown_path_and_wrong_method_bodies(server: RunningServer) -> No
         r = await client.delete("/metrics")
         assert r.status_code == 405
         assert r.json()["error"] == "method_not_allowed"
-        assert r.headers["allow"] == "GET"
+        assert r.headers["allow"] == "GET, HEAD"
         r = await client.head("/health/live")
         assert r.status_code == 200 and r.content == b""
 
