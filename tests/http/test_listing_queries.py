@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from syncd.crdt.engine import MAX_LIST_LIMIT
+from syncd.http.handlers.listing import MAX_ID_CHARS
 from tests.conftest import RunningServer
 from tests.http.support import ADMIN_HEADERS
 from tests.store.pgnodes import pg_db, pg_url, schema
@@ -17,7 +18,7 @@ from tests.store.pgnodes import pg_db, pg_url, schema
 __all__ = ["pg_db", "pg_url", "schema"]  # the PostgreSQL fixtures, for the store's case
 
 LIST = "/v1/namespaces/app/crdts"
-IDS = ("gc:a", "gc:b", "gc:c")
+IDS = ("gc:a", "gc:a+b", "gc:b", "gc:c")
 
 REFUSED: tuple[tuple[str, str], ...] = (
     # limit: out of range, not decimal digits, too long for its range
@@ -36,11 +37,17 @@ REFUSED: tuple[tuple[str, str], ...] = (
     ("cursor=%00", "cursor: "),
     ("cursor=gc%00a", "cursor: "),
     ("cursor=a/b", "cursor: "),
-    ("cursor=" + "a" * 257, "cursor: "),
+    ("cursor=" + "a" * (MAX_ID_CHARS + 1), "cursor: "),
     ("prefix=%00", "prefix: "),
     ("prefix=gc:%00", "prefix: "),
     ("prefix=%C3%A9", "prefix: "),
-    ("prefix=" + "a" * 257, "prefix: "),
+    ("prefix=" + "a" * (MAX_ID_CHARS + 1), "prefix: "),
+    # a + unencoded is a space: gc:a b, just before gc:a+b, answered its page again
+    ("limit=1&cursor=gc:a+b", "cursor: the next of a previous page (an id) is required (a + "),
+    (
+        "prefix=gc:a+",
+        "prefix: at most 256 characters of A-Z a-z 0-9 . _ : ~ @ + = -, as ids are (a + ",
+    ),
 )
 
 
@@ -63,10 +70,14 @@ async def _answers(server: RunningServer) -> None:
         # What is taken still works, at its limits; a repeated unknown name is ignored.
         assert await ids(f"limit={MAX_LIST_LIMIT}") == (list(IDS), None)
         assert await ids("limit=1&_=1&_=2") == (["gc:a"], "gc:a")
-        assert await ids("limit=1&cursor=gc:a") == (["gc:b"], "gc:b")
+        assert await ids("limit=1&cursor=gc:a") == (["gc:a+b"], "gc:a+b")
+        assert await ids("limit=1&cursor=gc:a%2Bb") == (["gc:b"], "gc:b")
         assert await ids("cursor=") == (list(IDS), None)  # empty: the first page
-        assert await ids("cursor=" + "z" * 256) == ([], None)  # a valid id past every other
-        assert await ids("prefix=" + "g" * 256) == ([], None)
+        assert await ids("cursor=" + "z" * MAX_ID_CHARS) == (
+            [],
+            None,
+        )  # a valid id past every other
+        assert await ids("prefix=" + "g" * MAX_ID_CHARS) == ([], None)
         assert await ids("prefix=gc:b") == (["gc:b"], None)
         assert await ids("prefix=") == (list(IDS), None)
 

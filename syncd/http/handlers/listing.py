@@ -17,6 +17,12 @@ DEFAULT_LIST_LIMIT: Final = 100
 LIST_PARAMS: Final = ("prefix", "limit", "cursor")
 ID_CHARACTERS: Final = "A-Z a-z 0-9 . _ : ~ @ + = -"
 """What an id is made of (syncd.ids.CRDT_ID_RE), for the messages."""
+MAX_ID_CHARS: Final = 256
+"""The longest id (syncd.ids.CRDT_ID_RE): the longest prefix or cursor that may match one."""
+PLUS_HINT: Final = " (a + in an id is sent as %2B: a bare + in a query is a space)"
+"""For a value with a space: a client that put a ``next`` such as ``gc:a+b``
+into the query unencoded sent ``gc:a b``, which once answered the same page
+again, for ever, as that sorts just before ``gc:a+b``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +43,12 @@ def parse_listing_query(request: Request) -> ListingQuery:
     query = known_query(request, LIST_PARAMS)
     prefix = query.get("prefix", "")
     if prefix and CRDT_ID_RE.fullmatch(prefix) is None:
-        raise bad_request(f"prefix: at most 256 characters of {ID_CHARACTERS}, as ids are")
+        raise bad_request(
+            f"prefix: at most {MAX_ID_CHARS} characters of {ID_CHARACTERS}, as ids are{_hint(prefix)}"
+        )
     cursor = query.get("cursor") or None  # empty: the first page
     if cursor is not None and CRDT_ID_RE.fullmatch(cursor) is None:
-        raise bad_request("cursor: the next of a previous page (an id) is required")
+        raise bad_request(f"cursor: the next of a previous page (an id) is required{_hint(cursor)}")
     limit = parse_list_limit(query["limit"]) if "limit" in query else DEFAULT_LIST_LIMIT
     return ListingQuery(prefix, limit, cursor)
 
@@ -54,3 +62,7 @@ def parse_list_limit(text: str) -> int:
     ):
         raise bad_request(f"limit: an integer from 1 to {MAX_LIST_LIMIT} is required")
     return int(text)
+
+
+def _hint(value: str) -> str:
+    return PLUS_HINT if " " in value else ""
