@@ -1,4 +1,4 @@
-"""CORS preflight answers (``OPTIONS``) for the CRDT and token routes.
+"""CORS preflight answers (``OPTIONS``) for the routes a browser page may call.
 
 The policy is ``SERVICE_CORS_ORIGINS`` (comma-separated origins, ``*`` for
 any; empty: no cross-origin access). ``App.extra_headers`` puts
@@ -27,11 +27,22 @@ CORS_PATTERNS: Final = (
     "/v1/namespaces/{ns}/crdts/{id}",
     "/v1/namespaces/{ns}/crdts/{id}/ops",
     "/v1/namespaces/{ns}/crdts/{id}/events",
+    "/v1/namespaces/{ns}/crdts/{id}/history",
+    "/v1/namespaces/{ns}/crdts/{id}/restore",
+    "/v1/namespaces/{ns}/crdts/{id}/revert",
     "/v1/namespaces/{ns}/tokens",
     "/v1/namespaces/{ns}/tokens/me",
     "/v1/tokens",
+    "/v1/namespaces/{ns}/revocations",
+    "/v1/namespaces/{ns}/revocations/{client_id}",
+    "/v1/namespaces/{ns}/usage",
 )
-"""The routes a browser page may call from another origin (docs/http-api.md#cors)."""
+"""The routes a browser page may call from another origin (docs/http-api.md#cors):
+every route a token calls with its ``Authorization`` header, which a browser
+sends cross-origin only after a preflight. Not the WebSocket upgrades (a
+browser never preflights them), nor the backup (the root secret's, a tar for
+a command line), nor health, metrics and the OpenAPI document, which take
+no header a browser would preflight."""
 
 ALLOWED_REQUEST_HEADERS: Final = b"authorization, content-type"
 """What the client sends beyond the CORS-safelisted headers."""
