@@ -127,6 +127,27 @@ async def test_format_crdt_and_return_state(client: httpx.AsyncClient) -> None:
     assert set(full) >= {"id", "type", "seq", "epoch", "state"} and full["state"] is not None
 
 
+async def test_the_ops_routes_parameters_are_used_or_refused_before_any_op(
+    client: httpx.AsyncClient,
+) -> None:
+    """?return= other than state, and ?return= or ?origin= given twice, are
+    400 naming the parameter, and the ops are not applied (they were, and
+    the answer left the state out without a word)."""
+    h = await issue(client)
+    for query, name in (
+        ("?return=stat", "return"),
+        ("?return=", "return"),
+        ("?return=state&return=state", "return"),
+        ("?origin=a&origin=b", "origin"),
+    ):
+        r = await op(client, h, "gc:q", {"op": "increment"}, query=query)
+        assert r.status_code == 400 and r.json()["error"] == "bad_request", (query, r.text)
+        assert r.json()["message"].startswith(f"{name}:"), (query, r.text)
+    assert (await read(client, h, "gc:q")).status_code == 404  # nothing was applied
+    r = await op(client, h, "gc:q", {"op": "increment"}, query="?return=state&origin=ui&_=1&_=2")
+    assert r.status_code == 200 and r.json()["state"]["value"] == 1, r.text
+
+
 async def test_batches_all_or_none_and_op_ids(client: httpx.AsyncClient) -> None:
     h = await issue(client)
     r = await op(

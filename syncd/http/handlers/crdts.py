@@ -25,6 +25,9 @@ MAX_LIST_LIMIT: Final = 1000
 MAX_ROOT_NAME: Final = 256
 """A Yjs root type's name in ``?root=``: editors use short names (``default``, ``content``)."""
 READ_PARAMS: Final = ("at", "format", "root", "as")
+OPS_PARAMS: Final = ("return", "origin")
+RETURN_STATE: Final = "state"
+"""``?return=``'s one value on the ops route: the answer carries the state after the ops."""
 FULL_FORMAT: Final = "crdt"
 """``?format=``'s one value: the mergeable state instead of the view."""
 
@@ -133,9 +136,14 @@ def register(
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         body = request.json(json_max_depth)
         check_ops_named(crdt_id, body)
-        if request.query_string and "origin" in request.query:
-            # The batch's origin: on every op that names none of its own.
-            body = with_origin(body, check_origin(request.query["origin"], error=bad_request))
+        if request.query_string:
+            query = known_query(request, OPS_PARAMS)
+            if query.get("return", RETURN_STATE) != RETURN_STATE:
+                # Checked before anything is applied: a refused request changes nothing.
+                raise bad_request(f"return: {RETURN_STATE} is the only one (leave it out)")
+            if "origin" in query:
+                # The batch's origin: on every op that names none of its own.
+                body = with_origin(body, check_origin(query["origin"], error=bad_request))
         try:
             soon = service.apply_soon(ns, crdt_id, body, principal)
         except ApiError as exc:
@@ -174,7 +182,7 @@ def register(
             fields.update(result.extra)
         if result.duplicate:
             fields["duplicate"] = True
-        if request.query_string and request.query.get("return") == "state":
+        if request.query_string and request.query.get("return") == RETURN_STATE:
             fields["state"] = engine.read(ns, crdt_id)
         return json_response(fields)
 
