@@ -50,6 +50,11 @@ migration of an empty database takes a few ms)."""
 SCHEMA_LOCK_LOG_S: Final = 10.0
 """How often a node still waiting for the schema lock logs who holds it."""
 
+SCHEMA_LOCK_QUIET_S: Final = 1.0
+"""How long a node waits for the schema lock before it says so: nodes
+started together wait for the one migrating a few ms, which is no news (a
+warning at every such start taught operators to ignore the line)."""
+
 _HOLDER: Final = (
     "SELECT a.pid, a.application_name, a.state,"
     " extract(epoch FROM now() - a.xact_start)::bigint"
@@ -213,6 +218,7 @@ async def _lock_schema(conn: PgConn) -> None:
     it is held, and logging who holds it meanwhile (every
     :data:`SCHEMA_LOCK_LOG_S`)."""
     logged: float | None = None
+    quiet_until = time.monotonic() + SCHEMA_LOCK_QUIET_S
     while True:
         cur = await conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
         row = await cur.fetchone()
@@ -220,7 +226,8 @@ async def _lock_schema(conn: PgConn) -> None:
             if logged is not None:
                 log.info("schema lock free again: going on")
             return
-        if logged is None or time.monotonic() - logged >= SCHEMA_LOCK_LOG_S:
+        now = time.monotonic()
+        if now >= quiet_until and (logged is None or now - logged >= SCHEMA_LOCK_LOG_S):
             log.warning(
                 "waiting for the schema lock (another node migrating the database?): %s",
                 await _holder(conn),
