@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("syncd")
 
+_VARY_ORIGIN: Headers = ((b"vary", b"Origin"),)
+"""Sent whenever SERVICE_CORS_ORIGINS is set: every answer depends on Origin."""
+
 
 def _no_entries() -> tuple[dict[str, Any], ...]:
     return ()
@@ -383,7 +386,9 @@ class App:
             return ()
         origin = request.headers.get("origin")
         if origin is None or ("*" not in origins and origin not in origins):
-            return ()
+            # The answer still depends on Origin: a shared cache must not hand
+            # this one (no CORS headers) to a page on an allowed origin.
+            return _VARY_ORIGIN
         allowed = b"*" if "*" in origins else origin.encode("latin-1")
         return (
             (b"access-control-allow-origin", allowed),

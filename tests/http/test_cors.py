@@ -96,6 +96,13 @@ async def test_disallowed_origin_gets_no_cors_headers(
         )
         assert r.status_code == 404
         assert cors_headers(r) == {}
+        # With CORS on, the answer depends on Origin all the same: a shared
+        # cache must not give this one to a page on an allowed origin.
+        # Without an Origin too. With CORS off nothing depends on it.
+        vary = "Origin" if origins else None
+        assert r.headers.get("vary") == vary
+        r = await client.get("/v1/openapi.json")
+        assert r.status_code == 200 and r.headers.get("vary") == vary
 
 
 async def test_plain_options_is_204_with_allow(make_server: Any) -> None:
