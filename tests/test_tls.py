@@ -20,6 +20,7 @@ import httpx
 import pytest
 import websockets
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from tests.conftest import ADMIN, Subprocess
 from tests.pki import Pki, client_context, handshake, make_pki
@@ -149,6 +150,7 @@ def start_error(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProc
     return subprocess.run(
         [sys.executable, "-m", "syncd"],
         env={**os.environ, "SERVICE_BIND": "127.0.0.1:0", "SERVICE_DATA_DIR": str(tmp_path), **env},
+        stdin=subprocess.DEVNULL,  # an OpenSSL passphrase prompt must not wait on it
         capture_output=True,
         text=True,
         timeout=60,
@@ -158,6 +160,16 @@ def start_error(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProc
 def test_bad_files_stop_the_start_with_one_line(pki: Pki, tmp_path: Path) -> None:
     cert, key = pki.issue("bad", 400)
     other_cert, other_key = pki.issue("other", 401)
+    reversed_chain = tmp_path / "reversed.crt"
+    reversed_chain.write_bytes(pki.ca.read_bytes() + cert.read_bytes())
+    encrypted = tmp_path / "encrypted.key"
+    encrypted.write_bytes(
+        serialization.load_pem_private_key(key.read_bytes(), None).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"secret"),
+        )
+    )
     cases = [
         ({"SERVICE_TLS_CERT": str(cert)}, "SERVICE_TLS_KEY"),
         (
@@ -166,6 +178,12 @@ def test_bad_files_stop_the_start_with_one_line(pki: Pki, tmp_path: Path) -> Non
         ),
         ({"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(other_key)}, "SERVICE_TLS_KEY"),
         ({"SERVICE_TLS_CERT": str(key), "SERVICE_TLS_KEY": str(key)}, "SERVICE_TLS_CERT"),
+        # A file that is not a PEM key is the key's fault, not the certificate's.
+        ({"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(cert)}, "SERVICE_TLS_KEY"),
+        # A chain with the CA first pairs the key with the CA's certificate.
+        ({"SERVICE_TLS_CERT": str(reversed_chain), "SERVICE_TLS_KEY": str(key)}, "SERVICE_TLS_KEY"),
+        # An encrypted key: refused, never a passphrase prompt.
+        ({"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(encrypted)}, "SERVICE_TLS_KEY"),
     ]
     for env, variable in cases:
         result = start_error(env, tmp_path)
@@ -174,3 +192,50 @@ def test_bad_files_stop_the_start_with_one_line(pki: Pki, tmp_path: Path) -> Non
         assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
         assert lines[0].startswith(f"syncd: {variable}:"), (env, lines[0])
     del other_cert
+
+
+def test_a_reload_that_cannot_load_the_new_key_keeps_serving_the_old_pair(
+    spawn_server: Any, pki: Pki
+) -> None:
+    # A renewal that wrote the new certificate but left the key unusable: the
+    # certificate loads and the key does not, and the old pair must go on.
+    cert, key = pki.issue("half", 310)
+    server = start_tls(spawn_server, pki, cert, key)
+    renewed_cert, _ = pki.issue("half-renewed", 311)
+    cert.write_bytes(renewed_cert.read_bytes())
+    key.write_text("not a key\n")
+    server.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "TLS reload failed" not in server.log():
+        assert time.monotonic() < deadline, server.log()
+        time.sleep(0.05)
+    assert served_serial(server.port, pki) == 310
+    assert server.proc.poll() is None
+
+
+def test_a_handshake_gets_the_header_timeout(spawn_server: Any, pki: Pki) -> None:
+    cert, key = pki.issue("slow", 320)
+    server: Subprocess = spawn_server(
+        {
+            "SERVICE_TLS_CERT": str(cert),
+            "SERVICE_TLS_KEY": str(key),
+            "SERVICE_HEADER_TIMEOUT_S": "0.5",
+        },
+        ready=False,
+    )
+    start_tls_ready = time.monotonic() + 20
+    while True:
+        try:
+            handshake(server.port, client_context(pki)).close()
+            break
+        except OSError:
+            assert time.monotonic() < start_tls_ready, server.log()
+            time.sleep(0.05)
+    # Connected, then nothing, or the first bytes of a ClientHello and no more.
+    for first in (b"", b"\x16\x03\x01"):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as silent:
+            if first:
+                silent.sendall(first)
+            started = time.monotonic()
+            assert silent.recv(100) == b""
+            assert time.monotonic() - started < 5, "the handshake was not timed out"
