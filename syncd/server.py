@@ -91,6 +91,11 @@ class Server:
             reuse_address=True,
             backlog=LISTEN_BACKLOG,
             ssl=self.certificates.context if self.certificates is not None else None,
+            # The handshake is what a TLS client sends first: it gets the time
+            # anything on a new connection gets, not the loop's default 60 s.
+            ssl_handshake_timeout=(
+                self.settings.header_timeout_s if self.certificates is not None else None
+            ),
         )
         sock: socket.socket = self._server.sockets[0]
         self._port = int(sock.getsockname()[1])
