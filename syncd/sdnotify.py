@@ -3,6 +3,11 @@
 ``READY=1`` once the socket is bound and storage recovered, ``WATCHDOG=1`` at
 half of ``WATCHDOG_USEC`` while the loop is alive, ``STOPPING=1`` on shutdown.
 Without ``NOTIFY_SOCKET`` every call is a no-op.
+
+A datagram is sent without waiting: when the receiver does not read (a
+manager that is busy or stuck, a socket nobody serves), the notification is
+dropped with a warning rather than blocking the event loop, and with it
+every connection and the stop on SIGTERM.
 """
 
 from __future__ import annotations
@@ -12,8 +17,14 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
+from typing import Final
 
 log = logging.getLogger("syncd.sdnotify")
+
+MIN_WATCHDOG_INTERVAL_S: Final = 0.05
+"""The shortest time between two ``WATCHDOG=1``: half of a tiny
+``WATCHDOG_USEC`` (1 is accepted by the parser) would have the loop do
+nothing but ping."""
 
 
 class Notifier:
@@ -29,6 +40,9 @@ class Notifier:
         if usec.isascii() and usec.isdigit() and (not pid or pid == str(os.getpid())):
             self._watchdog_usec = int(usec)
         self._task: asyncio.Task[None] | None = None
+        self._failing = False
+        """The last datagram failed: the watchdog's next failures are not
+        logged again until one gets through."""
 
     @property
     def enabled(self) -> bool:
@@ -38,13 +52,20 @@ class Notifier:
         if self._address is None:
             return False
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            with socket.socket(
+                socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+            ) as sock:
                 sock.connect(self._address)
-                sock.sendall(state.encode("utf-8"))
-            return True
+                sock.send(state.encode("utf-8"))
         except OSError as exc:
-            log.warning("sd_notify to %r failed: %s", self._address, exc)
+            if not self._failing:
+                log.warning("sd_notify to %r failed: %s", self._address, exc)
+            self._failing = True
             return False
+        if self._failing:
+            log.info("sd_notify to %r works again", self._address)
+        self._failing = False
+        return True
 
     def ready(self, status: str = "") -> None:
         self.notify("READY=1" + (f"\nSTATUS={status}" if status else ""))
@@ -55,7 +76,7 @@ class Notifier:
     def start_watchdog(self) -> None:
         if self._address is None or self._watchdog_usec <= 0 or self._task is not None:
             return
-        interval = self._watchdog_usec / 1_000_000 / 2
+        interval = max(self._watchdog_usec / 1_000_000 / 2, MIN_WATCHDOG_INTERVAL_S)
         self._task = asyncio.get_running_loop().create_task(self._watchdog(interval))
 
     async def _watchdog(self, interval: float) -> None:

@@ -3,6 +3,7 @@ one-line refusals, and the help that names the settings."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -83,6 +84,43 @@ def test_sd_notify_ready_watchdog_stopping(spawn_server: Any, tmp_path: Path) ->
     while not any("STOPPING=1" in m for m in messages):
         messages.append(sock.recv(4096).decode())
     sock.close()
+
+
+def test_a_notify_socket_nobody_reads_never_blocks_the_server(
+    spawn_server: Any, tmp_path: Path
+) -> None:
+    # Its queue fills after a few datagrams; a tiny WATCHDOG_USEC (1 us) fills
+    # it at once. The server must go on answering and stop on SIGTERM.
+    path = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(path)
+        server = spawn_server({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "1"})
+        time.sleep(1)
+        for _ in range(3):
+            with urllib.request.urlopen(f"{server.url}/health/live", timeout=5) as resp:
+                assert resp.status == 200
+        assert server.terminate(timeout=10) == 0
+        received = 0
+        sock.settimeout(0)
+        with contextlib.suppress(BlockingIOError):
+            while sock.recv(4096):
+                received += 1
+        assert received > 1  # READY=1 and the watchdog pings that fitted
+
+
+@pytest.mark.parametrize(
+    "address", ["@syncd-test-nobody-listens", "missing/notify.sock", "/" + "x" * 200]
+)
+def test_a_bad_notify_socket_is_one_warning(
+    spawn_server: Any, tmp_path: Path, address: str
+) -> None:
+    server = spawn_server({"NOTIFY_SOCKET": address, "WATCHDOG_USEC": "20000"})
+    time.sleep(0.5)  # some 50 watchdog pings, all failing
+    with urllib.request.urlopen(f"{server.url}/health/live", timeout=5) as resp:
+        assert resp.status == 200
+    assert server.terminate() == 0
+    warnings = [line for line in server.log().splitlines() if "sd_notify" in line]
+    assert len(warnings) == 1 and "WARNING" in warnings[0], warnings
 
 
 @pytest.mark.skipif(
