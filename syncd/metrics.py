@@ -348,10 +348,23 @@ class DistinctCount:
         return max(FOLDED_EXACT + 1, round(-FOLDED_BITS * math.log(zeros / FOLDED_BITS)))
 
 
+OTHER_NAMESPACES: Final = "#other"
+"""Not a namespace name (``#`` is not allowed in one): the rest, summed."""
+
+MAX_NAMESPACE_SERIES: Final = 1000
+"""Namespaces given series of their own, so that a scrape stays bounded
+however many namespaces there are: in the usage gauges the largest by bytes;
+in ``service_merge_duration_seconds`` and in the ``crdt_id="#other"`` series
+of ``service_ops_total`` the first ones to take an op. The rest count under
+``ns="#other"``."""
+
+
 class OpCounts:
     """``service_ops_total``, with at most ``max_ids`` CRDT ids given series of
     their own (first come, kept for the process's life); the ops of any other
-    id count under :data:`OVERFLOW_CRDT_ID` in its namespace.
+    id count under :data:`OVERFLOW_CRDT_ID` in its namespace, or under
+    :data:`OTHER_NAMESPACES` once :data:`MAX_NAMESPACE_SERIES` namespaces
+    have such a series.
 
     Every (ns, crdt_id, op_type) with a series of its own maps to the
     one-element list that holds its count: an op on it is one dict look-up
@@ -360,7 +373,7 @@ class OpCounts:
     ops look up the overflow series, one more dict probe.
     """
 
-    __slots__ = ("cells", "created", "folded", "ids", "max_ids", "series")
+    __slots__ = ("cells", "created", "folded", "folded_ns", "ids", "max_ids", "series")
 
     def __init__(self, max_ids: int = DEFAULT_MAX_CRDT_SERIES) -> None:
         if max_ids < 0:
@@ -375,6 +388,9 @@ class OpCounts:
         """(ns, crdt_id) with series of their own: at most ``max_ids``."""
         self.folded = DistinctCount()
         """How many ids count under the overflow value."""
+        self.folded_ns: set[str] = set()
+        """Namespaces with overflow series of their own: at most
+        :data:`MAX_NAMESPACE_SERIES`."""
 
     def count(self, ns: str, crdt_id: str, op_type: str) -> None:
         """One op applied (durable)."""
@@ -393,7 +409,7 @@ class OpCounts:
         if pair not in self.ids:
             if len(self.ids) >= self.max_ids:
                 self.folded.add(pair)
-                key = (ns, OVERFLOW_CRDT_ID, op_type)
+                key = (self._overflow_ns(ns), OVERFLOW_CRDT_ID, op_type)
                 cell = self.series.get(key)
                 if cell is None:
                     cell = self.series[key] = [0]
@@ -404,6 +420,16 @@ class OpCounts:
         self.created[key] = time.time()
         self.cells[key] = cell
         return cell
+
+    def _overflow_ns(self, ns: str) -> str:
+        """The ``ns`` label of the overflow series of ``ns``."""
+        folded_ns = self.folded_ns
+        if ns in folded_ns:
+            return ns
+        if len(folded_ns) >= MAX_NAMESPACE_SERIES:
+            return OTHER_NAMESPACES
+        folded_ns.add(ns)
+        return ns
 
     def family(self) -> CounterMetricFamily:
         family = CounterMetricFamily("service_ops_total", OPS_DOC, labels=list(OPS_LABELS))
@@ -430,10 +456,17 @@ class HotCounters(Collector):
         self.commits = Buckets(COMMIT_BUCKETS)
 
     def merge_histogram(self, ns: str) -> MergeHistogram:
-        """The namespace's histogram; callers keep it to observe without a look-up."""
-        histogram = self.merge.get(ns)
+        """The namespace's histogram, or past :data:`MAX_NAMESPACE_SERIES`
+        namespaces the one they share (``ns="#other"``); callers keep it to
+        observe without a look-up."""
+        merge = self.merge
+        histogram = merge.get(ns)
         if histogram is None:
-            histogram = self.merge[ns] = MergeHistogram()
+            own = len(merge) - (OTHER_NAMESPACES in merge)
+            key = ns if own < MAX_NAMESPACE_SERIES else OTHER_NAMESPACES
+            histogram = merge.get(key)
+            if histogram is None:
+                histogram = merge[key] = MergeHistogram()
         return histogram
 
     def describe(self) -> Iterator[Metric]:
@@ -521,14 +554,6 @@ class ResidentCollector(Collector):
             "Estimated memory of the CRDTs in memory (what the budget bounds)",
             value=size,
         )
-
-
-OTHER_NAMESPACES: Final = "#other"
-"""Not a namespace name (``#`` is not allowed in one): the rest, summed."""
-
-MAX_NAMESPACE_SERIES: Final = 1000
-"""Namespaces given usage series of their own (the largest by bytes); the
-rest are summed under ``ns="#other"``, so a scrape stays bounded."""
 
 
 class UsageCollector(Collector):

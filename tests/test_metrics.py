@@ -16,7 +16,9 @@ from syncd.ids import CRDT_ID_RE, check_crdt_id
 from syncd.metrics import (
     DEFAULT_MAX_CRDT_SERIES,
     FOLDED_EXACT,
+    MAX_NAMESPACE_SERIES,
     MERGE_BUCKETS,
+    OTHER_NAMESPACES,
     OVERFLOW_CRDT_ID,
     Metrics,
 )
@@ -353,3 +355,29 @@ def test_ids_past_the_cap_cost_no_memory_each() -> None:
     assert ops_series(m.render().decode())[("a", OVERFLOW_CRDT_ID, "increment")] == (
         FOLDED_EXACT - 10 + 2 * (200_000 - FOLDED_EXACT)
     )
+
+
+async def test_namespaces_past_the_series_cap_share_ns_other(make_server: Any) -> None:
+    """One op in each of MAX_NAMESPACE_SERIES + 5 namespaces, with no per-CRDT
+    series (every op counts under crdt_id="#other"): the merge histograms and
+    the overflow op series stop at the cap and the rest count under
+    ns="#other", as the usage gauges do."""
+    from syncd.auth.authenticator import ROOT
+
+    server: RunningServer = await make_server(metrics_max_crdt_series=0)
+    app = server.app
+    extra = 5
+    for i in range(MAX_NAMESPACE_SERIES + extra):
+        await app.service.apply_ops(f"n{i}", "gc:x", {"op": "increment"}, ROOT, "http")
+    text = app.metrics.render().decode()
+    merges = {
+        labels[0][1]: value
+        for (name, labels), value in samples(text).items()
+        if name == "service_merge_duration_seconds_count"
+    }
+    overflow = {ns: value for (ns, _, _), value in ops_series(text).items()}
+    for series in (merges, overflow):
+        assert len(series) == MAX_NAMESPACE_SERIES + 1
+        assert series["n0"] == series[f"n{MAX_NAMESPACE_SERIES - 1}"] == 1
+        assert series[OTHER_NAMESPACES] == extra
+        assert sum(series.values()) == MAX_NAMESPACE_SERIES + extra
