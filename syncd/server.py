@@ -170,10 +170,13 @@ async def _serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
+    # systemctl reload: a renewed certificate for new handshakes, nobody
+    # dropped. Without TLS there is nothing to reload, but SIGHUP's default
+    # action would kill the server on the spot, every connection with it.
     certificates = server.certificates
-    if certificates is not None:
-        # systemctl reload: a renewed certificate for new handshakes, nobody dropped.
-        loop.add_signal_handler(signal.SIGHUP, certificates.reload)
+    loop.add_signal_handler(
+        signal.SIGHUP, certificates.reload if certificates is not None else _nothing_to_reload
+    )
     try:
         started = await _start_unless_stopped(server)
     except (StoreLockedError, StoreCorruptError, AdminSecretError, DatabaseSetupError) as exc:
@@ -194,6 +197,10 @@ async def _serve(settings: Settings) -> int:
     await server.wait_stopped()
     await server.shutdown()
     return 0
+
+
+def _nothing_to_reload() -> None:
+    log.info("SIGHUP: nothing to reload (TLS is off; every other setting is read at start)")
 
 
 async def _start_unless_stopped(server: Server) -> bool:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -84,6 +85,20 @@ def test_sd_notify_ready_watchdog_stopping(spawn_server: Any, tmp_path: Path) ->
     while not any("STOPPING=1" in m for m in messages):
         messages.append(sock.recv(4096).decode())
     sock.close()
+
+
+def test_sighup_without_tls_keeps_serving(spawn_server: Any) -> None:
+    # The unit's ExecReload sends SIGHUP whether TLS is on or not.
+    server = spawn_server()
+    server.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "nothing to reload" not in server.log():
+        assert server.proc.poll() is None, "SIGHUP killed the server"
+        assert time.monotonic() < deadline, server.log()
+        time.sleep(0.05)
+    with urllib.request.urlopen(f"{server.url}/health/live", timeout=5) as resp:
+        assert resp.status == 200
+    assert server.terminate() == 0
 
 
 def test_a_notify_socket_nobody_reads_never_blocks_the_server(
