@@ -75,6 +75,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         max_ttl = max_token_ttl_ms(env)
     except ConfigError as exc:
         return fail(PROG, str(exc))
+    for flag, values in (
+        ("--namespace", [args.namespace]),
+        ("--read", args.read),
+        ("--write", args.write),
+        ("--rules", [args.rules or ""]),
+    ):
+        if not all(_is_utf8(value) for value in values):
+            return fail(PROG, f"{flag} is not valid UTF-8")
     body: dict[str, Any] = {"client_id": args.client_id}
     if args.ttl_ms is not None:
         body["ttl_ms"] = args.ttl_ms
@@ -103,3 +111,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         return fail(PROG, e.message)
     print(token)
     return 0
+
+
+def _is_utf8(value: str) -> bool:
+    """Whether an argument came as UTF-8: Python hands other bytes over as
+    lone surrogates, which no token can encode (the check that would meet
+    them later calls them "too large")."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -133,6 +133,31 @@ def test_cli_refusals(
         assert env["SERVICE_SIGNING_KEY"] not in err
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--namespace", "d\udcffmo"),
+        ("--read", "gc:\udcff"),
+        ("--write", "\udcff"),
+        ("--rules", '{"r":[{"p":"\udcff"}],"w":[]}'),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_named(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What Python makes of the bytes of `--read $'\xff'` on a UTF-8 system.
+    argv = ["--namespace", "demo", "--client-id", "1", "--read", "*"]
+    if flag == "--namespace":
+        argv[1] = value
+    elif flag == "--rules":
+        argv = [*argv[:4], flag, value]
+    else:
+        argv += [flag, value]
+    code, out, err = run_cli(argv, {"SERVICE_SIGNING_KEY": KEY_HEX}, capsys)
+    assert (code, out) == (2, "")
+    assert err == f"syncd token: {flag} is not valid UTF-8\n"
+
+
 def test_cli_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["--help"], {}, capsys)
     assert code == 0
