@@ -52,9 +52,8 @@ class Notifier:
         if self._address is None:
             return False
         try:
-            with socket.socket(
-                socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
-            ) as sock:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+                sock.setblocking(False)  # a full queue is EAGAIN, not a wait
                 sock.connect(self._address)
                 sock.send(state.encode("utf-8"))
         except OSError as exc:
