@@ -64,7 +64,10 @@ def test_cross_origin_calls_are_refused_otherwise(
 ) -> None:
     server = start(spawn_server, cors)
     result = run(browser, server, "fetch")
-    assert result == {"error": "TypeError: Failed to fetch"}
+    # The browser refuses the preflight; the client names what failed.
+    error = result["error"]
+    assert error.startswith("SyncdError: the service could not be reached: POST "), result
+    assert error.endswith(": Failed to fetch"), result
     # Nothing reached the CRDT: the preflight stopped the POST.
     r = httpx.get(
         f"{server.url}/v1/namespaces/demo/crdts/pn:demo-counter-cors-fetch",
