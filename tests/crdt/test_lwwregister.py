@@ -67,6 +67,20 @@ def test_same_timestamp_and_client_is_decided_by_the_value_everywhere() -> None:
         assert replica.state() == server.state()
 
 
+def test_value_tie_break_compares_code_points_not_utf16_units() -> None:
+    # U+FFFF is below U+1F600 as a code point (and in UTF-8), above it as a
+    # UTF-16 unit (0xD83D): a client ordering by UTF-16 would keep the other
+    # value (docs/data-model.md#lwwregister says which order it is).
+    server = LWWRegister.new()
+    d1 = server.apply_op({"op": "set", "value": "\U0001f600", "timestamp": 5}, ctx(1, NOW))
+    d2 = server.apply_op({"op": "set", "value": "\uffff", "timestamp": 5}, ctx(1, NOW))
+    assert server.view(0)["value"] == "\U0001f600"
+    replica = LWWRegister.new()
+    for delta in (d2, d1):
+        replica.apply_delta(delta)
+    assert replica.state() == server.state()
+
+
 def test_timestamp_limit_is_60_seconds_ahead() -> None:
     reg = LWWRegister.new()
     reg.apply_op({"op": "set", "value": 1, "timestamp": NOW + MAX_CLOCK_SKEW_MS}, ctx(1, NOW))
