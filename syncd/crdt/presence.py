@@ -63,6 +63,19 @@ def _rank(record: Record) -> tuple[int, int, str]:
     return (0, expires_at or 0, canonical_json(data))
 
 
+def _live_data(record: Record | None, now_ms: int) -> dict[str, Any]:
+    """What a bare update (a heartbeat) keeps: the entry's data while it is
+    live at ``now_ms`` (the view's rule), else ``{}``. An expired record may
+    or may not still be held, depending on when another writer's op last
+    moved the horizon; that must not decide what the heartbeat shows."""
+    if record is None:
+        return {}
+    _, expires_at, data = record
+    if data is None or expires_at is None or expires_at <= now_ms:
+        return {}
+    return data
+
+
 def _wins(new: Record, old: Record) -> bool:
     if new[0] != old[0]:
         return new[0] > old[0]
@@ -100,8 +113,7 @@ class Presence:
             ttl_ms = int_field(op, "ttl_ms", MIN_TTL_MS, MAX_TTL_MS, DEFAULT_TTL_MS)
             data = op.get("data")
             if data is None:
-                # A bare update is a heartbeat: it extends the entry, keeping its data.
-                data = previous[2] if previous is not None and previous[2] is not None else {}
+                data = _live_data(previous, ctx.now_ms)
             else:
                 json_object(data, "data", MAX_DATA_BYTES)
             delta = {

@@ -82,6 +82,40 @@ def test_bare_update_is_a_heartbeat_that_keeps_the_data() -> None:
     assert q.view(T)["value"] == {"2": {}}
 
 
+@pytest.mark.parametrize("busy", [False, True], ids=["quiet", "busy"])
+def test_heartbeat_after_expiry_keeps_no_data_whether_or_not_pruned(busy: bool) -> None:
+    # An expired entry has no data to keep. Its record may or may not still be
+    # held (another writer's op moves the horizon and prunes it): that must
+    # not decide what the heartbeat shows.
+    p = Presence.new()
+    p.apply_op({"op": "update", "data": {"name": "old"}, "ttl_ms": MIN_TTL_MS}, ctx(1, T))
+    later = T + MAX_TTL_MS + PRUNE_INTERVAL_MS
+    if busy:
+        p.apply_op({"op": "update", "data": {}}, ctx(2, later))
+    p.apply_op({"op": "update"}, ctx(1, later + 1))
+    assert p.view(later + 1)["value"]["1"] == {}
+
+
+def test_heartbeat_keeps_the_data_until_the_entry_expires() -> None:
+    # Live while now < expires_at (the view's rule), so at expires_at it is gone.
+    p = Presence.new()
+    p.apply_op({"op": "update", "data": {"a": 1}, "ttl_ms": MIN_TTL_MS}, ctx(1, T))
+    p.apply_op({"op": "update", "ttl_ms": MIN_TTL_MS}, ctx(1, T + MIN_TTL_MS - 1))
+    assert p.view(T + MIN_TTL_MS)["value"] == {"1": {"a": 1}}
+    q = Presence.new()
+    q.apply_op({"op": "update", "data": {"a": 1}, "ttl_ms": MIN_TTL_MS}, ctx(1, T))
+    q.apply_op({"op": "update"}, ctx(1, T + MIN_TTL_MS))
+    assert q.view(T + MIN_TTL_MS)["value"] == {"1": {}}
+
+
+def test_heartbeat_after_leave_keeps_no_data() -> None:
+    p = Presence.new()
+    p.apply_op({"op": "update", "data": {"a": 1}}, ctx(1, T))
+    p.apply_op({"op": "leave"}, ctx(1, T + 1))
+    p.apply_op({"op": "update"}, ctx(1, T + 2))
+    assert p.view(T + 2)["value"] == {"1": {}}
+
+
 def test_ttl_limits() -> None:
     p = Presence.new()
     p.apply_op({"op": "update", "ttl_ms": MIN_TTL_MS}, ctx(1, T))
