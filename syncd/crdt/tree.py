@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Self
 from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.validate import (
     MAX_ELEMENT_BYTES,
+    canonical_json,
     check_fields,
     json_object,
     op_fields,
@@ -368,7 +369,9 @@ class Tree:
                     move["pos"] = pos
                 ops.append(move)
         for n in sorted(mine.keys() & theirs.keys()):
-            if mine[n][2] != theirs[n][2]:
+            # As JSON, not as Python values: 1 == 1.0 == True in Python, and
+            # a restore must bring back the one the target had.
+            if canonical_json(mine[n][2]) != canonical_json(theirs[n][2]):
                 ops.append({"op": "update", "id": n, "data": theirs[n][2]})
         return ops
 

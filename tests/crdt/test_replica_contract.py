@@ -237,3 +237,23 @@ async def test_replica_equals_server_through_history_restore_revert_and_restart(
     now = restarted.app.engine.now_ms()
     await _check_now(reader, crdt_id, mirror, now)
     await _check_at(reader, crdt_id, mirror, now)
+
+
+@pytest.mark.parametrize("undo", ["restore", "revert"])
+async def test_tree_restore_and_revert_bring_back_data_equal_only_in_python(
+    make_server: Callable[..., Any],
+    http: Callable[[RunningServer, int], httpx.AsyncClient],
+    undo: str,
+) -> None:
+    # {"v": 1} and {"v": true} are equal Python values but not equal JSON.
+    server: RunningServer = await make_server()
+    owner, other = http(server, WRITERS[0]), http(server, WRITERS[1])
+    added = await owner.post("/tr:d/ops", json={"op": "add", "id": "a", "data": {"v": 1}})
+    assert added.status_code == 200, added.text
+    changed = await other.post("/tr:d/ops", json={"op": "update", "id": "a", "data": {"v": True}})
+    assert changed.status_code == 200, changed.text
+    body = {"seq": 1} if undo == "restore" else {"client_id": WRITERS[1]}
+    answer = await owner.post(f"/tr:d/{undo}", json=body)
+    assert answer.status_code == 200 and answer.json()["applied"] == 1, answer.text
+    node = (await owner.get("/tr:d")).json()["value"]["children"][0]
+    assert node["id"] == "a" and type(node["data"]["v"]) is int

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from syncd.crdt.tree import MAX_NODE_ID_LEN, MAX_POS_LEN, MAX_TREE_DEPTH, ROOT, Tree
-from syncd.crdt.validate import MAX_ELEMENT_BYTES
+from syncd.crdt.validate import MAX_ELEMENT_BYTES, canonical_json
 from syncd.errors import ApiError
 from tests.crdt.crdt_testlib import PROPERTY, check_tree_invariant, ctx, delivery, roundtrip_msgpack
 
@@ -348,3 +348,28 @@ def test_a_long_reversed_delivery_stays_fast() -> None:
     for delta in reversed(op.deltas):
         replica.apply_delta(delta)
     assert replica.state() == op.tree.state()
+
+
+@pytest.mark.parametrize(
+    ("then", "now"),
+    [(1, True), (0, False), (1, 1.0), ({"x": 1}, {"x": 1.0})],
+    ids=["1-true", "0-false", "1-float", "nested"],
+)
+def test_restore_brings_back_data_that_equals_the_target_only_in_python(
+    then: Any, now: Any
+) -> None:
+    # 1 == 1.0 == True in Python, not in JSON: the restore must still update.
+    tree = Tree.new()
+    tree.apply_op({"op": "update", "id": ROOT, "data": {"v": then}}, ctx(1))
+    tree.apply_op({"op": "add", "id": "a", "data": {"v": then}}, ctx(1))
+    target = tree.clone()
+    tree.apply_op({"op": "update", "id": "a", "data": {"v": now}}, ctx(1))
+    tree.apply_op({"op": "update", "id": ROOT, "data": {"v": now}}, ctx(1))
+    ops = tree.restore_ops(target)
+    assert ops == [
+        {"op": "update", "id": "a", "data": {"v": then}},
+        {"op": "update", "id": ROOT, "data": {"v": then}},
+    ]
+    for op in ops:
+        tree.apply_op(op, ctx(1))
+    assert canonical_json(tree.view(0)) == canonical_json(target.view(0))
