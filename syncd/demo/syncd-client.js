@@ -2150,7 +2150,9 @@ var LWWRegisterReplica = class {
       if (d.timestamp < this.timestamp) return;
       if (d.timestamp === this.timestamp) {
         if (d.client_id < this.clientId) return;
-        if (d.client_id === this.clientId && canonicalJson(d.value) <= canonicalJson(this.value)) return;
+        if (d.client_id === this.clientId && compareCodePoints(canonicalJson(d.value), canonicalJson(this.value)) <= 0) {
+          return;
+        }
       }
     }
     this.value = d.value;

@@ -95,7 +95,13 @@ class LWWRegisterReplica {
       if (d.timestamp < this.timestamp) return;
       if (d.timestamp === this.timestamp) {
         if (d.client_id < this.clientId) return;
-        if (d.client_id === this.clientId && canonicalJson(d.value) <= canonicalJson(this.value)) return;
+        // The server's tie-break: canonical JSON by code point (JS's <= compares UTF-16 units).
+        if (
+          d.client_id === this.clientId &&
+          compareCodePoints(canonicalJson(d.value), canonicalJson(this.value)) <= 0
+        ) {
+          return;
+        }
       }
     }
     this.value = d.value;

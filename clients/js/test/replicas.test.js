@@ -74,6 +74,17 @@ describe('RgaReplica', () => {
   });
 });
 
+describe('LWWRegisterReplica', () => {
+  test('a tie on time and client keeps the greater value by code point, as the server does', () => {
+    const r = createReplica('lwwregister');
+    r.applyDelta({ timestamp: 5, client_id: 1, value: '\u{1F600}' });
+    r.applyDelta({ timestamp: 5, client_id: 1, value: '\uffff' }); // greater in UTF-16 units only
+    assert.equal(r.view().value, '\u{1F600}');
+    r.applyDelta({ timestamp: 5, client_id: 1, value: '\u{1F601}' });
+    assert.equal(r.view().value, '\u{1F601}');
+  });
+});
+
 describe('SSE decoding', () => {
   test('parser splits events and skips comments', () => {
     const p = new SseParser();
