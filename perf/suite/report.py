@@ -105,11 +105,11 @@ def results_markdown(report: dict[str, Any]) -> str:
         f" at the end: {cpu_index_text(report.get('cpu_index_end'))}. The same code's figures"
         " move with it: compare two runs only next to their indexes.",
         "",
-        "**This machine is shared.** Other agents were building and testing on the same"
-        " two cores during the run (see the load averages), so every figure here is noisy"
-        " and most are lower than the same code would give on a quiet machine; the peers"
-        " were measured in the same run under the same conditions, which keeps the ratios"
-        " more meaningful than the absolute numbers.",
+        "**This machine is shared.** Other work may run on the same two cores during a run"
+        " (the load averages above say how much did), so every figure here is noisy and"
+        " may be lower than the same code would give on a quiet machine; the peers were"
+        " measured in the same run under the same conditions, which keeps the ratios more"
+        " meaningful than the absolute numbers.",
         "",
         "## Results",
         "",
