@@ -24,12 +24,10 @@ import httpx
 import msgpack
 import pytest
 
-from syncd.app import App
-from syncd.server import Server
 from syncd.ws.connection import WsConnection
-from tests.conftest import RunningServer, base_settings
+from tests.conftest import RunningServer
 from tests.http.support import ADMIN_HEADERS
-from tests.store.support import ENOSPC, Faults, faulty_opener
+from tests.store.support import ENOSPC, Faults, gated_server
 from tests.ws.support import NS, WAIT_S, RawWs, open_ws, recv, send_mp, wait_for
 
 CRDT = "gc:p"
@@ -39,17 +37,8 @@ EVENTS = f"/v1/namespaces/{NS}/crdts/{CRDT}/events"
 @pytest.fixture
 async def gated(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, Faults]]:
     """A server on a real embedded store whose writes can be held on a gate."""
-    faults = Faults()
-    settings = base_settings(tmp_path / "data", fsync="batch")
-    app = App(settings, store_options={"opener": faulty_opener(faults), "probe_interval": 0.02})
-    server = Server(settings, app)
-    await server.start()
-    try:
-        yield RunningServer(server), faults
-    finally:
-        if faults.gate is not None:
-            faults.gate.set()
-        await server.shutdown()
+    async with gated_server(tmp_path / "data") as pair:
+        yield pair
 
 
 async def _op(raw: RawWs, ref: str, amount: int) -> dict[str, Any]:

@@ -20,15 +20,13 @@ from typing import Any
 import httpx
 import pytest
 
-from syncd.app import App
 from syncd.crdt.engine import MAX_BATCH_OPS
 from syncd.http.handlers.crdts import MAX_LIST_LIMIT
 from syncd.http.parser import MAX_HEAD_BYTES, MAX_HEADERS
-from syncd.server import Server
 from syncd.ws.session import MAX_INFLIGHT_OPS
-from tests.conftest import ADMIN, RunningServer, base_settings, open_raw, read_response
+from tests.conftest import ADMIN, RunningServer, open_raw, read_response
 from tests.http.support import ADMIN_HEADERS
-from tests.store.support import Faults, faulty_opener
+from tests.store.support import gated_server
 from tests.ws.support import open_ws, recv, send_mp
 
 JSON = {"content-type": "application/json"}
@@ -188,15 +186,9 @@ async def test_inflight_ops_per_connection_edge(tmp_path: Path) -> None:
     session stops reading until half of them are answered, then every op is
     answered in order. The ops wait in a real embedded store whose log
     writes wait on a gate (tests/store/support.py)."""
-    faults = Faults()
-    settings = base_settings(tmp_path / "data", fsync="batch")
-    app = App(settings, store_options={"opener": faulty_opener(faults)})
-    running = Server(settings, app)
-    await running.start()
-    server = RunningServer(running)
-    faults.gate = gate = threading.Event()
     extra = 50
-    try:
+    async with gated_server(tmp_path / "data") as (server, faults):
+        faults.gate = gate = threading.Event()
         async with open_ws(server, max_size=None) as ws:
             for ref in range(MAX_INFLIGHT_OPS + extra):
                 await send_mp(
@@ -214,6 +206,3 @@ async def test_inflight_ops_per_connection_edge(tmp_path: Path) -> None:
             gate.set()
             refs = [(await recv(ws))["ref"] for _ in range(MAX_INFLIGHT_OPS + extra)]
             assert refs == list(range(MAX_INFLIGHT_OPS + extra))
-    finally:
-        gate.set()
-        await running.shutdown()

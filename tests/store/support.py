@@ -1,14 +1,21 @@
-"""Helpers shared by the store tests: records, a fault-injecting file layer."""
+"""Helpers shared by the store tests: records, a fault-injecting file layer, and
+a real server on it whose writes a test can hold (``gated_server``)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+from syncd.app import App
+from syncd.server import Server
 from syncd.store.base import Record
 from syncd.store.embedded.log import LogFile, Opener
+from tests.conftest import RunningServer, base_settings
 
 
 def op(seq: int, crdt: str = "gc:a", ns: str = "n", epoch: str = "e1", **extra: Any) -> Record:
@@ -101,3 +108,24 @@ def faulty_opener(faults: Faults) -> Opener:
 
 
 ENOSPC, EIO, EACCES = errno.ENOSPC, errno.EIO, errno.EACCES
+
+
+@contextlib.asynccontextmanager
+async def gated_server(
+    data_dir: Path, **settings: Any
+) -> AsyncIterator[tuple[RunningServer, Faults]]:
+    """A real server (``settings`` over the tests' base ones, fsync ``batch``) on
+    an embedded store whose log writes wait on ``faults.gate`` once a test sets
+    one, and fail with ``faults.write_errno``: an op stays in flight, or its
+    write fails, when the test says."""
+    faults = Faults()
+    config = base_settings(data_dir, fsync="batch", **settings)
+    app = App(config, store_options={"opener": faulty_opener(faults), "probe_interval": 0.02})
+    server = Server(config, app)
+    await server.start()
+    try:
+        yield RunningServer(server), faults
+    finally:
+        if faults.gate is not None:
+            faults.gate.set()
+        await server.shutdown()

@@ -19,13 +19,11 @@ from typing import Any
 import msgpack
 import pytest
 
-from syncd.app import App
-from syncd.server import Server
 from syncd.ws import connection as ws_connection
 from syncd.ws.connection import WsConnection
 from syncd.ws.session import MAX_INFLIGHT_OPS
-from tests.conftest import RunningServer, base_settings
-from tests.store.support import Faults, faulty_opener
+from tests.conftest import RunningServer
+from tests.store.support import Faults, gated_server
 from tests.ws.support import RawWs, client_frame, wait_for
 
 PINGS = MAX_INFLIGHT_OPS * 3
@@ -40,17 +38,8 @@ several out."""
 async def gated(tmp_path: Path) -> AsyncIterator[tuple[RunningServer, Faults]]:
     """A server on a real embedded store whose writes wait on a gate
     (tests/store/support.py): an op stays in flight as long as the test wants."""
-    faults = Faults()
-    settings = base_settings(tmp_path / "data", fsync="batch", ws_ping_s=PING_S)
-    app = App(settings, store_options={"opener": faulty_opener(faults), "probe_interval": 0.02})
-    server = Server(settings, app)
-    await server.start()
-    try:
-        yield RunningServer(server), faults
-    finally:
-        if faults.gate is not None:
-            faults.gate.set()
-        await server.shutdown()
+    async with gated_server(tmp_path / "data", ws_ping_s=PING_S) as pair:
+        yield pair
 
 
 async def _hold_one_op(server: RunningServer, faults: Faults, raw: RawWs) -> None:
