@@ -89,34 +89,36 @@ def _call(request_id: int, name: str, arguments: Any) -> str:
     )
 
 
-@pytest.mark.parametrize(
-    ("line", "answer_id", "code"),
-    [
-        ("not json", None, -32700),
-        ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call"', None, -32700),
-        ("[1, 2]", None, -32600),
-        ("[]", None, -32600),
-        ("42", None, -32600),
-        ('{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": "x"}', 8, -32600),
-        ('{"jsonrpc": "1.0", "id": "a", "method": "tools/list"}', "a", -32600),
-        ('{"jsonrpc": "2.0", "id": 9, "method": 5}', 9, -32600),
-        ("[" * 100_000, None, -32700),
-        # JSON to Python's json module, not to the SDK's parser: answered all the same.
-        (
-            '{"jsonrpc": "2.0", "id": 10, "method": "tools/list", "params": {"a": "\\ud800"}}',
-            None,
-            -32700,
-        ),
-    ],
-)
-async def test_a_bad_line_is_answered_and_serving_goes_on(
-    session: Session, line: str, answer_id: Any, code: int
-) -> None:
-    answer = await session.call(line)
-    assert answer["jsonrpc"] == "2.0" and answer["id"] == answer_id
-    assert answer["error"]["code"] == code and answer["error"]["message"]
-    listed = await session.call('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
-    assert listed["id"] == 1 and len(listed["result"]["tools"]) == 8
+BAD_LINES: list[tuple[str, Any, int]] = [
+    ("not json", None, -32700),
+    ('{"jsonrpc": "2.0", "id": 7, "method": "tools/call"', None, -32700),
+    ("[1, 2]", None, -32600),
+    ("[]", None, -32600),
+    ("42", None, -32600),
+    ('{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": "x"}', 8, -32600),
+    ('{"jsonrpc": "1.0", "id": "a", "method": "tools/list"}', "a", -32600),
+    ('{"jsonrpc": "2.0", "id": 9, "method": 5}', 9, -32600),
+    ("[" * 100_000, None, -32700),
+    # JSON to Python's json module, not to the SDK's parser: answered all the same.
+    (
+        '{"jsonrpc": "2.0", "id": 10, "method": "tools/list", "params": {"a": "\\ud800"}}',
+        None,
+        -32700,
+    ),
+]
+"""(line, the id its answer carries, the JSON-RPC error code)."""
+
+
+async def test_a_bad_line_is_answered_and_serving_goes_on(session: Session) -> None:
+    """Every line in one session: each bad one is answered and the next
+    request after it is served (one process for all: a start per line cost
+    half a second)."""
+    for line, answer_id, code in BAD_LINES:
+        answer = await session.call(line)
+        assert answer["jsonrpc"] == "2.0" and answer["id"] == answer_id, (line[:80], answer)
+        assert answer["error"]["code"] == code and answer["error"]["message"], (line[:80], answer)
+        listed = await session.call('{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
+        assert listed["id"] == 1 and len(listed["result"]["tools"]) == 8, line[:80]
 
 
 async def test_bad_tool_calls_are_errors_the_model_reads(session: Session) -> None:

@@ -290,6 +290,8 @@ async def test_a_text_message_is_a_protocol_error(
     assert a.ws.close_code == 1002
 
 
+# After the upgrade no HTTP parser reads a byte: one parser is enough here.
+@pytest.mark.parametrize("http_parser", ["httptools"])
 @pytest.mark.parametrize("seed", range(3))
 async def test_random_and_truncated_messages_never_take_the_server_down(
     server: RunningServer, client: httpx.AsyncClient, seed: int
