@@ -46,14 +46,15 @@ def parse_seq(text: str | None, name: str) -> int:
     return int(text)
 
 
-def parse_limit(text: str) -> int:
-    """A ``/history`` page size (1 to ``MAX_HISTORY_LIMIT``), or 400 naming it."""
+def parse_limit(text: str, most: int = MAX_HISTORY_LIMIT) -> int:
+    """A page size in ``?limit=`` (1 to ``most``: ``/history``'s, or the
+    listing's), or 400 naming it."""
     if (
         not (text.isascii() and text.isdigit())
-        or len(text) > len(str(MAX_HISTORY_LIMIT))  # so int() never sees a huge text
-        or not 1 <= int(text) <= MAX_HISTORY_LIMIT
+        or len(text) > len(str(most))  # so int() never sees a huge text
+        or not 1 <= int(text) <= most
     ):
-        raise bad_request(f"limit: an integer from 1 to {MAX_HISTORY_LIMIT} is required")
+        raise bad_request(f"limit: an integer from 1 to {most} is required")
     return int(text)
 
 

@@ -9,7 +9,7 @@ from typing import Final
 
 from syncd.crdt.engine import MAX_LIST_LIMIT
 from syncd.errors import bad_request
-from syncd.http.handlers.history import known_query
+from syncd.http.handlers.history import known_query, parse_limit
 from syncd.http.request import Request
 from syncd.ids import CRDT_ID_RE
 
@@ -49,19 +49,8 @@ def parse_listing_query(request: Request) -> ListingQuery:
     cursor = query.get("cursor") or None  # empty: the first page
     if cursor is not None and CRDT_ID_RE.fullmatch(cursor) is None:
         raise bad_request(f"cursor: the next of a previous page (an id) is required{_hint(cursor)}")
-    limit = parse_list_limit(query["limit"]) if "limit" in query else DEFAULT_LIST_LIMIT
+    limit = parse_limit(query["limit"], MAX_LIST_LIMIT) if "limit" in query else DEFAULT_LIST_LIMIT
     return ListingQuery(prefix, limit, cursor)
-
-
-def parse_list_limit(text: str) -> int:
-    """A page size (1 to ``MAX_LIST_LIMIT``), or 400 naming it."""
-    if (
-        not (text.isascii() and text.isdigit())
-        or len(text) > len(str(MAX_LIST_LIMIT))  # so int() never sees a huge text
-        or not 1 <= int(text) <= MAX_LIST_LIMIT
-    ):
-        raise bad_request(f"limit: an integer from 1 to {MAX_LIST_LIMIT} is required")
-    return int(text)
 
 
 def _hint(value: str) -> str:
