@@ -140,28 +140,34 @@ def deletion_ranges(text: Any, state_vector: bytes, most: int) -> int | None:
             update = _new_to(update, state_vector)
         if update[:1] != b"\x00":
             return None  # items the document lacks (or not an update)
-        clocks: dict[int, int] = {}
-        count, pos = _var_uint(state_vector, 0)
-        for _ in range(count):
-            client, pos = _var_uint(state_vector, pos)
-            clocks[client], pos = _var_uint(state_vector, pos)
-        ranges = 0
-        clients, pos = _var_uint(update, 1)
-        for _ in range(clients):
-            client, pos = _var_uint(update, pos)
-            n, pos = _var_uint(update, pos)
-            ranges += n
-            if ranges > most:
-                return None
-            held = clocks.get(client, 0)
-            for _ in range(n):
-                clock, pos = _var_uint(update, pos)
-                length, pos = _var_uint(update, pos)
-                if clock + length > held:
-                    return None
-        return ranges
+        clocks = _clocks(state_vector, MAX_VAR_UINT_BYTES)
+        return _ranges_below(update, clocks, most, MAX_VAR_UINT_BYTES)
     except (binascii.Error, IndexError, ValueError):
         return None
+
+
+def _ranges_below(
+    update: bytes, clocks: dict[int, int], most: int | None, var_uint_bytes: int
+) -> int | None:
+    """How many ranges the delete set of ``update`` (an update with no items:
+    its delete set starts at byte 1) holds, when every one lies below
+    ``clocks`` and there are at most ``most``; else None. IndexError or
+    ValueError when it does not read so."""
+    ranges = 0
+    clients, pos = _var_uint(update, 1, var_uint_bytes)
+    for _ in range(clients):
+        client, pos = _var_uint(update, pos, var_uint_bytes)
+        n, pos = _var_uint(update, pos, var_uint_bytes)
+        ranges += n
+        if most is not None and ranges > most:
+            return None
+        held = clocks.get(client, 0)
+        for _ in range(n):
+            clock, pos = _var_uint(update, pos, var_uint_bytes)
+            length, pos = _var_uint(update, pos, var_uint_bytes)
+            if clock + length > held:
+                return None
+    return ranges
 
 
 def _new_to(update: bytes, state_vector: bytes) -> bytes:
@@ -812,14 +818,14 @@ def _integrated(
     return _deletes_within(rest, _clocks(state_vector) if clocks is None else clocks)
 
 
-def _clocks(state_vector: bytes) -> dict[int, int]:
+def _clocks(state_vector: bytes, var_uint_bytes: int = 10) -> dict[int, int]:
     """A state vector's clock per client (Yrs reads ids as u64: ten bytes a
-    var-uint)."""
+    var-uint, unless told fewer)."""
     clocks: dict[int, int] = {}
-    count, pos = _var_uint(state_vector, 0, 10)
+    count, pos = _var_uint(state_vector, 0, var_uint_bytes)
     for _ in range(count):
-        client, pos = _var_uint(state_vector, pos, 10)
-        clocks[client], pos = _var_uint(state_vector, pos, 10)
+        client, pos = _var_uint(state_vector, pos, var_uint_bytes)
+        clocks[client], pos = _var_uint(state_vector, pos, var_uint_bytes)
     return clocks
 
 
@@ -829,17 +835,7 @@ def _deletes_within(rest: bytes, clocks: dict[int, int]) -> bool:
     walk of its delete set instead of three calls into Yrs and a probe. False
     when it does not read so (then :func:`_pending` decides)."""
     try:
-        clients, pos = _var_uint(rest, 1, 10)
-        for _ in range(clients):
-            client, pos = _var_uint(rest, pos, 10)
-            n, pos = _var_uint(rest, pos, 10)
-            held = clocks.get(client, 0)
-            for _ in range(n):
-                clock, pos = _var_uint(rest, pos, 10)
-                length, pos = _var_uint(rest, pos, 10)
-                if clock + length > held:
-                    return False
-        return True
+        return _ranges_below(rest, clocks, None, 10) is not None
     except (IndexError, ValueError):
         return False
 
