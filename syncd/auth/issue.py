@@ -9,24 +9,29 @@ in :mod:`syncd.cli.token`, goes through the same checks).
 
 Unknown body fields are refused rather than ignored: a typo such as
 ``"permision"`` must not silently issue a token with less (or more) than meant.
+For the same reason permissions or rules that grant nothing at all are refused
+(see :func:`_grants_anything`). Messages name the field first (``client_id:
+...``), as every validation message of the API does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from syncd.auth.authenticator import Principal
 from syncd.auth.permissions import (
     Permissions,
     PermissionsError,
+    Rule,
     V1Permissions,
     V2Permissions,
     parse_v1,
     parse_v2,
 )
 from syncd.auth.tokens import MAX_CLIENT_ID, Claims, SigningKey, sign_claims
+from syncd.crdt.types import TYPES
 from syncd.crdt.validate import json_int
 from syncd.errors import bad_request
 from syncd.ids import check_namespace
@@ -41,6 +46,26 @@ _NS_BODY_KEYS = frozenset({"client_id", "ttl_ms", "permissions", "rules"})
 _GLOBAL_BODY_KEYS = frozenset({"namespace", "client_id", "ttl_ms", "permissions"})
 
 
+def _every_op_bit() -> int:
+    """The OR of every op bit of every type: a mask without any of them allows
+    no op at all (``"o": 0``, or only bits above the richest type's)."""
+    bits = 0
+    for cls in TYPES.values():
+        for bit in cls.OPS.values():
+            bits |= bit
+    return bits
+
+
+EVERY_OP_BIT: Final = _every_op_bit()
+
+NOTHING_V1: Final = "it needs a read or write glob, or admin: true"
+NOTHING_V2: Final = (
+    "it needs an r rule, or a w rule whose o allows some op; a rule whose e (ms since "
+    'the epoch) has passed does not count, nor one after a "*" w rule that allows no op'
+)
+"""What the 400 for permissions or rules that grant nothing says is missing."""
+
+
 @dataclass(frozen=True, slots=True)
 class IssueRequest:
     namespace: str
@@ -52,16 +77,16 @@ class IssueRequest:
 def _int_field(body: Mapping[str, Any], name: str) -> int:
     value = json_int(body[name])
     if value is None:
-        raise bad_request(f"{name} must be an integer")
+        raise bad_request(f"{name}: must be an integer")
     return value
 
 
 def _client_id(body: Mapping[str, Any]) -> int:
     if "client_id" not in body:
-        raise bad_request("client_id is required")
-    client_id = _int_field(body, "client_id")
-    if not 0 <= client_id <= MAX_CLIENT_ID:
-        raise bad_request(f"client_id must be from 0 to {MAX_CLIENT_ID}")
+        raise bad_request(f"client_id: an integer from 0 to {MAX_CLIENT_ID} is required")
+    client_id = json_int(body["client_id"])
+    if client_id is None or not 0 <= client_id <= MAX_CLIENT_ID:
+        raise bad_request(f"client_id: must be an integer from 0 to {MAX_CLIENT_ID}")
     return client_id
 
 
@@ -70,17 +95,18 @@ def _ttl_ms(body: Mapping[str, Any], max_ttl_ms: int) -> int:
         return min(DEFAULT_TTL_MS, max_ttl_ms)
     ttl = _int_field(body, "ttl_ms")
     if ttl <= 0:
-        raise bad_request("ttl_ms must be positive")
+        raise bad_request("ttl_ms: must be positive")
     if ttl > max_ttl_ms:
-        raise bad_request(f"ttl_ms must be at most {max_ttl_ms}")
+        raise bad_request(f"ttl_ms: must be at most {max_ttl_ms} (SERVICE_MAX_TOKEN_TTL_MS)")
     return ttl
 
 
-def parse_issue_body(body: Any, ns: str | None, max_ttl_ms: int) -> IssueRequest:
+def parse_issue_body(body: Any, ns: str | None, max_ttl_ms: int, now_ms: int) -> IssueRequest:
     """Validate a token-issue body: ``ns`` is the path namespace of
-    ``POST /v1/namespaces/:ns/tokens``, None for ``POST /v1/tokens``."""
+    ``POST /v1/namespaces/:ns/tokens``, None for ``POST /v1/tokens``;
+    ``now_ms``: the issue time, which rule expiries (``e``) are compared to."""
     if not isinstance(body, dict):
-        raise bad_request("the body must be a JSON object")
+        raise bad_request("body: must be a JSON object")
     allowed = _NS_BODY_KEYS if ns is not None else _GLOBAL_BODY_KEYS
     extra = sorted(str(k) for k in body if k not in allowed)
     if extra:
@@ -88,7 +114,7 @@ def parse_issue_body(body: Any, ns: str | None, max_ttl_ms: int) -> IssueRequest
     if ns is None:
         namespace = body.get("namespace")
         if not isinstance(namespace, str):
-            raise bad_request("namespace is required and must be a string")
+            raise bad_request("namespace: a string is required")
     else:
         namespace = ns
     check_namespace(namespace)
@@ -106,7 +132,46 @@ def parse_issue_body(body: Any, ns: str | None, max_ttl_ms: int) -> IssueRequest
             permissions = parse_v2(body["rules"], require_v=False, what="rules", json_body=True)
     except PermissionsError as e:
         raise bad_request(str(e)) from None
+    if not _grants_anything(permissions, now_ms):
+        raise bad_request(
+            f"{'permissions' if has_v1 else 'rules'}: the token would grant nothing: "
+            + (NOTHING_V1 if has_v1 else NOTHING_V2)
+        )
     return IssueRequest(namespace, client_id, ttl_ms, permissions)
+
+
+def _grants_anything(permissions: Permissions, now_ms: int) -> bool:
+    """Whether a token with ``permissions`` may do anything at all: read some
+    id or make some op. One that may not is always a slip (a list left empty,
+    an ``e`` in seconds where ms are meant, ``"o": 0`` on the only rule), and
+    it would be issued silently, to fail only when used, with 403s that say
+    nothing of why.
+
+    A narrow token is no slip: one glob, one read rule, or one write rule
+    whose mask holds any op's bit grants something, whether or not an id it
+    matches exists yet. Only the pattern ``""`` matches no id at all (ids
+    have at least one character)."""
+    if isinstance(permissions, V1Permissions):
+        return permissions.admin or any(permissions.read) or any(permissions.write)
+    return _rules_grant(permissions.read, None, now_ms) or _rules_grant(
+        permissions.write, EVERY_OP_BIT, now_ms
+    )
+
+
+def _rules_grant(rules: tuple[Rule, ...], op_bits: int | None, now_ms: int) -> bool:
+    """Whether some rule of ``rules`` decides for some id at or after ``now_ms``
+    and grants: any rule for reads (``op_bits`` None: masks do not apply),
+    for writes one whose mask holds some op's bit. The first matching rule
+    decides, so after a rule that matches every id for good (a pattern of
+    stars, no ``e``) no later rule ever decides."""
+    for rule in rules:
+        if rule.expires_at is not None and rule.expires_at <= now_ms:
+            continue  # skipped from now on, as if it were not there
+        if rule.pattern and (op_bits is None or rule.mask is None or rule.mask & op_bits):
+            return True
+        if rule.expires_at is None and rule.pattern and not rule.pattern.strip("*"):
+            return False
+    return False
 
 
 def issue(signing_key: SigningKey, request: IssueRequest, now_ms: int) -> str:
@@ -160,9 +225,9 @@ def issue_token(
         raise bad_request(str(e)) from None
     check_namespace(namespace)
     if type(client_id) is not int or not 0 <= client_id <= MAX_CLIENT_ID:
-        raise bad_request(f"client_id must be from 0 to {MAX_CLIENT_ID}")
+        raise bad_request(f"client_id: must be an integer from 0 to {MAX_CLIENT_ID}")
     if type(ttl_ms) is not int or ttl_ms <= 0:
-        raise bad_request("ttl_ms must be a positive integer")
+        raise bad_request("ttl_ms: must be a positive integer")
     return issue(signing_key, IssueRequest(namespace, client_id, ttl_ms, perms), now_ms)
 
 

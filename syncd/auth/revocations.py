@@ -354,12 +354,12 @@ def parse_revoke_body(body: Any) -> RevokeRequest:
     """``{"client_id": N, "before_ms"?: ms}``; unknown fields are refused (a
     typo must not revoke something else than meant)."""
     if not isinstance(body, dict):
-        raise bad_request("the body must be a JSON object")
+        raise bad_request("body: must be a JSON object")
     extra = sorted(str(k) for k in body if k not in _BODY_KEYS)
     if extra:
         raise bad_request(f"unknown field(s): {', '.join(extra)}")
     if "client_id" not in body:
-        raise bad_request("client_id is required")
+        raise bad_request(f"client_id: an integer from 0 to {MAX_CLIENT_ID} is required")
     return RevokeRequest(
         parse_client_id(body["client_id"]),
         _ms(body["before_ms"]) if body.get("before_ms") is not None else None,
@@ -369,23 +369,23 @@ def parse_revoke_body(body: Any) -> RevokeRequest:
 def parse_client_id(value: Any) -> int:
     number = json_int(value)
     if number is None or not 0 <= number <= MAX_CLIENT_ID:
-        raise bad_request(f"client_id must be an integer from 0 to {MAX_CLIENT_ID}")
+        raise bad_request(f"client_id: must be an integer from 0 to {MAX_CLIENT_ID}")
     return number
 
 
 def parse_client_id_text(text: str) -> int:
     """A client id from a path segment (decimal, no sign, no leading zeros)."""
     if not (text.isascii() and text.isdigit()) or (len(text) > 1 and text[0] == "0"):
-        raise bad_request("client_id must be a decimal integer")
+        raise bad_request("client_id: must be a decimal integer")
     if len(text) > len(str(MAX_CLIENT_ID)):
-        raise bad_request(f"client_id must be an integer from 0 to {MAX_CLIENT_ID}")
+        raise bad_request(f"client_id: must be an integer from 0 to {MAX_CLIENT_ID}")
     return parse_client_id(int(text))
 
 
 def _ms(value: Any) -> int:
     number = json_int(value)
     if number is None or not 0 <= number <= MAX_MS:
-        raise bad_request(f"before_ms must be an integer from 0 to {MAX_MS} (ms since the epoch)")
+        raise bad_request(f"before_ms: must be an integer from 0 to {MAX_MS} (ms since the epoch)")
     return number
 
 

@@ -95,18 +95,20 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             return fail(PROG, f"--rules is not valid JSON: {e.msg}")
         except RecursionError:
             return fail(PROG, "--rules is nested too deeply")
+    elif not (any(args.read) or any(args.write) or args.admin):
+        # Said in the command's words; the same check on --rules (and on the
+        # issue routes) names the body's fields.
+        return fail(
+            PROG,
+            "the token would grant nothing: give --read GLOB and/or --write GLOB "
+            "(or --admin, or --rules)",
+        )
     else:
         body["permissions"] = {"read": args.read, "write": args.write, "admin": args.admin}
+    now_ms = time.time_ns() // 1_000_000
     try:
-        request = parse_issue_body(body, args.namespace, max_ttl)
-        if args.rules is None and not (args.read or args.write or args.admin):
-            # A token that may do nothing is always a slip on the command line.
-            return fail(
-                PROG,
-                "the token would grant nothing: give --read GLOB and/or --write GLOB "
-                "(or --admin, or --rules)",
-            )
-        token = issue(key, request, time.time_ns() // 1_000_000)
+        request = parse_issue_body(body, args.namespace, max_ttl, now_ms)
+        token = issue(key, request, now_ms)
     except ApiError as e:
         return fail(PROG, e.message)
     print(token)

@@ -21,6 +21,7 @@ from syncd.auth.revocations import (
     Revocation,
     RevocationFileError,
     RevocationTable,
+    parse_client_id_text,
     parse_revoke_body,
     write_atomically,
 )
@@ -153,6 +154,33 @@ def test_listing_is_per_namespace_by_client_id() -> None:
 def test_revoke_bodies(body: Any, expected: tuple[int, int | None]) -> None:
     parsed = parse_revoke_body(body)
     assert (parsed.client_id, parsed.before_ms) == expected
+
+
+def test_revoke_messages_name_the_field_first() -> None:
+    """``field: problem``, as every validation message of the API."""
+    limit = 2**53 - 1
+    for body, message in [
+        ([1], "body: must be a JSON object"),
+        ({}, f"client_id: an integer from 0 to {limit} is required"),
+        ({"client_id": "1"}, f"client_id: must be an integer from 0 to {limit}"),
+        ({"client_id": -1}, f"client_id: must be an integer from 0 to {limit}"),
+        (
+            {"client_id": 1, "before_ms": -1},
+            f"before_ms: must be an integer from 0 to {2**63 - 1} (ms since the epoch)",
+        ),
+    ]:
+        with pytest.raises(ApiError) as info:
+            parse_revoke_body(body)
+        assert (info.value.status, info.value.message) == (400, message), body
+    for text, message in [
+        ("x1", "client_id: must be a decimal integer"),
+        ("01", "client_id: must be a decimal integer"),
+        ("9" * 17, f"client_id: must be an integer from 0 to {limit}"),
+        (str(limit + 1), f"client_id: must be an integer from 0 to {limit}"),
+    ]:
+        with pytest.raises(ApiError) as info:
+            parse_client_id_text(text)
+        assert (info.value.status, info.value.message) == (400, message), text
 
 
 # -- the embedded store's file ---------------------------------------------------------

@@ -23,7 +23,7 @@ ROUTES = [("restore", {"seq": 0}), ("revert", {"client_id": 0})]
 @pytest.mark.parametrize(
     "rules",
     [
-        {"r": [], "w": []},  # no permission at all
+        {"r": [{"p": "gc:*"}], "w": []},  # no write permission at all
         {"r": [], "w": [{"p": "lw:*", "o": 0}, {"p": "or:*"}]},  # o: 0 on lw:
     ],
 )

@@ -173,11 +173,32 @@ def test_a_token_that_grants_nothing_is_refused(capsys: pytest.CaptureFixture[st
         "syncd token: the token would grant nothing: give --read GLOB and/or --write GLOB "
         "(or --admin, or --rules)\n"
     )
+    for rules in (
+        "{}",
+        '{"r":[],"w":[]}',
+        '{"w":[{"p":"*","o":0}],"rl":5}',
+        '{"r":[{"p":"*","e":1767225600}]}',  # e in seconds: long past, in ms
+    ):
+        code, out, err = run_cli(
+            ["--namespace", "demo", "--client-id", "1", "--rules", rules],
+            {"SERVICE_SIGNING_KEY": KEY_HEX},
+            capsys,
+        )
+        assert (code, out) == (2, ""), rules
+        assert err.startswith("syncd token: rules: the token would grant nothing: "), err
+        assert err.count("\n") == 1, err
+    code, out, err = run_cli(
+        ["--namespace", "demo", "--client-id", "1", "--read", ""],
+        {"SERVICE_SIGNING_KEY": KEY_HEX},
+        capsys,
+    )
+    assert (code, out) == (2, "") and "would grant nothing" in err
     for grant in (
         ["--read", "*"],
         ["--write", "gc:*"],
         ["--admin"],
-        ["--rules", '{"r":[],"w":[]}'],
+        ["--rules", '{"r":[{"p":"gc:one"}],"w":[]}'],
+        ["--rules", '{"w":[{"p":"or:cart-{clientId}","o":1}]}'],
     ):
         code, out, _ = run_cli(
             ["--namespace", "demo", "--client-id", "1", *grant],

@@ -462,7 +462,7 @@ async def test_token_routes_answer_as_documented(server: RunningServer) -> None:
         r = await client.post("/v1/tokens", headers=v1, json=body)
         answer_conforms(r, "/v1/tokens", "post")
         for client_body in (
-            {"client_id": 3, "permissions": {}},
+            {"client_id": 3, "permissions": {"read": ["gc:*"]}},
             {"client_id": 3, "rules": {"v": 2, "r": [{"p": "{clientId}:*"}], "w": []}},
         ):
             r = await client.post("/v1/namespaces/app/tokens", headers=v1, json=client_body)

@@ -27,15 +27,17 @@ def register(
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         auth.check_admin(principal, ns)
         body = request.json(json_max_depth)
-        parsed = parse_issue_body(body, ns, max_token_ttl_ms)
-        return json_response({"token": issue(signing_key, parsed, time.time_ns() // 1_000_000)})
+        now_ms = time.time_ns() // 1_000_000
+        parsed = parse_issue_body(body, ns, max_token_ttl_ms, now_ms)
+        return json_response({"token": issue(signing_key, parsed, now_ms)})
 
     def issue_agent(request: Request) -> Response:
         principal = auth.authenticate(request.headers.get("authorization"), None)
         body = request.json(json_max_depth)
-        parsed = parse_issue_body(body, None, max_token_ttl_ms)
+        now_ms = time.time_ns() // 1_000_000
+        parsed = parse_issue_body(body, None, max_token_ttl_ms, now_ms)
         auth.check_admin(principal, parsed.namespace)
-        return json_response({"token": issue(signing_key, parsed, time.time_ns() // 1_000_000)})
+        return json_response({"token": issue(signing_key, parsed, now_ms)})
 
     def me(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
