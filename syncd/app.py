@@ -156,6 +156,9 @@ class App:
             self.metrics.watch_wal_stream(lambda: cluster.wal_state, WAL_STREAM_STATES)
         self.server_ctx: ServerContext | None = None
         """Set by the server that runs this app (connection count, shutdown)."""
+        self.stopping = False
+        """Set by the server when its shutdown starts (SIGTERM): /health/ready
+        answers 503 from then on, through the drain and after it."""
         self._register_routes()
 
     def _register_routes(self) -> None:
@@ -167,6 +170,7 @@ class App:
             ready=lambda: self.ready,
             wal_last_seq=lambda: self.wal_last_seq,
             metrics=self.metrics,
+            stopping=lambda: self.stopping,
             wal_stream=(lambda: cluster.wal_state) if cluster is not None else None,
         )
         tokens.register(

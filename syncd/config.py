@@ -55,6 +55,10 @@ DEFAULT_SSE_PING_S = 15.0
 DEFAULT_SUBSCRIBER_BUFFER_BYTES = 1024 * 1024
 DEFAULT_MAX_SUBSCRIPTIONS = 1000
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+# After SIGTERM, how long the node goes on serving everything while
+# /health/ready answers 503, so that a load balancer checking it takes the node
+# out before its listener closes. 0: no drain, the shutdown starts at once.
+DEFAULT_SHUTDOWN_DRAIN_S = 0.0
 # Graceful shutdown gives queued webhook events this long to go out.
 DEFAULT_WEBHOOK_DRAIN_S = 5.0
 DEFAULT_JSON_MAX_DEPTH = 64
@@ -115,6 +119,9 @@ class Settings:
     subscriber_buffer_bytes: int = DEFAULT_SUBSCRIBER_BUFFER_BYTES
     max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
+    shutdown_drain_s: float = DEFAULT_SHUTDOWN_DRAIN_S
+    """Seconds of serving with /health/ready at 503 between SIGTERM and the
+    shutdown (0: none; syncd/server.py)."""
     webhook_drain_s: float = DEFAULT_WEBHOOK_DRAIN_S
     op_id_window: int = DEFAULT_OP_ID_WINDOW
     memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB
@@ -200,8 +207,15 @@ def max_token_ttl_ms(env: Mapping[str, str]) -> int:
 
 
 def _float(
-    env: Mapping[str, str], name: str, default: float, *, maximum: float = MAX_DURATION_S
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    *,
+    maximum: float = MAX_DURATION_S,
+    zero: bool = False,
 ) -> float:
+    """A positive number up to ``maximum``; with ``zero``, 0 is taken too
+    (for a setting where 0 switches something off rather than meaning "at once")."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -209,7 +223,10 @@ def _float(
         value = float(raw)
     except ValueError:
         raise ConfigError(name, f"{raw!r} is not a number") from None
-    if not value > 0:
+    # Written so that nan fails both: it compares false with everything.
+    if zero and not value >= 0:
+        raise ConfigError(name, f"must be 0 or positive, got {raw}")
+    if not zero and not value > 0:
         raise ConfigError(name, f"must be positive, got {raw}")
     # ``float()`` takes "inf" and "1e999": an infinite timeout or budget is no
     # limit at all, which no setting here is meant to allow.
@@ -365,6 +382,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         ),
         max_subscriptions=_int(env, "SERVICE_MAX_SUBSCRIPTIONS", DEFAULT_MAX_SUBSCRIPTIONS),
         shutdown_timeout_s=_float(env, "SERVICE_SHUTDOWN_TIMEOUT_S", DEFAULT_SHUTDOWN_TIMEOUT_S),
+        shutdown_drain_s=_float(
+            env, "SERVICE_SHUTDOWN_DRAIN_S", DEFAULT_SHUTDOWN_DRAIN_S, zero=True
+        ),
         webhook_drain_s=_float(env, "SERVICE_WEBHOOK_DRAIN_S", DEFAULT_WEBHOOK_DRAIN_S),
         op_id_window=_int(env, "SERVICE_OP_ID_WINDOW", DEFAULT_OP_ID_WINDOW),
         max_crdt_bytes=_int(env, "SERVICE_MAX_CRDT_BYTES", DEFAULT_MAX_CRDT_BYTES, minimum=0),

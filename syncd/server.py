@@ -71,6 +71,8 @@ class Server:
         self._server: asyncio.AbstractServer | None = None
         self._port = settings.port
         self._stopped = asyncio.Event()
+        self._hurry = asyncio.Event()
+        """A second SIGTERM/SIGINT: the rest of the drain is skipped."""
         self.notifier = Notifier()
         self.certificates: Certificates | None = None
         if settings.tls_cert is not None and settings.tls_key is not None:
@@ -112,15 +114,27 @@ class Server:
         self.notifier.start_watchdog()
 
     def request_stop(self) -> None:
+        """SIGTERM or SIGINT: the first stops the server; another one after it
+        ends the drain at once (an operator who signals again is in a hurry)."""
+        if self._stopped.is_set():
+            if not self._hurry.is_set():
+                log.info("second stop signal: no more drain")
+            self._hurry.set()
+            return
         self._stopped.set()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
     async def shutdown(self) -> None:
-        """Stop accepting, let in-flight requests finish up to the deadline, flush storage."""
+        """Drain (serve on, not ready), then stop accepting, let in-flight
+        requests finish up to the deadline, flush storage."""
         self.notifier.stopping()
         self.notifier.stop_watchdog()
+        # /health/ready is 503 from here on, on every connection, those open
+        # before the signal included: nothing may call the node ready again.
+        self.app.stopping = True
+        await self._drain()
         ctx = self.ctx
         ctx.closing = True
         if self._server is not None:
@@ -143,6 +157,17 @@ class Server:
         await wait_background(max(0.0, deadline - loop.time()))
         await self.app.close()
         log.info("syncd stopped")
+
+    async def _drain(self) -> None:
+        """Serve everything as before for ``shutdown_drain_s`` (new connections
+        too) while /health/ready says 503: time for a load balancer that checks
+        it to take the node out before the listener closes under its clients."""
+        drain = self.settings.shutdown_drain_s
+        if drain <= 0 or self._hurry.is_set():
+            return
+        log.info("draining for %g s: /health/ready answers 503, everything else is served", drain)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), drain)
 
 
 def _on_request(
