@@ -9,7 +9,9 @@ on the server's disk) and hands the pieces to the loop through a small queue;
 the loop writes them with the connection's backpressure, so a slow reader
 holds a few buffers of memory, not the backup. On PostgreSQL the answer is
 409 ``unsupported``: use the database's own tools (pg_dump, or base backups
-with WAL archiving).
+with WAL archiving). One backup runs at a time (``MAX_CONCURRENT_BACKUPS``):
+another asked for meanwhile is 429 ``rate_limited`` with ``Retry-After``, and
+the running one goes on undisturbed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from syncd.auth.admin import ADMIN_TOKEN_FILE
-from syncd.auth.authenticator import Authenticator
+from syncd.auth.authenticator import Authenticator, rate_limited
 from syncd.errors import ApiError, bad_request
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink
@@ -52,6 +54,21 @@ meanwhile), so its pace bounds how long they wait: at 1 MiB/s that is about
 17 minutes per GiB of data directory, under a day for a store of 80 GiB. A
 slower rate would hold them for days, and no disk needs one to keep up."""
 
+MAX_CONCURRENT_BACKUPS: Final = 1
+"""Backups in progress at once, from the request to the stream's end (done,
+left by the client, or failed). Each holds off the store's snapshots and
+history compaction and reads the whole data directory; the store lets one
+hold at a time, so a second would not run beside the first but wait for it
+on an open connection (and then read everything again), and every further
+one would queue behind it. One copy as of now is what a backup is for: the
+next is refused at once instead (429, ``BACKUP_RETRY_AFTER_S``)."""
+
+BACKUP_RETRY_AFTER_S: Final = 10
+"""``Retry-After`` of a backup refused while another runs. How long that one
+takes is not known (the store's size, ``max_rate``, how fast its client
+reads); the refusal costs the server nothing, so a short wait lets a retrying
+client start soon after it ends."""
+
 PIPE_PIECES: Final = 4
 """Tar pieces (``TAR_BUFFER_BYTES`` each) the reading thread may be ahead of
 the loop: with the high-water mark, what one backup holds in memory."""
@@ -67,6 +84,14 @@ backup`` sends it)."""
 
 Backup = Callable[[], Awaitable[tuple[Plan, Callable[[], None]]]]
 """The store's ``backup_plan``: the files, and the call that ends the backup."""
+
+
+def _busy() -> ApiError:
+    return rate_limited(
+        BACKUP_RETRY_AFTER_S,
+        f"a backup is already in progress (at most {MAX_CONCURRENT_BACKUPS} at a time): "
+        "ask again once it has ended",
+    )
 
 
 def _unsupported() -> ApiError:
@@ -91,7 +116,10 @@ def remove_leftovers(data_dir: Path) -> None:
 
 
 def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> None:
+    running = 0  # backups between their slot's taking and its giving back
+
     async def backup_route(request: Request) -> StreamResponse:
+        nonlocal running
         principal = auth.authenticate(request.headers.get("authorization"), None)
         auth.check_admin(principal, None)
         if backup is None:
@@ -99,7 +127,32 @@ def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> N
         query = request.query if request.query_string else {}
         max_rate = _max_rate(query.get("max_rate"))
         with_admin_token = _flag(query.get("admin_token"), "admin_token")
-        plan, release = await backup()
+        if running >= MAX_CONCURRENT_BACKUPS:
+            raise _busy()
+        running += 1
+        ended = False
+
+        def end() -> None:
+            # Once, whichever way the backup ends: the stream's task is done
+            # (finished, the client left, it failed), the peer left before it
+            # began, or taking the plan failed.
+            nonlocal running, ended
+            if not ended:
+                ended = True
+                running -= 1
+
+        try:
+            plan, store_release = await backup()
+        except BaseException:
+            end()
+            raise
+
+        def release() -> None:
+            try:
+                store_release()
+            finally:
+                end()
+
         if not with_admin_token:
             # The generated admin secret stays on the server (the copy's
             # server makes a new one, or takes SERVICE_ADMIN_TOKEN).
