@@ -112,22 +112,22 @@ def _check_keys(obj: Mapping[Any, Any], allowed: frozenset[str], what: str) -> N
     extra = [k for k in obj if k not in allowed]
     if extra:
         shown = ", ".join(sorted(repr(k) for k in extra))
-        raise PermissionsError(f"{what} has unknown field(s) {shown}")
+        raise PermissionsError(f"{what}: has unknown field(s) {shown}")
 
 
 def _pattern(value: object, what: str) -> str:
     if not isinstance(value, str):
-        raise PermissionsError(f"{what} must be a string")
+        raise PermissionsError(f"{what}: must be a string")
     if len(value) > MAX_PATTERN_CHARS:
-        raise PermissionsError(f"{what} is longer than {MAX_PATTERN_CHARS} characters")
+        raise PermissionsError(f"{what}: is longer than {MAX_PATTERN_CHARS} characters")
     return value
 
 
 def _list(value: object, what: str) -> list[Any]:
     if not isinstance(value, list):
-        raise PermissionsError(f"{what} must be an array")
+        raise PermissionsError(f"{what}: must be an array")
     if len(value) > MAX_PATTERNS:
-        raise PermissionsError(f"{what} has more than {MAX_PATTERNS} entries")
+        raise PermissionsError(f"{what}: has more than {MAX_PATTERNS} entries")
     return value
 
 
@@ -143,11 +143,11 @@ _RULE_KEYS = frozenset({"p", "o", "e"})
 def parse_v1(obj: object, *, what: str = "permissions") -> V1Permissions:
     """``{read: [glob], write: [glob], admin?: bool}``; absent lists are empty."""
     if not isinstance(obj, dict):
-        raise PermissionsError(f"{what} must be an object")
+        raise PermissionsError(f"{what}: must be an object")
     _check_keys(obj, _V1_KEYS, what)
     admin = obj.get("admin", False)
     if not isinstance(admin, bool):
-        raise PermissionsError(f"{what}.admin must be a boolean")
+        raise PermissionsError(f"{what}.admin: must be a boolean")
     return V1Permissions(
         read=_globs(obj.get("read", []), f"{what}.read"),
         write=_globs(obj.get("write", []), f"{what}.write"),
@@ -157,21 +157,21 @@ def parse_v1(obj: object, *, what: str = "permissions") -> V1Permissions:
 
 def parse_rule(obj: object, what: str, *, json_body: bool = False) -> Rule:
     if not isinstance(obj, dict):
-        raise PermissionsError(f"{what} must be an object")
+        raise PermissionsError(f"{what}: must be an object")
     _check_keys(obj, _RULE_KEYS, what)
     if "p" not in obj:
-        raise PermissionsError(f"{what}.p is required")
+        raise PermissionsError(f"{what}.p: is required")
     pattern = _pattern(obj["p"], f"{what}.p")
     mask = obj.get("o")
     if mask is not None:
         mask = _int_in(mask, 0, MAX_MASK, json_body)
         if mask is None:
-            raise PermissionsError(f"{what}.o must be an integer from 0 to {MAX_MASK}")
+            raise PermissionsError(f"{what}.o: must be an integer from 0 to {MAX_MASK}")
     expires_at = obj.get("e")
     if expires_at is not None:
         expires_at = _int_in(expires_at, 0, MAX_EXPIRES_AT, json_body)
         if expires_at is None:
-            raise PermissionsError(f"{what}.e must be a non-negative integer (ms)")
+            raise PermissionsError(f"{what}.e: must be a non-negative integer (ms)")
     return Rule(pattern, mask, expires_at)
 
 
@@ -182,15 +182,15 @@ def parse_v2(
     claims (it marks the version) and optional in an issue body's ``rules``;
     ``json_body``: parsed from a request's JSON (``2.0`` counts as 2)."""
     if not isinstance(obj, dict):
-        raise PermissionsError(f"{what} must be an object")
+        raise PermissionsError(f"{what}: must be an object")
     _check_keys(obj, _V2_KEYS, what)
     if ("v" in obj or require_v) and _int_in(obj.get("v"), 2, 2, json_body) is None:
-        raise PermissionsError(f"{what}.v must be 2")
+        raise PermissionsError(f"{what}.v: must be 2")
     rl = obj.get("rl")
     if rl is not None:
         rl = _int_in(rl, 1, MAX_RATE_LIMIT, json_body)
         if rl is None:
-            raise PermissionsError(f"{what}.rl must be an integer from 1 to {MAX_RATE_LIMIT}")
+            raise PermissionsError(f"{what}.rl: must be an integer from 1 to {MAX_RATE_LIMIT}")
     read = _list(obj.get("r", []), f"{what}.r")
     write = _list(obj.get("w", []), f"{what}.w")
     return V2Permissions(
