@@ -8,7 +8,8 @@ A connection is always in exactly one :class:`Phase`:
 - ``BUSY``: a handler is working on a request; pipelined bytes wait;
 - ``STREAMING``: a stream response (SSE) owns the connection until either side ends it;
 - ``LINGERING``: the last answer is written and our side half-closed; what the
-  peer still sends is discarded until its EOF, a timeout or a byte budget;
+  peer still sends is discarded until its EOF or a time bound (quiet too long,
+  or lingering too long in all);
 - ``UPGRADED``: the transport was handed to another protocol (WebSocket);
   this one is done with it;
 - ``CLOSED``: closed or lost.

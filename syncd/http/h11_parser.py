@@ -24,6 +24,7 @@ from syncd.http.parser import (
     add_body,
     body_bytes,
     body_too_large,
+    method_refusal,
     request_from_head,
     transfer_coding_refusal,
     version_refusal,
@@ -169,7 +170,7 @@ class H11Parser:
         refusal = version_refusal(version)
         method = event.method.decode("ascii")
         if refusal is None and method not in KNOWN_METHODS:
-            refusal = ParseError(400, "unknown method")
+            refusal = method_refusal(method)
         if refusal is None and "transfer-encoding" in headers:
             refusal = transfer_coding_refusal(headers["transfer-encoding"])
         if refusal is not None:

@@ -5,6 +5,12 @@ here as complete requests. It refuses the request-smuggling shapes itself
 (Content-Length with Transfer-Encoding, duplicate Content-Length, bad chunk
 sizes); the head-size and header-count limits, which llhttp leaves to its
 embedder, are enforced in the callbacks below with the same numbers as h11.
+
+llhttp refuses a method it does not know while parsing, at its first byte
+that no known method has, where h11 takes any token: that request's head is
+handed to the h11 parser, which judges it as it judges every head (501 for a
+well-formed request with an unknown method, 400 for a malformed one), so the
+two parsers answer alike.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Final
 
 import httptools
 
+from syncd.http.h11_parser import H11Parser
 from syncd.http.parser import (
     CLOSED,
     CONTINUE,
@@ -70,6 +77,55 @@ _NAME_KEYS: Final = {
 one look-up instead of a decode and a lower() per header."""
 
 
+_METHOD_ERRORS: Final = frozenset(
+    {
+        # An RTSP method (DESCRIBE, SETUP...) in an HTTP/1.x request.
+        "Invalid method for HTTP/x.x request",
+        # PRI without the rest of the HTTP/2 preface (which feed answers 505).
+        "Expected HTTP/2 Connection Preface",
+    }
+)
+"""llhttp's words for a method it refuses once the request line is read (the
+method token itself raises ``HttpParserInvalidMethodError``)."""
+
+
+class _Completions:
+    """A parser's protocol that only counts completed requests (``_message_start``)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_message_complete(self) -> None:
+        self.count += 1
+
+
+def _completed(data: bytes) -> int:
+    """How many requests a fresh llhttp completes in ``data``."""
+    counter = _Completions()
+    try:
+        httptools.HttpRequestParser(counter).feed_data(data)
+    except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+        pass
+    return counter.count
+
+
+def _message_start(data: bytes, completed: int) -> int:
+    """Where in ``data`` (fed from a request boundary) the request after the
+    first ``completed`` ones starts: the shortest prefix a fresh llhttp
+    completes them in, found by bisection (llhttp reports no offsets). Only
+    on the way to a refusal, so its few extra parses cost nothing in use."""
+    low, high = 0, len(data)
+    while low < high:
+        middle = (low + high) // 2
+        if _completed(data[:middle]) >= completed:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 class _Refused(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
@@ -105,10 +161,22 @@ class HttptoolsParser:
         """That request, complete but for its body."""
         self._body_only = False
         """The parser is reading ``_held``'s body behind a stand-in head."""
+        self._judge: H11Parser | None = None
+        """The h11 parser judging a head whose method llhttp refused."""
+        self._partial: list[bytes] | None = None
+        """The reads of a request still in its request line, before its target
+        (so possibly in a method llhttp will refuse), the first from a request
+        boundary on; None when there is none, or where it starts is unknown."""
+        self._partial_skip = 0
+        """Requests in ``_partial[0]`` before that one."""
+        self._partial_bytes = 0
 
     # -- the interface -------------------------------------------------
 
     def feed(self, data: bytes) -> None:
+        if self._judge is not None:
+            self._judge.feed(data)
+            return
         if self._failed is not None or self._upgraded:
             if self._upgraded:
                 self._trailing += data
@@ -120,9 +188,14 @@ class HttptoolsParser:
             else:
                 self._closed = True
             return
+        parser = self._parser
+        # A request boundary before these bytes, and how many requests were
+        # complete: what locates a request whose method llhttp refuses.
+        at_boundary = not self._in_message and self._held is None
+        queued = len(self._queued_sizes)
         try:
             try:
-                self._parser.feed_data(data)
+                parser.feed_data(data)
             except httptools.HttpParserUpgrade as exc:
                 offset = exc.args[0] if exc.args else len(data)
                 if self._held is None:
@@ -141,8 +214,62 @@ class HttptoolsParser:
         except httptools.HttpParserError as exc:
             if data.startswith(b"PRI * HTTP/2.0\r\n"):
                 self._fail(505, "HTTP/2.0 is not supported")  # the HTTP/2 preface, as h11 answers
+            elif isinstance(exc, httptools.HttpParserInvalidMethodError) or (
+                str(exc) in _METHOD_ERRORS
+            ):
+                head = self._refused_head(
+                    data, at_boundary, len(self._queued_sizes) - queued, parser is self._parser
+                )
+                if head is not None:
+                    self._judge = H11Parser(self._max_body)
+                    self._judge.feed(head)
+                else:
+                    # A read that completed a request begun in an earlier one,
+                    # then began the refused one: where is unknowable.
+                    self._fail(400, f"malformed request: {exc}")
             else:
                 self._fail(400, f"malformed request: {exc}")
+        else:
+            if self._in_message and not self._url:
+                self._keep_partial(
+                    data, at_boundary, len(self._queued_sizes) - queued, parser is self._parser
+                )
+            elif self._partial is not None:
+                self._partial = None
+        if self._partial is not None and (self._failed is not None or self._judge is not None):
+            self._partial = None
+
+    def _keep_partial(self, data: bytes, at_boundary: bool, completed: int, same: bool) -> None:
+        """A read ended inside a request line, before its target: keep what
+        ``_refused_head`` needs should its method be refused in a later read
+        (rare: a request line split inside its method)."""
+        if same and at_boundary:
+            self._partial = [data]
+            self._partial_skip = completed
+            self._partial_bytes = len(data)
+        elif same and completed == 0 and self._partial is not None:
+            self._partial.append(data)
+            self._partial_bytes += len(data)
+            if self._partial_bytes > 2 * MAX_HEAD_BYTES:
+                self._partial = None  # spaces without end; 431 from h11 anyway
+        else:
+            self._partial = None
+
+    def _refused_head(
+        self, data: bytes, at_boundary: bool, completed: int, same: bool
+    ) -> bytes | None:
+        """The bytes from the start of the request whose method llhttp refused
+        in ``data`` (after ``completed`` requests there), or None if unknown."""
+        if not same:
+            return None  # read behind a stand-in head (see _read_held_body)
+        if at_boundary:
+            first, skip, rest = data, completed, b""
+        elif completed == 0 and self._partial is not None:
+            first, skip = self._partial[0], self._partial_skip
+            rest = b"".join(self._partial[1:]) + data
+        else:
+            return None
+        return first[_message_start(first, skip) if skip else 0 :] + rest
 
     def _read_held_body(self, rest: bytes) -> None:
         """Read the body of an upgrade offer with one. llhttp skips the body of
@@ -171,6 +298,17 @@ class HttptoolsParser:
             return event
         if self._failed is not None:
             return self._failed
+        if self._judge is not None:
+            event = self._judge.next_event()
+            if event is NEED_DATA:
+                return event
+            # The judge refuses every head llhttp refused (a Request here would
+            # mean a bad guess at where it starts: refuse it all the same).
+            self._judge = None
+            if not isinstance(event, ParseError):
+                event = ParseError(400, "malformed request: invalid method")
+            self._failed = event
+            return event
         if self._closed:
             return CLOSED
         return NEED_DATA
@@ -194,10 +332,13 @@ class HttptoolsParser:
             self.feed(b"")
 
     def in_progress(self) -> bool:
-        return self._in_message or bool(self._events)
+        return self._in_message or bool(self._events) or self._judge is not None
 
     def buffered(self) -> int:
-        return self._queued_bytes
+        held = self._partial_bytes if self._partial is not None else 0
+        return (
+            self._queued_bytes + held + (self._judge.buffered() if self._judge is not None else 0)
+        )
 
     def trailing_data(self) -> bytes:
         return self._trailing

@@ -9,7 +9,7 @@ Events are:
 - a complete :class:`~syncd.http.request.Request` (head and whole body);
 - ``CONTINUE``: the client sent ``Expect: 100-continue`` and waits for a
   ``100 Continue`` before sending the body (given at most once per request);
-- a :class:`ParseError` with the status to answer (400, 413, 431); the
+- a :class:`ParseError` with the status to answer (400, 413, 431, 501, 505); the
   connection answers it and closes, since the byte stream can no longer be
   trusted (request smuggling starts where a parser guesses);
 - ``CLOSED``: the peer closed its side.
@@ -115,8 +115,10 @@ class HttpParser(Protocol):
         ...
 
 
-# The request methods llhttp knows; anything else is refused by both parsers
-# alike (h11 would accept any token and let the router answer 404/405).
+# The request methods llhttp knows: the methods syncd recognises. Anything
+# else (a lower-case ``get`` too: methods are case-sensitive) is answered 501
+# by both parsers alike (``method_refusal``); h11 would accept any token and
+# let the router answer 404/405, llhttp refuses it while parsing.
 KNOWN_METHODS: Final = frozenset(
     [
         "DELETE",
@@ -156,6 +158,13 @@ KNOWN_METHODS: Final = frozenset(
         "QUERY",
     ]
 )
+
+
+def method_refusal(method: str) -> ParseError:
+    """RFC 9110 9.1 and 15.6.2: a method the server does not recognise is 501
+    Not Implemented, not a malformed request (it was well-formed)."""
+    hint = " (methods are case-sensitive)" if method.upper() in KNOWN_METHODS else ""
+    return ParseError(501, f"method {method} is not implemented{hint}")
 
 
 def version_refusal(version: str) -> ParseError | None:

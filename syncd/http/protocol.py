@@ -26,8 +26,11 @@ Closing: an answer with ``Connection: close`` is followed by a half-close, not
 a close. The peer may still be sending (the rest of a body refused with 413,
 pipelined requests), and closing a socket with unread input sends a RST that
 can make the peer's stack throw our answer away before its client reads it.
-So we send FIN, discard what still arrives, and close at the peer's EOF, after
-``LINGER_TIMEOUT_S`` or past ``LINGER_MAX_BYTES`` (nginx's lingering close).
+So we send FIN, discard what still arrives, and close at the peer's EOF, once
+it has sent nothing for ``LINGER_IDLE_S``, or ``LINGER_TOTAL_S`` after the
+answer whatever it sends (nginx's lingering close). The bounds are on time,
+not bytes: a client uploading a body far over the limit must be able to send
+all of it and then read its 413.
 
 Backpressure: when the transport's write buffer passes its high-water mark,
 reading pauses until it drains; ``connection_lost`` wakes every writer waiting
@@ -84,11 +87,20 @@ MAX_PIPELINE_BYTES: Final = 256 * 1024
 # Transport write-buffer marks: past HIGH we pause reading until below LOW.
 WRITE_HIGH_WATER: Final = 256 * 1024
 WRITE_LOW_WATER: Final = 64 * 1024
-# Lingering close: how long, and how many discarded bytes, we wait for the
-# peer's EOF after our last answer. Long enough for a client to read a small
-# error answer and close; short enough that it costs nothing under attack.
-LINGER_TIMEOUT_S: Final = 2.0
-LINGER_MAX_BYTES: Final = 1024 * 1024
+# Lingering close: how long we keep reading (and discarding) after our last
+# answer, waiting for the peer's EOF. Bounded by time, as nginx bounds it, and
+# not by a byte count: a client that sends a 20 MB body against a 1 MiB limit
+# sends all of it before it reads our 413, and a close with its bytes still
+# arriving would reset the connection, which can destroy the 413 in the
+# client's receive buffer. Discarded bytes are never kept, so a lingering
+# connection costs a socket and a timer, for at most LINGER_TOTAL_S.
+# Quiet this long (nginx's lingering_timeout): a client that read its answer
+# and neither closes nor sends; also what a stalled uploader gets.
+LINGER_IDLE_S: Final = 5.0
+# From the answer on, whatever the peer sends (nginx's lingering_time): a peer
+# that never stops sending is cut off here. Room for an upload of a few
+# hundred megabytes on a fast link to finish, which no client needs to send.
+LINGER_TOTAL_S: Final = 30.0
 # A connection refused with 503 (over SERVICE_MAX_CONNECTIONS, or shutting
 # down) lingers too, so its client reads the 503 instead of a reset, but more
 # briefly, and only so many at once: past this many, a flood over the cap is
@@ -149,6 +161,8 @@ class HttpProtocol(asyncio.Protocol):
         "_deadline",
         "_drain_waiters",
         "_linger_budget",
+        "_linger_end",
+        "_linger_idle",
         "_loop",
         "_parser",
         "_peer",
@@ -186,6 +200,11 @@ class HttpProtocol(asyncio.Protocol):
         self._processing = False
         self._peer_eof = False
         self._linger_budget = 0
+        """Bytes a refused connection may still discard (-1: no byte bound)."""
+        self._linger_end = 0.0
+        """When lingering ends whatever the peer sends (the loop's clock)."""
+        self._linger_idle = 0.0
+        """How long lingering waits for the peer's next bytes or its EOF."""
         self._unsent_mark = 0
         self._refused = False
 
@@ -214,9 +233,15 @@ class HttpProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._state.phase is LINGERING:
-            self._linger_budget -= len(data)
-            if self._linger_budget < 0:
-                self._abort()
+            # Discarded as it comes; what arrives only moves the idle deadline
+            # (never past the total one, nor while the send timeout runs).
+            if self._linger_budget >= 0:
+                self._linger_budget -= len(data)
+                if self._linger_budget < 0:
+                    self._abort()
+                    return
+            if not self._write_paused:
+                self._deadline = min(self._loop.time() + self._linger_idle, self._linger_end)
             return
         parser = self._parser
         if self._stream is not None or parser is None:
@@ -271,7 +296,11 @@ class HttpProtocol(asyncio.Protocol):
         self._write_paused = False
         self._cancel_timer()  # the send deadline; _process() sets the next one
         if self._state.phase is LINGERING:
-            self._set_deadline(LINGER_TIMEOUT_S)
+            # Our answer is (nearly) out only now: the peer gets at least one
+            # quiet spell to read it, even past the total bound.
+            now = self._loop.time()
+            self._linger_end = max(self._linger_end, now + self._linger_idle)
+            self._arm(min(now + self._linger_idle, self._linger_end))
         self._wake_drain_waiters()
         if self._state.phase is not BUSY:
             self._resume_reading()
@@ -415,7 +444,7 @@ class HttpProtocol(asyncio.Protocol):
             ctx.on_request(request, response.status, self._loop.time() - request.started)
         self._task = None
         if not keep_alive:
-            self._close_after_answer(LINGER_TIMEOUT_S, LINGER_MAX_BYTES)
+            self._close_after_answer(LINGER_IDLE_S, LINGER_TOTAL_S)
             return
         state = self._state
         if state.phase is BUSY:
@@ -445,7 +474,7 @@ class HttpProtocol(asyncio.Protocol):
             # its events would be read as the next answer. It never starts.
             if response.abort is not None:
                 response.abort()
-            self._close_after_answer(LINGER_TIMEOUT_S, LINGER_MAX_BYTES)
+            self._close_after_answer(LINGER_IDLE_S, LINGER_TOTAL_S)
             return
         self._cancel_timer()  # no deadline while streaming (see the module docstring)
         self._parser = None  # and its last request: nothing more is read
@@ -530,10 +559,11 @@ class HttpProtocol(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
-    def _close_after_answer(self, timeout: float, budget: int) -> None:
-        """Half-close and linger up to ``timeout`` and ``budget`` discarded bytes
-        (see the module docstring), or close at once when the peer has said all
-        it will."""
+    def _close_after_answer(self, idle: float, total: float, budget: int = -1) -> None:
+        """Half-close and linger (see the module docstring) until the peer is
+        quiet for ``idle`` seconds, ``total`` seconds have passed, or (when not
+        -1) past ``budget`` discarded bytes; or close at once when the peer has
+        said all it will."""
         transport = self._transport
         if (
             transport is None
@@ -547,9 +577,11 @@ class HttpProtocol(asyncio.Protocol):
         transport.write_eof()
         self._state.to(LINGERING)
         self._linger_budget = budget
+        self._linger_idle = idle
+        self._linger_end = self._loop.time() + total
         self._resume_reading()
         if not self._write_paused:
-            self._set_deadline(timeout)
+            self._arm(min(self._loop.time() + idle, self._linger_end))
 
     def _refuse(self) -> None:
         """After the 503 of a refused connection: linger briefly, within bounds."""
@@ -557,8 +589,8 @@ class HttpProtocol(asyncio.Protocol):
         if ctx.refused_lingering >= MAX_REFUSED_LINGERING:
             self._close()
             return
-        # A request or two, not a body upload.
-        self._close_after_answer(REFUSED_LINGER_S, WRITE_LOW_WATER)
+        # A request or two, not a body upload: over the cap, shed it fast.
+        self._close_after_answer(REFUSED_LINGER_S, REFUSED_LINGER_S, WRITE_LOW_WATER)
         if self._state.phase is LINGERING:
             ctx.refused_lingering += 1
             self._refused = True
@@ -642,6 +674,7 @@ _PARSE_CODES = {
     431: "bad_request",
     400: "bad_request",
     505: "bad_request",
+    501: "not_implemented",
 }
 
 

@@ -4,6 +4,9 @@ Patterns are literal segments and ``{name}`` parameters. A parameter matches
 exactly one *raw* segment, which is percent-decoded afterwards, so an encoded
 slash stays inside its parameter (``..%2F..%2Fetc`` is a bad namespace, not a
 different route). Unknown paths are 404, known paths with another method 405.
+The asterisk-form target (``OPTIONS *``) asks about the server as a whole
+(RFC 9110 9.3.7): 200 with an ``Allow`` of every method some route takes; any
+other method with it is 400.
 """
 
 from __future__ import annotations
@@ -169,7 +172,29 @@ class Router:
             if len(names) == 2:  # most routes: {ns} and {id}; dict(zip()) costs twice this
                 return route, {names[0]: values[0], names[1]: values[1]}
             return route, dict(zip(names, values, strict=True))
+        if path == "*":  # here, not first: no cost to any other request
+            return self._server_options(method), {}
         raise ApiError(404, "not_found", "no such route")
+
+    def _server_options(self, method: str) -> Route:
+        """``OPTIONS *``'s route, or 400 for another method with that target
+        (it names no resource; RFC 9112 3.2.4 keeps it for OPTIONS)."""
+        if method != "OPTIONS":
+            raise ApiError(400, "bad_request", "the target * is only for OPTIONS")
+        allow = ", ".join(sorted(self.methods)).encode("ascii")
+
+        def options(_: Request) -> Response:
+            return Response(200, b"", None, ((b"allow", allow),))
+
+        return Route("OPTIONS", "*", options, (), (), route_class("OPTIONS", "*"))
+
+    @property
+    def methods(self) -> frozenset[str]:
+        """Every method some route takes: HEAD wherever GET is, and OPTIONS (``OPTIONS *``)."""
+        methods = {route.method for route in self._routes} | {"OPTIONS"}
+        if "GET" in methods:
+            methods.add("HEAD")
+        return frozenset(methods)
 
 
 def _not_allowed(by_method: dict[str, Any]) -> ApiError:

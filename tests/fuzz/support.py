@@ -55,7 +55,9 @@ HEALTH_S = 2.0
 FUZZ_RATE_LIMIT = 10**6
 """High enough that fuzzed tokens never hit 429 and mask deeper paths."""
 
-STATUSES = frozenset({100, 101, 200, 204, 400, 401, 403, 404, 405, 409, 413, 415, 429, 431, 505})
+STATUSES = frozenset(
+    {100, 101, 200, 204, 400, 401, 403, 404, 405, 409, 413, 415, 429, 431, 501, 505}
+)
 """Every status the API answers when nothing is wrong with the server itself."""
 
 WS_KINDS = frozenset({"error", "pong", "ack", "snapshot", "op", "deleted"})

@@ -80,7 +80,14 @@ CASES: list[tuple[str, bytes, int]] = [
     ("tab in value", b"GET /health/live HTTP/1.1\r\nHost: x\r\nX-A: a\tb\r\n\r\n", OK),
     ("no host", b"GET /health/live HTTP/1.1\r\n\r\n", 400),
     ("two hosts", b"GET /health/live HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400),
-    ("lowercase method", b"get /health/live HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    # RFC 9110 9.1, 15.6.2: a method the server does not recognise is 501
+    # (methods are case-sensitive); llhttp refuses it as it reads it, h11 not.
+    ("lowercase method", b"get /health/live HTTP/1.1\r\nHost: x\r\n\r\n", 501),
+    ("unknown method", b"FOO /health/live HTTP/1.1\r\nHost: x\r\n\r\n", 501),
+    ("rtsp method", b"SETUP /health/live HTTP/1.1\r\nHost: x\r\n\r\n", 501),
+    ("unknown method, no host", b"FOO /health/live HTTP/1.1\r\n\r\n", 400),
+    ("non-token method", b"G(T /health/live HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("known method no route takes", b"PROPFIND /health/live HTTP/1.1\r\nHost: x\r\n\r\n", OK),
     ("space in target", b"GET /a b HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("http/0.9", b"GET /health/live\r\n\r\n", 400),
     ("http/2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505),

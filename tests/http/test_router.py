@@ -84,8 +84,7 @@ def test_head_takes_get_and_other_methods_are_405_with_allow(router: Router) -> 
         "/v1/namespaces/app/things/x",
         "/v2/namespaces/app/crdts/x",
         "",
-        "*",
-    ],
+    ],  # "*" is OPTIONS *'s, and 400 with any other method (test_methods.py)
 )
 def test_what_matches_no_route_is_404(router: Router, path: str) -> None:
     with pytest.raises(ApiError) as missing:
