@@ -22,6 +22,7 @@ from syncd.crdt.validate import (
     op_fields,
     op_name,
     required,
+    shown_json,
 )
 from syncd.errors import invalid_op
 
@@ -79,8 +80,12 @@ class LWWRegister:
             theirs = (timestamp, client_id)
             if theirs < mine:
                 return
-            if theirs == mine and canonical_json(value) <= canonical_json(self._value):
-                return
+            if theirs == mine:
+                new, held = canonical_json(value), canonical_json(self._value)
+                # Values of one identity (1 and 1.0) are ordered as a read
+                # shows them, so every replica keeps the same one of those too.
+                if new < held or (new == held and shown_json(value) <= shown_json(self._value)):
+                    return
         self._value = value
         self._timestamp = timestamp
         self._client_id = client_id
@@ -127,6 +132,7 @@ class LWWRegister:
     def restore_ops(self, target: Self) -> list[dict[str, Any]]:
         # A set stamped now wins over every earlier one. A register that was
         # never set reads as null: setting null gives that value back.
-        if canonical_json(target._value) == canonical_json(self._value):
+        # As a read shows them: 1.0 is the same identity as 1 but reads as 1.0.
+        if shown_json(target._value) == shown_json(self._value):
             return []
         return [{"op": "set", "value": target._value}]

@@ -169,8 +169,11 @@ class ORSet:
             key = canonical_json(element)
             parsed = _dots_from(dots)
             if parsed:
-                new._values[key] = element
-                new._dots[key] = parsed
+                # Identities are recomputed here, not stored: a state written
+                # when 1 and 1.0 were two elements holds both, now one element
+                # that keeps the first's value and both their dots.
+                new._values.setdefault(key, element)
+                new._dots.setdefault(key, set()).update(parsed)
         new._vv = counts_from(state["vv"])
         for dot in _dots_from(state["cloud"]):
             new._record(dot)

@@ -35,12 +35,12 @@ from typing import Any, ClassVar, Self
 from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.validate import (
     MAX_ELEMENT_BYTES,
-    canonical_json,
     check_fields,
     json_object,
     op_fields,
     op_name,
     required,
+    shown_json,
     str_field,
 )
 from syncd.errors import cycle, invalid_op
@@ -369,9 +369,10 @@ class Tree:
                     move["pos"] = pos
                 ops.append(move)
         for n in sorted(mine.keys() & theirs.keys()):
-            # As JSON, not as Python values: 1 == 1.0 == True in Python, and
-            # a restore must bring back the one the target had.
-            if canonical_json(mine[n][2]) != canonical_json(theirs[n][2]):
+            # As the JSON a read shows, not as Python values (1 == 1.0 ==
+            # True) nor as identities (1.0 is 1): a restore must bring back
+            # the one the target had.
+            if shown_json(mine[n][2]) != shown_json(theirs[n][2]):
                 ops.append({"op": "update", "id": n, "data": theirs[n][2]})
         return ops
 

@@ -66,19 +66,137 @@ def check_fields(op: Mapping[str, Any], allowed: frozenset[str]) -> None:
     )
 
 
+_encode = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+"""Canonical JSON of values without floats, in C. One encoder made once: ``json.dumps``
+with options builds a new one on every call, which cost more than the encoding."""
+
+_SAFE_FLOAT = float(2**53)
+"""Integral floats below this in magnitude are written as their exact integer, which
+is what ECMAScript writes; from here on ECMAScript keeps only the shortest digits
+that read back as the same float (2^60 is ``1152921504606847000``)."""
+
+
+def es_number(value: float) -> str:
+    """A float as ECMAScript's ``Number.prototype.toString`` writes it, which is
+    how RFC 8785 (JCS) writes numbers: ``1.0`` is ``1``, ``-0.0`` is ``0``,
+    ``1e-07`` is ``1e-7``, ``1e+16`` is ``10000000000000000``, ``1e+21`` stays.
+
+    Python's ``repr`` picks the same digits ECMAScript does (the shortest that
+    read back as the same float, the closest of those); only the layout differs.
+    """
+    if value.is_integer() and -_SAFE_FLOAT < value < _SAFE_FLOAT:
+        return str(int(value))
+    if not math.isfinite(value):
+        raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+    text = repr(value)
+    sign = ""
+    if text[0] == "-":
+        sign, text = "-", text[1:]
+    mantissa, _, exp = text.partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    if whole == "0":  # 0.00123: no exponent, the leading zeros place the point
+        digits = fraction.lstrip("0")
+        point = len(digits) - len(fraction)
+    else:
+        digits = whole + fraction
+        point = len(whole) + (int(exp) if exp else 0)
+    # value = 0.<digits> * 10^point, digits without trailing zeros (ECMA-262
+    # Number::toString's k digits and n = point).
+    digits = digits.rstrip("0")
+    k = len(digits)
+    if k <= point <= 21:
+        return sign + digits + "0" * (point - k)
+    if 0 < point <= 21:
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    if -6 < point <= 0:
+        return f"{sign}0.{'0' * -point}{digits}"
+    exponent = point - 1
+    mark = "+" if exponent >= 0 else "-"
+    head = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
+    return f"{sign}{head}e{mark}{abs(exponent)}"
+
+
+def _holds_float(value: dict[str, Any] | list[Any]) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        items = item.values() if type(item) is dict else item
+        # The items' types are gathered in C: a Python loop over the items
+        # cost about as much as encoding them.
+        kinds = set(map(type, items))
+        if float in kinds:
+            return True
+        if dict in kinds or list in kinds:
+            stack.extend(sub for sub in items if type(sub) is dict or type(sub) is list)
+    return False
+
+
+def _with_es_numbers(value: Any) -> str:
+    """Canonical JSON of a value that holds floats (the slow path)."""
+    kind = type(value)
+    if kind is float:
+        return es_number(value)
+    if kind is dict:
+        for key in value:
+            if type(key) is not str:
+                raise TypeError(f"keys must be str, not {type(key).__name__}")
+        return (
+            "{"
+            + ",".join(f"{_encode(key)}:{_with_es_numbers(value[key])}" for key in sorted(value))
+            + "}"
+        )
+    if kind is list:
+        return "[" + ",".join(map(_with_es_numbers, value)) + "]"
+    return _encode(value)
+
+
 def canonical_json(value: Any) -> str:
-    """The identity of a JSON value: sorted keys, no spaces, raw UTF-8 characters."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    """The identity of a JSON value: sorted keys (by code point), no spaces, raw
+    UTF-8 characters, and numbers as ECMAScript writes them (:func:`es_number`),
+    so a JavaScript client, which reads ``1.0`` as ``1``, computes the same text.
+    Integers stay exact: beyond 2^53 a JavaScript client cannot tell them apart.
+
+    Values without floats (most) are encoded in C, and that text is the answer
+    unless it holds a ``.``, ``e+`` or ``e-`` (every float's text has one; a
+    fast substring scan): only then are the items walked for a float."""
+    kind = type(value)
+    if kind is dict or kind is list:
+        text = _encode(value)
+        if ("." in text or "e+" in text or "e-" in text) and _holds_float(value):
+            return _with_es_numbers(value)
+        return text
+    if kind is float:
+        return es_number(value)
+    return _plain_json(value)
 
 
-def check_json(value: Any, field: str) -> None:
-    """Refuse anything that is not plain JSON that both JSON and msgpack carry.
+def shown_json(value: Any) -> str:
+    """The JSON text a read shows for ``value``, keys sorted: floats as Python
+    writes them, so ``1.0``, ``1`` and ``true`` all differ. Not an identity
+    (:func:`canonical_json` is): what a restore compares, to bring back the very
+    value the target had."""
+    return _encode(value)
+
+
+def _plain_json(value: Any) -> str:
+    """Canonical JSON of a value known to hold no float."""
+    if type(value) is int:
+        # As the encoder writes it, without the encoder's set-up for one number.
+        return int.__repr__(value)
+    return _encode(value)
+
+
+def check_json(value: Any, field: str) -> bool:
+    """Refuse anything that is not plain JSON that both JSON and msgpack carry;
+    True when ``value`` holds a float (:func:`json_value` then knows which
+    encoding it needs without another walk).
 
     msgpack input can hold bytes, integer map keys or huge integers that JSON
     input cannot; those are refused here rather than failing later in an encoder.
     """
+    floats = False
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -92,6 +210,7 @@ def check_json(value: Any, field: str) -> None:
         if kind is float:
             if not math.isfinite(item):
                 raise invalid_op(f"{field}: numbers must be finite")
+            floats = True
             continue
         if depth > MAX_JSON_DEPTH:
             raise invalid_op(f"{field}: nested deeper than {MAX_JSON_DEPTH} levels")
@@ -107,6 +226,7 @@ def check_json(value: Any, field: str) -> None:
                     stack.append((sub, depth + 1))
         else:
             raise invalid_op(f"{field}: not a JSON value")
+    return floats
 
 
 def json_value(value: Any, field: str, max_bytes: int | None = None) -> str:
@@ -114,9 +234,9 @@ def json_value(value: Any, field: str, max_bytes: int | None = None) -> str:
 
     With ``max_bytes`` the canonical UTF-8 encoding must not exceed it.
     """
-    check_json(value, field)
+    floats = check_json(value, field)
     try:
-        text = canonical_json(value)
+        text = _with_es_numbers(value) if floats else _plain_json(value)
         size = len(text.encode("utf-8"))
     except (ValueError, UnicodeEncodeError) as exc:
         # Lone surrogates from JSON \ud800 escapes cannot be encoded as UTF-8.
@@ -241,6 +361,7 @@ __all__ = [
     "check_fields",
     "check_json",
     "check_origin",
+    "es_number",
     "int_field",
     "json_int",
     "json_object",
@@ -248,6 +369,7 @@ __all__ = [
     "op_fields",
     "op_name",
     "required",
+    "shown_json",
     "str_field",
     "with_origin",
 ]
