@@ -170,6 +170,8 @@ class HttptoolsParser:
         self._partial_skip = 0
         """Requests in ``_partial[0]`` before that one."""
         self._partial_bytes = 0
+        self._length = -1
+        """The current request's Content-Length once its head is read (-1: none)."""
 
     # -- the interface -------------------------------------------------
 
@@ -189,9 +191,11 @@ class HttptoolsParser:
                 self._closed = True
             return
         parser = self._parser
-        # A request boundary before these bytes, and how many requests were
+        # A request boundary before these bytes, or where the body in progress
+        # ends in them (negative: unknown), and how many requests were
         # complete: what locates a request whose method llhttp refuses.
         at_boundary = not self._in_message and self._held is None
+        left = self._length - self._size
         queued = len(self._queued_sizes)
         try:
             try:
@@ -217,36 +221,52 @@ class HttptoolsParser:
             elif isinstance(exc, httptools.HttpParserInvalidMethodError) or (
                 str(exc) in _METHOD_ERRORS
             ):
+                completed = len(self._queued_sizes) - queued
                 head = self._refused_head(
-                    data, at_boundary, len(self._queued_sizes) - queued, parser is self._parser
+                    data, at_boundary, left, completed, parser is self._parser
                 )
                 if head is not None:
                     self._judge = H11Parser(self._max_body)
                     self._judge.feed(head)
                 else:
-                    # A read that completed a request begun in an earlier one,
-                    # then began the refused one: where is unknowable.
+                    # A read that completed a request begun in an earlier one
+                    # (its head, or a chunked body), then began the refused
+                    # one: where is unknowable.
                     self._fail(400, f"malformed request: {exc}")
             else:
                 self._fail(400, f"malformed request: {exc}")
         else:
             if self._in_message and not self._url:
-                self._keep_partial(
-                    data, at_boundary, len(self._queued_sizes) - queued, parser is self._parser
-                )
+                completed = len(self._queued_sizes) - queued
+                self._keep_partial(data, at_boundary, left, completed, parser is self._parser)
             elif self._partial is not None:
                 self._partial = None
         if self._partial is not None and (self._failed is not None or self._judge is not None):
             self._partial = None
 
-    def _keep_partial(self, data: bytes, at_boundary: bool, completed: int, same: bool) -> None:
+    @staticmethod
+    def _from_boundary(
+        data: bytes, at_boundary: bool, left: int, completed: int
+    ) -> tuple[bytes, int] | None:
+        """``data`` from its first request boundary on, and how many requests
+        complete there before the last one begins; None if that is unknown."""
+        if at_boundary:
+            return data, completed
+        if completed and left >= 0:  # the rest of a body of known length came first
+            return data[left:], completed - 1
+        return None
+
+    def _keep_partial(
+        self, data: bytes, at_boundary: bool, left: int, completed: int, same: bool
+    ) -> None:
         """A read ended inside a request line, before its target: keep what
         ``_refused_head`` needs should its method be refused in a later read
         (rare: a request line split inside its method)."""
-        if same and at_boundary:
-            self._partial = [data]
-            self._partial_skip = completed
-            self._partial_bytes = len(data)
+        start = self._from_boundary(data, at_boundary, left, completed) if same else None
+        if start is not None:
+            self._partial = [start[0]]
+            self._partial_skip = start[1]
+            self._partial_bytes = len(start[0])
         elif same and completed == 0 and self._partial is not None:
             self._partial.append(data)
             self._partial_bytes += len(data)
@@ -256,14 +276,16 @@ class HttptoolsParser:
             self._partial = None
 
     def _refused_head(
-        self, data: bytes, at_boundary: bool, completed: int, same: bool
+        self, data: bytes, at_boundary: bool, left: int, completed: int, same: bool
     ) -> bytes | None:
         """The bytes from the start of the request whose method llhttp refused
         in ``data`` (after ``completed`` requests there), or None if unknown."""
         if not same:
             return None  # read behind a stand-in head (see _read_held_body)
-        if at_boundary:
-            first, skip, rest = data, completed, b""
+        start = self._from_boundary(data, at_boundary, left, completed)
+        if start is not None:
+            first, skip = start
+            rest = b""
         elif completed == 0 and self._partial is not None:
             first, skip = self._partial[0], self._partial_skip
             rest = b"".join(self._partial[1:]) + data
@@ -350,6 +372,7 @@ class HttptoolsParser:
 
     def on_message_begin(self) -> None:
         self._in_message = True
+        self._length = -1
         self._url = b""
         self._headers = {}
         self._header_count = 0
@@ -414,7 +437,8 @@ class HttptoolsParser:
                 raise _Refused(400, "both Content-Length and Transfer-Encoding")
             if not (length.isascii() and length.isdigit()):
                 raise _Refused(400, "bad Content-Length")
-            if int(length) > self._max_body:
+            size = self._length = int(length)
+            if size > self._max_body:
                 raise _Refused(413, body_too_large(self._max_body))
         method = parser.get_method().decode("ascii")
         request = request_from_head(method, self._url.decode("latin-1"), headers, version)

@@ -124,6 +124,7 @@ async def test_a_known_method_no_route_takes_stays_405(server: RunningServer) ->
 LIVE = b"GET /health/live HTTP/1.1\r\n" + HOST + b"\r\n"
 POST = b"POST /b HTTP/1.1\r\n" + HOST + b"Content-Length: 3\r\n\r\nABC"
 GETX = (501, "method GETX is not implemented")
+FOO = (501, "method FOO is not implemented")
 SPLIT_READS: list[tuple[str, list[bytes], object]] = [
     (
         "at the first byte",
@@ -142,6 +143,12 @@ SPLIT_READS: list[tuple[str, list[bytes], object]] = [
         "refused at the version",
         [POST + b"SETUP ", b"/x HTTP/1.1\r\n" + HOST + b"\r\n"],
         (501, "method SETUP is not implemented"),
+    ),
+    ("after a body split over reads", [POST[:-2], b"BCFOO /x HTTP/1.1\r\n" + HOST + b"\r\n"], FOO),
+    (
+        "after a body, then split",
+        [POST[:-2], b"BC\r\nGE", b"TX /x HTTP/1.1\r\n" + HOST + b"\r\n"],
+        GETX,
     ),
     ("a known method split", [LIVE + b"GE", b"T /x HTTP/1.1\r\n" + HOST + b"\r\n"], ("GET", "/x")),
 ]
