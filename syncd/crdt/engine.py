@@ -54,6 +54,7 @@ from syncd.crdt.clock import HybridClock, wall_clock_ms
 from syncd.crdt.opids import OP_ID_TTL_MS, OpIdMemory
 from syncd.crdt.types import PREFIXES, TYPES, crdt_class, mask_bit, type_for_id
 from syncd.crdt.validate import check_origin
+from syncd.crdt.ydoc import YDoc
 from syncd.errors import (
     ApiError,
     bad_request,
@@ -118,6 +119,14 @@ def new_epoch() -> str:
     return secrets.token_hex(8)
 
 
+def snapshot_state(crdt: Crdt) -> Any:
+    """A CRDT's state as its snapshot keeps it: ``state()``, but a Yjs
+    document's with the updates that wait for their dependencies beside it
+    (:meth:`YDoc.snapshot_state`), which its state (reads, measures) leaves
+    out and a snapshot must not lose."""
+    return crdt.snapshot_state() if isinstance(crdt, YDoc) else crdt.state()
+
+
 def export_entry(entry: Entry) -> dict[str, Any]:
     """One CRDT as a snapshot entry map (what :meth:`Engine.import_entry` loads)."""
     recent, aged = entry.op_ids.export()
@@ -127,7 +136,7 @@ def export_entry(entry: Entry) -> dict[str, Any]:
         "type": entry.type,
         "seq": entry.seq,
         "epoch": entry.epoch,
-        "state": entry.crdt.state(),
+        "state": snapshot_state(entry.crdt),
         "op_ids": recent,
     }
     if aged:

@@ -14,7 +14,10 @@ The read view is the whole document as one update plus its state vector
 (what a Yjs client needs to load it, or to ask for only what it lacks);
 :func:`root_view` gives a JSON view of one named root type. ``state()`` is the
 merged document as one update, so snapshots hold the document, not the list
-of updates that built it.
+of updates that built it; beside it a snapshot keeps the updates still
+waiting for their dependencies, each as it came (:meth:`YDoc.snapshot_state`:
+Yrs leaves them out of the merged document), and they wait again once it is
+read back.
 
 Refusing bad input without corrupting the document: an update must decode
 (checked without touching the document) and be at most
@@ -28,6 +31,7 @@ after a failed apply rebuilds the document from those, and refuses the op.
 from __future__ import annotations
 
 import binascii
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -368,6 +372,19 @@ def b64(data: bytes) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
+def _waiting_in(state: Mapping[str, Any]) -> list[bytes]:
+    """The updates that waited in a snapshot's document
+    (:meth:`YDoc.snapshot_state`), each checked as an op's update is; none
+    for a state without them (a snapshot written before they were kept, or
+    the state of a read). 400/413 otherwise."""
+    listed = state.get("pending")
+    if listed is None:
+        return []
+    if type(listed) is not list:
+        raise invalid_op("state.pending: must be a list of base64 Yjs updates")
+    return [decode_update(text, "state.pending") for text in listed]
+
+
 class YDoc:
     TYPE: ClassVar[str] = "ydoc"
     OPS: ClassVar[Mapping[str, int]] = {"update": 0x01}
@@ -464,7 +481,11 @@ class YDoc:
 
     def _fold(self) -> None:
         self._base = self._doc.get_update()
-        self._since = []
+        # What Yrs holds as pending is not in the full update: it stays as
+        # the updates after it, or a rebuild would lose it. Not counted in
+        # _since_bytes: bounded by the quotas (they count it), and counted it
+        # would fold again on every op while it outweighs the document.
+        self._since = self._waiting()
         self._since_bytes = 0
 
     def _rebuild(self) -> None:
@@ -502,12 +523,14 @@ class YDoc:
         update waits for its dependency gets it, as the peers connected when
         it came did, and integrates it when the dependency comes.
 
-        Only here: the snapshot (:meth:`state`) and the reads keep the
-        integrated document alone. Yrs does not always agree with itself on
-        a damaged update: applied alone it can stay pending for good while
-        the same bytes merged into a whole document integrate on a reload
-        (tests/crdt/test_ydoc.py's damaged updates found it), and a snapshot
-        must read back as the document it was taken from."""
+        Only here: the state (:meth:`state`: the reads, the measured size)
+        keeps the integrated document alone, and a snapshot keeps what waits
+        beside it, not merged in (:meth:`snapshot_state`). Yrs does not
+        always agree with itself on a damaged update: applied alone it can
+        stay pending for good while the same bytes merged into a whole
+        document integrate on a reload (tests/crdt/test_ydoc.py's damaged
+        updates found it), and a snapshot must read back as the document it
+        was taken from."""
         update = self._doc.get_update(state_vector)
         pending = self._pending
         if pending is None:
@@ -527,6 +550,29 @@ class YDoc:
         self._fold()  # the snapshot's update is a good base to rebuild from
         return {"update": b64(self._base)}
 
+    def snapshot_state(self) -> JSON:
+        """The state as a snapshot keeps it (the engine's entry map: store
+        snapshots, history checkpoints): :meth:`state`, and under
+        ``pending`` the updates Yrs holds as pending, each less what the
+        document had when it came, in the order they came; no ``pending``
+        when none waits. Without them a document snapshotted while an
+        update waits and read back (a restart, or after it left memory)
+        would have lost that update, acknowledged and durable, and would not
+        integrate it when its dependency comes.
+
+        Kept apart from the document, not merged into it: Yrs can disagree
+        with itself on such an update once it is merged into a whole
+        document (see :meth:`diff`), and applied alone again, as it came, it
+        waits as it did. They are the updates :meth:`pending_bytes` counts,
+        so the quotas bound them as they bound the document; a deletion
+        past :data:`MAX_PROBED_RANGES` ranges that Yrs holds is left to Yrs,
+        untracked (as in :meth:`diff`), and not kept."""
+        state = self.state()
+        waiting = self._waiting()
+        if waiting:
+            state["pending"] = [b64(update) for update in waiting]
+        return state
+
     @classmethod
     def from_state(cls, state: JSON) -> Self:
         update = binascii.a2b_base64(state["update"])
@@ -535,13 +581,61 @@ class YDoc:
         # many updates grows past the latter and must still load (snapshots,
         # a CRDT read back after eviction, a revert's base, a replica).
         check_decodes(update, "state.update")
-        return cls(update)
+        ydoc = cls(update)
+        ydoc._wait(_waiting_in(state))
+        return ydoc
+
+    def _wait(self, updates: Sequence[bytes]) -> None:
+        """Apply ``updates`` that waited in another copy of this document
+        (a snapshot's, one cloned or merged) one by one, in their order, as
+        each came: so they wait here as they did there, and syncd tracks
+        them again (the retry, the quotas, a joiner's step 2, a rebuild).
+
+        Past :data:`MAX_RETRIED_PENDING` of them (updates that will never
+        integrate, most of them, left to Yrs) they go in merged, in one
+        call, as Yrs holds what waits (one merged update): one by one, each
+        would be merged into what Yrs holds, and loading a thousand would
+        take half a second."""
+        if len(updates) <= MAX_RETRIED_PENDING:
+            for update in updates:
+                # Bytes Yrs took once: a refusal is not expected; the rest
+                # still loads (the document is rebuilt without that one).
+                with contextlib.suppress(ApiError):
+                    self._apply(update)
+            return
+        try:
+            self._doc.apply_update(merge_updates(*updates))
+        except BaseException as exc:  # pyo3's PanicException derives from BaseException
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            self._rebuild()  # not expected either: then one by one after all
+            for update in updates:
+                with contextlib.suppress(ApiError):
+                    self._apply(update)
+            return
+        self._since.extend(updates)
+        self._since_bytes += sum(map(len, updates))
+        state_vector = self._doc.get_state()
+        found = (_pending(update, state_vector) for update in updates)
+        held = [entry for entry in found if entry is not None]
+        self._pending = [*(self._pending or ()), *held] or None
+        if self._since_bytes > max(REBUILD_FLOOR_BYTES, len(self._base)):
+            self._fold()
+
+    def _waiting(self) -> list[bytes]:
+        pending = self._pending
+        return [] if pending is None else [entry.update for entry in pending]
 
     def merge(self, other: Self) -> None:
         self._apply(other.encoded())
+        self._wait(other._waiting())
 
     def clone(self) -> Self:
-        return type(self)(self.encoded())
+        # With what waits: a batch applies its ops to a clone that then
+        # replaces the document (syncd/crdt/engine.py).
+        copy = type(self)(self.encoded())
+        copy._wait(self._waiting())
+        return copy
 
     def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
         """One update that deletes the items the marked updates inserted and
@@ -571,13 +665,17 @@ class YDoc:
         # The base as its checkpoint and the updates after it, then the window.
         updates = [binascii.a2b_base64(delta["update"]) for delta in base.deltas]
         if base.state is not None:
-            updates.insert(0, binascii.a2b_base64(base.state["update"]))
+            # Its full update, then what waited in it (snapshot_state).
+            head = [binascii.a2b_base64(base.state["update"]), *_waiting_in(base.state)]
+            updates[0:0] = head
         steps = Window.of(window)
         marks: list[bool | None] = [None] * len(updates)
         marks.extend(steps.marked)
         updates.extend(window_updates(steps))
         roots = list(self._doc.keys())
-        whole = 0 if base.state is None else 1  # a snapshot's update holds nothing pending
+        # A snapshot's full update holds nothing pending (what waited is kept
+        # beside it, and watched).
+        whole = 0 if base.state is None else 1
         replay = _replay(roots, updates, marks, range(len(updates)), whole)
         if replay.astray:
             # An update Yrs held as pending was integrated by another writer's
