@@ -1551,6 +1551,7 @@ var STATUS = {
   unsupported_media_type: 415,
   rate_limited: 429,
   internal: 500,
+  not_implemented: 501,
   unavailable: 503
 };
 function serviceError(code, message, extra = {}) {

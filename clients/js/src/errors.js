@@ -59,6 +59,7 @@ const STATUS = {
   unsupported_media_type: 415,
   rate_limited: 429,
   internal: 500,
+  not_implemented: 501,
   unavailable: 503,
 };
 
