@@ -666,6 +666,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     with CpuBudgets(args.period_ms * 1000) as budgets, postgres(budgets, args.pg_cpu) as pg_url:
+        run = budgets.run  # the groups' common name, for a check that none is left
         budgets.add("load", args.load_cpu)
         for k in range(max(sizes)):
             budgets.add(f"n{k}", args.node_cpu)
@@ -679,7 +680,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             settings_out = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-            json.dump({"settings": settings_out, "runs": results, "models": models}, f, indent=2)
+            out = {"settings": settings_out, "runs": results, "models": models, "cgroups": run}
+            json.dump(out, f, indent=2)
     return 0
 
 

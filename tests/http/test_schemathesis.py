@@ -44,6 +44,11 @@ from typing import Any
 
 import pytest
 
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # Under pytest-xdist schema.parametrize()'s cases are never run and the
+    # test passes empty: refuse to pretend (the Makefile runs this file alone).
+    pytest.skip("schemathesis cases do not run under pytest-xdist", allow_module_level=True)
+
 schemathesis = pytest.importorskip("schemathesis")
 
 from schemathesis import GenerationMode  # noqa: E402

@@ -82,6 +82,9 @@ async def test_fragmented_message_within_the_limit_is_reassembled(server: Runnin
         (bytes([0x82 | 0x40]) + client_frame(0x2, b"x")[1:], 1002),  # RSV1 without extension
         (client_frame(0x1, b"\xff\xfe"), 1007),  # text that is not UTF-8
     ],
+    # Named, not shown: the masks are random, and test ids must be the same in
+    # every collection (parallel workers each collect the suite).
+    ids=["unmasked", "reserved-opcode", "lone-continuation", "rsv1", "bad-utf8"],
 )
 async def test_protocol_violation_closes(server: RunningServer, frame: bytes, code: int) -> None:
     raw = await RawWs.connect(server)

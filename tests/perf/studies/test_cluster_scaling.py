@@ -19,7 +19,6 @@ pytestmark = pytest.mark.skipif(cgroups.available() is not None, reason=f"{cgrou
 
 
 def test_the_study_runs_every_size_in_budgets_and_leaves_no_group(tmp_path: Path) -> None:
-    before = set(cgroups.leftovers())
     out = tmp_path / "scaling.json"
     args = ["--nodes", "1,2", "--workloads", "spread,affinity"]
     args += ["--duration", "1", "--warmup", "0.5"]
@@ -55,4 +54,5 @@ def test_the_study_runs_every_size_in_budgets_and_leaves_no_group(tmp_path: Path
     assert runs[(2, "isolated")]["per_node"][1]["notices"] == 0  # and these did not
     two = figures["models"]["this"]["spread"]["sizes"]["2"]
     assert two["vs_one"] > 0 and two["efficiency"] > 0 and two["projected_ops_s"] > 0
-    assert set(cgroups.leftovers()) == before
+    # Its own groups only: another run (a parallel test) may hold groups meanwhile.
+    assert not any(p.name.startswith(figures["cgroups"]) for p in cgroups.leftovers())
