@@ -11,6 +11,7 @@ from typing import Any
 import msgpack
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from pycrdt import Doc, Text
 
 from syncd.crdt.base import Crdt, OpContext
 from syncd.crdt.tree import ROOT, Tree
@@ -131,3 +132,16 @@ def check_tree_invariant(crdt: Crdt) -> None:
             parent = crdt.parent_of(node)
             assert parent is not None and parent in crdt, f"{node} dangles"
             node = parent
+
+
+def dependent_updates(client_id: int = 77) -> tuple[Doc[Any], bytes, bytes]:
+    """A Yjs writer (a pycrdt ``Doc``), its first update ("hello" in the text
+    root ``content``) and its second (" world"), which builds on the first: sent
+    alone, the second waits for its dependency."""
+    writer: Doc[Any] = Doc(client_id=client_id)
+    text = writer.get("content", type=Text)
+    text.insert(0, "hello")
+    first = writer.get_update()
+    state = writer.get_state()
+    text.insert(5, " world")
+    return writer, first, writer.get_update(state)

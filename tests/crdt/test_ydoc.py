@@ -130,14 +130,14 @@ STUCK_DELIVERY: Final = (4, 1, 5, 2, 0, 3, 7, 6)
 """two_writers(8, STUCK_SEED) delivered so: Yrs alone keeps some waiting."""
 
 
-def _never(i: int) -> str:
+def never_update(i: int) -> bytes:
     """An update that waits for ever: the second of a writer's two."""
     doc: Doc[Any] = Doc(client_id=50_000 + i)
     text = doc.get("other", type=Text)
     text.insert(0, "a")
     state = doc.get_state()
     text.insert(1, "b")
-    return _b64(doc.get_update(state))
+    return doc.get_update(state)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_waiting_updates_are_applied_again_while_at_most_max_retried_pending(
         in_order.apply_delta({"op": "update", "update": _b64(update)})
     ydoc = YDoc.new()
     for i in range(never):
-        ydoc.apply_delta({"op": "update", "update": _never(i)})
+        ydoc.apply_delta({"op": "update", "update": _b64(never_update(i))})
     for i in STUCK_DELIVERY:
         ydoc.apply_delta({"op": "update", "update": _b64(updates[i])})
     assert (_text(ydoc) == _text(in_order)) is integrated

@@ -26,7 +26,15 @@ from syncd.crdt.base import Base, OpContext
 from syncd.crdt.engine import Engine
 from syncd.crdt.ydoc import MAX_RETRIED_PENDING, YDoc, root_view
 from syncd.errors import ApiError
-from tests.crdt.test_ydoc import STUCK_DELIVERY, STUCK_SEED, _edits, _meaning, two_writers
+from tests.crdt.crdt_testlib import dependent_updates
+from tests.crdt.test_ydoc import (
+    STUCK_DELIVERY,
+    STUCK_SEED,
+    _edits,
+    _meaning,
+    never_update,
+    two_writers,
+)
 
 NS = "n"
 ID = "yd:notes"
@@ -39,18 +47,6 @@ def _b64(data: bytes) -> str:
 
 def _op(update: bytes) -> dict[str, Any]:
     return {"op": "update", "update": _b64(update)}
-
-
-def _two_updates(client_id: int = 77) -> tuple[Doc[Any], bytes, bytes]:
-    """A writer, its first update ("hello") and its second (" world"), which
-    builds on the first."""
-    writer: Doc[Any] = Doc(client_id=client_id)
-    text = writer.get("content", type=Text)
-    text.insert(0, "hello")
-    first = writer.get_update()
-    state = writer.get_state()
-    text.insert(5, " world")
-    return writer, first, writer.get_update(state)
 
 
 def _write(engine: Engine, update: bytes, client_id: int = 1) -> None:
@@ -78,7 +74,7 @@ def _text(ydoc: YDoc, root: str = "content") -> str:
 
 
 def test_an_update_that_waits_survives_the_snapshot_and_integrates_after() -> None:
-    _, first, second = _two_updates()
+    _, first, second = dependent_updates()
     live = Engine()
     _write(live, second)  # its dependency has not arrived: it waits
     held = _ydoc(live).pending_bytes()
@@ -102,7 +98,7 @@ def test_an_update_that_waits_survives_the_snapshot_and_integrates_after() -> No
 def test_a_snapshot_without_waiting_updates_is_the_document_alone() -> None:
     """Most snapshots: nothing waits, and the entry's state is what it was
     (so snapshots written before, without the field, load as ever)."""
-    _, first, second = _two_updates()
+    _, first, second = dependent_updates()
     live = Engine()
     for update in (first, second):
         _write(live, update)
@@ -146,24 +142,14 @@ def test_a_snapshot_at_any_point_of_a_delivery_ends_as_the_document_in_order() -
             assert ydoc.pending_bytes() == 0, (delivery, cut)
 
 
-def _never(i: int) -> bytes:
-    """An update that waits for ever: the second of a writer's two."""
-    doc: Doc[Any] = Doc(client_id=50_000 + i)
-    text = doc.get("other", type=Text)
-    text.insert(0, "a")
-    state = doc.get_state()
-    text.insert(1, "b")
-    return doc.get_update(state)
-
-
 def test_past_max_retried_pending_every_waiting_update_is_kept() -> None:
     """More updates wait than syncd applies again (MAX_RETRIED_PENDING): the
     snapshot keeps them all, in their order, as the quotas count them."""
-    _, first, second = _two_updates()
+    _, first, second = dependent_updates()
     live = Engine()
     _write(live, second)
     for i in range(MAX_RETRIED_PENDING + 1):
-        _write(live, _never(i))
+        _write(live, never_update(i))
     loaded = _reloaded(live)
     assert _ydoc(loaded).pending_bytes() == _ydoc(live).pending_bytes()
     entry = loaded.export_one(NS, ID)
@@ -175,8 +161,8 @@ def test_past_max_retried_pending_every_waiting_update_is_kept() -> None:
 def test_a_batch_keeps_what_waits() -> None:
     """A batch of ops applies them to a copy of the document that then
     replaces it: the copy had left what waits out, and so the document."""
-    _, first, second = _two_updates()
-    _, other, _ = _two_updates(client_id=99)
+    _, first, second = dependent_updates()
+    _, other, _ = dependent_updates(client_id=99)
     engine = Engine()
     _write(engine, second)
     engine.apply(engine.plan(NS, ID, [_op(other), _op(b"\x00\x00")]), 1)
@@ -196,7 +182,7 @@ def test_a_failed_update_after_a_snapshot_keeps_what_waits() -> None:
     """The snapshot folds the document into a new base to rebuild from; an
     update Yrs then fails on rebuilds the document from that base. What
     waited was in neither and was lost from memory too."""
-    _, first, second = _two_updates()
+    _, first, second = dependent_updates()
     engine = Engine()
     _write(engine, second)
     assert engine.export_one(NS, ID) is not None  # the snapshot folds
@@ -213,7 +199,7 @@ def test_the_snapshot_of_a_revert_base_keeps_what_waits() -> None:
     "hello" comes and a bot deletes " world" (marked). Reverting the bot
     brings " world" back; from a checkpoint without it, the bot's deletion
     had nothing to undo."""
-    person, first, second = _two_updates()
+    person, first, second = dependent_updates()
     bot: Doc[Any] = Doc(client_id=88)
     bot.apply_update(person.get_update())
     seen = bot.get_state()

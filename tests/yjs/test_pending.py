@@ -16,22 +16,12 @@ from pycrdt import Decoder, Doc, Text, create_sync_message, create_update_messag
 
 from syncd.yjs.protocol import sync_step1
 from tests.conftest import RunningServer
+from tests.crdt.crdt_testlib import dependent_updates
 from tests.crdt.test_ydoc import STUCK_DELIVERY, STUCK_SEED, two_writers
 from tests.http.support import issue
 
 WAIT_S = 5.0
 CRDT = "/v1/namespaces/app/crdts/yd:notes"
-
-
-def _two_updates() -> tuple[Doc[Any], bytes, bytes]:
-    """The writer, its first update and its second (which depends on it)."""
-    writer: Doc[Any] = Doc(client_id=77)
-    text = writer.get("content", type=Text)
-    text.insert(0, "hello")
-    first = writer.get_update()
-    state = writer.get_state()
-    text.insert(5, " world")
-    return writer, first, writer.get_update(state)
 
 
 async def _step2(ws: Any) -> bytes:
@@ -51,7 +41,7 @@ async def _seq(client: httpx.AsyncClient, headers: dict[str, str], seq: int) -> 
 
 
 async def test_a_provider_that_joins_while_an_update_waits_gets_it(server: RunningServer) -> None:
-    _, first, second = _two_updates()
+    _, first, second = dependent_updates()
     async with httpx.AsyncClient(base_url=server.url) as client:
         headers = await issue(client)
         token = headers["authorization"].removeprefix("Bearer ")
@@ -80,7 +70,7 @@ async def test_a_provider_that_joins_while_an_update_waits_gets_it(server: Runni
 async def test_a_deletion_that_waits_for_its_items_reaches_a_joiner(server: RunningServer) -> None:
     """The same for a delete set whose items have not arrived (Yrs's pending
     delete set)."""
-    writer, first, _ = _two_updates()
+    writer, first, _ = dependent_updates()
     text = writer.get("content", type=Text)
     state = writer.get_state()
     del text[0:6]  # "hello " of "hello world"

@@ -20,6 +20,7 @@ from pycrdt import Doc, Text
 from syncd.auth import ROOT
 from syncd.store.history_index import CHECKPOINT_MIN_BYTES, Retention
 from tests.conftest import Subprocess
+from tests.crdt.crdt_testlib import dependent_updates
 from tests.http.support import issue
 from tests.store.pgnodes import NS, StartNode, sql_conn
 
@@ -28,18 +29,6 @@ FILLER_UPDATES: Final = 4
 """Updates of another writer after the one that waits: the op bytes of the
 first three pass CHECKPOINT_MIN_BYTES, so the embedded store writes a
 checkpoint of the document after the fourth."""
-
-
-def _writer() -> tuple[Doc[Any], bytes, bytes]:
-    """A writer, its first update ("hello") and its second (" world"), which
-    builds on the first."""
-    doc: Doc[Any] = Doc(client_id=77)
-    text = doc.get("content", type=Text)
-    text.insert(0, "hello")
-    first = doc.get_update()
-    seen = doc.get_state()
-    text.insert(5, " world")
-    return doc, first, doc.get_update(seen)
 
 
 def _fillers() -> list[bytes]:
@@ -88,7 +77,7 @@ async def test_a_waiting_update_survives_a_checkpoint_and_a_restart(
     """The embedded store, the server's process restarted: the document is
     read back from its newest history checkpoint (taken after the update
     that waits) and the ops after it."""
-    _, first, second = _writer()
+    _, first, second = dependent_updates()
     fillers = _fillers()
     proc = spawn_server()
     async with httpx.AsyncClient(base_url=proc.url) as client:
@@ -111,7 +100,7 @@ async def test_a_waiting_update_survives_a_postgresql_snapshot_and_a_restart(
     """PostgreSQL: the snapshot row (written as the document's seq crosses a
     multiple of snapshot_every, the ops behind it pruned) holds it, and a
     node started afresh reads the document from that row."""
-    _, first, second = _writer()
+    _, first, second = dependent_updates()
     filler = _fillers()[0]
     options: dict[str, Any] = {
         "snapshot_every": 2,
