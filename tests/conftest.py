@@ -36,6 +36,36 @@ def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Callable[
     return {"uvloop": uvloop.new_event_loop}
 
 
+SLOW_FIRST = (
+    "tests/perf/",
+    "tests/browser/",
+    "tests/cluster/",
+    "tests/store/embedded/test_crash.py",
+    "tests/fuzz/",
+    "tests/deploy/",
+    "tests/yjs/test_y_websocket.py",
+    "tests/test_tour.py",
+    "tests/limits/",
+)
+"""Files whose tests take longest (several seconds each: processes started,
+killed, measured). ``make test`` gives the suite's files to its workers one at a
+time in collection order, so these go first: one left to the end keeps a worker
+busy for a minute or two while the other has nothing left."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+
+    def rank(item: pytest.Item) -> int:
+        path = item.path.relative_to(root).as_posix()
+        for i, prefix in enumerate(SLOW_FIRST):
+            if path.startswith(prefix):
+                return i
+        return len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 @pytest.fixture(params=["h11", "httptools"])
 def http_parser(request: pytest.FixtureRequest) -> str:
     return str(request.param)
