@@ -150,6 +150,26 @@ class Subprocess:
         self.proc.wait(10)
 
 
+def start_to_the_end(
+    data_dir: Path, timeout: float = 20, **env: str
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m syncd`` on ``data_dir`` (the test signing key, a port it will
+    not get to) run until it exits: for starts that must be refused. A start
+    that hangs instead (blocked on a FIFO) fails at ``timeout``."""
+    return subprocess.run(
+        [sys.executable, "-m", "syncd"],
+        env={
+            **os.environ,
+            "SERVICE_BIND": "127.0.0.1:1",
+            "SERVICE_DATA_DIR": str(data_dir),
+            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
+            **env,
+        },
+        capture_output=True,
+        timeout=timeout,
+    )
+
+
 def wait_ready(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

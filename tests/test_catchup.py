@@ -73,6 +73,16 @@ async def _fail_and_recover(server: RunningServer, faults: Faults, raw: RawWs) -
     assert entry is None or entry.seq == 1
 
 
+async def _snapshot_then_the_next_op(ws: Any, writer: RawWs, seq: int) -> None:
+    """The subscriber's next message is a snapshot at ``seq``, and the writer's
+    next op, numbered ``seq + 1``, reaches it as a delta."""
+    snapshot = await recv(ws)
+    assert (snapshot["kind"], snapshot["seq"]) == ("snapshot", seq)
+    assert (await _op(writer, "next", 1))["seq"] == seq + 1
+    delta = await recv(ws)
+    assert (delta["kind"], delta["seq"]) == ("op", seq + 1)
+
+
 async def _writer_at_seq_1(server: RunningServer) -> tuple[RawWs, str]:
     """A writer connection, and the CRDT at seq 1 (its epoch)."""
     raw = await RawWs.connect(server)
@@ -120,11 +130,7 @@ async def test_a_ws_subscribe_waits_for_the_write_then_skips_nothing(
         assert faults.gate is not None
         faults.gate.set()
         assert msgpack.unpackb((await writer.frame())[1])["seq"] == 2
-        snapshot = await recv(ws)
-        assert (snapshot["kind"], snapshot["seq"]) == ("snapshot", 2)
-        assert (await _op(writer, "next", 1))["seq"] == 3
-        delta = await recv(ws)
-        assert (delta["kind"], delta["seq"]) == ("op", 3)
+        await _snapshot_then_the_next_op(ws, writer, 2)
     writer.close()
 
 
@@ -151,11 +157,7 @@ async def test_a_ws_resync_starts_from_durable_state(
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(ws.recv(), 0.2)
         await _fail_and_recover(server, faults, writer)
-        snapshot = await recv(ws)
-        assert (snapshot["kind"], snapshot["seq"]) == ("snapshot", 2)
-        assert (await _op(writer, "next", 1))["seq"] == 3
-        delta = await recv(ws)
-        assert (delta["kind"], delta["seq"]) == ("op", 3)
+        await _snapshot_then_the_next_op(ws, writer, 2)
     writer.close()
 
 
@@ -172,11 +174,7 @@ async def test_a_ws_resume_is_not_up_to_date_at_a_seq_in_flight(
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(ws.recv(), 0.2)
         await _fail_and_recover(server, faults, writer)
-        snapshot = await recv(ws)
-        assert (snapshot["kind"], snapshot["seq"]) == ("snapshot", 1)
-        assert (await _op(writer, "next", 1))["seq"] == 2
-        delta = await recv(ws)
-        assert (delta["kind"], delta["seq"]) == ("op", 2)
+        await _snapshot_then_the_next_op(ws, writer, 1)
     writer.close()
 
 

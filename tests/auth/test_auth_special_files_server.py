@@ -6,30 +6,13 @@ SIGTERM meanwhile)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from syncd.auth.admin import ADMIN_TOKEN_FILE
 from syncd.auth.revocations import REVOCATIONS_FILE
-from tests.conftest import ADMIN, SIGNING_KEY_HEX
-
-
-def _start(data_dir: Path, **env: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncd"],
-        env={
-            **os.environ,
-            "SERVICE_BIND": "127.0.0.1:1",
-            "SERVICE_DATA_DIR": str(data_dir),
-            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
-            **env,
-        },
-        capture_output=True,
-        timeout=20,  # a start blocked on a FIFO never ends
-    )
+from tests.conftest import ADMIN, start_to_the_end
 
 
 @pytest.mark.parametrize(
@@ -50,7 +33,7 @@ def test_a_fifo_in_place_of_the_file_refuses_the_start(
     data_dir.mkdir()
     path = data_dir / name
     os.mkfifo(path)
-    proc = _start(data_dir, **env)
+    proc = start_to_the_end(data_dir, **env)
     err = proc.stderr.decode()
     assert proc.returncode != 0, err
     assert "Traceback" not in err, err

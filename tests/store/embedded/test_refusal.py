@@ -6,15 +6,13 @@ restart."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from syncd.store.embedded.log import HEADER
-from tests.conftest import ADMIN, SIGNING_KEY_HEX
+from tests.conftest import ADMIN, start_to_the_end
 
 AUTH = {"authorization": f"Bearer {ADMIN}"}
 
@@ -34,38 +32,12 @@ async def test_damage_before_later_batches_refuses_in_one_line(
     data[HEADER.size + 5] ^= 0x40  # inside the first record, two batches after it
     segment.write_bytes(bytes(data))
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "syncd"],
-        env={
-            **os.environ,
-            "SERVICE_BIND": "127.0.0.1:1",
-            "SERVICE_DATA_DIR": str(data_dir),
-            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
-            "SERVICE_ADMIN_TOKEN": ADMIN,
-        },
-        capture_output=True,
-        timeout=30,
-    )
+    proc = start_to_the_end(data_dir, timeout=30, SERVICE_ADMIN_TOKEN=ADMIN)
     err = proc.stderr.decode()
     assert proc.returncode == 2, err
     assert "Traceback" not in err + proc.stdout.decode()
     assert f"syncd: {segment}: checksum mismatch at offset 0, before data that was made " in err
     assert "refusing to start" in err
-
-
-def _start(data_dir: Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncd"],
-        env={
-            **os.environ,
-            "SERVICE_BIND": "127.0.0.1:1",
-            "SERVICE_DATA_DIR": str(data_dir),
-            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
-            "SERVICE_ADMIN_TOKEN": ADMIN,
-        },
-        capture_output=True,
-        timeout=20,  # a start blocked on a FIFO never ends
-    )
 
 
 async def test_a_fifo_in_place_of_a_data_file_refuses_the_start(
@@ -92,7 +64,7 @@ async def test_a_fifo_in_place_of_a_data_file_refuses_the_start(
         saved = fifo.read_bytes() if replaces else None
         fifo.unlink(missing_ok=True)
         os.mkfifo(fifo)
-        proc = _start(data_dir)
+        proc = start_to_the_end(data_dir, SERVICE_ADMIN_TOKEN=ADMIN)
         err = proc.stderr.decode()
         assert proc.returncode == 2, (fifo, err)
         assert err.count("\n") == 1 and "Traceback" not in err, err
