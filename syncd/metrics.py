@@ -628,6 +628,32 @@ class StateCollector(Collector):
         yield family
 
 
+TLS_EXPIRY_DOC: Final = (
+    "When the TLS certificate being served (SERVICE_TLS_CERT's first) expires: "
+    "its notAfter in unix time, read at the start and at each reload"
+)
+
+
+class TlsExpiryCollector(Collector):
+    """``service_tls_certificate_expiry_timestamp_seconds``, read when scraped;
+    no sample while ``not_after()`` is None (the dates could not be read)."""
+
+    def __init__(self, not_after: Callable[[], float | None]) -> None:
+        self._not_after = not_after
+
+    def describe(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("service_tls_certificate_expiry_timestamp_seconds", TLS_EXPIRY_DOC)
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "service_tls_certificate_expiry_timestamp_seconds", TLS_EXPIRY_DOC
+        )
+        value = self._not_after()
+        if value is not None:
+            family.add_metric([], value)
+        yield family
+
+
 WAL_STREAM_DOC: Final = (
     "The replication stream (SERVICE_WAL_CONNSTR): 1 for the state it is in "
     "(off: not configured; connecting: configured, not streaming now; streaming)"
@@ -746,6 +772,11 @@ class Metrics:
     def watch_cluster(self, stats: Callable[[], object]) -> None:
         """Export the replication layer's counters (see ``CLUSTER_COUNTERS``)."""
         self.registry.register(StatsCollector(stats, CLUSTER_COUNTERS))
+
+    def watch_tls_certificate(self, not_after: Callable[[], float | None]) -> None:
+        """``service_tls_certificate_expiry_timestamp_seconds``: the served
+        certificate's notAfter, ``not_after()`` when scraped (so a reload shows)."""
+        self.registry.register(TlsExpiryCollector(not_after))
 
     def watch_wal_stream(self, state: Callable[[], str], states: tuple[str, ...]) -> None:
         """``service_cluster_wal_stream_state{state}``: which of ``states`` the

@@ -76,7 +76,8 @@ class Server:
         self.notifier = Notifier()
         self.certificates: Certificates | None = None
         if settings.tls_cert is not None and settings.tls_key is not None:
-            self.certificates = Certificates(settings.tls_cert, settings.tls_key)
+            certificates = self.certificates = Certificates(settings.tls_cert, settings.tls_key)
+            metrics.watch_tls_certificate(lambda: certificates.not_after)
 
     @property
     def port(self) -> int:

@@ -10,12 +10,24 @@ unusable changes nothing.
 
 The key must be unencrypted: OpenSSL would otherwise ask for its passphrase
 on the terminal, blocking the start or, on SIGHUP, the server.
+
+OpenSSL loads a certificate that has expired, or is not valid yet, without a
+word, and every client that verifies it then fails its handshake. So at the
+start and at each reload the server's own certificate's dates are read
+(:func:`validity`) and a warning names the file and the date when it is out of
+its dates or within :data:`EXPIRY_WARNING_DAYS` of its end; it is served all
+the same (refusing it would turn a late renewal into an outage), and its end
+is exported as ``service_tls_certificate_expiry_timestamp_seconds``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import ssl
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -26,6 +38,14 @@ MINIMUM_VERSION: Final = ssl.TLSVersion.TLSv1_2
 
 ALPN_PROTOCOLS: Final = ("http/1.1",)
 """What the server speaks: HTTP/1.1 (and WebSocket upgrades over it)."""
+
+
+EXPIRY_WARNING_DAYS: Final = 14
+"""A certificate that ends within this many days gets a warning at the start
+and at each reload: two weeks leave time to notice a renewal that did not
+happen (certbot and other ACME clients renew 30 days ahead)."""
+
+SECONDS_PER_DAY: Final = 86400
 
 
 class TlsError(ValueError):
@@ -94,6 +114,122 @@ def _problem(cert: Path, key: Path, exc: ssl.SSLError) -> tuple[str, str]:
     return "SERVICE_TLS_KEY", f"{key} is not a PEM private key ({reason})"
 
 
+@dataclass(frozen=True)
+class Validity:
+    """A certificate's notBefore and notAfter, as unix timestamps."""
+
+    not_before: float
+    not_after: float
+
+
+_PEM_CERTIFICATE: Final = re.compile(
+    rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL
+)
+
+# DER tags on the way from a certificate to its validity (RFC 5280 4.1).
+_SEQUENCE: Final = 0x30
+_INTEGER: Final = 0x02
+_EXPLICIT_VERSION: Final = 0xA0
+_UTC_TIME: Final = 0x17
+_GENERALIZED_TIME: Final = 0x18
+_MAX_LENGTH_OCTETS: Final = 4
+"""A DER length in more octets than this (4 GiB and up) is no certificate."""
+
+
+def validity(cert: Path) -> Validity:
+    """The dates of the first certificate in the PEM file ``cert`` (the
+    server's own: a chain starts with it); ValueError if it has none or it
+    cannot be read.
+
+    The standard library decodes certificates only for its client side (a
+    verified peer's ``getpeercert``, or ``get_ca_certs``, which skips
+    certificates that are not CAs), and ``cryptography`` is not one of
+    syncd's dependencies: the two dates are read from the DER here, a walk
+    of five fields."""
+    try:
+        pem = _PEM_CERTIFICATE.search(cert.read_bytes())
+    except OSError as exc:
+        raise ValueError(f"cannot read {cert}: {exc}") from None
+    if pem is None:
+        raise ValueError(f"{cert} holds no PEM certificate")
+    der = ssl.PEM_cert_to_DER_cert(pem.group().decode("ascii"))
+    try:
+        return _der_validity(der)
+    except (ValueError, IndexError) as exc:
+        raise ValueError(f"{cert}: the first certificate cannot be decoded ({exc})") from None
+
+
+def _der_validity(der: bytes) -> Validity:
+    _, at, _ = _element(der, 0, _SEQUENCE)  # Certificate
+    _, at, _ = _element(der, at, _SEQUENCE)  # its tbsCertificate
+    tag, _, end = _element(der, at)
+    if tag == _EXPLICIT_VERSION:
+        at = end
+    for expected in (_INTEGER, _SEQUENCE, _SEQUENCE):  # serial, signature, issuer
+        _, _, at = _element(der, at, expected)
+    _, at, _ = _element(der, at, _SEQUENCE)  # validity
+    tag, start, at = _element(der, at)
+    not_before = _time(tag, der[start:at])
+    tag, start, at = _element(der, at)
+    return Validity(not_before, _time(tag, der[start:at]))
+
+
+def _element(der: bytes, at: int, expected: int | None = None) -> tuple[int, int, int]:
+    """(tag, where the content starts, where it ends) of the DER element at ``at``."""
+    tag, length = der[at], der[at + 1]
+    if expected is not None and tag != expected:
+        raise ValueError(f"tag {tag:#x} where {expected:#x} belongs")
+    start = at + 2
+    if length & 0x80:
+        octets = length & 0x7F
+        if not 0 < octets <= _MAX_LENGTH_OCTETS:
+            raise ValueError("bad length")
+        length = int.from_bytes(der[start : start + octets], "big")
+        start += octets
+    if start + length > len(der):
+        raise ValueError("truncated")
+    return tag, start, start + length
+
+
+def _time(tag: int, value: bytes) -> float:
+    """A UTCTime (YYMMDDHHMMSSZ, years 1950-2049) or GeneralizedTime
+    (YYYYMMDDHHMMSSZ), as RFC 5280 4.1.2.5 spells them, in unix time."""
+    text = value.decode("ascii")
+    if tag == _UTC_TIME:
+        text = ("19" if int(text[:2]) >= 50 else "20") + text
+    elif tag != _GENERALIZED_TIME:
+        raise ValueError(f"tag {tag:#x} is not a time")
+    return datetime.strptime(text, "%Y%m%d%H%M%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def _date(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def dates_warning(cert: Path, dates: Validity, now: float) -> str | None:
+    """What to tell the operator about ``dates`` at ``now``, or None when
+    they are fine."""
+    if now >= dates.not_after:
+        return (
+            f"the TLS certificate {cert} expired on {_date(dates.not_after)}:"
+            " clients that verify certificates fail every handshake;"
+            " renew it and reload (SIGHUP)"
+        )
+    if now < dates.not_before:
+        return (
+            f"the TLS certificate {cert} is not valid before {_date(dates.not_before)}:"
+            " clients that verify certificates fail every handshake until then"
+            " (or the clock of this machine is wrong)"
+        )
+    left = dates.not_after - now
+    if left < EXPIRY_WARNING_DAYS * SECONDS_PER_DAY:
+        return (
+            f"the TLS certificate {cert} expires on {_date(dates.not_after)},"
+            f" in {left / SECONDS_PER_DAY:.1f} days: renew it and reload (SIGHUP)"
+        )
+    return None
+
+
 class Certificates:
     """The server's TLS context and where its files are, for reloads.
 
@@ -103,7 +239,10 @@ class Certificates:
     every ClientHello, with or without SNI). Loading the files again into
     ``context`` itself would not do: when the certificate loads and the key
     does not, OpenSSL has already dropped the old key, and every handshake
-    after that failed reload would fail."""
+    after that failed reload would fail.
+
+    ``not_after`` is the end of the certificate being served (unix time),
+    None if its dates could not be read."""
 
     def __init__(self, cert: Path, key: Path) -> None:
         self.cert = cert
@@ -111,6 +250,23 @@ class Certificates:
         self.context = server_context(cert, key)
         self._current = self.context
         self.context.sni_callback = self._use_current
+        self.not_after = self._check_dates()
+
+    def _check_dates(self) -> float | None:
+        """Warn of a certificate out of its dates or near its end, and return
+        that end; served all the same: refusing it would turn a renewal that
+        came late into an outage."""
+        try:
+            dates = validity(self.cert)
+        except ValueError as exc:
+            # OpenSSL has just loaded the file, so this is a decoder's limit,
+            # not a bad certificate: serve, and say the dates are unknown.
+            log.warning("cannot read the TLS certificate's dates: %s", exc)
+            return None
+        problem = dates_warning(self.cert, dates, time.time())
+        if problem is not None:
+            log.warning("%s", problem)
+        return dates.not_after
 
     def _use_current(
         self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext
@@ -127,4 +283,5 @@ class Certificates:
             log.error("TLS reload failed, still serving the previous certificate: %s", exc)
             return False
         log.info("TLS certificate reloaded from %s", self.cert)
+        self.not_after = self._check_dates()
         return True

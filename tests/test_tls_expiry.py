@@ -1,0 +1,244 @@
+"""A certificate out of its dates, or near its end: the real server serves it
+all the same, says so in its log, and exports its end as
+``service_tls_certificate_expiry_timestamp_seconds``, updated by a reload.
+The certificates' dates are also read back against ``cryptography``'s."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import signal
+import ssl
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
+from prometheus_client.parser import text_string_to_metric_families
+
+from syncd.tls import EXPIRY_WARNING_DAYS, Validity, dates_warning, validity
+from tests.conftest import Subprocess
+from tests.pki import Pki, client_context, handshake, make_pki
+
+GAUGE = "service_tls_certificate_expiry_timestamp_seconds"
+DAY = datetime.timedelta(days=1)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def now() -> datetime.datetime:
+    # Certificates hold whole seconds.
+    return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+
+
+def issue(
+    pki: Pki,
+    name: str,
+    not_before: datetime.datetime,
+    not_after: datetime.datetime,
+    *,
+    rsa_key: bool = False,
+) -> tuple[Path, Path]:
+    """A certificate for localhost signed by ``pki``'s CA, with these dates."""
+    key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+        rsa.generate_private_key(65537, 2048)
+        if rsa_key
+        else ec.generate_private_key(ec.SECP256R1())
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(pki.ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(pki.ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = pki.root / f"{name}.crt", pki.root / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def unverified() -> ssl.SSLContext:
+    """A client that takes any certificate: how one still gets through to a
+    server whose certificate has expired."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def start_tls(spawn_server: Any, cert: Path, key: Path) -> Subprocess:
+    """The real server on TLS, once it answers /health/live to a client that
+    does not verify its certificate."""
+    server: Subprocess = spawn_server(
+        {"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(key)}, ready=False
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        assert server.proc.poll() is None, server.log()
+        try:
+            with handshake(server.port, unverified()) as tls:
+                tls.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+                if tls.recv(64).startswith(b"HTTP/1.1 200"):
+                    return server
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, server.log()
+        time.sleep(0.05)
+
+
+def exported_expiry(server: Subprocess) -> float | None:
+    answer = httpx.get(f"https://127.0.0.1:{server.port}/metrics", verify=unverified(), timeout=10)
+    assert answer.status_code == 200
+    for family in text_string_to_metric_families(answer.text):
+        if family.name == GAUGE:
+            assert family.type == "gauge"
+            [sample] = family.samples
+            return float(sample.value)
+    return None
+
+
+def warning_line(log: str, said: str) -> str:
+    """The log's line that says ``said``, a warning."""
+    lines = [line for line in log.splitlines() if said in line]
+    assert len(lines) == 1, log
+    assert "WARNING" in lines[0], lines[0]
+    return lines[0]
+
+
+def test_an_expired_certificate_is_served_said_and_exported_and_a_reload_updates_it(
+    spawn_server: Any, pki: Pki
+) -> None:
+    ended = now() - 3 * DAY
+    cert, key = issue(pki, "expired", ended - 90 * DAY, ended)
+    server = start_tls(spawn_server, cert, key)  # served: the handshake works unverified
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(server.port, client_context(pki)).close()
+    log = server.log()
+    warning = warning_line(log, "expired on")
+    assert str(cert) in warning
+    assert ended.strftime("%Y-%m-%d %H:%M:%S") in warning
+    assert exported_expiry(server) == ended.timestamp()
+
+    # A renewal: the same files rewritten, then SIGHUP.
+    renewed_end = now() + 90 * DAY
+    renewed_cert, renewed_key = issue(pki, "renewed", now() - DAY, renewed_end)
+    cert.write_bytes(renewed_cert.read_bytes())
+    key.write_bytes(renewed_key.read_bytes())
+    server.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while exported_expiry(server) != renewed_end.timestamp():
+        assert time.monotonic() < deadline, server.log()
+        time.sleep(0.05)
+    handshake(server.port, client_context(pki)).close()  # verifies now
+    # The renewed certificate is fine: nothing more to warn of.
+    after = server.log()[len(log) :]
+    assert "TLS certificate reloaded" in after and "WARNING" not in after, after
+    assert server.proc.poll() is None
+
+
+@pytest.mark.parametrize(
+    ("starts", "ends", "said"),
+    [
+        (2 * DAY, 90 * DAY, "is not valid before"),
+        (-80 * DAY, (EXPIRY_WARNING_DAYS - 4) * DAY, "expires on"),
+    ],
+    ids=["not-yet-valid", "expires-soon"],
+)
+def test_a_certificate_not_valid_yet_or_near_its_end_is_served_and_said(
+    spawn_server: Any,
+    pki: Pki,
+    starts: datetime.timedelta,
+    ends: datetime.timedelta,
+    said: str,
+) -> None:
+    at = now()
+    cert, key = issue(pki, f"dates{starts.days}", at + starts, at + ends)
+    server = start_tls(spawn_server, cert, key)
+    warning = warning_line(server.log(), said)
+    assert str(cert) in warning
+    date = (at + (starts if said == "is not valid before" else ends)).strftime("%Y-%m-%d %H:%M:%S")
+    assert date in warning
+    assert exported_expiry(server) == (at + ends).timestamp()
+
+
+def test_a_certificate_well_within_its_dates_is_not_warned_of(spawn_server: Any, pki: Pki) -> None:
+    at = now()
+    cert, key = issue(pki, "fine", at - DAY, at + (EXPIRY_WARNING_DAYS + 30) * DAY)
+    server = start_tls(spawn_server, cert, key)
+    assert exported_expiry(server) == (at + (EXPIRY_WARNING_DAYS + 30) * DAY).timestamp()
+    assert "WARNING" not in server.log(), server.log()
+
+
+def test_the_dates_read_are_those_of_the_first_certificate(pki: Pki, tmp_path: Path) -> None:
+    at = now()
+    cases = [
+        (at - DAY, at + DAY, False),
+        (at - DAY, at + 400 * DAY, True),  # RSA: longer fields on the way
+        # UTCTime ends in 2049; from 2050 on the dates are GeneralizedTime.
+        (
+            datetime.datetime(1999, 12, 31, 23, 59, 59, tzinfo=datetime.UTC),
+            datetime.datetime(2050, 1, 1, tzinfo=datetime.UTC),
+            False,
+        ),
+    ]
+    for index, (starts, ends, rsa_key) in enumerate(cases):
+        cert, key = issue(pki, f"read{index}", starts, ends, rsa_key=rsa_key)
+        loaded = x509.load_pem_x509_certificate(cert.read_bytes())
+        assert loaded.not_valid_after_utc == ends
+        expected = Validity(starts.timestamp(), ends.timestamp())
+        assert validity(cert) == expected
+        # A full chain: the server's own certificate first, then the CA's.
+        chain = tmp_path / f"chain{index}.pem"
+        chain.write_bytes(cert.read_bytes() + pki.ca.read_bytes())
+        assert validity(chain) == expected
+        # The key and the certificate in one file.
+        both = tmp_path / f"both{index}.pem"
+        both.write_bytes(key.read_bytes() + cert.read_bytes())
+        assert validity(both) == expected
+    for text in ("", "not a certificate\n"):
+        nothing = tmp_path / "nothing.pem"
+        nothing.write_text(text)
+        with pytest.raises(ValueError, match="holds no PEM certificate"):
+            validity(nothing)
+    broken = tmp_path / "broken.pem"
+    broken.write_text("-----BEGIN CERTIFICATE-----\nMAMCAQE=\n-----END CERTIFICATE-----\n")
+    with pytest.raises(ValueError, match="cannot be decoded"):
+        validity(broken)
+
+
+def test_what_is_said_of_each_date() -> None:
+    cert = Path("/etc/syncd/cert.pem")
+    dates = Validity(1_000_000.0, 1_000_000.0 + 90 * 86400)
+    assert dates_warning(cert, dates, dates.not_before + 86400) is None
+    assert dates_warning(cert, dates, dates.not_before - 1) is not None
+    late = dates.not_after - EXPIRY_WARNING_DAYS * 86400
+    assert dates_warning(cert, dates, late - 1) is None
+    soon = dates_warning(cert, dates, late + 1)
+    assert soon is not None and "expires on 1970-04-12" in soon and "14.0 days" in soon
+    over = dates_warning(cert, dates, dates.not_after)
+    assert over is not None and "expired on 1970-04-12 13:46:40 UTC" in over
+    assert str(cert) in over
