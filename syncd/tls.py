@@ -23,13 +23,14 @@ is exported as ``service_tls_certificate_expiry_timestamp_seconds``.
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
+
+from cryptography import x509
 
 log = logging.getLogger("syncd.tls")
 
@@ -122,84 +123,21 @@ class Validity:
     not_after: float
 
 
-_PEM_CERTIFICATE: Final = re.compile(
-    rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.DOTALL
-)
-
-# DER tags on the way from a certificate to its validity (RFC 5280 4.1).
-_SEQUENCE: Final = 0x30
-_INTEGER: Final = 0x02
-_EXPLICIT_VERSION: Final = 0xA0
-_UTC_TIME: Final = 0x17
-_GENERALIZED_TIME: Final = 0x18
-_MAX_LENGTH_OCTETS: Final = 4
-"""A DER length in more octets than this (4 GiB and up) is no certificate."""
-
-
 def validity(cert: Path) -> Validity:
     """The dates of the first certificate in the PEM file ``cert`` (the
     server's own: a chain starts with it); ValueError if it has none or it
-    cannot be read.
-
-    The standard library decodes certificates only for its client side (a
-    verified peer's ``getpeercert``, or ``get_ca_certs``, which skips
-    certificates that are not CAs), and ``cryptography`` is not one of
-    syncd's dependencies: the two dates are read from the DER here, a walk
-    of five fields."""
+    cannot be read. The standard library decodes certificates only for its
+    client side (a verified peer's ``getpeercert``), so ``cryptography``
+    reads them."""
     try:
-        pem = _PEM_CERTIFICATE.search(cert.read_bytes())
+        data = cert.read_bytes()
     except OSError as exc:
         raise ValueError(f"cannot read {cert}: {exc}") from None
-    if pem is None:
-        raise ValueError(f"{cert} holds no PEM certificate")
-    der = ssl.PEM_cert_to_DER_cert(pem.group().decode("ascii"))
     try:
-        return _der_validity(der)
-    except (ValueError, IndexError) as exc:
+        leaf = x509.load_pem_x509_certificate(data)
+    except ValueError as exc:
         raise ValueError(f"{cert}: the first certificate cannot be decoded ({exc})") from None
-
-
-def _der_validity(der: bytes) -> Validity:
-    _, at, _ = _element(der, 0, _SEQUENCE)  # Certificate
-    _, at, _ = _element(der, at, _SEQUENCE)  # its tbsCertificate
-    tag, _, end = _element(der, at)
-    if tag == _EXPLICIT_VERSION:
-        at = end
-    for expected in (_INTEGER, _SEQUENCE, _SEQUENCE):  # serial, signature, issuer
-        _, _, at = _element(der, at, expected)
-    _, at, _ = _element(der, at, _SEQUENCE)  # validity
-    tag, start, at = _element(der, at)
-    not_before = _time(tag, der[start:at])
-    tag, start, at = _element(der, at)
-    return Validity(not_before, _time(tag, der[start:at]))
-
-
-def _element(der: bytes, at: int, expected: int | None = None) -> tuple[int, int, int]:
-    """(tag, where the content starts, where it ends) of the DER element at ``at``."""
-    tag, length = der[at], der[at + 1]
-    if expected is not None and tag != expected:
-        raise ValueError(f"tag {tag:#x} where {expected:#x} belongs")
-    start = at + 2
-    if length & 0x80:
-        octets = length & 0x7F
-        if not 0 < octets <= _MAX_LENGTH_OCTETS:
-            raise ValueError("bad length")
-        length = int.from_bytes(der[start : start + octets], "big")
-        start += octets
-    if start + length > len(der):
-        raise ValueError("truncated")
-    return tag, start, start + length
-
-
-def _time(tag: int, value: bytes) -> float:
-    """A UTCTime (YYMMDDHHMMSSZ, years 1950-2049) or GeneralizedTime
-    (YYYYMMDDHHMMSSZ), as RFC 5280 4.1.2.5 spells them, in unix time."""
-    text = value.decode("ascii")
-    if tag == _UTC_TIME:
-        text = ("19" if int(text[:2]) >= 50 else "20") + text
-    elif tag != _GENERALIZED_TIME:
-        raise ValueError(f"tag {tag:#x} is not a time")
-    return datetime.strptime(text, "%Y%m%d%H%M%SZ").replace(tzinfo=UTC).timestamp()
+    return Validity(leaf.not_valid_before_utc.timestamp(), leaf.not_valid_after_utc.timestamp())
 
 
 def _date(timestamp: float) -> str:

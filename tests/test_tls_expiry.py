@@ -1,7 +1,7 @@
 """A certificate out of its dates, or near its end: the real server serves it
 all the same, says so in its log, and exports its end as
 ``service_tls_certificate_expiry_timestamp_seconds``, updated by a reload.
-The certificates' dates are also read back against ``cryptography``'s."""
+The dates are read for every shape of PEM file a server is given."""
 
 from __future__ import annotations
 
@@ -197,7 +197,7 @@ def test_the_dates_read_are_those_of_the_first_certificate(pki: Pki, tmp_path: P
     at = now()
     cases = [
         (at - DAY, at + DAY, False),
-        (at - DAY, at + 400 * DAY, True),  # RSA: longer fields on the way
+        (at - DAY, at + 400 * DAY, True),  # an RSA key
         # UTCTime ends in 2049; from 2050 on the dates are GeneralizedTime.
         (
             datetime.datetime(1999, 12, 31, 23, 59, 59, tzinfo=datetime.UTC),
@@ -222,7 +222,7 @@ def test_the_dates_read_are_those_of_the_first_certificate(pki: Pki, tmp_path: P
     for text in ("", "not a certificate\n"):
         nothing = tmp_path / "nothing.pem"
         nothing.write_text(text)
-        with pytest.raises(ValueError, match="holds no PEM certificate"):
+        with pytest.raises(ValueError, match="nothing.pem: the first certificate cannot be"):
             validity(nothing)
     broken = tmp_path / "broken.pem"
     broken.write_text("-----BEGIN CERTIFICATE-----\nMAMCAQE=\n-----END CERTIFICATE-----\n")
