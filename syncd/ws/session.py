@@ -20,8 +20,9 @@ order given: the base session's (``Send``, ``PauseReading``,
 
 Messages (docs/protocol.md#the-websocket): ``op`` (token expiry and rate
 checked at once, the op staged and applied with the rest of the read's ops,
-answered with ``ack`` or ``error``), ``subscribe`` (read permission, at most
-``max_subscriptions``; subscribing again starts afresh), ``unsubscribe``,
+answered with ``ack`` or ``error``), ``subscribe`` (token expiry, rate as for
+an op, read permission, at most ``max_subscriptions``; subscribing again
+starts afresh), ``unsubscribe`` (free),
 ``ping`` (``pong``). Protocol-level pings are answered by the frame layer.
 Answers go out strictly in arrival order, each once its own op is durable:
 replies owed after a still-running op wait behind it. Replies use the
@@ -468,6 +469,11 @@ class Session(BaseSession):
         auth = self._auth
         principal = self.principal
         auth.check_expiry(principal)
+        # Counted as an op is: each subscribe sends the CRDT's whole state
+        # (and may load it from the store), so a subscribe/unsubscribe loop
+        # must not be free. Refused here, an existing subscription to the id
+        # goes on untouched.
+        auth.rate_check(principal)
         auth.check_read(principal, crdt_id)
         if crdt_id in self.subscribed:
             self._on_unsubscribe(crdt_id)  # subscribing again starts afresh

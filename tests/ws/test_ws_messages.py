@@ -216,7 +216,8 @@ async def test_each_op_counts_against_the_rate_limit(make_server: Any) -> None:
         answer = await op(ws, "gc:r", {"op": "increment"}, ref=3)
         assert answer["kind"] == "error" and answer["error"] == "rate_limited"
         assert answer["retry_after"] >= 1
-        # Subscribing and pinging are not ops: they still work.
+        # A ping is not counted: it still works (a subscribe is: see
+        # test_ws_subscribe_rate).
         await send_mp(ws, {"kind": "ping"})
         assert await recv(ws) == {"kind": "pong"}
 
