@@ -3252,7 +3252,8 @@ var SyncSocket = class extends Emitter {
         return;
       }
       case "error": {
-        const err = serviceError(msg.error ?? "error", msg.message ?? "error", { body: msg });
+        const retryAfter = typeof msg.retry_after === "number" ? msg.retry_after : void 0;
+        const err = serviceError(msg.error ?? "error", msg.message ?? "error", { body: msg, retryAfter });
         const pending = msg.ref !== void 0 ? this._pending.get(msg.ref) : void 0;
         if ((err.code === "token_expired" || err.code === "token_revoked") && typeof this.config.token === "function") {
           this._lost(err);
@@ -3273,6 +3274,7 @@ var SyncSocket = class extends Emitter {
           return;
         }
         const sub = msg.id !== void 0 ? this._subs.get(msg.id) : void 0;
+        if (sub && err.code === "rate_limited") this._subscribeLater(sub, retryAfter);
         if (sub) sub.handleError(err);
         else this.emit("error", err);
         return;
@@ -3286,6 +3288,16 @@ var SyncSocket = class extends Emitter {
   _sendSubscribe(sub, fresh) {
     const message = { kind: "subscribe", id: sub.id, ...fresh ? {} : sub.resumeFields() };
     this._send(message);
+  }
+  _subscribeLater(sub, seconds) {
+    const ws = this._ws;
+    clearTimeout(sub._retryTimer);
+    sub._retryTimer = setTimeout(
+      () => {
+        if (!sub.closed && this._ws === ws && this.state === "open") this._sendSubscribe(sub, false);
+      },
+      Math.max(1, seconds ?? 1) * 1e3
+    );
   }
   _resync(sub, fresh) {
     if (fresh) {
@@ -3327,6 +3339,7 @@ var SyncSocket = class extends Emitter {
     if (!sub) return;
     sub.closed = true;
     clearTimeout(sub._resyncTimer);
+    clearTimeout(sub._retryTimer);
     this._subs.delete(id);
     this._send({ kind: "unsubscribe", id });
   }
@@ -3374,7 +3387,10 @@ var SyncSocket = class extends Emitter {
     for (const pending of this._pending.values()) pending.reject(err);
     this._pending.clear();
     for (const w of this._openWaiters.splice(0)) w.reject(err);
-    for (const sub of this._subs.values()) clearTimeout(sub._resyncTimer);
+    for (const sub of this._subs.values()) {
+      clearTimeout(sub._resyncTimer);
+      clearTimeout(sub._retryTimer);
+    }
   }
 };
 

@@ -251,7 +251,8 @@ export class SyncSocket extends Emitter {
         return;
       }
       case 'error': {
-        const err = serviceError(msg.error ?? 'error', msg.message ?? 'error', { body: msg });
+        const retryAfter = typeof msg.retry_after === 'number' ? msg.retry_after : undefined;
+        const err = serviceError(msg.error ?? 'error', msg.message ?? 'error', { body: msg, retryAfter });
         const pending = msg.ref !== undefined ? this._pending.get(msg.ref) : undefined;
         if ((err.code === 'token_expired' || err.code === 'token_revoked') && typeof this.config.token === 'function') {
           // The token ran out (or was revoked) on an open connection: reconnect
@@ -277,6 +278,10 @@ export class SyncSocket extends Emitter {
           return;
         }
         const sub = msg.id !== undefined ? this._subs.get(msg.id) : undefined;
+        // A subscribe over the token's rate limit changed nothing on the
+        // server: ask again once the limit allows (still reported, as a
+        // refused op is).
+        if (sub && err.code === 'rate_limited') this._subscribeLater(sub, retryAfter);
         if (sub) sub.handleError(err);
         else this.emit('error', err);
         return;
@@ -291,6 +296,18 @@ export class SyncSocket extends Emitter {
   _sendSubscribe(sub, fresh) {
     const message = { kind: 'subscribe', id: sub.id, ...(fresh ? {} : sub.resumeFields()) };
     this._send(message);
+  }
+
+  _subscribeLater(sub, seconds) {
+    const ws = this._ws;
+    clearTimeout(sub._retryTimer);
+    sub._retryTimer = setTimeout(
+      () => {
+        // After a reconnect the subscribe went out again with the others.
+        if (!sub.closed && this._ws === ws && this.state === 'open') this._sendSubscribe(sub, false);
+      },
+      Math.max(1, seconds ?? 1) * 1000,
+    );
   }
 
   _resync(sub, fresh) {
@@ -334,6 +351,7 @@ export class SyncSocket extends Emitter {
     if (!sub) return;
     sub.closed = true;
     clearTimeout(sub._resyncTimer);
+    clearTimeout(sub._retryTimer);
     this._subs.delete(id);
     this._send({ kind: 'unsubscribe', id });
   }
@@ -386,6 +404,9 @@ export class SyncSocket extends Emitter {
     for (const pending of this._pending.values()) pending.reject(err);
     this._pending.clear();
     for (const w of this._openWaiters.splice(0)) w.reject(err);
-    for (const sub of this._subs.values()) clearTimeout(sub._resyncTimer);
+    for (const sub of this._subs.values()) {
+      clearTimeout(sub._resyncTimer);
+      clearTimeout(sub._retryTimer);
+    }
   }
 }

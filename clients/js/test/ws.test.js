@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { SyncdClient, SyncdError, SyncSocket, TokenExpiredError, wsUrl } from '../src/index.js';
-import { eventually, fakeToken, serverMissing, startServer } from './helpers.js';
+import { ADMIN, eventually, fakeToken, serverMissing, startServer } from './helpers.js';
 
 const FAST = { minReconnectMs: 20, maxReconnectMs: 200 };
 
@@ -122,6 +122,32 @@ describe('SyncSocket against a real server', { skip: serverMissing() ?? false },
     const ack = await c.send('gc:refresh', { op: 'increment' });
     assert.equal(ack.seq, 2);
     assert.ok(calls >= 2);
+    c.close();
+  });
+
+  test('a subscribe over the rate limit is asked again after retry_after', async () => {
+    // A V2 token allowed 3 requests a second: the upgrade and two subscribes.
+    const r = await fetch(`${server.url}/v1/namespaces/ns1/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ client_id: 23, rules: { r: [{ p: '*' }], w: [{ p: '*' }], rl: 3 } }),
+    });
+    assert.equal(r.ok, true, await r.clone().text());
+    const limited = (await r.json()).token;
+    const c = new SyncdClient({ baseUrl: server.url, token: limited, namespace: 'ns1' }, { socket: FAST });
+    const errors = [];
+    const subs = ['gc:rl1', 'gc:rl2', 'gc:rl3', 'gc:rl4'].map((id) => {
+      const sub = c.subscribe(id);
+      sub.on('error', (err) => errors.push(err));
+      return sub;
+    });
+    await eventually(() => subs.every((sub) => sub.synced), 8000, 'every subscription synced');
+    assert.equal(errors.length >= 2, true, `refused: ${errors.length}`);
+    for (const err of errors) {
+      assert.equal(err.code, 'rate_limited');
+      assert.equal(err.retryAfter >= 1, true);
+    }
+    assert.equal(c.socket.state, 'open');
     c.close();
   });
 
