@@ -127,6 +127,16 @@ def snapshot_state(crdt: Crdt) -> Any:
     return crdt.snapshot_state() if isinstance(crdt, YDoc) else crdt.state()
 
 
+def replica_state(crdt: Crdt) -> Any:
+    """A CRDT's state as a replica loads it, to apply the op deltas after it
+    (a subscription's snapshot, a ``?format=crdt`` read): ``state()``, but
+    a Yjs document's with the updates that wait for their dependencies
+    merged in and listed (:meth:`YDoc.replica_state`), or the replica would
+    never get them (the op delta that lets them in carries only their
+    dependency)."""
+    return crdt.replica_state() if isinstance(crdt, YDoc) else crdt.state()
+
+
 def export_entry(entry: Entry) -> dict[str, Any]:
     """One CRDT as a snapshot entry map (what :meth:`Engine.import_entry` loads)."""
     recent, aged = entry.op_ids.export()
@@ -615,19 +625,23 @@ class Engine:
     # -- reading ----------------------------------------------------------
 
     def read(self, ns: str, crdt_id: str, *, full: bool = False) -> dict[str, Any] | None:
-        """The read answer (docs/data-model.md#reading), or with ``full`` the mergeable state."""
+        """The read answer (docs/data-model.md#reading), or with ``full`` the
+        mergeable state as a replica loads it (:func:`replica_state`: a Yjs
+        document's with what waits merged in)."""
         entry = self.touch(ns, crdt_id)
         if entry is None:
             return None
         head = {"id": crdt_id, "type": entry.type, "seq": entry.seq, "epoch": entry.epoch}
         if full:
-            head["state"] = entry.crdt.state()
+            head["state"] = replica_state(entry.crdt)
         else:
             head.update(entry.crdt.view(self._clock.now()))
         return head
 
     def snapshot_delta(self, ns: str, crdt_id: str) -> dict[str, Any]:
-        """A ``snapshot`` delta; for an unknown id seq 0 and null state and epoch."""
+        """A ``snapshot`` delta; for an unknown id seq 0 and null state and epoch.
+        Its state is a replica's (:func:`replica_state`): subscribers load it
+        and apply the op deltas after it."""
         entry = self._entries.get((ns, crdt_id))
         if entry is None:
             return {
@@ -646,7 +660,7 @@ class Engine:
             "type": entry.type,
             "seq": entry.seq,
             "epoch": entry.epoch,
-            "state": entry.crdt.state(),
+            "state": replica_state(entry.crdt),
         }
 
     # -- snapshots --------------------------------------------------------

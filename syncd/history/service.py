@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from syncd.crdt.base import Base
+from syncd.crdt.engine import replica_state
 from syncd.crdt.types import crdt_class
 from syncd.errors import ApiError, bad_request, not_found
 from syncd.history.reads import Writer, history_item, read_page
@@ -112,7 +113,9 @@ class HistoryService:
         entry, crdt = await self.state_at(ns, crdt_id, seq)
         head: dict[str, Any] = {"id": crdt_id, "type": entry.type, "seq": seq, "epoch": entry.epoch}
         if full:
-            head["state"] = crdt.state()
+            # What waited then, merged in: a replica loads it and applies the
+            # op deltas after seq (syncd.crdt.engine.replica_state).
+            head["state"] = replica_state(crdt)
         else:
             head.update(crdt.view(self._engine.now_ms()))
         return head
