@@ -7,7 +7,9 @@ missed ops, or sends a snapshot when it cannot. A :class:`ResumeTracker`
 judges every delta: repeats are skipped, and a gap in ``seq`` (a lost delta)
 triggers a resubscription (WebSocket: unsubscribe and subscribe again on the
 same socket; SSE: a new request), so the application sees each seq once, in
-order, or a snapshot that replaces what it had.
+order, or a snapshot that replaces what it had. A WebSocket subscribe the
+service refuses over the token's rate limit is sent again on the same socket
+once its ``retry_after`` has passed.
 
 Errors that retrying cannot fix end the iteration by raising: a refused
 connection or subscription (ServiceError: 401, 403, ...), a subscription or
@@ -37,6 +39,7 @@ from syncd.client._http import ClientCore, error_from
 from syncd.client.config import ClientConfig
 from syncd.client.errors import MessageTooLargeError, service_error
 from syncd.client.resume import RECONNECT_BASE_S, RECONNECT_MAX_S, Backoff, ResumeTracker, Verdict
+from syncd.client.retry import RETRY_AFTER_MAX_S
 from syncd.client.sse import (
     END,
     MAX_EVENT_BYTES,
@@ -188,6 +191,8 @@ class _ResumingStream(ABC):
         kind = message.get("kind")
         if kind == "error":
             code = str(message.get("error", "error"))
+            if code == "rate_limited" and self._subscribe_later(message):
+                return
             if code in _RETRY_CODES:
                 await self._lost()
                 return
@@ -233,6 +238,11 @@ class _ResumingStream(ABC):
     @abstractmethod
     async def _disconnect(self) -> None: ...
 
+    def _subscribe_later(self, message: Delta) -> bool:
+        """A subscribe refused ``rate_limited`` (``message``): True when it
+        will be sent again on this connection, False to reconnect instead."""
+        return False
+
 
 class Subscription(_ResumingStream):
     """Deltas of several CRDTs over one WebSocket (binary msgpack frames)::
@@ -255,6 +265,35 @@ class Subscription(_ResumingStream):
         self._max_message_bytes = max_message_bytes
         self._open_timeout = open_timeout_s if open_timeout_s is not None else client.timeout
         self._ws: ClientConnection | None = None
+        self._later: dict[str, float] = {}
+        """Ids whose subscribe met the token's rate limit -> when (loop time)
+        to send it again. The server changed nothing for them, and a reconnect
+        would send every subscribe at once again: with more ids than the limit
+        allows per second, for ever."""
+
+    def _subscribe_later(self, message: Delta) -> bool:
+        crdt_id = message.get("id")
+        if not isinstance(crdt_id, str) or crdt_id not in self.ids:
+            return False
+        wait = message.get("retry_after")
+        delay = 1.0
+        if isinstance(wait, int | float) and 0 < wait <= RETRY_AFTER_MAX_S:
+            delay = float(wait)
+        self._later[crdt_id] = asyncio.get_running_loop().time() + delay
+        return True
+
+    async def _subscribe_due(self) -> float | None:
+        """Send the subscribes whose wait is over; the seconds until the
+        next one is due (None: none waits)."""
+        later = self._later
+        if not later:
+            return None
+        now = asyncio.get_running_loop().time()
+        for crdt_id, at in list(later.items()):
+            if at <= now:
+                del later[crdt_id]
+                await self._send(self._subscribe_message(crdt_id))
+        return max(min(later.values()) - now, 0.0) if later else None
 
     async def _connect(self) -> None:
         try:
@@ -300,7 +339,18 @@ class Subscription(_ResumingStream):
         if ws is None:
             raise _Lost("not connected")
         try:
-            frame = await ws.recv()
+            while True:
+                wait = await self._subscribe_due()
+                if wait is None:
+                    frame = await ws.recv()
+                    break
+                try:
+                    # Cancelling recv() loses nothing (websockets): the
+                    # message waits for the next call.
+                    frame = await asyncio.wait_for(ws.recv(), wait)
+                    break
+                except TimeoutError:
+                    continue
         except ConnectionClosed as exc:
             if exc.sent is not None and exc.sent.code == CLOSE_TOO_BIG:
                 await self.aclose()
@@ -327,6 +377,7 @@ class Subscription(_ResumingStream):
             await self._lost()
 
     async def _disconnect(self) -> None:
+        self._later.clear()  # the next connection subscribes every id
         ws, self._ws = self._ws, None
         if ws is not None:
             await ws.close()
