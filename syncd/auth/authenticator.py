@@ -6,7 +6,8 @@ The HTTP and WebSocket layers call, per request::
     auth.check_read(principal, crdt_id)                                # 403
     auth.check_write(principal, crdt_id, type_name, op_mask)           # 403
 
-and :meth:`Authenticator.rate_check` for every WebSocket op message.
+and :meth:`Authenticator.rate_check` for every WebSocket op and subscribe
+message.
 
 Verifying an ed25519 signature costs ~140 us, far more than everything else
 here, so verified tokens are kept in a bounded LRU cache keyed by the token
@@ -275,7 +276,7 @@ class Authenticator:
         return principal
 
     def rate_check(self, principal: Principal) -> None:
-        """Count one request (HTTP request or WebSocket op); 429 over the limit."""
+        """Count one request (HTTP request, WebSocket op or subscribe); 429 over the limit."""
         if principal.rate_key is None or principal.rate_limit is None:
             return
         retry_after = self.rate_limiter.hit(principal.rate_key, principal.rate_limit)
