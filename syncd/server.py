@@ -72,7 +72,11 @@ class Server:
         self._port = settings.port
         self._stopped = asyncio.Event()
         self._hurry = asyncio.Event()
-        """A second SIGTERM/SIGINT: the rest of the drain is skipped."""
+        """A second SIGTERM/SIGINT during the drain: the rest of it is skipped."""
+        self._closing = False
+        """Past the drain: a stop signal now cuts the shutdown's waits short."""
+        self._cut_short = asyncio.Event()
+        """A stop signal during the shutdown: no more waiting for anyone."""
         self.notifier = Notifier()
         self.certificates: Certificates | None = None
         if settings.tls_cert is not None and settings.tls_key is not None:
@@ -115,28 +119,42 @@ class Server:
         self.notifier.start_watchdog()
 
     def request_stop(self) -> None:
-        """SIGTERM or SIGINT: the first stops the server; another one after it
-        ends the drain at once (an operator who signals again is in a hurry)."""
-        if self._stopped.is_set():
+        """SIGTERM or SIGINT: the first stops the server; another one during
+        the drain ends the drain at once, and one during the shutdown after it
+        ends the shutdown's waits (an operator who signals again is in a
+        hurry; uvicorn's second Ctrl-C). The store is closed either way."""
+        if not self._stopped.is_set():
+            self._stopped.set()
+        elif not self._closing:
             if not self._hurry.is_set():
                 log.info("second stop signal: no more drain")
             self._hurry.set()
-            return
-        self._stopped.set()
+        elif not self._cut_short.is_set():
+            log.warning(
+                "another stop signal: the shutdown waits no longer for in-flight"
+                " requests, WebSocket closes or webhook deliveries"
+            )
+            self._cut_short.set()
+            if self.app.webhooks is not None:
+                self.app.webhooks.cut_short()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 
     async def shutdown(self) -> None:
-        """Drain (serve on, not ready), then stop accepting, let in-flight
-        requests finish up to the deadline, flush storage."""
+        """Drain (serve on, not ready, each answer closing its connection),
+        then stop accepting, let in-flight requests finish up to the deadline
+        (or until another stop signal), flush storage."""
         self.notifier.stopping()
         self.notifier.stop_watchdog()
         # /health/ready is 503 from here on, on every connection, those open
         # before the signal included: nothing may call the node ready again.
         self.app.stopping = True
-        await self._drain()
         ctx = self.ctx
+        # And every answer from here on closes its connection (ServerContext.draining).
+        ctx.draining = True
+        await self._drain()
+        self._closing = True
         ctx.closing = True
         if self._server is not None:
             self._server.close()
@@ -147,26 +165,64 @@ class Server:
                 other.shutdown()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.shutdown_timeout_s
+        cut_short = self._cut_short
         while (
-            any(c.busy for c in ctx.connections) or ctx.other_connections
-        ) and loop.time() < deadline:
+            (any(c.busy for c in ctx.connections) or ctx.other_connections)
+            and loop.time() < deadline
+            and not cut_short.is_set()
+        ):
             await asyncio.sleep(SHUTDOWN_POLL_S)
+        if cut_short.is_set():
+            self._cut_connections()
         for conn in list(ctx.connections):
             conn._close()
         # Closed WebSocket sessions write their presence leaves; the store
         # must still be open for them.
-        await wait_background(max(0.0, deadline - loop.time()))
+        waiting = asyncio.ensure_future(wait_background(max(0.0, deadline - loop.time())))
+        cut = asyncio.ensure_future(cut_short.wait())
+        await asyncio.wait((waiting, cut), return_when=asyncio.FIRST_COMPLETED)
+        cut.cancel()
+        if not waiting.done():
+            waiting.cancel()
+            log.warning(
+                "shutdown cut short: disconnect ops of closed WebSocket sessions not awaited"
+            )
+        # Not cut short: it flushes the store, and acknowledged writes must stay
+        # durable (the webhook drain in it ends early, see request_stop).
         await self.app.close()
         log.info("syncd stopped")
+
+    def _cut_connections(self) -> None:
+        """The shutdown was cut short: say what is dropped, and drop it."""
+        ctx = self.ctx
+        busy = sum(1 for c in ctx.connections if c.busy)
+        others = list(ctx.other_connections)
+        if busy or others:
+            log.warning(
+                "shutdown cut short: %d requests in flight and %d WebSocket connections"
+                " waiting for their close handshake closed at once",
+                busy,
+                len(others),
+            )
+        for other in others:
+            # Their close frame (1001) is sent already; only the peer's answer is not awaited.
+            with contextlib.suppress(Exception):
+                other.transport.abort()
 
     async def _drain(self) -> None:
         """Serve everything as before for ``shutdown_drain_s`` (new connections
         too) while /health/ready says 503: time for a load balancer that checks
-        it to take the node out before the listener closes under its clients."""
+        it to take the node out before the listener closes under its clients.
+        HTTP answers carry ``Connection: close`` meanwhile, so keep-alive
+        clients move to other nodes one request at a time; WebSockets stay."""
         drain = self.settings.shutdown_drain_s
         if drain <= 0 or self._hurry.is_set():
             return
-        log.info("draining for %g s: /health/ready answers 503, everything else is served", drain)
+        log.info(
+            "draining for %g s: /health/ready answers 503, everything else is served"
+            " (answers close their connections)",
+            drain,
+        )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._hurry.wait(), drain)
 

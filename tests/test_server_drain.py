@@ -1,11 +1,16 @@
 """SERVICE_SHUTDOWN_DRAIN_S on a real ``syncd`` process: after SIGTERM the node
 serves on (new connections too) while /health/ready answers 503 ``draining``,
-then shuts down as before; a second signal ends the drain. Also the setting's
-validation, and the systemd unit's stop timeout that must cover it."""
+each answer closing its connection (WebSockets stay), then shuts down as
+before; a second signal ends the drain, and one during the shutdown ends its
+waits. Also the setting's validation, and the systemd unit's stop timeout that
+must cover it."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
+import os
 import re
 import signal
 import socket
@@ -13,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+import msgpack
 import pytest
 
 from syncd.config import (
@@ -22,8 +29,12 @@ from syncd.config import (
     ConfigError,
     from_env,
 )
+from syncd.ws.framing import CLOSE_GOING_AWAY
 from tests.conftest import ADMIN
+from tests.http.support import issue, op
 from tests.http.test_openapi import answer_schema, check
+from tests.webhooks.test_webhooks_shutdown import SlowReceiver
+from tests.ws.support import RawWs, client_frame, close_code, parse_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 READY = b"GET /health/ready HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -43,6 +54,8 @@ class Conn:
     def __init__(self, port: int) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.buffer = b""
+        self.headers: dict[str, str] = {}
+        """The last answer's headers, names in lower case."""
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -52,11 +65,11 @@ class Conn:
             self._read()
         head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
-        length = 0
+        self.headers = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
-            if name.strip().lower() == "content-length":
-                length = int(value)
+            self.headers[name.strip().lower()] = value.strip()
+        length = int(self.headers.get("content-length", "0"))
         while len(self.buffer) < length:
             self._read()
         body, self.buffer = self.buffer[:length], self.buffer[length:]
@@ -65,6 +78,39 @@ class Conn:
     def ask(self, request: bytes) -> tuple[int, dict[str, Any]]:
         self.send(request)
         return self.response()
+
+    def closed_after_answer(self) -> bool:
+        """The last answer said ``Connection: close``, and then the server
+        closed the connection (nothing more came before its FIN)."""
+        if self.headers.get("connection", "").lower() != "close" or self.buffer:
+            return False
+        try:
+            return self.sock.recv(65536) == b""
+        except ConnectionResetError:
+            return True
+
+    def upgrade(self) -> bytes:
+        """Switch to a WebSocket on the native endpoint; the 101 head."""
+        key = base64.b64encode(os.urandom(16))
+        self.send(
+            b"GET /v1/namespaces/demo/ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: "
+            + key
+            + f"\r\nAuthorization: Bearer {ADMIN}\r\n\r\n".encode()
+        )
+        while b"\r\n\r\n" not in self.buffer:
+            self._read()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        return head
+
+    def frame(self) -> tuple[int, bytes]:
+        """The next WebSocket frame from the server: (opcode, payload)."""
+        buffer = bytearray(self.buffer)
+        while (frame := parse_frame(buffer)) is None:
+            self._read()
+            buffer = bytearray(self.buffer)
+        self.buffer = bytes(buffer)
+        return frame
 
     def close(self) -> None:
         self.sock.close()
@@ -97,23 +143,42 @@ def test_sigterm_drains_serving_everything_but_readiness_then_exits(
     wait_for(notify, "READY=1")
     held = Conn(server.port)  # open before the signal, kept alive through it
     assert held.ask(READY)[0] == 200
+    assert "connection" not in held.headers  # kept alive before the signal
     in_flight = Conn(server.port)
     in_flight.send(READY[:-2])  # the head is not complete yet when the signal comes
+    ws = Conn(server.port)  # a WebSocket open before the signal
+    assert ws.upgrade().startswith(b"HTTP/1.1 101")
     time.sleep(0.05)
     signalled = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     wait_for(notify, "STOPPING=1")  # at the drain's start, not after it
 
+    # Every answer during the drain closes its connection (keep-alive clients
+    # move to other nodes one by one), and every request is served.
     in_flight.send(b"\r\n")
     fresh = Conn(server.port)  # a new connection is still taken
-    fresh.send(READY + LIVE)  # pipelined
-    for conn in (in_flight, held, fresh):
-        status, body = conn.ask(READY) if conn is held else conn.response()
+    fresh.send(READY + LIVE)  # pipelined: the second one is never answered here
+    for conn in (in_flight, fresh):
+        status, body = conn.response()
         assert (status, body["status"]) == (503, "draining"), body
         check(body, answer_schema("/health/ready", "get", 503))  # as syncd/openapi.json says
-    assert fresh.response() == (200, {"status": "live"})
+        assert conn.closed_after_answer(), conn.headers
     status, body = held.ask(ISSUE_TOKEN)  # real work goes on
     assert status == 200 and body["token"]
+    assert held.closed_after_answer(), held.headers
+    live = Conn(server.port)
+    assert live.ask(LIVE) == (200, {"status": "live"})
+    assert live.closed_after_answer(), live.headers
+    # The WebSocket is left alone during the drain ...
+    ws.send(client_frame(0x2, msgpack.packb({"kind": "ping"})))
+    opcode, payload = ws.frame()
+    assert (opcode, msgpack.unpackb(payload)) == (0x2, {"kind": "pong"})
+    assert time.monotonic() - signalled < 1.0  # (all of the above was within the drain)
+    # ... and closed as going away at the shutdown after it.
+    opcode, payload = ws.frame()
+    assert (opcode, close_code(payload)) == (0x8, CLOSE_GOING_AWAY)
+    assert time.monotonic() - signalled >= 1.0
+    ws.send(client_frame(0x8, payload))  # the close handshake's answer: no waiting for it
 
     assert server.proc.wait(10) == 0
     took = time.monotonic() - signalled
@@ -121,7 +186,7 @@ def test_sigterm_drains_serving_everything_but_readiness_then_exits(
     assert "draining for 1 s" in server.log() and "syncd stopped" in server.log()
     with pytest.raises(OSError):
         Conn(server.port)
-    for conn in (held, in_flight, fresh):
+    for conn in (held, in_flight, fresh, live, ws):
         conn.close()
     notify.close()
 
@@ -141,6 +206,74 @@ def test_a_second_signal_ends_the_drain(spawn_server: Any) -> None:
     assert time.monotonic() - hurried < 5
     assert "second stop signal" in server.log() and "syncd stopped" in server.log()
     conn.close()
+
+
+@pytest.mark.parametrize(
+    "mute_websocket", [True, False], ids=["closing-websockets", "delivering-webhooks"]
+)
+async def test_another_signal_during_the_shutdown_ends_its_waits(
+    spawn_server: Any, tmp_path: Path, mute_websocket: bool
+) -> None:
+    """The shutdown after the drain waits for WebSocket close handshakes (up to
+    5 s for a peer that never answers), then for the webhook drain (60 s here,
+    the receiver never answers): another signal during either ends them all at
+    once, the store is still closed cleanly, and every acknowledged op is there
+    after a restart."""
+    receiver = await SlowReceiver(delay=3600).start()
+    loop = asyncio.get_running_loop()
+    try:
+        server = spawn_server(
+            {"SERVICE_WEBHOOK_URL": receiver.url, "SERVICE_WEBHOOK_DRAIN_S": "60"}
+        )
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            h = await issue(client)
+            for _ in range(10):
+                r = await op(client, h, "gc:n", {"op": "increment", "amount": 1})
+                assert r.status_code == 200
+        # Never answers the server's close frame.
+        mute = await RawWs.connect(server) if mute_websocket else None
+        server.proc.send_signal(signal.SIGTERM)
+        # The listener closes once the shutdown proper has begun.
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            except OSError:
+                break
+            writer.close()
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        if mute is not None:
+            opcode, payload = await mute.frame()
+            assert (opcode, close_code(payload)) == (0x8, CLOSE_GOING_AWAY)
+        await asyncio.sleep(0.3)  # into the wait (the handshake's, or the webhooks')
+        hurried = time.monotonic()
+        server.proc.send_signal(signal.SIGINT)
+        code = await loop.run_in_executor(None, server.proc.wait, 10)
+        took = time.monotonic() - hurried
+        assert code == 0, server.log()
+        assert took < 3, took  # neither the 5 s close timeout nor the 60 s of webhooks
+        log = server.log()
+        assert "another stop signal" in log, log
+        if mute is not None:
+            assert "1 WebSocket connections waiting for their close handshake" in log, log
+            assert await mute.eof()
+            mute.close()
+        assert "webhooks: 10 events not delivered at shutdown (the drain was cut short" in log
+        assert "syncd stopped" in log, log
+        # The store was closed cleanly: its key directory table is written at
+        # a clean stop only (syncd/store/embedded/hint.py), not after a kill.
+        assert (tmp_path / "data" / "history" / "index.hint").exists()
+
+        again = spawn_server()  # the same data directory
+        async with httpx.AsyncClient(base_url=again.url) as client:
+            h = await issue(client)
+            r = await client.get("/v1/namespaces/app/crdts/gc:n", headers=h)
+            assert r.status_code == 200, r.text
+            assert r.json()["value"] == 10, r.json()
+        assert again.terminate() == 0
+    finally:
+        await receiver.close()
 
 
 @pytest.mark.parametrize(

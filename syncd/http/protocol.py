@@ -22,15 +22,17 @@ runs, and while a stream is open, there is none. While the peer does not read wh
 paused), the deadline is the send timeout, and past it the connection is
 aborted; a closing connection whose answer is still unsent gets the same bound.
 
-Closing: an answer with ``Connection: close`` is followed by a half-close, not
-a close. The peer may still be sending (the rest of a body refused with 413,
-pipelined requests), and closing a socket with unread input sends a RST that
-can make the peer's stack throw our answer away before its client reads it.
-So we send FIN, discard what still arrives, and close at the peer's EOF, once
-it has sent nothing for ``LINGER_IDLE_S``, or ``LINGER_TOTAL_S`` after the
-answer whatever it sends (nginx's lingering close). The bounds are on time,
-not bytes: a client uploading a body far over the limit must be able to send
-all of it and then read its 413.
+Closing: an answer carries ``Connection: close`` when the client asked for it,
+after a parse error, and from the first stop signal on
+(``ServerContext.draining``: one attribute check per answer). It is followed
+by a half-close, not a close. The peer may still be sending (the rest of a
+body refused with 413, pipelined requests), and closing a socket with unread
+input sends a RST that can make the peer's stack throw our answer away before
+its client reads it. So we send FIN, discard what still arrives, and close at
+the peer's EOF, once it has sent nothing for ``LINGER_IDLE_S``, or
+``LINGER_TOTAL_S`` after the answer whatever it sends (nginx's lingering
+close). The bounds are on time, not bytes: a client uploading a body far over
+the limit must be able to send all of it and then read its 413.
 
 Backpressure: when the transport's write buffer passes its high-water mark,
 reading pauses until it drains; ``connection_lost`` wakes every writer waiting
@@ -147,7 +149,14 @@ class ServerContext:
         """Connections answered 503 at accept and lingering (MAX_REFUSED_LINGERING)."""
         self.other_connections: set[Any] = set()
         """Upgraded (WebSocket) connections, counted against max_connections."""
+        self.draining = False
+        """From the first stop signal on (the drain, then the shutdown): every
+        answer carries ``Connection: close`` and its connection closes after
+        it, so keep-alive clients reconnect elsewhere one by one during the
+        drain rather than all at once when the listener closes (Envoy's and
+        nginx's drain). Streams and WebSockets are left as they are."""
         self.closing = False
+        """The shutdown proper: new connections and upgrades are refused."""
 
     @property
     def connection_count(self) -> int:
@@ -430,7 +439,7 @@ class HttpProtocol(asyncio.Protocol):
     ) -> None:
         ctx = self._ctx
         if keep_alive is None:
-            keep_alive = request is not None and request.keep_alive and not ctx.closing
+            keep_alive = request is not None and request.keep_alive and not ctx.draining
         extra: Headers = ()
         if request is not None and ctx.extra_headers is not None:
             extra = ctx.extra_headers(request)

@@ -131,6 +131,8 @@ class WebhookDispatcher:
         self._workers: list[asyncio.Task[None]] = []
         self._in_flight = 0
         self._closed = False
+        self._cut_short = asyncio.Event()
+        """Set by :meth:`cut_short`: close() waits for no delivery."""
         self._last_drop_log = -DROP_LOG_INTERVAL
         self._drops_unlogged = 0
         # Unique across nodes and restarts: a random per-process prefix, then a counter.
@@ -240,11 +242,15 @@ class WebhookDispatcher:
             return
         self._closed = True
         if self._workers and (self._queue.qsize() or self._in_flight):
+            joined = asyncio.ensure_future(self._queue.join())
+            cut = asyncio.ensure_future(self._cut_short.wait())
             try:
-                async with asyncio.timeout(drain_timeout):
-                    await self._queue.join()
-            except TimeoutError:
-                pass
+                await asyncio.wait(
+                    (joined, cut), timeout=drain_timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                joined.cancel()
+                cut.cancel()
         # Counted before cancelling, while nothing else can run.
         lost = self._queue.qsize() + self._in_flight
         for task in self._workers:
@@ -257,7 +263,17 @@ class WebhookDispatcher:
         self._m_depth.set(0)
         if lost:
             self._m_dropped.inc(lost)
-            log.warning("webhooks: %d events not delivered at shutdown", lost)
+            log.warning(
+                "webhooks: %d events not delivered at shutdown%s",
+                lost,
+                " (the drain was cut short by a stop signal)" if self._cut_short.is_set() else "",
+            )
+
+    def cut_short(self) -> None:
+        """Another stop signal during the shutdown: :meth:`close` stops waiting
+        for deliveries now, or does not start to (what is left is dropped and
+        counted, as at the end of the drain)."""
+        self._cut_short.set()
 
     async def _work(self) -> None:
         while True:
