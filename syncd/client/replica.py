@@ -28,6 +28,7 @@ from syncd.client.errors import ClientError
 from syncd.client.stream import EventStream, Subscription
 from syncd.client.token import wall_clock_ms
 from syncd.crdt.base import Crdt
+from syncd.crdt.engine import replica_state
 from syncd.crdt.types import crdt_class, type_for_id
 
 log = logging.getLogger("syncd.client")
@@ -153,8 +154,14 @@ class Replica:
         return head
 
     def state(self) -> Any:
-        """The full mergeable state (as ``read_state`` shows it), or None."""
-        return None if self.crdt is None else self.crdt.state()
+        """The full mergeable state (as ``read_state`` shows it), or None.
+
+        The state a replica loads (:func:`syncd.crdt.engine.replica_state`):
+        a Yjs document's carries the updates that wait for their
+        dependencies (merged in, and listed under ``pending``). Its integrated
+        document alone would lose them wherever this state is loaded: the op
+        delta that lets one in carries only its dependency."""
+        return None if self.crdt is None else replica_state(self.crdt)
 
     # -- applying -------------------------------------------------------------
 

@@ -11,8 +11,10 @@ integrated when they do, exactly as in a browser (where Yrs alone would keep
 one waiting, the type applies it again: :meth:`YDoc._retry`).
 
 The read view is the whole document as one update plus its state vector
-(what a Yjs client needs to load it, or to ask for only what it lacks);
-:func:`root_view` gives a JSON view of one named root type. ``state()`` is the
+(what a Yjs client needs to load it, or to ask for only what it lacks),
+the updates that wait merged into that update as into a replica's
+(:meth:`YDoc.view`); :func:`root_view` gives a JSON view of one named root
+type, of the integrated document. ``state()`` is the
 merged document as one update, so snapshots hold the document, not the list
 of updates that built it; beside it a snapshot keeps the updates still
 waiting for their dependencies, each as it came (:meth:`YDoc.snapshot_state`:
@@ -525,8 +527,9 @@ class YDoc:
         update waits for its dependency gets it, as the peers connected when
         it came did, and integrates it when the dependency comes.
 
-        Here and in the state handed to a replica (:meth:`replica_state`)
-        alone: the state (:meth:`state`: the JSON reads, the measured size)
+        Here and in the state handed to a replica (:meth:`replica_state`,
+        and the read view's update) alone: the state (:meth:`state`: the
+        measured size)
         keeps the integrated document alone, and a snapshot keeps what waits
         beside it, not merged in (:meth:`snapshot_state`). Yrs does not
         always agree with itself on a damaged update: applied alone it can
@@ -547,7 +550,18 @@ class YDoc:
         return _merged(update, parts)
 
     def view(self, now_ms: int) -> dict[str, Any]:
-        return {"value": b64(self.encoded()), "state_vector": b64(self.state_vector())}
+        """``value``: the whole document as one update, with what Yrs holds
+        as pending merged in (as :meth:`replica_state` has it: the same
+        bytes), for a client that loads it and resumes from the read's seq
+        gets only the op deltas after it, and the one that lets a waiting
+        update in carries only its dependency. When nothing waits,
+        :meth:`encoded` itself, at the same cost. ``state_vector``: the
+        integrated document's (as Yjs's own leaves what it holds as pending
+        out); what a client asks for with it is sent again, harmlessly."""
+        update = self.encoded()
+        if self._pending is not None:
+            update = _merged(update, self._waiting())
+        return {"value": b64(update), "state_vector": b64(self.state_vector())}
 
     def state(self) -> JSON:
         self._fold()  # the snapshot's update is a good base to rebuild from
@@ -577,9 +591,10 @@ class YDoc:
         When nothing waits, :meth:`state` itself: the same bytes, at the same
         cost. Not for snapshots (they keep what waits apart only, as Yrs can
         disagree with itself on an update merged into a whole document: see
-        :meth:`diff`), nor for the JSON reads and the measured size (the
+        :meth:`diff`), nor for a root's JSON read and the measured size (the
         integrated document; the quotas count what waits apart,
-        :meth:`pending_bytes`)."""
+        :meth:`pending_bytes`). The read view's update is this one
+        (:meth:`view`)."""
         state = self.state()
         if self._pending is None:
             return state

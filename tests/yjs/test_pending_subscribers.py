@@ -144,13 +144,14 @@ async def test_a_crdt_format_read_then_the_deltas_after_it_gives_the_document(
         assert _text(view["value"]) == "hello world"
 
 
-async def test_the_state_lists_what_waits_and_the_json_reads_leave_it_out(
+async def test_the_state_lists_what_waits_and_a_root_read_leaves_it_out(
     server: RunningServer,
 ) -> None:
     """The state carries what waits twice: merged into its update (for a Yjs
     client) and under ``pending`` as it came (for a replica of the type), as
-    documented. The view (and a root's JSON) is the integrated document: what
-    waits is not in it until its dependency comes."""
+    documented. The view's update is the state's (tests/yjs/test_pending_view.py);
+    a root's JSON is the integrated document: what waits is not in it until
+    its dependency comes (_waiting)."""
     _, first, second = dependent_updates()
     async with httpx.AsyncClient(base_url=server.url) as client:
         headers, _ = await _waiting(client)
@@ -159,8 +160,8 @@ async def test_the_state_lists_what_waits_and_the_json_reads_leave_it_out(
         state = r.json()["state"]
         assert state["pending"] == [_b64(second)]
         view = (await client.get(CRDT, headers=headers)).json()
-        assert view["value"] != state["update"]
-        assert _text(view["value"], _b64(first)) == "hello"
+        assert view["value"] == state["update"]
+        assert _text(view["value"], _b64(first)) == "hello world"
         # Once it is integrated, nothing waits: the state is the update alone.
         await _write(client, headers, first)
         r = await client.get(f"{CRDT}?format=crdt", headers=headers)
