@@ -2270,8 +2270,18 @@ var CLASSES = {
   rga: RgaTypeReplica
 };
 var TYPES = Object.keys(CLASSES);
+function hasReplica(type) {
+  return Object.hasOwn(CLASSES, type);
+}
+function noReplicaError(id, type = "ydoc") {
+  return new SyncdError(
+    "no_replica",
+    `${id}: this client keeps no replica of a ${type} (a Yjs document): subscribe with replica: false (or leave it out) and apply each delta's Yjs update to a Y.Doc: a snapshot's state.update, an op's op.update (docs/yjs.md), or connect a y-websocket provider`
+  );
+}
 function createReplica(type, state = null) {
   const cls = CLASSES[type];
+  if (type === "ydoc") throw noReplicaError("createReplica", type);
   if (!cls) throw new TypeError(`unknown CRDT type ${JSON.stringify(type)}`);
   return new cls(state);
 }
@@ -2281,20 +2291,26 @@ function typeForId(id) {
 }
 
 // src/subscription.js
+var YDOC_PREFIX = "yd:";
 var Subscription = class extends Emitter {
   /**
    * @param {string} id
    * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void}} options
+   *   `replica`: keep a local replica (default: true, but none of a Yjs document;
+   *   true for a `yd:` id throws a SyncdError `no_replica`)
    */
-  constructor(id, { replica = true, resync }) {
+  constructor(id, { replica, resync }) {
     super();
+    if (replica === true && id.startsWith(YDOC_PREFIX)) throw noReplicaError(id);
     this.id = id;
     this.type = typeForId(id);
     this.seq = 0;
     this.epoch = null;
     this.synced = false;
-    this.replica = replica ? null : void 0;
-    this._wantReplica = replica;
+    this.replica = replica === false ? void 0 : null;
+    this._wantReplica = replica !== false;
+    this._askedReplica = replica === true;
+    this._toldNoReplica = false;
     this._resync = resync;
     this._resyncing = false;
     this.closed = false;
@@ -2338,16 +2354,31 @@ var Subscription = class extends Emitter {
     if (delta.type) this.type = delta.type;
     if (this._wantReplica) {
       if (verdict === "snapshot") {
-        this.replica = this.type ? createReplica(this.type, delta.state ?? null) : null;
+        this.replica = this._newReplica(delta.state ?? null);
       } else if (verdict === "deleted") {
-        this.replica = this.type ? createReplica(this.type, null) : null;
+        this.replica = this._newReplica(null);
       } else {
-        if (verdict === "first" || !this.replica) this.replica = createReplica(this.type, null);
-        this.replica.applyDelta(delta.op);
+        if (verdict === "first" || !this.replica) this.replica = this._newReplica(null);
+        this.replica?.applyDelta(delta.op);
       }
     }
     this.emit("delta", delta, verdict);
     this.emit("change", { delta, verdict, seq: this.seq, epoch: this.epoch });
+  }
+  /**
+   * A replica of this id's type from `state`, or null: while the type is
+   * unknown, and for a Yjs document (its deltas are passed on alone, to be
+   * applied to a Y.Doc). Throwing there instead made the transports resync
+   * for ever: every snapshot threw again.
+   */
+  _newReplica(state) {
+    if (!this.type) return null;
+    if (hasReplica(this.type)) return createReplica(this.type, state);
+    if (this._askedReplica && !this._toldNoReplica) {
+      this._toldNoReplica = true;
+      this.emit("error", noReplicaError(this.id, this.type));
+    }
+    return null;
   }
   /** The transport reported an error for this id (e.g. forbidden). */
   handleError(error) {
@@ -2427,7 +2458,8 @@ var EventStream = class extends Emitter {
     this._ES = ES;
     this._fetch = config.fetch ?? globalThis.fetch?.bind(globalThis);
     this.subscription = new Subscription(id, {
-      replica: options.replica ?? true,
+      replica: options.replica,
+      // default: one, but none of a Yjs document (Subscription)
       // Resync on SSE: reopen the stream (with since, unless starting over).
       resync: (sub, fresh) => {
         if (fresh) {
@@ -3320,7 +3352,8 @@ var SyncSocket = class extends Emitter {
     checkId(id);
     if (this._subs.has(id)) throw new Error(`already subscribed to ${id}`);
     const sub = new Subscription(id, {
-      replica: options.replica ?? true,
+      replica: options.replica,
+      // default: one, but none of a Yjs document (Subscription)
       resync: (s, fresh) => this._resync(s, fresh)
     });
     if (options.onChange) sub.on("change", options.onChange);

@@ -207,6 +207,7 @@ export interface Replica {
   applyDelta(op: Record<string, any>): void;
   view(nowMs?: number): { value: unknown; [extra: string]: unknown };
 }
+/** Throws a SyncdError `no_replica` for a `ydoc`: a Y.Doc is its replica (docs/yjs.md). */
 export function createReplica(type: ReplicaType, state?: unknown): Replica;
 /** The replica type an id's prefix fixes, or null (for `yd:` ids too: no replica). */
 export function typeForId(id: string): ReplicaType | null;
@@ -232,6 +233,7 @@ export class Subscription extends Emitter {
   epoch: string | null;
   /** Whether a snapshot or replay arrived since the last (re)connect. */
   synced: boolean;
+  /** undefined: none asked for; null: none yet, or none of this type (a `ydoc`). */
   replica: Replica | null | undefined;
   closed: boolean;
   view(nowMs?: number): { value: unknown; [extra: string]: unknown } | null;
@@ -258,7 +260,13 @@ export interface SocketOptions {
   WebSocket?: unknown;
 }
 export interface SubscribeOptions {
-  /** Keep a local replica (default true). */
+  /**
+   * Keep a local replica (default true). A Yjs document (`ydoc`) has none:
+   * `replica` stays null and its deltas are passed on, for their Yjs updates
+   * (a snapshot's `state.update`, an op's `op.update`) to go to a Y.Doc.
+   * `true` for a `yd:` id throws a SyncdError `no_replica`; for an id that
+   * turns out a ydoc, that error comes once on `error`, and the deltas still do.
+   */
   replica?: boolean;
   onChange?: (event: ChangeEvent) => void;
   onDelta?: (delta: Delta, verdict: Verdict) => void;

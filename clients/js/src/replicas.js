@@ -3,6 +3,7 @@
 // view of docs/data-model.md#reading out. Each mirrors the server's type in syncd/crdt.
 
 import { canonicalJson, compareCodePoints } from './canonical.js';
+import { SyncdError } from './errors.js';
 import { RgaReplica } from './rga.js';
 
 const sum = (m) => Object.values(m).reduce((a, b) => a + b, 0);
@@ -226,9 +227,29 @@ const CLASSES = {
 
 export const TYPES = Object.keys(CLASSES);
 
+/** Whether this client keeps replicas of `type` (not of a `ydoc`: see noReplicaError). */
+export function hasReplica(type) {
+  return Object.hasOwn(CLASSES, type);
+}
+
+/**
+ * The error for a replica of `id`, a Yjs document: Yjs is its replica (a
+ * Y.Doc applies its updates, and keeps those that wait for their
+ * dependencies), and this client does not depend on Yjs.
+ */
+export function noReplicaError(id, type = 'ydoc') {
+  return new SyncdError(
+    'no_replica',
+    `${id}: this client keeps no replica of a ${type} (a Yjs document): subscribe with replica: false ` +
+      "(or leave it out) and apply each delta's Yjs update to a Y.Doc: a snapshot's state.update, an op's op.update " +
+      '(docs/yjs.md), or connect a y-websocket provider',
+  );
+}
+
 /** A replica of `type` from a snapshot `state` (null: the empty CRDT). */
 export function createReplica(type, state = null) {
   const cls = CLASSES[type];
+  if (type === 'ydoc') throw noReplicaError('createReplica', type);
   if (!cls) throw new TypeError(`unknown CRDT type ${JSON.stringify(type)}`);
   return new cls(state);
 }

@@ -118,7 +118,7 @@ export class EventStream extends Emitter {
     this._ES = ES;
     this._fetch = config.fetch ?? globalThis.fetch?.bind(globalThis);
     this.subscription = new Subscription(id, {
-      replica: options.replica ?? true,
+      replica: options.replica, // default: one, but none of a Yjs document (Subscription)
       // Resync on SSE: reopen the stream (with since, unless starting over).
       resync: (sub, fresh) => {
         if (fresh) {

@@ -4,23 +4,33 @@
 
 import { Emitter } from './emitter.js';
 import { advance, classifyDelta, resumeFields } from './stream.js';
-import { createReplica, typeForId } from './replicas.js';
+import { createReplica, hasReplica, noReplicaError, typeForId } from './replicas.js';
+
+/** The id prefix of a Yjs document, of which this client keeps no replica. */
+const YDOC_PREFIX = 'yd:';
 
 export class Subscription extends Emitter {
   /**
    * @param {string} id
    * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void}} options
+   *   `replica`: keep a local replica (default: true, but none of a Yjs document;
+   *   true for a `yd:` id throws a SyncdError `no_replica`)
    */
-  constructor(id, { replica = true, resync }) {
+  constructor(id, { replica, resync }) {
     super();
+    // Refused here, not at the first snapshot: asked for, it could never be.
+    if (replica === true && id.startsWith(YDOC_PREFIX)) throw noReplicaError(id);
     this.id = id;
     this.type = typeForId(id);
     this.seq = 0;
     this.epoch = null;
     /** Whether a snapshot or replay has arrived since (re)subscribing. */
     this.synced = false;
-    this.replica = replica ? null : undefined;
-    this._wantReplica = replica;
+    this.replica = replica === false ? undefined : null;
+    this._wantReplica = replica !== false;
+    /** Asked for explicitly: an id that turns out a ydoc is then an error (once). */
+    this._askedReplica = replica === true;
+    this._toldNoReplica = false;
     this._resync = resync;
     this._resyncing = false;
     this.closed = false;
@@ -69,16 +79,32 @@ export class Subscription extends Emitter {
     if (delta.type) this.type = delta.type;
     if (this._wantReplica) {
       if (verdict === 'snapshot') {
-        this.replica = this.type ? createReplica(this.type, delta.state ?? null) : null;
+        this.replica = this._newReplica(delta.state ?? null);
       } else if (verdict === 'deleted') {
-        this.replica = this.type ? createReplica(this.type, null) : null;
+        this.replica = this._newReplica(null);
       } else {
-        if (verdict === 'first' || !this.replica) this.replica = createReplica(this.type, null);
-        this.replica.applyDelta(delta.op);
+        if (verdict === 'first' || !this.replica) this.replica = this._newReplica(null);
+        this.replica?.applyDelta(delta.op);
       }
     }
     this.emit('delta', delta, verdict);
     this.emit('change', { delta, verdict, seq: this.seq, epoch: this.epoch });
+  }
+
+  /**
+   * A replica of this id's type from `state`, or null: while the type is
+   * unknown, and for a Yjs document (its deltas are passed on alone, to be
+   * applied to a Y.Doc). Throwing there instead made the transports resync
+   * for ever: every snapshot threw again.
+   */
+  _newReplica(state) {
+    if (!this.type) return null;
+    if (hasReplica(this.type)) return createReplica(this.type, state);
+    if (this._askedReplica && !this._toldNoReplica) {
+      this._toldNoReplica = true;
+      this.emit('error', noReplicaError(this.id, this.type));
+    }
+    return null;
   }
 
   /** The transport reported an error for this id (e.g. forbidden). */

@@ -332,7 +332,7 @@ export class SyncSocket extends Emitter {
     checkId(id);
     if (this._subs.has(id)) throw new Error(`already subscribed to ${id}`);
     const sub = new Subscription(id, {
-      replica: options.replica ?? true,
+      replica: options.replica, // default: one, but none of a Yjs document (Subscription)
       resync: (s, fresh) => this._resync(s, fresh),
     });
     if (options.onChange) sub.on('change', options.onChange);
