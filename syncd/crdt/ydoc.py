@@ -552,12 +552,13 @@ class YDoc:
     def view(self, now_ms: int) -> dict[str, Any]:
         """``value``: the whole document as one update, with what Yrs holds
         as pending merged in (as :meth:`replica_state` has it: the same
-        bytes), for a client that loads it and resumes from the read's seq
-        gets only the op deltas after it, and the one that lets a waiting
-        update in carries only its dependency. When nothing waits,
-        :meth:`encoded` itself, at the same cost. ``state_vector``: the
-        integrated document's (as Yjs's own leaves what it holds as pending
-        out); what a client asks for with it is sent again, harmlessly."""
+        bytes). A client that loads it and resumes from the read's seq gets
+        only the op deltas after it, and the one that lets a waiting update
+        in carries only its dependency: without it merged in here, that
+        client would never have it. When nothing waits, :meth:`encoded`
+        itself, at the same cost. ``state_vector``: the integrated
+        document's (as Yjs's own leaves what it holds as pending out); what
+        a client asks for with it is sent again, harmlessly."""
         update = self.encoded()
         if self._pending is not None:
             update = _merged(update, self._waiting())
