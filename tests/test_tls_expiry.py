@@ -222,7 +222,7 @@ def test_the_dates_read_are_those_of_the_first_certificate(pki: Pki, tmp_path: P
     for text in ("", "not a certificate\n"):
         nothing = tmp_path / "nothing.pem"
         nothing.write_text(text)
-        with pytest.raises(ValueError, match="nothing.pem: the first certificate cannot be"):
+        with pytest.raises(ValueError, match=r"nothing\.pem: the first certificate cannot be"):
             validity(nothing)
     broken = tmp_path / "broken.pem"
     broken.write_text("-----BEGIN CERTIFICATE-----\nMAMCAQE=\n-----END CERTIFICATE-----\n")
