@@ -35,10 +35,13 @@ meanwhile: the peer's step 1 must be answered from the whole document.
 
 Over the token's rate limit an update waits, and the owner stops reading the
 socket meanwhile: y-websocket cannot be told to slow down, so it is slowed
-down. A refused update closes the connection: 1007 for one that is
-malformed or too large (400/413), 4401 for an expired token, 1008 for
-another permission refused after the handshake, 1013 for a store that is
-unavailable, so the provider reconnects later and syncs by state vector.
+down. So does each step 1 of the peer's but the first (the join, which the
+upgrade or the Hocuspocus auth paid for): its answer may be the whole
+document, so it counts against the limit as an update does. A refused
+update closes the connection: 1007 for one that is malformed or too large
+(400/413), 4401 for an expired token, 1008 for another permission refused
+after the handshake, 1013 for a store that is unavailable, so the provider
+reconnects later and syncs by state vector.
 
 The channel's read ends at :attr:`YjsChannel.until` (the token's expiry, or
 earlier the end of the rules that grant it); the owner's expiry timer closes
@@ -75,6 +78,7 @@ from syncd.ws.framing import (
     CLOSE_BAD_DATA,
     CLOSE_INTERNAL_ERROR,
     CLOSE_NORMAL,
+    CLOSE_PROTOCOL_ERROR,
     CLOSE_TOKEN_EXPIRED,
 )
 from syncd.yjs.protocol import (
@@ -187,7 +191,7 @@ class Owner(Protocol):
 
     def hold_reading(self, held: bool) -> None:
         """Stop reading (True) until each such call is matched by a False: an
-        update waits for the token's rate limit."""
+        update or a step 1 waits for the token's rate limit."""
         ...
 
     @property
@@ -363,6 +367,60 @@ class YjsChannel(DeliverEach):
                 self._send_whole(doc, SYNC_UPDATE)
 
     def _answer_step1(self, state_vector: bytes) -> None:
+        """Answer the peer's step 1, each but the first counted against the
+        token's rate limit as an update is: over it, the answer waits and the
+        socket is not read meanwhile (y-websocket cannot be told to slow
+        down, and Hocuspocus has no refusal for a step 1). Each answer may be
+        the whole document, an encode of up to megabytes, so a peer repeating
+        step 1 must not be free; backpressure only bounds it by how fast the
+        peer reads.
+
+        The first is free: it is the join, which the y-websocket upgrade or
+        the Hocuspocus document's auth already counted (a joining provider
+        would otherwise pay twice, and with a limit of 1 wait a second to
+        sync). A new document on the socket is a new auth, counted."""
+        self._step1s += 1
+        if self._step1s == 1:
+            self._reply_step1(state_vector, first=True)
+            return
+        principal = self.principal
+        try:
+            self._ctx.auth.rate_check(principal)
+        except ApiError as exc:
+            if exc.status != 429:
+                raise
+            # Held before this message's handler returns, so nothing the
+            # peer sent after the step 1 overtakes its answer.
+            self._owner.hold_reading(True)
+            task = asyncio.get_running_loop().create_task(
+                self._reply_step1_within_rate(state_vector, principal, exc)
+            )
+            _tasks.add(task)
+            task.add_done_callback(_tasks.discard)
+            return
+        self._reply_step1(state_vector, first=False)
+
+    async def _reply_step1_within_rate(
+        self, state_vector: bytes, principal: Principal, refused: ApiError
+    ) -> None:
+        """A step 1 that met the rate limit: answered once it allows, as an
+        update waits (:meth:`_within_rate`, the same bounds); reading stays
+        held until then."""
+        try:
+            await asyncio.sleep(retry_after(refused))
+            await self._within_rate(principal)
+            if not self.closed:
+                self._reply_step1(state_vector, first=False)
+        except ApiError:
+            pass  # only a 429 once the connection closes: nothing goes out
+        except Exception:  # what the handler's own catch does for a step 1
+            log.exception("answering a Yjs step 1 failed")
+            if not self.closed:
+                self._owner.close(CLOSE_PROTOCOL_ERROR, "malformed y-websocket message")
+        finally:
+            self._owner.hold_reading(False)
+
+    def _reply_step1(self, state_vector: bytes, *, first: bool) -> None:
         """Our step 2 to the peer's step 1; with ``resync_step1``, after the
         first, our step 1 behind it. A Hocuspocus provider's ``forceSync()``
         (and ``forceSyncInterval``) sends a step 1 and counts one unsynced
@@ -370,8 +428,7 @@ class YjsChannel(DeliverEach):
         takes back: Hocuspocus's server follows every step 2 with its step 1.
         The first needs none: our opening sent one."""
         self._send_diff(state_vector)
-        self._step1s += 1
-        if self._resync_step1 and self._step1s > 1 and not self.closed:
+        if self._resync_step1 and not first and not self.closed:
             self._owner.send_message(self, sync_step1(self._state_vector()))
 
     def _send_diff(self, state_vector: bytes) -> None:

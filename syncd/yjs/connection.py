@@ -30,9 +30,10 @@ that skipped some sends the whole document as one update (Yjs merges what it
 has). A whole document (a fresh provider's step 2, that update) is one
 object shared with the other connections sent it, written in slices as the
 socket drains; deltas that come meanwhile wait behind it, up to the same
-bound (see :mod:`syncd.ws.base_connection`). Reading also stops while :data:`MAX_INFLIGHT_UPDATES` of the peer's
-updates await the store, while an update waits for the token's rate limit,
-and while a document is read from the store for a joining peer.
+bound (see :mod:`syncd.ws.base_connection`). Reading also stops while
+:data:`MAX_INFLIGHT_UPDATES` of the peer's updates await the store, while an
+update or a repeated step 1 waits for the token's rate limit, and while a
+document is read from the store for a joining peer.
 """
 
 from __future__ import annotations
