@@ -6,13 +6,17 @@ import datetime
 import ipaddress
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
+
+from tests.conftest import Subprocess
 
 
 @dataclass
@@ -22,17 +26,32 @@ class Pki:
     ca_cert: x509.Certificate
     root: Path
 
-    def issue(self, name: str, serial: int) -> tuple[Path, Path]:
-        key = ec.generate_private_key(ec.SECP256R1())
+    def issue(
+        self,
+        name: str,
+        serial: int | None = None,
+        *,
+        not_before: datetime.datetime | None = None,
+        not_after: datetime.datetime | None = None,
+        rsa_key: bool = False,
+    ) -> tuple[Path, Path]:
+        """A certificate for localhost (and 127.0.0.1) signed by the CA, and
+        its key: valid from a minute ago for a day unless dates are given;
+        an EC key, or an RSA one."""
+        key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+            rsa.generate_private_key(65537, 2048)
+            if rsa_key
+            else ec.generate_private_key(ec.SECP256R1())
+        )
         now = datetime.datetime.now(datetime.UTC)
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
             .issuer_name(self.ca_cert.subject)
             .public_key(key.public_key())
-            .serial_number(serial)
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
+            .serial_number(x509.random_serial_number() if serial is None else serial)
+            .not_valid_before(not_before or now - datetime.timedelta(minutes=1))
+            .not_valid_after(not_after or now + datetime.timedelta(days=1))
             .add_extension(
                 x509.SubjectAlternativeName(
                     [
@@ -85,3 +104,23 @@ def client_context(pki: Pki) -> ssl.SSLContext:
 def handshake(port: int, context: ssl.SSLContext) -> ssl.SSLSocket:
     raw = socket.create_connection(("127.0.0.1", port), timeout=5)
     return context.wrap_socket(raw, server_hostname="localhost")
+
+
+def start_tls(spawn_server: Any, cert: Path, key: Path, context: ssl.SSLContext) -> Subprocess:
+    """The real server on TLS with ``cert`` and ``key``, once it answers
+    /health/live to a client with ``context``."""
+    server: Subprocess = spawn_server(
+        {"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(key)}, ready=False
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        assert server.proc.poll() is None, server.log()
+        try:
+            with handshake(server.port, context) as tls:
+                tls.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+                if tls.recv(64).startswith(b"HTTP/1.1 200"):
+                    return server
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, server.log()
+        time.sleep(0.05)

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives import serialization
 
 from tests.conftest import ADMIN, Subprocess
 from tests.pki import Pki, client_context, handshake, make_pki
+from tests.pki import start_tls as pki_start_tls
 
 AUTH = {"authorization": f"Bearer {ADMIN}"}
 
@@ -35,21 +36,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 def start_tls(spawn_server: Any, pki: Pki, cert: Path, key: Path) -> Subprocess:
     """The real server on TLS, once it answers /health/live over HTTPS."""
-    server: Subprocess = spawn_server(
-        {"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(key)}, ready=False
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        assert server.proc.poll() is None, server.log()
-        try:
-            with handshake(server.port, client_context(pki)) as tls:
-                tls.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-                if tls.recv(64).startswith(b"HTTP/1.1 200"):
-                    return server
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, "the TLS server did not become ready"
-        time.sleep(0.05)
+    return pki_start_tls(spawn_server, cert, key, client_context(pki))
 
 
 def served_serial(port: int, pki: Pki) -> int:

@@ -6,7 +6,6 @@ The dates are read for every shape of PEM file a server is given."""
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import signal
 import ssl
 import time
@@ -16,14 +15,12 @@ from typing import Any
 import httpx
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
 from syncd.tls import EXPIRY_WARNING_DAYS, Validity, dates_warning, validity
 from tests.conftest import Subprocess
 from tests.pki import Pki, client_context, handshake, make_pki
+from tests.pki import start_tls as pki_start_tls
 
 GAUGE = "service_tls_certificate_expiry_timestamp_seconds"
 DAY = datetime.timedelta(days=1)
@@ -48,37 +45,7 @@ def issue(
     rsa_key: bool = False,
 ) -> tuple[Path, Path]:
     """A certificate for localhost signed by ``pki``'s CA, with these dates."""
-    key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
-        rsa.generate_private_key(65537, 2048)
-        if rsa_key
-        else ec.generate_private_key(ec.SECP256R1())
-    )
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(pki.ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .sign(pki.ca_key, hashes.SHA256())
-    )
-    cert_path, key_path = pki.root / f"{name}.crt", pki.root / f"{name}.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
+    return pki.issue(name, not_before=not_before, not_after=not_after, rsa_key=rsa_key)
 
 
 def unverified() -> ssl.SSLContext:
@@ -93,21 +60,7 @@ def unverified() -> ssl.SSLContext:
 def start_tls(spawn_server: Any, cert: Path, key: Path) -> Subprocess:
     """The real server on TLS, once it answers /health/live to a client that
     does not verify its certificate."""
-    server: Subprocess = spawn_server(
-        {"SERVICE_TLS_CERT": str(cert), "SERVICE_TLS_KEY": str(key)}, ready=False
-    )
-    deadline = time.monotonic() + 20
-    while True:
-        assert server.proc.poll() is None, server.log()
-        try:
-            with handshake(server.port, unverified()) as tls:
-                tls.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-                if tls.recv(64).startswith(b"HTTP/1.1 200"):
-                    return server
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, server.log()
-        time.sleep(0.05)
+    return pki_start_tls(spawn_server, cert, key, unverified())
 
 
 def exported_expiry(server: Subprocess) -> float | None:
