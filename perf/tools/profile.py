@@ -223,7 +223,7 @@ def profile_in_process(name: str, module: str, args: list[str], out_dir: Path) -
     return [out] if out.exists() else []
 
 
-MISSED = ("http", "http-h11", "batch", "durability", "restart", "rga-svelte")
+MISSED = ("http", "http-h11", "rga-svelte")
 """The workloads whose targets perf/RESULTS.md marks missed: ``--missed`` profiles them all
 into perf/profiles/ (``make profiles``), where perf/profiles/README.md reads them."""
 COMMITTED = ROOT / "perf" / "profiles"
