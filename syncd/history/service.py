@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from syncd.crdt.base import Base
 from syncd.crdt.engine import replica_state
+from syncd.crdt.presence import Presence
 from syncd.crdt.types import crdt_class
 from syncd.errors import ApiError, bad_request, not_found
 from syncd.history.reads import Writer, history_item, read_page
@@ -117,8 +118,22 @@ class HistoryService:
             # op deltas after seq (syncd.crdt.engine.replica_state).
             head["state"] = replica_state(crdt)
         else:
-            head.update(crdt.view(self._engine.now_ms()))
+            head.update(crdt.view(await self._time_of(ns, crdt_id, entry, seq, crdt)))
         return head
+
+    async def _time_of(self, ns: str, crdt_id: str, entry: Entry, seq: int, crdt: Crdt) -> int:
+        """The time a read right after op ``seq`` judged its view at: the
+        op's own (its record's ``ts``). Only a presence view depends on the
+        time (which entries were still live), so only it pays a history read:
+        judged now, a presence read of the past would show everyone of that
+        time as gone. The current time where the record is not retained (a
+        seq of 0, or only a checkpoint kept at it)."""
+        if not isinstance(crdt, Presence) or seq <= 0:
+            return self._engine.now_ms()
+        records, _ = await self._store.history(ns, crdt_id, entry.epoch, entry.seq, seq + 1, 1)
+        if records and records[0]["seq"] == seq:
+            return int(records[0]["ts"])
+        return self._engine.now_ms()
 
     async def restore(
         self,

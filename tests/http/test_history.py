@@ -68,6 +68,27 @@ async def test_at_seq_reads_the_state_right_after_that_op(client: httpx.AsyncCli
     assert full["seq"] == 3 and "runs" in full["state"]
 
 
+async def test_presence_at_a_seq_is_judged_at_that_op_s_time(client: httpx.AsyncClient) -> None:
+    """A read right after op SEQ judged who was live then: an entry that has
+    expired since is still there at its own seq, and gone at a later one
+    (judged now, every past entry read as expired)."""
+    h = await issue(client)
+    first = {"op": "update", "data": {"n": 1}, "ttl_ms": 1000}
+    assert (await op(client, h, "pr:room", first)).status_code == 200
+    await asyncio.sleep(1.2)  # past that entry's ttl_ms
+    other = await issue(client, client_id=8)
+    second = {"op": "update", "data": {"n": 2}, "ttl_ms": 60_000}
+    assert (await op(client, other, "pr:room", second)).status_code == 200
+    views = {}
+    for seq in (0, 1, 2):
+        r = await client.get(f"{BASE}/pr:room?at={seq}", headers=h)
+        assert r.status_code == 200, r.text
+        views[seq] = r.json()["value"]
+    assert views == {0: {}, 1: {"7": {"n": 1}}, 2: {"8": {"n": 2}}}
+    now = (await client.get(f"{BASE}/pr:room", headers=h)).json()["value"]
+    assert now == {"8": {"n": 2}}
+
+
 @pytest.mark.parametrize(
     ("query", "status", "code"),
     [
