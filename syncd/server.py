@@ -73,8 +73,6 @@ class Server:
         self._stopped = asyncio.Event()
         self._hurry = asyncio.Event()
         """A second SIGTERM/SIGINT during the drain: the rest of it is skipped."""
-        self._closing = False
-        """Past the drain: a stop signal now cuts the shutdown's waits short."""
         self._cut_short = asyncio.Event()
         """A stop signal during the shutdown: no more waiting for anyone."""
         self.notifier = Notifier()
@@ -125,7 +123,7 @@ class Server:
         hurry; uvicorn's second Ctrl-C). The store is closed either way."""
         if not self._stopped.is_set():
             self._stopped.set()
-        elif not self._closing:
+        elif not self.ctx.closing:  # still draining
             if not self._hurry.is_set():
                 log.info("second stop signal: no more drain")
             self._hurry.set()
@@ -154,8 +152,7 @@ class Server:
         # And every answer from here on closes its connection (ServerContext.draining).
         ctx.draining = True
         await self._drain()
-        self._closing = True
-        ctx.closing = True
+        ctx.closing = True  # past the drain: a stop signal now cuts the waits short
         if self._server is not None:
             self._server.close()
         for conn in list(ctx.connections):
