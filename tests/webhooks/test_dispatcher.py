@@ -19,6 +19,11 @@ from tests.webhooks.webhook_receiver import Certs, Receiver, sample
 
 MakeReceiver = Callable[..., Awaitable[Receiver]]
 FAST = (0.01, 0.01, 0.01)  # for tests that are not about the delays
+TIMER_EARLY_S = 0.002
+"""How early a loop timer may fire by the clock that stamps arrivals: asyncio
+runs a callback due within its clock resolution, and uvloop's timers count
+whole milliseconds (a 200 ms retry was seen arriving 199.99999 ms after the
+attempt it follows)."""
 
 
 def event(i: int = 1, **over: Any) -> dict[str, Any]:
@@ -211,7 +216,8 @@ async def test_two_failures_then_success_retry_after_200_and_400_ms(
     # What the dispatcher scheduled, in order: the first delay after the first
     # failure, the second after the second. Arrival times cannot bound this
     # from above (on a busy machine the loop runs late, so a gap can outgrow
-    # the next delay), but they can from below: the loop never runs early.
+    # the next delay), but they can from below: the loop runs early by no more
+    # than its timer resolution.
     scheduled = [
         int(m.group(1))
         for rec in caplog.records
@@ -220,8 +226,8 @@ async def test_two_failures_then_success_retry_after_200_and_400_ms(
     assert scheduled == [200, 400]
     gap1 = r.requests[1].at - r.requests[0].at
     gap2 = r.requests[2].at - r.requests[1].at
-    assert gap1 >= 0.2, gap1
-    assert gap2 >= 0.4, gap2
+    assert gap1 >= 0.2 - TIMER_EARLY_S, gap1
+    assert gap2 >= 0.4 - TIMER_EARLY_S, gap2
     assert deliveries(metrics, "retry") == 2
     assert deliveries(metrics, "failed") == 0
     assert dropped(metrics) == 0
