@@ -135,7 +135,11 @@ async function seed(expected) {
     const probe = await join();
     await sleep(PROBE_SETTLE_MS); // what follows its step 2 (a catch-up) arrives
     const bytes = probe.payloads[0].length;
-    const ok = textOf(probe.payloads) === expected;
+    // The step 2 alone must hold the document: a probe that joined while the
+    // server was still applying the writer's updates gets part of it in its
+    // step 2 and the rest as broadcasts, and its step 2 is then not the size
+    // of the document the storm's joiners will be sent.
+    const ok = textOf(probe.payloads.slice(0, 1)) === expected;
     probe.ws.terminate();
     if (ok) {
       // The writer stays: an in-memory server (Hocuspocus) unloads a document
