@@ -172,6 +172,9 @@ class HttptoolsParser:
         self._partial_bytes = 0
         self._length = -1
         """The current request's Content-Length once its head is read (-1: none)."""
+        self._trailer_bytes = -1
+        """Bytes of the current request's trailer fields; -1 while its head is
+        still being read (llhttp reports both through ``on_header``)."""
 
     # -- the interface -------------------------------------------------
 
@@ -373,6 +376,7 @@ class HttptoolsParser:
     def on_message_begin(self) -> None:
         self._in_message = True
         self._length = -1
+        self._trailer_bytes = -1
         self._url = b""
         self._headers = {}
         self._header_count = 0
@@ -387,6 +391,9 @@ class HttptoolsParser:
             raise _Refused(431, "request head too large")
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._trailer_bytes >= 0:
+            self._on_trailer(name, value)
+            return
         head_bytes = self._head_bytes + len(name) + len(value) + 4
         self._head_bytes = head_bytes
         if head_bytes > MAX_HEAD_BYTES:
@@ -411,7 +418,18 @@ class HttptoolsParser:
         else:
             headers[key] = text
 
+    def _on_trailer(self, name: bytes, value: bytes) -> None:
+        """A field of a chunked body's trailer section: dropped, as h11 drops
+        it. RFC 9110 6.5.1: trailers must not be merged into the header
+        section; merged, a trailer ``Authorization`` would authenticate a
+        request its head did not, and a trailer ``Host`` would be a duplicate.
+        Bounded like a head (h11 refuses a longer incomplete trailer section)."""
+        self._trailer_bytes += len(name) + len(value) + 4
+        if self._trailer_bytes > MAX_HEAD_BYTES:
+            raise _Refused(431, "request trailers too large")
+
     def on_headers_complete(self) -> None:
+        self._trailer_bytes = 0
         if self._body_only:
             held = self._held
             assert held is not None

@@ -1,0 +1,82 @@
+"""Shapes found by a differential run of the two parsers on the same bytes:
+each gets one answer whatever the parser (SERVICE_HTTP_PARSER)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from syncd.http.parser import MAX_HEAD_BYTES, NEED_DATA, ParseError
+from syncd.http.parsers import make_parser
+from syncd.http.request import Request
+from tests.conftest import ADMIN, RunningServer, open_raw, read_response
+
+PARSERS = ("h11", "httptools")
+
+
+def _chunked(trailers: bytes) -> bytes:
+    return (
+        b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3\r\nabc\r\n0\r\n" + trailers + b"\r\n"
+    )
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize(
+    "trailers",
+    [
+        b"X-T: 1\r\n",
+        b"Host: y\r\n",
+        b"Authorization: Bearer t\r\nContent-Type: text/plain\r\n",
+    ],
+    ids=["plain", "host", "authorization"],
+)
+def test_trailer_fields_are_not_headers(parser_name: str, trailers: bytes) -> None:
+    """RFC 9110 6.5.1: a trailer field is not merged into the header section."""
+    parser = make_parser(parser_name, 1000)
+    parser.feed(_chunked(trailers))
+    event = parser.next_event()
+    assert isinstance(event, Request), event
+    assert event.headers == {"host": "x", "transfer-encoding": "chunked"}
+    assert event.body == b"abc"
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize(
+    ("size", "status"), [(MAX_HEAD_BYTES - 1000, None), (2 * MAX_HEAD_BYTES, 431)]
+)
+def test_trailer_section_is_bounded(parser_name: str, size: int, status: int | None) -> None:
+    """A trailer section arriving piecemeal is bounded like a head (h11's
+    incomplete-event bound, the same number on llhttp's side)."""
+    data = _chunked(b"X-T: " + b"a" * size + b"\r\n")
+    parser = make_parser(parser_name, 1000)
+    event: object = NEED_DATA
+    for start in range(0, len(data), 1000):
+        parser.feed(data[start : start + 1000])
+        event = parser.next_event()
+        if event is not NEED_DATA:
+            break
+    if status is None:
+        assert isinstance(event, Request), event
+    else:
+        assert isinstance(event, ParseError) and event.status == status, event
+
+
+async def test_trailer_authorization_does_not_authenticate(server: RunningServer) -> None:
+    """An admin token in the trailers of a chunked request is no token."""
+    body = b'{"client_id": 1}'
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"POST /v1/namespaces/app/tokens HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + f"{len(body):x}\r\n".encode()
+        + body
+        + b"\r\n0\r\nAuthorization: Bearer "
+        + ADMIN.encode()
+        + b"\r\n\r\n"
+    )
+    status, _, answer = await read_response(reader)
+    assert status == 401, answer
+    assert json.loads(answer)["error"] == "missing_token"
+    writer.close()
