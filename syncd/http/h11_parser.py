@@ -177,16 +177,10 @@ class H11Parser:
             self._failed = refusal
             return refusal
         target = event.target
-        if (
-            target[:1] != b"/"
-            and target != b"*"
-            and method != "CONNECT"
-            and _ABSOLUTE_FORM.match(target) is None
-        ):
-            # h11 takes any run of visible characters; llhttp only the forms
-            # of RFC 9112 3.2 (and the router would read "x/v1/..." as "/v1/...").
-            self._failed = ParseError(400, "malformed request target")
-            return self._failed
+        refusal = _target_refusal(target, method)
+        if refusal is not None:
+            self._failed = refusal
+            return refusal
         request = request_from_head(method, target.decode("latin-1"), headers, version)
         self._head = request
         if self._conn.they_are_waiting_for_100_continue and (
@@ -197,6 +191,51 @@ class H11Parser:
             request.expect_continue = True
             return CONTINUE
         return None
+
+
+def _target_refusal(target: bytes, method: str) -> ParseError | None:
+    """h11 takes any run of visible characters as a target; llhttp only the
+    forms of RFC 9112 3.2 (and the router would read "x/v1/..." as "/v1/...")."""
+    if (
+        target[:1] != b"/"
+        and target != b"*"
+        and method != "CONNECT"
+        and _ABSOLUTE_FORM.match(target) is None
+    ):
+        return ParseError(400, "malformed request target")
+    return None
+
+
+def _malformed_but_coding(head: bytes) -> ParseError | None:
+    """What is wrong with a complete request ``head`` before its unknown
+    transfer coding: llhttp reads the request line and every field before it
+    judges the coding (501), so a malformed line, a field with bad syntax or
+    an unsupported version is answered first (400 or 505). h11 answers the
+    coding as soon as it sees it; a throwaway h11 reads the head with the
+    coding made ``chunked`` to find what llhttp finds first."""
+    lines = []
+    coding_seen = False
+    for line in head.split(b"\r\n"):
+        if line[:18].lower() == b"transfer-encoding:":
+            if coding_seen:
+                continue  # the codings of every line are one list
+            coding_seen = True
+            line = b"transfer-encoding: chunked"
+        lines.append(line)
+    if not any(line[:5].lower() == b"host:" for line in lines[1:]):
+        lines.append(b"host: x")  # llhttp's side asks for Host after the coding
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+    conn.receive_data(b"\r\n".join(lines) + b"\r\n\r\n")
+    try:
+        event = conn.next_event()
+    except h11.RemoteProtocolError as exc:
+        return ParseError(exc.error_status_hint, _reason(exc))
+    if not isinstance(event, h11.Request):
+        return None
+    method = event.method.decode("ascii")
+    return version_refusal(event.http_version.decode("ascii")) or _target_refusal(
+        event.target, method
+    )
 
 
 _CR_LF = (0x0D, 0x0A)
@@ -212,8 +251,13 @@ def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
     or unfold). Refusing both keeps the two parsers' answers identical."""
     end = buffered.find(b"\r\n\r\n")
     head = bytes(buffered if end < 0 else buffered[:end])
-    if head.count(b"\n") != head.count(b"\r\n"):
+    crlf = head.count(b"\r\n")
+    if head.count(b"\n") != crlf:
         return ParseError(400, "a line in the request head does not end with CRLF")
+    if head.count(b"\r") != crlf + (end < 0 and head.endswith(b"\r")):  # a CRLF cut in two
+        # A CR not ending a line: h11 would judge a transfer coding holding
+        # one before the field's syntax (501 where llhttp answers 400).
+        return ParseError(400, "a bare CR in the request head")
     if _CONTROL.search(head) is not None:
         # h11 takes control characters in field values (all but NUL, CR, LF);
         # RFC 9110 5.5 calls them invalid, and llhttp refuses them.
@@ -240,5 +284,8 @@ def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
             line_end = head.find(b"\r\n", start + 2)
             values.append(head[start + 20 : line_end if line_end >= 0 else len(head)].strip())
             start = lowered.find(b"\r\ntransfer-encoding:", start + 2)
-        return transfer_coding_refusal(b", ".join(values).decode("latin-1"))
+        refusal = transfer_coding_refusal(b", ".join(values).decode("latin-1"))
+        if refusal is not None and refusal.status == 501:
+            return _malformed_but_coding(head) or refusal
+        return refusal
     return None

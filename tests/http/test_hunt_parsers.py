@@ -80,3 +80,37 @@ async def test_trailer_authorization_does_not_authenticate(server: RunningServer
     assert status == 401, answer
     assert json.loads(answer)["error"] == "missing_token"
     writer.close()
+
+
+OK = 0
+GZIP = b"Transfer-Encoding: gzip\r\n"
+SAME_ANSWER: list[tuple[str, bytes, int]] = [
+    ("gzip, bad version token", b"POST / H+TTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 400),
+    ("gzip, bad field name", b"POST / HTTP/1.1\r\nHost: x\r\nBad[H]: x\r\n" + GZIP + b"\r\n", 400),
+    ("gzip, bad target", b"POST /a\x80 HTTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 400),
+    ("gzip, relative target", b"POST a/b HTTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 400),
+    ("gzip, duplicate host", b"POST / HTTP/1.1\r\nHost: x\r\nHost: y\r\n" + GZIP + b"\r\n", 400),
+    ("gzip, no host", b"POST / HTTP/1.1\r\n" + GZIP + b"\r\n", 501),
+    ("gzip", b"POST / HTTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 501),
+    (
+        "bare cr in a coding",
+        b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\xdc\r\n\r\n0\r\n\r\n",
+        400,
+    ),
+]
+
+
+def _outcome(parser_name: str, data: bytes) -> int:
+    parser = make_parser(parser_name, 1000)
+    parser.feed(data)
+    event = parser.next_event()
+    if isinstance(event, ParseError):
+        return event.status
+    assert isinstance(event, Request), event
+    return OK
+
+
+@pytest.mark.parametrize(("name", "data", "status"), SAME_ANSWER, ids=[c[0] for c in SAME_ANSWER])
+def test_same_answer_sans_io(name: str, data: bytes, status: int) -> None:
+    assert _outcome("h11", data) == status
+    assert _outcome("httptools", data) == status
