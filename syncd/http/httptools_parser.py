@@ -221,6 +221,13 @@ class HttptoolsParser:
         except httptools.HttpParserError as exc:
             if data.startswith(b"PRI * HTTP/2.0\r\n"):
                 self._fail(505, "HTTP/2.0 is not supported")  # the HTTP/2 preface, as h11 answers
+            elif str(exc) == "Invalid HTTP version":
+                # A well-formed version llhttp does not take (HTTP/3.0): 505
+                # for a later major version, as h11's side answers, not 400.
+                refusal = version_refusal(parser.get_http_version())
+                if refusal is None:  # not expected: llhttp takes 1.0 and 1.1
+                    refusal = ParseError(400, f"malformed request: {exc}")
+                self._fail(refusal.status, refusal.message)
             elif isinstance(exc, httptools.HttpParserInvalidMethodError) or (
                 str(exc) in _METHOD_ERRORS
             ):

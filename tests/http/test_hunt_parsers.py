@@ -85,10 +85,14 @@ async def test_trailer_authorization_does_not_authenticate(server: RunningServer
 OK = 0
 GZIP = b"Transfer-Encoding: gzip\r\n"
 SAME_ANSWER: list[tuple[str, bytes, int]] = [
+    ("version 3.0", b"GET /health/live HTTP/3.0\r\nHost: x\r\n\r\n", 505),
+    ("version 9.1", b"GET /health/live HTTP/9.1\r\nHost: x\r\n\r\n", 505),
+    ("version 1.2", b"GET /health/live HTTP/1.2\r\nHost: x\r\n\r\n", 400),
     ("gzip, bad version token", b"POST / H+TTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 400),
     ("gzip, bad field name", b"POST / HTTP/1.1\r\nHost: x\r\nBad[H]: x\r\n" + GZIP + b"\r\n", 400),
     ("gzip, bad target", b"POST /a\x80 HTTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 400),
     ("gzip, relative target", b"POST a/b HTTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 400),
+    ("gzip, version 3.0", b"POST / HTTP/3.0\r\nHost: x\r\n" + GZIP + b"\r\n", 505),
     ("gzip, duplicate host", b"POST / HTTP/1.1\r\nHost: x\r\nHost: y\r\n" + GZIP + b"\r\n", 400),
     ("gzip, no host", b"POST / HTTP/1.1\r\n" + GZIP + b"\r\n", 501),
     ("gzip", b"POST / HTTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 501),
@@ -114,3 +118,17 @@ def _outcome(parser_name: str, data: bytes) -> int:
 def test_same_answer_sans_io(name: str, data: bytes, status: int) -> None:
     assert _outcome("h11", data) == status
     assert _outcome("httptools", data) == status
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "status"), SAME_ANSWER[:3], ids=[c[0] for c in SAME_ANSWER[:3]]
+)
+async def test_same_answer_over_the_socket(
+    server: RunningServer, name: str, data: bytes, status: int
+) -> None:
+    reader, writer = await open_raw(server.port)
+    writer.write(data)
+    got, headers, body = await read_response(reader)
+    assert got == status, body
+    assert headers["connection"] == "close"
+    writer.close()
