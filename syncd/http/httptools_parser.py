@@ -465,8 +465,13 @@ class HttptoolsParser:
             size = self._length = int(length)
             if size > self._max_body:
                 raise _Refused(413, body_too_large(self._max_body))
+        url = self._url
+        if url[:1] == b"*" and url != b"*":
+            # llhttp takes any target starting with "*" ("*#", "*?a"); RFC 9112
+            # 3.2.4 has only "*" itself, and h11's side refuses the rest.
+            raise _Refused(400, "malformed request target")
         method = parser.get_method().decode("ascii")
-        request = request_from_head(method, self._url.decode("latin-1"), headers, version)
+        request = request_from_head(method, url.decode("latin-1"), headers, version)
         self._current = request
         if (
             parser.should_upgrade()

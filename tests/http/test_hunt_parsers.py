@@ -88,6 +88,9 @@ SAME_ANSWER: list[tuple[str, bytes, int]] = [
     ("version 3.0", b"GET /health/live HTTP/3.0\r\nHost: x\r\n\r\n", 505),
     ("version 9.1", b"GET /health/live HTTP/9.1\r\nHost: x\r\n\r\n", 505),
     ("version 1.2", b"GET /health/live HTTP/1.2\r\nHost: x\r\n\r\n", 400),
+    ("star and fragment", b"OPTIONS *# HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("star and query", b"OPTIONS *?a HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("star star", b"OPTIONS ** HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     ("gzip, bad version token", b"POST / H+TTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 400),
     ("gzip, bad field name", b"POST / HTTP/1.1\r\nHost: x\r\nBad[H]: x\r\n" + GZIP + b"\r\n", 400),
     ("gzip, bad target", b"POST /a\x80 HTTP/1.1\r\nHost: x\r\n" + GZIP + b"\r\n", 400),
@@ -121,7 +124,7 @@ def test_same_answer_sans_io(name: str, data: bytes, status: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "data", "status"), SAME_ANSWER[:3], ids=[c[0] for c in SAME_ANSWER[:3]]
+    ("name", "data", "status"), SAME_ANSWER[:6], ids=[c[0] for c in SAME_ANSWER[:6]]
 )
 async def test_same_answer_over_the_socket(
     server: RunningServer, name: str, data: bytes, status: int
