@@ -555,9 +555,12 @@ class HistoryFiles:
             return position(self._active, self._planned)
 
     def segment_counts(self) -> dict[int, tuple[int, int]]:
-        """Segment number -> (bytes, frames) now (for a hint)."""
+        """Segment number -> (bytes, frames) now (for a hint), of the segments
+        holding frames: the active one may not exist yet (a file is made by
+        its first write), and a hint naming it would be refused as naming a
+        segment that is gone."""
         with self._mutex:
-            return {n: (size, self._frames.get(n, 0)) for n, size in self._sizes.items()}
+            return {n: (size, self._frames.get(n, 0)) for n, size in self._sizes.items() if size}
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
