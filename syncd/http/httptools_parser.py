@@ -89,6 +89,13 @@ _METHOD_ERRORS: Final = frozenset(
 method token itself raises ``HttpParserInvalidMethodError``)."""
 
 
+def _expects_continue(expect: str) -> bool:
+    """Whether an Expect field (its lines joined) asks for 100-continue: a
+    member of its list, in any case, as h11 reads it (``100-continue, foo``,
+    or the field given twice, asks too)."""
+    return "100-continue" in (member.strip() for member in expect.lower().split(","))
+
+
 class _Completions:
     """A parser's protocol that only counts completed requests (``_message_start``)."""
 
@@ -486,7 +493,7 @@ class HttptoolsParser:
             )
         if (
             "expect" in headers
-            and headers["expect"].lower() == "100-continue"
+            and _expects_continue(headers["expect"])
             and version == "1.1"
             and (length not in (None, "0") or chunked)
         ):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from syncd.http.parser import MAX_HEAD_BYTES, NEED_DATA, ParseError
+from syncd.http.parser import CONTINUE, MAX_HEAD_BYTES, NEED_DATA, ParseError
 from syncd.http.parsers import make_parser
 from syncd.http.request import Request
 from tests.conftest import ADMIN, RunningServer, open_raw, read_response
@@ -134,4 +134,39 @@ async def test_same_answer_over_the_socket(
     got, headers, body = await read_response(reader)
     assert got == status, body
     assert headers["connection"] == "close"
+    writer.close()
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize(
+    "expect",
+    [
+        b"Expect: 100-continue\r\n",
+        b"Expect: 100-Continue\r\n",
+        b"Expect: 100-continue, foo\r\n",
+        b"Expect: 100-continue\r\nExpect: 100-continue\r\n",
+    ],
+    ids=["plain", "case", "list", "twice"],
+)
+def test_expect_continue_in_a_list(parser_name: str, expect: bytes) -> None:
+    """RFC 9110 10.1.1: Expect is a list; a client that asks for 100-continue
+    among other members waits for it all the same (and h11 sends it)."""
+    parser = make_parser(parser_name, 1000)
+    parser.feed(b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n" + expect + b"\r\n")
+    assert parser.next_event() is CONTINUE
+    parser.feed(b"{}")
+    event = parser.next_event()
+    assert isinstance(event, Request) and event.body == b"{}"
+
+
+async def test_expect_continue_in_a_list_over_the_socket(server: RunningServer) -> None:
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+        b"Expect: 100-continue, foo\r\n\r\n"
+    )
+    assert await reader.readuntil(b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(b"{}")
+    status, _, _ = await read_response(reader)
+    assert status == 405
     writer.close()
