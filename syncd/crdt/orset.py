@@ -25,6 +25,7 @@ from syncd.crdt.validate import (
     op_fields,
     op_name,
     required,
+    shown_json,
 )
 
 ELEMENT_FIELDS = op_fields("element")
@@ -221,6 +222,17 @@ class ORSet:
             {"op": "remove", "element": self._values[key]}
             for key in sorted(self._values.keys() - target._values.keys())
         ]
+        # An element of both in another form (1.0 then, 1 now: one identity,
+        # read as the form of the add that made it) is removed and added in
+        # the target's form, as a register's and a tree's restore compare
+        # values as a read shows them: a restore brings back what was read.
+        for key in sorted(self._values.keys() & target._values.keys()):
+            then = target._values[key]
+            if shown_json(then) != shown_json(self._values[key]):
+                ops += [
+                    {"op": "remove", "element": self._values[key]},
+                    {"op": "add", "element": then},
+                ]
         return ops
 
     def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:
