@@ -157,6 +157,14 @@ class H11Parser:
                 headers[name] = headers[name] + ", " + value
             else:
                 headers[name] = value
+        method = event.method.decode("ascii")
+        target = event.target
+        # llhttp reads the target before the version and the fields, and
+        # refuses a malformed one there: first here too.
+        refusal = _target_refusal(target, method)
+        if refusal is not None:
+            self._failed = refusal
+            return refusal
         length = headers.get("content-length")
         if length is not None and "transfer-encoding" in headers:
             # RFC 9112 6.1: both together is the classic smuggling shape; h11
@@ -168,16 +176,10 @@ class H11Parser:
             return self._failed
         version = event.http_version.decode("ascii")
         refusal = version_refusal(version)
-        method = event.method.decode("ascii")
         if refusal is None and method not in KNOWN_METHODS:
             refusal = method_refusal(method)
         if refusal is None and "transfer-encoding" in headers:
             refusal = transfer_coding_refusal(headers["transfer-encoding"])
-        if refusal is not None:
-            self._failed = refusal
-            return refusal
-        target = event.target
-        refusal = _target_refusal(target, method)
         if refusal is not None:
             self._failed = refusal
             return refusal
@@ -195,13 +197,16 @@ class H11Parser:
 
 def _target_refusal(target: bytes, method: str) -> ParseError | None:
     """h11 takes any run of visible characters as a target; llhttp only the
-    forms of RFC 9112 3.2 (and the router would read "x/v1/..." as "/v1/...")."""
-    if (
-        target[:1] != b"/"
-        and target != b"*"
-        and method != "CONNECT"
-        and _ABSOLUTE_FORM.match(target) is None
-    ):
+    forms of RFC 9112 3.2 (and the router would read "x/v1/..." as "/v1/...").
+    In an absolute form's authority llhttp refuses what RFC 3986 3.2 has no
+    place for: "http://h#x/a" would otherwise be read as the path "/a"."""
+    if target[:1] == b"/" or target == b"*" or method == "CONNECT":
+        return None
+    absolute = _ABSOLUTE_FORM.match(target)
+    if absolute is None:
+        return ParseError(400, "malformed request target")
+    authority = _AUTHORITY_END.split(target[absolute.end() :], 1)[0]
+    if _NOT_IN_AUTHORITY.search(authority) is not None:
         return ParseError(400, "malformed request target")
     return None
 
@@ -233,8 +238,8 @@ def _malformed_but_coding(head: bytes) -> ParseError | None:
     if not isinstance(event, h11.Request):
         return None
     method = event.method.decode("ascii")
-    return version_refusal(event.http_version.decode("ascii")) or _target_refusal(
-        event.target, method
+    return _target_refusal(event.target, method) or version_refusal(
+        event.http_version.decode("ascii")
     )
 
 
@@ -242,6 +247,9 @@ _CR_LF = (0x0D, 0x0A)
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 """Control characters but HTAB, CR and LF (those three have their own rules)."""
 _ABSOLUTE_FORM = re.compile(rb"[A-Za-z]+://")
+_AUTHORITY_END = re.compile(rb"[/?]")
+_NOT_IN_AUTHORITY = re.compile(rb'["#<>\\^`{|}]')
+"""Visible characters llhttp refuses in an absolute form's authority."""
 """The start of an absolute-form request target (llhttp's schemes are letters)."""
 
 

@@ -170,3 +170,36 @@ async def test_expect_continue_in_a_list_over_the_socket(server: RunningServer) 
     status, _, _ = await read_response(reader)
     assert status == 405
     writer.close()
+
+
+TARGET_CASES: list[tuple[str, bytes, int]] = [
+    ("fragment in authority", b"GET http://h#80/health/live HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("quote in authority", b'GET http://h:80"/health/live HTTP/1.1\r\nHost: x\r\n\r\n', 400),
+    ("brace in authority", b"GET http://h{x}/health/live HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    ("userinfo", b"GET http://u@h/health/live HTTP/1.1\r\nHost: x\r\n\r\n", OK),
+    ("bad target, version 8.1", b"GET ht-//h/a HTTP/8.1\r\nHost: x\r\n\r\n", 400),
+    (
+        "bad target, huge length",
+        b"POST a/b HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n",
+        400,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "status"), TARGET_CASES, ids=[c[0] for c in TARGET_CASES])
+def test_same_answer_for_targets(name: str, data: bytes, status: int) -> None:
+    """An absolute form's authority is held to what llhttp takes, and a
+    malformed target is answered before the version and the fields, as
+    llhttp answers it."""
+    assert _outcome("h11", data) == status
+    assert _outcome("httptools", data) == status
+
+
+async def test_fragment_in_authority_over_the_socket(server: RunningServer) -> None:
+    """``http://h#80/health/live`` has no path (the rest is a fragment): 400,
+    not the route ``/health/live``."""
+    reader, writer = await open_raw(server.port)
+    writer.write(TARGET_CASES[0][1])
+    status, _, body = await read_response(reader)
+    assert status == 400, body
+    writer.close()
