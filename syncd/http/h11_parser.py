@@ -95,6 +95,7 @@ class H11Parser:
             return self._failed
         while True:
             if self._conn.their_state is h11.IDLE:
+                self._collapse_request_line_spaces()
                 refusal = _head_framing_refusal(self._conn.trailing_data[0])
                 if refusal is not None:
                     self._failed = refusal
@@ -135,6 +136,24 @@ class H11Parser:
                 return request
             elif isinstance(event, h11.ConnectionClosed):
                 return CLOSED
+
+    def _collapse_request_line_spaces(self) -> None:
+        """Runs of spaces between the request line's three parts are one, as
+        llhttp reads them ("GET  /x HTTP/1.1"; RFC 9112 3 allows parsing on
+        whitespace-delimited words); h11 refuses them. Before h11 has read the
+        request, a fresh h11 takes the bytes with the line mended."""
+        data, closed = self._conn.trailing_data
+        line_end = data.find(b"\r\n")
+        if line_end < 0 or b"  " not in data[:line_end]:
+            return
+        words = _SPACED_REQUEST_LINE.fullmatch(bytes(data[:line_end]))
+        if words is None:
+            return  # spaces at either end, or inside a part: h11 refuses it, as llhttp does
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        conn.receive_data(b" ".join(words.groups()) + bytes(data[line_end:]))
+        if closed:
+            conn.receive_data(b"")
+        self._conn = conn
 
     def _on_head(self, event: h11.Request) -> Event | None:
         # raw_items() is a plain list: iterating h11's Headers goes through
@@ -243,6 +262,8 @@ def _malformed_but_coding(head: bytes) -> ParseError | None:
     )
 
 
+_SPACED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +([^ ]+)")
+"""A request line's method, target and version, spaces between them."""
 _CR_LF = (0x0D, 0x0A)
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 """Control characters but HTAB, CR and LF (those three have their own rules)."""

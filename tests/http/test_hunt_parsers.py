@@ -203,3 +203,30 @@ async def test_fragment_in_authority_over_the_socket(server: RunningServer) -> N
     status, _, body = await read_response(reader)
     assert status == 400, body
     writer.close()
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [
+        (b"GET  /health/live HTTP/1.1", OK),
+        (b"GET /health/live   HTTP/1.1", OK),
+        (b"GET /health/live HTTP/1.1 ", 400),
+        (b" GET /health/live HTTP/1.1", 400),
+        (b"GET /health  live HTTP/1.1", 400),
+    ],
+    ids=["before target", "after target", "trailing", "leading", "inside target"],
+)
+def test_spaces_in_the_request_line(parser_name: str, line: bytes, status: int) -> None:
+    """Runs of spaces between the three parts are one space (llhttp reads
+    them so, RFC 9112 3 allows it); anywhere else they are refused."""
+    assert _outcome(parser_name, line + b"\r\nHost: x\r\n\r\n") == status
+
+
+async def test_spaces_in_the_request_line_over_the_socket(server: RunningServer) -> None:
+    reader, writer = await open_raw(server.port)
+    writer.write(b"GET  /health/live  HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+    for _ in range(2):
+        status, _, body = await read_response(reader)
+        assert status == 200, body
+    writer.close()
