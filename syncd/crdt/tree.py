@@ -177,6 +177,21 @@ class Tree:
             raise invalid_op(f"parent: unknown node {parent!r}")
         return parent
 
+    def _too_deep(self, delta: Mapping[str, Any]) -> bool:
+        """Whether ``delta`` (an add or a move) would put a node deeper than
+        :data:`MAX_TREE_DEPTH` in this tree, as :meth:`apply_op` refuses; an
+        op that :meth:`_do` skips here anyway (an unknown node or parent, a
+        cycle) is not."""
+        name = delta["op"]
+        if name != "add" and name != "move":
+            return False
+        node_id, parent = delta["id"], delta["parent"]
+        nodes = self._nodes
+        if parent not in nodes or self._is_ancestor(node_id, parent):
+            return False
+        height = self._height(node_id) if name == "move" and node_id in nodes else 0
+        return self._depth(parent) + 1 + height > MAX_TREE_DEPTH
+
     def _check_depth(self, parent: str, height: int) -> None:
         if self._depth(parent) + 1 + height > MAX_TREE_DEPTH:
             raise invalid_op(f"parent: the tree would be deeper than {MAX_TREE_DEPTH} levels")
@@ -388,8 +403,12 @@ class Tree:
         that a marked op added, updated a node a marked move took out of a
         cycle's way, ...): the marked ops that touched its node or its parent
         before it are kept too, and the replay runs again, until no unmarked
-        op is skipped or no marked op is left to keep. Their adds, moves,
-        updates and deletes are then undone where nothing depends on them."""
+        op is skipped or no marked op is left to keep. An add or move that
+        would put a node deeper than :data:`MAX_TREE_DEPTH` there is skipped
+        too (the server would refuse it, and so the restore's op that
+        reaches it): it depended on the marked moves and deletes before it,
+        which are all kept. Their adds, moves, updates and deletes are then
+        undone where nothing depends on them."""
         if base is None:
             raise ValueError("a tree's revert reads the base")
         start = base.crdt()
@@ -398,8 +417,17 @@ class Tree:
         while True:
             target = start.clone()
             skipped: list[int] = []
+            too_deep: list[int] = []
             for i, (delta, marked) in enumerate(window):
-                if kept[i] and not target._do(delta) and not marked:
+                if not kept[i]:
+                    continue
+                if target._too_deep(delta):
+                    # The server refuses it there, so a restore's op to reach
+                    # it would be refused too (400, part of the revert applied).
+                    if not marked:
+                        skipped.append(i)
+                        too_deep.append(i)
+                elif not target._do(delta) and not marked:
                     skipped.append(i)
             pins: set[int] = set()
             for i in skipped:
@@ -410,6 +438,13 @@ class Tree:
                         earlier = window[j][0]
                         if earlier["id"] in refs or earlier.get("parent") in refs:
                             pins.add(j)
+            for i in too_deep:
+                # Deep only without the writer's earlier moves or deletes (one
+                # lifted a subtree, or took nodes out of the one moved): where
+                # they are is not known by ids, so every one before it stays.
+                pins.update(
+                    j for j in range(i) if not kept[j] and window[j][0]["op"] in ("move", "delete")
+                )
             if not pins:
                 return self.restore_ops(target)
             for j in pins:
