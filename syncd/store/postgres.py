@@ -126,6 +126,7 @@ __all__ = [
     "OPS_RETAINED",
     "OPS_SINCE_MAX",
     "SNAPSHOT_EVERY_OPS",
+    "STALLED_PEER_S",
     "Follower",
     "Key",
     "KeyedLocks",
@@ -158,6 +159,18 @@ OPS_SINCE_MAX: Final = 10_000
 COMMIT_TIMEOUT_S: Final = 10.0
 """The longest a batch may take (waiting for another node's row locks
 included) before it is abandoned and its requests answered 503."""
+
+STALLED_PEER_S: Final = 5.0
+"""How long a session that holds a row lock this node waits for may itself
+wait for its client, inside its transaction, before this node ends it
+(``pg_terminate_backend``; only a session of the node's own role). Such a
+session is a node frozen mid-transaction (SIGSTOP, a frozen VM, a long GC):
+PostgreSQL waits for its next statement for as long as the freeze lasts,
+and without this every other node's batch on that CRDT waited too, and with
+it every other write of those nodes (one batch commits at a time). A live
+node sends its next statement within milliseconds; half of
+``COMMIT_TIMEOUT_S`` leaves the waiting batch time to commit. The ended
+transaction rolls back: nothing of it was acknowledged."""
 
 MAX_BATCH_WRITES: Final = 512
 """Requests committed in one transaction at most. Bounds the statement sizes
@@ -411,6 +424,16 @@ _WRITE_BATCH: Final = (
     " (SELECT count(pg_notify(%(channel)b, p)) FROM unnest(%(notify)b::text[]) AS p)"
 )
 _NOTIFY: Final = "SELECT count(pg_notify(%b, p)) FROM unnest(%b::text[]) AS p"
+# The sessions of this role that hold a lock the given backend waits for and
+# have waited for their own client (inside a transaction) since their last
+# statement began, longer than the given seconds: ended (see STALLED_PEER_S).
+_END_STALLED_HOLDERS: Final = (
+    "SELECT b.pid, b.application_name, host(b.client_addr), pg_terminate_backend(b.pid) "
+    "FROM pg_stat_activity b "
+    "WHERE b.pid = ANY(pg_blocking_pids(%s)) AND b.usename = session_user"
+    " AND b.wait_event = 'ClientRead' AND b.xact_start IS NOT NULL"
+    " AND b.state_change < clock_timestamp() - make_interval(secs => %s)"
+)
 
 
 class PostgresStore:
@@ -427,6 +450,7 @@ class PostgresStore:
         open_timeout_s: float | None = None,
         setting: str = "DATABASE_URL",
         commit_timeout_s: float = COMMIT_TIMEOUT_S,
+        stalled_peer_s: float = STALLED_PEER_S,
         max_batch_writes: int = MAX_BATCH_WRITES,
         gather_wait_s: float = GATHER_WAIT_S,
         on_written: Callable[[int], None] | None = None,
@@ -448,6 +472,9 @@ class PostgresStore:
         self._setting = setting
         """The setting ``database_url`` came from, named when the database refuses us."""
         self.commit_timeout = commit_timeout_s
+        self._stalled_peer_s = stalled_peer_s
+        self._watchers: set[asyncio.Task[None]] = set()
+        """Tasks ending stalled sessions that hold a batch's row locks."""
         self._max_batch = max_batch_writes
         self._on_written = on_written
         self._on_commit = on_commit
@@ -916,7 +943,11 @@ class PostgresStore:
                     self._answer_all(batch, StoreUnavailable("the database is unavailable"))
                     return
                 try:
-                    async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+                    async with (
+                        asyncio.timeout(self.commit_timeout),
+                        self.pool.connection() as conn,
+                        self._ending_stalled_holders(conn),
+                    ):
                         await self._commit_on(conn, keys, batch, applied, optimistic=optimistic)
                     return
                 except asyncio.CancelledError as exc:
@@ -941,6 +972,52 @@ class PostgresStore:
                         continue
                     self._failed(batch, applied, exc)
                     return
+
+    @contextlib.asynccontextmanager
+    async def _ending_stalled_holders(self, conn: PgConn) -> AsyncIterator[None]:
+        """While the body runs on ``conn``: once it has run ``stalled_peer_s``,
+        and then as often, end the sessions stalled on their client that hold
+        a lock ``conn`` waits for (see STALLED_PEER_S). A timer only: a batch
+        that commits in time starts nothing."""
+        loop = asyncio.get_running_loop()
+        pid = conn.info.backend_pid
+        watch: list[asyncio.Task[None]] = []
+
+        def start() -> None:
+            task = loop.create_task(self._end_stalled_holders(pid))
+            self._watchers.add(task)
+            task.add_done_callback(self._watchers.discard)
+            watch.append(task)
+
+        timer = loop.call_later(self._stalled_peer_s, start)
+        try:
+            yield
+        finally:
+            # Not awaited: the body's exception (a cancellation among them)
+            # goes on as it is.
+            timer.cancel()
+            for task in watch:
+                task.cancel()
+
+    async def _end_stalled_holders(self, waiter: int) -> None:
+        while True:
+            try:
+                async with self.pool.connection() as other:
+                    cur = await other.execute(_END_STALLED_HOLDERS, (waiter, self._stalled_peer_s))
+                    for pid, application, client, ended in await cur.fetchall():
+                        log.warning(
+                            "ended PostgreSQL session %s (application_name %r, client %s): it "
+                            "held a row lock while waiting more than %.1f s for its client "
+                            "(a node frozen mid-transaction?)%s",
+                            pid,
+                            application or "",
+                            client or "local",
+                            self._stalled_peer_s,
+                            "" if ended else "; refused",
+                        )
+            except psycopg.Error as exc:
+                log.warning("could not end a stalled session holding a row lock: %s", exc)
+            await asyncio.sleep(self._stalled_peer_s)
 
     def _answer_all(self, batch: list[_Write], error: StoreUnavailable) -> None:
         for write in batch:
