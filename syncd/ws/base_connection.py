@@ -254,6 +254,7 @@ class BaseConnection(asyncio.Protocol):
         self._hold_output()
 
     def resume_writing(self) -> None:
+        self.session.output_taken(self._loop.time())
         feed = self._feed
         if feed is not None:
             feed.waiting = False

@@ -38,7 +38,10 @@ protocol ping; if nothing at all arrives for as long again, we close with
 1011. Any bytes count as life, so a busy client is never pinged. A timer that
 fires late (the loop was stalled) judges again after a while instead: the
 pong may be unread in the socket. So may it while the session holds reading
-(its own backpressure): that time counts as life too.
+(its own backpressure): that time counts as life too. And the peer cannot
+answer a ping still queued behind what it is reading (a large snapshot on a
+slow link): each drain of our output (:meth:`BaseSession.output_taken`)
+counts as life as well.
 
 Closing: :meth:`BaseSession.close` starts the handshake (shutdown's 1001,
 keepalive's 1011, a protocol's own codes); the peer's close frame is answered
@@ -221,6 +224,15 @@ class BaseSession:
     def writing_resumed(self) -> None:
         self.write_paused = False
         self.process()  # messages held back while paused
+
+    def output_taken(self, now: float) -> None:
+        """The peer took what we had queued for it (the transport drained):
+        it is alive and reading, even if it sends nothing. Counted as a read
+        by the keepalive: our ping waits behind what it is still taking (a
+        large snapshot on a slow link), so it cannot answer sooner, and
+        judged silent it would be closed before the snapshot ends, on every
+        reconnect."""
+        self._last_read = now
 
     def connection_lost(self) -> None:
         """The connection is gone: nothing more goes out. Idempotent."""
