@@ -1311,7 +1311,11 @@ class PostgresStore:
             if not self.ready:
                 raise StoreUnavailable("the database is unavailable")
             try:
-                async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+                async with (
+                    asyncio.timeout(self.commit_timeout),
+                    self.pool.connection() as conn,
+                    self._ending_stalled_holders(conn),
+                ):
                     ended: str | None = None
                     async with conn.transaction():
                         cur = await conn.execute(

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.store.pgnodes import StartNode, op
+from tests.store.pgnodes import NS, StartNode, op
 
 STALLED_PEER_S = 0.3
 """The nodes' bound here (the default is STALLED_PEER_S in syncd.store.postgres)."""
@@ -50,3 +50,18 @@ async def test_a_node_frozen_mid_transaction_holds_up_the_others_only_for_a_boun
         holder.close()
     # The node writes on.
     assert (await op(a, "gc:other", {"op": "increment"})).seq == 1
+
+
+async def test_a_delete_waits_for_a_frozen_holder_only_for_a_bounded_time(
+    start_node: StartNode, pg_url: str
+) -> None:
+    a = await start_node("a", commit_timeout_s=3.0, stalled_peer_s=STALLED_PEER_S)
+    assert (await op(a, "gc:hot", {"op": "increment"})).seq == 1
+    holder = frozen_holder(pg_url)
+    try:
+        started = time.monotonic()
+        assert await a.service.delete(NS, "gc:hot")
+        assert time.monotonic() - started < 2.0
+    finally:
+        holder.close()
+    assert (await op(a, "gc:hot", {"op": "increment"})).seq == 1  # a new life
