@@ -50,6 +50,10 @@ class H11Parser:
         self._size = 0
         self._failed: ParseError | None = None
         self._started = False
+        self._chunk_line_next = False
+        """The bytes h11 reads next (after a chunk's CRLF) are a chunk line."""
+        self._trailers_next = False
+        """The bytes h11 reads next are the trailer section."""
 
     def feed(self, data: bytes) -> None:
         if data:
@@ -84,6 +88,8 @@ class H11Parser:
         self._head = None
         self._body = b""
         self._size = 0
+        self._chunk_line_next = False
+        self._trailers_next = False
         data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
         if data:
             self._conn.receive_data(data)
@@ -97,6 +103,14 @@ class H11Parser:
             if self._conn.their_state is h11.IDLE:
                 self._collapse_request_line_spaces()
                 refusal = _head_framing_refusal(self._conn.trailing_data[0])
+                if refusal is not None:
+                    self._failed = refusal
+                    return refusal
+            elif self._chunk_line_next or self._trailers_next:
+                if self._chunk_line_next:
+                    refusal = self._chunk_line_refusal()
+                else:
+                    refusal = self._trailers_refusal(0)
                 if refusal is not None:
                     self._failed = refusal
                     return refusal
@@ -128,6 +142,8 @@ class H11Parser:
                     self._failed = ParseError(413, body_too_large(self._max_body))
                     return self._failed
                 self._body = add_body(self._body, event.data)
+                if event.chunk_end:
+                    self._chunk_line_next = True
             elif isinstance(event, h11.EndOfMessage):
                 request = self._head
                 assert request is not None
@@ -136,6 +152,50 @@ class H11Parser:
                 return request
             elif isinstance(event, h11.ConnectionClosed):
                 return CLOSED
+
+    def _chunk_line_refusal(self) -> ParseError | None:
+        """h11 takes a chunk line of 1-20 hex digits, blanks after them and
+        anything after a ";"; llhttp refuses blanks, a size past 64 bits and
+        extensions that are not ``;name[=value]`` of tokens or quoted strings.
+        The line is judged as llhttp judges it once it is whole, before h11
+        reads it."""
+        pending = self._conn.trailing_data[0]
+        start = (
+            2 if pending[:2] == b"\r\n" else 1 if pending[:1] == b"\n" else 0
+        )  # the chunk's CRLF
+        end = pending.find(b"\r\n", start)
+        if end < 0:
+            return None
+        self._chunk_line_next = False
+        line = _CHUNK_LINE.fullmatch(bytes(pending[start:end]))
+        if line is None or int(line.group(1), 16) > _MAX_CHUNK_SIZE:
+            return ParseError(400, "malformed chunk line")
+        if int(line.group(1), 16) == 0:  # the last chunk: its trailers follow
+            self._trailers_next = True
+            return self._trailers_refusal(end + 2)
+        return None
+
+    def _trailers_refusal(self, start: int) -> ParseError | None:
+        """A bare LF in a trailer section that arrived whole: h11 takes it
+        (the NEED_DATA check above sees only one still incomplete), llhttp
+        refuses it. Judged once the section's blank line is in, before h11
+        reads it. ``start``: where the section starts in what h11 holds (0
+        once h11 has read the last chunk's line)."""
+        pending = bytes(self._conn.trailing_data[0])
+        if pending[start : start + 1] == b"\n" or pending[start : start + 2] == b"\r\n":
+            end = pending.index(b"\n", start) + 1  # no trailers: the blank line at once
+        else:
+            blank = _BLANK_LINE.search(pending, start)
+            if blank is None:
+                return None
+            end = blank.end()
+        self._trailers_next = False
+        section = pending[start:end]
+        if section.count(b"\n") != section.count(b"\r\n"):
+            return ParseError(400, "a line in the chunked body does not end with CRLF")
+        if _CONTROL.search(section) is not None:
+            return ParseError(400, "a control character in the trailers")
+        return None
 
     def _collapse_request_line_spaces(self) -> None:
         """Runs of spaces between the request line's three parts are one, as
@@ -204,6 +264,7 @@ class H11Parser:
             return refusal
         request = request_from_head(method, target.decode("latin-1"), headers, version)
         self._head = request
+        self._chunk_line_next = "transfer-encoding" in headers  # chunked: the one coding taken
         if self._conn.they_are_waiting_for_100_continue and (
             length not in (None, "0") or "transfer-encoding" in headers
         ):
@@ -264,6 +325,26 @@ def _malformed_but_coding(head: bytes) -> ParseError | None:
 
 _SPACED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +([^ ]+)")
 """A request line's method, target and version, spaces between them."""
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]"
+_QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
+_EXT_VALUE = rb"(?:" + _TOKEN + rb"*|" + _QUOTED + rb")"
+_CHUNK_LINE = re.compile(
+    rb"([0-9A-Fa-f]+)(?:;(?:"
+    + _TOKEN
+    + rb"+(?:="
+    + _EXT_VALUE
+    + rb")?|="
+    + _EXT_VALUE
+    + rb")?)*(?<!;)"
+)
+"""A chunk line as llhttp takes it: hex digits, then extensions after ";":
+``name``, ``name=value`` (a token, empty, or a quoted string), ``=value`` or
+nothing, but not a ";" last; no blanks anywhere."""
+_BLANK_LINE = re.compile(rb"\n\r?\n")
+"""The end of a trailer section, as h11 finds it (bare LFs included)."""
+_MAX_CHUNK_SIZE = 2**64 - 1
+"""llhttp's bound on a chunk size (h11 takes up to 20 hex digits)."""
+
 _CR_LF = (0x0D, 0x0A)
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 """Control characters but HTAB, CR and LF (those three have their own rules)."""

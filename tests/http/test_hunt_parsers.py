@@ -230,3 +230,88 @@ async def test_spaces_in_the_request_line_over_the_socket(server: RunningServer)
         status, _, body = await read_response(reader)
         assert status == 200, body
     writer.close()
+
+
+CHUNK_LINES: list[tuple[bytes, int]] = [
+    (b"2", OK),
+    (b"00000000000000002", OK),
+    (b"2;a", OK),
+    (b"2;a=b;c=d", OK),
+    (b'2;a="b c"', OK),
+    (b"2;;a", OK),
+    (b"2 ", 400),
+    (b"2;a=b ", 400),
+    (b"2; a=b", 400),
+    (b"2;a\x00=b", 400),
+    (b"2;a=b?", 400),
+    (b"2;a,b", 400),
+    (b"2;", 400),
+    (b"1ffffffffffffffff", 400),
+]
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize("piece", [0, 1, 5], ids=["whole", "bytewise", "by5"])
+@pytest.mark.parametrize(
+    ("line", "status"), CHUNK_LINES, ids=[repr(line)[2:-1] for line, _ in CHUNK_LINES]
+)
+def test_chunk_lines(parser_name: str, piece: int, line: bytes, status: int) -> None:
+    """A chunk line (the second of the body) is judged alike, however the
+    bytes arrive: hex digits, then ``;`` extensions of tokens or quoted
+    strings, no blanks, a size within 64 bits."""
+    data = (
+        b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n"
+        + line
+        + b"\r\nab\r\n0\r\n\r\n"
+    )
+    if line == b"1ffffffffffffffff":
+        data = data.replace(b"\r\nab\r\n0\r\n\r\n", b"\r\nab")  # refused before the body
+    assert _fed(parser_name, data, piece) == status
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize("piece", [0, 1, 5], ids=["whole", "bytewise", "by5"])
+@pytest.mark.parametrize(
+    ("trailers", "status"),
+    [
+        (b"\r\n", OK),
+        (b"X: 1\r\n\r\n", OK),
+        (b"X: 1\n\r\n", 400),
+        (b"\n", 400),
+        (b"X: \x7f\r\n\r\n", 400),
+    ],
+    ids=["none", "one", "bare lf", "bare lf blank line", "control"],
+)
+def test_trailer_lines(parser_name: str, piece: int, trailers: bytes, status: int) -> None:
+    data = (
+        b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n"
+        + trailers
+    )
+    assert _fed(parser_name, data, piece) == status
+
+
+def _fed(parser_name: str, data: bytes, piece: int) -> int:
+    """The outcome of ``data`` fed whole (``piece`` 0) or in pieces of that size."""
+    parser = make_parser(parser_name, 1000)
+    event: object = NEED_DATA
+    for start in range(0, len(data), piece or len(data)):
+        parser.feed(data[start : start + (piece or len(data))])
+        event = parser.next_event()
+        if event is not NEED_DATA:
+            break
+    if isinstance(event, ParseError):
+        return event.status
+    assert isinstance(event, Request), event
+    return OK
+
+
+async def test_chunk_extension_over_the_socket(server: RunningServer) -> None:
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"2;a=b c\r\n{}\r\n0\r\n\r\n"
+    )
+    status, headers, _ = await read_response(reader)
+    assert status == 400
+    assert headers["connection"] == "close"
+    writer.close()
