@@ -89,6 +89,11 @@ _METHOD_ERRORS: Final = frozenset(
 method token itself raises ``HttpParserInvalidMethodError``)."""
 
 
+def _closes(connection: bytes) -> bool:
+    """Whether a Connection field's list holds ``close`` (in any case)."""
+    return b"close" in (token.strip() for token in connection.lower().split(b","))
+
+
 def _expects_continue(expect: str) -> bool:
     """Whether an Expect field (its lines joined) asks for 100-continue: a
     member of its list, in any case, as h11 reads it (``100-continue, foo``,
@@ -441,6 +446,10 @@ class HttptoolsParser:
         self._trailer_bytes += len(name) + len(value) + 4
         if self._trailer_bytes > MAX_HEAD_BYTES:
             raise _Refused(431, "request trailers too large")
+        if name.lower() == b"connection" and _closes(value):
+            # llhttp itself takes this one: it refuses whatever follows on the
+            # connection, so the connection closes after the answer.
+            self._current.keep_alive = False
 
     def on_headers_complete(self) -> None:
         self._trailer_bytes = 0

@@ -315,3 +315,37 @@ async def test_chunk_extension_over_the_socket(server: RunningServer) -> None:
     assert status == 400
     assert headers["connection"] == "close"
     writer.close()
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize(
+    ("trailer", "keep_alive"),
+    [
+        (b"Connection: close\r\n", False),
+        (b"connection: Keep-Alive, Close\r\n", False),
+        (b"Connection: closed\r\n", True),
+        (b"X-Connection: close\r\n", True),
+    ],
+    ids=["close", "list", "closed", "other field"],
+)
+def test_trailer_connection_close(parser_name: str, trailer: bytes, keep_alive: bool) -> None:
+    """llhttp takes a trailer ``Connection: close`` (it refuses what follows),
+    so both parsers close the connection after that request's answer."""
+    parser = make_parser(parser_name, 1000)
+    parser.feed(_chunked(trailer) + b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+    event = parser.next_event()
+    assert isinstance(event, Request), event
+    assert event.keep_alive is keep_alive
+
+
+async def test_trailer_connection_close_over_the_socket(server: RunningServer) -> None:
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        _chunked(b"Connection: close\r\n").replace(b"POST /a", b"POST /health/live")
+        + b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    status, headers, _ = await read_response(reader)
+    assert status == 405
+    assert headers["connection"] == "close"
+    assert await reader.read() == b""
+    writer.close()
