@@ -588,7 +588,11 @@ class YjsChannel(DeliverEach):
             applied = True
         except ApiError as exc:
             self._forget_echo(text)
-            self._refused(exc)
+            if not self.closed:
+                # A channel closed meanwhile (its Hocuspocus document closed,
+                # or its new token refused) drops the update with it; closing
+                # the socket would end the socket's other documents too.
+                self._refused(exc)
         except Exception:
             self._forget_echo(text)
             log.exception("applying a Yjs update failed")
