@@ -35,6 +35,15 @@ MAX_AWARENESS_CLIENTS: Final = 64
 """Awareness clients one connection may announce. A browser tab is one; a
 peer announcing many is refused (close 1008) instead of growing the room."""
 
+MAX_AWARENESS_STATE_BYTES: Final = 64 * 1024
+"""The JSON state of one awareness client a connection announces. A cursor,
+a selection, a name and a colour take a few hundred bytes, an avatar as a
+data URL some kilobytes; the room keeps every state for its newcomers, so
+without a bound one connection held 64 states of a whole message each (64
+MB, sent again to every newcomer). Over it the update is refused whole, as
+over :data:`MAX_AWARENESS_CLIENTS` (close 1008): a connection holds at most
+4 MiB of states."""
+
 REMOTE_TIMEOUT_S: Final = 30.0
 """A remote awareness client not renewed for this long is removed: y-protocols'
 ``outdatedTimeout``, after which its clients drop a silent peer too."""
@@ -65,19 +74,26 @@ class AwarenessRefused(Exception):
     """A connection's awareness update was malformed or over the limit."""
 
 
-def awareness_clients(update: bytes) -> set[int]:
+class AwarenessStateTooLarge(ValueError):
+    """An awareness state over :data:`MAX_AWARENESS_STATE_BYTES`."""
+
+
+def awareness_clients(update: bytes, max_state_bytes: int | None = None) -> set[int]:
     """The clients an awareness update gives a state (not null); ValueError
     unless it is an awareness update, whole: a count, then each client's id,
-    clock and state (a JSON string). Read by
-    :class:`~syncd.yjs.protocol.Reader` before pycrdt's decoder, whose time
-    grows with the square of a var-uint's length (one long client id would
-    hold the event loop for as long)."""
+    clock and state (a JSON string), each state at most ``max_state_bytes``
+    when given. Read by :class:`~syncd.yjs.protocol.Reader` before pycrdt's
+    decoder, whose time grows with the square of a var-uint's length (one
+    long client id would hold the event loop for as long)."""
     reader = Reader(update)
     present: set[int] = set()
     for _ in range(reader.var_uint()):  # each client takes 3 bytes at least
         client = reader.var_uint()
         reader.var_uint()  # its clock
-        if reader.byte_string() not in (b"", b"null"):
+        state = reader.byte_string()
+        if max_state_bytes is not None and len(state) > max_state_bytes:
+            raise AwarenessStateTooLarge(f"an awareness state over {max_state_bytes} bytes")
+        if state not in (b"", b"null"):
             present.add(client)
     return present
 
@@ -126,10 +142,13 @@ class Room:
 
     def apply(self, member: Member, update: bytes) -> None:
         """Apply ``member``'s awareness update and relay it to the others;
-        one that would take ``member`` past :data:`MAX_AWARENESS_CLIENTS` is
-        refused whole, before anyone sees it."""
+        one that would take ``member`` past :data:`MAX_AWARENESS_CLIENTS`, or
+        with a state over :data:`MAX_AWARENESS_STATE_BYTES`, is refused
+        whole, before anyone sees it."""
         try:
-            present = awareness_clients(update)
+            present = awareness_clients(update, MAX_AWARENESS_STATE_BYTES)
+        except AwarenessStateTooLarge as exc:
+            raise AwarenessRefused(str(exc)) from exc
         except ValueError as exc:
             raise AwarenessRefused("malformed awareness update") from exc
         if len(present | self._announced.get(member, set())) > MAX_AWARENESS_CLIENTS:
