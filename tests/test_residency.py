@@ -454,3 +454,27 @@ async def test_crdts_pinned_past_the_budget_do_not_start_a_pass_per_op(
         await asyncio.sleep(RETRY_S + 0.1)
         await op(client, h, "gc:new", {"op": "increment"})
         await _until(lambda: engine.resident_bytes <= residency.budget_bytes)
+
+
+async def test_return_state_answers_the_state_of_a_crdt_let_go_meanwhile(
+    make_server: Any,
+) -> None:
+    """``?return=state`` reads the CRDT once its ops are durable; an eviction
+    pass that chose it meanwhile (it waits for the same durability) could let
+    it go first, and the answer said ``"state": null`` for a CRDT that exists.
+    A text larger than the whole budget starts a pass with every op."""
+    server = await make_server(memory_budget_mb=4 / 1024)
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        h = await issue(client)
+        text = "x" * 6000
+        for i in range(20):
+            r = await client.post(
+                f"{BASE}/rg:big/ops?return=state",
+                headers=h,
+                json={"op": "insert", "index": 0, "text": "ab" if i else text},
+            )
+            assert r.status_code == 200, r.text
+            state = r.json()["state"]
+            assert state is not None, (i, r.json())
+            assert len(state["value"]) == len(text) + 2 * i, i
+        assert server.app.residency.stats.passes > 0  # it was chosen, and stayed

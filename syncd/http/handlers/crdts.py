@@ -144,6 +144,8 @@ def register(
             if "origin" in query:
                 # The batch's origin: on every op that names none of its own.
                 body = with_origin(body, check_origin(query["origin"], error=bad_request))
+            if "return" in query:
+                return ops_with_state(request, ns, crdt_id, body, principal)
         try:
             soon = service.apply_soon(ns, crdt_id, body, principal)
         except ApiError as exc:
@@ -169,6 +171,21 @@ def register(
         except ApiError as exc:
             raise with_type_list(exc) from None
         return answer(request, ns, crdt_id, result)
+
+    async def ops_with_state(
+        request: Request, ns: str, crdt_id: str, body: Any, principal: Principal
+    ) -> Response:
+        """``?return=state``: the answer reads the CRDT once its ops are durable.
+        An eviction pass may choose it meanwhile and let it go when the same
+        durability arrives, and the answer then said ``"state": null`` for a
+        CRDT that exists; held (``Residency.hold``) from before its ops apply
+        until the answer has read it, it stays."""
+        residency = service.residency
+        residency.hold(ns, crdt_id)
+        try:
+            return await ops_later(request, ns, crdt_id, body, principal)
+        finally:
+            residency.release(ns, crdt_id)
 
     def answer(request: Request, ns: str, crdt_id: str, result: ApplyResult) -> Response:
         if not result.extra and not result.duplicate and not request.query_string:
