@@ -741,8 +741,10 @@ class Replicator:
                 if self._closed:
                     break
                 if up:
+                    # A probe's timeout has no message: name the exception then.
                     log.error(
-                        "lost PostgreSQL (%s): refusing writes until it is back", str(exc).strip()
+                        "lost PostgreSQL (%s): refusing writes until it is back",
+                        str(exc).strip() or type(exc).__name__,
                     )
                 up = False
                 store.set_reachable(False)
