@@ -350,8 +350,14 @@ class RevertService:
         back to ``since``, 400 when it holds over :data:`MAX_REVERT_WINDOW`."""
         if since is not None and entry.seq - since + 1 > MAX_REVERT_WINDOW:
             raise _too_long(since)
+        # The newest durable op: the history holds the ops in flight only once
+        # they are durable (without the wait, a revert racing a write matched
+        # nothing). A later op is met as any op after the window is.
+        _, epoch, latest = await self._history.durable(ns, crdt_id)
+        if epoch != entry.epoch:
+            raise not_found(f"{ns}/{crdt_id} was deleted during the revert")
         held, oldest = await self._store.history_window(
-            ns, crdt_id, entry.epoch, entry.seq, since, MAX_REVERT_WINDOW + 1
+            ns, crdt_id, epoch, latest, since, MAX_REVERT_WINDOW + 1
         )
         # Deleted while it was read: its history went with it (404, not an
         # empty window or a 410).

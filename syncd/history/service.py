@@ -49,6 +49,23 @@ class HistoryService:
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
         return entry
 
+    async def durable(self, ns: str, crdt_id: str) -> tuple[Entry, str, int]:
+        """The CRDT with its epoch and the newest seq whose op is durable: what
+        the store's history holds. Memory's seq also counts ops on their way
+        to the disk, which the history holds only once they are durable (a
+        read that named them answered 410, an empty page, or a revert that
+        matched nothing, while the CRDT took writes); this waits for those
+        in flight now (``CrdtService.durable_state``)."""
+
+        def position() -> tuple[Entry, str, int] | None:
+            entry = self._engine.get(ns, crdt_id)
+            return None if entry is None else (entry, entry.epoch, entry.seq)
+
+        taken = await self._service.durable_state(ns, crdt_id, position)
+        if taken is None:
+            raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
+        return taken
+
     async def type_of(self, ns: str, crdt_id: str) -> str:
         return (await self._entry(ns, crdt_id)).type
 
@@ -62,8 +79,7 @@ class HistoryService:
     ) -> dict[str, Any]:
         """Retained ops below ``before``, newest first, at most ``limit``;
         with ``writer``, only that writer's (see ``reads.read_page``)."""
-        entry = await self._entry(ns, crdt_id)
-        epoch, latest = entry.epoch, entry.seq
+        entry, epoch, latest = await self.durable(ns, crdt_id)
         records, oldest, after = await read_page(
             self._store, ns, crdt_id, epoch, latest, before, limit, writer
         )
@@ -92,17 +108,17 @@ class HistoryService:
         seq), unbuilt: the newest retained checkpoint at or before it and the
         deltas after it. 410 ``history_expired`` when ``seq`` is older than
         retained."""
-        entry = await self._entry(ns, crdt_id)
+        entry, epoch, latest = await self.durable(ns, crdt_id)
         try:
             checkpoint, records = await self._store.history_base(
-                ns, crdt_id, entry.epoch, entry.seq, min(seq, entry.seq)
+                ns, crdt_id, epoch, latest, min(seq, latest)
             )
         except ApiError as error:
             # A life deleted while it was read has no history left: that is
             # 404, not 410 (as if the CRDT were there with less retained).
             if error.code == "history_expired":
                 now = await self._entry(ns, crdt_id)
-                if now.epoch != entry.epoch:
+                if now.epoch != epoch:
                     message = f"{ns}/{crdt_id} was deleted while its history was read"
                     raise not_found(message) from error
             raise
@@ -130,7 +146,10 @@ class HistoryService:
         seq of 0, or only a checkpoint kept at it)."""
         if not isinstance(crdt, Presence) or seq <= 0:
             return self._engine.now_ms()
-        records, _ = await self._store.history(ns, crdt_id, entry.epoch, entry.seq, seq + 1, 1)
+        _, epoch, latest = await self.durable(ns, crdt_id)
+        if epoch != entry.epoch or latest < seq:
+            return self._engine.now_ms()  # deleted meanwhile: that life's ops are gone
+        records, _ = await self._store.history(ns, crdt_id, epoch, latest, seq + 1, 1)
         if records and records[0]["seq"] == seq:
             return int(records[0]["ts"])
         return self._engine.now_ms()

@@ -283,13 +283,15 @@ class HistoryIndex:
     def page(
         self, ns: str, crdt_id: str, epoch: str, latest: int, before: int | None, limit: int
     ) -> tuple[list[int], int]:
-        """Positions of up to ``limit`` ops with seq below ``before``, newest
-        first, and the oldest seq whose state can be rebuilt."""
+        """Positions of up to ``limit`` ops with seq below ``before`` (and at most
+        ``latest``), newest first, and the oldest seq whose state can be rebuilt."""
         life = self._usable(ns, crdt_id, epoch, latest)
         if life is None:
             return [], latest
         oldest = life.oldest
-        end = len(life.seqs) if before is None else bisect.bisect_left(life.seqs, before)
+        end = bisect.bisect_left(
+            life.seqs, latest + 1 if before is None else min(before, latest + 1)
+        )
         start = max(0, end - limit)
         positions = [life.pos[i] for i in range(end - 1, start - 1, -1)]
         return positions, latest if oldest is None else oldest
@@ -298,14 +300,14 @@ class HistoryIndex:
         self, ns: str, crdt_id: str, epoch: str, latest: int, since: int | None, most: int
     ) -> tuple[tuple[list[int], list[int], list[int], list[int]], int]:
         """What the index knows of the first ``most`` ops from seq ``since``
-        on (None: from the oldest rebuildable seq plus one), ascending:
+        on (None: from the oldest rebuildable seq plus one) up to ``latest``, ascending:
         ``(positions, seqs, writers, tags)``; and the oldest rebuildable seq."""
         life = self._usable(ns, crdt_id, epoch, latest)
         if life is None:
             return ([], [], [], []), latest
         oldest = latest if life.oldest is None else life.oldest
         lo = bisect.bisect_left(life.seqs, oldest + 1 if since is None else since)
-        hi = min(len(life.seqs), lo + most)
+        hi = min(bisect.bisect_right(life.seqs, latest), lo + most)
         return (
             life.pos[lo:hi].tolist(),
             life.seqs[lo:hi].tolist(),
@@ -350,14 +352,19 @@ class HistoryIndex:
         return list(life.pos[i:])
 
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
-        """Whether the current state of life ``epoch`` at ``seq`` can be rebuilt."""
+        """Whether the current state of life ``epoch``, at ``seq``, can be rebuilt:
+        the index holds that life up to ``seq`` and nothing after it."""
         life = self._usable(ns, crdt_id, epoch, seq)
-        return life is not None and life.oldest is not None
+        return life is not None and life.latest == seq and life.oldest is not None
 
     def _usable(self, ns: str, crdt_id: str, epoch: str, latest: int) -> Life | None:
+        """Life ``epoch`` if the index holds it up to ``latest`` at least. A
+        reader names the seq it answers at; the index may have moved past it
+        meanwhile (a write while the reader waited for the lock), and the
+        reads above answer up to ``latest`` only."""
         life = self._find((ns, crdt_id))
-        if life is None or life.epoch != epoch or life.latest != latest:
-            return None  # not held up to now (lost, or another life)
+        if life is None or life.epoch != epoch or life.latest < latest:
+            return None  # not held up to latest (lost, or another life)
         return life
 
     # -- retention -----------------------------------------------------------
