@@ -103,6 +103,7 @@ class SseSubscriber(DeliverEach):
         "_auth",
         "_bound",
         "_closed",
+        "_ended",
         "_epoch",
         "_expiry",
         "_feed",
@@ -153,11 +154,14 @@ class SseSubscriber(DeliverEach):
         self._bound = bound
         self._ping: Slot[SseSubscriber] | None = None
         self._closed = False
+        self._ended = False
+        """The end event is queued: nothing may follow it (with a snapshot
+        still going out, the stream stays open until the reader has it)."""
         self._revoked = auth.revocations.watch(principal, self)
         """Revoked before the stream started: it ends as it starts."""
 
     def deliver(self, delta: EncodedDelta) -> None:
-        if self._closed:
+        if self._closed or self._ended:
             return
         pending = self._pending
         if pending is not None:
@@ -286,8 +290,9 @@ class SseSubscriber(DeliverEach):
 
     def _end(self, body: dict[str, Any]) -> None:
         sink = self._sink
-        if self._closed or sink is None or sink.closed:
-            return  # not started yet: start() ends it
+        if self._closed or self._ended or sink is None or sink.closed:
+            return  # not started yet (start() ends it), or ended already
+        self._ended = True
         self._send(end_event(body))
         feed = self._feed
         if feed is not None:
@@ -303,7 +308,7 @@ class SseSubscriber(DeliverEach):
 
     def _send_ping(self) -> None:
         self._ping = None
-        if self._sink is not None and not self._sink.closed:
+        if self._sink is not None and not self._sink.closed and not self._ended:
             self._send(PING)
             self._schedule_ping()
 
