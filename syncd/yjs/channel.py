@@ -36,8 +36,9 @@ meanwhile: the peer's step 1 must be answered from the whole document.
 Over the token's rate limit an update waits, and the owner stops reading the
 socket meanwhile: y-websocket cannot be told to slow down, so it is slowed
 down. So does each step 1 of the peer's but the first (the join, which the
-upgrade or the Hocuspocus auth paid for): its answer may be the whole
-document, so it counts against the limit as an update does. A refused
+upgrade or the Hocuspocus auth paid for), whose answer may be the whole
+document, and each query-awareness, whose answer is every awareness state
+of the room: each counts against the limit as an update does. A refused
 update closes the connection: 1007 for one that is malformed or too large
 (400/413), 4401 for an expired token, 1008 for another permission refused
 after the handshake, 1013 for a store that is unavailable, so the provider
@@ -191,7 +192,8 @@ class Owner(Protocol):
 
     def hold_reading(self, held: bool) -> None:
         """Stop reading (True) until each such call is matched by a False: an
-        update or a step 1 waits for the token's rate limit."""
+        update, a step 1 or a query-awareness waits for the token's rate
+        limit."""
         ...
 
     @property
@@ -368,12 +370,10 @@ class YjsChannel(DeliverEach):
 
     def _answer_step1(self, state_vector: bytes) -> None:
         """Answer the peer's step 1, each but the first counted against the
-        token's rate limit as an update is: over it, the answer waits and the
-        socket is not read meanwhile (y-websocket cannot be told to slow
-        down, and Hocuspocus has no refusal for a step 1). Each answer may be
-        the whole document, an encode of up to megabytes, so a peer repeating
-        step 1 must not be free; backpressure only bounds it by how fast the
-        peer reads.
+        token's rate limit as an update is (:meth:`_answer_counted`). Each
+        answer may be the whole document, an encode of up to megabytes, so a
+        peer repeating step 1 must not be free; backpressure only bounds it
+        by how fast the peer reads.
 
         The first is free: it is the join, which the y-websocket upgrade or
         the Hocuspocus document's auth already counted (a joining provider
@@ -383,6 +383,34 @@ class YjsChannel(DeliverEach):
         if self._step1s == 1:
             self._reply_step1(state_vector, first=True)
             return
+        self._answer_counted(lambda: self._reply_step1(state_vector, first=False), "a step 1")
+
+    def _answer_query_awareness(self) -> None:
+        """Answer the peer's query-awareness with every awareness state of
+        the room, each query counted against the token's rate limit
+        (:meth:`_answer_counted`): a message of one byte makes us encode and
+        send up to :data:`~syncd.yjs.room.MAX_AWARENESS_CLIENTS` states of
+        every connection in the room, an amplification nothing else bounds.
+
+        None is free, unlike the first step 1: no provider needs one. Our
+        opening already sends the room's states; y-websocket (3.x) sends its
+        query only on its BroadcastChannel, never on the socket, and
+        ``@hocuspocus/provider`` (3.x) never sends one. The states are those
+        of the room when the answer goes out, not when the query came."""
+
+        def answer() -> None:
+            states = self.room.states()
+            if states is not None:
+                self._owner.send_message(self, awareness_message(states))
+
+        self._answer_counted(answer, "a query-awareness")
+
+    def _answer_counted(self, answer: Callable[[], None], what: str) -> None:
+        """Count a message that asks for an answer against the token's rate
+        limit, then ``answer()`` it; over the limit, the answer waits and the
+        socket is not read meanwhile, as an update waits. Not refused:
+        y-websocket cannot be told to slow down, and Hocuspocus has no
+        refusal for a sync or awareness message."""
         principal = self.principal
         try:
             self._ctx.auth.rate_check(principal)
@@ -390,31 +418,35 @@ class YjsChannel(DeliverEach):
             if exc.status != 429:
                 raise
             # Held before this message's handler returns, so nothing the
-            # peer sent after the step 1 overtakes its answer.
+            # peer sent after it overtakes its answer.
             self._owner.hold_reading(True)
             task = asyncio.get_running_loop().create_task(
-                self._reply_step1_within_rate(state_vector, principal, exc)
+                self._answer_within_rate(answer, what, principal, exc)
             )
             _tasks.add(task)
             task.add_done_callback(_tasks.discard)
             return
-        self._reply_step1(state_vector, first=False)
+        answer()
 
-    async def _reply_step1_within_rate(
-        self, state_vector: bytes, principal: Principal, refused: ApiError
+    async def _answer_within_rate(
+        self,
+        answer: Callable[[], None],
+        what: str,
+        principal: Principal,
+        refused: ApiError,
     ) -> None:
-        """A step 1 that met the rate limit: answered once it allows, as an
+        """A message that met the rate limit: answered once it allows, as an
         update waits (:meth:`_within_rate`, the same bounds); reading stays
         held until then."""
         try:
             await asyncio.sleep(retry_after(refused))
             await self._within_rate(principal)
             if not self.closed:
-                self._reply_step1(state_vector, first=False)
+                answer()
         except ApiError:
             pass  # only a 429 once the connection closes: nothing goes out
-        except Exception:  # what the handler's own catch does for a step 1
-            log.exception("answering a Yjs step 1 failed")
+        except Exception:  # what the handler's own catch does for the message
+            log.exception("answering %s of a Yjs peer failed", what)
             if not self.closed:
                 self._owner.close(CLOSE_PROTOCOL_ERROR, "malformed y-websocket message")
         finally:
@@ -520,9 +552,7 @@ class YjsChannel(DeliverEach):
             except AwarenessRefused as exc:
                 owner.close(CLOSE_POLICY, str(exc))
         elif isinstance(action, SendAwareness):
-            states = self.room.states()
-            if states is not None:
-                owner.send_message(self, awareness_message(states))
+            self._answer_query_awareness()
         elif isinstance(action, ReadOnlyUpdate):
             if action.answer and self._brings_nothing(action.update):
                 owner.update_done(self, True)  # up to date: nothing was refused

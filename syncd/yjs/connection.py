@@ -32,8 +32,8 @@ object shared with the other connections sent it, written in slices as the
 socket drains; deltas that come meanwhile wait behind it, up to the same
 bound (see :mod:`syncd.ws.base_connection`). Reading also stops while
 :data:`MAX_INFLIGHT_UPDATES` of the peer's updates await the store, while an
-update or a repeated step 1 waits for the token's rate limit, and while a
-document is read from the store for a joining peer.
+update, a repeated step 1 or a query-awareness waits for the token's rate
+limit, and while a document is read from the store for a joining peer.
 """
 
 from __future__ import annotations
