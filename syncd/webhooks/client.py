@@ -11,6 +11,7 @@ receiver streaming an endless body cannot hold a worker.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,8 +62,31 @@ class Target:
         return self.scheme == "https"
 
 
+def _shown(url: str) -> str:
+    """``url`` as an error message shows it: its scheme and host only, as
+    :attr:`Target.safe_url` in the logs. A refused URL's message ends up in
+    the start's error line (the journal); it must hold neither the
+    credentials (also refused) nor the path or query, which often carry a
+    secret. Works on any text, a URL ``urlsplit`` refuses included."""
+    scheme, sep, rest = url.strip().partition("://")
+    if not sep:
+        scheme, rest = "", scheme
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    host = authority.rpartition("@")[2]
+    return repr(f"{scheme}{sep}{host}{'/…' if len(authority) < len(rest) else ''}")
+
+
+def _scrubbed(url: str, message: str) -> str:
+    """``message`` (a parser's, which may quote the URL's authority) without
+    the URL's credentials."""
+    rest = url.strip().partition("://")[2] or url.strip()
+    userinfo = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[0]
+    return message.replace(userinfo, "…") if userinfo else message
+
+
 def parse_url(url: str) -> Target:
-    """Parse and check a webhook URL; ValueError with a clear message when unusable."""
+    """Parse and check a webhook URL; ValueError with a clear message when
+    unusable, which shows the URL's scheme and host only (:func:`_shown`)."""
     if not isinstance(url, str) or not url.strip():
         raise ValueError("webhook URL is empty")
     try:
@@ -74,7 +98,9 @@ def parse_url(url: str) -> Target:
         parts = urlsplit(url.strip())
         port = parts.port  # ValueError for a non-numeric or out-of-range port
     except ValueError as exc:
-        raise ValueError(f"webhook URL {url!r} is malformed: {exc}") from None
+        raise ValueError(
+            f"webhook URL {_shown(url)} is malformed: {_scrubbed(url, str(exc))}"
+        ) from None
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
         raise ValueError(
@@ -91,20 +117,20 @@ def parse_url(url: str) -> Target:
         )
     host = parts.hostname
     if not host:
-        raise ValueError(f"webhook URL {url!r} has no host")
+        raise ValueError(f"webhook URL {_shown(url)} has no host")
     if port == 0:
-        raise ValueError(f"webhook URL {url!r} has port 0")
+        raise ValueError(f"webhook URL {_shown(url)} has port 0")
     netloc = parts.netloc
     target = parts.path or "/"
     if parts.query:
         target = f"{target}?{parts.query}"
     if any(c in target for c in " \r\n\t"):
-        raise ValueError(f"webhook URL {url!r} has whitespace in its path")
+        raise ValueError(f"webhook URL {_shown(url)} has whitespace in its path")
     if any(c.isspace() for c in netloc):
         # No host name holds one: every event would fail its lookup, be retried and dropped.
-        raise ValueError(f"webhook URL {url!r} has whitespace in its host")
+        raise ValueError(f"webhook URL {_shown(url)} has whitespace in its host")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in netloc + target):
-        raise ValueError(f"webhook URL {url!r} has a control character")
+        raise ValueError(f"webhook URL {_shown(url)} has a control character")
     if not netloc.isascii():
         # An internationalized host name goes on the wire in its IDNA form,
         # as it is looked up; a request head is ASCII.
@@ -112,7 +138,8 @@ def parse_url(url: str) -> Target:
             ascii_host = host.encode("idna").decode("ascii")
         except UnicodeError as exc:
             raise ValueError(
-                f"webhook URL {url!r} has a host name IDNA cannot encode: {exc}"
+                f"webhook URL {_shown(url)} has a host name IDNA cannot encode: "
+                f"{_scrubbed(url, str(exc))}"
             ) from None
         host = ascii_host
         netloc = ascii_host if parts.port is None else f"{ascii_host}:{parts.port}"
