@@ -62,6 +62,16 @@ FILE_FORMAT: Final = 1
 
 _BODY_KEYS: Final = frozenset({"client_id", "before_ms"})
 
+NEXT_MS_POLL_S: Final = 0.0002
+"""How often a revocation without ``before_ms`` reads the clock while it
+waits for the next millisecond (:meth:`Revocations._next_millisecond`): a
+fraction of one, so the wait stays under a millisecond and a bit."""
+
+NEXT_MS_MAX_WAIT_S: Final = 0.01
+"""The longest that wait lasts (event-loop time): the wall clock moves on
+within a millisecond, but a clock that stands still (stepped back, or
+frozen) must not hold a revocation up."""
+
 
 def token_revoked() -> ApiError:
     return ApiError(401, "token_revoked", TOKEN_REVOKED_MESSAGE)
@@ -416,6 +426,8 @@ class Revocations:
         await self.store.open(self.table.replace)
 
     async def revoke(self, namespace: str, request: RevokeRequest) -> Revocation:
+        if request.before_ms is None:
+            await self._next_millisecond()
         async with self._revoking:
             now = self._clock()
             before_ms = now if request.before_ms is None else request.before_ms
@@ -435,6 +447,22 @@ class Revocations:
             before_ms,
         )
         return revocation
+
+    async def _next_millisecond(self) -> None:
+        """Return once the clock reads another millisecond than it reads now
+        (or after :data:`NEXT_MS_MAX_WAIT_S`, should it stand still).
+
+        A revocation without ``before_ms`` refuses the tokens issued before it
+        was asked for, and ``issued_at`` counts whole milliseconds: a token
+        issued in the millisecond the revocation then reads as "now" has
+        ``issued_at == before_ms``, which is not before it, and would outlive
+        the revocation. Reading "now" in a later millisecond than any token
+        issued before the request puts every such token before the line, and
+        every token issued after the answer on or after it."""
+        start = self._clock()
+        deadline = asyncio.get_running_loop().time() + NEXT_MS_MAX_WAIT_S
+        while self._clock() == start and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(NEXT_MS_POLL_S)
 
     async def lift(self, namespace: str, client_id: int) -> bool:
         lifted = await self.store.delete(namespace, client_id)
