@@ -12,6 +12,9 @@ message, without an answer, leaving a client that sent a request waiting
 for ever; :class:`CheckedLines` answers those lines here, as JSON-RPC says:
 ``-32700`` (parse error) for one that is not JSON, ``-32600`` (invalid
 request) for JSON that is no message, with the request's id when it has one.
+A request whose id is neither a string nor an integer (null, 1.5, true: MCP
+allows no other) is such a message too, answered with a null id: the SDK
+would take it for a notification, which has no id, and answer nothing.
 """
 
 from __future__ import annotations
@@ -61,6 +64,13 @@ def line_error(line: str) -> tuple[int | str | None, int, str] | None:
         message = from_json(line)
     except (ValueError, RecursionError):
         return None, PARSE_ERROR, "Parse error: the line is not JSON"
+    if (
+        isinstance(message, dict)
+        and "method" in message
+        and "id" in message
+        and _request_id(message) is None
+    ):
+        return None, INVALID_REQUEST, "Invalid Request: the id must be a string or an integer"
     try:
         types.jsonrpc_message_adapter.validate_json(line, by_name=False)  # as the SDK reads it
     except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
