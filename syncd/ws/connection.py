@@ -490,9 +490,19 @@ class WsConnection(BaseConnection):
 
     def _start_failed(self, subscription: WsSubscription, exc: Exception) -> None:
         """The start (or a resync) could not read the CRDT: the subscription ends
-        with an error, the connection goes on."""
+        with an error, the connection goes on.
+
+        An :class:`ApiError` (a :class:`~syncd.errors.StoreUnavailable` too:
+        the store or the database is away, or a stored copy cannot be read)
+        is a refusal the service expects and says why: one line with it, as
+        the client is told. Its stack trace says nothing more, and a store
+        that is away fails every subscriber's start: one trace each would
+        bury the log. Anything else is a bug: its stack trace is kept."""
         if subscription.active:
-            log.exception("replay for %s/%s failed", self.ns, subscription.crdt_id)
+            if isinstance(exc, ApiError):
+                log.warning("replay for %s/%s failed: %s", self.ns, subscription.crdt_id, exc)
+            else:
+                log.exception("replay for %s/%s failed", self.ns, subscription.crdt_id)
             self._drop_subscription(subscription)
             error = exc if isinstance(exc, ApiError) else _REPLAY_FAILED
             self.session.subscription_failed(subscription.crdt_id, error, subscription.binary)
