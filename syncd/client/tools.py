@@ -446,16 +446,28 @@ def _arguments(arguments: Any) -> dict[str, Any]:
 def _json_value(arguments: Mapping[str, Any], name: str) -> Any:
     """``arguments[name]`` if the service can take it as JSON: no NaN or
     Infinity (Python's json reads them, the service's JSON has none), only JSON
-    types, not nested past the encoder's recursion limit."""
+    types, not nested past the encoder's recursion limit, and text that UTF-8
+    can carry (Python's json reads a lone surrogate escape, ``"\\ud800"``, that
+    no request body can hold)."""
     value = arguments[name]
     try:
-        json.dumps(value, allow_nan=False)
-    except (ValueError, TypeError, RecursionError):
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode()
+    except (ValueError, TypeError, RecursionError):  # UnicodeEncodeError is a ValueError
         raise _InputError(
             "invalid_input",
-            f"{name} must be a JSON value (no NaN or Infinity, not nested too deep)",
+            f"{name} must be a JSON value (no NaN or Infinity, no unpaired surrogate, "
+            "not nested too deep)",
         ) from None
     return value
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` can be sent (UTF-8 has no lone surrogates)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _only(arguments: Mapping[str, Any], allowed: set[str]) -> None:
@@ -570,9 +582,12 @@ class RevertCall:
 def _writer(arguments: Mapping[str, Any]) -> tuple[int | None, str | None]:
     client_id = _seq(arguments, "client_id")
     origin = arguments.get("origin")
-    if origin is not None and (type(origin) is not str or not 1 <= len(origin) <= ORIGIN_MAX_LEN):
+    if origin is not None and (
+        type(origin) is not str or not 1 <= len(origin) <= ORIGIN_MAX_LEN or not _utf8(origin)
+    ):
         raise _InputError(
-            "invalid_input", f"origin must be a string of 1 to {ORIGIN_MAX_LEN} characters"
+            "invalid_input",
+            f"origin must be a string of 1 to {ORIGIN_MAX_LEN} characters (no unpaired surrogate)",
         )
     return client_id, origin
 
@@ -690,9 +705,14 @@ class _ToolSet:
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
         if origin is not None and (
-            not isinstance(origin, str) or not 1 <= len(origin) <= ORIGIN_MAX_LEN
+            not isinstance(origin, str)
+            or not 1 <= len(origin) <= ORIGIN_MAX_LEN
+            or not _utf8(origin)
         ):
-            raise ValueError(f"origin {origin!r}: a string of 1 to {ORIGIN_MAX_LEN} characters")
+            raise ValueError(
+                f"origin {origin!r}: a string of 1 to {ORIGIN_MAX_LEN} characters "
+                "(no unpaired surrogate)"
+            )
         self.origin = origin
         """What every op the tools make carries (docs/data-model.md#origins)."""
         self.max_result_chars = check_limit(max_result_chars)
