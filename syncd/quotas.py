@@ -18,8 +18,9 @@ CRDT and every ``RESIZE_EVERY_OPS`` ops, and in between this module counts
 each op's *growth bound* (``Entry.grown``): its own encoded size plus
 :data:`OP_GROWTH_OVERHEAD`, and measures again once that passes a quarter
 of the size (4 KiB at least, :data:`REMEASURE_MIN_BYTES`). Ops that only take something away
-(:data:`TRIMMING_OPS`) count nothing and are never refused, so a full CRDT
-can always be trimmed; a Yjs update that only deletes what the document
+(:data:`TRIMMING_OPS`) count nothing and are never refused on a CRDT
+that exists, so a full CRDT can always be trimmed (on a new id one creates
+the CRDT, checked against the namespace's quotas as any creation); a Yjs update that only deletes what the document
 holds (no item it lacks) may pass the CRDT limit, or the namespace's bytes, by a
 bounded headroom (:data:`DELETION_HEADROOM_DIVISOR`), its growth counted at
 :data:`DELETION_RANGE_GROWTH` per range. What a Yjs document holds as
@@ -88,7 +89,9 @@ TRIMMING_OPS: Final[dict[str, frozenset[str]]] = {
     "tree": frozenset({"delete"}),
     "presence": frozenset({"leave"}),
 }
-"""Ops that only take something away: never counted, never refused."""
+"""Ops that only take something away: never counted, never refused on a
+CRDT that exists (on a new id, the CRDT they create counts in the namespace's
+quotas)."""
 
 DELETION_RANGE_GROWTH: Final = 128
 """Bytes one range of a Yjs delete set may add to a document's state: two
@@ -167,10 +170,13 @@ class Quotas:
         quotas are on."""
         fixed = FIXED_GROWTH.get(plan.type_name)  # growth()'s first case, without its call
         growth = fixed * len(plan.ops) if fixed is not None else self.growth(plan)
-        if growth == 0:
+        entry = self._engine.lookup((plan.ns, plan.id))
+        if growth == 0 and entry is not None:
+            # Only takes away from a CRDT that exists: never refused. On a
+            # new id it creates the CRDT (an orset's remove, a presence's
+            # leave), which the namespace's quotas count as any creation.
             return 0
         limits = self.limits
-        entry = self._engine.lookup((plan.ns, plan.id))
         waiting = 0 if entry is None else _pending_bytes(entry)
         held = 0 if entry is None else entry.state_bytes + entry.grown + waiting
         moved = 0  # how far a measure here moved the CRDT's size from what usage holds
