@@ -440,6 +440,10 @@ def _arguments(arguments: Any) -> dict[str, Any]:
             raise _InputError("invalid_input", "the tool input is not valid JSON") from None
     if not isinstance(arguments, dict):
         raise _InputError("invalid_input", "the tool input must be a JSON object")
+    if not all(isinstance(key, str) for key in arguments):
+        # A JSON object's names are strings; other keys (a caller's own dict)
+        # would break the checks that list unknown fields by name.
+        raise _InputError("invalid_input", "the tool input's field names must be strings")
     return arguments
 
 
