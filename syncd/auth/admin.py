@@ -76,6 +76,13 @@ class AdminSecret:
                     "SERVICE_ADMIN_TOKEN is shorter than %d characters; use a long random value",
                     MIN_SECRET_CHARS,
                 )
+            if not sendable_in_a_header(env_value):
+                log.warning(
+                    "SERVICE_ADMIN_TOKEN begins or ends with a space or tab, or holds a control"
+                    " character: no Authorization header can carry it as set (HTTP strips"
+                    " the spaces around a header value and refuses control characters),"
+                    " so no admin route will accept it; remove them"
+                )
             _warn_if_shadowed(Path(data_dir) / ADMIN_TOKEN_FILE, env_value)
             return cls(env_value)
         path = Path(data_dir) / ADMIN_TOKEN_FILE
@@ -94,6 +101,18 @@ class AdminSecret:
             return cls(existing, path)
         log.info("admin token created in %s (mode 0600); read it from there", path)
         return cls(secret, path)
+
+
+def sendable_in_a_header(secret: str) -> bool:
+    """Whether ``Authorization: Bearer <secret>`` carries the secret as it is:
+    HTTP drops the spaces and tabs around a header value (and the bearer is
+    stripped of them too), and parsers refuse a value with a control character
+    (a tab inside is allowed). A secret from the environment is taken as
+    set, so one that fails this matches no header: the root admin could only
+    be reached by ``?token=``, which no admin route reads."""
+    if secret != secret.strip(" \t"):
+        return False
+    return all(ch == "\t" or not (ord(ch) < 0x20 or ord(ch) == 0x7F) for ch in secret)
 
 
 def _secret_bytes(secret: str) -> bytes:
