@@ -305,13 +305,12 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
     previous_signing_keys = _previous_keys(env.get("SERVICE_PREVIOUS_SIGNING_KEYS") or "")
 
     webhook_url = _opt(env, "SERVICE_WEBHOOK_URL")
-    if webhook_url is not None and not re.match(r"https?://[^/\s]+", webhook_url):
-        raise ConfigError(
-            "SERVICE_WEBHOOK_URL", f"{webhook_url!r} is not an http:// or https:// URL"
-        )
     if webhook_url is not None:
-        # The webhook client's own checks (credentials, host, port), here so a
-        # URL it refuses stops the start with one line, not a traceback.
+        # The webhook client's own checks (scheme, credentials, host, port),
+        # here so a URL it refuses stops the start with one line, not a
+        # traceback; its messages show the scheme and host only (the path,
+        # the query and user:password@ often hold secrets, and the line goes
+        # to the journal).
         from syncd.webhooks.client import parse_url
 
         try:

@@ -212,3 +212,25 @@ def test_durations_and_the_memory_budget_are_taken_up_to_their_maximum() -> None
     )
     assert config.header_timeout_s == MAX_DURATION_S
     assert config.memory_budget_mb == MAX_MEMORY_BUDGET_MB
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://user:s3cret@hooks.example/T0/B0/s3cret",
+        "htp://user:s3cret@hooks.example/x?key=s3cret",
+    ],
+)
+def test_a_refused_webhook_url_is_not_quoted_whole(url: str) -> None:
+    """A URL refused for its scheme: the error names the variable and the
+    scheme, never the credentials, path or query (the line goes to the
+    journal; the path and query often hold the hook's secret)."""
+    with pytest.raises(ConfigError) as info:
+        from_env({"SERVICE_WEBHOOK_URL": url})
+    assert info.value.variable == "SERVICE_WEBHOOK_URL"
+    assert "s3cret" not in str(info.value), str(info.value)
+
+
+def test_a_webhook_url_scheme_in_capitals_is_taken() -> None:
+    settings = from_env({"SERVICE_WEBHOOK_URL": "HTTPS://hooks.example/in"})
+    assert settings.webhook_url == "HTTPS://hooks.example/in"
