@@ -92,17 +92,19 @@ class Settings:
     host: str = "0.0.0.0"
     port: int = 3000
     data_dir: Path = Path("./data")
-    signing_key: bytes | None = None
+    # Secrets are left out of repr (repr=False): a Settings printed in a log
+    # line or a traceback's locals must not carry them.
+    signing_key: bytes | None = field(default=None, repr=False)
     """32-byte ed25519 seed; None means a random key per start (tokens die with the process)."""
-    previous_signing_keys: tuple[bytes, ...] = ()
+    previous_signing_keys: tuple[bytes, ...] = field(default=(), repr=False)
     """32-byte seeds of older keys whose tokens still verify (docs/operations.md#rotating-the-signing-key)."""
-    webhook_url: str | None = None
-    webhook_secret: str | None = None
-    database_url: str | None = None
-    wal_connstr: str | None = None
+    webhook_url: str | None = field(default=None, repr=False)
+    webhook_secret: str | None = field(default=None, repr=False)
+    database_url: str | None = field(default=None, repr=False)
+    wal_connstr: str | None = field(default=None, repr=False)
     wal_slot: str = "service_wal"
     wal_pub: str = "service_pub"
-    admin_token: str | None = None
+    admin_token: str | None = field(default=None, repr=False)
     rate_limit: int = DEFAULT_RATE_LIMIT
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_token_ttl_ms: int = DEFAULT_MAX_TOKEN_TTL_MS

@@ -234,3 +234,18 @@ def test_a_refused_webhook_url_is_not_quoted_whole(url: str) -> None:
 def test_a_webhook_url_scheme_in_capitals_is_taken() -> None:
     settings = from_env({"SERVICE_WEBHOOK_URL": "HTTPS://hooks.example/in"})
     assert settings.webhook_url == "HTTPS://hooks.example/in"
+
+
+def test_the_settings_repr_holds_no_secret() -> None:
+    secrets = {
+        "SERVICE_SIGNING_KEY": "ab" * 32,
+        "SERVICE_PREVIOUS_SIGNING_KEYS": "cd" * 32,
+        "SERVICE_ADMIN_TOKEN": "admin-s3cret-0123456789abcdef",
+        "SERVICE_WEBHOOK_URL": "https://hooks.example/T0/B0/s3cretpath",
+        "SERVICE_WEBHOOK_SECRET": "hook-s3cret",
+        "DATABASE_URL": "postgresql://syncd:pg-s3cret@db/syncd",
+        "SERVICE_WAL_CONNSTR": "postgresql://repl:wal-s3cret@db/syncd",
+    }
+    shown = repr(from_env(secrets))
+    for value in ("ab" * 32, "cd" * 32, "s3cret"):
+        assert value not in shown, shown
