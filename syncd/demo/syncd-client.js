@@ -2708,7 +2708,10 @@ function page(result, field, whole, offset, maxChars, readMore, drop = []) {
     return out;
   };
   const count = largest((n) => resultSize(build(n)) <= maxChars, Math.min(total - start, maxChars));
-  if (count === 0 && start < total && typeof whole !== "string") {
+  if (count === 0 && start < total && typeof whole === "string") {
+    return build(1);
+  }
+  if (count === 0 && start < total) {
     const item = items[start];
     const text = JSON.stringify(isMap ? item[1] : item);
     const tooLarge = { offset: start, json_chars: text.length, preview: text.slice(0, PREVIEW_CHARS) };
@@ -2790,6 +2793,7 @@ var CRDT_ID2 = /^[A-Za-z0-9._:~@+=-]{1,256}$/;
 var MAX_TOOL_NAME_LENGTH = 64;
 var MAX_ROOT_NAME = 256;
 var ROOT_KINDS = ["text", "map", "array", "xml"];
+var MAX_ROOT_IN_MESSAGE = 64;
 function toolName(action, crdtId) {
   return `${TOOL_PREFIX}${action}_${crdtId.replace(/[^A-Za-z0-9_]/g, "_")}`;
 }
@@ -2998,7 +3002,9 @@ async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
       if (err instanceof SyncdError && err.status === 404) return null;
       throw err;
     }
-    readMore = `${readMore} (root=${JSON.stringify(root)}, as=${JSON.stringify(view.as)})`;
+    const named = JSON.stringify(root);
+    const rootHint = named.length <= MAX_ROOT_IN_MESSAGE ? named : "the root of this result's root field";
+    readMore = `${readMore} (root=${rootHint}, as=${JSON.stringify(view.as)})`;
   } else {
     view = at === void 0 ? await http.read(crdtId) : await http.at(crdtId, at);
     if (type === "ydoc") view = ydocWithoutRoot(view);

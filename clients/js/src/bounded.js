@@ -95,7 +95,14 @@ function page(result, field, whole, offset, maxChars, readMore, drop = []) {
   // Every element or character takes at least one character of JSON: no page
   // holds more than maxChars of them, which keeps each probe small.
   const count = largest((n) => resultSize(build(n)) <= maxChars, Math.min(total - start, maxChars));
-  if (count === 0 && start < total && typeof whole !== 'string') {
+  if (count === 0 && start < total && typeof whole === 'string') {
+    // The page's own fields leave no room (a 256-character root name is in
+    // both `root` and the message): one character anyway, a little over the
+    // limit, rather than an empty page whose next_offset is its offset,
+    // which an agent following it would ask for again for ever.
+    return build(1);
+  }
+  if (count === 0 && start < total) {
     const item = items[start];
     const text = JSON.stringify(isMap ? item[1] : item);
     const tooLarge = { offset: start, json_chars: text.length, preview: text.slice(0, PREVIEW_CHARS) };

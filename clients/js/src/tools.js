@@ -47,6 +47,13 @@ export const MAX_TOOL_NAME_LENGTH = 64;
 /** The longest Yjs root name, as the service's `?root=` takes it. */
 const MAX_ROOT_NAME = 256;
 const ROOT_KINDS = ['text', 'map', 'array', 'xml'];
+/**
+ * The longest root name (as JSON) a page's message repeats. A page already
+ * names its root in its `root` field; a 256-character name said twice leaves
+ * no room for the value under the smallest result limit (MIN_MAX_RESULT_CHARS),
+ * so a longer one is referred to instead of repeated.
+ */
+const MAX_ROOT_IN_MESSAGE = 64;
 
 /** The tool name for an action on an id: `service_read_page_views`, `service_read_gc_visits`. */
 export function toolName(action, crdtId) {
@@ -309,7 +316,9 @@ async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
       if (err instanceof SyncdError && err.status === 404) return null; // as a plain read answers
       throw err;
     }
-    readMore = `${readMore} (root=${JSON.stringify(root)}, as=${JSON.stringify(view.as)})`;
+    const named = JSON.stringify(root);
+    const rootHint = named.length <= MAX_ROOT_IN_MESSAGE ? named : "the root of this result's root field";
+    readMore = `${readMore} (root=${rootHint}, as=${JSON.stringify(view.as)})`;
   } else {
     view = at === undefined ? await http.read(crdtId) : await http.at(crdtId, at);
     if (type === 'ydoc') view = ydocWithoutRoot(view);
