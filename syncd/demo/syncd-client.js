@@ -3556,21 +3556,23 @@ var SyncdClient = class {
 };
 
 // src/text.js
+function pairAt(text, i) {
+  const c = text.charCodeAt(i);
+  if (c < 55296 || c > 56319) return false;
+  const next = text.charCodeAt(i + 1);
+  return next >= 56320 && next <= 57343;
+}
 function codePointIndex(text, offset) {
   let n = 0;
   for (let i = 0; i < offset && i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 55296 && c <= 56319 && i + 1 < text.length) i++;
+    if (pairAt(text, i)) i++;
     n++;
   }
   return n;
 }
 function utf16Offset(text, index) {
   let i = 0;
-  for (let n = 0; n < index && i < text.length; n++) {
-    const c = text.charCodeAt(i);
-    i += c >= 55296 && c <= 56319 && i + 1 < text.length ? 2 : 1;
-  }
+  for (let n = 0; n < index && i < text.length; n++) i += pairAt(text, i) ? 2 : 1;
   return i;
 }
 function diffText(before, after, cursor) {

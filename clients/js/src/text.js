@@ -23,12 +23,22 @@
 import { Emitter } from './emitter.js';
 import { formatId, RgaReplica } from './rga.js';
 
+/**
+ * Whether a surrogate pair starts at `i`: a high surrogate followed by a low
+ * one. A lone surrogate is one code point on its own, as Array.from counts it.
+ */
+function pairAt(text, i) {
+  const c = text.charCodeAt(i);
+  if (c < 0xd800 || c > 0xdbff) return false;
+  const next = text.charCodeAt(i + 1);
+  return next >= 0xdc00 && next <= 0xdfff;
+}
+
 /** Code-point index of UTF-16 offset `offset` in `text` (textarea selections are UTF-16). */
 export function codePointIndex(text, offset) {
   let n = 0;
   for (let i = 0; i < offset && i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) i++;
+    if (pairAt(text, i)) i++;
     n++;
   }
   return n;
@@ -37,10 +47,7 @@ export function codePointIndex(text, offset) {
 /** UTF-16 offset of code-point index `index` in `text`. */
 export function utf16Offset(text, index) {
   let i = 0;
-  for (let n = 0; n < index && i < text.length; n++) {
-    const c = text.charCodeAt(i);
-    i += c >= 0xd800 && c <= 0xdbff && i + 1 < text.length ? 2 : 1;
-  }
+  for (let n = 0; n < index && i < text.length; n++) i += pairAt(text, i) ? 2 : 1;
   return i;
 }
 
