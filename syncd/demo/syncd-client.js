@@ -3026,21 +3026,25 @@ async function execute(http, index, name, input, { origin, maxChars }) {
       onlyFields(args, type === "ydoc" ? ["offset", "root", "as"] : ["offset"]);
       return readValue(http, crdtId, type, args, { maxChars, readMore: toolName("read", crdtId) });
     case "increment": {
+      onlyFields(args, ["amount"]);
       const op = { op: "increment", type };
       if (args.amount !== void 0) op.amount = args.amount;
       return http.apply(crdtId, op, { origin });
     }
     case "set": {
+      onlyFields(args, ["value", "client_id"]);
       if (!("value" in args)) throw new SyncdError("invalid_op", "value: required");
       const op = { op: "set", type, value: args.value };
       if (args.client_id !== void 0) op.client_id = args.client_id;
       return http.apply(crdtId, op, { origin });
     }
     case "add": {
+      onlyFields(args, ["element"]);
       if (!("element" in args)) throw new SyncdError("invalid_op", "element: required");
       return http.apply(crdtId, { op: "add", type, element: args.element }, { origin });
     }
     case "history": {
+      onlyFields(args, ["at", "before", "limit", "client_id", "origin", "offset", ...type === "ydoc" ? ["root", "as"] : []]);
       if (args.at !== void 0) {
         const readMore = `${toolName("history", crdtId)} (at=${args.at})`;
         return readValue(http, crdtId, type, args, { at: args.at, maxChars, readMore });
@@ -3057,6 +3061,7 @@ async function execute(http, index, name, input, { origin, maxChars }) {
       return boundHistory(page2, { maxChars, readMore: toolName("history", crdtId) });
     }
     case "revert": {
+      onlyFields(args, ["client_id", "origin", "since_seq", "until_seq"]);
       if (args.client_id === void 0 && args.origin === void 0) {
         throw new SyncdError("invalid_op", "client_id, origin: name whose changes to take back");
       }
@@ -3068,6 +3073,7 @@ async function execute(http, index, name, input, { origin, maxChars }) {
       });
     }
     case "restore": {
+      onlyFields(args, ["seq"]);
       if (!Number.isInteger(args.seq) || args.seq < 0) throw new SyncdError("invalid_op", "seq: required, a whole number");
       return http.restore(crdtId, args.seq);
     }
