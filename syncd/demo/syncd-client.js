@@ -3046,6 +3046,13 @@ async function execute(http, index, name, input, { origin, maxChars }) {
     case "history": {
       onlyFields(args, ["at", "before", "limit", "client_id", "origin", "offset", ...type === "ydoc" ? ["root", "as"] : []]);
       if (args.at !== void 0) {
+        const listing = ["before", "limit", "client_id", "origin"].filter((k) => args[k] !== void 0 && args[k] !== null);
+        if (listing.length) {
+          throw new SyncdError(
+            "invalid_op",
+            `'at' reads the value at a version and cannot be combined with ${listing.join(", ")} (which list changes): call without 'at' for those`
+          );
+        }
         const readMore = `${toolName("history", crdtId)} (at=${args.at})`;
         return readValue(http, crdtId, type, args, { at: args.at, maxChars, readMore });
       }

@@ -376,6 +376,15 @@ async function execute(http, index, name, input, { origin, maxChars }) {
     case 'history': {
       onlyFields(args, ['at', 'before', 'limit', 'client_id', 'origin', 'offset', ...(type === 'ydoc' ? ['root', 'as'] : [])]);
       if (args.at !== undefined) {
+        // They choose changes to list; 'at' reads one value: dropping them
+        // would answer a question the model did not ask.
+        const listing = ['before', 'limit', 'client_id', 'origin'].filter((k) => args[k] !== undefined && args[k] !== null);
+        if (listing.length) {
+          throw new SyncdError(
+            'invalid_op',
+            `'at' reads the value at a version and cannot be combined with ${listing.join(', ')} (which list changes): call without 'at' for those`,
+          );
+        }
         const readMore = `${toolName('history', crdtId)} (at=${args.at})`;
         return readValue(http, crdtId, type, args, { at: args.at, maxChars, readMore });
       }
