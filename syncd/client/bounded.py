@@ -172,7 +172,12 @@ def _page(
     # Every element or character takes at least one character of JSON: no
     # page holds more than max_chars of them, which keeps each probe small.
     count = _largest(lambda n: size(build(n)) <= max_chars, min(total - start, max_chars))
-    if count == 0 and start < total and not isinstance(whole, str):
+    if count == 0 and start < total and isinstance(whole, str):
+        # The page's own fields leave no room (a long id and root name): one
+        # character anyway, a little over the limit, rather than an empty page
+        # whose next_offset is its own offset, asked for again for ever.
+        return build(1)
+    if count == 0 and start < total:
         # One element too large for any page: show its start and step past it,
         # so that paging never stalls on it.
         item = items[start]

@@ -110,6 +110,12 @@ _KIND: Final = {
 
 _ANY_JSON: Final = ["string", "number", "integer", "boolean", "object", "array", "null"]
 
+MAX_ROOT_IN_MESSAGE: Final = 64
+"""The longest root name (as its repr) a page's message repeats. A page
+already names its root in its ``root`` field; a 256-character name said
+twice leaves no room for the value under the smallest result limit
+(``MIN_MAX_RESULT_CHARS``), so a longer one is referred to instead."""
+
 ORIGIN_MAX_LEN: Final = 128
 """The service's longest origin (docs/data-model.md#origins)."""
 
@@ -758,7 +764,9 @@ class _ToolSet:
         else:
             read_more = f"{tool_name('history', tool.crdt_id)} (at={at})"
         if call.root is not None:
-            read_more += f" (root={call.root!r}, as={call.kind!r})"
+            named = repr(call.root)
+            root_hint = named if len(named) <= MAX_ROOT_IN_MESSAGE else "this result's root"
+            read_more += f" (root={root_hint}, as={call.kind!r})"
         return bound_value(
             {"ok": True, **result},
             tool.crdt_type,
