@@ -110,8 +110,8 @@ def sendable_in_a_header(secret: str) -> bool:
     (a tab inside is allowed). A secret from the environment is taken as
     set, so one that fails this matches no header: the root admin could only
     be reached by ``?token=``, which no admin route reads."""
-    if secret != secret.strip(" \t"):
-        return False
+    if secret[:1] in (" ", "\t") or secret[-1:] in (" ", "\t"):
+        return False  # a blank at either end (no equality on the secret: see tests/security)
     return all(ch == "\t" or not (ord(ch) < 0x20 or ord(ch) == 0x7F) for ch in secret)
 
 
