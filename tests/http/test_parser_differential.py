@@ -11,6 +11,7 @@ from syncd.http.parser import CONTINUE, MAX_HEAD_BYTES, NEED_DATA, ParseError
 from syncd.http.parsers import make_parser
 from syncd.http.request import Request
 from tests.conftest import ADMIN, RunningServer, open_raw, read_response
+from tests.http.test_parser_parity import OK, outcome
 
 PARSERS = ("h11", "httptools")
 
@@ -82,7 +83,6 @@ async def test_trailer_authorization_does_not_authenticate(server: RunningServer
     writer.close()
 
 
-OK = 0
 GZIP = b"Transfer-Encoding: gzip\r\n"
 SAME_ANSWER: list[tuple[str, bytes, int]] = [
     ("version 3.0", b"GET /health/live HTTP/3.0\r\nHost: x\r\n\r\n", 505),
@@ -107,20 +107,10 @@ SAME_ANSWER: list[tuple[str, bytes, int]] = [
 ]
 
 
-def _outcome(parser_name: str, data: bytes) -> int:
-    parser = make_parser(parser_name, 1000)
-    parser.feed(data)
-    event = parser.next_event()
-    if isinstance(event, ParseError):
-        return event.status
-    assert isinstance(event, Request), event
-    return OK
-
-
 @pytest.mark.parametrize(("name", "data", "status"), SAME_ANSWER, ids=[c[0] for c in SAME_ANSWER])
 def test_same_answer_sans_io(name: str, data: bytes, status: int) -> None:
-    assert _outcome("h11", data) == status
-    assert _outcome("httptools", data) == status
+    assert outcome("h11", data) == status
+    assert outcome("httptools", data) == status
 
 
 @pytest.mark.parametrize(
@@ -191,8 +181,8 @@ def test_same_answer_for_targets(name: str, data: bytes, status: int) -> None:
     """An absolute form's authority is held to what llhttp takes, and a
     malformed target is answered before the version and the fields, as
     llhttp answers it."""
-    assert _outcome("h11", data) == status
-    assert _outcome("httptools", data) == status
+    assert outcome("h11", data) == status
+    assert outcome("httptools", data) == status
 
 
 async def test_fragment_in_authority_over_the_socket(server: RunningServer) -> None:
@@ -220,7 +210,7 @@ async def test_fragment_in_authority_over_the_socket(server: RunningServer) -> N
 def test_spaces_in_the_request_line(parser_name: str, line: bytes, status: int) -> None:
     """Runs of spaces between the three parts are one space (llhttp reads
     them so, RFC 9112 3 allows it); anywhere else they are refused."""
-    assert _outcome(parser_name, line + b"\r\nHost: x\r\n\r\n") == status
+    assert outcome(parser_name, line + b"\r\nHost: x\r\n\r\n") == status
 
 
 async def test_spaces_in_the_request_line_over_the_socket(server: RunningServer) -> None:
