@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from syncd.cli.command import Commands, add_command
-from syncd.cli.verify import LAYOUT, verify_dir
+from syncd.cli.verify import LAYOUT, UNPACKING, verify_dir
 from syncd.config import DEFAULT_BIND, parse_bind
 
 REQUEST_TIMEOUT_S: Final = 600.0
@@ -153,16 +153,38 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         problem = _download(request, url, dest)
         if problem is None:
-            _fsync_tree(dest)
+            _fsync_tree(dest / UNPACKING)
+            _move_into_place(dest)
     except OSError as exc:
         # Writing the copy failed: a full disk, a file size limit, a directory
         # that is not writable. What was written is no backup.
         problem = f"cannot write the copy into {dest}: {exc.strerror or exc}"
+    except KeyboardInterrupt:
+        # Ctrl-C: what was written is no backup; one line, not a traceback.
+        _undo(dest, created)
+        print(f"syncd backup: interrupted; {dest} is as it was", file=sys.stderr)
+        return 130
     if problem is not None:
         print(f"syncd backup: {problem}", file=sys.stderr)
         _undo(dest, created)
         return 1
     return verify_dir(dest)
+
+
+def _move_into_place(dest: Path) -> None:
+    """Move the unpacked backup from ``dest/UNPACKING`` into ``dest``, the
+    manifest last (a directory with it is whole), and remove the staging
+    directory; each step made durable before the next."""
+    from syncd.store.embedded.log import fsync_dir
+
+    staging = dest / UNPACKING
+    for name in os.listdir(staging):
+        if name != MANIFEST:
+            os.replace(staging / name, dest / name)
+    fsync_dir(str(dest))
+    os.replace(staging / MANIFEST, dest / MANIFEST)
+    staging.rmdir()
+    fsync_dir(str(dest))
 
 
 def _download(request: urllib.request.Request, url: str, dest: Path) -> str | None:
@@ -181,9 +203,11 @@ def _download(request: urllib.request.Request, url: str, dest: Path) -> str | No
         except http.client.HTTPException as exc:  # a broken chunked answer, among others
             return f"{url}: the answer broke off before its end ({type(exc).__name__})"
         tar_file.seek(0)
+        staging = dest / UNPACKING
+        staging.mkdir()
         try:
             with tarfile.open(fileobj=tar_file, mode="r:") as tar:
-                return _unpack(tar, dest)
+                return _unpack(tar, staging)
         except tarfile.TarError as exc:
             return f"the stream is not a whole tar ({exc}): it was cut short or is not a backup"
 

@@ -21,6 +21,14 @@ LAYOUT: Final = ("log", "snapshots", "history")
 (``syncd.store.embedded.backup.LAYOUT``, not imported: every command would
 pay for loading the store)."""
 
+UNPACKING: Final = ".syncd-backup-unpacking"
+"""Where in ``DEST`` the stream is unpacked before anything is moved into place
+(``syncd.store.embedded.backup.UNPACKING``): a run killed while unpacking
+(SIGKILL, a crash, a power cut) leaves ``DEST`` holding only this directory,
+which no server reads as a data directory and ``syncd verify`` names, instead
+of a log without its history that a restore would take for whole. Its entries
+move into ``DEST`` once all are written and fsynced, the manifest last."""
+
 
 def register(commands: Commands) -> None:
     parser = add_command(
@@ -52,7 +60,7 @@ def not_a_data_dir(path: Path) -> str | None:
             # What POST /v1/admin/backup answers, saved as is.
             return f"{path}: a tar, not a directory: unpack it (tar -xf) and verify the directory"
         return f"{path}: not a directory"
-    if not any((path / name).is_dir() for name in LAYOUT):
+    if not any((path / name).is_dir() for name in (*LAYOUT, UNPACKING)):
         return (
             f"{path} is not a syncd data directory or backup: it has none of "
             f"{', '.join(name + '/' for name in LAYOUT)} (a PostgreSQL node keeps its data "

@@ -54,6 +54,10 @@ directory: kept (what the backup held, for reference), but out of the way of
 file against it."""
 LAYOUT: Final = ("log", "snapshots", "history")
 """The subdirectories of every data directory and backup of the embedded store."""
+UNPACKING: Final = ".syncd-backup-unpacking"
+"""Where ``syncd backup`` unpacks the stream before moving it into place
+(``syncd.cli.verify.UNPACKING``): a directory holding it is a backup
+interrupted before it was whole."""
 FORMAT: Final = "syncd-backup"
 FORMAT_VERSION: Final = 1
 

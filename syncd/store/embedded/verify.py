@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from syncd.store.embedded.backup import COPY_CHUNK_BYTES, FORMAT, LAYOUT, MANIFEST
+from syncd.store.embedded.backup import COPY_CHUNK_BYTES, FORMAT, LAYOUT, MANIFEST, UNPACKING
 from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import StoreCorruptError
 from syncd.store.embedded.recovery import read_only_scan, special_files
@@ -74,6 +74,12 @@ def verify(path: str) -> Report:
         report.problems += [f"{rel}: not a regular file" for rel in special]
         report.problems.append("nothing else was read (a special file could block the reads)")
         return report
+    if os.path.lexists(os.path.join(path, UNPACKING)):
+        # What a syncd backup killed before its end left: the files it had
+        # written may look like a whole data directory without being one.
+        report.problems.append(
+            f"{UNPACKING}/: an interrupted syncd backup, not a whole one: take the backup again"
+        )
     manifest_path = os.path.join(path, MANIFEST)
     if os.path.exists(manifest_path):
         report.manifest = True
