@@ -170,7 +170,8 @@ def _bad_entry(entry: Any) -> str | None:
     parts = rel.split("/")
     # Names the server writes are plain relative paths; anything else would
     # have verify read (and a restore trust) a file outside the backup.
-    if os.path.isabs(rel) or any(part in ("", ".", "..") for part in parts):
+    # A NUL names no file (the system calls refuse it with ValueError).
+    if os.path.isabs(rel) or "\0" in rel or any(part in ("", ".", "..") for part in parts):
         return f"{rel!r} is not a path inside the backup"
     return None
 
