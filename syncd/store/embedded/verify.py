@@ -142,6 +142,11 @@ def _read_manifest(manifest_path: str, report: Report) -> list[dict[str, Any]] |
     except (OSError, ValueError) as exc:
         report.problems.append(f"{MANIFEST}: unreadable ({exc})")
         return None
+    except RecursionError:
+        # json's decoder recurses once per nested array or object: a damaged
+        # manifest of many "[" would end verify with a traceback.
+        report.problems.append(f"{MANIFEST}: unreadable (nested too deeply)")
+        return None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         report.problems.append(f"{MANIFEST}: not a {FORMAT} manifest")
         return None

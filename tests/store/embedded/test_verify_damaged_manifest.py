@@ -50,3 +50,13 @@ async def test_a_manifest_path_with_a_nul_is_named(server: RunningServer, tmp_pa
     assert f"MANIFEST.json: file {number}: 'log/a\\x00b' is not a path inside the backup" in (
         done.stdout
     )
+
+
+async def test_a_manifest_nested_too_deeply_is_named(server: RunningServer, tmp_path: Path) -> None:
+    copy = await _backup(server, tmp_path / "copy")
+    depth = 100_000  # far past the json decoder's recursion
+    (copy / "MANIFEST.json").write_text("[" * depth + "]" * depth)
+    done = _verify(copy)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1
+    assert "problem: MANIFEST.json: unreadable (nested too deeply)" in done.stdout
