@@ -20,7 +20,9 @@ A pass that leaves the estimate over the budget (CRDTs pinned, see below, or
 changed meanwhile) is followed by another only once the estimate grows by the
 headroom a pass frees, or after :data:`RETRY_S` (then at once if it had found
 CRDTs that may go, else at the next op or load): a pass scans every resident
-CRDT, and one per op would be spent on CRDTs that cannot go.
+CRDT, and one per op would be spent on CRDTs that cannot go. No pass starts
+while the store refuses writes (``Store.ready`` False: a full disk): its
+barrier would fail, so it could free nothing.
 
 A CRDT stays while:
 
@@ -50,7 +52,7 @@ from typing import TYPE_CHECKING, Final
 
 from syncd.crdt.engine import Entry, GapError
 from syncd.crdt.presence import Presence
-from syncd.errors import unavailable
+from syncd.errors import StoreUnavailable, unavailable
 
 if TYPE_CHECKING:
     from syncd.crdt.engine import Engine
@@ -233,6 +235,12 @@ class Residency:
         budget = self.budget_bytes
         if resident <= budget or self._pass is not None or not self.store.loads_on_demand:
             return
+        if not self.store.ready:
+            # A pass frees nothing while the store refuses writes: its barrier
+            # fails (and each failure was a stack trace in the log, one per load
+            # and per RETRY_S for the whole outage). The first op or load once
+            # the store writes again starts one.
+            return
         kept = self._kept
         if kept is not None and resident - kept <= budget - int(budget * EVICT_TO):
             return  # nothing new to free since: the retry tries again
@@ -291,6 +299,10 @@ class Residency:
                 # by load) once the barrier returns.
                 await self.store.append([])
                 self.let_go(chosen)
+        except StoreUnavailable as exc:
+            # The store began refusing writes during the pass: a refusal the
+            # service expects (and logs where it starts), not a bug to trace.
+            log.warning("an eviction pass freed nothing: %s", exc.message)
         except Exception:
             log.exception("an eviction pass failed; the next one tries again")
         finally:
