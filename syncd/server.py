@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import platform
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, cast
 
 from syncd import __version__
 from syncd.app import App
@@ -22,7 +24,7 @@ from syncd.collector import settle_after_start
 from syncd.config import Settings
 from syncd.http.access import AccessLog
 from syncd.http.parsers import resolve_parser_name
-from syncd.http.protocol import HttpProtocol, ServerContext
+from syncd.http.protocol import MAX_REFUSED_LINGERING, HttpProtocol, ServerContext
 from syncd.http.request import Request
 from syncd.sdnotify import Notifier
 from syncd.store.embedded.store import StoreCorruptError, StoreLockedError
@@ -37,6 +39,15 @@ log = logging.getLogger("syncd.server")
 LISTEN_BACKLOG: Final = 4096
 # How often graceful shutdown looks again for connections still answering.
 SHUTDOWN_POLL_S: Final = 0.02
+
+TLS_HANDSHAKES_PAST_LIMIT: Final = MAX_REFUSED_LINGERING
+"""TLS connections still in their handshake count toward SERVICE_MAX_CONNECTIONS
+with the open ones. Past the limit this many more may finish theirs, to read
+the 503 that a plain connection past the limit reads; any one beyond is closed
+at once. Without the bound, connections that never sent a ClientHello each
+held a descriptor for the whole handshake timeout, however many there were:
+enough of them used up the process's descriptors (LimitNOFILE), and every
+client after them was cut off without an answer."""
 
 
 class Server:
@@ -89,18 +100,27 @@ class Server:
         await self.app.start()
         loop = asyncio.get_running_loop()
         ctx = self.ctx
+        factory: Callable[[], asyncio.BaseProtocol]
+        if self.certificates is None:
+            factory = lambda: HttpProtocol(ctx, loop)  # noqa: E731
+        else:
+            # The loop's own TLS server (create_server's ssl=) would not say
+            # how many handshakes are under way: the same TLS protocol is
+            # made here, counted until its handshake ends.
+            factory = _TlsHandshakes(
+                ctx,
+                loop,
+                self.certificates.context,
+                # The handshake is what a TLS client sends first: it gets the time
+                # anything on a new connection gets, not the loop's default 60 s.
+                self.settings.header_timeout_s,
+            ).protocol
         self._server = await loop.create_server(
-            lambda: HttpProtocol(ctx, loop),
+            factory,
             host=self.settings.host,
             port=self.settings.port,
             reuse_address=True,
             backlog=LISTEN_BACKLOG,
-            ssl=self.certificates.context if self.certificates is not None else None,
-            # The handshake is what a TLS client sends first: it gets the time
-            # anything on a new connection gets, not the loop's default 60 s.
-            ssl_handshake_timeout=(
-                self.settings.header_timeout_s if self.certificates is not None else None
-            ),
         )
         sock: socket.socket = self._server.sockets[0]
         self._port = int(sock.getsockname()[1])
@@ -222,6 +242,61 @@ class Server:
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._hurry.wait(), drain)
+
+
+class _TlsHandshakes:
+    """Each accepted connection's TLS protocol (the loop's own, the one its
+    ssl= server makes), counted from the accept to the end of its handshake;
+    from then on the HttpProtocol inside counts it. Past SERVICE_MAX_CONNECTIONS
+    plus :data:`TLS_HANDSHAKES_PAST_LIMIT`, a new connection is closed at once."""
+
+    def __init__(
+        self,
+        ctx: ServerContext,
+        loop: asyncio.AbstractEventLoop,
+        context: ssl.SSLContext,
+        handshake_timeout: float,
+    ) -> None:
+        self.ctx = ctx
+        self.loop = loop
+        self.context = context
+        self.handshake_timeout = handshake_timeout
+        self.pending = 0
+        # uvloop's TLS protocol on its loop, asyncio's on asyncio's: the same
+        # constructor, the one each loop's create_server(ssl=...) calls.
+        module = "uvloop.loop" if type(loop).__module__.startswith("uvloop") else "asyncio.sslproto"
+        self.tls_protocol: Any = importlib.import_module(module).SSLProtocol
+
+    def protocol(self) -> asyncio.BaseProtocol:
+        ctx = self.ctx
+        if self.pending + ctx.connection_count >= ctx.max_connections + TLS_HANDSHAKES_PAST_LIMIT:
+            return _Refused()
+        self.pending += 1
+        handshake: asyncio.Future[None] = self.loop.create_future()
+        handshake.add_done_callback(self._handshake_ended)
+        protocol: asyncio.BaseProtocol = self.tls_protocol(
+            self.loop,
+            HttpProtocol(ctx, self.loop),
+            self.context,
+            handshake,
+            server_side=True,
+            ssl_handshake_timeout=self.handshake_timeout,
+        )
+        return protocol
+
+    def _handshake_ended(self, handshake: asyncio.Future[None]) -> None:
+        self.pending -= 1
+        if not handshake.cancelled():
+            # A failed handshake has closed its connection already; its
+            # error is read so that asyncio does not log it as never retrieved.
+            handshake.exception()
+
+
+class _Refused(asyncio.Protocol):
+    """A connection past :data:`TLS_HANDSHAKES_PAST_LIMIT`: closed as accepted."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        cast(asyncio.Transport, transport).abort()
 
 
 def _on_request(
