@@ -48,7 +48,9 @@ def register(commands: Commands) -> None:
         description="Take an online backup of a running syncd (embedded store) into DEST.",
     )
     parser.add_argument("dest", help="a new or empty directory")
-    parser.add_argument("--url", help="the server (default: from SERVICE_BIND)")
+    parser.add_argument(
+        "--url", help="the server (default: from SERVICE_BIND, https with SERVICE_TLS_CERT)"
+    )
     parser.add_argument(
         "--token", help="the root admin secret (default: SERVICE_ADMIN_TOKEN or the data dir's)"
     )
@@ -66,7 +68,9 @@ def register(commands: Commands) -> None:
 
 
 def _default_url(env: Mapping[str, str]) -> str:
-    """The server's URL from SERVICE_BIND; ValueError naming the setting when it is bad."""
+    """The server's URL from SERVICE_BIND, https when SERVICE_TLS_CERT is set (the
+    server then serves nothing but TLS: plain HTTP there is closed unanswered);
+    ValueError naming the setting when it is bad."""
     bind = env.get("SERVICE_BIND") or DEFAULT_BIND
     try:
         host, port = parse_bind(bind)
@@ -74,7 +78,8 @@ def _default_url(env: Mapping[str, str]) -> str:
         raise ValueError(f"SERVICE_BIND {bind!r}: {exc} (or give --url)") from None
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
-    return f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    scheme = "https" if env.get("SERVICE_TLS_CERT") else "http"
+    return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
 def _bad_url(url: str) -> str | None:
