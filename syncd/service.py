@@ -13,7 +13,9 @@ real one as already held and keep the phantom for good.
 If the store fails, memory is ahead of disk: the ops involved are answered
 503, further writes are refused, and once the store can write again the
 engine is rebuilt from what the store holds (PostgreSQL treats an fsync
-failure the same way: the buffers are not trusted again).
+failure the same way: the buffers are not trusted again). The CRDTs that
+must stay in memory (subscribed ones, syncd/residency.py) are read back
+before writes resume.
 """
 
 from __future__ import annotations
@@ -619,10 +621,32 @@ class CrdtService:
             except Exception:
                 log.exception("rebuilding state from storage failed; retrying")
                 continue
+            # The rebuild forgets every CRDT, those that must stay in memory too
+            # (a subscriber's: a Yjs peer's step 1 was answered from a document
+            # that was not there, an empty update, after every recovery).
+            residency = self.residency
+            now = self.engine.now_ms()
+            pinned = [(e.ns, e.id) for e in self.engine.lru() if residency.pinned(e, now)]
             self._reload(recovered)
+            if self.store.loads_on_demand:
+                await self._load_again(pinned)
             self._degraded = False
             log.warning("storage recovered; state rebuilt from disk")
             return
+
+    async def _load_again(self, keys: list[tuple[str, str]]) -> None:
+        """Read ``keys`` back from the store after a rebuild, all at once (writes
+        are still refused meanwhile); one that cannot be read is logged, and
+        loads on its next use as any other."""
+        residency = self.residency
+
+        async def load(ns: str, crdt_id: str) -> None:
+            try:
+                await residency.ensure(ns, crdt_id)
+            except Exception as exc:
+                log.warning("%s/%s: not read back after the rebuild: %r", ns, crdt_id, exc)
+
+        await asyncio.gather(*(load(ns, crdt_id) for ns, crdt_id in keys))
 
     def measure_sizes(self) -> None:
         """Measure, in the background, the CRDTs whose size the store lost (a crash)."""
