@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Mapping
 
@@ -129,5 +130,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     except ImportError:
         return fail(PROG, "the mcp package is missing (pip install 'syncd[mcp]')")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # Ctrl-C ends the process at once, as SIGTERM does. Left to the event loop,
+    # SIGINT only cancels the server, which then waits on its stdin reader
+    # (a thread blocked in read): syncd mcp run in a terminal ignored Ctrl-C
+    # until Enter or Ctrl-D. Nothing is lost: the tools keep no state of their own.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     anyio.run(serve, client, tools)
     return 0
