@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from syncd.cli import backup, keygen, mcp, serve, token, verify
-from syncd.cli.command import PARSER, RUN, Command, CommandParser, UsageError
+from syncd.cli.command import INTERRUPTED, PARSER, RUN, Command, CommandParser, UsageError
 from syncd.cli.version import VersionAction
 
 COMMANDS: tuple[Command, ...] = (serve, keygen, token, backup, verify, mcp)
@@ -56,7 +56,14 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except SystemExit as exc:  # --help, --version, or argparse's own usage error
         return exc.code if isinstance(exc.code, int) else 0
     run = getattr(ns, RUN, serve.run)
-    code: int = run(ns, environ)
+    try:
+        code: int = run(ns, environ)
+    except KeyboardInterrupt:
+        # Ctrl-C during a command (a long syncd verify, a server's start
+        # before it handles signals itself): one line, not a traceback, and
+        # the shell's status for SIGINT.
+        print(f"{chosen.prog}: interrupted", file=sys.stderr)
+        return INTERRUPTED
     return code
 
 

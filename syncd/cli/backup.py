@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Final
 
-from syncd.cli.command import Commands, add_command
+from syncd.cli.command import INTERRUPTED, Commands, add_command
 from syncd.cli.verify import LAYOUT, UNPACKING, verify_dir
 from syncd.config import DEFAULT_BIND, parse_bind
 
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         # Ctrl-C: what was written is no backup; one line, not a traceback.
         _undo(dest, created)
         print(f"syncd backup: interrupted; {dest} is as it was", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     if problem is not None:
         print(f"syncd backup: {problem}", file=sys.stderr)
         _undo(dest, created)

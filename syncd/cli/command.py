@@ -19,10 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, Protocol, TypeAlias
+from typing import Any, Final, NoReturn, Protocol, TypeAlias
 
 Run = Callable[[argparse.Namespace, Mapping[str, str]], int]
 """Runs a parsed command with the environment; returns the exit status."""
+
+INTERRUPTED: Final = 130
+"""The exit status after Ctrl-C: 128 + SIGINT, what a shell reports for it."""
 
 RUN = "command_run"
 PARSER = "command_parser"
