@@ -117,7 +117,13 @@ def _default_token(env: Mapping[str, str]) -> str | None:
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     dest = Path(args.dest)
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+    try:
+        in_use = dest.exists() and (not dest.is_dir() or any(dest.iterdir()))
+    except OSError as exc:
+        # A name too long, a directory that may not be read or searched.
+        print(f"syncd backup: {dest}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if in_use:
         print(f"syncd backup: {dest} must be a new or empty directory", file=sys.stderr)
         return 2
     token = args.token or _default_token(env)

@@ -53,6 +53,15 @@ def verify_dir(path: str | Path) -> int:
 
 def not_a_data_dir(path: Path) -> str | None:
     """Why ``path`` is not something to verify at all, or None."""
+    try:
+        return _not_a_data_dir(path)
+    except OSError as exc:
+        # A name too long, a directory on the way that may not be searched:
+        # what stat says, in one line.
+        return f"{path}: {exc.strerror or exc}"
+
+
+def _not_a_data_dir(path: Path) -> str | None:
     if not path.exists():
         return f"{path}: no such directory"
     if not path.is_dir():
