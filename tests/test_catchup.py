@@ -59,9 +59,11 @@ async def _hold_failing_op(faults: Faults, raw: RawWs) -> None:
     faults.write_errno = ENOSPC
 
 
-async def _fail_and_recover(server: RunningServer, faults: Faults, raw: RawWs) -> None:
+async def _fail_and_recover(
+    server: RunningServer, faults: Faults, raw: RawWs, durable: int = 1
+) -> None:
     """Let the held write fail (503 to its writer); the store recovers and the
-    service rebuilds memory from it (seq 1 again)."""
+    service rebuilds memory from it (seq ``durable`` again: the held op is gone)."""
     assert faults.gate is not None
     faults.gate.set()
     answer = msgpack.unpackb((await raw.frame())[1])
@@ -70,7 +72,7 @@ async def _fail_and_recover(server: RunningServer, faults: Faults, raw: RawWs) -
     service = server.app.service
     await wait_for(lambda: service.writable)
     entry = server.app.engine.get(NS, CRDT)
-    assert entry is None or entry.seq == 1
+    assert entry is None or entry.seq == durable
 
 
 async def _snapshot_then_the_next_op(ws: Any, writer: RawWs, seq: int) -> None:
@@ -156,7 +158,7 @@ async def test_a_ws_resync_starts_from_durable_state(
         subscriber.resume_writing()  # drained: a resync, not from the op in flight
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(ws.recv(), 0.2)
-        await _fail_and_recover(server, faults, writer)
+        await _fail_and_recover(server, faults, writer, 2)
         await _snapshot_then_the_next_op(ws, writer, 2)
     writer.close()
 
