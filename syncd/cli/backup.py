@@ -130,6 +130,15 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not token:
         print("syncd backup: no admin token (--token or SERVICE_ADMIN_TOKEN)", file=sys.stderr)
         return 2
+    from syncd.auth.admin import sendable_in_a_header
+
+    if not sendable_in_a_header(token):
+        print(
+            "syncd backup: the admin token cannot be sent in a header: it holds a control"
+            " character or starts or ends with a blank",
+            file=sys.stderr,
+        )
+        return 2
     try:
         base = args.url or _default_url(env)
     except ValueError as exc:
@@ -152,9 +161,12 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         query.append("admin_token=false")
     if query:
         url += "?" + "&".join(query)
-    request = urllib.request.Request(
-        url, method="POST", data=b"", headers={"authorization": f"Bearer {token}"}
-    )
+    # The secret's bytes as the server holds them (UTF-8, and an environment
+    # value that is not UTF-8 as it came): http.client would encode a str as
+    # Latin-1, refusing most non-ASCII secrets and sending others wrong.
+    bearer = b"Bearer " + token.encode("utf-8", "surrogateescape")
+    request = urllib.request.Request(url, method="POST", data=b"")
+    request.add_header("Authorization", bearer)  # type: ignore[arg-type]
     created = not dest.exists()
     try:
         dest.mkdir(parents=True, exist_ok=True)
