@@ -91,6 +91,23 @@ def _bad_url(url: str) -> str | None:
         return str(exc)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "expected http://host:port or https://host:port"
+    if not all(0x21 <= ord(ch) < 0x7F for ch in url):
+        # http.client sends the request line as ASCII: anything else ended in
+        # a UnicodeError traceback or a misleading "broke off" (a blank).
+        return (
+            "expected printable ASCII with no blanks (an international host name in its "
+            "xn-- form, other characters %-encoded)"
+        )
+    try:
+        # What the resolver is given: a label over 63 characters or an empty
+        # one (a..b) fails here, as a UnicodeError traceback in the request.
+        parts.hostname.encode("idna")
+    except UnicodeError as exc:
+        return f"the host name cannot be looked up ({exc})"
+    if parts.username is not None or parts.query or parts.fragment or url.endswith(("?", "#")):
+        # The request goes to the URL's path + /v1/admin/backup: a query or
+        # fragment would end up before that path, and urllib sends no user info.
+        return "expected no user@, ?query or #fragment (the path /v1/admin/backup is added)"
     return None
 
 
