@@ -92,13 +92,21 @@ def verify(path: str) -> Report:
             except StoreCorruptError as exc:
                 report.problems.append(str(exc))
                 continue
+            except OSError as exc:
+                # A directory, or a file that may not be read, under a snapshot's name.
+                report.problems.append(f"{snap_path}: {exc.strerror or exc}")
+                continue
             if not report.snapshot_lsn:
                 report.snapshot_lsn = lsn
                 report.snapshot_entries = len(snapshot.entries)
     try:
         scan = read_only_scan(path)
     except (StoreCorruptError, OSError) as exc:
-        report.problems.append(str(exc))
+        problem = str(exc)
+        if isinstance(exc, OSError) and exc.filename and exc.strerror:
+            problem = f"{exc.filename}: {exc.strerror}"
+        if problem not in report.problems:  # a snapshot's damage, found again
+            report.problems.append(problem)
     else:
         report.segments = scan.segments
         report.records = scan.records
@@ -106,10 +114,15 @@ def verify(path: str) -> Report:
         report.last_lsn = scan.durable
     history_dir = os.path.join(path, "history")
     if os.path.isdir(history_dir):
-        files, records, damage = HistoryFiles.check(history_dir)
-        report.history_files = files
-        report.history_records = records
-        report.problems += damage
+        try:
+            files, records, damage = HistoryFiles.check(history_dir)
+        except OSError as exc:
+            # A directory, or a file that may not be read, under a history file's name.
+            report.problems.append(f"{exc.filename or history_dir}: {exc.strerror or exc}")
+        else:
+            report.history_files = files
+            report.history_records = records
+            report.problems += damage
     return report
 
 
