@@ -23,7 +23,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 from syncd.cli.command import INTERRUPTED, Commands, add_command
 from syncd.cli.verify import LAYOUT, UNPACKING, verify_dir
@@ -231,11 +231,11 @@ def _download(request: urllib.request.Request, url: str, dest: Path) -> str | No
     """Fetch the backup and unpack it into ``dest``; what went wrong, or None."""
     with tempfile.TemporaryFile(dir=dest) as tar_file:
         try:
-            with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
+            with _OPENER.open(request, timeout=REQUEST_TIMEOUT_S) as response:
                 while chunk := response.read(DOWNLOAD_CHUNK_BYTES):
                     _write(tar_file, chunk)
         except urllib.error.HTTPError as exc:
-            return _refusal(url, exc.code, exc.read())
+            return _refusal(url, exc.code, exc.read(), exc.headers.get("location"))
         except _WriteError as exc:
             raise exc.error from None  # the local copy, not the transfer: run() says so
         except OSError as exc:
@@ -304,7 +304,19 @@ def _write(file: IO[bytes], chunk: bytes) -> None:
         raise _WriteError(exc) from None
 
 
-def _refusal(url: str, status: int, body: bytes) -> str:
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would send the root admin secret on
+    to wherever the answer points (another host included), as a GET the
+    backup route does not take. The redirect is reported with its target."""
+
+    def redirect_request(self, *args: Any) -> None:
+        return None
+
+
+_OPENER: Final = urllib.request.build_opener(_NoRedirects)
+
+
+def _refusal(url: str, status: int, body: bytes, location: str | None = None) -> str:
     """The server's refusal in one line: its status, code and message."""
     try:
         error = json.loads(body)
@@ -313,6 +325,8 @@ def _refusal(url: str, status: int, body: bytes) -> str:
         text = f"{status} {body.decode('utf-8', 'replace')[:300]}"
     if status in (401, 403):
         text += " (--token or SERVICE_ADMIN_TOKEN must be the server's root admin secret)"
+    if 300 <= status < 400:
+        text = f"{status} redirect to {location!r}, not followed (give --url the server itself)"
     return f"{url} refused the backup: {text}"
 
 
