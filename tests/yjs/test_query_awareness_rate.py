@@ -12,18 +12,13 @@ unlimited. Both protocols, on a real socket.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import pytest
-import websockets
 from pycrdt import Encoder
 
-from syncd.auth.permissions import Rule, V2Permissions
-from syncd.yjs import hocuspocus
 from syncd.yjs.protocol import (
     MESSAGE_AWARENESS,
     MESSAGE_QUERY_AWARENESS,
@@ -31,10 +26,7 @@ from syncd.yjs.protocol import (
     awareness_message,
 )
 from tests.conftest import ADMIN, RunningServer
-from tests.ws.support import NS, mint
-
-WAIT_S = 5.0
-"""Upper bound on any one answer (a wait for the limit is about a second)."""
+from tests.yjs.support import hocuspocus_peer, limited, y_websocket
 
 AT_ONCE_MAX_S = 0.5
 """An answer within the limit comes well before a wait for it (1 s) would end."""
@@ -45,27 +37,10 @@ WAITED_MIN_S = 0.8
 PACED_MIN_S = 1.8
 """Answers beyond twice the limit span two windows: about 2 s, not at once."""
 
-ROOM = "notes"
 CLIENT_ID = 4242
 MARKER = "query-awareness-marker"
 
 QUERY = bytes((MESSAGE_QUERY_AWARENESS,))
-
-Send = Callable[[bytes], Awaitable[None]]
-Awareness = Callable[[], Awaitable[bytes]]
-"""The next awareness update the peer is sent."""
-
-
-def _limited(rate_limit: int) -> str:
-    """A token that may read and write everything, at ``rate_limit`` per second."""
-    everything = (Rule("*"),)
-    return mint(permissions=V2Permissions(everything, everything, rate_limit=rate_limit))
-
-
-def _string(text: str) -> bytes:
-    encoder = Encoder()
-    encoder.write_var_string(text)
-    return encoder.to_bytes()
 
 
 def _announce() -> bytes:
@@ -87,57 +62,9 @@ def _awareness_update(message: bytes) -> bytes | None:
     return reader.byte_string()
 
 
-@asynccontextmanager
-async def y_websocket(server: RunningServer, token: str) -> AsyncIterator[tuple[Send, Awareness]]:
-    """A y-websocket peer (the upgrade counts once): send a message, await
-    the next awareness update."""
-    url = f"ws://127.0.0.1:{server.port}/v1/namespaces/{NS}/yjs/{ROOM}?token={token}"
-    async with websockets.connect(url, ping_interval=None) as ws:
-
-        async def awareness() -> bytes:
-            while True:
-                message = await asyncio.wait_for(ws.recv(), WAIT_S)
-                assert isinstance(message, bytes)
-                update = _awareness_update(message)
-                if update is not None:
-                    return update
-
-        yield ws.send, awareness
-
-
-@asynccontextmanager
-async def hocuspocus_peer(
-    server: RunningServer, token: str
-) -> AsyncIterator[tuple[Send, Awareness]]:
-    """A Hocuspocus peer with one document authenticated (the auth counts
-    once): send a message for it, await its next awareness update."""
-    url = f"ws://127.0.0.1:{server.port}/v1/namespaces/{NS}/hocuspocus"
-    prefix = _string(ROOM)
-    async with websockets.connect(url, ping_interval=None) as ws:
-
-        async def next_of(kind: int) -> bytes:
-            while True:
-                data = await asyncio.wait_for(ws.recv(), WAIT_S)
-                assert isinstance(data, bytes)
-                name, got, rest = hocuspocus.parse(data)
-                if name == ROOM and got == kind:
-                    return rest
-
-        await ws.send(prefix + b"\x02\x00" + _string(token) + _string("3.4.4"))
-        assert (await next_of(hocuspocus.MESSAGE_AUTH))[0] == hocuspocus.AUTH_AUTHENTICATED
-
-        async def send(message: bytes) -> None:
-            await ws.send(prefix + message)
-
-        async def awareness() -> bytes:
-            return Reader(await next_of(MESSAGE_AWARENESS)).byte_string()
-
-        yield send, awareness
-
-
 PEERS = [
-    pytest.param(y_websocket, id="y-websocket"),
-    pytest.param(hocuspocus_peer, id="hocuspocus"),
+    pytest.param(partial(y_websocket, wanted=_awareness_update), id="y-websocket"),
+    pytest.param(partial(hocuspocus_peer, wanted=_awareness_update), id="hocuspocus"),
 ]
 
 
@@ -145,7 +72,7 @@ PEERS = [
 async def test_a_query_within_the_limit_is_answered_at_once(
     server: RunningServer, peer: Any
 ) -> None:
-    async with peer(server, _limited(10)) as (send, awareness):
+    async with peer(server, limited(10)) as (send, awareness):
         await send(_announce())  # not counted: relayed, answered by nothing
         started = time.monotonic()
         await send(QUERY)
@@ -159,7 +86,7 @@ async def test_the_first_query_counts_and_waits_over_the_limit(
 ) -> None:
     # A limit of 1: the upgrade (or the document's auth) takes it all. No
     # provider sends a query on connect, so even the first is counted.
-    async with peer(server, _limited(1)) as (send, awareness):
+    async with peer(server, limited(1)) as (send, awareness):
         await send(_announce())
         started = time.monotonic()
         await send(QUERY)
@@ -170,7 +97,7 @@ async def test_the_first_query_counts_and_waits_over_the_limit(
 @pytest.mark.parametrize("peer", PEERS)
 async def test_repeated_queries_are_paced_by_the_limit(server: RunningServer, peer: Any) -> None:
     rate_limit = 3
-    async with peer(server, _limited(rate_limit)) as (send, awareness):
+    async with peer(server, limited(rate_limit)) as (send, awareness):
         await send(_announce())
         # With the upgrade or auth, 3 * rate_limit units: three windows.
         count = 3 * rate_limit - 1
@@ -183,7 +110,7 @@ async def test_repeated_queries_are_paced_by_the_limit(server: RunningServer, pe
 
 
 @pytest.mark.parametrize("peer", PEERS)
-async def test_the_admin_secret_is_not_limited(make_server: Any, peer: Any) -> None:
+async def test_the_admin_secret_is_notlimited(make_server: Any, peer: Any) -> None:
     server: RunningServer = await make_server(rate_limit=1)
     async with peer(server, ADMIN) as (send, awareness):
         await send(_announce())

@@ -11,26 +11,19 @@ The root admin secret stays unlimited. Both protocols, on a real socket.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import httpx
 import pytest
-import websockets
-from pycrdt import Doc, Encoder, Text
+from pycrdt import Doc, Text
 
-from syncd.auth.permissions import Rule, V2Permissions
-from syncd.yjs import hocuspocus
 from syncd.yjs.protocol import SYNC_STEP2, sync_step1
 from tests.conftest import ADMIN, RunningServer
-from tests.ws.support import NS, mint
-
-WAIT_S = 5.0
-"""Upper bound on any one answer (a wait for the limit is about a second)."""
+from tests.ws.support import NS
+from tests.yjs.support import ROOM, hocuspocus_peer, limited, y_websocket
 
 JOIN_MAX_S = 0.5
 """The join's answer comes well before a wait for the limit (1 s) would end."""
@@ -42,22 +35,6 @@ PACED_MIN_S = 1.8
 """Answers beyond twice the limit span two windows: about 2 s, not at once."""
 
 EMPTY_STATE_VECTOR = b"\x00"
-ROOM = "notes"
-
-Send = Callable[[bytes], Awaitable[None]]
-Step2 = Callable[[], Awaitable[bytes]]
-
-
-def _limited(rate_limit: int) -> str:
-    """A token that may read and write everything, at ``rate_limit`` per second."""
-    everything = (Rule("*"),)
-    return mint(permissions=V2Permissions(everything, everything, rate_limit=rate_limit))
-
-
-def _string(text: str) -> bytes:
-    encoder = Encoder()
-    encoder.write_var_string(text)
-    return encoder.to_bytes()
 
 
 def _text_update(text: str) -> bytes:
@@ -66,61 +43,14 @@ def _text_update(text: str) -> bytes:
     return doc.get_update()
 
 
-def _is_step2(message: bytes) -> bool:
-    return message[:2] == bytes((0, SYNC_STEP2))
-
-
-@asynccontextmanager
-async def y_websocket(server: RunningServer, token: str) -> AsyncIterator[tuple[Send, Step2]]:
-    """A y-websocket peer (the upgrade counts once): send a message, await
-    the next step 2."""
-    url = f"ws://127.0.0.1:{server.port}/v1/namespaces/{NS}/yjs/{ROOM}?token={token}"
-    async with websockets.connect(url, ping_interval=None) as ws:
-
-        async def step2() -> bytes:
-            while True:
-                message = await asyncio.wait_for(ws.recv(), WAIT_S)
-                assert isinstance(message, bytes)
-                if _is_step2(message):
-                    return message
-
-        yield ws.send, step2
-
-
-@asynccontextmanager
-async def hocuspocus_peer(server: RunningServer, token: str) -> AsyncIterator[tuple[Send, Step2]]:
-    """A Hocuspocus peer with one document authenticated (the auth counts
-    once): send a message for it, await its next step 2."""
-    url = f"ws://127.0.0.1:{server.port}/v1/namespaces/{NS}/hocuspocus"
-    prefix = _string(ROOM)
-    async with websockets.connect(url, ping_interval=None) as ws:
-
-        async def next_of(kind: int) -> bytes:
-            while True:
-                data = await asyncio.wait_for(ws.recv(), WAIT_S)
-                assert isinstance(data, bytes)
-                name, got, rest = hocuspocus.parse(data)
-                if name == ROOM and got == kind:
-                    return rest
-
-        await ws.send(prefix + b"\x02\x00" + _string(token) + _string("3.4.4"))
-        assert (await next_of(hocuspocus.MESSAGE_AUTH))[0] == hocuspocus.AUTH_AUTHENTICATED
-
-        async def send(message: bytes) -> None:
-            await ws.send(prefix + message)
-
-        async def step2() -> bytes:
-            while True:
-                rest = await next_of(0)
-                if rest[:1] == bytes((SYNC_STEP2,)):
-                    return rest
-
-        yield send, step2
+def _step2(message: bytes) -> bytes | None:
+    """A step 2, the answer to a step 1 (None for another message)."""
+    return message if message[:2] == bytes((0, SYNC_STEP2)) else None
 
 
 PEERS = [
-    pytest.param(y_websocket, id="y-websocket"),
-    pytest.param(hocuspocus_peer, id="hocuspocus"),
+    pytest.param(partial(y_websocket, wanted=_step2), id="y-websocket"),
+    pytest.param(partial(hocuspocus_peer, wanted=_step2), id="hocuspocus"),
 ]
 
 
@@ -140,7 +70,7 @@ async def _seed(server: RunningServer) -> None:
 async def test_the_join_is_free_and_the_next_step1_waits(server: RunningServer, peer: Any) -> None:
     # A limit of 1: the upgrade (or the document's auth) takes it all. The
     # join's step 1 is not delayed; counted, it would wait a second.
-    async with peer(server, _limited(1)) as (send, step2):
+    async with peer(server, limited(1)) as (send, step2):
         started = time.monotonic()
         await send(sync_step1(EMPTY_STATE_VECTOR))
         await step2()
@@ -156,7 +86,7 @@ async def test_the_join_is_free_and_the_next_step1_waits(server: RunningServer, 
 async def test_repeated_step1s_are_paced_by_the_limit(server: RunningServer, peer: Any) -> None:
     await _seed(server)
     rate_limit = 3
-    async with peer(server, _limited(rate_limit)) as (send, step2):
+    async with peer(server, limited(rate_limit)) as (send, step2):
         await send(sync_step1(EMPTY_STATE_VECTOR))  # the join: free
         await step2()
         # With the upgrade or auth, 3 * rate_limit units: three windows.
@@ -170,7 +100,7 @@ async def test_repeated_step1s_are_paced_by_the_limit(server: RunningServer, pee
 
 
 @pytest.mark.parametrize("peer", PEERS)
-async def test_the_admin_secret_is_not_limited(make_server: Any, peer: Any) -> None:
+async def test_the_admin_secret_is_notlimited(make_server: Any, peer: Any) -> None:
     server: RunningServer = await make_server(rate_limit=1)
     async with peer(server, ADMIN) as (send, step2):
         started = time.monotonic()

@@ -1,0 +1,95 @@
+"""Yjs peers on a real socket, one per protocol, for the tests that count a
+peer's messages against its token's rate limit (a repeated sync step 1, a
+query-awareness): each joins room :data:`ROOM` and hands the test a way to
+send a y-protocols message and to await the next one it wants."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import websockets
+from pycrdt import Encoder
+
+from syncd.auth.permissions import Rule, V2Permissions
+from syncd.yjs import hocuspocus
+from tests.conftest import RunningServer
+from tests.ws.support import NS, mint
+
+WAIT_S = 5.0
+"""Upper bound on any one answer (a wait for the limit is about a second)."""
+
+ROOM = "notes"
+
+Send = Callable[[bytes], Awaitable[None]]
+Receive = Callable[[], Awaitable[bytes]]
+Wanted = Callable[[bytes], "bytes | None"]
+"""A y-protocols message to what the test awaits of it; None: not that one."""
+
+
+def limited(rate_limit: int) -> str:
+    """A token that may read and write everything, at ``rate_limit`` per second."""
+    everything = (Rule("*"),)
+    return mint(permissions=V2Permissions(everything, everything, rate_limit=rate_limit))
+
+
+def var_string(text: str) -> bytes:
+    encoder = Encoder()
+    encoder.write_var_string(text)
+    return encoder.to_bytes()
+
+
+@asynccontextmanager
+async def y_websocket(
+    server: RunningServer, token: str, wanted: Wanted
+) -> AsyncIterator[tuple[Send, Receive]]:
+    """A y-websocket peer (the upgrade counts once)."""
+    url = f"ws://127.0.0.1:{server.port}/v1/namespaces/{NS}/yjs/{ROOM}?token={token}"
+    async with websockets.connect(url, ping_interval=None) as ws:
+
+        async def receive() -> bytes:
+            while True:
+                message = await asyncio.wait_for(ws.recv(), WAIT_S)
+                assert isinstance(message, bytes)
+                got = wanted(message)
+                if got is not None:
+                    return got
+
+        yield ws.send, receive
+
+
+@asynccontextmanager
+async def hocuspocus_peer(
+    server: RunningServer, token: str, wanted: Wanted
+) -> AsyncIterator[tuple[Send, Receive]]:
+    """A Hocuspocus peer with one document authenticated (the auth counts
+    once); its messages for that document are y-protocols messages after
+    the document's name."""
+    url = f"ws://127.0.0.1:{server.port}/v1/namespaces/{NS}/hocuspocus"
+    prefix = var_string(ROOM)
+    async with websockets.connect(url, ping_interval=None) as ws:
+
+        async def next_of(kind: int | None) -> tuple[int, bytes]:
+            while True:
+                data = await asyncio.wait_for(ws.recv(), WAIT_S)
+                assert isinstance(data, bytes)
+                name, got, rest = hocuspocus.parse(data)
+                if name == ROOM and kind in (None, got):
+                    return got, rest
+
+        await ws.send(prefix + b"\x02\x00" + var_string(token) + var_string("3.4.4"))
+        _, answer = await next_of(hocuspocus.MESSAGE_AUTH)
+        assert answer[0] == hocuspocus.AUTH_AUTHENTICATED
+
+        async def send(message: bytes) -> None:
+            await ws.send(prefix + message)
+
+        async def receive() -> bytes:
+            while True:
+                kind, rest = await next_of(None)
+                got = wanted(bytes((kind,)) + rest)  # the kinds here are under 128: one byte
+                if got is not None:
+                    return got
+
+        yield send, receive
