@@ -26,6 +26,7 @@ from syncd.http.parser import (
     body_too_large,
     method_refusal,
     request_from_head,
+    trailer_closes,
     transfer_coding_refusal,
     version_refusal,
 )
@@ -147,7 +148,9 @@ class H11Parser:
             elif isinstance(event, h11.EndOfMessage):
                 request = self._head
                 assert request is not None
-                if event.headers and _trailers_close(event):
+                if event.headers and any(
+                    trailer_closes(name, value) for name, value in event.headers.raw_items()
+                ):
                     request.keep_alive = False  # as llhttp reads it (see httptools_parser)
                 request.body = body_bytes(self._body)
                 self._body = b""
@@ -275,16 +278,6 @@ class H11Parser:
             request.expect_continue = True
             return CONTINUE
         return None
-
-
-def _trailers_close(end: h11.EndOfMessage) -> bool:
-    """Whether a trailer Connection field holds ``close``: the one trailer
-    field taken (RFC 9110 6.5.1 has the rest dropped), since llhttp closes
-    the connection for it and both parsers must answer alike."""
-    return any(
-        name.lower() == b"connection" and b"close" in (t.strip() for t in value.lower().split(b","))
-        for name, value in end.headers.raw_items()
-    )
 
 
 def _target_refusal(target: bytes, method: str) -> ParseError | None:

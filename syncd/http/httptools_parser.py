@@ -33,6 +33,7 @@ from syncd.http.parser import (
     body_bytes,
     body_too_large,
     request_from_head,
+    trailer_closes,
     transfer_coding_refusal,
     version_refusal,
 )
@@ -87,11 +88,6 @@ _METHOD_ERRORS: Final = frozenset(
 )
 """llhttp's words for a method it refuses once the request line is read (the
 method token itself raises ``HttpParserInvalidMethodError``)."""
-
-
-def _closes(connection: bytes) -> bool:
-    """Whether a Connection field's list holds ``close`` (in any case)."""
-    return b"close" in (token.strip() for token in connection.lower().split(b","))
 
 
 def _expects_continue(expect: str) -> bool:
@@ -446,7 +442,7 @@ class HttptoolsParser:
         self._trailer_bytes += len(name) + len(value) + 4
         if self._trailer_bytes > MAX_HEAD_BYTES:
             raise _Refused(431, "request trailers too large")
-        if name.lower() == b"connection" and _closes(value):
+        if trailer_closes(name, value):
             # llhttp itself takes this one: it refuses whatever follows on the
             # connection, so the connection closes after the answer.
             self._current.keep_alive = False

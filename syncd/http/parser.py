@@ -191,6 +191,16 @@ def transfer_coding_refusal(value: str) -> ParseError | None:
     return ParseError(501, f"transfer coding {value!r} is not supported")
 
 
+def trailer_closes(name: bytes, value: bytes) -> bool:
+    """Whether a trailer field is a Connection list holding ``close`` (in any
+    case): the one trailer field either parser acts on, since llhttp closes
+    the connection for it and both parsers must answer alike (RFC 9110 6.5.1
+    has every other trailer dropped)."""
+    return name.lower() == b"connection" and b"close" in (
+        token.strip() for token in value.lower().split(b",")
+    )
+
+
 def keep_alive_of(http_version: str, connection: str) -> bool:
     """RFC 9112 9.3: persistent by default in 1.1, opt-in with keep-alive in 1.0."""
     if not connection:  # most requests
