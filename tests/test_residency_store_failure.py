@@ -8,8 +8,7 @@ store is a real FileStore whose files fail on demand (tests/store/support.py).
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,19 +18,11 @@ from syncd.auth import ROOT
 from syncd.errors import StoreUnavailable
 from tests.conftest import base_settings
 from tests.store.support import ENOSPC, Faults, faulty_opener
+from tests.ws.support import wait_for
 
 NS = "n"
-WAIT_S = 5.0
 IDS = [f"gc:c{i}" for i in range(12)]
 """More counters than a 4 KB budget holds (about 800 bytes each)."""
-
-
-async def eventually(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -57,12 +48,12 @@ async def test_no_eviction_pass_runs_while_the_store_refuses_writes(
     service, residency = app.service, app.residency
     for crdt_id in IDS:
         await service.apply_ops(NS, crdt_id, {"op": "increment"}, ROOT, "http")
-    await eventually(lambda: residency._pass is None and len(app.engine) < len(IDS))
+    await wait_for(lambda: residency._pass is None and len(app.engine) < len(IDS))
 
     faults.write_errno = ENOSPC
     with pytest.raises(StoreUnavailable):
         await service.apply_ops(NS, IDS[-1], {"op": "increment"}, ROOT, "http")
-    await eventually(lambda: not app.store.ready)
+    await wait_for(lambda: not app.store.ready)
     passes = residency.stats.passes
     caplog.clear()
     for crdt_id in IDS:  # loads past the budget
@@ -73,10 +64,10 @@ async def test_no_eviction_pass_runs_while_the_store_refuses_writes(
     assert not [r for r in caplog.records if r.name == "syncd.residency"]
 
     faults.clear()
-    await eventually(lambda: service.writable)
+    await wait_for(lambda: service.writable)
     for crdt_id in IDS:
         await service.apply_ops(NS, crdt_id, {"op": "increment"}, ROOT, "http")
-    await eventually(
+    await wait_for(
         lambda: residency._pass is None and app.engine.resident_bytes <= residency.budget_bytes
     )
     for crdt_id in IDS:
