@@ -10,6 +10,7 @@ transport failures and the service's "try later" answers (429 honouring
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -28,6 +29,8 @@ RETRY_BASE_S: Final = 0.1
 RETRY_MAX_S: Final = 2.0
 RETRY_AFTER_MAX_S: Final = 10.0
 """Longest ``Retry-After`` honoured; a longer one is the caller's decision."""
+OP_ID_MAX_LEN: Final = 128
+"""Characters in an ``op_id`` the service takes (docs/data-model.md#op-ids)."""
 
 
 def new_op_id() -> str:
@@ -38,14 +41,23 @@ def with_op_ids(body: Op | Iterable[Op], op_id: str) -> Op | list[Op]:
     """Copies of the op(s) with an ``op_id`` where they have none: ``op_id`` for
     a single op, ``op_id.<i>`` for the i-th op of a batch (read once: an
     iterator is consumed). What is not an op is left for the service to refuse
-    (400, as :meth:`apply` gets)."""
+    (400, as :meth:`apply` gets).
+
+    When ``op_id.<i>`` would pass :data:`OP_ID_MAX_LEN`, the batch's ids are
+    ``<sha256 of op_id>.<i>`` instead (65 characters and the index): still
+    derived from ``op_id`` alone, so a retry, or the same call again, gets the
+    same ids and the service answers it as a duplicate."""
     if isinstance(body, dict):
         return body if "op_id" in body else {**body, "op_id": op_id}
     if isinstance(body, str | bytes):
         return [body]  # type: ignore[list-item]
+    batch = list(body)
+    base = op_id
+    if len(f"{op_id}.{max(len(batch) - 1, 0)}") > OP_ID_MAX_LEN:
+        base = hashlib.sha256(op_id.encode("utf-8", "surrogatepass")).hexdigest()
     return [
-        {**op, "op_id": f"{op_id}.{i}"} if isinstance(op, dict) and "op_id" not in op else op
-        for i, op in enumerate(body)
+        {**op, "op_id": f"{base}.{i}"} if isinstance(op, dict) and "op_id" not in op else op
+        for i, op in enumerate(batch)
     ]
 
 
