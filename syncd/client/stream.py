@@ -1,7 +1,8 @@
 """Delta streams that survive reconnects: ``subscribe`` (WebSocket) and ``events`` (SSE).
 
 Both are async iterators of deltas (docs/protocol.md#deltas) that hide connection
-loss: after a drop they wait (exponential backoff with jitter), reconnect and
+loss: after a drop they wait (exponential backoff with jitter; a refusal
+``rate_limited`` waits at least its ``Retry-After``), reconnect and
 resubscribe with ``since`` and ``epoch`` per id, so the service replays the
 missed ops, or sends a snapshot when it cannot. A :class:`ResumeTracker`
 judges every delta: repeats are skipped, and a gap in ``seq`` (a lost delta)
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -106,7 +108,20 @@ def check_ids(ids: Iterable[str]) -> None:
 
 
 class _Lost(Exception):
-    """The connection is gone or could not be made, and retrying may help."""
+    """The connection is gone or could not be made, and retrying may help;
+    ``retry_after``: the seconds the service asked to wait first (a 429's
+    ``Retry-After``, a rate-limited ``error`` message's ``retry_after``)."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+def _retry_after(value: Any) -> float | None:
+    """A usable wait from a message's ``retry_after`` (seconds), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None
 
 
 class _ResumingStream(ABC):
@@ -169,8 +184,8 @@ class _ResumingStream(ABC):
                 self._client.check_token()
                 await self._disconnect()  # what a cancelled attempt may have left
                 await self._connect()
-            except _Lost:
-                await self._sleep(self._backoff.next_delay())
+            except _Lost as lost:
+                await self._sleep(self._delay(lost.retry_after))
                 continue
             except Exception:
                 # Final (refused, expired token). A cancellation is not: the
@@ -181,11 +196,21 @@ class _ResumingStream(ABC):
             self.connects += 1
             return
 
-    async def _lost(self) -> None:
+    async def _lost(self, retry_after: float | None = None) -> None:
         self._connected = False
         await self._disconnect()
         if not self._closed:
-            await self._sleep(self._backoff.next_delay())
+            await self._sleep(self._delay(retry_after))
+
+    def _delay(self, retry_after: float | None) -> float:
+        """The wait before reconnecting: the backoff's, or the service's
+        ``retry_after`` when longer (at most :data:`RETRY_AFTER_MAX_S`, as
+        :func:`syncd.client.retry.with_retries` honours it): knocking sooner
+        would only be refused again."""
+        delay = self._backoff.next_delay()
+        if retry_after is not None and math.isfinite(retry_after):
+            delay = max(delay, min(retry_after, RETRY_AFTER_MAX_S))
+        return delay
 
     async def _handle(self, message: Delta) -> None:
         kind = message.get("kind")
@@ -194,7 +219,7 @@ class _ResumingStream(ABC):
             if code == "rate_limited" and self._subscribe_later(message):
                 return
             if code in _RETRY_CODES:
-                await self._lost()
+                await self._lost(_retry_after(message.get("retry_after")))
                 return
             await self.aclose()
             raise service_error(_CODE_STATUS.get(code, 400), code, str(message.get("message", "")))
@@ -308,7 +333,7 @@ class Subscription(_ResumingStream):
             response = exc.response
             error = error_from(response.status_code, response.headers, bytes(response.body or b""))
             if error.retryable:
-                raise _Lost(str(error)) from exc
+                raise _Lost(str(error), error.retry_after) from exc
             raise error from None
         except (OSError, TimeoutError, WebSocketException) as exc:
             raise _Lost(repr(exc)) from exc
@@ -437,7 +462,7 @@ class EventStream(_ResumingStream):
                 await response.aclose()
             error = error_from(response.status_code, response.headers, content)
             if error.retryable:
-                raise _Lost(str(error))
+                raise _Lost(str(error), error.retry_after)
             raise error
         self._response = response
         self._chunks = response.aiter_bytes()
