@@ -11,7 +11,8 @@ to ``until_seq``, and asks the CRDT's type for the ordinary ops that take
 the marked ops' effects back where they are still in effect
 (``Crdt.revert_ops``: each type's rule is in docs/revert.md). A type whose
 rule reads the *base*, the state right before the window
-(``REVERT_BASE``), gets it unbuilt (``HistoryService.base_at``: a checkpoint
+(``REVERT_BASE``, or a type that raises ``BaseNeeded`` when it needs it
+after all: an orset, for an element's form then), gets it unbuilt (``HistoryService.base_at``: a checkpoint
 and the deltas after it), so that it builds only what it reads.
 
 Reading a window costs what is decoded of it, so little is: the store
@@ -62,7 +63,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.types import crdt_class
-from syncd.crdt.window import Window
+from syncd.crdt.window import BaseNeeded, Window
 from syncd.errors import ApiError, bad_request, history_expired, not_found, not_revertible
 from syncd.history.reads import Writer
 
@@ -281,7 +282,17 @@ class RevertService:
             entry = await self._same_life(ns, crdt_id, epoch)
         # No await from here until the ops are staged (a local store) or handed
         # to the op path: the state they are computed on is the one they meet.
-        ops = self._ops(entry.crdt if entry.seq == last else None, window, base)
+        try:
+            ops = self._ops(entry.crdt if entry.seq == last else None, window, base)
+        except BaseNeeded:
+            # A type that reads the base only in rare cases (an orset, for an
+            # element's form before the window) asks for it: read it, and
+            # compute the ops again on the state they will meet.
+            if base is not None:
+                raise
+            base = (await self._history.base_at(ns, crdt_id, start - 1))[1]
+            entry = await self._same_life(ns, crdt_id, epoch)
+            ops = self._ops(entry.crdt if entry.seq == last else None, window, base)
         if not ops:
             answer["seq"] = entry.seq
             return answer

@@ -27,6 +27,7 @@ from syncd.crdt.validate import (
     required,
     shown_json,
 )
+from syncd.crdt.window import BaseNeeded
 
 ELEMENT_FIELDS = op_fields("element")
 """The fields of ``add`` and ``remove`` (docs/data-model.md#orset)."""
@@ -244,26 +245,63 @@ class ORSet:
         comes from a marked add (an unmarked add would be its last unmarked
         op, or a later unmarked remove observed it), so that removes only
         their add-tags. One that should be there is added with a new dot.
-        The window is enough: no base is needed."""
+
+        And in the form a read would show without the marked ops (``1.0``
+        and ``1`` are one element, read in the form of the add that made it):
+        the unmarked add that made it in a replay of the unmarked ops, else
+        the form it had before the window. One that is there in another form
+        is removed and added in that form, as a restore does. The form before
+        the window is the one it reads now when no op in the window removed
+        it; else it is read off ``base``, which the caller gives when asked
+        (:class:`~syncd.crdt.window.BaseNeeded`): the window is enough
+        otherwise."""
         elements: dict[str, Any] = {}
         before: dict[str, bool] = {}
+        form: dict[str, tuple[Any]] = {}
+        """An element's form in the replay of the unmarked ops, where an add
+        of them made it (absent: the form before the window)."""
         last_other: dict[str, bool] = {}
+        removed: set[str] = set()
         for delta, marked in window:
             key = canonical_json(delta["element"])
+            adds = delta["op"] == "add"
             if key not in before:
                 before[key] = bool(delta["dots"])
+            if not adds:
+                removed.add(key)
             if marked:
                 elements[key] = delta["element"]
-            else:
-                last_other[key] = delta["op"] == "add"
+                continue
+            if adds and not last_other.get(key, before[key]):
+                form[key] = (delta["element"],)
+            elif not adds:
+                form.pop(key, None)
+            last_other[key] = adds
         ops: list[dict[str, Any]] = []
         for key in sorted(elements):
             wanted = last_other.get(key, before[key])
             here = key in self._values
-            if wanted and not here:
-                ops.append({"op": "add", "element": elements[key]})
-            elif here and not wanted:
-                ops.append({"op": "remove", "element": self._values[key]})
+            if not wanted:
+                if here:
+                    ops.append({"op": "remove", "element": self._values[key]})
+                continue
+            if key in form:
+                then = form[key][0]
+            elif here and key not in removed:
+                continue  # there since before the window, in its form then
+            else:
+                if base is None:
+                    raise BaseNeeded
+                was = base.crdt()
+                assert isinstance(was, ORSet)
+                then = was._values.get(key, elements[key])
+            if not here:
+                ops.append({"op": "add", "element": then})
+            elif shown_json(then) != shown_json(self._values[key]):
+                ops += [
+                    {"op": "remove", "element": self._values[key]},
+                    {"op": "add", "element": then},
+                ]
         return ops
 
     def clone(self) -> Self:

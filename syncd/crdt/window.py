@@ -61,6 +61,12 @@ def kind_of(delta: Any) -> int:
     return 0
 
 
+class BaseNeeded(Exception):
+    """Raised by a type's ``revert_ops`` given no base (its ``REVERT_BASE``
+    False: it reads the base only in rare cases) when this revert needs it:
+    the caller reads the base and asks again."""
+
+
 class Window(Sequence[Step]):
     """The window's ops in seq order: ``(delta, marked)`` steps, each delta
     decoded by ``load(i)`` the first time it is read."""
