@@ -12,6 +12,10 @@ Unknown body fields are refused rather than ignored: a typo such as
 For the same reason permissions or rules that grant nothing at all are refused
 (see :func:`_grants_anything`). Messages name the field first (``client_id:
 ...``), as every validation message of the API does.
+
+A token issued by a token ends no later than its issuer (``issuer_expires_at``
+of :func:`parse_issue_body`), as a macaroon's or a UCAN's child does: else a
+short-lived admin token could issue itself longer-lived successors.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from syncd.auth.authenticator import Principal
+from syncd.auth.authenticator import Principal, token_expired
 from syncd.auth.permissions import (
     Permissions,
     PermissionsError,
@@ -90,21 +94,44 @@ def _client_id(body: Mapping[str, Any]) -> int:
     return client_id
 
 
-def _ttl_ms(body: Mapping[str, Any], max_ttl_ms: int) -> int:
+def _ttl_ms(body: Mapping[str, Any], max_ttl_ms: int, issuer_left_ms: int | None) -> int:
+    """``ttl_ms``, or the default: at most ``max_ttl_ms``, and at most
+    ``issuer_left_ms`` (what is left of the issuing token's life) when a token
+    issues. An omitted ``ttl_ms`` is bounded by both, as the default always
+    was by the maximum; one given past either is refused, not shortened: the
+    caller asked for a lifetime it would not get."""
+    default = min(DEFAULT_TTL_MS, max_ttl_ms)
+    if issuer_left_ms is not None:
+        default = min(default, issuer_left_ms)
     if "ttl_ms" not in body or body["ttl_ms"] is None:
-        return min(DEFAULT_TTL_MS, max_ttl_ms)
+        return default
     ttl = _int_field(body, "ttl_ms")
     if ttl <= 0:
         raise bad_request("ttl_ms: must be positive")
     if ttl > max_ttl_ms:
         raise bad_request(f"ttl_ms: must be at most {max_ttl_ms} (SERVICE_MAX_TOKEN_TTL_MS)")
+    if issuer_left_ms is not None and ttl > issuer_left_ms:
+        raise bad_request(
+            f"ttl_ms: must be at most {issuer_left_ms}: the issuing token expires then"
+            " (its expires_at), and a token may not outlive the token that issued it"
+        )
     return ttl
 
 
-def parse_issue_body(body: Any, ns: str | None, max_ttl_ms: int, now_ms: int) -> IssueRequest:
+def parse_issue_body(
+    body: Any,
+    ns: str | None,
+    max_ttl_ms: int,
+    now_ms: int,
+    *,
+    issuer_expires_at: int | None = None,
+) -> IssueRequest:
     """Validate a token-issue body: ``ns`` is the path namespace of
     ``POST /v1/namespaces/:ns/tokens``, None for ``POST /v1/tokens``;
-    ``now_ms``: the issue time, which rule expiries (``e``) are compared to."""
+    ``now_ms``: the issue time, which rule expiries (``e``) are compared to;
+    ``issuer_expires_at``: the ``expires_at`` of the token that issues (None:
+    the root admin or the signing key, which do not expire), past which the
+    new token may not live (:func:`_ttl_ms`)."""
     if not isinstance(body, dict):
         raise bad_request("body: must be a JSON object")
     allowed = _NS_BODY_KEYS if ns is not None else _GLOBAL_BODY_KEYS
@@ -119,7 +146,12 @@ def parse_issue_body(body: Any, ns: str | None, max_ttl_ms: int, now_ms: int) ->
         namespace = ns
     check_namespace(namespace)
     client_id = _client_id(body)
-    ttl_ms = _ttl_ms(body, max_ttl_ms)
+    issuer_left_ms = None
+    if issuer_expires_at is not None:
+        issuer_left_ms = issuer_expires_at - now_ms
+        if issuer_left_ms <= 0:  # it expired since it was authenticated
+            raise token_expired()
+    ttl_ms = _ttl_ms(body, max_ttl_ms, issuer_left_ms)
     has_v1 = "permissions" in body
     has_v2 = "rules" in body
     if has_v1 == has_v2:

@@ -1,4 +1,8 @@
-"""Token routes (docs/permissions.md#issuing-tokens): issue (admin) and inspect (the caller's own)."""
+"""Token routes (docs/permissions.md#issuing-tokens): issue (admin) and inspect (the caller's own).
+
+A token issued by a token (a V1 namespace admin's) expires no later than the
+token that issued it (``issuer_expires_at``); the root admin is not a token
+and issues up to ``SERVICE_MAX_TOKEN_TTL_MS``."""
 
 from __future__ import annotations
 
@@ -28,14 +32,18 @@ def register(
         auth.check_admin(principal, ns)
         body = request.json(json_max_depth)
         now_ms = time.time_ns() // 1_000_000
-        parsed = parse_issue_body(body, ns, max_token_ttl_ms, now_ms)
+        parsed = parse_issue_body(
+            body, ns, max_token_ttl_ms, now_ms, issuer_expires_at=principal.expires_at
+        )
         return json_response({"token": issue(signing_key, parsed, now_ms)})
 
     def issue_agent(request: Request) -> Response:
         principal = auth.authenticate(request.headers.get("authorization"), None)
         body = request.json(json_max_depth)
         now_ms = time.time_ns() // 1_000_000
-        parsed = parse_issue_body(body, None, max_token_ttl_ms, now_ms)
+        parsed = parse_issue_body(
+            body, None, max_token_ttl_ms, now_ms, issuer_expires_at=principal.expires_at
+        )
         auth.check_admin(principal, parsed.namespace)
         return json_response({"token": issue(signing_key, parsed, now_ms)})
 
