@@ -14,7 +14,9 @@ transaction as an update. When the connection drops it reconnects (with
 backoff) and syncs again by state vector, so edits made meanwhile are merged
 both ways. ``set_awareness`` publishes this client's awareness state, and
 the provider renews it as y-protocols clients do (peers drop a state not
-renewed within 30 s); ``awareness`` holds the room's.
+renewed within 30 s) and announces it again after each reconnect (a state
+cleared with ``set_awareness(None)`` stays cleared); ``awareness`` holds the
+room's, emptied while disconnected.
 
 Needs ``websockets`` (the ``syncd[client]`` extra) and pycrdt.
 """
@@ -166,6 +168,10 @@ class YjsProvider:
             finally:
                 self._ws = None
                 self.synced.clear()
+                # As y-websocket: the peers' states are dropped with the
+                # connection; the room sends the live ones on our return, and
+                # nobody would tell us of a peer that left meanwhile.
+                self.awareness.clear()
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_S)
 
@@ -176,6 +182,11 @@ class YjsProvider:
             self._outbox.get_nowait()
         await ws.send(create_sync_message(self.doc))
         if self._local_state is not None:
+            # Announced again, at a new clock: the room removed our state when
+            # the old connection went, but remembers its clock, and y-protocols
+            # ignores a state at a clock already seen (peers would not see us
+            # again until the next renewal).
+            self._clock += 1
             await ws.send(self._awareness_message())
         sender = asyncio.get_running_loop().create_task(self._send(ws))
         try:
