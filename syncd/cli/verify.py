@@ -24,10 +24,11 @@ pay for loading the store)."""
 UNPACKING: Final = ".syncd-backup-unpacking"
 """Where in ``DEST`` the stream is unpacked before anything is moved into place
 (``syncd.store.embedded.backup.UNPACKING``): a run killed while unpacking
-(SIGKILL, a crash, a power cut) leaves ``DEST`` holding only this directory,
-which no server reads as a data directory and ``syncd verify`` names, instead
-of a log without its history that a restore would take for whole. Its entries
-move into ``DEST`` once all are written and fsynced, the manifest last."""
+(SIGKILL, a crash, a power cut) leaves ``DEST`` holding this directory, which
+``syncd verify`` names and a server refuses to start on
+(``syncd.store.embedded.backup.refuse_interrupted_backup``), instead of a log
+without its history that a restore would take for whole. Its entries move
+into ``DEST`` once all are written and fsynced, the manifest last."""
 
 
 def register(commands: Commands) -> None:

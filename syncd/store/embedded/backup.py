@@ -22,6 +22,15 @@ directory it has become instead of reporting each new byte as damage.
 :func:`stream_plan` writes the same files as a tar instead, straight from the
 data directory (no copy on the server's disk), the manifest last.
 
+``syncd backup`` unpacks that tar into ``DEST/UNPACKING`` and moves its
+entries into ``DEST`` once all are written, the manifest last. A run killed
+before its end leaves the staging directory: a server pointed at such a
+``DEST`` refuses to start (:func:`refuse_interrupted_backup`, before it
+writes anything there), since what ``DEST`` holds then is nothing, or the log
+without the history, or everything but the manifest. Only a run killed after
+the manifest's move, with the staging directory empty, left a whole backup:
+that start removes the empty directory and goes on.
+
 ``verify.py`` checks such a copy (or any data directory) without changing it.
 """
 
@@ -41,7 +50,7 @@ from typing import Any, Final
 
 from syncd.store.embedded.hint import HINT_NAME
 from syncd.store.embedded.history_files import HistoryFiles
-from syncd.store.embedded.log import fsync_dir, list_segments
+from syncd.store.embedded.log import StoreCorruptError, fsync_dir, list_segments
 from syncd.store.embedded.snapshot import list_snapshots
 
 log = logging.getLogger("syncd.store")
@@ -288,3 +297,44 @@ def set_aside_manifest(data_dir: str) -> bool:
         RESTORED_MANIFEST,
     )
     return True
+
+
+class InterruptedBackupError(StoreCorruptError):
+    """The data directory is what a ``syncd backup`` killed before its end left."""
+
+
+def refuse_interrupted_backup(data_dir: str) -> None:
+    """At a server's start, before anything is written to ``data_dir``:
+    InterruptedBackupError when it holds a ``syncd backup``'s staging
+    directory (``UNPACKING``) for a backup that never became whole. An empty
+    staging directory beside the manifest (or the manifest a start moved
+    aside) is what a run killed between its last two steps left: the backup
+    is whole, and the empty directory is removed."""
+    staging = os.path.join(data_dir, UNPACKING)
+    if not os.path.lexists(staging):
+        return
+    manifest = any(
+        os.path.lexists(os.path.join(data_dir, n)) for n in (MANIFEST, RESTORED_MANIFEST)
+    )
+    try:
+        empty = not os.path.islink(staging) and os.path.isdir(staging) and not os.listdir(staging)
+    except OSError:
+        empty = False
+    if not (manifest and empty):
+        raise InterruptedBackupError(
+            f"{data_dir} holds {UNPACKING}/: a syncd backup into it was interrupted "
+            "before the copy was whole, so it is not a data directory (syncd verify "
+            "names it too); take the backup again into a new or empty directory, or "
+            "set SERVICE_DATA_DIR to a whole copy"
+        )
+    try:
+        os.rmdir(staging)
+    except FileNotFoundError:
+        return  # another start (refused then: the lock is taken next) was first
+    fsync_dir(data_dir)
+    log.info(
+        "%s: removed the empty %s/ that a syncd backup stopped just before its end "
+        "left (the backup, manifest included, was already in place)",
+        data_dir,
+        UNPACKING,
+    )

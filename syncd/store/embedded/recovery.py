@@ -12,7 +12,11 @@ past the log's last record (``history_files.py``), and refuses to start
 explain. Before any of it, a FIFO, socket or device among the files of
 ``log/``, ``snapshots/`` or ``history/`` refuses the start, naming it
 (:func:`refuse_special_files`): opening a FIFO waits for a writer for ever, and
-a device may never end. The records after the snapshot stay
+a device may never end. Before even the ``LOCK`` file is made, a directory
+that a ``syncd backup`` killed before its end left (its staging directory,
+``backup.UNPACKING``) refuses the start (``InterruptedBackupError``, a
+``StoreCorruptError``; :func:`syncd.store.embedded.backup.refuse_interrupted_backup`)
+rather than serve a partial copy. The records after the snapshot stay
 encoded (``records.LogRecords``) until the caller replays them, a chunk at a
 time, so a long log is never decoded all at once. A damaged newest snapshot
 is passed over when an older one and the log still cover what it held.
@@ -34,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from syncd.store.base import Recovered
+from syncd.store.embedded.backup import refuse_interrupted_backup
 from syncd.store.embedded.history import FileStoreHistory
 from syncd.store.embedded.log import (
     PROBE_NAME,
@@ -288,7 +293,10 @@ def read_only_scan(data_dir: str) -> Scan:
 
 
 def acquire_lock(data_dir: str) -> int:
-    """The directory's ``LOCK`` file, flock'd; its descriptor."""
+    """The directory's ``LOCK`` file, flock'd; its descriptor. First of all
+    (nothing written yet, not even ``LOCK``), InterruptedBackupError for what
+    a ``syncd backup`` killed before its end left (``refuse_interrupted_backup``)."""
+    refuse_interrupted_backup(data_dir)
     path = os.path.join(data_dir, "LOCK")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
