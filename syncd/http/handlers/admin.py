@@ -12,6 +12,14 @@ holds a few buffers of memory, not the backup. On PostgreSQL the answer is
 with WAL archiving). One backup runs at a time (``MAX_CONCURRENT_BACKUPS``):
 another asked for meanwhile is 429 ``rate_limited`` with ``Retry-After``, and
 the running one goes on undisturbed.
+
+To an HTTP/1.1 client the tar goes as a chunked body (``transfer-encoding:
+chunked``): its last chunk is sent only once the whole tar has been, so a
+stream that stops early (the server killed, the backup failing half-way,
+the connection cut) is incomplete at the HTTP level, whatever byte it stops
+at, and any client library reports it instead of handing on a short body as
+whole. An HTTP/1.0 client cannot take a chunked body: it gets the tar up to
+the connection's close, and must require the tar's trailing manifest itself.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Final
 from syncd.auth.admin import ADMIN_TOKEN_FILE
 from syncd.auth.authenticator import Authenticator, rate_limited
 from syncd.errors import ApiError, bad_request
+from syncd.http.handlers.history import known_query
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink
 from syncd.http.router import Router
@@ -40,6 +49,12 @@ log = logging.getLogger("syncd.http")
 
 BACKUP_PATH: Final = "/v1/admin/backup"
 TAR_TYPE: Final = b"application/x-tar"
+CHUNKED: Final = (b"transfer-encoding", b"chunked")
+LAST_CHUNK: Final = b"0\r\n\r\n"
+"""The chunked body's end (no trailers): sent once the whole tar has been."""
+QUERY_NAMES: Final = ("max_rate", "admin_token")
+"""The route's query parameters: each at most once (400 otherwise, as on the
+history and listing routes: which of two values was meant is a guess)."""
 
 STREAM_HIGH_WATER_BYTES: Final = 4 * 1024 * 1024
 """Unsent bytes past which the stream waits for the peer to drain."""
@@ -124,7 +139,7 @@ def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> N
         auth.check_admin(principal, None)
         if backup is None:
             raise _unsupported()
-        query = request.query if request.query_string else {}
+        query = known_query(request, QUERY_NAMES) if request.query_string else {}
         max_rate = _max_rate(query.get("max_rate"))
         with_admin_token = _flag(query.get("admin_token"), "admin_token")
         if running >= MAX_CONCURRENT_BACKUPS:
@@ -158,13 +173,20 @@ def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> N
             # server makes a new one, or takes SERVICE_ADMIN_TOKEN).
             plan.files = [(rel, size) for rel, size in plan.files if rel != ADMIN_TOKEN_FILE]
 
+        # HTTP/1.0 has no chunked coding: the connection's close ends its body.
+        chunked = request.http_version == "1.1"
+
         def start(sink: StreamSink) -> None:
-            task = asyncio.get_running_loop().create_task(_stream(sink, plan, max_rate))
+            task = asyncio.get_running_loop().create_task(_stream(sink, plan, max_rate, chunked))
             task.add_done_callback(lambda _: release())
             _tasks.add(task)
             task.add_done_callback(_tasks.discard)
 
-        headers = ((b"x-syncd-backup-lsn", str(plan.lsn).encode()),)
+        headers: tuple[tuple[bytes, bytes], ...] = (
+            (b"x-syncd-backup-lsn", str(plan.lsn).encode()),
+        )
+        if chunked:
+            headers += (CHUNKED,)
         return StreamResponse(start, TAR_TYPE, headers, abort=release)
 
     router.add("POST", BACKUP_PATH, backup_route)
@@ -209,7 +231,9 @@ class _Stopped(Exception):
     """The connection went away: the reading thread stops."""
 
 
-async def _stream(sink: StreamSink, plan: Plan, max_rate: float | None) -> None:
+async def _stream(sink: StreamSink, plan: Plan, max_rate: float | None, chunked: bool) -> None:
+    """Send the tar of ``plan`` on ``sink``, as chunks when ``chunked``; on a
+    failure the connection is dropped without the last chunk (incomplete)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     sent = 0
@@ -256,7 +280,9 @@ async def _stream(sink: StreamSink, plan: Plan, max_rate: float | None) -> None:
             piece = await pieces.get()
             if piece is None:
                 break
-            sink.write(piece)
+            if not piece:
+                continue  # an empty chunk would be read as the last one
+            sink.write(b"%x\r\n%b\r\n" % (len(piece), piece) if chunked else piece)
             sent += len(piece)
             while sink.buffered() > STREAM_HIGH_WATER_BYTES and not sink.closed:
                 drained = loop.create_future()
@@ -284,4 +310,6 @@ async def _stream(sink: StreamSink, plan: Plan, max_rate: float | None) -> None:
         return
     if sink.closed:
         return
+    if chunked:
+        sink.write(LAST_CHUNK)
     sink.close()
