@@ -2295,11 +2295,14 @@ var YDOC_PREFIX = "yd:";
 var Subscription = class extends Emitter {
   /**
    * @param {string} id
-   * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void}} options
+   * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void,
+   *   confirm?: (sub: Subscription) => void}} options
    *   `replica`: keep a local replica (default: true, but none of a Yjs document;
-   *   true for a `yd:` id throws a SyncdError `no_replica`)
+   *   true for a `yd:` id throws a SyncdError `no_replica`); `confirm`: called
+   *   when the start has arrived, to call `markSynced()` once the rest of it
+   *   has too (without it, `synced` is set at the start's first delta)
    */
-  constructor(id, { replica, resync }) {
+  constructor(id, { replica, resync, confirm }) {
     super();
     if (replica === true && id.startsWith(YDOC_PREFIX)) throw noReplicaError(id);
     this.id = id;
@@ -2312,7 +2315,9 @@ var Subscription = class extends Emitter {
     this._askedReplica = replica === true;
     this._toldNoReplica = false;
     this._resync = resync;
+    this._confirm = confirm;
     this._resyncing = false;
+    this._started = false;
     this.closed = false;
   }
   /** The read view of the local replica (`{value, ...}`), or null before the first snapshot / when absent. */
@@ -2327,17 +2332,45 @@ var Subscription = class extends Emitter {
   resumeFields() {
     return resumeFields({ seq: this.seq, epoch: this.epoch });
   }
+  /**
+   * The fields a resubscribe after a reconnect carries: one op back from
+   * `resumeFields()`. A server with nothing after `since` sends nothing at
+   * all (docs/protocol.md#resuming), which would leave `synced` false until
+   * the next op; from one op back it replays that op (ignored here as a
+   * duplicate, taken as the start) and whatever followed it. Where the store
+   * no longer holds that op, a snapshot, as for any resume it cannot replay.
+   */
+  probeFields() {
+    const fields = this.resumeFields();
+    return fields.since === void 0 ? fields : { since: fields.since - 1, epoch: fields.epoch };
+  }
   /** Called by the transport when the connection is gone: the next delta must be a snapshot or replay. */
   disconnected() {
     this.synced = false;
+    this._started = false;
     this._resyncing = false;
+  }
+  /** The start has arrived: synced now, or once the transport confirms it is all in. */
+  _noteStart() {
+    this._started = true;
+    if (this._confirm) this._confirm(this);
+    else this.markSynced();
+  }
+  /** The start is all in: `synced` becomes true (and `synced` is emitted) if it was false. */
+  markSynced() {
+    if (this.synced || this.closed || !this._started) return;
+    this.synced = true;
+    this.emit("synced");
   }
   /** Feed one delta (snapshot, op or deleted) from the transport. */
   handleDelta(delta) {
     if (this.closed) return;
     const pos = { seq: this.seq, epoch: this.epoch };
     const verdict = classifyDelta(pos, delta);
-    if (verdict === "duplicate") return;
+    if (verdict === "duplicate") {
+      if (!this._started && !this._resyncing) this._noteStart();
+      return;
+    }
     if (verdict === "gap" || verdict === "new_life") {
       if (!this._resyncing) {
         this._resyncing = true;
@@ -2347,7 +2380,8 @@ var Subscription = class extends Emitter {
       return;
     }
     this._resyncing = false;
-    this.synced = true;
+    const first = !this._started;
+    this._started = true;
     const next = advance(pos, delta, verdict);
     this.seq = next.seq;
     this.epoch = next.epoch;
@@ -2364,6 +2398,7 @@ var Subscription = class extends Emitter {
     }
     this.emit("delta", delta, verdict);
     this.emit("change", { delta, verdict, seq: this.seq, epoch: this.epoch });
+    if (first) this._noteStart();
   }
   /**
    * A replica of this id's type from `state`, or null: while the type is
@@ -2478,7 +2513,7 @@ var EventStream = class extends Emitter {
   }
   _url(token) {
     const url = new URL(this.config.baseUrl + crdtPath(this.config, this.subscription.id) + "/events");
-    const resume = this.subscription.resumeFields();
+    const resume = this.subscription.probeFields();
     if (resume.since !== void 0) {
       url.searchParams.set("since", String(resume.since));
       url.searchParams.set("epoch", resume.epoch);
@@ -3124,6 +3159,13 @@ function wsUrl(baseUrl, namespace, token) {
   url.searchParams.set("token", token);
   return url.toString();
 }
+var PRESENCE_DEFAULT_TTL_MS = 3e4;
+function presenceOps(id, body) {
+  const list = Array.isArray(body) ? body : [body];
+  return list.filter(
+    (o) => o !== null && typeof o === "object" && (o.op === "update" || o.op === "leave") && (o.type === "presence" || o.type === void 0 && typeForId(id) === "presence")
+  );
+}
 var SyncSocket = class extends Emitter {
   /**
    * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, WebSocket?: unknown}} config
@@ -3149,6 +3191,10 @@ var SyncSocket = class extends Emitter {
     this._pingTimer = null;
     this._lastHeard = 0;
     this._openWaiters = [];
+    this._closeReason = null;
+    this._syncPings = /* @__PURE__ */ new Map();
+    this._nextPing = 1;
+    this._presence = /* @__PURE__ */ new Map();
   }
   /** Start connecting (idempotent); resolves when the socket is open. */
   connect() {
@@ -3194,7 +3240,9 @@ var SyncSocket = class extends Emitter {
       this._lastHeard = Date.now();
       this._setState("open");
       for (const sub of this._subs.values()) this._sendSubscribe(sub, false);
-      for (const [, pending] of [...this._pending].sort((a, b) => a[0] - b[0])) this._send(pending.message);
+      const pending = [...this._pending].sort((a, b) => a[0] - b[0]);
+      for (const [, p] of pending) this._send(p.message);
+      this._announcePresence(pending.map(([, p]) => p.message));
       this._startPing();
       for (const w of this._openWaiters.splice(0)) w.resolve();
       this.emit("open");
@@ -3229,6 +3277,7 @@ var SyncSocket = class extends Emitter {
   }
   _lost(err) {
     this._stopPing();
+    this._syncPings.clear();
     const ws = this._ws;
     this._ws = null;
     if (ws) {
@@ -3330,15 +3379,58 @@ var SyncSocket = class extends Emitter {
         else this.emit("error", err);
         return;
       }
-      case "pong":
+      case "pong": {
+        const sub = this._syncPings.get(msg.ref);
+        if (sub === void 0) return;
+        this._syncPings.delete(msg.ref);
+        if (this._subs.get(sub.id) === sub) sub.markSynced();
         return;
+      }
       default:
         this.emit("message", msg);
     }
   }
   _sendSubscribe(sub, fresh) {
-    const message = { kind: "subscribe", id: sub.id, ...fresh ? {} : sub.resumeFields() };
+    const message = { kind: "subscribe", id: sub.id, ...fresh ? {} : sub.probeFields() };
     this._send(message);
+  }
+  /** The start of `sub` arrived: a ping whose pong says the rest of it has too. */
+  _confirmStart(sub) {
+    const ref = `synced-${this._nextPing++}`;
+    if (this._send({ kind: "ping", ref })) this._syncPings.set(ref, sub);
+  }
+  /**
+   * After a reconnect: the server wrote a `leave` for every presence the old
+   * connection wrote (docs/protocol.md#the-websocket), so announce the last
+   * one set on each id again, with a fresh op_id (the old one would be
+   * answered as a duplicate, not applied). Ids with a presence op still
+   * pending are skipped: that op, newer, has just been sent again; so are
+   * entries whose TTL has run out (the app stopped renewing them).
+   */
+  _announcePresence(resent) {
+    const busy = new Set(resent.filter((m) => presenceOps(m.id, m.op).length > 0).map((m) => m.id));
+    const now = Date.now();
+    for (const [id, { op, until }] of this._presence) {
+      if (until <= now) {
+        this._presence.delete(id);
+        continue;
+      }
+      if (busy.has(id)) continue;
+      this.op(id, op).catch((err) => {
+        if (err?.code !== "closed") this.emit("error", err);
+      });
+    }
+  }
+  /** Keep the presence this socket set (acked), for _announcePresence. */
+  _notePresence(id, body) {
+    for (const o of presenceOps(id, body)) {
+      if (o.op === "leave") this._presence.delete(id);
+      else {
+        const { op_id, ...op } = o;
+        const ttl = typeof op.ttl_ms === "number" ? op.ttl_ms : PRESENCE_DEFAULT_TTL_MS;
+        this._presence.set(id, { op, until: Date.now() + ttl });
+      }
+    }
   }
   _subscribeLater(sub, seconds) {
     const ws = this._ws;
@@ -3369,11 +3461,17 @@ var SyncSocket = class extends Emitter {
    */
   subscribe(id, options = {}) {
     checkId(id);
+    if (this.state === "closed") {
+      throw new SyncdError("closed", `cannot subscribe to ${id}: the socket was closed (use a new client)`, {
+        cause: this._closeReason ?? void 0
+      });
+    }
     if (this._subs.has(id)) throw new Error(`already subscribed to ${id}`);
     const sub = new Subscription(id, {
       replica: options.replica,
       // default: one, but none of a Yjs document (Subscription)
-      resync: (s, fresh) => this._resync(s, fresh)
+      resync: (s, fresh) => this._resync(s, fresh),
+      confirm: (s) => this._confirmStart(s)
     });
     if (options.onChange) sub.on("change", options.onChange);
     if (options.onDelta) sub.on("delta", options.onDelta);
@@ -3409,7 +3507,11 @@ var SyncSocket = class extends Emitter {
     const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, "");
     const message = { kind: "op", id, op: body, ref };
     return new Promise((resolve, reject) => {
-      this._pending.set(ref, { message, resolve, reject });
+      const acked = (answer) => {
+        this._notePresence(id, body);
+        resolve(answer);
+      };
+      this._pending.set(ref, { message, resolve: acked, reject });
       if (this.state === "idle") this.connect().catch(() => {
       });
       else this._send(message);
@@ -3422,7 +3524,10 @@ var SyncSocket = class extends Emitter {
   /** Close for good: no reconnect; unacknowledged ops are rejected. */
   close(reason) {
     if (this.state === "closed") return;
+    this._closeReason = reason instanceof Error ? reason : null;
     this._setState("closed");
+    this._syncPings.clear();
+    this._presence.clear();
     clearTimeout(this._timer);
     clearTimeout(this._connectTimer);
     this._stopPing();

@@ -231,7 +231,12 @@ export class Subscription extends Emitter {
   type: CrdtType | null;
   seq: number;
   epoch: string | null;
-  /** Whether a snapshot or replay arrived since the last (re)connect. */
+  /**
+   * Whether the subscription's start (a snapshot, or the replay of what it
+   * missed, even when that was nothing) has all arrived since it was last
+   * (re)subscribed. False from a disconnect until then; each change to true
+   * emits `synced` (once per connection).
+   */
   synced: boolean;
   /** undefined: none asked for; null: none yet, or none of this type (a `ydoc`). */
   replica: Replica | null | undefined;
@@ -239,6 +244,10 @@ export class Subscription extends Emitter {
   view(nowMs?: number): { value: unknown; [extra: string]: unknown } | null;
   value(nowMs?: number): any;
   resumeFields(): { since?: number; epoch?: string };
+  /** What a resubscribe carries: `since` one op back from resumeFields(), so the server always sends a start. */
+  probeFields(): { since?: number; epoch?: string };
+  /** For transports: the start is all in (sets `synced`, emits `synced`). */
+  markSynced(): void;
   handleDelta(delta: Delta): void;
   /** Over a SyncSocket: apply an op to this id. */
   apply?(op: Op | Op[]): Promise<Ack>;
@@ -246,6 +255,7 @@ export class Subscription extends Emitter {
   on(event: 'change', handler: (event: ChangeEvent) => void): Unsubscribe;
   on(event: 'delta', handler: (delta: Delta, verdict: Verdict) => void): Unsubscribe;
   on(event: 'gap', handler: (info: { have: number; got: number; verdict: Verdict }) => void): Unsubscribe;
+  on(event: 'synced', handler: () => void): Unsubscribe;
   on(event: 'error', handler: (error: Error) => void): Unsubscribe;
 }
 
@@ -278,8 +288,18 @@ export class SyncSocket extends Emitter {
   readonly state: 'idle' | 'connecting' | 'open' | 'closed';
   readonly pendingOps: number;
   connect(): Promise<void>;
+  /**
+   * While connecting or reconnecting, the subscribe goes out once the socket
+   * is open. Throws a SyncdError `closed` once the socket was closed (by
+   * close(), or for good after a revoked or expired fixed token).
+   */
   subscribe(id: string, options?: SubscribeOptions): Subscription & { apply(op: Op | Op[]): Promise<Ack>; unsubscribe(): void };
   unsubscribe(id: string): void;
+  /**
+   * The last presence `update` acked per id (until a `leave`) is sent again,
+   * with a fresh op_id, after each reconnect: the server left it when the
+   * old connection closed. Rejects with a SyncdError `closed` once closed.
+   */
   op(id: string, op: Op | Op[]): Promise<Ack>;
   close(reason?: Error): void;
   on(event: 'status', handler: (state: SyncSocket['state']) => void): Unsubscribe;
@@ -413,6 +433,7 @@ export class SyncdClient {
   add(id: string, element: unknown, opts?: OpOptions): Promise<OpAnswer>;
   remove(id: string, element: unknown, opts?: OpOptions): Promise<OpAnswer>;
   set(id: string, value: unknown, opts?: OpOptions & { timestamp?: number }): Promise<OpAnswer>;
+  /** Over HTTP: the entry is not tied to a connection (it lasts its TTL) and is not announced again on reconnect; send `ops.updatePresence` over the socket for that. */
   updatePresence(id: string, data?: Record<string, unknown>, opts?: OpOptions & { ttlMs?: number }): Promise<OpAnswer>;
   leavePresence(id: string, opts?: OpOptions): Promise<OpAnswer>;
   insertAt(id: string, index: number, content: string | unknown[], opts?: OpOptions): Promise<OpAnswer>;
@@ -423,6 +444,7 @@ export class SyncdClient {
   moveNode(id: string, nodeId: string, parent: string, opts?: OpOptions & { pos?: string }): Promise<OpAnswer>;
   updateNode(id: string, nodeId: string, data: Record<string, unknown>, opts?: OpOptions): Promise<OpAnswer>;
   deleteNode(id: string, nodeId: string, opts?: OpOptions): Promise<OpAnswer>;
+  /** See SyncSocket#subscribe: queued while reconnecting, a SyncdError `closed` after close(). */
   subscribe(id: string, options?: SubscribeOptions): ReturnType<SyncSocket['subscribe']>;
   send(id: string, op: Op | Op[]): Promise<Ack>;
   events(id: string, options?: ConstructorParameters<typeof EventStream>[2]): EventStream;

@@ -138,7 +138,7 @@ export class EventStream extends Emitter {
 
   _url(token) {
     const url = new URL(this.config.baseUrl + crdtPath(this.config, this.subscription.id) + '/events');
-    const resume = this.subscription.resumeFields();
+    const resume = this.subscription.probeFields(); // one op back: a resume always gets a start
     if (resume.since !== undefined) {
       url.searchParams.set('since', String(resume.since));
       url.searchParams.set('epoch', resume.epoch);

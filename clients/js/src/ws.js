@@ -7,6 +7,11 @@
 // snapshot), and every op not yet acknowledged is sent again. Ops carry an
 // `op_id` (made here when the caller gave none), so a resent op that had
 // already been applied is answered with its first answer, never applied twice.
+// A resubscribe asks from one op back (a server with nothing newer would send
+// nothing, and `synced` would wait for the next op); a ping sent at the start's
+// first delta marks the subscription synced when its pong comes back, after
+// the rest of the start. The last presence `update` acked per id (the server
+// left it when the old connection closed) is sent again, unless left or run out.
 //
 // A token that ends on an open connection (docs/permissions.md#when-access-ends):
 // each subscription gets an `error` and the server closes with 4401. With a
@@ -19,6 +24,7 @@ import { decode, encode } from '@msgpack/msgpack';
 import { currentToken, checkId, normalizeConfig, nsPath } from './config.js';
 import { Emitter } from './emitter.js';
 import { SyncdError, TokenExpiredError, TokenParseError, TokenRevokedError, serviceError } from './errors.js';
+import { typeForId } from './replicas.js';
 import { Subscription } from './subscription.js';
 
 /** The close code of a token that expired or was revoked while the socket was open. */
@@ -53,6 +59,21 @@ export function wsUrl(baseUrl, namespace, token) {
   return url.toString();
 }
 
+/** A presence `update` without `ttl_ms` lasts this long (syncd/crdt/presence.py DEFAULT_TTL_MS). */
+const PRESENCE_DEFAULT_TTL_MS = 30_000;
+
+/** The presence ops (`update`, `leave`) in an op body (one op or a batch) for `id`. */
+function presenceOps(id, body) {
+  const list = Array.isArray(body) ? body : [body];
+  return list.filter(
+    (o) =>
+      o !== null &&
+      typeof o === 'object' &&
+      (o.op === 'update' || o.op === 'leave') &&
+      (o.type === 'presence' || (o.type === undefined && typeForId(id) === 'presence')),
+  );
+}
+
 export class SyncSocket extends Emitter {
   /**
    * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, WebSocket?: unknown}} config
@@ -79,6 +100,16 @@ export class SyncSocket extends Emitter {
     this._pingTimer = null;
     this._lastHeard = 0;
     this._openWaiters = [];
+    /** Why close() was called (an error), once it was. */
+    this._closeReason = null;
+    /** ping ref -> the subscription whose start the pong confirms. */
+    this._syncPings = new Map();
+    this._nextPing = 1;
+    /**
+     * crdt id -> {op, until}: the last presence `update` acked on this socket
+     * (op_id left out) and when its entry expires, until a `leave`.
+     */
+    this._presence = new Map();
   }
 
   /** Start connecting (idempotent); resolves when the socket is open. */
@@ -128,7 +159,9 @@ export class SyncSocket extends Emitter {
       this._lastHeard = Date.now();
       this._setState('open');
       for (const sub of this._subs.values()) this._sendSubscribe(sub, false);
-      for (const [, pending] of [...this._pending].sort((a, b) => a[0] - b[0])) this._send(pending.message);
+      const pending = [...this._pending].sort((a, b) => a[0] - b[0]);
+      for (const [, p] of pending) this._send(p.message);
+      this._announcePresence(pending.map(([, p]) => p.message));
       this._startPing();
       for (const w of this._openWaiters.splice(0)) w.resolve();
       this.emit('open');
@@ -169,6 +202,7 @@ export class SyncSocket extends Emitter {
 
   _lost(err) {
     this._stopPing();
+    this._syncPings.clear();
     const ws = this._ws;
     this._ws = null;
     if (ws) {
@@ -286,16 +320,65 @@ export class SyncSocket extends Emitter {
         else this.emit('error', err);
         return;
       }
-      case 'pong':
+      case 'pong': {
+        const sub = this._syncPings.get(msg.ref);
+        if (sub === undefined) return;
+        this._syncPings.delete(msg.ref);
+        // Sent once the start's first delta was here, answered after the
+        // rest of it (the server answers in order): the start is all in.
+        if (this._subs.get(sub.id) === sub) sub.markSynced();
         return;
+      }
       default:
         this.emit('message', msg);
     }
   }
 
   _sendSubscribe(sub, fresh) {
-    const message = { kind: 'subscribe', id: sub.id, ...(fresh ? {} : sub.resumeFields()) };
+    // One op back (Subscription#probeFields): a resume always gets a start.
+    const message = { kind: 'subscribe', id: sub.id, ...(fresh ? {} : sub.probeFields()) };
     this._send(message);
+  }
+
+  /** The start of `sub` arrived: a ping whose pong says the rest of it has too. */
+  _confirmStart(sub) {
+    const ref = `synced-${this._nextPing++}`;
+    if (this._send({ kind: 'ping', ref })) this._syncPings.set(ref, sub);
+  }
+
+  /**
+   * After a reconnect: the server wrote a `leave` for every presence the old
+   * connection wrote (docs/protocol.md#the-websocket), so announce the last
+   * one set on each id again, with a fresh op_id (the old one would be
+   * answered as a duplicate, not applied). Ids with a presence op still
+   * pending are skipped: that op, newer, has just been sent again; so are
+   * entries whose TTL has run out (the app stopped renewing them).
+   */
+  _announcePresence(resent) {
+    const busy = new Set(resent.filter((m) => presenceOps(m.id, m.op).length > 0).map((m) => m.id));
+    const now = Date.now();
+    for (const [id, { op, until }] of this._presence) {
+      if (until <= now) {
+        this._presence.delete(id);
+        continue;
+      }
+      if (busy.has(id)) continue;
+      this.op(id, op).catch((err) => {
+        if (err?.code !== 'closed') this.emit('error', err);
+      });
+    }
+  }
+
+  /** Keep the presence this socket set (acked), for _announcePresence. */
+  _notePresence(id, body) {
+    for (const o of presenceOps(id, body)) {
+      if (o.op === 'leave') this._presence.delete(id);
+      else {
+        const { op_id, ...op } = o;
+        const ttl = typeof op.ttl_ms === 'number' ? op.ttl_ms : PRESENCE_DEFAULT_TTL_MS;
+        this._presence.set(id, { op, until: Date.now() + ttl });
+      }
+    }
   }
 
   _subscribeLater(sub, seconds) {
@@ -330,10 +413,17 @@ export class SyncSocket extends Emitter {
    */
   subscribe(id, options = {}) {
     checkId(id);
+    if (this.state === 'closed') {
+      // Nothing would ever be sent: say so rather than return a subscription that never syncs.
+      throw new SyncdError('closed', `cannot subscribe to ${id}: the socket was closed (use a new client)`, {
+        cause: this._closeReason ?? undefined,
+      });
+    }
     if (this._subs.has(id)) throw new Error(`already subscribed to ${id}`);
     const sub = new Subscription(id, {
       replica: options.replica, // default: one, but none of a Yjs document (Subscription)
       resync: (s, fresh) => this._resync(s, fresh),
+      confirm: (s) => this._confirmStart(s),
     });
     if (options.onChange) sub.on('change', options.onChange);
     if (options.onDelta) sub.on('delta', options.onDelta);
@@ -372,7 +462,11 @@ export class SyncSocket extends Emitter {
     const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, '');
     const message = { kind: 'op', id, op: body, ref };
     return new Promise((resolve, reject) => {
-      this._pending.set(ref, { message, resolve, reject });
+      const acked = (answer) => {
+        this._notePresence(id, body);
+        resolve(answer);
+      };
+      this._pending.set(ref, { message, resolve: acked, reject });
       if (this.state === 'idle') this.connect().catch(() => {});
       else this._send(message);
     });
@@ -386,7 +480,10 @@ export class SyncSocket extends Emitter {
   /** Close for good: no reconnect; unacknowledged ops are rejected. */
   close(reason) {
     if (this.state === 'closed') return;
+    this._closeReason = reason instanceof Error ? reason : null;
     this._setState('closed');
+    this._syncPings.clear();
+    this._presence.clear();
     clearTimeout(this._timer);
     clearTimeout(this._connectTimer);
     this._stopPing();
