@@ -14,14 +14,19 @@ on the terminal, blocking the start or, on SIGHUP, the server.
 OpenSSL loads a certificate that has expired, or is not valid yet, without a
 word, and every client that verifies it then fails its handshake. So at the
 start and at each reload the server's own certificate's dates are read
-(:func:`validity`) and a warning names the file and the date when it is out of
-its dates or within :data:`EXPIRY_WARNING_DAYS` of its end; it is served all
-the same (refusing it would turn a late renewal into an outage), and its end
-is exported as ``service_tls_certificate_expiry_timestamp_seconds``.
+(:func:`validity`), and its end is exported as
+``service_tls_certificate_expiry_timestamp_seconds``. The dates of the
+certificate being served are judged then, every :data:`CHECK_INTERVAL_S`
+while the server runs, and at the moments it enters the last
+:data:`EXPIRY_WARNING_DAYS` of its life and expires: a warning names the file
+and the date while it is not valid yet or near its end, an error once it has
+expired. It is served all the same (refusing it would turn a late renewal
+into an outage).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
@@ -42,11 +47,19 @@ ALPN_PROTOCOLS: Final = ("http/1.1",)
 
 
 EXPIRY_WARNING_DAYS: Final = 14
-"""A certificate that ends within this many days gets a warning at the start
-and at each reload: two weeks leave time to notice a renewal that did not
-happen (certbot and other ACME clients renew 30 days ahead)."""
+"""A certificate that ends within this many days gets a warning (at the start,
+at each reload and each check): two weeks leave time to notice a renewal that
+did not happen (certbot and other ACME clients renew 30 days ahead)."""
 
 SECONDS_PER_DAY: Final = 86400
+
+CHECK_INTERVAL_S: Final = 86400.0
+"""How often the running server judges the served certificate's dates again,
+saying again what is wrong with them: once a day, a reminder in the log
+without filling it. The moments that change the verdict (the start of the
+warning window, the expiry, a notBefore still ahead) get a check of their own
+besides, so the error comes when the certificate expires, not up to a day
+later."""
 
 
 class TlsError(ValueError):
@@ -144,9 +157,22 @@ def _date(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _duration(seconds: float) -> str:
+    """``14.0 days``, ``5.5 hours``, ``12 minutes``, ``4 seconds``: a
+    certificate's time left, in the unit that says it best."""
+    if seconds >= SECONDS_PER_DAY:
+        return f"{seconds / SECONDS_PER_DAY:.1f} days"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} hours"
+    if seconds >= 60:
+        return f"{seconds // 60:.0f} minutes"
+    return f"{seconds:.0f} seconds"
+
+
 def dates_warning(cert: Path, dates: Validity, now: float) -> str | None:
     """What to tell the operator about ``dates`` at ``now``, or None when
-    they are fine."""
+    they are fine (logged as an error once ``now`` is past ``not_after``, a
+    warning otherwise: :func:`say_dates`)."""
     if now >= dates.not_after:
         return (
             f"the TLS certificate {cert} expired on {_date(dates.not_after)}:"
@@ -163,9 +189,36 @@ def dates_warning(cert: Path, dates: Validity, now: float) -> str | None:
     if left < EXPIRY_WARNING_DAYS * SECONDS_PER_DAY:
         return (
             f"the TLS certificate {cert} expires on {_date(dates.not_after)},"
-            f" in {left / SECONDS_PER_DAY:.1f} days: renew it and reload (SIGHUP)"
+            f" in {_duration(left)}: renew it and reload (SIGHUP)"
         )
     return None
+
+
+def say_dates(cert: Path, dates: Validity, now: float) -> None:
+    """Log what :func:`dates_warning` says of ``dates``: an error once the
+    certificate has expired (every client that verifies it fails now), a
+    warning while it is not valid yet or near its end."""
+    problem = dates_warning(cert, dates, now)
+    if problem is None:
+        return
+    if now >= dates.not_after:
+        log.error("%s", problem)
+    else:
+        log.warning("%s", problem)
+
+
+def next_check_in(dates: Validity, now: float, interval: float = CHECK_INTERVAL_S) -> float:
+    """Seconds from ``now`` to the next check of ``dates``: ``interval``, or
+    sooner when one of the moments that change what :func:`dates_warning`
+    says comes first: a millisecond after it, so that the check sees it
+    passed (a loop timer may fire a little early by the wall clock; a check
+    that comes before the moment plans another one just after it)."""
+    moments = (
+        dates.not_before,
+        dates.not_after - EXPIRY_WARNING_DAYS * SECONDS_PER_DAY,
+        dates.not_after,
+    )
+    return min([interval, *(moment - now + 0.001 for moment in moments if moment > now)])
 
 
 class Certificates:
@@ -180,31 +233,65 @@ class Certificates:
     after that failed reload would fail.
 
     ``not_after`` is the end of the certificate being served (unix time),
-    None if its dates could not be read."""
+    None if its dates could not be read.
 
-    def __init__(self, cert: Path, key: Path) -> None:
+    Made in a running event loop (as the server makes it), it judges the
+    served certificate's dates again on that loop every ``check_every_s``
+    and at the moments the verdict changes (:func:`next_check_in`), until
+    :meth:`close`."""
+
+    def __init__(self, cert: Path, key: Path, *, check_every_s: float = CHECK_INTERVAL_S) -> None:
         self.cert = cert
         self.key = key
         self.context = server_context(cert, key)
         self._current = self.context
         self.context.sni_callback = self._use_current
-        self.not_after = self._check_dates()
-
-    def _check_dates(self) -> float | None:
-        """Warn of a certificate out of its dates or near its end, and return
-        that end; served all the same: refusing it would turn a renewal that
-        came late into an outage."""
+        self._check_every_s = check_every_s
+        self._timer: asyncio.TimerHandle | None = None
         try:
-            dates = validity(self.cert)
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self.dates: Validity | None = None
+        """The served certificate's dates; None if they could not be read."""
+        self._read_dates()
+
+    @property
+    def not_after(self) -> float | None:
+        return None if self.dates is None else self.dates.not_after
+
+    def _read_dates(self) -> None:
+        """Read the dates of the certificate just loaded, say what is wrong
+        with them and plan the next check. Served all the same: refusing it
+        would turn a renewal that came late into an outage."""
+        try:
+            self.dates = validity(self.cert)
         except ValueError as exc:
             # OpenSSL has just loaded the file, so this is a decoder's limit,
             # not a bad certificate: serve, and say the dates are unknown.
             log.warning("cannot read the TLS certificate's dates: %s", exc)
-            return None
-        problem = dates_warning(self.cert, dates, time.time())
-        if problem is not None:
-            log.warning("%s", problem)
-        return dates.not_after
+            self.dates = None
+        self._check()
+
+    def _check(self) -> None:
+        """Judge the served certificate's dates now, and plan the next check."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.dates is None:
+            return
+        now = time.time()
+        say_dates(self.cert, self.dates, now)
+        if self._loop is not None and not self._loop.is_closed():
+            delay = next_check_in(self.dates, now, self._check_every_s)
+            self._timer = self._loop.call_later(delay, self._check)
+
+    def close(self) -> None:
+        """No more checks."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._loop = None
 
     def _use_current(
         self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext
@@ -221,5 +308,5 @@ class Certificates:
             log.error("TLS reload failed, still serving the previous certificate: %s", exc)
             return False
         log.info("TLS certificate reloaded from %s", self.cert)
-        self.not_after = self._check_dates()
+        self._read_dates()
         return True

@@ -1,10 +1,14 @@
 """A certificate out of its dates, or near its end: the real server serves it
-all the same, says so in its log, and exports its end as
-``service_tls_certificate_expiry_timestamp_seconds``, updated by a reload.
-The dates are read for every shape of PEM file a server is given."""
+all the same, says so in its log (an error once expired, a warning before),
+and exports its end as ``service_tls_certificate_expiry_timestamp_seconds``,
+updated by a reload. It says so at the start, at each reload, and while it
+runs: when the certificate enters its last EXPIRY_WARNING_DAYS, when it
+expires, and every CHECK_INTERVAL_S. The dates are read for every shape of
+PEM file a server is given."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import signal
 import ssl
@@ -17,7 +21,14 @@ import pytest
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
-from syncd.tls import EXPIRY_WARNING_DAYS, Validity, dates_warning, validity
+from syncd.tls import (
+    EXPIRY_WARNING_DAYS,
+    Certificates,
+    Validity,
+    dates_warning,
+    next_check_in,
+    validity,
+)
 from tests.conftest import Subprocess
 from tests.pki import Pki, client_context, handshake, make_pki
 from tests.pki import start_tls as pki_start_tls
@@ -74,11 +85,11 @@ def exported_expiry(server: Subprocess) -> float | None:
     return None
 
 
-def warning_line(log: str, said: str) -> str:
-    """The log's line that says ``said``, a warning."""
+def warning_line(log: str, said: str, level: str = "WARNING") -> str:
+    """The log's line that says ``said``, at ``level``."""
     lines = [line for line in log.splitlines() if said in line]
     assert len(lines) == 1, log
-    assert "WARNING" in lines[0], lines[0]
+    assert level in lines[0], lines[0]
     return lines[0]
 
 
@@ -91,7 +102,7 @@ def test_an_expired_certificate_is_served_said_and_exported_and_a_reload_updates
     with pytest.raises(ssl.SSLCertVerificationError):
         handshake(server.port, client_context(pki)).close()
     log = server.log()
-    warning = warning_line(log, "expired on")
+    warning = warning_line(log, "expired on", "ERROR")
     assert str(cert) in warning
     assert ended.strftime("%Y-%m-%d %H:%M:%S") in warning
     assert exported_expiry(server) == ended.timestamp()
@@ -109,7 +120,8 @@ def test_an_expired_certificate_is_served_said_and_exported_and_a_reload_updates
     handshake(server.port, client_context(pki)).close()  # verifies now
     # The renewed certificate is fine: nothing more to warn of.
     after = server.log()[len(log) :]
-    assert "TLS certificate reloaded" in after and "WARNING" not in after, after
+    assert "TLS certificate reloaded" in after, after
+    assert "WARNING" not in after and "ERROR" not in after, after
     assert server.proc.poll() is None
 
 
@@ -192,6 +204,102 @@ def test_what_is_said_of_each_date() -> None:
     assert dates_warning(cert, dates, late - 1) is None
     soon = dates_warning(cert, dates, late + 1)
     assert soon is not None and "expires on 1970-04-12" in soon and "14.0 days" in soon
+    for left, said in ((7200.0, "in 2.0 hours"), (300.0, "in 5 minutes"), (4.0, "in 4 seconds")):
+        warning = dates_warning(cert, dates, dates.not_after - left)
+        assert warning is not None and said in warning, warning
     over = dates_warning(cert, dates, dates.not_after)
     assert over is not None and "expired on 1970-04-12 13:46:40 UTC" in over
     assert str(cert) in over
+
+
+def wait_for_line(server: Subprocess, said: str, until: float) -> str:
+    """The log once a line says ``said``, by ``until`` (unix time)."""
+    while True:
+        log = server.log()
+        if said in log:
+            return log
+        assert time.time() < until, log
+        time.sleep(0.05)
+
+
+def test_a_certificate_is_said_to_expire_and_to_have_expired_while_it_is_served(
+    spawn_server: Any, pki: Pki, tmp_path: Path
+) -> None:
+    """A running server says when its certificate enters its last
+    EXPIRY_WARNING_DAYS (a warning) and when it expires (an error), at those
+    moments: not only at the start and at a reload."""
+    at = now()
+    # Seconds ahead: the servers start well before, and each moment comes
+    # while they run.
+    ahead = datetime.timedelta(seconds=4)
+    expiring_cert, expiring_key = issue(pki, "expiring", at - DAY, at + ahead)
+    window = datetime.timedelta(days=EXPIRY_WARNING_DAYS)
+    nearing_cert, nearing_key = issue(pki, "nearing", at - DAY, at + window + ahead)
+    expiring = start_tls(spawn_server, expiring_cert, expiring_key)
+    nearing = start_tls(
+        # A data directory of its own: one store per directory.
+        lambda env, **kw: spawn_server(
+            {**env, "SERVICE_DATA_DIR": str(tmp_path / "nearing")}, **kw
+        ),
+        nearing_cert,
+        nearing_key,
+    )
+    assert time.time() < (at + ahead).timestamp() - 1, "the servers started too late"
+
+    started = expiring.log()
+    warning_line(started, "expires on")  # within its last days from the start
+    assert "ERROR" not in started, started
+    assert "WARNING" not in nearing.log(), nearing.log()
+
+    until = (at + ahead).timestamp() + 5
+    log = wait_for_line(expiring, "expired on", until)
+    error = warning_line(log, "expired on", "ERROR")
+    assert str(expiring_cert) in error
+    assert (at + ahead).strftime("%Y-%m-%d %H:%M:%S") in error
+    # Said no sooner than it happened.
+    assert time.time() >= (at + ahead).timestamp()
+    log = wait_for_line(nearing, "expires on", until)
+    warning = warning_line(log, "expires on")
+    assert str(nearing_cert) in warning and "in 14.0 days" in warning
+
+    # Both still served, and still exported as they are.
+    assert exported_expiry(expiring) == (at + ahead).timestamp()
+    assert exported_expiry(nearing) == (at + window + ahead).timestamp()
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(expiring.port, client_context(pki)).close()
+    handshake(nearing.port, client_context(pki)).close()
+
+
+async def test_what_is_wrong_is_said_again_every_check_interval(
+    pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The check repeats every ``check_every_s`` (CHECK_INTERVAL_S in the
+    server), an error each time for an expired certificate, until closed."""
+    at = now()
+    cert, key = issue(pki, "reminded", at - 90 * DAY, at - DAY)
+    caplog.set_level("INFO", logger="syncd.tls")
+    certificates = Certificates(cert, key, check_every_s=0.05)
+    try:
+        await asyncio.sleep(0.4)
+    finally:
+        certificates.close()
+    said = [r for r in caplog.records if "expired on" in r.getMessage()]
+    assert len(said) >= 4, said
+    assert {r.levelname for r in said} == {"ERROR"}
+    closed = len(caplog.records)
+    await asyncio.sleep(0.15)
+    assert len(caplog.records) == closed
+
+
+def test_the_next_check_comes_at_each_moment_that_changes_what_is_said() -> None:
+    day = 86400.0
+    dates = Validity(1_000_000.0, 1_000_000.0 + 90 * day)
+    window_starts = dates.not_after - EXPIRY_WARNING_DAYS * day
+    # Well within its dates: a day, the interval.
+    assert next_check_in(dates, dates.not_before + 10 * day) == 86400.0
+    # Just before each moment: just after it.
+    for moment in (dates.not_before, window_starts, dates.not_after):
+        assert next_check_in(dates, moment - 2.0) == pytest.approx(2.001)
+        assert next_check_in(dates, moment - 2.0, interval=1.0) == 1.0
+    # Past its end: the interval, a reminder.
+    assert next_check_in(dates, dates.not_after + 1.0) == 86400.0
