@@ -31,7 +31,10 @@ reads what it is given:
 The channel joins the hub before it sends its step 1, so nothing committed
 in between is missed (a delta the step 2 already covered is a no-op for Yjs).
 A document that is not in memory is read first, and the socket is not read
-meanwhile: the peer's step 1 must be answered from the whole document.
+meanwhile: the peer's step 1 must be answered from the whole document. So is
+each later step 1 that finds it gone (a failed write, and the rebuild after
+it, drop documents the hub subscription had kept): a peer is never told that
+a document it joins is empty because memory does not hold it yet.
 
 Over the token's rate limit an update waits, and the owner stops reading the
 socket meanwhile: y-websocket cannot be told to slow down, so it is slowed
@@ -286,8 +289,7 @@ class YjsChannel(DeliverEach):
     def start(self) -> None:
         """Our opening: step 1 and the room's awareness states (once the
         document is in memory: the hub subscription keeps it there)."""
-        ctx = self._ctx
-        if (self.ns, self.crdt_id) in ctx.engine or not ctx.service.store.loads_on_demand:
+        if self._resident():
             self.session.start(self._state_vector(), self.room.states())
             return
         # The peer's step 1 must be answered from the whole document: nothing
@@ -318,19 +320,36 @@ class YjsChannel(DeliverEach):
 
     async def _load_then_start(self) -> None:
         try:
-            try:
-                await self._ctx.service.ensure(self.ns, self.crdt_id)
-            except Exception:
-                log.exception("loading %s/%s for a Yjs peer failed", self.ns, self.crdt_id)
-                if not self.closed:
-                    self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
-                return
-            if not self.closed:
+            if await self._load() and not self.closed:
                 self.session.start(self._state_vector(), self.room.states())
         finally:
             # Reading resumes after our opening: what the peer sent meanwhile
             # is handled now, in order.
             self._owner.hold_reading(False)
+
+    def _resident(self) -> bool:
+        """Whether the document is in memory, or need not be (a store that
+        holds every CRDT in memory)."""
+        ctx = self._ctx
+        return (self.ns, self.crdt_id) in ctx.engine or not ctx.service.store.loads_on_demand
+
+    async def _load(self) -> bool:
+        """Read the document from the store into memory; False when it could
+        not be (the connection is closed: 1013 while the store is unavailable,
+        so the provider reconnects later)."""
+        try:
+            await self._ctx.service.ensure(self.ns, self.crdt_id)
+        except ApiError as exc:
+            log.warning("loading %s/%s for a Yjs peer: %s", self.ns, self.crdt_id, exc.message)
+            if not self.closed:
+                self._owner.close(CLOSE_TRY_AGAIN, "storage unavailable")
+            return False
+        except Exception:
+            log.exception("loading %s/%s for a Yjs peer failed", self.ns, self.crdt_id)
+            if not self.closed:
+                self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
+            return False
+        return True
 
     def leave(self) -> None:
         """Leave the hub and the room (once; the connection is gone)."""
@@ -458,7 +477,32 @@ class YjsChannel(DeliverEach):
         (and ``forceSyncInterval``) sends a step 1 and counts one unsynced
         change, which only the acknowledgement of its step 2 to our step 1
         takes back: Hocuspocus's server follows every step 2 with its step 1.
-        The first needs none: our opening sent one."""
+        The first needs none: our opening sent one.
+
+        The document must be in memory, though the hub subscription keeps it
+        there: a failed write drops the documents memory holds ahead of the
+        store, and the rebuild after it forgets them all until they are read
+        back. Answered from a document not read back yet, the peer would be
+        told it is empty; the answer waits for the read instead, the socket
+        not read meanwhile (as at the join)."""
+        if not self._resident():
+            self._owner.hold_reading(True)
+            task = asyncio.get_running_loop().create_task(
+                self._load_then_reply(state_vector, first)
+            )
+            _loading.add(task)
+            task.add_done_callback(_loading.discard)
+            return
+        self._send_reply(state_vector, first=first)
+
+    async def _load_then_reply(self, state_vector: bytes, first: bool) -> None:
+        try:
+            if await self._load() and not self.closed:
+                self._send_reply(state_vector, first=first)
+        finally:
+            self._owner.hold_reading(False)
+
+    def _send_reply(self, state_vector: bytes, *, first: bool) -> None:
         self._send_diff(state_vector)
         if self._resync_step1 and not first and not self.closed:
             self._owner.send_message(self, sync_step1(self._state_vector()))

@@ -1,16 +1,18 @@
 """Yjs peers on a real socket, one per protocol, for the tests that count a
 peer's messages against its token's rate limit (a repeated sync step 1, a
-query-awareness): each joins room :data:`ROOM` and hands the test a way to
-send a y-protocols message and to await the next one it wants."""
+query-awareness) and for those of a step 1 around a failed write: each joins
+room :data:`ROOM` and hands the test a way to send a y-protocols message and
+to await the next one it wants."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import websockets
-from pycrdt import Encoder
+from pycrdt import Decoder, Doc, Encoder, Text
 
 from syncd.auth.permissions import Rule, V2Permissions
 from syncd.yjs import hocuspocus
@@ -93,3 +95,16 @@ async def hocuspocus_peer(
                     return got
 
         yield send, receive
+
+
+def step2(message: bytes) -> bytes | None:
+    """The update of a sync step 2; None for any other message."""
+    if message[:2] != b"\x00\x01":
+        return None
+    return Decoder(message[2:]).read_message()
+
+
+def text_of(update: bytes) -> str:
+    doc: Doc[Any] = Doc()
+    doc.apply_update(update)
+    return str(doc.get("content", type=Text))
