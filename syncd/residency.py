@@ -247,6 +247,11 @@ class Residency:
         self.stats.passes += 1
         self._pass = asyncio.get_running_loop().create_task(self._evict(), name="syncd-eviction")
 
+    def must_stay(self, ns: str, crdt_id: str) -> bool:
+        """Whether this CRDT must be in memory whenever it exists: it has
+        subscribers, or a caller holds it."""
+        return (ns, crdt_id) in self._held or self._subscribed(ns, crdt_id)
+
     def pinned(self, entry: Entry, now_ms: int) -> bool:
         """Whether ``entry`` must stay in memory now."""
         if (entry.ns, entry.id) in self._held or self._subscribed(entry.ns, entry.id):

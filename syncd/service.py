@@ -11,8 +11,10 @@ take the failed op's seq, and a subscriber that was given it would skip the
 real one as already held and keep the phantom for good.
 
 If the store fails, memory is ahead of disk: the ops involved are answered
-503, further writes are refused, and once the store can write again the
-engine is rebuilt from what the store holds (PostgreSQL treats an fsync
+503, further writes are refused, the CRDTs memory holds ahead of the store
+are dropped (a read loads them from what is durable: no reader is shown a
+write that was refused), and once the store can write again the engine is
+rebuilt from what the store holds (PostgreSQL treats an fsync
 failure the same way: the buffers are not trusted again). The CRDTs that
 must stay in memory (subscribed ones, syncd/residency.py) are read back
 before writes resume.
@@ -82,6 +84,10 @@ class CrdtService:
         self._merge: dict[str, MergeHistogram] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._measuring: asyncio.Task[int] | None = None
+        self._forgotten: list[tuple[str, str]] = []
+        """CRDTs that must stay in memory, dropped at a failed write because
+        memory was ahead of the store (:meth:`_forget_unacknowledged`): read
+        back after the rebuild."""
         self._writes: set[asyncio.Task[None]] = set()
         """A shared store's writes in flight (see :meth:`_shared_write`)."""
 
@@ -608,7 +614,30 @@ class CrdtService:
         log.error(
             "storage failed: refusing writes until it recovers; state will be rebuilt from disk"
         )
+        self._forget_unacknowledged()
         self._recovery = asyncio.get_running_loop().create_task(self._recover())
+
+    def _forget_unacknowledged(self) -> None:
+        """Drop from memory the CRDTs that are ahead of the store (records of
+        theirs failed, or were queued behind the failure and fail with it), so
+        that no read serves a write the rebuild is about to remove: a read of
+        one loads it again from the store, which holds only what is durable
+        (an HTTP GET, a Yjs step 1). Once per failure, off the op path; memory
+        of the others is what the store holds. A store that cannot load on
+        demand keeps them (nothing else could serve them until the rebuild).
+        Those that must stay in memory are read back after the rebuild."""
+        store = self.store
+        if store.shared or not store.loads_on_demand:
+            return
+        engine = self.engine
+        residency = self.residency
+        holds = store.holds
+        for entry in engine.lru():
+            ns, crdt_id = entry.ns, entry.id
+            if not holds(ns, crdt_id, entry.epoch, entry.seq):
+                if residency.must_stay(ns, crdt_id):
+                    self._forgotten.append((ns, crdt_id))
+                engine.drop(ns, crdt_id)
 
     async def _recover(self) -> None:
         store = self.store
@@ -627,6 +656,13 @@ class CrdtService:
             residency = self.residency
             now = self.engine.now_ms()
             pinned = [(e.ns, e.id) for e in self.engine.lru() if residency.pinned(e, now)]
+            # And those dropped at the failure (_forget_unacknowledged) and not read since.
+            pinned += [
+                key
+                for key in self._forgotten
+                if key not in self.engine and residency.must_stay(*key)
+            ]
+            self._forgotten = []
             self._reload(recovered)
             if self.store.loads_on_demand:
                 await self._load_again(pinned)
