@@ -19,13 +19,18 @@ The store calls, in this order of a record's life:
 Reads (:meth:`FileStoreHistory.page`, :meth:`FileStoreHistory.base`) and compaction
 hold one asyncio lock, so no read meets a segment being deleted.
 
-If a history write fails the history is switched off until the next start
-(the main log, the truth, goes on); its routes then answer 503.
+If a history write fails the history is switched off (the main log, the
+truth, goes on; the store refuses writes and the history's routes answer 503)
+until :meth:`FileStoreHistory.reopen` reads it back from the log while the
+store runs, once the disk takes a probe write again: the history files and
+index as a start would open them (the torn tail cut, the records the history
+lacks appended from the log), then it takes writes again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections import Counter, defaultdict
@@ -174,6 +179,12 @@ class FileStoreHistory:
         self.last_lsn = 0
         """The highest main-log LSN the history holds."""
         self.broken = False
+        """A write failed: nothing is written or read until :meth:`reopen`."""
+        self.error: BaseException | None = None
+        """Why the history is broken (the failed write's error, then the latest
+        failed reopen's)."""
+        self.on_fail: Callable[[], None] | None = None
+        """Called (from any thread) when a write failure switches the history off."""
         self._clock = clock_ms
         self._pack = msgpack.Packer(use_bin_type=True).pack
         self.lock = asyncio.Lock()
@@ -639,9 +650,94 @@ class FileStoreHistory:
             self._indexed_end = pos
 
     def fail(self, exc: BaseException) -> None:
-        if not self.broken:
-            log.error("writing the history failed (%s); history is off until restart", exc)
+        """Switch the history off after a failed write (any thread)."""
+        if self.broken:
+            return
+        log.error(
+            "writing the history failed (%s); history is off until it is re-read from "
+            "the log once the disk takes writes again",
+            exc,
+        )
+        self.error = exc
         self.broken = True
+        if self.on_fail is not None:
+            self.on_fail()
+
+    async def reopen(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        io: IoThread,
+        source: Callable[
+            [], tuple[Iterable[dict[str, Any]], Callable[[int], Iterable[tuple[int, Record]]], int]
+        ],
+    ) -> bool:
+        """Read a broken history back while the store runs, as a start does
+        (:meth:`load`: the torn tail its failed write left is cut, the records
+        it lacks are appended from the log), once a probe write in its
+        directory succeeds; whether it takes writes again. ``source`` (run in
+        ``io``, the log's I/O thread) gives what ``load`` takes: the snapshot's
+        entries, the log's records after an LSN, and the log's last LSN. The
+        caller sees to it that no record is written meanwhile (the store
+        refuses appends while the history is broken, and waits for those in
+        flight). The lock is held throughout, so no read, compaction or backup
+        meets the files or the index being replaced; the new ones are made
+        apart and put in place at once."""
+        async with self.lock:
+            await self.wait_index_flush()  # none starts while the lock is held
+            if not self.broken:
+                return True
+            old_index, old_files = self.index, self.files
+            fresh = FileStoreHistory(
+                self.directory,
+                self.retention,
+                self._clock,
+                old_files.segment_bytes,
+                KeyDir(old_index.flush_lives, old_index.cached_lives),
+            )
+
+            def discard() -> None:
+                fresh.index.close()
+                fresh.files.close()
+
+            def reread() -> None:
+                fresh.files.probe()
+                entries, after, last = source()
+                try:
+                    fresh.load(entries, after, last)
+                except BaseException:
+                    discard()
+                    raise
+
+            job = io.run(loop, reread)
+            try:
+                await job
+            except asyncio.CancelledError:
+                # (close() stops the prober): the re-read goes on in the
+                # thread; what it opened is closed right after it, in order.
+                with contextlib.suppress(RuntimeError):
+                    io.run(loop, discard)
+                raise
+            except Exception as exc:
+                self.error = exc
+                if isinstance(exc, OSError):
+                    log.debug("re-reading the history failed: %s", exc)
+                else:
+                    log.exception("re-reading the history failed; tried again later")
+                return False
+            old_index.close()
+            self.index, self.files = fresh.index, fresh.files
+            self.index.on_flush_due = self._flush_due
+            self.hint_lives = fresh.hint_lives
+            self.last_lsn = fresh.last_lsn
+            self._indexed_end = fresh._indexed_end
+            self._grown = 0
+            self.broken, self.error = False, None
+            await io.run(loop, old_files.close)
+        log.warning(
+            "the history was read back from the log up to sequence %d; it takes writes again",
+            self.last_lsn,
+        )
+        return True
 
     @property
     def should_compact(self) -> bool:
@@ -874,5 +970,6 @@ class FileStoreHistory:
     def _check(self) -> None:
         if self.broken:
             raise StoreUnavailable(
-                "the history is unavailable (a write failed; see the server log)"
+                "the history is unavailable until it recovers from a write failure "
+                "(see the server log)"
             )

@@ -63,6 +63,8 @@ from syncd.store.embedded.log import (
     HEADER,
     HEADER_SIZE,
     LENGTH_MASK,
+    PROBE_BYTES,
+    PROBE_NAME,
     decode_map,
     fsync_dir,
 )
@@ -439,6 +441,22 @@ class HistoryFiles:
                 os.fsync(fd)
         if dirty:
             fsync_dir(self.directory)
+
+    def probe(self) -> None:
+        """Prove that the history's directory takes data again (a page written
+        and fsynced, then removed), as the log's probe does for the log's:
+        OSError while it does not."""
+        path = os.path.join(self.directory, PROBE_NAME)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            done = 0
+            while done < len(PROBE_BYTES):  # a short write, then ENOSPC
+                done += os.pwrite(fd, PROBE_BYTES[done:], done)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     # -- reading ---------------------------------------------------------------
 

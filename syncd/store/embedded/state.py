@@ -37,7 +37,9 @@ Three facts are not phases, because each holds in several phases at once:
   reload; a probe clears only ``told``).
 
 The store is ready (takes appends) when it is ``OPEN``, its log has no failure
-and its history takes writes (that last one is the history's own fact).
+and its history takes writes (that last one is the history's own fact: a
+failed history write switches it off until the store's prober, once the disk
+takes a probe write, reads it back from the log: ``history.reopen``).
 """
 
 from __future__ import annotations

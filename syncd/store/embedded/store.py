@@ -45,7 +45,11 @@ due one, are appended to the history files (``history.FileStoreHistory``, not
 fsynced per write: the log is the truth; they are fsynced before the log drops
 segments, and what a crash took is appended again from the log at open).
 ``history`` and ``history_base`` read them back for ``/history`` and ``?at=``;
-``SERVICE_HISTORY_RETENTION`` says what compaction keeps.
+``SERVICE_HISTORY_RETENTION`` says what compaction keeps. When a history write
+fails, the store refuses appends (the history holds the CRDTs that left
+memory) and the same prober as for the log, once the disk takes a probe write,
+waits for the appends in flight and reads the history back from the log
+(``history.reopen``, as a start does); then ``ready`` is True again.
 
 *Replays.* ``ops_since`` reads a CRDT's recent ops back from the history
 files (at most ``replay_tail_per_crdt`` of them; further behind, a snapshot
@@ -60,7 +64,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from syncd.errors import StoreUnavailable
@@ -173,6 +177,7 @@ class FileStore:
             history_segment_bytes,
             KeyDir(flush_lives=index_flush_crdts, cached_lives=index_cached_crdts),
         )
+        self._history.on_fail = self._history_failed
 
         self._state = StoreState()
         self._lock_fd = -1
@@ -259,6 +264,8 @@ class FileStore:
         if error is not None:
             log.error("the data directory %s is not writable: %s", self.data_dir, error)
             self._enter_failure(error)
+        if self._history.broken:
+            self._start_probing()
         log.info(
             "opened %s: snapshot at log sequence %d with %d entries, %d records after it, "
             "last durable sequence %d",
@@ -590,11 +597,17 @@ class FileStore:
         future.add_done_callback(settled)
 
     def _refusal(self) -> StoreUnavailable:
-        failure = self._state.failure
-        if failure is not None:
-            reason = getattr(failure, "strerror", None) or str(failure)
-            return StoreUnavailable(f"storage is unavailable: {reason}")
-        return StoreUnavailable("storage is re-reading its state")
+        """Why appends are refused now (the store is open but not ready)."""
+        state = self._state
+        failure = state.failure
+        if failure is None and state.phase is RELOADING:
+            return StoreUnavailable("storage is re-reading its state after a write failure")
+        if failure is None:
+            failure = self._history.error
+        if failure is None:
+            return StoreUnavailable("storage is recovering from a write failure")
+        reason = getattr(failure, "strerror", None) or str(failure)
+        return StoreUnavailable(f"storage is recovering from a write failure: {reason}")
 
     # -- what the group commit reports -----------------------------------------
 
@@ -617,6 +630,19 @@ class FileStore:
 
     def _enter_failure(self, exc: BaseException) -> None:
         self._state.failure = exc
+        self._start_probing()
+
+    def _history_failed(self) -> None:
+        """A history write failed (called from any thread): probe until it is
+        read back from the log."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to recover
+                loop.call_soon_threadsafe(self._start_probing)
+
+    def _start_probing(self) -> None:
+        if not self._state.running:
+            return  # not open yet (open() calls it then), or closing
         if self._prober is None or self._prober.done():
             self._prober = asyncio.create_task(self._probe_loop(), name="syncd-log-probe")
 
@@ -632,15 +658,51 @@ class FileStore:
             log.exception("on_failure callback failed")
 
     async def _probe_loop(self) -> None:
+        """Every ``probe_interval``: repair the log once a probe succeeds, then
+        read a broken history back from the log (:meth:`_reopen_history`)."""
         state = self._state
-        while state.failure is not None and not state.closing:
+        history = self._history
+        while (state.failure is not None or history.broken) and not state.closing:
             await asyncio.sleep(self._probe_interval)
             if state.closing:
                 return
             try:
-                await self.probe()
+                if await self.probe() and history.broken:
+                    await self._reopen_history()
             except Exception:
                 log.exception("storage probe crashed")
+
+    async def _reopen_history(self) -> bool:
+        """Read the broken history back from the log (``history.reopen``), once
+        every record in flight is durable: the store refuses appends while the
+        history is broken, so none is written meanwhile. Whether it is back."""
+        state = self._state
+        if not state.running:
+            return False
+        assert self._io is not None and self._writer is not None
+        loop = asyncio.get_running_loop()
+        try:
+            await self._commit.enqueue(())  # the appends taken before the failure
+        except StoreUnavailable:
+            return False  # the log failed under them: its probe comes first
+        if state.failure is not None or not state.running:
+            return False  # the log failed meanwhile: the probe comes first
+        writer, durable = self._writer, self._commit.durable
+
+        def source() -> tuple[
+            list[dict[str, Any]], Callable[[int], Iterable[tuple[int, Record]]], int
+        ]:
+            disk = read_disk(
+                self._log_dir, self._snap_dir, limits=writer.limits(), tolerate_tail=False
+            )
+            if disk.durable != durable:
+                raise StoreCorruptError(
+                    f"the log reads up to sequence {disk.durable}, expected {durable}"
+                )
+            entries = disk.snapshot.entries if disk.snapshot is not None else []
+            return entries, disk.records.after, disk.durable
+
+        return await self._history.reopen(loop, self._io, source)
 
     # -- closing ----------------------------------------------------------------
 

@@ -231,10 +231,10 @@ async def test_a_snapshot_over_failed_records_is_not_published(
 
 
 @contextlib.contextmanager
-def small_tmpfs(mount_point: Path) -> Iterator[Path]:
+def small_tmpfs(mount_point: Path, size: str = "1m") -> Iterator[Path]:
     mount_point.mkdir()
     result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
         capture_output=True,
         check=False,
     )

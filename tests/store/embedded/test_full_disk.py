@@ -6,7 +6,8 @@ the same file) a scan, at a start without the key directory's table, stops
 there and cuts the rest as a torn tail, and once a snapshot had cut the log
 behind them those acknowledged ops were gone. The history is now switched
 off instead, as for any failed history write: the store refuses writes
-until it restarts, and the restart (twice) brings back every acknowledged
+until the history is read back from the log (here, with the probes held
+off, at a restart), and the restart (twice) brings back every acknowledged
 op."""
 
 from __future__ import annotations
