@@ -169,7 +169,7 @@ async def test_a_history_compaction_that_failed_part_way_is_read_back_too(tmp_pa
     of a copy in the history's active segment (test_full_disk.py): the history
     read back from the log skips it, and every acknowledged op is there, once,
     before and after a restart."""
-    options = {**FULL_DISK_OPTIONS, "probe_interval": 0.02}
+    options: dict[str, Any] = {**FULL_DISK_OPTIONS, "probe_interval": 0.02}
     with small_tmpfs(tmp_path / "mnt") as mnt:
         data = mnt / "data"
         store = FileStore(data, **options)
