@@ -6,8 +6,11 @@ import sys
 import tracemalloc
 
 import msgpack
+from hypothesis import given
+from hypothesis import strategies as st
 
 from syncd.crdt.opids import BUCKET_SPAN_MS, OpIdMemory, op_id_hash
+from tests.crdt.crdt_testlib import PROPERTY
 
 
 def test_the_window_holds_regardless_of_age() -> None:
@@ -70,3 +73,34 @@ def test_an_aged_id_costs_about_16_bytes() -> None:
     print(f"bytes per remembered op_id: {per_id:.1f}", file=sys.stderr)
     # Sealed buckets take 16 bytes an id; the open bucket and the window more.
     assert per_id < 60
+
+
+@PROPERTY
+@given(data=st.data())
+def test_an_id_is_remembered_as_the_docs_promise_and_forgotten_within_a_bucket_after(
+    data: st.DataObject,
+) -> None:
+    """docs/data-model.md#op-ids, exactly: an op_id is remembered while it is
+    among the last ``window`` ids or younger than the TTL (by the stamps),
+    through exports and loads; and, stamps in order, one out of the window
+    is forgotten by the first op stamped ``ttl + BUCKET_SPAN_MS`` after it
+    (a bucket is dropped whole once its newest id is older than the TTL).
+    Gaps around the bucket span and the TTL put ids on both sides of them."""
+    window = data.draw(st.sampled_from([0, 1, 3, 40]), label="window")
+    ttl = data.draw(st.sampled_from([0, 1000, 4000, BUCKET_SPAN_MS, 7000, 20_000]), label="ttl")
+    gaps = st.sampled_from([0, 1, 999, 1000, 1001, BUCKET_SPAN_MS - 1, BUCKET_SPAN_MS, 6999, 7000])
+    memory = OpIdMemory()
+    held: list[tuple[str, int, int]] = []
+    now = data.draw(st.integers(0, 10**9), label="start")
+    for k in range(data.draw(st.integers(1, 300), label="ops")):
+        now += data.draw(gaps)
+        memory.remember(f"id{k}", k + 1, {}, now, window, ttl)
+        held.append((f"id{k}", k + 1, now))
+        if data.draw(st.integers(0, 19)) == 0:
+            recent, aged = msgpack.unpackb(msgpack.packb(memory.export()))
+            memory = OpIdMemory.load(recent, aged, now_ms=now, window=window, ttl_ms=ttl)
+        for i, (op_id, seq, ts) in enumerate(held):
+            if i >= len(held) - window or now - ts < ttl:
+                assert memory.get(op_id) == (seq, {}), (op_id, now - ts)
+            elif now - ts >= ttl + BUCKET_SPAN_MS:
+                assert memory.get(op_id) is None, (op_id, now - ts)
