@@ -1,5 +1,5 @@
 """Op ids beyond the window, by time, on a real server (docs/data-model.md#op-ids):
-with a window of one id and a TTL of 2 s, ids that left the window share an
+with a window of one id and a TTL of 3 s, ids that left the window share an
 aged bucket whose first id is older than the TTL while the next is not; each
 is still a repeat while younger than the TTL, in memory, and after a restart
 with a CRDT that leaves memory after every request (a budget of one byte:
@@ -19,7 +19,7 @@ from tests.conftest import RunningServer
 from tests.http.support import issue, op
 
 TINY_MB = 1e-6
-TTL_S = 2
+TTL_S = 3
 SETTINGS: dict[str, Any] = {"op_id_window": 1, "op_id_ttl_s": TTL_S}
 
 
@@ -38,7 +38,9 @@ async def test_ids_younger_than_the_ttl_are_repeats_across_loads_and_a_restart(
     sent: dict[str, tuple[float, int]] = {}
     async with httpx.AsyncClient(base_url=server.url) as client:
         h = await issue(client)
-        for op_id, pause in (("a", 1.2), ("b", TTL_S - 1.1), ("c", 0.0)):
+        # a waits almost the TTL, b little: at c, a is past the TTL (2.9 + 0.2 > 3)
+        # while b has 2.8 s to go, room for the restart on a loaded machine.
+        for op_id, pause in (("a", TTL_S - 0.1), ("b", 0.2), ("c", 0.0)):
             sent[op_id] = (time.monotonic(), (await _send(client, h, op_id))["seq"])
             await asyncio.sleep(pause)
         # a and b left the window (one id: c) into one bucket, opened by a,
