@@ -76,10 +76,10 @@ class Server:
             http_parser=self.parser_name,
             store="postgresql" if settings.database_url else "embedded",
         )
-        ctx = self.ctx
-        metrics.watch_connections(lambda: ctx.connection_count, settings.max_connections)
+        metrics.watch_connections(self.connections_open, settings.max_connections)
         self.app.server_ctx = self.ctx
         self._server: asyncio.AbstractServer | None = None
+        self._handshakes: _TlsHandshakes | None = None
         self._port = settings.port
         self._stopped = asyncio.Event()
         self._hurry = asyncio.Event()
@@ -96,6 +96,12 @@ class Server:
     def port(self) -> int:
         return self._port
 
+    def connections_open(self) -> int:
+        """``service_connections_open``: the connections SERVICE_MAX_CONNECTIONS
+        counts, TLS connections still in their handshake included."""
+        handshakes = self._handshakes
+        return self.ctx.connection_count + (handshakes.pending if handshakes is not None else 0)
+
     async def start(self) -> None:
         await self.app.start()
         loop = asyncio.get_running_loop()
@@ -107,14 +113,15 @@ class Server:
             # The loop's own TLS server (create_server's ssl=) would not say
             # how many handshakes are under way: the same TLS protocol is
             # made here, counted until its handshake ends.
-            factory = _TlsHandshakes(
+            handshakes = self._handshakes = _TlsHandshakes(
                 ctx,
                 loop,
                 self.certificates.context,
                 # The handshake is what a TLS client sends first: it gets the time
                 # anything on a new connection gets, not the loop's default 60 s.
                 self.settings.header_timeout_s,
-            ).protocol
+            )
+            factory = handshakes.protocol
         self._server = await loop.create_server(
             factory,
             host=self.settings.host,
