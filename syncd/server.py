@@ -9,13 +9,14 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import os
 import platform
 import signal
 import socket
 import ssl
 import sys
 from collections.abc import Callable
-from typing import Any, Final, cast
+from typing import Any, Final, NoReturn, cast
 
 from syncd import __version__
 from syncd.app import App
@@ -353,11 +354,11 @@ async def _serve(settings: Settings) -> int:
         return 1
     if not started:
         log.info("syncd stopped before it started")
-        return 0
+        _exit(0)
     settle_after_start()
     await server.wait_stopped()
     await server.shutdown()
-    return 0
+    _exit(0)
 
 
 def _nothing_to_reload() -> None:
@@ -370,11 +371,10 @@ async def _start_unless_stopped(server: Server) -> bool:
     A cluster node's start waits for PostgreSQL for as long as it is away
     (syncd.store.pg_start), so a stop request cancels it: nothing has been
     served, and what it opened is closed. The embedded store's start (its
-    recovery) takes a bounded time and is not interrupted half-way: a stop
-    that comes meanwhile is honoured once it is up."""
-    if not server.settings.database_url:
-        await server.start()
-        return True
+    recovery: reading the snapshot, the log and the history, cutting a torn
+    tail) runs in its I/O thread and cannot be cancelled half-way, and closing
+    the store would wait for it: a stop that comes meanwhile ends the process
+    at once (:func:`_exit_during_recovery`)."""
     starting = asyncio.ensure_future(server.start())
     stopping = asyncio.ensure_future(server.wait_stopped())
     try:
@@ -384,11 +384,44 @@ async def _start_unless_stopped(server: Server) -> bool:
     if starting.done():
         starting.result()  # its exception, if it failed
         return True
+    if not server.settings.database_url:
+        _exit_during_recovery()
     starting.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await starting
     await server.app.close()
     return False
+
+
+def _exit_during_recovery() -> NoReturn:
+    """SIGTERM or SIGINT while the embedded store recovers: exit 0 now, as
+    ``systemctl stop`` asks, rather than after a recovery that may take as
+    long as ``TimeoutStartSec``. Nothing has been served or acknowledged yet;
+    the recovery's writes (a torn tail cut, history appended from the log)
+    are each safe to stop at any point, as a crash there is (the next start
+    recovers again, from the same files), and the process holds the
+    directory's lock until it is gone."""
+    log.warning(
+        "stop signal during the store's recovery: exiting without finishing it"
+        " (nothing was served yet; the next start recovers again)"
+    )
+    _exit(0)
+
+
+def _exit(code: int) -> NoReturn:
+    """End the process now, with ``code``: the server is stopped and its store
+    closed (or never opened; or see :func:`_exit_during_recovery`). What the interpreter would still do (the loop's
+    teardown, then freeing the whole state module by module) keeps no data,
+    and it takes SIGTERM and SIGINT from the loop back to their defaults on
+    the way: a second signal then (``systemctl kill``, a hurried Ctrl-C)
+    killed the process, status -15 where 0 is documented, or printed a
+    KeyboardInterrupt traceback. Until this call the loop's handler
+    (:meth:`Server.request_stop`) takes them."""
+    logging.shutdown()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def run(settings: Settings) -> int:
