@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Collection
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl
 
 from syncd.errors import ApiError, bad_request
 
@@ -75,6 +76,23 @@ class Request:
                 raise bad_request("query string is not valid UTF-8 percent-encoding") from None
             self._query = {k: v[0] for k, v in parsed.items()}
         return self._query
+
+    def known_query(self, names: Collection[str]) -> dict[str, str]:
+        """:attr:`query`, after a 400 ``bad_request`` (``NAME: given more than
+        once``) for any of ``names`` given more than once, since which one was
+        meant is a guess (and a proxy or log filter may have read the other).
+        Other names may repeat: a route ignores what it does not know (a cache
+        buster)."""
+        if not self.query_string:
+            return {}
+        query = self.query
+        # Each non-empty piece is one parameter: no more pieces than names, no repeat.
+        if sum(1 for piece in self.query_string.split("&") if piece) > len(query):
+            counts = Counter(key for key, _ in parse_qsl(self.query_string, keep_blank_values=True))
+            for name in names:
+                if counts[name] > 1:
+                    raise bad_request(f"{name}: given more than once")
+        return query
 
     def json(self, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
         """The body as JSON: 415 for another media type, 400 for malformed or too deep."""

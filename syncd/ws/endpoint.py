@@ -30,7 +30,9 @@ def register(router: Router, app: SessionContext) -> None:
     def upgrade(request: Request) -> Upgrade:
         ns = check_namespace(request.params["ns"])
         auth = app.auth
-        query_token = request.query.get("token") if request.query_string else None
+        # ?token= at most once (docs/http-api.md#conventions): 400 before the
+        # upgrade, since a proxy or log filter may have read the other copy.
+        query_token = request.known_query(("token",)).get("token")
         principal = auth.authenticate(
             request.headers.get("authorization"), ns, query_token=query_token
         )

@@ -18,7 +18,7 @@ its provider authenticates each document in band (:mod:`syncd.yjs.hocuspocus`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from syncd.crdt.types import type_for_id
 from syncd.crdt.validate import check_origin
@@ -48,12 +48,21 @@ def document_id(room: str) -> str:
     return check_crdt_id(room)
 
 
-def origin_of(request: Request) -> str | None:
+YJS_PARAMS: Final = ("token", "origin")
+HOCUSPOCUS_PARAMS: Final = ("origin",)
+"""What each upgrade takes from its query, each at most once
+(docs/http-api.md#conventions): a parameter given twice is 400 before the
+upgrade, since a proxy or log filter may have read the other copy. The
+providers send each once (y-websocket's and Hocuspocus's ``params`` are an
+object); the y-websocket room is in the path."""
+
+
+def origin_of(query: dict[str, str]) -> str | None:
     """The connection's ``?origin=`` (docs/yjs.md#attribution), checked while
     the request is still HTTP: every update it sends is recorded with it."""
-    if not request.query_string or "origin" not in request.query:
+    if "origin" not in query:
         return None
-    return check_origin(request.query["origin"], error=bad_request)
+    return check_origin(query["origin"], error=bad_request)
 
 
 def register(router: Router, ctx: YjsContext) -> None:
@@ -63,13 +72,13 @@ def register(router: Router, ctx: YjsContext) -> None:
         ns = check_namespace(request.params["ns"])
         crdt_id = document_id(request.params["room"])
         auth = ctx.auth
-        query_token = request.query.get("token") if request.query_string else None
+        query = request.known_query(YJS_PARAMS)
         principal = auth.authenticate(
-            request.headers.get("authorization"), ns, query_token=query_token
+            request.headers.get("authorization"), ns, query_token=query.get("token")
         )
         auth.check_read(principal, crdt_id)
         writable = may_write(auth, principal, crdt_id)
-        origin = origin_of(request)
+        origin = origin_of(query)
         key = check_upgrade(request.http_version, request.headers)
         check_room_for_one_more(ctx.server())
 
@@ -91,7 +100,7 @@ def register(router: Router, ctx: YjsContext) -> None:
     def hocuspocus_upgrade(request: Request) -> Upgrade:
         # No token here: Hocuspocus authenticates each document in band.
         ns = check_namespace(request.params["ns"])
-        origin = origin_of(request)
+        origin = origin_of(request.known_query(HOCUSPOCUS_PARAMS))
         key = check_upgrade(request.http_version, request.headers)
         check_room_for_one_more(ctx.server())
 

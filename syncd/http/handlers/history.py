@@ -4,10 +4,8 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection
 from typing import Any, Final
-from urllib.parse import parse_qsl
 
 from syncd.auth.authenticator import Authenticator
 from syncd.auth.tokens import MAX_CLIENT_ID
@@ -60,16 +58,8 @@ def parse_limit(text: str, most: int = MAX_HISTORY_LIMIT) -> int:
 
 def known_query(request: Request, names: Collection[str]) -> dict[str, str]:
     """The query (the first value of each name); 400 for any of ``names``
-    given more than once, since which one was meant is a guess. Other names
-    may repeat: a route ignores what it does not know (a cache buster)."""
-    query = request.query
-    # Each non-empty piece is one parameter: no more pieces than names, no repeat.
-    if sum(1 for piece in request.query_string.split("&") if piece) > len(query):
-        counts = Counter(key for key, _ in parse_qsl(request.query_string, keep_blank_values=True))
-        for name in names:
-            if counts[name] > 1:
-                raise bad_request(f"{name}: given more than once")
-    return query
+    given more than once (:meth:`Request.known_query`)."""
+    return request.known_query(names)
 
 
 def parse_client_id(text: str) -> int:
