@@ -183,6 +183,9 @@ class FileStoreHistory:
         self.error: BaseException | None = None
         """Why the history is broken (the failed write's error, then the latest
         failed reopen's)."""
+        self._reread_traced: set[type[BaseException]] = set()
+        """The kinds of error a failed :meth:`reopen` logged with their traceback
+        since the history broke: a repeat (at every probe) logs one line."""
         self.on_fail: Callable[[], None] | None = None
         """Called (from any thread) when a write failure switches the history off."""
         self._clock = clock_ms
@@ -721,7 +724,15 @@ class FileStoreHistory:
                 self.error = exc
                 if isinstance(exc, OSError):
                     log.debug("re-reading the history failed: %s", exc)
+                elif type(exc) in self._reread_traced:
+                    # The prober tries again every probe interval: one line each.
+                    log.warning(
+                        "re-reading the history failed again (%s: %s); tried again later",
+                        type(exc).__name__,
+                        " ".join(str(exc).split()),
+                    )
                 else:
+                    self._reread_traced.add(type(exc))
                     log.exception("re-reading the history failed; tried again later")
                 return False
             old_index.close()
@@ -732,6 +743,7 @@ class FileStoreHistory:
             self._indexed_end = fresh._indexed_end
             self._grown = 0
             self.broken, self.error = False, None
+            self._reread_traced.clear()
             await io.run(loop, old_files.close)
         log.warning(
             "the history was read back from the log up to sequence %d; it takes writes again",
