@@ -86,6 +86,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import time
@@ -119,6 +120,7 @@ from syncd.store.pg_schema import SchemaTooNewError, current_schema, migrate
 from syncd.store.pg_start import DatabaseSetupError, keep_trying
 
 __all__ = [
+    "CHANNEL_MAX_BYTES",
     "COMMIT_TIMEOUT_S",
     "GATHER_WAIT_S",
     "MAX_BATCH_WRITES",
@@ -133,6 +135,7 @@ __all__ = [
     "PostgresStore",
     "Row",
     "RowReader",
+    "channel_name",
 ]
 
 log = logging.getLogger("syncd.store.postgres")
@@ -436,6 +439,26 @@ _END_STALLED_HOLDERS: Final = (
 )
 
 
+CHANNEL_MAX_BYTES: Final = 63
+"""The longest channel name PostgreSQL takes (NAMEDATALEN - 1, in bytes):
+pg_notify refuses a longer one, LISTEN cuts it short."""
+
+
+def channel_name(schema: str) -> str:
+    """The NOTIFY channel of the deployment in ``schema``: ``syncd:<schema>``
+    when that fits; else its first characters and a digest of the whole name,
+    so that it fits in bytes (a non-ASCII name long in bytes made a channel
+    pg_notify refused, and every write failed) and two long names that start
+    alike do not share one (their nodes heard each other's notices)."""
+    name = f"syncd:{schema}"
+    if len(name.encode()) <= CHANNEL_MAX_BYTES:
+        return name
+    digest = "~" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+    room = CHANNEL_MAX_BYTES - len(digest)
+    head = name.encode()[:room].decode(errors="ignore")  # whole characters only
+    return head + digest
+
+
 class PostgresStore:
     shared = True
 
@@ -538,7 +561,7 @@ class PostgresStore:
         )
         recovered = Recovered()  # CRDTs load on first use (load)
         # Channel names are identifiers (at most 63 bytes).
-        self.channel = f"syncd:{self.schema}"[:63]
+        self.channel = channel_name(self.schema)
         self._opened = True
         self._up = True
         log.info(
