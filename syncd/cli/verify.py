@@ -28,7 +28,9 @@ UNPACKING: Final = ".syncd-backup-unpacking"
 ``syncd verify`` names and a server refuses to start on
 (``syncd.store.embedded.backup.refuse_interrupted_backup``), instead of a log
 without its history that a restore would take for whole. Its entries move
-into ``DEST`` once all are written and fsynced, the manifest last."""
+into ``DEST`` once all are written and fsynced, the manifest last. Killed
+after that, before the empty directory is removed, the copy is whole: verify
+reports it OK with a note on the leftover, and a server starts and removes it."""
 
 
 def register(commands: Commands) -> None:

@@ -18,7 +18,14 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from syncd.store.embedded.backup import COPY_CHUNK_BYTES, FORMAT, LAYOUT, MANIFEST, UNPACKING
+from syncd.store.embedded.backup import (
+    COPY_CHUNK_BYTES,
+    FORMAT,
+    LAYOUT,
+    MANIFEST,
+    RESTORED_MANIFEST,
+    UNPACKING,
+)
 from syncd.store.embedded.history_files import HistoryFiles
 from syncd.store.embedded.log import StoreCorruptError
 from syncd.store.embedded.recovery import read_only_scan, special_files
@@ -42,6 +49,8 @@ class Report:
     history_records: int = 0
     manifest: bool = False
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What is worth knowing and is no damage (the copy is still OK)."""
 
     @property
     def ok(self) -> bool:
@@ -57,6 +66,7 @@ class Report:
             f"  history: {self.history_files} files, {self.history_records} records",
             f"  manifest: {'checked' if self.manifest else 'none'}",
         ]
+        lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
 
@@ -74,16 +84,27 @@ def verify(path: str) -> Report:
         report.problems += [f"{rel}: not a regular file" for rel in special]
         report.problems.append("nothing else was read (a special file could block the reads)")
         return report
+    leftover = False
     if os.path.lexists(os.path.join(path, UNPACKING)):
-        # What a syncd backup killed before its end left: the files it had
-        # written may look like a whole data directory without being one.
-        report.problems.append(
-            f"{UNPACKING}/: an interrupted syncd backup, not a whole one: take the backup again"
-        )
+        if _empty_staging_beside_manifest(path):
+            # Killed between its last two steps: everything, manifest
+            # included, is in place; the server starts and removes it.
+            leftover = True
+            report.notes.append(
+                f"{UNPACKING}/: empty, left by a syncd backup stopped just before its end "
+                "(the copy, manifest included, was already in place): harmless, a server "
+                "starting here removes it"
+            )
+        else:
+            # What a syncd backup killed before its end left: the files it had
+            # written may look like a whole data directory without being one.
+            report.problems.append(
+                f"{UNPACKING}/: an interrupted syncd backup, not a whole one: take the backup again"
+            )
     manifest_path = os.path.join(path, MANIFEST)
     if os.path.exists(manifest_path):
         report.manifest = True
-        _check_manifest(path, manifest_path, report)
+        _check_manifest(path, manifest_path, report, leftover)
     snap_dir = os.path.join(path, "snapshots")
     if os.path.isdir(snap_dir):
         for lsn, snap_path in list_snapshots(snap_dir):
@@ -126,6 +147,20 @@ def verify(path: str) -> Report:
     return report
 
 
+def _empty_staging_beside_manifest(path: str) -> bool:
+    """The one case of a staging directory a server starts on
+    (``syncd.store.embedded.backup.refuse_interrupted_backup``, the same
+    test): an empty directory, not a link, beside the manifest (or the
+    manifest a start moved aside)."""
+    staging = os.path.join(path, UNPACKING)
+    manifest = any(os.path.lexists(os.path.join(path, n)) for n in (MANIFEST, RESTORED_MANIFEST))
+    try:
+        empty = not os.path.islink(staging) and os.path.isdir(staging) and not os.listdir(staging)
+    except OSError:
+        empty = False
+    return manifest and empty
+
+
 def _special_files(path: str) -> list[str]:
     """The FIFOs, sockets and devices among the files verify reads (links are
     followed: a data directory may keep ``log/`` on another disk)."""
@@ -135,7 +170,9 @@ def _special_files(path: str) -> list[str]:
     return found
 
 
-def _check_manifest(path: str, manifest_path: str, report: Report) -> None:
+def _check_manifest(path: str, manifest_path: str, report: Report, leftover: bool) -> None:
+    """``leftover``: the empty staging directory beside the manifest is not
+    counted as a directory the backup did not take."""
     entries = _read_manifest(manifest_path, report)
     if entries is None:
         return
@@ -144,7 +181,7 @@ def _check_manifest(path: str, manifest_path: str, report: Report) -> None:
         rel = entry["path"]
         listed.add(rel)
         _check_entry(os.path.join(path, rel), rel, entry, report)
-    _check_unlisted(path, listed, report)
+    _check_unlisted(path, listed, report, leftover)
 
 
 def _read_manifest(manifest_path: str, report: Report) -> list[dict[str, Any]] | None:
@@ -226,11 +263,11 @@ def _check_entry(file_path: str, rel: str, entry: dict[str, Any], report: Report
         report.problems.append(f"{rel}: SHA-256 differs from the manifest")
 
 
-def _check_unlisted(path: str, listed: set[str], report: Report) -> None:
+def _check_unlisted(path: str, listed: set[str], report: Report, leftover: bool) -> None:
     """Every file and directory the manifest does not name is a problem: what
     a server started on the copy would read (a log segment, a snapshot) must
     be what the backup took, and nothing else."""
-    unlisted = sorted(_unlisted(path, listed))
+    unlisted = sorted(_unlisted(path, listed, leftover))
     for rel in unlisted[:MAX_UNLISTED_NAMED]:
         report.problems.append(f"{rel}: not in the manifest (not part of the backup as taken)")
     if len(unlisted) > MAX_UNLISTED_NAMED:
@@ -238,10 +275,12 @@ def _check_unlisted(path: str, listed: set[str], report: Report) -> None:
         report.problems.append(f"and {more} more files not in the manifest")
 
 
-def _unlisted(path: str, listed: set[str]) -> list[str]:
+def _unlisted(path: str, listed: set[str], leftover: bool) -> list[str]:
     found = []
     for directory, dirs, files in os.walk(path):
         rel_dir = os.path.relpath(directory, path)
+        if rel_dir == "." and leftover and UNPACKING in dirs:
+            dirs.remove(UNPACKING)  # the empty staging directory (checked: not a link)
         for name in list(dirs):
             rel = os.path.normpath(os.path.join(rel_dir, name))
             # Only the layout's own directories belong; a link to one is not it
