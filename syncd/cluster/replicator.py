@@ -348,6 +348,17 @@ class Replicator:
     def _remote(self, key: Key) -> None:
         self._remote_at[key] = time.monotonic()
 
+    def _forget_uncontended(self) -> None:
+        """Drop the marks older than ``CONTENDED_S`` (at every probe). Only the
+        commit path looked at them, so a CRDT another node wrote while this
+        node held it, and that this node did not write after, kept its mark
+        for the process's life: memory outside the budget that grew with every
+        CRDT this node ever followed."""
+        remote_at = self._remote_at
+        if remote_at:
+            since = time.monotonic() - CONTENDED_S
+            self._remote_at = {key: at for key, at in remote_at.items() if at > since}
+
     async def bring_up(self, rows: RowReader, key: Key, row: Row | None) -> None:
         if row is not None and row.live and key not in self._quiet:
             # Once per CRDT of every batch: the usual answer (level) without a call.
@@ -729,6 +740,7 @@ class Replicator:
                         async with reader.paused():
                             await self._probe(listener)
                         next_probe = time.monotonic() + self._probe_interval
+                        self._forget_uncontended()
                         if trouble:
                             store.set_reachable(True)
                             self.request_catch_up()
