@@ -9,7 +9,9 @@ The store calls, in this order of a record's life:
    state right after the CRDT's last queued record);
 2. :meth:`FileStoreHistory.write` in the log's I/O thread right after the main
    log's durable write of the same frames, then :meth:`FileStoreHistory.indexed`
-   back on the loop with where they went;
+   back on the loop with where they went (a batch's checkpoints after its
+   records: one made at a CRDT's op N is indexed behind its ops N+1... of the
+   batch, and counts their bytes towards the next checkpoint, ``_count_after``);
 3. :meth:`FileStoreHistory.start_index_flush` right after, on the loop: once
    enough CRDTs changed, a new key directory table is written in the
    background (keydir.py, hint.py);
@@ -53,7 +55,7 @@ from syncd.store.embedded.keydir import (
     write_table,
 )
 from syncd.store.embedded.log import HEADER_SIZE, frame
-from syncd.store.history_index import Life, Retention
+from syncd.store.history_index import CHECKPOINT_MIN_BYTES, Life, Retention
 
 log = logging.getLogger("syncd.store")
 
@@ -144,6 +146,35 @@ def _lost(scanned: list[Scanned], hint: hint_file.Header | None) -> list[tuple[i
             out.append((last + 1, tag - 1))
         last, last_segment = tag, segment
     return out
+
+
+def _count_after(behind: list[tuple[Life, Record, int]], written: Sequence[Written]) -> None:
+    """Start each life's count of op bytes towards its next checkpoint at the
+    checkpoint of ``behind`` (the life, the checkpoint's record and size) that
+    the index took after the life's later ops.
+
+    A batch's checkpoints are written after its records (commit.py), so a
+    checkpoint made at op N reaches the index behind the CRDT's ops N+1...
+    of the same batch (concurrent writers of one CRDT). ``add_checkpoint``
+    leaves the count alone then, and it stayed past due: the next op's batch
+    wrote another checkpoint, and so on until one came last in its batch (a
+    checkpoint every few ops under load, a full state each). Those ops are
+    all in ``written`` (later ones are indexed later, and counted then): the
+    count is their bytes."""
+    for life, cp, size in behind:
+        ns, crdt_id, epoch, seq = cp["ns"], cp["id"], cp["epoch"], cp["seq"]
+        after = 0
+        for data, record, _ in written:
+            if (
+                record.get("kind") == "op"
+                and record.get("seq", 0) > seq
+                and record.get("id") == crdt_id
+                and record.get("ns") == ns
+                and record.get("epoch") == epoch
+            ):
+                after += len(data) - HEADER_SIZE
+        life.since_checkpoint = after
+        life.checkpoint_due_at = max(CHECKPOINT_MIN_BYTES, size)
 
 
 def _checkpoint_meta(entry: dict[str, Any]) -> Record:
@@ -593,6 +624,8 @@ class FileStoreHistory:
         # would do, without its lookups), a tenth of the history's op cost.
         run: Life | None = None
         run_ns = run_id = run_epoch = None
+        # Checkpoints indexed behind their CRDT's later ops (see _count_after).
+        behind: list[tuple[Life, Record, int]] = []
         for data, record, lsn in written:
             length = len(data)
             size = length - HEADER_SIZE
@@ -638,9 +671,21 @@ class FileStoreHistory:
             else:
                 run = None  # a checkpoint or a delete may change the life
                 if kind == "checkpoint":
-                    index.add_checkpoint(
-                        record["ns"], record["id"], record["epoch"], record["seq"], pos, size
+                    ns, crdt_id, epoch, seq = (
+                        record["ns"],
+                        record["id"],
+                        record["epoch"],
+                        record["seq"],
                     )
+                    index.add_checkpoint(ns, crdt_id, epoch, seq, pos, size)
+                    life = index.get(ns, crdt_id)
+                    if (
+                        life is not None
+                        and life.epoch == epoch
+                        and life.cp_seqs
+                        and life.cp_seqs[-1] == seq < life.latest
+                    ):
+                        behind.append((life, record, size))
                     type_name = record.get("type")
                     if isinstance(type_name, str):
                         index.note_type(record["ns"], record["id"], type_name)
@@ -651,6 +696,8 @@ class FileStoreHistory:
             pos += length
         if pos > self._indexed_end:
             self._indexed_end = pos
+        if behind:
+            _count_after(behind, written)
 
     def fail(self, exc: BaseException) -> None:
         """Switch the history off after a failed write (any thread)."""
