@@ -1,17 +1,27 @@
-"""CRDT routes (docs/http-api.md#routes): read (now, or ``?at=SEQ``), ops, list, delete."""
+"""CRDT routes (docs/http-api.md#routes): read (now, or ``?at=SEQ``), ops, list, delete.
+
+A read shows only ops that are durable (docs/protocol.md, "Durability and
+ordering"). Memory is ahead of the store by the ops in flight (applied, their
+records on their way to disk in the group commit, or a commit under way on
+PostgreSQL): a read answered from it could show an op that a failed write
+removes, or that a crash right after the read undoes. So a read of a CRDT
+with ops in flight waits for them (:func:`durable_read`); one with none, the
+common case, is answered at once after one look at the store
+(``Store.holds``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar
 
 from syncd.auth.authenticator import Authenticator, Principal
 from syncd.crdt.engine import ApplyResult, Engine
 from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
 from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
-from syncd.errors import ApiError, bad_request, not_found, type_mismatch
+from syncd.errors import ApiError, bad_request, not_found, type_mismatch, unavailable
 from syncd.history.service import HistoryService
 from syncd.http.handlers.history import known_query, parse_seq
 from syncd.http.handlers.listing import parse_listing_query
@@ -30,6 +40,56 @@ RETURN_STATE: Final = "state"
 """``?return=``'s one value on the ops route: the answer carries the state after the ops."""
 FULL_FORMAT: Final = "crdt"
 """``?format=``'s one value: the mergeable state instead of the view."""
+
+T = TypeVar("T")
+
+
+def _always() -> bool:
+    return True
+
+
+async def durable_read(
+    service: CrdtService,
+    ns: str,
+    crdt_id: str,
+    take: Callable[[], T],
+    alive: Callable[[], bool] = _always,
+) -> T | None:
+    """``take()`` (it reads memory's state of the CRDT, in the step it is called)
+    where that state is durable, once it is: after the ops in flight on the
+    CRDT are (``CrdtService.durable_state``), never showing one whose write
+    fails. None when ``alive()`` turns False first. The CRDT is loaded first
+    if need be (an ``ApiError`` passes through, 503 when the store cannot
+    read it).
+
+    While a local store is failing (writes refused until it recovers), the
+    CRDTs memory held ahead of it were dropped at the failure
+    (``CrdtService._forget_unacknowledged``) and a load reads what is durable:
+    a read then takes the state where the store holds it, rather than wait
+    for the recovery as a subscription's start does; one it does not hold is
+    refused with 503."""
+    store = service.store
+
+    def writing() -> bool:
+        return alive() and (store.shared or service.writable)
+
+    while True:
+        taken = await service.durable_state(ns, crdt_id, lambda: (take(),), writing)
+        if taken is not None:
+            return taken[0]
+        if not alive():
+            return None
+        await service.ensure(ns, crdt_id)
+        entry = service.engine.get(ns, crdt_id)
+        if entry is None or store.holds(ns, crdt_id, entry.epoch, entry.seq):
+            return take()
+        if not writing():
+            raise unavailable("this CRDT's latest ops are not durable; the store is failing")
+        # Writes resumed meanwhile: wait for the ops in flight as before.
+
+
+_NOT_ASKED: Final[Any] = object()
+"""``answer``'s state when ``?return=state`` was not asked."""
 
 
 def wants_full(query: Mapping[str, str]) -> bool:
@@ -66,20 +126,14 @@ def register(
             full = wants_full(query)
             if "at" in query:
                 return read_at(ns, crdt_id, parse_seq(query["at"], "at"), full)
-        if (ns, crdt_id) not in engine and loads_on_demand():
-            return read_cold(ns, crdt_id, full)
-        view = engine.read(ns, crdt_id, full=full)
-        if view is None:
-            raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
-        return json_response(view)
+        entry = engine.lookup((ns, crdt_id))
+        if entry is None or not service.store.holds(ns, crdt_id, entry.epoch, entry.seq):
+            # Not in memory (read from the store first), or ops in flight on it.
+            return read_durable(ns, crdt_id, full)
+        return json_response(engine.read(ns, crdt_id, full=full))
 
-    def loads_on_demand() -> bool:
-        return service.store.loads_on_demand
-
-    async def read_cold(ns: str, crdt_id: str, full: bool) -> Response:
-        """A CRDT not in memory: read from the store first."""
-        await service.ensure(ns, crdt_id)
-        view = engine.read(ns, crdt_id, full=full)
+    async def read_durable(ns: str, crdt_id: str, full: bool) -> Response:
+        view = await durable_read(service, ns, crdt_id, lambda: engine.read(ns, crdt_id, full=full))
         if view is None:
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
         return json_response(view)
@@ -111,19 +165,28 @@ def register(
         if "at" in query:
             seq = parse_seq(query["at"], "at")
             entry, crdt = await history.state_at(ns, crdt_id, seq)
+            assert isinstance(crdt, YDoc)
+            type_name, epoch, encoded = entry.type, entry.epoch, crdt.encoded()
         else:
-            found = await service.ensure(ns, crdt_id)
-            if found is None:
+
+            def take() -> tuple[str, str, int, bytes] | None:
+                found = engine.get(ns, crdt_id)
+                if found is None:
+                    return None
+                assert isinstance(found.crdt, YDoc)
+                return found.type, found.epoch, found.seq, found.crdt.encoded()
+
+            taken = await durable_read(service, ns, crdt_id, take)
+            if taken is None:
                 raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
-            entry, crdt, seq = found, found.crdt, found.seq
-        assert isinstance(crdt, YDoc)
-        value = root_view(crdt.encoded(), name, kind)
+            type_name, epoch, seq, encoded = taken
+        value = root_view(encoded, name, kind)
         return json_response(
             {
                 "id": crdt_id,
-                "type": entry.type,
+                "type": type_name,
                 "seq": seq,
-                "epoch": entry.epoch,
+                "epoch": epoch,
                 "root": name,
                 "as": kind,
                 "value": value,
@@ -175,19 +238,28 @@ def register(
     async def ops_with_state(
         request: Request, ns: str, crdt_id: str, body: Any, principal: Principal
     ) -> Response:
-        """``?return=state``: the answer reads the CRDT once its ops are durable.
-        An eviction pass may choose it meanwhile and let it go when the same
-        durability arrives, and the answer then said ``"state": null`` for a
-        CRDT that exists; held (``Residency.hold``) from before its ops apply
-        until the answer has read it, it stays."""
+        """``?return=state``: the answer reads the CRDT once its ops are durable,
+        and where what it reads is durable: ops applied after them may still
+        be in flight, and are waited for (:func:`durable_read`). An eviction
+        pass may choose it meanwhile and let it go when the same durability
+        arrives, and the answer then said ``"state": null`` for a CRDT that
+        exists; held (``Residency.hold``) from before its ops apply until the
+        answer has read it, it stays."""
         residency = service.residency
         residency.hold(ns, crdt_id)
         try:
-            return await ops_later(request, ns, crdt_id, body, principal)
+            try:
+                result = await service.apply_ops(ns, crdt_id, body, principal, "http")
+            except ApiError as exc:
+                raise with_type_list(exc) from None
+            state = await durable_read(service, ns, crdt_id, lambda: engine.read(ns, crdt_id))
         finally:
             residency.release(ns, crdt_id)
+        return answer(request, ns, crdt_id, result, state)
 
-    def answer(request: Request, ns: str, crdt_id: str, result: ApplyResult) -> Response:
+    def answer(
+        request: Request, ns: str, crdt_id: str, result: ApplyResult, state: Any = _NOT_ASKED
+    ) -> Response:
         if not result.extra and not result.duplicate and not request.query_string:
             # The common answer, written directly: JSON-encoding this small
             # map was a tenth of a whole increment's cost.
@@ -199,8 +271,8 @@ def register(
             fields.update(result.extra)
         if result.duplicate:
             fields["duplicate"] = True
-        if request.query_string and request.query.get("return") == RETURN_STATE:
-            fields["state"] = engine.read(ns, crdt_id)
+        if state is not _NOT_ASKED:
+            fields["state"] = state
         return json_response(fields)
 
     async def listing(request: Request) -> Response:
