@@ -75,6 +75,7 @@ from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE
 from syncd.crdt.engine import mask_bit
 from syncd.crdt.ydoc import MAX_UPDATE_BYTES, YDoc
 from syncd.errors import ApiError
+from syncd.http.handlers.crdts import durable_read
 from syncd.hub import DeliverEach, EncodedDelta
 from syncd.shared_states import SharedState, SharedStates
 from syncd.ws.base_session import Action, Send
@@ -380,12 +381,55 @@ class YjsChannel(DeliverEach):
         return doc.state_vector() if doc is not None else EMPTY_STATE_VECTOR
 
     def drained(self) -> None:
-        """The owner's socket drained: what was skipped meanwhile, as one update."""
+        """The owner's socket drained: what was skipped meanwhile, as one update
+        (the whole document). Sent at once where what memory holds of it is
+        durable (the common case); else from :meth:`_catch_up`."""
         if self._lagged and not self.closed:
             self._lagged = False
-            doc = self._document()
-            if doc is not None:
+            ns, crdt_id = self.ns, self.crdt_id
+            ctx = self._ctx
+            entry = ctx.engine.get(ns, crdt_id)
+            if entry is not None and ctx.service.store.holds(ns, crdt_id, entry.epoch, entry.seq):
+                doc = entry.crdt
+                assert isinstance(doc, YDoc)
                 self._send_whole(doc, SYNC_UPDATE)
+                return
+            task = asyncio.get_running_loop().create_task(self._catch_up())
+            _tasks.add(task)
+            task.add_done_callback(_tasks.discard)
+
+    async def _catch_up(self) -> None:
+        """The whole document for a peer that lagged, where the document is not
+        durable in memory: ops of it are in flight (waited for: a delta is
+        sent only once durable, and so is the document), or it is not in
+        memory at all, as after a failed write, which drops the documents
+        memory holds ahead of the store (read first: skipping the catch-up
+        left the peer without the updates skipped until its next step 1).
+        1013 if the store cannot read it, so the provider reconnects and syncs
+        by state vector."""
+        try:
+            update = await durable_read(
+                self._ctx.service, self.ns, self.crdt_id, self._whole_update, self._open
+            )
+        except ApiError as exc:
+            log.warning("catching a Yjs peer up on %s/%s: %s", self.ns, self.crdt_id, exc.message)
+            if not self.closed:
+                self._owner.close(CLOSE_TRY_AGAIN, "storage unavailable")
+            return
+        except Exception:
+            log.exception("catching a Yjs peer up on %s/%s failed", self.ns, self.crdt_id)
+            if not self.closed:
+                self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
+            return
+        if update is not None and not self.closed:
+            self._owner.send_message(self, sync_update(update))
+
+    def _whole_update(self) -> bytes | None:
+        doc = self._document()
+        return None if doc is None else doc.diff(EMPTY_STATE_VECTOR)
+
+    def _open(self) -> bool:
+        return not self.closed
 
     def _answer_step1(self, state_vector: bytes) -> None:
         """Answer the peer's step 1, each but the first counted against the
