@@ -441,15 +441,25 @@ class Replicator:
             return
         assert row is not None
         have = held[1] if held is not None else 0
-        records = await rows.ops_after(key, row.epoch, have)
-        if not records or records[0]["seq"] != have + 1:
+        snapshot: Record | None = None
+        if held is None and row.seq >= self._store.snapshot_every:
+            # Nothing held (a load): start from the snapshot, not from every op
+            # the table still holds (ops are kept well behind the snapshot, for
+            # the history and resuming subscribers: replaying them all made a
+            # load cost up to three times the ops, or every op retained by age).
             snapshot = await rows.snapshot(key, row.epoch)
+            if snapshot is not None:
+                self._load_snapshot(snapshot, quiet_epoch, quiet_seq)
+                have = snapshot["seq"]
+        records = await rows.ops_after(key, row.epoch, have) if have < row.seq else []
+        if have < row.seq and (not records or records[0]["seq"] != have + 1):
+            if snapshot is None:
+                snapshot = await rows.snapshot(key, row.epoch)
             if snapshot is None or snapshot["seq"] <= have:
                 raise RuntimeError(
                     f"{ns}/{crdt_id}: ops after seq {have} are missing and no snapshot covers them"
                 )
-            announce = snapshot["epoch"] != quiet_epoch or snapshot["seq"] > quiet_seq
-            sink.load_snapshot(snapshot, announce=announce)
+            self._load_snapshot(snapshot, quiet_epoch, quiet_seq)
             records = [r for r in records if r["seq"] > snapshot["seq"]]
         for record in records:
             if record["epoch"] == quiet_epoch and record["seq"] <= quiet_seq:
@@ -458,6 +468,11 @@ class Replicator:
                 sink.apply_remote(record)
         if records:
             self._remote(key)
+
+    def _load_snapshot(self, snapshot: Record, quiet_epoch: str, quiet_seq: int) -> None:
+        """Install a snapshot, announced unless its subscribers have seen that far."""
+        announce = snapshot["epoch"] != quiet_epoch or snapshot["seq"] > quiet_seq
+        self._sink.load_snapshot(snapshot, announce=announce)
 
     async def load(self, ns: str, crdt_id: str) -> None:
         """Read a CRDT this node does not hold into the engine (nothing when it

@@ -541,6 +541,11 @@ class PostgresStore:
         return self._up and not self._closed
 
     @property
+    def snapshot_every(self) -> int:
+        """A CRDT has a snapshot once its seq reaches this (one every this many ops)."""
+        return self._snapshot_every
+
+    @property
     def wal_last_seq(self) -> int:
         return self._last_gid
 
