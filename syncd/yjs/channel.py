@@ -16,7 +16,9 @@ reads what it is given:
   every delta; the writer's own echo is skipped. The owner hears of each
   update's outcome (Hocuspocus acknowledges them).
 - a step 1 is answered from the engine's document: exactly what the peer's
-  state vector lacks, so a reconnecting provider gets only what it missed.
+  state vector lacks, so a reconnecting provider gets only what it missed;
+  while edits of the document are still on their way to disk (or into a
+  commit) the answer waits for them, as a delta does.
   A fresh provider (an empty state vector) lacks the whole document: that
   update is encoded once and the same bytes go to every fresh provider
   (:mod:`syncd.shared_states`), written in slices as each socket drains
@@ -66,7 +68,7 @@ import binascii
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from pycrdt import get_update, merge_updates
 
@@ -118,6 +120,8 @@ log = logging.getLogger("syncd.ws")
 
 _loading: set[asyncio.Task[None]] = set()
 """Documents being read from the store for a joining peer (kept from the GC)."""
+
+T = TypeVar("T")
 
 CLOSE_POLICY: Final = 1008
 CLOSE_TRY_AGAIN: Final = 1013
@@ -386,13 +390,10 @@ class YjsChannel(DeliverEach):
         durable (the common case); else from :meth:`_catch_up`."""
         if self._lagged and not self.closed:
             self._lagged = False
-            ns, crdt_id = self.ns, self.crdt_id
-            ctx = self._ctx
-            entry = ctx.engine.get(ns, crdt_id)
-            if entry is not None and ctx.service.store.holds(ns, crdt_id, entry.epoch, entry.seq):
-                doc = entry.crdt
-                assert isinstance(doc, YDoc)
-                self._send_whole(doc, SYNC_UPDATE)
+            if self._durable_in_memory():
+                doc = self._document()
+                if doc is not None:
+                    self._send_whole(doc, SYNC_UPDATE)
                 return
             task = asyncio.get_running_loop().create_task(self._catch_up())
             _tasks.add(task)
@@ -407,26 +408,43 @@ class YjsChannel(DeliverEach):
         left the peer without the updates skipped until its next step 1).
         1013 if the store cannot read it, so the provider reconnects and syncs
         by state vector."""
-        try:
-            update = await durable_read(
-                self._ctx.service, self.ns, self.crdt_id, self._whole_update, self._open
-            )
-        except ApiError as exc:
-            log.warning("catching a Yjs peer up on %s/%s: %s", self.ns, self.crdt_id, exc.message)
-            if not self.closed:
-                self._owner.close(CLOSE_TRY_AGAIN, "storage unavailable")
-            return
-        except Exception:
-            log.exception("catching a Yjs peer up on %s/%s failed", self.ns, self.crdt_id)
-            if not self.closed:
-                self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
-            return
+        update = await self._read_durable(self._whole_update, "catching a Yjs peer up")
         if update is not None and not self.closed:
             self._owner.send_message(self, sync_update(update))
 
     def _whole_update(self) -> bytes | None:
         doc = self._document()
         return None if doc is None else doc.diff(EMPTY_STATE_VECTOR)
+
+    def _durable_in_memory(self) -> bool:
+        """Whether what memory holds of the document may be sent now: it is in
+        memory and the store holds it at memory's seq (no edit of it on its
+        way to disk or into a commit), or it is not and need not be (a store
+        that holds every CRDT in memory). One look at the store."""
+        ctx = self._ctx
+        store = ctx.service.store
+        entry = ctx.engine.get(self.ns, self.crdt_id)
+        if entry is None:
+            return not store.loads_on_demand
+        return store.holds(self.ns, self.crdt_id, entry.epoch, entry.seq)
+
+    async def _read_durable(self, take: Callable[[], T], what: str) -> T | None:
+        """``take()`` once what memory holds of the document is durable (read
+        from the store first if need be: ``durable_read``); None if the
+        channel closed first, or the store could not read it, which closes
+        the connection (1013: the provider reconnects later and syncs by
+        state vector)."""
+        try:
+            return await durable_read(self._ctx.service, self.ns, self.crdt_id, take, self._open)
+        except ApiError as exc:
+            log.warning("%s on %s/%s: %s", what, self.ns, self.crdt_id, exc.message)
+            if not self.closed:
+                self._owner.close(CLOSE_TRY_AGAIN, "storage unavailable")
+        except Exception:
+            log.exception("%s on %s/%s failed", what, self.ns, self.crdt_id)
+            if not self.closed:
+                self._owner.close(CLOSE_INTERNAL_ERROR, "internal error")
+        return None
 
     def _open(self) -> bool:
         return not self.closed
@@ -528,23 +546,41 @@ class YjsChannel(DeliverEach):
         store, and the rebuild after it forgets them all until they are read
         back. Answered from a document not read back yet, the peer would be
         told it is empty; the answer waits for the read instead, the socket
-        not read meanwhile (as at the join)."""
-        if not self._resident():
+        not read meanwhile (as at the join).
+
+        Nor is it answered from edits still on their way to disk or into a
+        commit (docs/protocol.md, "Durability and ordering"): a step 2 with
+        one whose write then fails gave the peer an edit the server forgot.
+        While the document has such edits, the answer waits until they are
+        durable, the socket not read meanwhile."""
+        if not self._durable_in_memory():
             self._owner.hold_reading(True)
             task = asyncio.get_running_loop().create_task(
-                self._load_then_reply(state_vector, first)
+                self._reply_when_durable(state_vector, first)
             )
             _loading.add(task)
             task.add_done_callback(_loading.discard)
             return
         self._send_reply(state_vector, first=first)
 
-    async def _load_then_reply(self, state_vector: bytes, first: bool) -> None:
+    async def _reply_when_durable(self, state_vector: bytes, first: bool) -> None:
         try:
-            if await self._load() and not self.closed:
-                self._send_reply(state_vector, first=first)
+            messages = await self._read_durable(
+                lambda: self._reply_messages(state_vector, first), "answering a Yjs step 1"
+            )
+            if messages is not None and not self.closed:
+                for message in messages:
+                    self._owner.send_message(self, message)
         finally:
             self._owner.hold_reading(False)
+
+    def _reply_messages(self, state_vector: bytes, first: bool) -> list[bytes]:
+        """What :meth:`_send_reply` sends, encoded now (not shared with other peers)."""
+        doc = self._document()
+        messages = [sync_step2(EMPTY_UPDATE if doc is None else doc.diff(state_vector))]
+        if self._resync_step1 and not first:
+            messages.append(sync_step1(self._state_vector()))
+        return messages
 
     def _send_reply(self, state_vector: bytes, *, first: bool) -> None:
         self._send_diff(state_vector)
