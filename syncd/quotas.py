@@ -66,6 +66,9 @@ log = logging.getLogger("syncd.quotas")
 
 MEASURE_BATCH: Final = 256
 """Unmeasured CRDTs asked of the store at a time by :func:`measure_unmeasured`."""
+MEASURE_WARNINGS: Final = 10
+"""CRDTs :func:`measure_unmeasured` cannot read that it names in the log, one
+line each; any more are counted in one line."""
 
 DEFAULT_MAX_CRDT_BYTES: Final = 64 * 1024 * 1024
 """One CRDT's state, by default: far past any document a person edits (a
@@ -339,14 +342,28 @@ def _pending_bytes(entry: Entry) -> int:
 async def measure_unmeasured(store: Store, engine: Engine) -> int:
     """Measure every CRDT whose size the store does not know (written after the
     last hint, before a crash), reading it from the store without making it
-    resident; the CRDTs measured. Runs in the background after a start."""
+    resident; the CRDTs measured. Runs in the background after a start.
+
+    Every CRDT tried costs one loop step, those that cannot be read included
+    (a store full of damaged CRDTs would otherwise hold the loop for seconds:
+    no request answered, no signal handled); the first
+    :data:`MEASURE_WARNINGS` of those are named in the log, the rest counted
+    in one line at the end."""
     measured = 0
+    failed = 0
     passed: set[tuple[str, str]] = set()
     while True:
         batch = [key for key in store.unmeasured(MEASURE_BATCH + len(passed)) if key not in passed]
         if not batch:
+            if failed > MEASURE_WARNINGS:
+                log.warning(
+                    "%d CRDTs could not be measured (the first %d are named above)",
+                    failed,
+                    MEASURE_WARNINGS,
+                )
             return measured
         for ns, crdt_id in batch:
+            await asyncio.sleep(0)  # one CRDT per loop step: requests go first
             entry = engine.get(ns, crdt_id)
             if entry is None:
                 try:
@@ -355,14 +372,15 @@ async def measure_unmeasured(store: Store, engine: Engine) -> int:
                     if entry is None and loaded is not None:
                         entry = Engine().load(ns, crdt_id, *loaded)  # a throwaway engine
                 except Exception as exc:  # a damaged copy: its reads say so too
-                    log.warning("%s/%s: cannot measure its size: %s", ns, crdt_id, exc)
+                    failed += 1
+                    if failed <= MEASURE_WARNINGS:
+                        log.warning("%s/%s: cannot measure its size: %s", ns, crdt_id, exc)
                     entry = None
             if entry is None:
                 passed.add((ns, crdt_id))
                 continue
             store.note_size(ns, crdt_id, entry.state_bytes)
             measured += 1
-            await asyncio.sleep(0)  # one CRDT per loop step: requests go first
 
 
 __all__ = [
