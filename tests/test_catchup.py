@@ -144,6 +144,7 @@ async def test_a_ws_resync_starts_from_durable_state(
     async with open_ws(server) as ws:
         await send_mp(ws, {"kind": "subscribe", "id": CRDT})
         assert (await recv(ws))["seq"] == 1
+        assert (await recv(ws, synced=True))["kind"] == "synced"  # the start's end
         (subscriber,) = [
             c
             for c in server.server.ctx.other_connections
@@ -181,13 +182,19 @@ async def test_a_ws_resume_is_not_up_to_date_at_a_seq_in_flight(
 
 
 async def _read_sse(client: httpx.AsyncClient, events: asyncio.Queue[dict[str, Any]]) -> None:
-    """Put each event of the stream in ``events`` (the headers come with the
-    first event: the handler answers once its start is decided)."""
+    """Put each delta of the stream in ``events`` (the headers come with the
+    first event: the handler answers once its start is decided); named events
+    (``synced``, which ends the start) are left out."""
     async with client.stream("GET", EVENTS) as response:
         assert response.status_code == 200
+        named = False
         async for line in response.aiter_lines():
-            if line.startswith("data: "):
+            if line.startswith("event: "):
+                named = True
+            elif line.startswith("data: ") and not named:
                 events.put_nowait(dict(msgpack.unpackb(base64.b64decode(line[6:]))))
+            elif not line:
+                named = False
 
 
 async def test_the_first_sse_snapshot_is_durable_state(

@@ -49,8 +49,12 @@ async def _ops(client: httpx.AsyncClient, crdt_id: str, *bodies: dict[str, Any])
 
 
 async def _subscribe(ws: ClientConnection, crdt_id: str) -> dict[str, Any]:
+    """Subscribe: the snapshot (the ``synced`` message that ends the start checked and passed over)."""
     await ws.send(msgpack.packb({"kind": "subscribe", "id": crdt_id}))
-    return await _delta(ws)
+    snapshot = await _delta(ws)
+    synced = await _delta(ws)
+    assert (synced["kind"], synced["seq"]) == ("synced", snapshot["seq"])
+    return snapshot
 
 
 async def _delta(ws: ClientConnection) -> dict[str, Any]:

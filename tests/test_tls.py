@@ -65,12 +65,12 @@ def test_https_and_wss_on_one_port(spawn_server: Any, pki: Pki) -> None:
                 json.dumps({"kind": "op", "id": "gc:tls", "op": {"op": "increment"}, "ref": 1})
             )
             got = []
-            while len(got) < 3:
+            while len(got) < 4:
                 got.append(json.loads(await asyncio.wait_for(ws.recv(), 5)))
             return got
 
     kinds = {message["kind"] for message in asyncio.run(over_wss())}
-    assert kinds == {"snapshot", "ack", "op"}
+    assert kinds == {"snapshot", "synced", "ack", "op"}
     # Plain HTTP on the TLS port gets nowhere.
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as plain:
         plain.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -416,7 +416,15 @@ class WsConnection(BaseConnection):
     def _subscribe(self, action: Subscribe) -> None:
         app = self._app
         crdt_id = action.crdt_id
-        subscription = WsSubscription(self, self.ns, crdt_id, action.binary, action.until)
+        subscription = WsSubscription(
+            self,
+            self.ns,
+            crdt_id,
+            action.binary,
+            action.until,
+            since=action.since,
+            epoch=action.epoch,
+        )
         self.subscriptions[crdt_id] = subscription
         # Join the hub before reading the state: deltas made meanwhile wait
         # in the subscription, so none falls between the two.

@@ -16,6 +16,12 @@ as they are (queued there and coalesced into one send per flush, see
   the subscription at that instant; this check, an int comparison with no
   clock read, covers a delta that reaches us before the timer has had its turn.
 
+The start (the snapshot, the replay, or nothing when the client resumes up to
+date) ends with one ``synced`` message (``kind, ns, id, seq, epoch``: where
+the start left the client), before any live delta: a client tells "caught
+up" from "still waiting" by it. Once per subscribe, never per delta; a
+resync's snapshot is not a start and sends none.
+
 A snapshot (the start without a replay, a resync) is encoded once per
 version of the CRDT and form (msgpack or JSON) when large, and the same bytes
 go to every subscription sent that version (:mod:`syncd.shared_states`),
@@ -31,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from syncd.auth.authenticator import NO_END_MS
 from syncd.hub import EncodedDelta, EncodedRun
 from syncd.wire import WS_OPCODE_BINARY, WS_OPCODE_TEXT, pack, to_json, ws_header
+from syncd.ws.codec import encode
 
 if TYPE_CHECKING:
     from syncd.crdt.engine import Engine
@@ -85,19 +92,33 @@ class WsSubscription:
         "last_seq",
         "ns",
         "pending",
+        "synced",
         "until",
     )
 
     def __init__(
-        self, writer: Writer, ns: str, crdt_id: str, binary: bool, until: int | None = None
+        self,
+        writer: Writer,
+        ns: str,
+        crdt_id: str,
+        binary: bool,
+        until: int | None = None,
+        *,
+        since: int | None = None,
+        epoch: str | None = None,
     ) -> None:
         self._writer = writer
         self.ns = ns
         self.crdt_id = crdt_id
         self.binary = binary
         """Deltas go out as msgpack binary frames, else as JSON text frames."""
-        self.last_seq = 0
-        self.epoch: str | None = None
+        resuming = since is not None and epoch is not None
+        self.last_seq = since if since is not None and resuming else 0
+        """The last seq sent; at first where the client resumes from (what a
+        replay, or nothing when it is up to date, goes on from)."""
+        self.epoch: str | None = epoch if resuming else None
+        self.synced = False
+        """The ``synced`` message that ends the start has gone out."""
         self.pending: list[EncodedDelta] | None = []
         """Deltas that arrived before the start; None once started."""
         self.lag = False
@@ -168,6 +189,7 @@ class WsSubscription:
                 self._send_snapshot(delta)
             else:
                 self.deliver(EncodedDelta(delta))
+        self._send_synced()
         for encoded in pending:
             self.deliver(encoded)
 
@@ -194,6 +216,7 @@ class WsSubscription:
             return
         self.pending = None
         self._send_taken(taken)
+        self._send_synced()
         for encoded in pending:
             self.deliver(encoded)
 
@@ -261,6 +284,22 @@ class WsSubscription:
         self.lag = False
         self.pending = []
         return True
+
+    def _send_synced(self) -> None:
+        """End the start (once per subscription; a resync's snapshot is no
+        start): ``synced`` at the position the start brought the client to,
+        before any live delta. Up to date, the start was nothing but this."""
+        if self.synced:
+            return
+        self.synced = True
+        message = {
+            "kind": "synced",
+            "ns": self.ns,
+            "id": self.crdt_id,
+            "seq": self.last_seq,
+            "epoch": self.epoch,
+        }
+        self._writer.send(encode(message, self.binary))
 
     def _send_snapshot(self, delta: dict[str, Any]) -> None:
         frame = self._frame(EncodedDelta(delta))

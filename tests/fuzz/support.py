@@ -60,7 +60,7 @@ STATUSES = frozenset(
 )
 """Every status the API answers when nothing is wrong with the server itself."""
 
-WS_KINDS = frozenset({"error", "pong", "ack", "snapshot", "op", "deleted"})
+WS_KINDS = frozenset({"error", "pong", "ack", "snapshot", "synced", "op", "deleted"})
 """Kinds of the messages the server sends over a WebSocket."""
 
 

@@ -16,14 +16,19 @@ import msgpack
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
 
+SYNCED_PREFIX = "event: synced\ndata: "
+
 
 class SseReader:
-    """A raw-socket SSE client: request head, then `data:` events and `:` comments."""
+    """A raw-socket SSE client: request head, then `data:` events and `:` comments.
+    ``event: synced`` events (the end of the start) are kept in ``synced`` and
+    skipped by :meth:`event` and :meth:`end_event`; :meth:`named` returns them."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
         self.comments: list[str] = []
+        self.synced: list[dict[str, Any]] = []
 
     @classmethod
     async def open(
@@ -42,17 +47,32 @@ class SseReader:
 
     async def event(self, timeout: float = 5.0) -> dict[str, Any]:
         while True:
+            name, delta = await self.named(timeout)
+            if name == "message":
+                return delta
+
+    async def named(self, timeout: float = 5.0) -> tuple[str, dict[str, Any]]:
+        """The next event, a delta (``message``) or ``synced``, and its data."""
+        while True:
             block = await asyncio.wait_for(self.reader.readuntil(b"\n\n"), timeout)
             text = block.decode("ascii")
             if text.startswith(":"):
                 self.comments.append(text)
                 continue
+            if text.startswith(SYNCED_PREFIX):
+                data = text[len(SYNCED_PREFIX) :]
+                assert data.endswith("\n\n") and data.count("\n") == 2, text
+                synced: dict[str, Any] = msgpack.unpackb(
+                    base64.b64decode(data[:-2], validate=True), raw=False
+                )
+                self.synced.append(synced)
+                return "synced", synced
             assert text.startswith("data: ") and text.endswith("\n\n") and text.count("\n") == 2, (
                 text
             )
             payload = base64.b64decode(text[6:-2], validate=True)
             delta: dict[str, Any] = msgpack.unpackb(payload, raw=False)
-            return delta
+            return "message", delta
 
     async def end_event(self, timeout: float = 5.0) -> dict[str, Any]:
         """The stream's last event, ``event: end``: its data (the error body);
@@ -60,7 +80,7 @@ class SseReader:
         while True:
             block = await asyncio.wait_for(self.reader.readuntil(b"\n\n"), timeout)
             text = block.decode("utf-8")
-            if text.startswith(":"):
+            if text.startswith(":") or text.startswith(SYNCED_PREFIX):
                 continue
             name, data, blank = text.split("\n", 2)
             assert name == "event: end" and data.startswith("data: ") and blank == "\n", text

@@ -63,4 +63,6 @@ async def test_nothing_follows_the_end_of_a_stream_revoked_behind_its_snapshot(
     first = msgpack.unpackb(base64.b64decode(data[0][6:]))
     assert first["kind"] == "snapshot"
     assert blocks[-1] == b"event: end\ndata: " + json.dumps(REVOKED, separators=(",", ":")).encode()
-    assert all(not b.startswith(b"event: ") for b in blocks[:-1])
+    # The start ends with synced, right behind the snapshot; no other named event.
+    assert blocks[1].startswith(b"event: synced\ndata: ")
+    assert all(not b.startswith(b"event: ") for b in blocks[:1] + blocks[2:-1])

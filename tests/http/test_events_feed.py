@@ -42,6 +42,8 @@ class Stalled:
         self.buffer = bytearray()
         self._scanned = 0
         """How far the buffer was searched for an event's end (no rescans)."""
+        self.synced: list[tuple[int, dict[str, Any]]] = []
+        """``synced`` events passed over by :meth:`events`: (data events before it, its data)."""
 
     @classmethod
     async def open(cls, server: RunningServer, headers: dict[str, str]) -> Stalled:
@@ -90,13 +92,17 @@ class Stalled:
         return block
 
     async def events(self, count: int) -> list[dict[str, Any]]:
-        """The next ``count`` data events (comments passed over, each whole)."""
+        """The next ``count`` data events (comments and ``synced`` events, kept
+        in ``synced``, passed over; each whole)."""
         out: list[dict[str, Any]] = []
         while len(out) < count:
             block = await self.block()
             assert block is not None, "the stream ended"
             if block.startswith(b":"):
                 assert block == b": ping"
+                continue
+            if block.startswith(b"event: synced\ndata: "):
+                self.synced.append((len(out), msgpack.unpackb(base64.b64decode(block[20:]))))
                 continue
             assert block.startswith(b"data: ") and b"\n" not in block
             out.append(msgpack.unpackb(base64.b64decode(block[6:], validate=True)))
@@ -162,6 +168,9 @@ async def test_slow_readers_hold_one_snapshot_and_deltas_and_pings_follow_it(
             assert [(e["kind"], e["seq"]) for e in events[1:]] == [
                 ("op", expected["seq"] + i + 1) for i in range(20)
             ]
+            # The start (the snapshot) ends with synced, before the deltas behind it.
+            ((before, synced),) = reader.synced
+            assert (before, synced["kind"], synced["seq"]) == (1, "synced", expected["seq"])
             reader.close()
 
 

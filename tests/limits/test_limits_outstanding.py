@@ -153,14 +153,14 @@ async def test_websocket_subscribe_run_is_not_answered_past_the_write_bound(
 
     held = await settled(buffered)
     assert held <= bound + 2 * state_bytes, (held, state_bytes)
-    # Reading drains it: every snapshot comes, then the pong.
+    # Reading drains it: every snapshot (each start ending with synced) comes, then the pong.
     messages: list[dict[str, Any]] = []
-    while len(messages) < PIPELINE + 1:
+    while len(messages) < 2 * PIPELINE + 1:
         frame = parse_frame(peer.buffer)
         if frame is None:
             await peer.fill()
             continue
         messages.append(msgpack.unpackb(frame[1]))
-    assert [m["kind"] for m in messages] == ["snapshot"] * PIPELINE + ["pong"]
+    assert [m["kind"] for m in messages] == ["snapshot", "synced"] * PIPELINE + ["pong"]
     assert len(json.dumps(messages[0]["state"])) > ELEMENTS * ELEMENT_BYTES
     peer.close()

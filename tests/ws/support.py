@@ -59,11 +59,17 @@ async def send_json(ws: ClientConnection, message: dict[str, Any]) -> None:
     await ws.send(json.dumps(message))
 
 
-async def recv(ws: ClientConnection) -> dict[str, Any]:
-    """The next message, msgpack or JSON alike."""
-    data = await asyncio.wait_for(ws.recv(), WAIT_S)
-    result: dict[str, Any] = msgpack.unpackb(data) if isinstance(data, bytes) else json.loads(data)
-    return result
+async def recv(ws: ClientConnection, *, synced: bool = False) -> dict[str, Any]:
+    """The next message, msgpack or JSON alike. The ``synced`` message that
+    ends each subscription's start is skipped unless ``synced`` (its own
+    tests, tests/ws/test_ws_synced.py, look at it)."""
+    while True:
+        data = await asyncio.wait_for(ws.recv(), WAIT_S)
+        result: dict[str, Any] = (
+            msgpack.unpackb(data) if isinstance(data, bytes) else json.loads(data)
+        )
+        if synced or result.get("kind") != "synced":
+            return result
 
 
 async def recv_kind(ws: ClientConnection, kind: str) -> dict[str, Any]:

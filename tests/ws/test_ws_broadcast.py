@@ -82,6 +82,16 @@ async def test_stalled_subscriber_is_skipped_and_resyncs(make_server: Any) -> No
         # then a snapshot whose seq jumps past the ones it missed.
         frames = await _read_until_snapshot_at(stalled, seq)
         assert frames[0]["kind"] == "snapshot" and frames[0]["seq"] == 0
+        # The start ends with synced; a resync's snapshot is no start: none after it.
+        assert frames[1] == {
+            "kind": "synced",
+            "ns": "demo",
+            "id": "lw:big",
+            "seq": 0,
+            "epoch": None,
+        }
+        assert all(f["kind"] != "synced" for f in frames[2:])
+        frames = [frames[0], *frames[2:]]
         ops = [f["seq"] for f in frames[1:-1]]
         assert ops == list(range(1, len(ops) + 1))
         assert frames[-1]["seq"] > len(ops) + 1
@@ -112,6 +122,7 @@ async def test_one_delta_many_subscribers_same_bytes(server: RunningServer) -> N
             for ws in sockets:
                 await send_mp(ws, {"kind": "subscribe", "id": "gc:fan"})
                 await recv(ws)
+                assert (await recv(ws, synced=True))["kind"] == "synced"
             await op(writer, "gc:fan", {"op": "increment"})
             deltas = [await ws.recv() for ws in sockets]
             assert len(set(deltas)) == 1  # byte-identical frames for all

@@ -36,6 +36,7 @@ async def test_subscribe_gets_snapshot_in_the_subscribe_encoding(server: Running
         assert snap["kind"] == "snapshot"
         assert (snap["ns"], snap["id"], snap["type"], snap["seq"]) == (NS, "gc:n", "gcounter", 1)
         assert snap["epoch"] and snap["state"] is not None
+        assert msgpack.unpackb(await ws.recv())["kind"] == "synced"
         await send_json(ws, {"kind": "subscribe", "id": "gc:unborn"})
         raw = await ws.recv()
         assert isinstance(raw, str)
@@ -82,6 +83,7 @@ async def test_json_frames_work_end_to_end(server: RunningServer) -> None:
     async with open_ws(server) as ws:
         await send_json(ws, {"kind": "subscribe", "id": "lw:r"})
         assert json.loads(await ws.recv())["kind"] == "snapshot"
+        assert json.loads(await ws.recv())["kind"] == "synced"
         await send_json(
             ws, {"kind": "op", "id": "lw:r", "op": {"op": "set", "value": [1]}, "ref": 3}
         )

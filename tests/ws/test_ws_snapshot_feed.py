@@ -125,9 +125,11 @@ async def test_deltas_during_the_snapshot_follow_it_in_seq_order(make_server: An
             assert ack["seq"] == first + i + 1
     await wait_for(lambda: subscription.last_seq == first + 40)
     assert not subscription.lag and not connection.write_paused
-    messages = await _messages(raw, 41)
+    messages = await _messages(raw, 42)
     assert messages[0]["kind"] == "snapshot" and messages[0]["seq"] == first
-    assert [(m["kind"], m["seq"]) for m in messages[1:]] == [
+    # The start ends with synced, behind the snapshot and before the deltas.
+    assert (messages[1]["kind"], messages[1]["seq"]) == ("synced", first)
+    assert [(m["kind"], m["seq"]) for m in messages[2:]] == [
         ("op", first + i + 1) for i in range(40)
     ]
     raw.close()
@@ -163,8 +165,9 @@ async def test_past_the_bound_the_subscription_lags_and_resyncs(make_server: Any
             seq += 1
             await op(writer, DOC, {"op": "insert", "index": 0, "text": VALUE}, ref=seq)
     await wait_for(lambda: subscription.lag)
-    messages = await _messages(raw, 1 + queued + 1)
+    messages = await _messages(raw, 1 + 1 + queued + 1)
     assert (messages[0]["kind"], messages[0]["seq"]) == ("snapshot", first)
+    assert (messages.pop(1)["kind"], messages[0]["seq"]) == ("synced", first)
     assert [m["seq"] for m in messages[1:-1]] == list(range(first + 1, first + queued + 1))
     resync = messages[-1]
     assert (resync["kind"], resync["seq"]) == ("snapshot", seq)

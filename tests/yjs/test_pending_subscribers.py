@@ -94,6 +94,7 @@ async def test_a_websocket_subscriber_gets_what_waits_in_its_snapshot(
             assert (snapshot["kind"], snapshot["seq"]) == ("snapshot", 1)
             held = snapshot["state"]["update"]
             assert _text(held) == ""  # waits in the subscriber's copy too
+            assert (await _recv(ws))["kind"] == "synced"  # the end of the start
             assert await _write(client, headers, first) == 2
             delta = await _recv(ws)
         assert (delta["kind"], delta["seq"]) == ("op", 2)

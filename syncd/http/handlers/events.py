@@ -19,6 +19,12 @@ A revoked token (docs/permissions.md#revoking-tokens) ends the stream the
 same way, at once, with ``token_revoked``: the stream is registered with the
 authenticator's revocation table for as long as it is open.
 
+The start (the snapshot, the replay, or nothing when the client resumes up
+to date) ends with one ``event: synced`` whose data, base64 msgpack as a
+delta's, is ``{"kind": "synced", "ns", "id", "seq", "epoch"}``: where the
+start left the reader, before any live delta. Named, so an EventSource's
+``onmessage`` (and a reader that knows only deltas) does not take it for one.
+
 A large first event (a snapshot) is encoded once per version of the CRDT and
 the same bytes go to every stream that starts from it
 (:mod:`syncd.shared_states`), written in slices as each connection drains
@@ -65,6 +71,8 @@ SSE_HEADERS: Final = ((b"cache-control", b"no-cache"), (b"x-accel-buffering", b"
 END_EVENT: Final = b"event: end\ndata: "
 """The last event of a stream whose read ended; its data is the error body."""
 DATA: Final = b"data: "
+SYNCED_EVENT: Final = b"event: synced\ndata: "
+"""The event that ends the start; its data is the ``synced`` message."""
 EVENT_END: Final = b"\n\n"
 SNAPSHOT_FORM: Final = "sse:snapshot"
 """The shared form of a snapshot event: its data, base64 of the msgpack delta."""
@@ -233,15 +241,20 @@ class SseSubscriber(DeliverEach):
         sink: StreamSink,
         initial: list[dict[str, Any]],
         snapshot: tuple[bytes | bytearray, int, str] | None = None,
+        resume: tuple[int, str] | None = None,
     ) -> None:
-        """Write the first events, then the deltas that came meanwhile.
-        ``snapshot`` is a snapshot's event data (maybe shared with other
-        streams), its seq and epoch; ``initial`` the replay or small snapshot."""
+        """Write the first events, the ``synced`` event, then the deltas that
+        came meanwhile. ``snapshot`` is a snapshot's event data (maybe shared
+        with other streams), its seq and epoch; ``initial`` the replay or small
+        snapshot; ``resume`` the client's (since, epoch) when that replay (or
+        nothing: it is up to date) goes on from there."""
         self._sink = sink
         sink.on_close(self.close)
         if self._revoked:
             self._end(token_revoked().body())
             return
+        if resume is not None:
+            self._last_seq, self._epoch = resume
         if snapshot is not None:
             data, self._last_seq, self._epoch = snapshot
             if len(data) < FEED_SLICE_BYTES:
@@ -261,11 +274,24 @@ class SseSubscriber(DeliverEach):
                 sink.write(encoded.sse())
             else:
                 self._write(encoded)
+        self._send_synced()
         pending, self._pending = self._pending, None
         for encoded in pending or ():
             self._write(encoded)
         self._schedule_ping()
         self._arm_expiry()
+
+    def _send_synced(self) -> None:
+        """``event: synced`` at where the start left the reader (once: the
+        stream has one start)."""
+        message = {
+            "kind": "synced",
+            "ns": self.ns,
+            "id": self.crdt_id,
+            "seq": max(self._last_seq, 0),
+            "epoch": self._epoch,
+        }
+        self._send(SYNCED_EVENT + base64.b64encode(pack(message)) + EVENT_END)
 
     def _arm_expiry(self) -> None:
         if self._closed or self._until == NO_END_MS:
@@ -401,12 +427,16 @@ def register(
         assert start is not None  # no alive(): a request that goes away is cancelled
         initial: list[dict[str, Any]] = []
         snapshot: tuple[bytes | bytearray, int, str] | None = None
+        resume: tuple[int, str] | None = None
         if start.snapshot is not None:
             initial, snapshot = start.snapshot
         else:
             initial = start.records or []
+            # A replay (or nothing): only for this life, from since on.
+            assert since is not None and epoch is not None
+            resume = (since, epoch)
         return StreamResponse(
-            lambda sink: subscriber.start(sink, initial, snapshot),
+            lambda sink: subscriber.start(sink, initial, snapshot, resume),
             EVENT_STREAM,
             SSE_HEADERS,
             abort=subscriber.close,
