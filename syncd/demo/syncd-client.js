@@ -2295,14 +2295,11 @@ var YDOC_PREFIX = "yd:";
 var Subscription = class extends Emitter {
   /**
    * @param {string} id
-   * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void,
-   *   confirm?: (sub: Subscription) => void}} options
+   * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void}} options
    *   `replica`: keep a local replica (default: true, but none of a Yjs document;
-   *   true for a `yd:` id throws a SyncdError `no_replica`); `confirm`: called
-   *   when the start has arrived, to call `markSynced()` once the rest of it
-   *   has too (without it, `synced` is set at the start's first delta)
+   *   true for a `yd:` id throws a SyncdError `no_replica`)
    */
-  constructor(id, { replica, resync, confirm }) {
+  constructor(id, { replica, resync }) {
     super();
     if (replica === true && id.startsWith(YDOC_PREFIX)) throw noReplicaError(id);
     this.id = id;
@@ -2315,9 +2312,7 @@ var Subscription = class extends Emitter {
     this._askedReplica = replica === true;
     this._toldNoReplica = false;
     this._resync = resync;
-    this._confirm = confirm;
     this._resyncing = false;
-    this._started = false;
     this.closed = false;
   }
   /** The read view of the local replica (`{value, ...}`), or null before the first snapshot / when absent. */
@@ -2332,33 +2327,26 @@ var Subscription = class extends Emitter {
   resumeFields() {
     return resumeFields({ seq: this.seq, epoch: this.epoch });
   }
-  /**
-   * The fields a resubscribe after a reconnect carries: one op back from
-   * `resumeFields()`. A server with nothing after `since` sends nothing at
-   * all (docs/protocol.md#resuming), which would leave `synced` false until
-   * the next op; from one op back it replays that op (ignored here as a
-   * duplicate, taken as the start) and whatever followed it. Where the store
-   * no longer holds that op, a snapshot, as for any resume it cannot replay.
-   */
-  probeFields() {
-    const fields = this.resumeFields();
-    return fields.since === void 0 ? fields : { since: fields.since - 1, epoch: fields.epoch };
-  }
   /** Called by the transport when the connection is gone: the next delta must be a snapshot or replay. */
   disconnected() {
     this.synced = false;
-    this._started = false;
     this._resyncing = false;
   }
-  /** The start has arrived: synced now, or once the transport confirms it is all in. */
-  _noteStart() {
-    this._started = true;
-    if (this._confirm) this._confirm(this);
-    else this.markSynced();
+  /**
+   * The server's `synced` message (`{kind, ns, id, seq, epoch}`) ended the
+   * start: `synced` becomes true (and `synced` is emitted) if it was false.
+   * Ignored while a resync is under way (its own start ends with another),
+   * or when it is not at this subscription's position (a delta of the start
+   * could not be taken).
+   */
+  handleSynced(message) {
+    if (this._resyncing) return;
+    if (message.seq !== this.seq || (message.epoch ?? null) !== this.epoch) return;
+    this.markSynced();
   }
   /** The start is all in: `synced` becomes true (and `synced` is emitted) if it was false. */
   markSynced() {
-    if (this.synced || this.closed || !this._started) return;
+    if (this.synced || this.closed) return;
     this.synced = true;
     this.emit("synced");
   }
@@ -2367,10 +2355,7 @@ var Subscription = class extends Emitter {
     if (this.closed) return;
     const pos = { seq: this.seq, epoch: this.epoch };
     const verdict = classifyDelta(pos, delta);
-    if (verdict === "duplicate") {
-      if (!this._started && !this._resyncing) this._noteStart();
-      return;
-    }
+    if (verdict === "duplicate") return;
     if (verdict === "gap" || verdict === "new_life") {
       if (!this._resyncing) {
         this._resyncing = true;
@@ -2380,8 +2365,6 @@ var Subscription = class extends Emitter {
       return;
     }
     this._resyncing = false;
-    const first = !this._started;
-    this._started = true;
     const next = advance(pos, delta, verdict);
     this.seq = next.seq;
     this.epoch = next.epoch;
@@ -2398,7 +2381,6 @@ var Subscription = class extends Emitter {
     }
     this.emit("delta", delta, verdict);
     this.emit("change", { delta, verdict, seq: this.seq, epoch: this.epoch });
-    if (first) this._noteStart();
   }
   /**
    * A replica of this id's type from `state`, or null: while the type is
@@ -2426,6 +2408,7 @@ function decodeSseData(data) {
   return decode(base64Decode(data.trim()));
 }
 var END_EVENT = "end";
+var SYNCED_EVENT = "synced";
 var SseParser = class {
   constructor() {
     this._buffer = "";
@@ -2513,7 +2496,7 @@ var EventStream = class extends Emitter {
   }
   _url(token) {
     const url = new URL(this.config.baseUrl + crdtPath(this.config, this.subscription.id) + "/events");
-    const resume = this.subscription.probeFields();
+    const resume = this.subscription.resumeFields();
     if (resume.since !== void 0) {
       url.searchParams.set("since", String(resume.since));
       url.searchParams.set("epoch", resume.epoch);
@@ -2530,6 +2513,16 @@ var EventStream = class extends Emitter {
     }
     this.emit("error", err);
     this.close();
+  }
+  _synced(data) {
+    let message;
+    try {
+      message = decodeSseData(data);
+    } catch (err) {
+      this.emit("error", new SyncdError("bad_event", `undecodable event: ${err.message}`));
+      return;
+    }
+    this.subscription.handleSynced(message);
   }
   _deliver(data) {
     let delta;
@@ -2576,6 +2569,9 @@ var EventStream = class extends Emitter {
     source.addEventListener(END_EVENT, (event) => {
       if (this._source === source) this._end(event.data);
     });
+    source.addEventListener(SYNCED_EVENT, (event) => {
+      if (this._source === source) this._synced(event.data);
+    });
     source.onerror = () => {
       if (this._source !== source) return;
       source.close();
@@ -2611,6 +2607,7 @@ var EventStream = class extends Emitter {
         if (done) break;
         for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
           if (event === "message") this._deliver(data);
+          else if (event === SYNCED_EVENT) this._synced(data);
           else if (event === END_EVENT) {
             this._end(data);
             return;
@@ -3192,8 +3189,6 @@ var SyncSocket = class extends Emitter {
     this._lastHeard = 0;
     this._openWaiters = [];
     this._closeReason = null;
-    this._syncPings = /* @__PURE__ */ new Map();
-    this._nextPing = 1;
     this._presence = /* @__PURE__ */ new Map();
   }
   /** Start connecting (idempotent); resolves when the socket is open. */
@@ -3277,7 +3272,6 @@ var SyncSocket = class extends Emitter {
   }
   _lost(err) {
     this._stopPing();
-    this._syncPings.clear();
     const ws = this._ws;
     this._ws = null;
     if (ws) {
@@ -3379,25 +3373,19 @@ var SyncSocket = class extends Emitter {
         else this.emit("error", err);
         return;
       }
-      case "pong": {
-        const sub = this._syncPings.get(msg.ref);
-        if (sub === void 0) return;
-        this._syncPings.delete(msg.ref);
-        if (this._subs.get(sub.id) === sub) sub.markSynced();
+      case "synced": {
+        this._subs.get(msg.id)?.handleSynced(msg);
         return;
       }
+      case "pong":
+        return;
       default:
         this.emit("message", msg);
     }
   }
   _sendSubscribe(sub, fresh) {
-    const message = { kind: "subscribe", id: sub.id, ...fresh ? {} : sub.probeFields() };
+    const message = { kind: "subscribe", id: sub.id, ...fresh ? {} : sub.resumeFields() };
     this._send(message);
-  }
-  /** The start of `sub` arrived: a ping whose pong says the rest of it has too. */
-  _confirmStart(sub) {
-    const ref = `synced-${this._nextPing++}`;
-    if (this._send({ kind: "ping", ref })) this._syncPings.set(ref, sub);
   }
   /**
    * After a reconnect: the server wrote a `leave` for every presence the old
@@ -3470,8 +3458,7 @@ var SyncSocket = class extends Emitter {
     const sub = new Subscription(id, {
       replica: options.replica,
       // default: one, but none of a Yjs document (Subscription)
-      resync: (s, fresh) => this._resync(s, fresh),
-      confirm: (s) => this._confirmStart(s)
+      resync: (s, fresh) => this._resync(s, fresh)
     });
     if (options.onChange) sub.on("change", options.onChange);
     if (options.onDelta) sub.on("delta", options.onDelta);
@@ -3526,7 +3513,6 @@ var SyncSocket = class extends Emitter {
     if (this.state === "closed") return;
     this._closeReason = reason instanceof Error ? reason : null;
     this._setState("closed");
-    this._syncPings.clear();
     this._presence.clear();
     clearTimeout(this._timer);
     clearTimeout(this._connectTimer);

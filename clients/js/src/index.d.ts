@@ -194,6 +194,14 @@ export interface Delta {
   op?: Record<string, any>;
   op_id?: string | null;
 }
+/** The end of a subscription's start (docs/protocol.md#resuming): where it left the client. Not a delta. */
+export interface SyncedMessage {
+  kind: 'synced';
+  ns: string;
+  id: string;
+  seq: number;
+  epoch: string | null;
+}
 export type Verdict = 'snapshot' | 'first' | 'apply' | 'duplicate' | 'gap' | 'new_life' | 'deleted';
 export interface Position {
   seq: number;
@@ -234,8 +242,9 @@ export class Subscription extends Emitter {
   /**
    * Whether the subscription's start (a snapshot, or the replay of what it
    * missed, even when that was nothing) has all arrived since it was last
-   * (re)subscribed. False from a disconnect until then; each change to true
-   * emits `synced` (once per connection).
+   * (re)subscribed: the server's `synced` message, which ends every start,
+   * came. False from a disconnect until then; each change to true emits
+   * `synced` (once per connection).
    */
   synced: boolean;
   /** undefined: none asked for; null: none yet, or none of this type (a `ydoc`). */
@@ -244,8 +253,8 @@ export class Subscription extends Emitter {
   view(nowMs?: number): { value: unknown; [extra: string]: unknown } | null;
   value(nowMs?: number): any;
   resumeFields(): { since?: number; epoch?: string };
-  /** What a resubscribe carries: `since` one op back from resumeFields(), so the server always sends a start. */
-  probeFields(): { since?: number; epoch?: string };
+  /** For transports: the server's `synced` message for this id (sets `synced` when at this position). */
+  handleSynced(message: SyncedMessage): void;
   /** For transports: the start is all in (sets `synced`, emits `synced`). */
   markSynced(): void;
   handleDelta(delta: Delta): void;

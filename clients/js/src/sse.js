@@ -1,5 +1,6 @@
 // The SSE transport (docs/protocol.md#the-sse-stream): `data: <base64 msgpack delta>` events,
-// and, when the read ends (the token expires or is revoked, or the rule that
+// `event: synced` (its data encoded as a delta's) ending the start, which sets
+// the subscription's `synced`; and, when the read ends (the token expires or is revoked, or the rule that
 // granted it expires), a last event `event: end` whose data is the error body
 // as JSON. That ends the stream with the error (a SyncdError; TokenRevokedError
 // for `token_revoked`) instead of a reconnect that would only be refused;
@@ -30,6 +31,9 @@ export function decodeSseData(data) {
 
 /** The name of the stream's last event when its read ends. */
 export const END_EVENT = 'end';
+
+/** The name of the event that ends the stream's start (the snapshot or replay, or nothing). */
+export const SYNCED_EVENT = 'synced';
 
 /**
  * Split an SSE text stream into events. Feed text chunks: `events()` returns
@@ -138,7 +142,7 @@ export class EventStream extends Emitter {
 
   _url(token) {
     const url = new URL(this.config.baseUrl + crdtPath(this.config, this.subscription.id) + '/events');
-    const resume = this.subscription.probeFields(); // one op back: a resume always gets a start
+    const resume = this.subscription.resumeFields();
     if (resume.since !== undefined) {
       url.searchParams.set('since', String(resume.since));
       url.searchParams.set('epoch', resume.epoch);
@@ -157,6 +161,17 @@ export class EventStream extends Emitter {
     }
     this.emit('error', err);
     this.close();
+  }
+
+  _synced(data) {
+    let message;
+    try {
+      message = decodeSseData(data);
+    } catch (err) {
+      this.emit('error', new SyncdError('bad_event', `undecodable event: ${err.message}`));
+      return;
+    }
+    this.subscription.handleSynced(message);
   }
 
   _deliver(data) {
@@ -206,6 +221,9 @@ export class EventStream extends Emitter {
     source.addEventListener(END_EVENT, (event) => {
       if (this._source === source) this._end(event.data);
     });
+    source.addEventListener(SYNCED_EVENT, (event) => {
+      if (this._source === source) this._synced(event.data);
+    });
     source.onerror = () => {
       if (this._source !== source) return;
       source.close();
@@ -243,6 +261,7 @@ export class EventStream extends Emitter {
         if (done) break;
         for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
           if (event === 'message') this._deliver(data);
+          else if (event === SYNCED_EVENT) this._synced(data);
           else if (event === END_EVENT) {
             this._end(data);
             return;

@@ -12,14 +12,11 @@ const YDOC_PREFIX = 'yd:';
 export class Subscription extends Emitter {
   /**
    * @param {string} id
-   * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void,
-   *   confirm?: (sub: Subscription) => void}} options
+   * @param {{replica?: boolean, resync: (sub: Subscription, fresh: boolean) => void}} options
    *   `replica`: keep a local replica (default: true, but none of a Yjs document;
-   *   true for a `yd:` id throws a SyncdError `no_replica`); `confirm`: called
-   *   when the start has arrived, to call `markSynced()` once the rest of it
-   *   has too (without it, `synced` is set at the start's first delta)
+   *   true for a `yd:` id throws a SyncdError `no_replica`)
    */
-  constructor(id, { replica, resync, confirm }) {
+  constructor(id, { replica, resync }) {
     super();
     // Refused here, not at the first snapshot: asked for, it could never be.
     if (replica === true && id.startsWith(YDOC_PREFIX)) throw noReplicaError(id);
@@ -28,10 +25,11 @@ export class Subscription extends Emitter {
     this.seq = 0;
     this.epoch = null;
     /**
-     * Whether this subscription's start (a snapshot, a replay, or, when the
-     * server had nothing to replay, the last op it already had) has all
-     * arrived since it was (re)subscribed. False from a disconnect until
-     * then; each change to true emits `synced`.
+     * Whether this subscription's start (a snapshot, the replay of what it
+     * missed, or nothing when it was up to date) has all arrived since it was
+     * (re)subscribed: the server ends every start with a `synced` message
+     * (docs/protocol.md#resuming). False from a disconnect until then; each
+     * change to true emits `synced`.
      */
     this.synced = false;
     this.replica = replica === false ? undefined : null;
@@ -40,10 +38,7 @@ export class Subscription extends Emitter {
     this._askedReplica = replica === true;
     this._toldNoReplica = false;
     this._resync = resync;
-    this._confirm = confirm;
     this._resyncing = false;
-    /** Whether the start (first delta since (re)subscribing) has arrived. */
-    this._started = false;
     this.closed = false;
   }
 
@@ -62,36 +57,28 @@ export class Subscription extends Emitter {
     return resumeFields({ seq: this.seq, epoch: this.epoch });
   }
 
-  /**
-   * The fields a resubscribe after a reconnect carries: one op back from
-   * `resumeFields()`. A server with nothing after `since` sends nothing at
-   * all (docs/protocol.md#resuming), which would leave `synced` false until
-   * the next op; from one op back it replays that op (ignored here as a
-   * duplicate, taken as the start) and whatever followed it. Where the store
-   * no longer holds that op, a snapshot, as for any resume it cannot replay.
-   */
-  probeFields() {
-    const fields = this.resumeFields();
-    return fields.since === undefined ? fields : { since: fields.since - 1, epoch: fields.epoch };
-  }
-
   /** Called by the transport when the connection is gone: the next delta must be a snapshot or replay. */
   disconnected() {
     this.synced = false;
-    this._started = false;
     this._resyncing = false;
   }
 
-  /** The start has arrived: synced now, or once the transport confirms it is all in. */
-  _noteStart() {
-    this._started = true;
-    if (this._confirm) this._confirm(this);
-    else this.markSynced();
+  /**
+   * The server's `synced` message (`{kind, ns, id, seq, epoch}`) ended the
+   * start: `synced` becomes true (and `synced` is emitted) if it was false.
+   * Ignored while a resync is under way (its own start ends with another),
+   * or when it is not at this subscription's position (a delta of the start
+   * could not be taken).
+   */
+  handleSynced(message) {
+    if (this._resyncing) return;
+    if (message.seq !== this.seq || (message.epoch ?? null) !== this.epoch) return;
+    this.markSynced();
   }
 
   /** The start is all in: `synced` becomes true (and `synced` is emitted) if it was false. */
   markSynced() {
-    if (this.synced || this.closed || !this._started) return;
+    if (this.synced || this.closed) return;
     this.synced = true;
     this.emit('synced');
   }
@@ -101,12 +88,7 @@ export class Subscription extends Emitter {
     if (this.closed) return;
     const pos = { seq: this.seq, epoch: this.epoch };
     const verdict = classifyDelta(pos, delta);
-    if (verdict === 'duplicate') {
-      // The first delta after (re)subscribing is the start: here the op
-      // asked for again (probeFields); what followed it comes next.
-      if (!this._started && !this._resyncing) this._noteStart();
-      return;
-    }
+    if (verdict === 'duplicate') return;
     if (verdict === 'gap' || verdict === 'new_life') {
       if (!this._resyncing) {
         this._resyncing = true;
@@ -116,8 +98,6 @@ export class Subscription extends Emitter {
       return;
     }
     this._resyncing = false;
-    const first = !this._started;
-    this._started = true;
     const next = advance(pos, delta, verdict);
     this.seq = next.seq;
     this.epoch = next.epoch;
@@ -134,7 +114,6 @@ export class Subscription extends Emitter {
     }
     this.emit('delta', delta, verdict);
     this.emit('change', { delta, verdict, seq: this.seq, epoch: this.epoch });
-    if (first) this._noteStart();
   }
 
   /**

@@ -7,11 +7,10 @@
 // snapshot), and every op not yet acknowledged is sent again. Ops carry an
 // `op_id` (made here when the caller gave none), so a resent op that had
 // already been applied is answered with its first answer, never applied twice.
-// A resubscribe asks from one op back (a server with nothing newer would send
-// nothing, and `synced` would wait for the next op); a ping sent at the start's
-// first delta marks the subscription synced when its pong comes back, after
-// the rest of the start. The last presence `update` acked per id (the server
-// left it when the old connection closed) is sent again, unless left or run out.
+// The server ends each subscription's start (snapshot, replay, or nothing when
+// it was up to date) with a `synced` message, which sets `synced`. The last
+// presence `update` acked per id (the server left it when the old connection
+// closed) is sent again, unless left or run out.
 //
 // A token that ends on an open connection (docs/permissions.md#when-access-ends):
 // each subscription gets an `error` and the server closes with 4401. With a
@@ -102,9 +101,6 @@ export class SyncSocket extends Emitter {
     this._openWaiters = [];
     /** Why close() was called (an error), once it was. */
     this._closeReason = null;
-    /** ping ref -> the subscription whose start the pong confirms. */
-    this._syncPings = new Map();
-    this._nextPing = 1;
     /**
      * crdt id -> {op, until}: the last presence `update` acked on this socket
      * (op_id left out) and when its entry expires, until a `leave`.
@@ -202,7 +198,6 @@ export class SyncSocket extends Emitter {
 
   _lost(err) {
     this._stopPing();
-    this._syncPings.clear();
     const ws = this._ws;
     this._ws = null;
     if (ws) {
@@ -320,30 +315,23 @@ export class SyncSocket extends Emitter {
         else this.emit('error', err);
         return;
       }
-      case 'pong': {
-        const sub = this._syncPings.get(msg.ref);
-        if (sub === undefined) return;
-        this._syncPings.delete(msg.ref);
-        // Sent once the start's first delta was here, answered after the
-        // rest of it (the server answers in order): the start is all in.
-        if (this._subs.get(sub.id) === sub) sub.markSynced();
+      case 'synced': {
+        // The end of a subscription's start (docs/protocol.md#resuming).
+        this._subs.get(msg.id)?.handleSynced(msg);
         return;
       }
+      case 'pong':
+        return;
       default:
         this.emit('message', msg);
     }
   }
 
   _sendSubscribe(sub, fresh) {
-    // One op back (Subscription#probeFields): a resume always gets a start.
-    const message = { kind: 'subscribe', id: sub.id, ...(fresh ? {} : sub.probeFields()) };
+    // From the exact position: the start ends with `synced` even when the
+    // server has nothing to replay.
+    const message = { kind: 'subscribe', id: sub.id, ...(fresh ? {} : sub.resumeFields()) };
     this._send(message);
-  }
-
-  /** The start of `sub` arrived: a ping whose pong says the rest of it has too. */
-  _confirmStart(sub) {
-    const ref = `synced-${this._nextPing++}`;
-    if (this._send({ kind: 'ping', ref })) this._syncPings.set(ref, sub);
   }
 
   /**
@@ -423,7 +411,6 @@ export class SyncSocket extends Emitter {
     const sub = new Subscription(id, {
       replica: options.replica, // default: one, but none of a Yjs document (Subscription)
       resync: (s, fresh) => this._resync(s, fresh),
-      confirm: (s) => this._confirmStart(s),
     });
     if (options.onChange) sub.on('change', options.onChange);
     if (options.onDelta) sub.on('delta', options.onDelta);
@@ -482,7 +469,6 @@ export class SyncSocket extends Emitter {
     if (this.state === 'closed') return;
     this._closeReason = reason instanceof Error ? reason : null;
     this._setState('closed');
-    this._syncPings.clear();
     this._presence.clear();
     clearTimeout(this._timer);
     clearTimeout(this._connectTimer);

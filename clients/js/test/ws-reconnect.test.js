@@ -1,10 +1,12 @@
 // What a reconnect restores, against a real server: the presence this client
 // set over the socket (the server wrote its leave when the connection closed),
-// `synced` (and its event) when the server has nothing to replay, and
+// `synced` (and its event) when the server has nothing to replay (its `synced`
+// message ends every start; the resume asks from the exact position), and
 // subscribe() while reconnecting (queued) or after close() (an error).
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { decode } from '@msgpack/msgpack';
 import { SyncdClient, SyncdError, ops } from '../src/index.js';
 import { eventually, serverMissing, startServer } from './helpers.js';
 
@@ -118,10 +120,56 @@ describe('reconnect against a real server', { skip: serverMissing() ?? false }, 
     c.close();
   });
 
+  test('an up-to-date resume asks from the exact position: no snapshot, no probe, synced again', async () => {
+    const writer = client(31);
+    for (let i = 0; i < 3; i++) await writer.send('gc:exact', { op: 'increment' });
+    const sent = [];
+    class Recording extends globalThis.WebSocket {
+      send(data) {
+        sent.push(typeof data === 'string' ? JSON.parse(data) : decode(data));
+        super.send(data);
+      }
+    }
+    const c = new SyncdClient(
+      { baseUrl: server.url, token: tokens[32], namespace: 'ns1', WebSocket: Recording },
+      { socket: FAST },
+    );
+    const sub = c.subscribe('gc:exact');
+    const events = [];
+    const kinds = [];
+    sub.on('synced', () => events.push(sub.seq));
+    sub.on('delta', (d) => kinds.push(d.kind));
+    await eventually(() => sub.synced && sub.seq === 3, 5000, 'first sync');
+    await restart(c);
+    await eventually(() => sub.synced, 5000, 'synced after an up-to-date resume');
+    assert.deepEqual(events, [3, 3]);
+    assert.deepEqual(kinds, ['snapshot'], 'the resume got no snapshot (nor anything else)');
+    assert.equal(sub.value(), 3);
+    // From the exact (epoch, seq): not one op back, and no ping to confirm it.
+    const subscribes = sent.filter((m) => m.kind === 'subscribe');
+    assert.deepEqual(subscribes, [
+      { kind: 'subscribe', id: 'gc:exact' },
+      { kind: 'subscribe', id: 'gc:exact', since: 3, epoch: sub.epoch },
+    ]);
+    assert.equal(sent.filter((m) => m.kind === 'ping' && m.ref !== undefined).length, 0);
+    // Still live after it.
+    await writer.send('gc:exact', { op: 'increment', amount: 2 });
+    await eventually(() => sub.value() === 5, 5000, 'live after the resume');
+    assert.deepEqual(events, [3, 3], 'synced fires once per (re)connect');
+    writer.close();
+    c.close();
+  });
+
   test('an SSE stream is synced again after an up-to-date resume', async () => {
     const writer = client(31);
     await writer.send('gc:sse-synced', { op: 'increment', amount: 3 });
-    const stream = client(32).events('gc:sse-synced', { transport: 'fetch', minReconnectMs: 20, maxReconnectMs: 200 });
+    const urls = [];
+    const recordingFetch = (url, init) => {
+      urls.push(new URL(url));
+      return fetch(url, init);
+    };
+    const reader = new SyncdClient({ baseUrl: server.url, token: tokens[32], namespace: 'ns1', fetch: recordingFetch });
+    const stream = reader.events('gc:sse-synced', { transport: 'fetch', minReconnectMs: 20, maxReconnectMs: 200 });
     const sub = stream.subscription;
     const events = [];
     const kinds = [];
@@ -133,6 +181,10 @@ describe('reconnect against a real server', { skip: serverMissing() ?? false }, 
     assert.equal(sub.synced, true);
     assert.deepEqual(events, [1, 1]);
     assert.deepEqual(kinds, ['snapshot'], 'resumed, not started over');
+    // Resumed from the exact position, not one op back.
+    const resumed = urls.filter((u) => u.pathname.endsWith('/events') && u.searchParams.has('since'));
+    assert.ok(resumed.length >= 1);
+    assert.ok(resumed.every((u) => u.searchParams.get('since') === '1' && u.searchParams.get('epoch') === sub.epoch));
     stream.close();
     writer.close();
   });
