@@ -2,7 +2,8 @@
 
 Feed it bytes as they arrive; it returns the complete events, each its name
 and ``data``. The service writes ``data: <base64>`` and a blank line per delta
-(an unnamed event: ``message``), ``: ping`` comments, and when the read ends
+(an unnamed event: ``message``), ``event: synced`` at the end of the start
+(its data encoded as a delta's), ``: ping`` comments, and when the read ends
 (the token expires or is revoked, or the rule that granted it expires) a last
 event ``event: end`` whose data is the error body as JSON
 (docs/protocol.md#the-sse-stream). The parser follows the general rules
@@ -30,6 +31,10 @@ MESSAGE: Final = "message"
 
 END: Final = "end"
 """The name of the stream's last event when the read ends."""
+
+SYNCED: Final = "synced"
+"""The name of the event (and the kind of the WebSocket message) that ends a
+subscription's start (docs/protocol.md#resuming): not a delta."""
 
 
 class SseProtocolError(ValueError):
@@ -122,7 +127,8 @@ def decode_end(data: bytes) -> dict[str, Any]:
 
 
 def decode_delta(data: bytes) -> dict[str, Any]:
-    """A delta from an event's data: standard base64 of a msgpack map."""
+    """A delta (or a ``synced`` event's message) from an event's data:
+    standard base64 of a msgpack map."""
     try:
         raw = base64.b64decode(data, validate=True)
         delta = msgpack.unpackb(raw, raw=False, strict_map_key=False)

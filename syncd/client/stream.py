@@ -12,6 +12,13 @@ order, or a snapshot that replaces what it had. A WebSocket subscribe the
 service refuses over the token's rate limit is sent again on the same socket
 once its ``retry_after`` has passed.
 
+The service ends each subscription's start (the snapshot, the replay, or
+nothing when the resume was up to date) with a ``synced`` message
+(docs/protocol.md#resuming): it is never taken for a delta. It sets
+:meth:`_ResumingStream.is_synced` for that id until the next reconnect or
+resubscription, and with ``synced_events=True`` it is also yielded, in
+order, as ``{"kind": "synced", "ns", "id", "seq", "epoch"}``.
+
 Errors that retrying cannot fix end the iteration by raising: a refused
 connection or subscription (ServiceError: 401, 403, ...), a subscription or
 stream the service ended because its read did (an ``error`` message over the
@@ -46,6 +53,7 @@ from syncd.client.sse import (
     END,
     MAX_EVENT_BYTES,
     MESSAGE,
+    SYNCED,
     SseEvent,
     SseEventTooLarge,
     SseParser,
@@ -133,6 +141,7 @@ class _ResumingStream(ABC):
         backoff_base_s: float = RECONNECT_BASE_S,
         backoff_max_s: float = RECONNECT_MAX_S,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        synced_events: bool = False,
     ) -> None:
         self._client = client
         check_ids(ids)
@@ -144,6 +153,9 @@ class _ResumingStream(ABC):
         self._sleep = sleep
         self._connected = False
         self._closed = False
+        self._synced_events = synced_events
+        self._synced: set[str] = set()
+        """Ids whose start has all arrived since the last (re)subscribe."""
         self.connects = 0
         """Connections made (the first included)."""
         self.resyncs = 0
@@ -157,6 +169,13 @@ class _ResumingStream(ABC):
         """``(seq, epoch)`` of the last delta delivered for ``crdt_id``."""
         pos = self._tracker.position(crdt_id)
         return pos.seq, pos.epoch
+
+    def is_synced(self, crdt_id: str) -> bool:
+        """Whether ``crdt_id``'s start (a snapshot, or the replay of what was
+        missed, even when that was nothing) has all arrived since it was last
+        (re)subscribed: the service's ``synced`` message came. False again
+        from a disconnect until the next one."""
+        return crdt_id in self._synced
 
     def __aiter__(self) -> AsyncIterator[Delta]:
         return self
@@ -179,6 +198,7 @@ class _ResumingStream(ABC):
             await self._handle(message)
 
     async def _open(self) -> None:
+        self._unsynced()  # every id starts again on the new connection
         while not self._closed:
             try:
                 self._client.check_token()
@@ -196,8 +216,16 @@ class _ResumingStream(ABC):
             self.connects += 1
             return
 
+    def _unsynced(self, crdt_id: str | None = None) -> None:
+        """Not synced (one id resubscribed, or every id: a new connection)."""
+        if crdt_id is None:
+            self._synced.clear()
+        else:
+            self._synced.discard(crdt_id)
+
     async def _lost(self, retry_after: float | None = None) -> None:
         self._connected = False
+        self._unsynced()
         await self._disconnect()
         if not self._closed:
             await self._sleep(self._delay(retry_after))
@@ -223,6 +251,13 @@ class _ResumingStream(ABC):
                 return
             await self.aclose()
             raise service_error(_CODE_STATUS.get(code, 400), code, str(message.get("message", "")))
+        if kind == SYNCED:
+            crdt_id = message.get("id")
+            if isinstance(crdt_id, str) and crdt_id in self.ids:
+                self._synced.add(crdt_id)
+                if self._synced_events:
+                    self._ready.append(message)
+            return
         if kind not in DELTA_KINDS:
             return
         verdict = self._tracker.accept(message)
@@ -230,11 +265,13 @@ class _ResumingStream(ABC):
             self._ready.append(message)
         elif verdict is Verdict.RESYNC:
             self.resyncs += 1
+            self._unsynced(message["id"])
             await self._resync(message["id"])
 
     async def aclose(self) -> None:
         self._closed = True
         self._connected = False
+        self._unsynced()
         await self._disconnect()
 
     async def __aenter__(self) -> _ResumingStream:
@@ -475,6 +512,11 @@ class EventStream(_ResumingStream):
             if event.name == MESSAGE:
                 try:
                     return decode_delta(event.data)
+                except SseProtocolError as exc:
+                    raise _Lost(str(exc)) from exc
+            if event.name == SYNCED:
+                try:
+                    return decode_delta(event.data)  # base64 msgpack, as a delta's data
                 except SseProtocolError as exc:
                     raise _Lost(str(exc)) from exc
             if event.name == END:
