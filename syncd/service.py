@@ -376,7 +376,6 @@ class CrdtService:
         if type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT:
             raise bad_request(f"limit: must be an integer from 1 to {MAX_LIST_LIMIT}")
         page: list[dict[str, Any]] = []
-        engine = self.engine
         cursor = after
         while True:
             rows = await self.store.list_ids(ns, prefix, cursor, MAX_LIST_LIMIT)
@@ -385,9 +384,9 @@ class CrdtService:
                     continue
                 if len(page) == limit:
                     return page, page[-1]["id"]
-                held = engine.get(ns, crdt_id)
-                if held is not None:
-                    seq = max(seq, held.seq)  # ahead of the store by ops in flight
+                # The store's seq: memory's may count ops still in flight
+                # (an answer comes once they are durable, and the store holds
+                # them by then, so a writer still reads its own writes).
                 page.append({"id": crdt_id, "type": type_name, "seq": seq})
             if len(rows) < MAX_LIST_LIMIT:
                 return page, None
@@ -542,6 +541,43 @@ class CrdtService:
                     await asyncio.sleep(RECOVERY_POLL_S)
                     continue
                 return state if alive() else None
+
+    async def durable_read(
+        self,
+        ns: str,
+        crdt_id: str,
+        take: Callable[[], T],
+        alive: Callable[[], bool] = _always,
+    ) -> T | None:
+        """What a reader is shown (an HTTP read, a Yjs step 2, a history read):
+        ``take()`` where the CRDT's state is durable, as :meth:`durable_state`,
+        never showing an op whose write fails; None when ``alive()`` turns
+        False first. The CRDT is loaded first if need be (an ``ApiError``
+        passes through, 503 when the store cannot read it).
+
+        Unlike a subscription's start, a read does not wait out a local
+        store's failure: the CRDTs memory held ahead of the store were dropped
+        at the failure (:meth:`_forget_unacknowledged`) and a load reads what
+        is durable, so the state is taken where the store holds it; one it
+        does not hold is refused with 503."""
+        store = self.store
+
+        def writing() -> bool:
+            return alive() and (store.shared or self.writable)
+
+        while True:
+            taken = await self.durable_state(ns, crdt_id, lambda: (take(),), writing)
+            if taken is not None:
+                return taken[0]
+            if not alive():
+                return None
+            await self.ensure(ns, crdt_id)
+            entry = self.engine.get(ns, crdt_id)
+            if entry is None or store.holds(ns, crdt_id, entry.epoch, entry.seq):
+                return take()
+            if not writing():
+                raise unavailable("this CRDT's latest ops are not durable; the store is failing")
+            # Writes resumed meanwhile: wait for the ops in flight as before.
 
     async def _take_committed(self, key: tuple[str, str], take: Callable[[], T]) -> tuple[T] | None:
         """``(take(),)`` under the CRDT's lock on a shared store, where memory holds

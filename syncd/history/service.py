@@ -55,13 +55,14 @@ class HistoryService:
         to the disk, which the history holds only once they are durable (a
         read that named them answered 410, an empty page, or a revert that
         matched nothing, while the CRDT took writes); this waits for those
-        in flight now (``CrdtService.durable_state``)."""
+        in flight now (``CrdtService.durable_read``: while a local store is
+        failing, what it holds, rather than wait for its recovery)."""
 
         def position() -> tuple[Entry, str, int] | None:
             entry = self._engine.get(ns, crdt_id)
             return None if entry is None else (entry, entry.epoch, entry.seq)
 
-        taken = await self._service.durable_state(ns, crdt_id, position)
+        taken = await self._service.durable_read(ns, crdt_id, position)
         if taken is None:
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
         return taken

@@ -77,7 +77,6 @@ from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE
 from syncd.crdt.engine import mask_bit
 from syncd.crdt.ydoc import MAX_UPDATE_BYTES, YDoc
 from syncd.errors import ApiError
-from syncd.http.handlers.crdts import durable_read
 from syncd.hub import DeliverEach, EncodedDelta
 from syncd.shared_states import SharedState, SharedStates
 from syncd.ws.base_session import Action, Send
@@ -430,12 +429,12 @@ class YjsChannel(DeliverEach):
 
     async def _read_durable(self, take: Callable[[], T], what: str) -> T | None:
         """``take()`` once what memory holds of the document is durable (read
-        from the store first if need be: ``durable_read``); None if the
+        from the store first if need be: ``CrdtService.durable_read``); None if the
         channel closed first, or the store could not read it, which closes
         the connection (1013: the provider reconnects later and syncs by
         state vector)."""
         try:
-            return await durable_read(self._ctx.service, self.ns, self.crdt_id, take, self._open)
+            return await self._ctx.service.durable_read(self.ns, self.crdt_id, take, self._open)
         except ApiError as exc:
             log.warning("%s on %s/%s: %s", what, self.ns, self.crdt_id, exc.message)
             if not self.closed:

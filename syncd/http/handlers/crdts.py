@@ -5,7 +5,7 @@ ordering"). Memory is ahead of the store by the ops in flight (applied, their
 records on their way to disk in the group commit, or a commit under way on
 PostgreSQL): a read answered from it could show an op that a failed write
 removes, or that a crash right after the read undoes. So a read of a CRDT
-with ops in flight waits for them (:func:`durable_read`); one with none, the
+with ops in flight waits for them (``CrdtService.durable_read``); one with none, the
 common case, is answered at once after one look at the store
 (``Store.holds``).
 """
@@ -13,7 +13,7 @@ common case, is answered at once after one look at the store
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any, Final, TypeVar
 
 from syncd.auth.authenticator import Authenticator, Principal
@@ -21,7 +21,7 @@ from syncd.crdt.engine import ApplyResult, Engine
 from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
 from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
-from syncd.errors import ApiError, bad_request, not_found, type_mismatch, unavailable
+from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
 from syncd.http.handlers.history import known_query, parse_seq
 from syncd.http.handlers.listing import parse_listing_query
@@ -46,46 +46,6 @@ T = TypeVar("T")
 
 def _always() -> bool:
     return True
-
-
-async def durable_read(
-    service: CrdtService,
-    ns: str,
-    crdt_id: str,
-    take: Callable[[], T],
-    alive: Callable[[], bool] = _always,
-) -> T | None:
-    """``take()`` (it reads memory's state of the CRDT, in the step it is called)
-    where that state is durable, once it is: after the ops in flight on the
-    CRDT are (``CrdtService.durable_state``), never showing one whose write
-    fails. None when ``alive()`` turns False first. The CRDT is loaded first
-    if need be (an ``ApiError`` passes through, 503 when the store cannot
-    read it).
-
-    While a local store is failing (writes refused until it recovers), the
-    CRDTs memory held ahead of it were dropped at the failure
-    (``CrdtService._forget_unacknowledged``) and a load reads what is durable:
-    a read then takes the state where the store holds it, rather than wait
-    for the recovery as a subscription's start does; one it does not hold is
-    refused with 503."""
-    store = service.store
-
-    def writing() -> bool:
-        return alive() and (store.shared or service.writable)
-
-    while True:
-        taken = await service.durable_state(ns, crdt_id, lambda: (take(),), writing)
-        if taken is not None:
-            return taken[0]
-        if not alive():
-            return None
-        await service.ensure(ns, crdt_id)
-        entry = service.engine.get(ns, crdt_id)
-        if entry is None or store.holds(ns, crdt_id, entry.epoch, entry.seq):
-            return take()
-        if not writing():
-            raise unavailable("this CRDT's latest ops are not durable; the store is failing")
-        # Writes resumed meanwhile: wait for the ops in flight as before.
 
 
 _NOT_ASKED: Final[Any] = object()
@@ -133,7 +93,7 @@ def register(
         return json_response(engine.read(ns, crdt_id, full=full))
 
     async def read_durable(ns: str, crdt_id: str, full: bool) -> Response:
-        view = await durable_read(service, ns, crdt_id, lambda: engine.read(ns, crdt_id, full=full))
+        view = await service.durable_read(ns, crdt_id, lambda: engine.read(ns, crdt_id, full=full))
         if view is None:
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
         return json_response(view)
@@ -176,7 +136,7 @@ def register(
                 assert isinstance(found.crdt, YDoc)
                 return found.type, found.epoch, found.seq, found.crdt.encoded()
 
-            taken = await durable_read(service, ns, crdt_id, take)
+            taken = await service.durable_read(ns, crdt_id, take)
             if taken is None:
                 raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
             type_name, epoch, seq, encoded = taken
@@ -240,7 +200,7 @@ def register(
     ) -> Response:
         """``?return=state``: the answer reads the CRDT once its ops are durable,
         and where what it reads is durable: ops applied after them may still
-        be in flight, and are waited for (:func:`durable_read`). An eviction
+        be in flight, and are waited for (``CrdtService.durable_read``). An eviction
         pass may choose it meanwhile and let it go when the same durability
         arrives, and the answer then said ``"state": null`` for a CRDT that
         exists; held (``Residency.hold``) from before its ops apply until the
@@ -252,7 +212,7 @@ def register(
                 result = await service.apply_ops(ns, crdt_id, body, principal, "http")
             except ApiError as exc:
                 raise with_type_list(exc) from None
-            state = await durable_read(service, ns, crdt_id, lambda: engine.read(ns, crdt_id))
+            state = await service.durable_read(ns, crdt_id, lambda: engine.read(ns, crdt_id))
         finally:
             residency.release(ns, crdt_id)
         return answer(request, ns, crdt_id, result, state)
