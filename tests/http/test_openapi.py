@@ -563,11 +563,11 @@ async def test_websocket_messages_conform(server: RunningServer) -> None:
             conforms(message, "WsClientMessage")
             await send_json(ws, message)
         kinds = set()
-        for _ in range(5):  # snapshot, op delta, ack, error, pong (in some order)
-            message = await recv(ws)
+        for _ in range(6):  # snapshot, synced, op delta, ack, error, pong (in some order)
+            message = await recv(ws, synced=True)
             conforms(message, "WsServerMessage")
             kinds.add(message["kind"])
-        assert kinds == {"snapshot", "op", "ack", "error", "pong"}
+        assert kinds == {"snapshot", "synced", "op", "ack", "error", "pong"}
         unsubscribe = {"kind": "unsubscribe", "id": "rg:w"}
         conforms(unsubscribe, "WsClientMessage")
         await send_json(ws, unsubscribe)
