@@ -53,6 +53,9 @@ DEFAULT_SSE_PING_S = 15.0
 # Outstanding (written but unsent) bytes a subscriber may have before it is
 # marked lagging and skipped by the broadcast hub.
 DEFAULT_SUBSCRIBER_BUFFER_BYTES = 1024 * 1024
+# It is each WebSocket's write-buffer mark, which the event loop keeps in a C
+# int: past this, every WebSocket upgrade would fail (an OverflowError).
+MAX_SUBSCRIBER_BUFFER_BYTES = 2**31 - 1
 DEFAULT_MAX_SUBSCRIPTIONS = 1000
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 # After SIGTERM, how long the node goes on serving everything while
@@ -379,7 +382,11 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         ws_ping_s=_float(env, "SERVICE_WS_PING_S", DEFAULT_WS_PING_S),
         sse_ping_s=_float(env, "SERVICE_SSE_PING_S", DEFAULT_SSE_PING_S),
         subscriber_buffer_bytes=_int(
-            env, "SERVICE_SUBSCRIBER_BUFFER_BYTES", DEFAULT_SUBSCRIBER_BUFFER_BYTES, minimum=1024
+            env,
+            "SERVICE_SUBSCRIBER_BUFFER_BYTES",
+            DEFAULT_SUBSCRIBER_BUFFER_BYTES,
+            minimum=1024,
+            maximum=MAX_SUBSCRIBER_BUFFER_BYTES,
         ),
         max_subscriptions=_int(env, "SERVICE_MAX_SUBSCRIPTIONS", DEFAULT_MAX_SUBSCRIPTIONS),
         shutdown_timeout_s=_float(env, "SERVICE_SHUTDOWN_TIMEOUT_S", DEFAULT_SHUTDOWN_TIMEOUT_S),
