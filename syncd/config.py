@@ -8,6 +8,7 @@ and exits non-zero.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
@@ -79,6 +80,56 @@ MAX_MEMORY_BUDGET_MB = 16.0 * 1024 * 1024
 MAX_PREVIOUS_SIGNING_KEYS = 8
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+VARIABLES: frozenset[str] = frozenset(
+    {
+        "DATABASE_URL",
+        "SERVICE_ACCESS_LOG",
+        "SERVICE_ADMIN_TOKEN",
+        "SERVICE_BIND",
+        "SERVICE_CORS_ORIGINS",
+        "SERVICE_DATA_DIR",
+        "SERVICE_DEMO",
+        "SERVICE_FSYNC",
+        "SERVICE_HEADER_TIMEOUT_S",
+        "SERVICE_HISTORY_RETENTION",
+        "SERVICE_HTTP_PARSER",
+        "SERVICE_JSON_MAX_DEPTH",
+        "SERVICE_KEEPALIVE_TIMEOUT_S",
+        "SERVICE_LOG_LEVEL",
+        "SERVICE_MAX_BODY_BYTES",
+        "SERVICE_MAX_CONNECTIONS",
+        "SERVICE_MAX_CRDT_BYTES",
+        "SERVICE_MAX_SUBSCRIPTIONS",
+        "SERVICE_MAX_TOKEN_TTL_MS",
+        "SERVICE_MEMORY_BUDGET_MB",
+        "SERVICE_METRICS_MAX_CRDT_SERIES",
+        "SERVICE_NAMESPACE_MAX_BYTES",
+        "SERVICE_NAMESPACE_MAX_CRDTS",
+        "SERVICE_NODE_ID",
+        "SERVICE_OP_ID_TTL_S",
+        "SERVICE_OP_ID_WINDOW",
+        "SERVICE_PREVIOUS_SIGNING_KEYS",
+        "SERVICE_RATE_LIMIT",
+        "SERVICE_SEND_TIMEOUT_S",
+        "SERVICE_SHUTDOWN_DRAIN_S",
+        "SERVICE_SHUTDOWN_TIMEOUT_S",
+        "SERVICE_SIGNING_KEY",
+        "SERVICE_SSE_PING_S",
+        "SERVICE_SUBSCRIBER_BUFFER_BYTES",
+        "SERVICE_TLS_CERT",
+        "SERVICE_TLS_KEY",
+        "SERVICE_TRUSTED_PROXIES",
+        "SERVICE_WAL_CONNSTR",
+        "SERVICE_WAL_PUB",
+        "SERVICE_WAL_SLOT",
+        "SERVICE_WEBHOOK_DRAIN_S",
+        "SERVICE_WEBHOOK_SECRET",
+        "SERVICE_WEBHOOK_URL",
+        "SERVICE_WS_PING_S",
+    }
+)
+"""Every variable :func:`from_env` reads (docs/configuration.md lists them)."""
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 
@@ -281,6 +332,29 @@ def _previous_keys(raw: str) -> tuple[bytes, ...]:
         if key not in keys:
             keys.append(key)
     return tuple(keys)
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
+    """One warning per ``SERVICE_*`` name in ``env`` (in any case) that is no
+    setting, with the setting it most likely misspells: such a variable is
+    ignored, and a typo would otherwise leave its default in force unnoticed."""
+    # Compared without the prefix every name shares, which would make any
+    # two names look alike; "DATABASE_URL" stands for itself.
+    known = {name.removeprefix("SERVICE_"): name for name in VARIABLES}
+    warnings: list[str] = []
+    for name in sorted(env):
+        if name in VARIABLES or not name.upper().startswith("SERVICE_"):
+            continue
+        rest = name.upper().removeprefix("SERVICE_")
+        close = difflib.get_close_matches(rest, known, n=1, cutoff=0.75)
+        meant = known[close[0]] if close else _MEANT.get(rest)
+        hint = f" (did you mean {meant}?)" if meant else ""
+        warnings.append(f"{name} is not a syncd setting and is ignored{hint}")
+    return warnings
+
+
+_MEANT = {"PORT": "SERVICE_BIND", "HOST": "SERVICE_BIND", "ADDRESS": "SERVICE_BIND"}
+"""Settings other servers have that syncd spells another way."""
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:

@@ -17,13 +17,14 @@ import sys
 from collections.abc import Mapping
 
 from syncd.cli.command import Commands, add_command, fail, missing_extra
-from syncd.config import ConfigError, from_env
+from syncd.config import ConfigError, from_env, unknown_variables
 
 EPILOG = """\
 settings:
   syncd is configured only by environment variables, read once at start; an
   empty value counts as unset (except SERVICE_SIGNING_KEY, refused when
-  empty), and a bad one stops the start with one line naming it (exit 2).
+  empty), and a bad one stops the start with one line naming it (exit 2);
+  a SERVICE_* name that is no setting is ignored with a warning.
   The ones most deployments set:
 
     SERVICE_BIND          address to listen on (default 0.0.0.0:3000)
@@ -81,6 +82,8 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         except TlsError as exc:
             return fail("syncd", str(exc))
     configure_logging(settings.log_level)
+    for warning in unknown_variables(env):
+        logging.getLogger("syncd").warning("%s", warning)
     from syncd.http.parsers import resolve_parser_name
 
     try:
