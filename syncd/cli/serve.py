@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from syncd.cli.command import Commands, add_command, fail, missing_extra
 from syncd.config import ConfigError, from_env, unknown_variables
@@ -60,6 +62,22 @@ def configure_logging(level: str) -> None:
     )
 
 
+def data_dir_problem(path: Path, *, written: bool) -> str | None:
+    """Why ``SERVICE_DATA_DIR`` cannot serve, or None; creates it when missing
+    (as the server would). ``written``: the server writes there (the embedded
+    store, or an ``admin_token`` to make); with ``DATABASE_URL`` and
+    ``SERVICE_ADMIN_TOKEN`` it only reads, so a read-only one is fine."""
+    if path.exists() and not path.is_dir():
+        return f"{path} is not a directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create {path}: {exc.strerror or exc}"
+    if written and not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable by this user"
+    return None
+
+
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     try:
         settings = from_env(env)
@@ -90,6 +108,12 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         resolve_parser_name(settings.http_parser)
     except ValueError as exc:
         return fail("syncd", f"SERVICE_HTTP_PARSER: {exc}")
+    # Last of the checks: it creates the directory, which nothing refused
+    # before it should leave behind.
+    written = settings.database_url is None or settings.admin_token is None
+    problem = data_dir_problem(settings.data_dir, written=written)
+    if problem is not None:
+        return fail("syncd", f"SERVICE_DATA_DIR: {problem}")
     if settings.signing_key is None:
         logging.getLogger("syncd").warning(
             "SERVICE_SIGNING_KEY is unset: using a random key; every token dies with this process"
