@@ -131,6 +131,8 @@ VARIABLES: frozenset[str] = frozenset(
 )
 """Every variable :func:`from_env` reads (docs/configuration.md lists them)."""
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_HOST = re.compile(r"[A-Za-z0-9._-]+")
+"""A host name or IPv4 address (a space or a slash in it is a typo)."""
 
 
 class ConfigError(ValueError):
@@ -225,6 +227,9 @@ def parse_bind(value: str) -> tuple[str, int]:
             raise ValueError("expected host:port")
         if ":" in host:
             raise ValueError("an IPv6 host must be written in brackets: [::1]:3000")
+        if not _HOST.fullmatch(host):
+            hint = " (0.0.0.0 listens on every address)" if host == "*" else ""
+            raise ValueError(f"{host!r} is not a host name or address{hint}")
     if not (port_text.isascii() and port_text.isdigit()):
         raise ValueError(f"port {port_text!r} is not a number")
     port = int(port_text)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -83,6 +84,14 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         settings = from_env(env)
     except ConfigError as exc:
         return fail("syncd", str(exc))
+    try:
+        socket.getaddrinfo(
+            settings.host, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except (OSError, UnicodeError) as exc:
+        # What the bind would find after the store is opened, found first.
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return fail("syncd", f"SERVICE_BIND: cannot resolve {settings.host!r}: {reason}")
     if settings.database_url:
         try:
             import psycopg  # noqa: F401
