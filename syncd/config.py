@@ -358,6 +358,22 @@ def unknown_variables(env: Mapping[str, str]) -> list[str]:
     return warnings
 
 
+def ineffective_variables(env: Mapping[str, str]) -> list[str]:
+    """One warning per setting that is set but has no effect without another
+    one (a WAL stream without a database, a webhook secret without a webhook)."""
+    needs = (
+        ("SERVICE_WAL_CONNSTR", "DATABASE_URL", "there is no WAL stream without a database"),
+        ("SERVICE_WAL_SLOT", "SERVICE_WAL_CONNSTR", "it names the WAL stream's slot"),
+        ("SERVICE_WAL_PUB", "SERVICE_WAL_CONNSTR", "it names the WAL stream's publication"),
+        ("SERVICE_WEBHOOK_SECRET", "SERVICE_WEBHOOK_URL", "it signs the webhook's requests"),
+    )
+    warnings: list[str] = []
+    for name, needed, why in needs:
+        if env.get(name) and not env.get(needed):
+            warnings.append(f"{name} is set but ignored: {needed} is not ({why})")
+    return warnings
+
+
 _MEANT = {"PORT": "SERVICE_BIND", "HOST": "SERVICE_BIND", "ADDRESS": "SERVICE_BIND"}
 """Settings other servers have that syncd spells another way."""
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from syncd.cli.command import Commands, add_command, fail, missing_extra
-from syncd.config import ConfigError, from_env, unknown_variables
+from syncd.config import ConfigError, from_env, ineffective_variables, unknown_variables
 
 EPILOG = """\
 settings:
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         except TlsError as exc:
             return fail("syncd", str(exc))
     configure_logging(settings.log_level)
-    for warning in unknown_variables(env):
+    for warning in unknown_variables(env) + ineffective_variables(env):
         logging.getLogger("syncd").warning("%s", warning)
     from syncd.http.parsers import resolve_parser_name
 
