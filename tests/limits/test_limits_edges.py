@@ -20,8 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from syncd.crdt.engine import MAX_BATCH_OPS
-from syncd.http.handlers.crdts import MAX_LIST_LIMIT
+from syncd.crdt.engine import MAX_BATCH_OPS, MAX_LIST_LIMIT
 from syncd.http.parser import MAX_HEAD_BYTES, MAX_HEADERS
 from syncd.ws.session import MAX_INFLIGHT_OPS
 from tests.conftest import ADMIN, RunningServer, open_raw, read_response

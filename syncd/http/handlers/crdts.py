@@ -31,7 +31,6 @@ from syncd.http.router import Router
 from syncd.ids import check_crdt_id, check_namespace
 from syncd.service import CrdtService
 
-MAX_LIST_LIMIT: Final = 1000
 MAX_ROOT_NAME: Final = 256
 """A Yjs root type's name in ``?root=``: editors use short names (``default``, ``content``)."""
 READ_PARAMS: Final = ("at", "format", "root", "as")
