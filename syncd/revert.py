@@ -329,12 +329,22 @@ class RevertService:
         """A local store: apply the ops one at a time in this loop step and
         make them durable in one append (as a WebSocket read's run of ops is):
         no copy of the CRDT for a batch, one wait for the disk. Every op's
-        permission is checked before the first is applied; an op refused
-        after that (none should be: they were made for this state) leaves
+        permission, and the quotas for the run as one batch, are checked
+        before the first is applied; an op refused after that (none should
+        be: they were made for this state) leaves
         the ones before it applied, made durable, and raises."""
         service = self._service
         plan = service.engine.plan(ns, crdt_id, ops, most=len(ops))
         service.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        quotas = service.quotas
+        if quotas.on:
+            # The quotas, for the run as one batch, before the first op: each
+            # op is checked again as it is staged, and one refused part way
+            # (a later insert past SERVICE_MAX_CRDT_BYTES) would leave the ones
+            # before it applied and durable, and a repeat of the request
+            # answered as a duplicate of a revert never whole.
+            usage = service.store.usage_now(ns) if quotas.namespaces_on else None
+            quotas.check(plan, usage)
         records: list[Record] = []
         seq = applied = 0
         try:
