@@ -56,7 +56,7 @@ from syncd.yjs.channel import (
     update_of,
 )
 from syncd.yjs.connection import YjsSocket
-from syncd.yjs.protocol import Reader, sync_update
+from syncd.yjs.protocol import Reader, sync_update, var_string
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
@@ -86,9 +86,7 @@ unauthenticated socket must not hold a connection slot for long."""
 
 
 def _string(text: str) -> bytes:
-    encoder = Encoder()
-    encoder.write_var_string(text)
-    return encoder.to_bytes()
+    return var_string(text)
 
 
 def _uint(n: int) -> bytes:

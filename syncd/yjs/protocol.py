@@ -147,12 +147,19 @@ def awareness_message(update: bytes) -> bytes:
     return _message_part(MESSAGE_AWARENESS) + _message_part(update)
 
 
+def var_string(text: str) -> bytes:
+    """lib0's var-string: its length in UTF-8 bytes, then those bytes.
+    (pycrdt's ``Encoder.write_var_string`` writes the length in characters,
+    which a peer reads askew for any text outside ASCII.)"""
+    data = text.encode()
+    return _message_part(data)
+
+
 def permission_denied(reason: str) -> bytes:
     encoder = Encoder()
     encoder.write_var_uint(MESSAGE_AUTH)
     encoder.write_var_uint(AUTH_PERMISSION_DENIED)
-    encoder.write_var_string(reason)
-    return encoder.to_bytes()
+    return encoder.to_bytes() + var_string(reason)
 
 
 MAX_VAR_UINT: Final = 2**53 - 1
