@@ -48,7 +48,9 @@ a repeat answers as the first did.
 The state the ops are computed on is the one at the window's last seq: the
 CRDT in memory when nothing has been applied since the read (the common
 case), else the base with the window replayed on it. Ops applied after that
-are, to the revert, concurrent edits.
+are, to the revert, concurrent edits; but the reverts of one CRDT run one
+after the other on this node (:meth:`RevertService._one_at_a_time`), so a
+revert sent twice at once takes the ops back once.
 
 Where the retained history does not reach back to ``since_seq``, the answer
 is 410 ``history_expired`` (with ``oldest``), as for reads at a seq.
@@ -59,7 +61,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.types import crdt_class
@@ -199,6 +201,9 @@ class RevertService:
         self._store = store
         self._service = service
         self._history = history
+        self._running: dict[tuple[str, str], tuple[asyncio.Lock, list[None]]] = {}
+        """A lock per CRDT with a revert running or waiting (and who holds or
+        waits for it), so that its reverts run one after the other."""
 
     async def _entry(self, ns: str, crdt_id: str) -> Entry:
         entry = await self._service.ensure(ns, crdt_id)
@@ -228,8 +233,33 @@ class RevertService:
         source: str,
     ) -> dict[str, Any]:
         """Take back ``writer``'s ops from ``since`` to ``until`` (see the module docstring)."""
-        with _gc_paused():
-            return await self._revert(ns, crdt_id, writer, since, until, principal, op_id, source)
+        async with self._one_at_a_time(ns, crdt_id):
+            with _gc_paused():
+                return await self._revert(
+                    ns, crdt_id, writer, since, until, principal, op_id, source
+                )
+
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, ns: str, crdt_id: str) -> AsyncIterator[None]:
+        """The reverts of one CRDT one after the other: a revert's window is
+        read once the ops before it are durable, so one that starts after
+        another has ended finds its ops (and leaves what it took back, or
+        answers a duplicate of its op_id). Run at once, the same revert sent
+        twice (a client's retry) read its window before the first's ops were
+        there, and took the writer's ops back twice."""
+        key = (ns, crdt_id)
+        held = self._running.get(key)
+        if held is None:
+            held = self._running[key] = (asyncio.Lock(), [])
+        lock, users = held
+        users.append(None)
+        try:
+            async with lock:
+                yield
+        finally:
+            users.pop()
+            if not users:
+                del self._running[key]
 
     async def _revert(
         self,
