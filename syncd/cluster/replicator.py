@@ -97,9 +97,16 @@ from syncd.cluster.wal import (
 from syncd.crdt.engine import GapError
 from syncd.errors import unavailable
 from syncd.store.base import Record
-from syncd.store.pg_pool import PgConn
+from syncd.store.pg_pool import PgConn, abort_after
 from syncd.store.pg_start import DatabaseSetupError, keep_trying
-from syncd.store.postgres import NETWORK_ERRORS, Key, PostgresStore, Row, RowReader
+from syncd.store.postgres import (
+    ABORT_GRACE_S,
+    NETWORK_ERRORS,
+    Key,
+    PostgresStore,
+    Row,
+    RowReader,
+)
 
 __all__ = [
     "PROBE_INTERVAL_S",
@@ -710,11 +717,12 @@ class Replicator:
         if self._closed:
             raise RuntimeError("the replicator is closed")
         try:
-            async with asyncio.timeout(PROBE_TIMEOUT_S):
+            async with asyncio.timeout(PROBE_TIMEOUT_S + ABORT_GRACE_S):
                 conn = self._speaking
                 if conn is None or conn.closed:
                     conn = self._speaking = await self._store.pool.connect()
-                await conn.execute(_NOTIFY_MANY, (self.channel, list(payloads)))
+                async with abort_after(conn, PROBE_TIMEOUT_S):
+                    await conn.execute(_NOTIFY_MANY, (self.channel, list(payloads)))
         except Exception:
             conn, self._speaking = self._speaking, None
             if conn is not None:
@@ -788,7 +796,13 @@ class Replicator:
     async def _probe(self, conn: PgConn) -> None:
         # On the listener's connection (its reader paused meanwhile): a busy
         # pool must not look like an unreachable server.
-        async with asyncio.timeout(PROBE_TIMEOUT_S):
+        # Past the timeout the connection is shut down, not the probe cancelled:
+        # psycopg answers a cancellation with a cancel request and a wait for
+        # the results (10 s more on a silent network, the node ready meanwhile).
+        async with (
+            asyncio.timeout(PROBE_TIMEOUT_S + ABORT_GRACE_S),
+            abort_after(conn, PROBE_TIMEOUT_S),
+        ):
             await self._store.newest_gid(conn)
 
     def request_catch_up(self) -> None:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 from collections.abc import AsyncIterator
 from typing import Final
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool, PoolClosed
@@ -40,9 +43,39 @@ a minute after the server was back: the node's listener reconnected and
 reported ready while every op waited for a connection and answered 503.
 Given up after this, an attempt starts with the next checkout, at once."""
 
-CHECK_TIMEOUT_S: Final = 5.0
-"""The longest a check of the idle connections may take (one that hangs on a
-silent network is given up)."""
+CHECK_WAIT_S: Final = 0.2
+"""The longest a caller waits for a check of the idle connections: a few ms
+when the server answers or has closed them (the connections being checked
+are out of the pool meanwhile, so no other caller gets a dead one). On a
+silent network the check goes on in the background until the connections
+answer or fail. It is not cancelled: psycopg answers the cancellation of a
+statement with a cancel request and a wait for its results, so a check
+under ``asyncio.timeout`` outlived its timeout by minutes (measured: over
+two, on a relay that held every byte), and the request behind it with it."""
+
+
+@contextlib.asynccontextmanager
+async def abort_after(conn: PgConn, seconds: float) -> AsyncIterator[None]:
+    """Past ``seconds``, shut ``conn``'s socket down: what waits on it fails at
+    once (``OperationalError``; the connection is broken, and the pool drops
+    it). A cancellation is no such bound on a silent network: psycopg answers
+    one by sending a cancel request and waiting for the statement's results,
+    5 s each, before it lets the cancelled task go."""
+    handle = asyncio.get_running_loop().call_later(seconds, _shut_down, conn)
+    try:
+        yield
+    finally:
+        handle.cancel()
+
+
+def _shut_down(conn: PgConn) -> None:
+    with contextlib.suppress(OSError, psycopg.Error):
+        fd = conn.pgconn.socket
+        sock = socket.socket(fileno=os.dup(fd))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
 
 
 class PgPool:
@@ -69,6 +102,7 @@ class PgPool:
         )
         self._opened = False
         self._closed = False
+        self._checking: asyncio.Task[None] | None = None
 
     async def connect(self) -> PgConn:
         """A new connection outside the pool (the listener's, a migration's)."""
@@ -104,16 +138,29 @@ class PgPool:
                 await self._check()
 
     async def _check(self) -> None:
+        """Check the idle connections (one check at a time), waiting at most
+        CHECK_WAIT_S for it; it is never cancelled part way (see there)."""
+        if not self._opened or self._closed:
+            return
+        task = self._checking
+        if task is None or task.done():
+            task = self._checking = asyncio.get_running_loop().create_task(self._run_check())
+        await asyncio.wait([task], timeout=CHECK_WAIT_S)
+
+    async def _run_check(self) -> None:
         with contextlib.suppress(Exception):
-            async with asyncio.timeout(CHECK_TIMEOUT_S):
-                await self._pool.check()
+            await self._pool.check()
 
     async def reset(self) -> None:
         """After the server restarted: check the idle connections, drop the dead ones."""
-        if self._opened and not self._closed:
-            await self._pool.check()
+        await self._check()
 
     async def close(self) -> None:
         self._closed = True
+        task = self._checking
+        if task is not None:
+            task.cancel()  # the pool closes its connections anyway
+            with contextlib.suppress(BaseException):
+                await task
         if self._opened:
             await self._pool.close()

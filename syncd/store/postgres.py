@@ -115,11 +115,12 @@ from syncd.store.base import (
     attribution,
 )
 from syncd.store.history_index import DEFAULT_RETENTION, Retention
-from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool
+from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool, abort_after
 from syncd.store.pg_schema import SchemaTooNewError, current_schema, migrate
 from syncd.store.pg_start import DatabaseSetupError, keep_trying
 
 __all__ = [
+    "ABORT_GRACE_S",
     "CHANNEL_MAX_BYTES",
     "COMMIT_TIMEOUT_S",
     "GATHER_WAIT_S",
@@ -161,7 +162,14 @@ OPS_SINCE_MAX: Final = 10_000
 
 COMMIT_TIMEOUT_S: Final = 10.0
 """The longest a batch may take (waiting for another node's row locks
-included) before it is abandoned and its requests answered 503."""
+included) before it is abandoned and its requests answered 503. Its
+connection is then shut down (``pg_pool.abort_after``), not its task
+cancelled: psycopg answers a cancellation with a cancel request and a wait
+for the results, which on a silent network took 10 s more."""
+
+ABORT_GRACE_S: Final = 1.0
+"""How long past its deadline a transaction whose connection was shut down
+may take to notice before its task is cancelled too."""
 
 STALLED_PEER_S: Final = 5.0
 """How long a session that holds a row lock this node waits for may itself
@@ -642,7 +650,7 @@ class PostgresStore:
             ' AND id COLLATE "C" >= %s ORDER BY id COLLATE "C" LIMIT %s'
         )
         try:
-            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+            async with self._connection() as conn:
                 cur = await conn.execute(query, (ns, after or "", prefix, limit))
                 rows = await cur.fetchall()
         except NETWORK_ERRORS:
@@ -691,7 +699,7 @@ class PostgresStore:
 
     async def _read_usage(self, ns: str) -> Usage:
         try:
-            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+            async with self._connection() as conn:
                 cur = await conn.execute(
                     "SELECT count(*), coalesce(sum(bytes) FILTER (WHERE bytes >= 0), 0),"
                     " count(*) FILTER (WHERE bytes < 0)"
@@ -753,7 +761,7 @@ class PostgresStore:
     ) -> tuple[list[Record], int]:
         key = (ns, crdt_id, epoch)
         try:
-            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+            async with self._connection() as conn:
                 cur = await conn.execute(
                     "SELECT record FROM ops WHERE ns = %s AND id = %s AND epoch = %s"
                     " AND seq < %s ORDER BY seq DESC LIMIT %s",
@@ -771,7 +779,7 @@ class PostgresStore:
     ) -> tuple[Retained, int]:
         key = (ns, crdt_id, epoch)
         try:
-            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+            async with self._connection() as conn:
                 oldest = await self._oldest(conn, key, latest)
                 cur = await conn.execute(
                     "SELECT seq, writer, tag, record FROM ops WHERE ns = %s AND id = %s"
@@ -804,7 +812,7 @@ class PostgresStore:
     ) -> tuple[dict[str, Any] | None, list[Record]]:
         key = (ns, crdt_id, epoch)
         try:
-            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+            async with self._connection() as conn:
                 cur = await conn.execute(
                     "SELECT seq, entry FROM checkpoints WHERE ns = %s AND id = %s"
                     " AND epoch = %s AND seq <= %s ORDER BY seq DESC LIMIT 1",
@@ -866,7 +874,7 @@ class PostgresStore:
         if not self.ready:
             return None
         try:
-            async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+            async with self._connection() as conn:
                 cur = await conn.execute(
                     _OPS_AFTER + " LIMIT %s", (ns, crdt_id, epoch, since, OPS_SINCE_MAX + 1)
                 )
@@ -961,19 +969,27 @@ class PostgresStore:
     async def _commit_batch(self, batch: list[_Write], keys: list[Key]) -> None:
         follower = self.follower
         assert follower is not None
+        loop = asyncio.get_running_loop()
         async with self.locks.hold_all(keys):
             optimistic = not any(follower.contended(key) for key in keys)
             retried = False
+            # One bound for the batch, whatever it does again (a conflict, a
+            # dead pooled connection): its callers get an answer by then.
+            deadline = loop.time() + self.commit_timeout
             while True:
                 # The rows as they were when apply() ran: what subscribers have seen.
                 applied: dict[Key, Row | None] = {}
                 if not self.ready:
                     self._answer_all(batch, StoreUnavailable("the database is unavailable"))
                     return
+                left = deadline - loop.time()
                 try:
+                    if left <= 0:
+                        raise TimeoutError("the batch's time is up")
                     async with (
-                        asyncio.timeout(self.commit_timeout),
+                        asyncio.timeout(left + ABORT_GRACE_S),
                         self.pool.connection() as conn,
+                        abort_after(conn, left),
                         self._ending_stalled_holders(conn),
                     ):
                         await self._commit_on(conn, keys, batch, applied, optimistic=optimistic)
@@ -992,7 +1008,12 @@ class PostgresStore:
                     follower.conflicted()
                     optimistic = False
                 except Exception as exc:
-                    if not retried and not applied and isinstance(exc, NETWORK_ERRORS):
+                    if (
+                        not retried
+                        and not applied
+                        and isinstance(exc, NETWORK_ERRORS)
+                        and loop.time() < deadline
+                    ):
                         # Dead pooled connections (the server restarted): nothing
                         # was applied, so try again on a fresh one.
                         retried = True
@@ -1000,6 +1021,17 @@ class PostgresStore:
                         continue
                     self._failed(batch, applied, exc)
                     return
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[PgConn]:
+        """A pooled connection for at most ``commit_timeout``: its socket is shut
+        down then (``abort_after``), so a silent server costs no more than that."""
+        async with (
+            asyncio.timeout(self.commit_timeout + ABORT_GRACE_S),
+            self.pool.connection() as conn,
+            abort_after(conn, self.commit_timeout),
+        ):
+            yield conn
 
     @contextlib.asynccontextmanager
     async def _ending_stalled_holders(self, conn: PgConn) -> AsyncIterator[None]:
@@ -1340,8 +1372,7 @@ class PostgresStore:
                 raise StoreUnavailable("the database is unavailable")
             try:
                 async with (
-                    asyncio.timeout(self.commit_timeout),
-                    self.pool.connection() as conn,
+                    self._connection() as conn,
                     self._ending_stalled_holders(conn),
                 ):
                     ended: str | None = None
@@ -1387,11 +1418,7 @@ class PostgresStore:
         self, key: Key, then: Callable[[RowReader, Row | None], Awaitable[None]]
     ) -> None:
         """Read one CRDT's row consistently (repeatable read) and hand it to ``then``."""
-        async with (
-            asyncio.timeout(self.commit_timeout),
-            self.pool.connection() as conn,
-            conn.transaction(),
-        ):
+        async with self._connection() as conn, conn.transaction():
             await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             cur = await conn.execute(_READ_ROW, key)
             found = await cur.fetchone()
@@ -1399,7 +1426,7 @@ class PostgresStore:
 
     async def read_rows(self) -> list[tuple[Key, Row]]:
         """Every CRDT's row (for a catch-up)."""
-        async with asyncio.timeout(self.commit_timeout), self.pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute("SELECT ns, id, epoch, seq, deleted FROM crdts")
             return [((ns, i), Row(e, s, d)) for ns, i, e, s, d in await cur.fetchall()]
 
