@@ -997,9 +997,13 @@ class PostgresStore:
                 except asyncio.CancelledError as exc:
                     self._failed(batch, applied, exc)
                     raise
-                except _CONFLICTS:
+                except _CONFLICTS as exc:
                     if not optimistic:
-                        raise
+                        # Under the row locks no other node moves them: a
+                        # refusal like any other (raised, it left every
+                        # request of the batch without an answer).
+                        self._failed(batch, applied, exc)
+                        return
                     # Another node moved a row: undo (the engine reads these
                     # CRDTs back, quietly up to what subscribers saw) and do
                     # the batch again, waiting for the locks this time.
