@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from syncd.auth.authenticator import DEFAULT_RATE_LIMIT
 from syncd.crdt.engine import OP_ID_WINDOW as DEFAULT_OP_ID_WINDOW
@@ -378,6 +379,52 @@ _MEANT = {"PORT": "SERVICE_BIND", "HOST": "SERVICE_BIND", "ADDRESS": "SERVICE_BI
 """Settings other servers have that syncd spells another way."""
 
 
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(:[1-9][0-9]{0,4})?")
+"""An origin as a browser sends it in ``Origin``: lowercase scheme and host,
+a port only when not the scheme's default, nothing after."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origins(raw: str) -> tuple[str, ...]:
+    """``SERVICE_CORS_ORIGINS``: comma-separated origins (spaces and empty
+    items ignored), ``*`` or ``null``. Each is compared with the ``Origin``
+    header as is, so one written otherwise than a browser sends it (a
+    trailing slash or a path, capitals, a default port) would never match:
+    refused, with the form to write."""
+    name = "SERVICE_CORS_ORIGINS"
+    origins: list[str] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item or item in origins:
+            continue
+        if item in ("*", "null") or (_ORIGIN.fullmatch(item) and _port_is_kept(item)):
+            origins.append(item)
+            continue
+        try:
+            url = urlsplit(item)
+            scheme, host, port = url.scheme.lower(), url.hostname, url.port
+        except ValueError:  # a port out of range, a bracket left open
+            scheme, host, port = "", None, None
+        if not scheme or not host or "://" not in item or port == 0:
+            raise ConfigError(name, f"{item!r} is not an origin: write scheme://host[:port]")
+        shown = f"[{host}]" if ":" in host else host
+        keep = port is not None and port != _DEFAULT_PORTS.get(scheme)
+        written = f"{scheme}://{shown}" + (f":{port}" if keep else "")
+        raise ConfigError(
+            name,
+            f"{item!r} never matches an Origin header; write {written!r}"
+            " (no path or trailing slash, lowercase, no default port)",
+        )
+    return tuple(origins)
+
+
+def _port_is_kept(origin: str) -> bool:
+    """Whether a browser writes the origin's port as given: none, or one in
+    range that is not its scheme's default."""
+    scheme, _, rest = origin.partition("://")
+    port = "" if rest.endswith("]") else rest.rpartition(":")[2] if ":" in rest else ""
+    return not port or (int(port) <= 65535 and int(port) != _DEFAULT_PORTS.get(scheme))
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     bind = env.get("SERVICE_BIND") or DEFAULT_BIND
@@ -434,7 +481,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         raise ConfigError(
             "SERVICE_LOG_LEVEL", f"{log_level!r} is not one of {', '.join(LOG_LEVELS)}"
         )
-    cors = tuple(o.strip() for o in (env.get("SERVICE_CORS_ORIGINS") or "").split(",") if o.strip())
+    cors = _origins(env.get("SERVICE_CORS_ORIGINS") or "")
     try:
         trusted_proxies = parse_networks(env.get("SERVICE_TRUSTED_PROXIES") or "")
     except ValueError as exc:
