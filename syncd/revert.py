@@ -64,6 +64,7 @@ import gc
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from syncd.crdt.base import OpContext
 from syncd.crdt.types import crdt_class
 from syncd.crdt.window import BaseNeeded, Window
 from syncd.errors import ApiError, bad_request, history_expired, not_found, not_revertible
@@ -187,6 +188,29 @@ def _gc_resume() -> None:
     _gc_pauses -= 1
     if _gc_pauses == 0:
         gc.enable()
+
+
+def _applicable(
+    entry: Entry, ops: list[dict[str, Any]], client_id: int, now_ms: int
+) -> list[dict[str, Any]]:
+    """Those of ``ops`` that apply in turn to the CRDT as it is now, tried on
+    a copy. The ops of a revert are computed on the state at its window's
+    last seq; when ops were applied after that (while the window was read)
+    one may no longer apply: a tree's move of a node that another writer
+    deleted meanwhile is refused. Staged as they came, the ops before it
+    were applied and made durable and the revert answered 400, part of it
+    done (and a repeat with its op_id answered a duplicate). A refused op
+    meets a concurrent op that wins over it, as it would at a replica: it is
+    left out, and the others applied."""
+    trial = entry.crdt.clone()
+    kept: list[dict[str, Any]] = []
+    for op in ops:
+        try:
+            trial.apply_op(op, OpContext(client_id, now_ms, entry.seq + len(kept) + 1))
+        except ApiError:
+            continue
+        kept.append(op)
+    return kept
 
 
 def _too_long(start: int) -> ApiError:
@@ -323,6 +347,10 @@ class RevertService:
             base = (await self._history.base_at(ns, crdt_id, start - 1))[1]
             entry = await self._same_life(ns, crdt_id, epoch)
             ops = self._ops(entry.crdt if entry.seq == last else None, window, base)
+        if entry.seq != last and self._service.stages:
+            # Computed on the state at the window's end, and met by ops applied
+            # since (a tree's node deleted meanwhile): keep the ones that apply.
+            ops = _applicable(entry, ops, principal.client_id, self._service.engine.now_ms())
         if not ops:
             answer["seq"] = entry.seq
             return answer
