@@ -287,13 +287,13 @@ def _float(
         raise ConfigError(name, f"{raw!r} is not a number") from None
     # Written so that nan fails both: it compares false with everything.
     if zero and not value >= 0:
-        raise ConfigError(name, f"must be 0 or positive, got {raw}")
+        raise ConfigError(name, f"must be 0 or positive, got {raw.strip()}")
     if not zero and not value > 0:
-        raise ConfigError(name, f"must be positive, got {raw}")
+        raise ConfigError(name, f"must be positive, got {raw.strip()}")
     # ``float()`` takes "inf" and "1e999": an infinite timeout or budget is no
     # limit at all, which no setting here is meant to allow.
     if not value <= maximum:
-        raise ConfigError(name, f"must be at most {maximum:g}, got {raw}")
+        raise ConfigError(name, f"must be at most {maximum:.15g}, got {raw.strip()}")
     return value
 
 
