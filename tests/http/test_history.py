@@ -229,6 +229,7 @@ async def test_restore_fans_out_like_any_write(server: RunningServer) -> None:
                 raise AssertionError("stream ended")
 
             assert (await asyncio.wait_for(next_data(), 5))["kind"] == "snapshot"
+            assert (await asyncio.wait_for(next_data(), 5))["kind"] == "synced"  # the start's end
             r = await client.post(f"{BASE}/pn:c/restore", json={"seq": 1}, headers=h)
             assert r.status_code == 200
             delta = await asyncio.wait_for(next_data(), 5)

@@ -288,6 +288,7 @@ async def test_a_revert_fans_out_like_any_write(server: RunningServer) -> None:
                 raise AssertionError("stream ended")
 
             assert (await asyncio.wait_for(next_data(), 5))["kind"] == "snapshot"
+            assert (await asyncio.wait_for(next_data(), 5))["kind"] == "synced"  # the start's end
             r = await revert(client, h, "pn:c", {"origin": "agent:x"})
             assert r.status_code == 200
             delta = await asyncio.wait_for(next_data(), 5)
