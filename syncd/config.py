@@ -425,6 +425,17 @@ def _port_is_kept(origin: str) -> bool:
     return not port or (int(port) <= 65535 and int(port) != _DEFAULT_PORTS.get(scheme))
 
 
+def _data_dir(env: Mapping[str, str]) -> Path:
+    """``SERVICE_DATA_DIR``. Spaces around it are refused, not taken: with an
+    env file's stray space before ``/var/lib/syncd`` the path is relative, and
+    the server would keep its data in ``./ /var/lib/syncd`` without a word."""
+    raw = env.get("SERVICE_DATA_DIR") or "./data"
+    if raw != raw.strip():
+        problem = "is blank" if not raw.strip() else "has spaces or line breaks around it"
+        raise ConfigError("SERVICE_DATA_DIR", f"{raw!r} {problem}: remove them or unset it")
+    return Path(raw)
+
+
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if env is None else env
     bind = env.get("SERVICE_BIND") or DEFAULT_BIND
@@ -500,7 +511,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         host=host,
         port=port,
-        data_dir=Path(env.get("SERVICE_DATA_DIR") or "./data"),
+        data_dir=_data_dir(env),
         signing_key=signing_key,
         previous_signing_keys=previous_signing_keys,
         webhook_url=webhook_url,
