@@ -456,9 +456,14 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         )
     if raw_key is not None:
         if not _HEX64.fullmatch(raw_key):
-            raise ConfigError(
-                "SERVICE_SIGNING_KEY", "must be 64 hex characters (a 32-byte ed25519 seed)"
-            )
+            # Never the value (a secret), but what is wrong with it.
+            if raw_key != raw_key.strip() and _HEX64.fullmatch(raw_key.strip()):
+                problem = "has spaces or line breaks around its 64 hex characters: remove them"
+            elif len(raw_key) != 64:
+                problem = f"must be 64 hex characters (a 32-byte ed25519 seed), not {len(raw_key)}"
+            else:
+                problem = "must be 64 hex characters (a 32-byte ed25519 seed): it holds others"
+            raise ConfigError("SERVICE_SIGNING_KEY", problem)
         signing_key = bytes.fromhex(raw_key)
     previous_signing_keys = _previous_keys(env.get("SERVICE_PREVIOUS_SIGNING_KEYS") or "")
 
