@@ -94,12 +94,23 @@ class HistoryService:
             "next": after,
         }
 
-    async def state_at(self, ns: str, crdt_id: str, seq: int) -> tuple[Entry, Crdt]:
-        """The CRDT right after op ``seq`` of its current life (a new object)."""
+    async def state_at(
+        self, ns: str, crdt_id: str, seq: int, field: str = "at"
+    ) -> tuple[Entry, Crdt]:
+        """The CRDT right after op ``seq`` of its current life (a new object).
+        Of its durable ops only: memory also holds the ops on their way to the
+        disk, and a read of the newest seq answered from it at once showed
+        one whose write could still fail (then gone, answered 503); this
+        waits for them, as a read does (:meth:`durable`)."""
         entry = await self._entry(ns, crdt_id)
         if seq > entry.seq:
-            raise bad_request(f"at: seq {seq} is in the future (the CRDT is at seq {entry.seq})")
-        if seq == entry.seq:
+            raise bad_request(
+                f"{field}: seq {seq} is in the future (the CRDT is at seq {entry.seq})"
+            )
+        entry, _, latest = await self.durable(ns, crdt_id)
+        if seq > latest:  # its write failed: the CRDT was rebuilt without it
+            raise bad_request(f"{field}: seq {seq} is in the future (the CRDT is at seq {latest})")
+        if seq == entry.seq:  # nothing applied past it in memory
             return entry, entry.crdt.clone()
         _, base = await self.base_at(ns, crdt_id, seq)
         return entry, base.crdt()
@@ -172,7 +183,7 @@ class HistoryService:
         answered = repeated(entry, op_id, seq)
         if answered is not None:
             return answered
-        read, target = await self.state_at(ns, crdt_id, seq)
+        read, target = await self.state_at(ns, crdt_id, seq, "seq")
         entry = await self._entry(ns, crdt_id)  # the current one, after the wait
         if entry.epoch != read.epoch:
             # Deleted (and perhaps created again) while the past was read: that
