@@ -42,7 +42,7 @@ from syncd.crdt.rga import revert
 from syncd.crdt.rga.ids import IdRuns, format_id, parse_id, parse_ids, rle_ids
 from syncd.crdt.rga.sequence import MAX_COUNTER, Origin, RunSeq
 from syncd.crdt.rga.wire import insert_delta, ranges_of, state_run
-from syncd.crdt.validate import check_fields, check_json, op_fields
+from syncd.crdt.validate import check_fields, check_json, op_fields, shown_json
 from syncd.errors import invalid_op
 
 INSERT_FIELDS = op_fields("index", "after", "text", "values")
@@ -295,7 +295,12 @@ class Rga:
         insert anew what was visible then and is deleted now, each run of such
         elements as one insert right after the element before it (deleted
         elements keep no content here, so the values come from the target).
-        Both sequences share one order, so the visible result is the target's."""
+        Both sequences share one order, so the visible result is the target's.
+        No ops when this sequence already reads as the target (the same values,
+        as a read shows them, under other ids: text a revert brought back):
+        a restore applies nothing when the value equals the one then."""
+        if shown_json(self.view(0)["value"]) == shown_json(target.view(0)["value"]):
+            return []
         then: dict[tuple[int, int], Any] = {}
         for run in target._seq.runs():
             if run.vis:
