@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Collection
 from typing import Any
@@ -138,6 +139,11 @@ def parse_json(data: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     except RecursionError:
         raise bad_request(f"JSON nesting deeper than {max_depth}") from None
     except (ValueError, UnicodeDecodeError) as exc:
+        if isinstance(exc, ValueError) and "int_max_str_digits" in str(exc):
+            # Python's own guard against quadratic int parsing; its message
+            # names an interpreter setting, which means nothing to a client.
+            limit = sys.get_int_max_str_digits()
+            raise bad_request(f"malformed JSON: a number has more than {limit} digits") from None
         raise bad_request(f"malformed JSON: {exc}") from None
     if b"\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None and _has_lone_surrogate(value):
         raise bad_request("malformed JSON: a string holds an unpaired surrogate (\\ud800-\\udfff)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 import tracemalloc
 
 import httpx
@@ -74,6 +75,25 @@ async def test_unpaired_surrogate_escapes_are_malformed_json(server: RunningServ
         assert r.status_code == 200, r.text
         r = await client.get("/v1/namespaces/app/crdts/or:ok", headers=headers)
         assert r.json()["value"] == ["\U0001f600 \u00e9"]
+
+
+async def test_a_number_of_too_many_digits_is_named_as_such(server: RunningServer) -> None:
+    """Python refuses to parse an integer of more than ``sys.get_int_max_str_digits()``
+    digits (4300 by default); the 400 said so in the interpreter's words
+    ("use sys.set_int_max_str_digits()"), which mean nothing to a client."""
+    digits = sys.get_int_max_str_digits()
+    headers = {"authorization": f"Bearer {ADMIN}", "content-type": "application/json"}
+    async with httpx.AsyncClient(base_url=server.url) as client:
+        for size in (digits + 1, digits * 3):
+            body = b'{"op":"set","value":' + b"7" * size + b"}"
+            r = await client.post(
+                "/v1/namespaces/app/crdts/lw:n/ops", content=body, headers=headers
+            )
+            assert r.status_code == 400, r.text
+            assert r.json() == {
+                "error": "bad_request",
+                "message": f"malformed JSON: a number has more than {digits} digits",
+            }, r.json()
 
 
 def test_a_body_of_tiny_chunks_costs_about_its_size(http_parser: str) -> None:
