@@ -12,6 +12,7 @@ before it binds, and ends the same way (:mod:`syncd.store.pg_start`).
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import socket
@@ -63,6 +64,35 @@ def configure_logging(level: str) -> None:
     )
 
 
+def bind_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port``, or None: a host that
+    does not resolve, an address in use or not on this machine. The server's
+    bind would find them after the store is opened (an exit 1 and a bare OS
+    error); found first, they are one line naming SERVICE_BIND. Each address
+    is bound and let go at once, as the server will bind it (SO_REUSEADDR,
+    IPv6 sockets IPv6 only)."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return f"cannot resolve {host!r}: {reason}"
+    for family, kind, proto, _, address in addresses:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+        except OSError as exc:
+            if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
+                continue  # EACCES, say: the server's own bind reports it
+            shown = (
+                f"[{address[0]}]:{port}" if family == socket.AF_INET6 else f"{address[0]}:{port}"
+            )
+            return f"cannot listen on {shown}: {exc.strerror}"
+    return None
+
+
 def data_dir_problem(path: Path, *, written: bool) -> str | None:
     """Why ``SERVICE_DATA_DIR`` cannot serve, or None; creates it when missing
     (as the server would). ``written``: the server writes there (the embedded
@@ -84,14 +114,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         settings = from_env(env)
     except ConfigError as exc:
         return fail("syncd", str(exc))
-    try:
-        socket.getaddrinfo(
-            settings.host, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-    except (OSError, UnicodeError) as exc:
-        # What the bind would find after the store is opened, found first.
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        return fail("syncd", f"SERVICE_BIND: cannot resolve {settings.host!r}: {reason}")
+    problem = bind_problem(settings.host, settings.port)
+    if problem is not None:
+        return fail("syncd", f"SERVICE_BIND: {problem}")
     if settings.database_url:
         try:
             import psycopg  # noqa: F401

@@ -6,6 +6,7 @@ line naming SERVICE_BIND and exit 2, before anything is opened."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,20 @@ def test_host_names_and_addresses_are_taken(bind: str) -> None:
 def test_a_bad_host_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="SERVICE_BIND"):
         from_env({"SERVICE_BIND": "a/b:80"})
+
+
+def test_an_address_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = one_line(tmp_path / "data", f"127.0.0.1:{port}")
+    assert line == f"syncd: SERVICE_BIND: cannot listen on 127.0.0.1:{port}: Address already in use"
+
+
+def test_an_address_not_on_this_machine_is_one_line(tmp_path: Path) -> None:
+    line = one_line(tmp_path / "data", "192.0.2.1:3000")  # TEST-NET-1: no host has it
+    assert (
+        line
+        == "syncd: SERVICE_BIND: cannot listen on 192.0.2.1:3000: Cannot assign requested address"
+    )
