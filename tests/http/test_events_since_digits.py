@@ -38,4 +38,8 @@ async def test_a_since_of_max_seq_digits_is_taken_one_more_digit_is_400(
         sse.writer.close()
         r = await client.get(f"{PATH}?since={'2'.zfill(MAX_SEQ_DIGITS + 1)}")
         assert r.status_code == 400 and r.json()["error"] == "bad_request"
-        assert r.json()["message"].startswith("since")
+        assert r.json()["message"] == (
+            f"since: an integer of at most {MAX_SEQ_DIGITS} digits is required"
+        ), r.json()
+        r = await client.get(f"{PATH}?since=-1")
+        assert r.status_code == 400 and r.json()["message"].startswith("since: an integer")

@@ -390,7 +390,9 @@ def register(
             if not (
                 since_text.isascii() and since_text.isdigit() and len(since_text) <= MAX_SEQ_DIGITS
             ):
-                raise bad_request("since must be a non-negative integer")
+                raise bad_request(
+                    f"since: an integer of at most {MAX_SEQ_DIGITS} digits is required"
+                )
             since = int(since_text)
         epoch = query.get("epoch")
         subscriber = SseSubscriber(
