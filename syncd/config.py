@@ -425,15 +425,19 @@ def _port_is_kept(origin: str) -> bool:
     return not port or (int(port) <= 65535 and int(port) != _DEFAULT_PORTS.get(scheme))
 
 
-def _data_dir(env: Mapping[str, str]) -> Path:
-    """``SERVICE_DATA_DIR``. Spaces around it are refused, not taken: with an
-    env file's stray space before ``/var/lib/syncd`` the path is relative, and
-    the server would keep its data in ``./ /var/lib/syncd`` without a word."""
-    raw = env.get("SERVICE_DATA_DIR") or "./data"
+def _path(env: Mapping[str, str], name: str) -> str | None:
+    """A path setting (None: unset). Spaces around it are refused, not taken:
+    with an env file's stray space before ``/var/lib/syncd`` the path is
+    relative, and the server would keep its data in ``./ /var/lib/syncd``
+    without a word (a TLS file would be "not a readable file", the space
+    unseen in the message)."""
+    raw = env.get(name)
+    if not raw:
+        return None
     if raw != raw.strip():
         problem = "is blank" if not raw.strip() else "has spaces or line breaks around it"
-        raise ConfigError("SERVICE_DATA_DIR", f"{raw!r} {problem}: remove them or unset it")
-    return Path(raw)
+        raise ConfigError(name, f"{raw!r} {problem}: remove them or unset it")
+    return raw
 
 
 def from_env(env: Mapping[str, str] | None = None) -> Settings:
@@ -502,7 +506,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         trusted_proxies = parse_networks(env.get("SERVICE_TRUSTED_PROXIES") or "")
     except ValueError as exc:
         raise ConfigError("SERVICE_TRUSTED_PROXIES", str(exc)) from None
-    tls_cert, tls_key = _opt(env, "SERVICE_TLS_CERT"), _opt(env, "SERVICE_TLS_KEY")
+    tls_cert, tls_key = _path(env, "SERVICE_TLS_CERT"), _path(env, "SERVICE_TLS_KEY")
     if (tls_cert is None) != (tls_key is None):
         missing = "SERVICE_TLS_KEY" if tls_key is None else "SERVICE_TLS_CERT"
         raise ConfigError(missing, "must be set too: TLS needs both the certificate and the key")
@@ -516,7 +520,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         host=host,
         port=port,
-        data_dir=_data_dir(env),
+        data_dir=Path(_path(env, "SERVICE_DATA_DIR") or "./data"),
         signing_key=signing_key,
         previous_signing_keys=previous_signing_keys,
         webhook_url=webhook_url,

@@ -45,3 +45,15 @@ def test_a_data_dir_without_spaces_around_it_is_taken() -> None:
     assert from_env({"SERVICE_DATA_DIR": ""}).data_dir == Path("./data")
     with pytest.raises(ConfigError, match="has spaces or line breaks around it"):
         from_env({"SERVICE_DATA_DIR": " /srv/data"})
+
+
+@pytest.mark.parametrize("name", ["SERVICE_TLS_CERT", "SERVICE_TLS_KEY"])
+def test_tls_files_with_spaces_around_them_say_so(name: str) -> None:
+    """Refused before as "/etc/syncd/tls.crt  is not a readable file", the
+    space unseen in the message."""
+    env = {"SERVICE_TLS_CERT": "/etc/syncd/tls.crt", "SERVICE_TLS_KEY": "/etc/syncd/tls.key"}
+    env[name] += " "
+    with pytest.raises(ConfigError) as info:
+        from_env(env)
+    assert info.value.variable == name
+    assert "has spaces or line breaks around it" in str(info.value)
