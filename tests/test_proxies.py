@@ -10,7 +10,7 @@ import pytest
 
 from syncd.config import ConfigError, from_env
 from syncd.http.handlers.demo import DEMO_TOKENS_PER_WINDOW
-from syncd.proxies import client_address, parse_networks
+from syncd.proxies import MAX_HOPS, client_address, parse_networks
 
 PROXIES = parse_networks("10.0.0.1, 192.168.0.0/16, ::1")
 
@@ -68,3 +68,22 @@ async def test_forged_headers_from_anyone_else_are_ignored(make_server: Any) -> 
         assert await exhaust(client, "1.2.3.4") == 429
         forged = await client.get("/demo/token", headers={"x-forwarded-for": "5.6.7.8"})
         assert forged.status_code == 429  # still this socket's address
+
+
+@pytest.mark.parametrize("header", ["x-forwarded-for", "forwarded"])
+def test_forwarding_hops_are_read_up_to_max_hops(header: str) -> None:
+    """The client is found within the rightmost ``MAX_HOPS`` hops; one further
+    left is not read (a header can be made arbitrarily long), and the peer
+    is taken instead, as for a chain of trusted proxies only."""
+
+    def value(hops: list[str]) -> str:
+        if header == "x-forwarded-for":
+            return ", ".join(hops)
+        return ", ".join(f"for={hop}" for hop in hops)
+
+    proxies = [f"192.168.0.{i}" for i in range(1, MAX_HOPS)]  # MAX_HOPS - 1 trusted hops
+    within = ["1.2.3.4", *proxies]
+    assert len(within) == MAX_HOPS
+    assert client_address("10.0.0.1", {header: value(within)}, PROXIES) == "1.2.3.4"
+    beyond = ["1.2.3.4", "192.168.1.1", *proxies]
+    assert client_address("10.0.0.1", {header: value(beyond)}, PROXIES) == "10.0.0.1"
