@@ -3,7 +3,10 @@ publishing the deltas one by one would, in fewer calls when it can."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import msgpack
 
 from syncd.hub import DeliverEach, EncodedDelta, Hub
 from syncd.ws.subscription import WsSubscription
@@ -40,6 +43,9 @@ class Connection:
     def send(self, data: bytes) -> None:
         self.data += data
 
+    def feed(self, head: bytes, state: bytes | bytearray) -> None:
+        self.data += head + state
+
 
 class Recorder(DeliverEach):
     """A subscriber with deliver() only (as SSE streams are)."""
@@ -51,15 +57,32 @@ class Recorder(DeliverEach):
         self.seqs.append(delta.seq)
 
 
+def synced_frame(crdt_id: str, seq: int, epoch: str | None) -> bytes:
+    """The binary frame of the ``synced`` message that ends a start (docs/protocol.md)."""
+    payload = msgpack.packb({"kind": "synced", "ns": NS, "id": crdt_id, "seq": seq, "epoch": epoch})
+    assert len(payload) < 126  # a one-byte length
+    return bytes([0x82, len(payload)]) + payload
+
+
 def subscribed(
     hub: Hub, crdt_id: str, last_seq: int, room: int = 1 << 30, binary: bool = True
 ) -> tuple[WsSubscription, Connection]:
+    """A subscription resumed up to date at ``last_seq`` of life e1 (or a
+    fresh one at 0): its start is the ``synced`` message alone, which is
+    checked here and then cleared, so the connection holds only what the
+    hub pushes afterwards."""
     connection = Connection(room)
-    subscription = WsSubscription(connection, NS, crdt_id, binary)
+    epoch = "e1" if last_seq else None
+    subscription = WsSubscription(connection, NS, crdt_id, binary, since=last_seq, epoch=epoch)
     hub.subscribe(NS, crdt_id, subscription)
     subscription.start([])
-    subscription.last_seq = last_seq
-    subscription.epoch = "e1" if last_seq else None
+    assert (subscription.last_seq, subscription.epoch) == (last_seq, epoch)
+    head, length, payload = connection.data[0], connection.data[1], connection.data[2:]
+    assert (head, length) == (0x82 if binary else 0x81, len(payload))  # one whole frame
+    message = msgpack.unpackb(payload) if binary else json.loads(payload)
+    assert message == {"kind": "synced", "ns": NS, "id": crdt_id, "seq": last_seq, "epoch": epoch}
+    assert connection.pushes == 0
+    connection.data = b""
     return subscription, connection
 
 
@@ -148,6 +171,9 @@ def test_deltas_made_from_the_end_of_the_read_on_are_not_sent() -> None:
         else:
             for delta in deltas:
                 hub.publish(delta)
-        expected = b"".join(EncodedDelta(delta).ws_binary() for delta in deltas[:2])
+        # The start (nothing to send: a fresh subscription) ends with synced at 0.
+        expected = synced_frame("a", 0, None) + b"".join(
+            EncodedDelta(delta).ws_binary() for delta in deltas[:2]
+        )
         assert connection.data == expected, many
         assert subscription.last_seq == 2
