@@ -148,12 +148,31 @@ class ResumingWatcher:
             head = await reader.readuntil(b"\r\n\r\n")
             if not head.startswith(b"HTTP/1.1 200"):
                 return  # 404 before the first op, 503 while the node recovers: try again
+            event, synced = b"", False
             while line := await reader.readline():
-                if line.startswith(b"data: "):
+                if line.startswith(b"event: "):
+                    event = line[7:].strip()
+                elif line.startswith(b"data: "):
                     raw = base64.b64decode(line[6:].strip(), validate=True)
-                    self._see(msgpack.unpackb(raw, raw=False, strict_map_key=False))
+                    data = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+                    if event == b"synced":
+                        self._synced(data, again=synced)
+                        synced = True
+                    else:
+                        self._see(data)
+                elif line in (b"\n", b"\r\n"):
+                    event = b""
         finally:
             writer.close()
+
+    def _synced(self, message: dict[str, Any], *, again: bool) -> None:
+        """The start (snapshot, replay or nothing) ended: once per stream, at
+        where it left this reader."""
+        if again:
+            self.errors.append(f"a second synced in one stream: {message}")
+        position = (message.get("kind"), message.get("seq"), message.get("epoch"))
+        if position != ("synced", self.seq, self.epoch):
+            self.errors.append(f"synced at {position[1:]} after {(self.seq, self.epoch)}")
 
     def _see(self, delta: dict[str, Any]) -> None:
         kind, seq = delta.get("kind"), int(delta.get("seq", 0))

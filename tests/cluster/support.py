@@ -46,6 +46,9 @@ class SseWatcher:
         self.crdt_id = crdt_id
         self.ns = ns
         self.deltas: list[dict[str, Any]] = []
+        self.synced: list[tuple[int, dict[str, Any]]] = []
+        """``event: synced`` (the end of the start), kept out of ``deltas``:
+        (how many deltas came before it, its data)."""
         self.ended = False
         self._opened = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -68,13 +71,22 @@ class SseWatcher:
             if not head.startswith(b"HTTP/1.1 200"):
                 raise AssertionError(f"SSE refused: {head!r}")
             self._opened.set()
+            event = b""
             while True:
                 line = await reader.readline()
                 if not line:
                     break
-                if line.startswith(b"data: "):
+                if line.startswith(b"event: "):
+                    event = line[7:].strip()
+                elif line.startswith(b"data: "):
                     raw = base64.b64decode(line[6:].strip(), validate=True)
-                    self.deltas.append(msgpack.unpackb(raw, raw=False, strict_map_key=False))
+                    data = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+                    if event == b"synced":
+                        self.synced.append((len(self.deltas), data))
+                    else:
+                        self.deltas.append(data)
+                elif line in (b"\n", b"\r\n"):
+                    event = b""
         except (OSError, ValueError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -100,9 +112,13 @@ class SseWatcher:
         return ", ".join(f"{d['kind']}:{d.get('seq')}" for d in self.deltas[-20:])
 
     def check_in_order(self, final_seq: int, epoch: str) -> None:
-        """A snapshot, then op deltas seq+1 ... final_seq of one life, none missing."""
+        """A snapshot, the ``synced`` event at its seq and epoch (the end of the
+        start), then op deltas seq+1 ... final_seq of one life, none missing."""
         first, rest = self.deltas[0], self.deltas[1:]
         assert first["kind"] == "snapshot", self.summary()
+        synced = {"kind": "synced", "ns": self.ns, "id": self.crdt_id, "seq": first["seq"]}
+        synced["epoch"] = first.get("epoch")  # none in a snapshot of nothing yet
+        assert self.synced == [(1, synced)], (self.synced, self.summary())
         expected = list(range(int(first["seq"]) + 1, final_seq + 1))
         assert [d["kind"] for d in rest] == ["op"] * len(rest), self.summary()
         assert [d["seq"] for d in rest] == expected, self.summary()
