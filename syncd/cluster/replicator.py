@@ -46,9 +46,10 @@ notifications come back too and are dropped undecoded.
 *Health.* The LISTEN connection doubles as the health probe: a query
 on it every ``probe_interval_s`` (its reader paused meanwhile). When either fails the store is marked
 unreachable (readiness 503, ops 503), the pool is checked and the node
-reconnects with backoff; once connected it compares every CRDT's (epoch, seq)
-with the ``crdts`` table and reloads those that differ (the catch-up), so
-whatever it missed while away is applied and fanned out. The same comparison
+reconnects with backoff; once connected it compares the (epoch, seq) of every
+CRDT it follows (holds, or has subscribers waiting for) with its row in the
+``crdts`` table and reloads those that differ (the catch-up), so whatever it
+missed while away is applied and fanned out. The same comparison
 runs every ``reconcile_interval_s`` while connected, for notifications lost
 after a commit (the sender died in between).
 
@@ -267,10 +268,16 @@ class Replicator:
         self._supervisor: asyncio.Task[None] | None = None
         self._catching_up: asyncio.Task[None] | None = None
         self._catch_up_again = False
+        self._catch_up_everything = False
         self._trouble = asyncio.Event()
         self._wal: WalConsumer | None = None
         self._quiet: dict[Key, tuple[str, int]] = {}
         """CRDTs dropped after a failed commit: (epoch, seq) their subscribers have seen."""
+        self._followed: set[Key] = set()
+        """The CRDTs this node may hold or wait for: every one it loaded (or
+        tried to: a subscription starts with a load), read, or committed to,
+        until a catch-up finds it neither held nor waited for. What a catch-up
+        compares with the tables (not every row of them)."""
         self._remote_at: dict[Key, float] = {}
         """When another node's op on a CRDT was last applied here (monotonic)."""
         self.awareness = awareness
@@ -341,6 +348,7 @@ class Replicator:
     # -- the store's hook (Follower) -------------------------------------------------
 
     def position(self, key: Key) -> tuple[str, int] | None:
+        self._followed.add(key)  # the op path asks for every CRDT of a batch
         return self._sink.position(*key)
 
     def contended(self, key: Key) -> bool:
@@ -486,6 +494,7 @@ class Replicator:
         has no live row), under its lock: what other nodes commit meanwhile is
         queued and applied after, and subscribers hear what they lack."""
         key = (ns, crdt_id)
+        self._followed.add(key)
         try:
             async with self._store.locks.hold(key):
                 if self._sink.position(ns, crdt_id) is None:
@@ -496,7 +505,24 @@ class Replicator:
     async def _sync_key(self, key: Key) -> None:
         """Read one CRDT (consistently) and bring the engine to it; caller holds its lock."""
         self.stats.syncs += 1
+        self._followed.add(key)
         await self._store.read_key(key, lambda rows, row: self.bring_up(rows, key, row))
+
+    def _unfollow(self, keys: Sequence[Key]) -> None:
+        """Stop following those of ``keys`` this node neither holds nor waits
+        for, and that nothing is loading or reading (their lock is free)."""
+        sink = self._sink
+        busy = self._store.locks.busy
+        pending = self._pending
+        followed = self._followed
+        for key in keys:
+            if (
+                key not in pending
+                and not busy(key)
+                and sink.position(*key) is None
+                and not sink.wanted(*key)
+            ):
+                followed.discard(key)
 
     def _try_apply(self, key: Key, item: _Item) -> bool:
         """Apply what needs no database read; False when the tables must decide."""
@@ -769,7 +795,7 @@ class Replicator:
                             self.request_catch_up()
                     if time.monotonic() >= next_reconcile:
                         next_reconcile = time.monotonic() + self._reconcile_interval
-                        self.request_catch_up()
+                        self.request_catch_up(everything=False)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -805,22 +831,31 @@ class Replicator:
         ):
             await self._store.newest_gid(conn)
 
-    def request_catch_up(self) -> None:
-        """Compare every CRDT with the tables soon (what a reconnect does)."""
+    def request_catch_up(self, *, everything: bool = True) -> None:
+        """Compare the CRDTs this node follows with the tables soon: with
+        ``everything``, every row of them (what a reconnect does); else only
+        the rows of the CRDTs it followed lately (the periodic reconcile)."""
         if self._closed:
             return
+        self._catch_up_everything |= everything
         if self._catching_up is not None and not self._catching_up.done():
             self._catch_up_again = True
             return
         self._catching_up = asyncio.get_running_loop().create_task(self._catch_up())
 
     async def _catch_up(self) -> None:
-        """Compare every CRDT with the crdts table and reload those that differ."""
+        """Compare CRDTs with their rows and reload those that differ. The
+        periodic reconcile reads only the rows of the CRDTs this node followed
+        since the last catch-up: the table may hold millions this node never
+        used, and reading them all cost it seconds of CPU and hundreds of MB
+        every RECONCILE_INTERVAL_S (measured: 3.1 s and 570 MB for 1,000,000)."""
         while True:
             self._catch_up_again = False
+            everything, self._catch_up_everything = self._catch_up_everything, False
             self.stats.catch_ups += 1
+            keys = list(self._followed)
             try:
-                rows = await self._store.read_rows()
+                rows = await self._store.read_rows(None if everything else keys)
             except Exception as exc:
                 log.warning("catch-up: %s", exc)
                 self._trouble.set()
@@ -834,6 +869,7 @@ class Replicator:
                     continue
                 behind += 1
                 self._enqueue(key, _SYNC)
+            self._unfollow(keys)
             if behind:
                 log.info("catch-up: %d CRDTs differ from the database; reloading them", behind)
             if not self._catch_up_again:

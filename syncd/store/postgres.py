@@ -408,6 +408,10 @@ _OPS_AFTER_MANY: Final = (
     " ORDER BY o.ns, o.id, o.seq"
 )
 _READ_ROW: Final = "SELECT epoch, seq, deleted FROM crdts WHERE ns = %s AND id = %s"
+_READ_ROWS: Final = (
+    "SELECT c.ns, c.id, c.epoch, c.seq, c.deleted FROM unnest(%b::text[], %b::text[])"
+    " AS k(ns, id) JOIN crdts c ON c.ns = k.ns AND c.id = k.id"
+)
 _OPS_AFTER: Final = (
     "SELECT record FROM ops WHERE ns = %s AND id = %s AND epoch = %s AND seq > %s ORDER BY seq"
 )
@@ -1428,10 +1432,17 @@ class PostgresStore:
             found = await cur.fetchone()
             await then(RowReader(conn), Row(*found) if found is not None else None)
 
-    async def read_rows(self) -> list[tuple[Key, Row]]:
-        """Every CRDT's row (for a catch-up)."""
+    async def read_rows(self, keys: Sequence[Key] | None = None) -> list[tuple[Key, Row]]:
+        """The rows of these CRDTs that have one, or every row (for a catch-up)."""
+        if keys is not None and not keys:
+            return []
         async with self._connection() as conn:
-            cur = await conn.execute("SELECT ns, id, epoch, seq, deleted FROM crdts")
+            if keys is None:
+                cur = await conn.execute("SELECT ns, id, epoch, seq, deleted FROM crdts")
+            else:
+                cur = await conn.execute(
+                    _READ_ROWS, ([k[0] for k in keys], [k[1] for k in keys]), prepare=False
+                )
             return [((ns, i), Row(e, s, d)) for ns, i, e, s, d in await cur.fetchall()]
 
     async def newest_gid(self, conn: PgConn) -> int:
