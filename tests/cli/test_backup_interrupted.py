@@ -12,11 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.cli.support import server_to_back_up, verify
 from tests.conftest import ADMIN
-from tests.http.support import issue, op
 
 
 def backup_stopped_at_history(
@@ -45,23 +44,10 @@ def backup_stopped_at_history(
     )
 
 
-def verify(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncd", "verify", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 @pytest.fixture
 async def url(spawn_server: Any) -> str:
     """A server with a log and history to back up."""
-    server = spawn_server({})
-    async with httpx.AsyncClient(base_url=server.url) as client:
-        h = await issue(client)
-        await op(client, h, "lw:title", {"op": "set", "value": "kept"})
-    return str(server.url)
+    return await server_to_back_up(spawn_server)
 
 
 def test_a_killed_backup_leaves_nothing_that_verifies_as_whole(url: str, tmp_path: Path) -> None:

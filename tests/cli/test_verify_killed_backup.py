@@ -8,59 +8,19 @@ manifest beside it, is damage, as the server refuses to start there."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from syncd.store.embedded.backup import UNPACKING
-from tests.conftest import ADMIN
-from tests.http.support import issue, op
-
-
-def backup_killed_at(dest: Path, url: str, event: str, path: str) -> None:
-    """``syncd backup DEST`` in a real process that SIGKILLs itself at the
-    audit ``event`` whose first argument starts with ``path``."""
-    code = (
-        "import os, signal, sys\n"
-        "def hook(event, args):\n"
-        f"    if event == {event!r} and isinstance(args[0], str)"
-        f" and args[0].startswith({path!r}):\n"
-        "        os.kill(os.getpid(), signal.SIGKILL)\n"
-        "sys.addaudithook(hook)\n"
-        "from syncd.cli import main\n"
-        f"sys.exit(main(['backup', {str(dest)!r}, '--url', {url!r}]))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "SERVICE_ADMIN_TOKEN": ADMIN},
-        capture_output=True,
-        timeout=60,
-    )
-    assert done.returncode == -9, done.stderr
-
-
-def verify(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "syncd", "verify", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.cli.support import backup_killed_at, server_to_back_up, verify
 
 
 @pytest.fixture
 async def url(spawn_server: Any) -> str:
     """A server with a log and history to back up."""
-    server = spawn_server({})
-    async with httpx.AsyncClient(base_url=server.url) as client:
-        h = await issue(client)
-        r = await op(client, h, "lw:title", {"op": "set", "value": "kept"})
-        assert r.status_code == 200
-    return str(server.url)
+    return await server_to_back_up(spawn_server)
 
 
 @pytest.fixture
