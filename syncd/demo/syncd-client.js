@@ -2407,6 +2407,7 @@ var Subscription = class extends Emitter {
 function decodeSseData(data) {
   return decode(base64Decode(data.trim()));
 }
+var RETRY_AFTER_MAX_MS = 1e4;
 var END_EVENT = "end";
 var SYNCED_EVENT = "synced";
 var SseParser = class {
@@ -2595,6 +2596,7 @@ var EventStream = class extends Emitter {
         }
         throw serviceError(body?.error ?? `http_${response.status}`, body?.message ?? `HTTP ${response.status}`, {
           status: response.status,
+          retryAfter: retryAfterSeconds(response.headers.get("retry-after")),
           body
         });
       }
@@ -2655,8 +2657,13 @@ var EventStream = class extends Emitter {
     this.emit("disconnect", err);
     const base = Math.min(this.options.maxReconnectMs, this.options.minReconnectMs * 2 ** this._attempt);
     this._attempt = Math.min(this._attempt + 1, 30);
+    let delay = base / 2 + Math.random() * (base / 2);
+    const retryAfter = err?.retryAfter;
+    if (typeof retryAfter === "number" && Number.isFinite(retryAfter)) {
+      delay = Math.max(delay, Math.min(retryAfter * 1e3, RETRY_AFTER_MAX_MS));
+    }
     clearTimeout(this._timer);
-    this._timer = setTimeout(() => this._open(), base / 2 + Math.random() * (base / 2));
+    this._timer = setTimeout(() => this._open(), delay);
   }
   close() {
     if (this.state === "closed") return;

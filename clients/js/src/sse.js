@@ -22,12 +22,20 @@ import { base64Decode } from './base64.js';
 import { crdtPath, currentToken, normalizeConfig } from './config.js';
 import { Emitter } from './emitter.js';
 import { SyncdError, TokenExpiredError, TokenParseError, serviceError } from './errors.js';
+import { retryAfterSeconds } from './http.js';
 import { Subscription } from './subscription.js';
 
 /** Decode one SSE `data:` payload into a delta. */
 export function decodeSseData(data) {
   return decode(base64Decode(data.trim()));
 }
+
+/**
+ * The longest `Retry-After` a reconnect honours (ms), as the Python client's
+ * streams cap it (syncd/client/retry.py RETRY_AFTER_MAX_S): a larger one is
+ * cut to this, not waited in full.
+ */
+export const RETRY_AFTER_MAX_MS = 10_000;
 
 /** The name of the stream's last event when its read ends. */
 export const END_EVENT = 'end';
@@ -249,6 +257,7 @@ export class EventStream extends Emitter {
         }
         throw serviceError(body?.error ?? `http_${response.status}`, body?.message ?? `HTTP ${response.status}`, {
           status: response.status,
+          retryAfter: retryAfterSeconds(response.headers.get('retry-after')),
           body,
         });
       }
@@ -313,8 +322,15 @@ export class EventStream extends Emitter {
     this.emit('disconnect', err);
     const base = Math.min(this.options.maxReconnectMs, this.options.minReconnectMs * 2 ** this._attempt);
     this._attempt = Math.min(this._attempt + 1, 30);
+    let delay = base / 2 + Math.random() * (base / 2);
+    // A refusal with `Retry-After` (a 429 to the fetch transport; EventSource
+    // never sees the status): knocking sooner would only be refused again.
+    const retryAfter = err?.retryAfter;
+    if (typeof retryAfter === 'number' && Number.isFinite(retryAfter)) {
+      delay = Math.max(delay, Math.min(retryAfter * 1000, RETRY_AFTER_MAX_MS));
+    }
     clearTimeout(this._timer);
-    this._timer = setTimeout(() => this._open(), base / 2 + Math.random() * (base / 2));
+    this._timer = setTimeout(() => this._open(), delay);
   }
 
   close() {
