@@ -27,7 +27,7 @@ from syncd.client.errors import ServiceError, TransportError
 from syncd.client.helpers import OpHelpers
 from syncd.client.ops import Op
 from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_op_ids, with_retries_sync
-from syncd.client.stream import check_ids
+from syncd.client.stream import EventStream, Subscription, check_ids
 from syncd.client.token import wall_clock_ms
 
 Answer = dict[str, Any]
@@ -254,6 +254,7 @@ class BlockingStream:
         self._task: asyncio.Task[None] | None = None
         self._started = threading.Event()
         self._open_error: Exception | None = None
+        self._stream: Subscription | EventStream | None = None
         self._ended = False
         self._thread = threading.Thread(target=self._run, name="syncd-stream", daemon=True)
         self._thread.start()
@@ -285,6 +286,7 @@ class BlockingStream:
         self._started.set()
         try:
             async with opened as stream:
+                self._stream = stream
                 async for delta in stream:
                     await asyncio.to_thread(self._queue.put, delta)
         except asyncio.CancelledError:
@@ -323,6 +325,18 @@ class BlockingStream:
                 raise item.error
             raise StopIteration
         return item
+
+    def is_synced(self, crdt_id: str) -> bool:
+        """The async stream's ``is_synced``: whether ``crdt_id``'s start has
+        all arrived since it was last (re)subscribed (the service's ``synced``
+        message came; false again from a disconnect until the next one).
+        False before the stream has opened. The loop thread sets it as it
+        reads the message, before the deltas after it are queued, so once
+        ``next()`` has returned a delta that followed the start, it is true
+        (until a disconnect).
+        A set membership test, safe to make from this thread."""
+        stream = self._stream
+        return stream is not None and stream.is_synced(crdt_id)
 
     def close(self) -> None:
         loop, task = self._loop, self._task
