@@ -74,7 +74,11 @@ NS_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 ID_RE = re.compile(r"[A-Za-z0-9._:~@+=-]{1,256}")
 UNFUZZED_PATHS = r"/(events|ws|yjs/[^/]+|hocuspocus)$"
 SHUTDOWN_TIMEOUT_S = 15
-TOKEN_TTL_MS = 24 * 3600 * 1000
+TOKEN_TTL_MS = 31 * 24 * 3600 * 1000
+"""Longer than the longest ``ttl_ms`` the server issues (``SERVICE_MAX_TOKEN_TTL_MS``,
+30 days by default): a token may not outlive the token that issued it, so an
+issuer of one day had every ``ttl_ms`` past its own end refused, which no
+schema can say."""
 
 
 @pytest.fixture(scope="module")
