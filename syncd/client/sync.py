@@ -256,6 +256,7 @@ class BlockingStream:
         self._open_error: Exception | None = None
         self._stream: Subscription | EventStream | None = None
         self._ended = False
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._run, name="syncd-stream", daemon=True)
         self._thread.start()
         self._started.wait()
@@ -298,10 +299,19 @@ class BlockingStream:
             self._put_end(error)
 
     def _put_end(self, error: BaseException | None) -> None:
-        # The reader may have stopped reading: make room rather than block.
+        # Behind the deltas still unread, as each delta waits for room: a
+        # slow reader gets every one of them, then the end. Only once close()
+        # was called (nobody will read them) is room made by dropping some.
+        end = _End(error)
+        while not self._closing.is_set():
+            try:
+                self._queue.put(end, timeout=0.05)
+                return
+            except queue.Full:
+                continue
         while True:
             try:
-                self._queue.put_nowait(_End(error))
+                self._queue.put_nowait(end)
                 return
             except queue.Full:
                 with contextlib.suppress(queue.Empty):
@@ -339,6 +349,7 @@ class BlockingStream:
         return stream is not None and stream.is_synced(crdt_id)
 
     def close(self) -> None:
+        self._closing.set()
         loop, task = self._loop, self._task
         if loop is not None and task is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
