@@ -3164,6 +3164,7 @@ function wsUrl(baseUrl, namespace, token) {
   return url.toString();
 }
 var PRESENCE_DEFAULT_TTL_MS = 3e4;
+var PRESENCE_MIN_TTL_MS = 1e3;
 function presenceOps(id, body) {
   const list = Array.isArray(body) ? body : [body];
   return list.filter(
@@ -3400,7 +3401,10 @@ var SyncSocket = class extends Emitter {
    * one set on each id again, with a fresh op_id (the old one would be
    * answered as a duplicate, not applied). Ids with a presence op still
    * pending are skipped: that op, newer, has just been sent again; so are
-   * entries whose TTL has run out (the app stopped renewing them).
+   * entries whose TTL has run out (the app stopped renewing them). The
+   * announce carries what is left of the TTL (at least the server's minimum),
+   * and its entry keeps its end: reconnects do not keep alive an entry the
+   * app stopped renewing.
    */
   _announcePresence(resent) {
     const busy = new Set(resent.filter((m) => presenceOps(m.id, m.op).length > 0).map((m) => m.id));
@@ -3411,19 +3415,23 @@ var SyncSocket = class extends Emitter {
         continue;
       }
       if (busy.has(id)) continue;
-      this.op(id, op).catch((err) => {
+      const ttl_ms = Math.max(PRESENCE_MIN_TTL_MS, Math.ceil(until - now));
+      this._submit(id, { ...op, ttl_ms }, until).catch((err) => {
         if (err?.code !== "closed") this.emit("error", err);
       });
     }
   }
-  /** Keep the presence this socket set (acked), for _announcePresence. */
-  _notePresence(id, body) {
+  /**
+   * Keep the presence this socket set (acked), for _announcePresence; an
+   * announce (`keepUntil`) keeps the end its entry had.
+   */
+  _notePresence(id, body, keepUntil) {
     for (const o of presenceOps(id, body)) {
       if (o.op === "leave") this._presence.delete(id);
       else {
         const { op_id, ...op } = o;
         const ttl = typeof op.ttl_ms === "number" ? op.ttl_ms : PRESENCE_DEFAULT_TTL_MS;
-        this._presence.set(id, { op, until: Date.now() + ttl });
+        this._presence.set(id, { op, until: keepUntil ?? Date.now() + ttl });
       }
     }
   }
@@ -3493,6 +3501,10 @@ var SyncSocket = class extends Emitter {
    * Sent when the socket is open, and again after a reconnect until acked.
    */
   op(id, op) {
+    return this._submit(id, op, void 0);
+  }
+  /** op(); `keepUntil`: a presence announce's entry keeps this end once acked. */
+  _submit(id, op, keepUntil) {
     checkId(id);
     if (this.state === "closed") return Promise.reject(new SyncdError("closed", "socket was closed"));
     const ref = this._nextRef++;
@@ -3502,7 +3514,7 @@ var SyncSocket = class extends Emitter {
     const message = { kind: "op", id, op: body, ref };
     return new Promise((resolve, reject) => {
       const acked = (answer) => {
-        this._notePresence(id, body);
+        this._notePresence(id, body, keepUntil);
         resolve(answer);
       };
       this._pending.set(ref, { message, resolve: acked, reject });

@@ -60,6 +60,8 @@ export function wsUrl(baseUrl, namespace, token) {
 
 /** A presence `update` without `ttl_ms` lasts this long (syncd/crdt/presence.py DEFAULT_TTL_MS). */
 const PRESENCE_DEFAULT_TTL_MS = 30_000;
+/** The shortest `ttl_ms` the server takes (syncd/crdt/presence.py MIN_TTL_MS). */
+const PRESENCE_MIN_TTL_MS = 1_000;
 
 /** The presence ops (`update`, `leave`) in an op body (one op or a batch) for `id`. */
 function presenceOps(id, body) {
@@ -340,7 +342,10 @@ export class SyncSocket extends Emitter {
    * one set on each id again, with a fresh op_id (the old one would be
    * answered as a duplicate, not applied). Ids with a presence op still
    * pending are skipped: that op, newer, has just been sent again; so are
-   * entries whose TTL has run out (the app stopped renewing them).
+   * entries whose TTL has run out (the app stopped renewing them). The
+   * announce carries what is left of the TTL (at least the server's minimum),
+   * and its entry keeps its end: reconnects do not keep alive an entry the
+   * app stopped renewing.
    */
   _announcePresence(resent) {
     const busy = new Set(resent.filter((m) => presenceOps(m.id, m.op).length > 0).map((m) => m.id));
@@ -351,20 +356,24 @@ export class SyncSocket extends Emitter {
         continue;
       }
       if (busy.has(id)) continue;
-      this.op(id, op).catch((err) => {
+      const ttl_ms = Math.max(PRESENCE_MIN_TTL_MS, Math.ceil(until - now));
+      this._submit(id, { ...op, ttl_ms }, until).catch((err) => {
         if (err?.code !== 'closed') this.emit('error', err);
       });
     }
   }
 
-  /** Keep the presence this socket set (acked), for _announcePresence. */
-  _notePresence(id, body) {
+  /**
+   * Keep the presence this socket set (acked), for _announcePresence; an
+   * announce (`keepUntil`) keeps the end its entry had.
+   */
+  _notePresence(id, body, keepUntil) {
     for (const o of presenceOps(id, body)) {
       if (o.op === 'leave') this._presence.delete(id);
       else {
         const { op_id, ...op } = o;
         const ttl = typeof op.ttl_ms === 'number' ? op.ttl_ms : PRESENCE_DEFAULT_TTL_MS;
-        this._presence.set(id, { op, until: Date.now() + ttl });
+        this._presence.set(id, { op, until: keepUntil ?? Date.now() + ttl });
       }
     }
   }
@@ -439,6 +448,11 @@ export class SyncSocket extends Emitter {
    * Sent when the socket is open, and again after a reconnect until acked.
    */
   op(id, op) {
+    return this._submit(id, op, undefined);
+  }
+
+  /** op(); `keepUntil`: a presence announce's entry keeps this end once acked. */
+  _submit(id, op, keepUntil) {
     checkId(id);
     if (this.state === 'closed') return Promise.reject(new SyncdError('closed', 'socket was closed'));
     const ref = this._nextRef++;
@@ -450,7 +464,7 @@ export class SyncSocket extends Emitter {
     const message = { kind: 'op', id, op: body, ref };
     return new Promise((resolve, reject) => {
       const acked = (answer) => {
-        this._notePresence(id, body);
+        this._notePresence(id, body, keepUntil);
         resolve(answer);
       };
       this._pending.set(ref, { message, resolve: acked, reject });
