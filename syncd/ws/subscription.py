@@ -20,7 +20,9 @@ The start (the snapshot, the replay, or nothing when the client resumes up to
 date) ends with one ``synced`` message (``kind, ns, id, seq, epoch``: where
 the start left the client), before any live delta: a client tells "caught
 up" from "still waiting" by it. Once per subscribe, never per delta; a
-resync's snapshot is not a start and sends none.
+resync's snapshot is not a start and sends none, unless the start itself fell
+behind (a replay larger than the bound, to a peer not reading it): then that
+snapshot ends the start, and ``synced`` follows it rather than the replay.
 
 A snapshot (the start without a replay, a resync) is encoded once per
 version of the CRDT and form (msgpack or JSON) when large, and the same bytes
@@ -274,6 +276,7 @@ class WsSubscription:
             return
         self.lag = False
         self._send_taken(self.take_snapshot(engine, shared))
+        self._send_synced()  # a start that fell behind ends here
 
     def resync_later(self) -> bool:
         """As :meth:`resync`, but the CRDT's state is not durable yet: deltas wait
@@ -288,8 +291,13 @@ class WsSubscription:
     def _send_synced(self) -> None:
         """End the start (once per subscription; a resync's snapshot is no
         start): ``synced`` at the position the start brought the client to,
-        before any live delta. Up to date, the start was nothing but this."""
-        if self.synced:
+        before any live delta. Up to date, the start was nothing but this.
+
+        A replay that fell behind (the socket over its bound: the rest of it
+        and what came meanwhile are skipped) has not brought the client to
+        where it subscribed: its start ends with the resync's snapshot, and
+        ``synced`` waits for that."""
+        if self.synced or self.lag:
             return
         self.synced = True
         message = {
