@@ -275,7 +275,14 @@ class Replica:
         )
         replica._stream = stream
         replica._task = asyncio.create_task(replica._run(stream))
-        await replica._started.wait()
+        try:
+            await replica._started.wait()
+        except BaseException:
+            # Given up on before the first snapshot (a timeout, a cancelled
+            # caller): nobody holds the replica to close it, so stop its
+            # stream here rather than leave it reconnecting for ever.
+            await replica.close()
+            raise
         if replica._error is not None:
             await replica.close()
             raise replica._error
