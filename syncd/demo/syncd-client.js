@@ -3979,6 +3979,7 @@ export {
   CLOSE_TOKEN_ENDED,
   CollabText,
   DEFAULT_MAX_RESULT_CHARS,
+  Emitter,
   EventStream,
   HttpApi,
   MAX_ORIGIN_LENGTH,

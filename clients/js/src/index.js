@@ -5,6 +5,7 @@ export { HttpApi } from './http.js';
 export { CLOSE_TOKEN_ENDED, SyncSocket, wsUrl } from './ws.js';
 export { EventStream, SseParser, decodeSseData, endError } from './sse.js';
 export { Subscription } from './subscription.js';
+export { Emitter } from './emitter.js';
 export { classifyDelta, advance, resumeFields } from './stream.js';
 export { createReplica, typeForId, TYPES } from './replicas.js';
 export { RgaReplica, formatId, parseId } from './rga.js';
