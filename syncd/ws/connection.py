@@ -41,7 +41,9 @@ skipped some get a fresh snapshot.
 
 Disconnect: once the connection is gone and its in-flight ops are done, the
 ops the session names (presence's ``leave``) are applied on its behalf, with
-the same principal, through the service: durable and broadcast.
+the same principal, through the service: durable and broadcast; each only
+while the CRDT is in the life the connection wrote it in (a deleted presence
+is not brought back by a leave).
 """
 
 from __future__ import annotations
@@ -403,8 +405,14 @@ class WsConnection(BaseConnection):
         if inflight:
             await asyncio.wait(inflight)
         service = self._app.service
-        for crdt_id, op in self.session.disconnect_ops():
+        for crdt_id, epoch, op in self.session.disconnect_ops():
             try:
+                entry = await service.ensure(self.ns, crdt_id)
+                if entry is None or entry.epoch != epoch:
+                    # Deleted since we wrote it (and maybe made anew by
+                    # others): nothing of ours is left in it, and the op
+                    # would start a new life for nothing.
+                    continue
                 await service.apply_ops(self.ns, crdt_id, dict(op), self.principal, "ws")
             except ApiError as exc:
                 log.info("disconnect op on %s/%s refused: %s", self.ns, crdt_id, exc.message)

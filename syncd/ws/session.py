@@ -50,8 +50,10 @@ token's expiry: every subscription gets ``token_revoked``, then the close
 
 Disconnect: each CRDT whose type declares a ``DISCONNECT_OP`` (presence:
 ``leave``) and that this connection wrote with another op is returned by
-:meth:`Session.disconnect_ops`, which the adapter asks once the connection is
-lost and its in-flight ops are done, to send them on the connection's behalf.
+:meth:`Session.disconnect_ops`, with the life (epoch) it last wrote in, which
+the adapter asks once the connection is lost and its in-flight ops are done,
+to send them on the connection's behalf (only while that life lasts: a CRDT
+deleted meanwhile holds nothing of ours to leave).
 """
 
 from __future__ import annotations
@@ -245,9 +247,9 @@ class Session(BaseSession):
         owes nothing."""
         self._run: list[StagedOp] | None = None
         """Op messages of the current read, applied together (None: none yet)."""
-        self._disconnect_ops: dict[str, Mapping[str, Any]] | None = None
-        """CRDT id -> the op to send for it when this connection goes away
-        (None: none)."""
+        self._disconnect_ops: dict[str, tuple[str | None, Mapping[str, Any]]] | None = None
+        """CRDT id -> (the epoch we last wrote it in, the op to send for it
+        when this connection goes away) (None: none)."""
 
     @property
     def expiry_due(self) -> int | None:
@@ -292,11 +294,14 @@ class Session(BaseSession):
         left a disconnect op to send."""
         return bool(self._disconnect_ops)
 
-    def disconnect_ops(self) -> list[tuple[str, Mapping[str, Any]]]:
-        """(CRDT id, op) to send on the lost connection's behalf, once each."""
-        ops = sorted(self._disconnect_ops.items()) if self._disconnect_ops else []
+    def disconnect_ops(self) -> list[tuple[str, str | None, Mapping[str, Any]]]:
+        """(CRDT id, the epoch we wrote it in, op) to send on the lost
+        connection's behalf, once each, while that epoch lasts."""
+        ops = self._disconnect_ops
         self._disconnect_ops = None
-        return ops
+        if not ops:
+            return []
+        return [(crdt_id, epoch, op) for crdt_id, (epoch, op) in sorted(ops.items())]
 
     # -- expiry and revocation -------------------------------------------------
 
@@ -508,7 +513,7 @@ class Session(BaseSession):
             else:
                 if ops is None:
                     ops = self._disconnect_ops = {}
-                ops[crdt_id] = on_disconnect
+                ops[crdt_id] = (record.get("epoch"), on_disconnect)
 
     def _forget_read_end(self, crdt_id: str) -> None:
         ends = self._read_ends

@@ -268,8 +268,8 @@ def test_disconnect_ops_follow_what_the_connection_wrote() -> None:
     h.feed(_op(1, "pr:room"), _op(2, "pr:other"), _op(3, "gc:a"))
     (apply,) = h.take()
     assert isinstance(apply, Apply)
-    update = {"type": "presence", "op": {"op": "update"}}
-    leave = {"type": "presence", "op": {"op": "leave"}}
+    update = {"type": "presence", "epoch": "e", "op": {"op": "update"}}
+    leave = {"type": "presence", "epoch": "e", "op": {"op": "leave"}}
     counter = {"type": "gcounter", "op": {"op": "increment"}}
     room, other, counted = apply.run
     h.session.ack(room, _result(1, [update]))
@@ -279,7 +279,7 @@ def test_disconnect_ops_follow_what_the_connection_wrote() -> None:
     (apply2,) = (a for a in h.take() if isinstance(a, Apply))
     h.session.ack(apply2.run[0], _result(2, [leave]))  # left already: nothing owed
     h.session.connection_lost()
-    assert h.session.disconnect_ops() == [("pr:room", {"op": "leave"})]
+    assert h.session.disconnect_ops() == [("pr:room", "e", {"op": "leave"})]
     assert h.session.disconnect_ops() == []
 
 
