@@ -44,6 +44,9 @@ from pycrdt import (
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
+from syncd.client._http import retry_after_s
+from syncd.client.retry import RETRY_AFTER_MAX_S
+
 log = logging.getLogger("syncd.client.yjs")
 
 RECONNECT_MIN_S: Final = 0.1
@@ -53,6 +56,9 @@ RECONNECT_MAX_S: Final = 10.0
 AWARENESS_RENEW_S: Final = 15.0
 """How often our awareness state is sent again while set: half of y-protocols'
 30 s ``outdatedTimeout``, after which peers and syncd's other nodes drop it."""
+
+_FINAL_STATUSES: Final = frozenset({400, 401, 403, 404, 409})
+"""Handshake refusals that another try would only meet again."""
 
 _SYNC_STEP2: Final = 1
 _MESSAGE_AUTH: Final = 2
@@ -87,7 +93,9 @@ class YjsProvider:
         self.awareness: dict[int, Any] = {}
         """The room's awareness states by awareness client id."""
         self.refused: int | None = None
-        """The HTTP status when the handshake was refused (then it stops)."""
+        """The HTTP status when the handshake was refused for good (400,
+        401, 403, 404, 409): then it stops. A refusal worth retrying (429,
+        5xx) is retried (after its Retry-After) and leaves this None."""
         self.clocks: dict[int, int] = {}
         """The newest awareness clock seen of each awareness client."""
         self._local_state: Any = None
@@ -159,10 +167,18 @@ class YjsProvider:
                     delay = RECONNECT_MIN_S
                     await self._session(ws)
             except InvalidStatus as exc:
-                self.refused = exc.response.status_code
-                if exc.response.status_code in (400, 401, 403, 404, 409):
+                status = exc.response.status_code
+                if status in _FINAL_STATUSES:
+                    self.refused = status
                     log.warning("syncd refused the Yjs connection: %s", exc)
                     return
+                # Worth another try (429, 503, ...): not a refusal that stops
+                # the provider, so not ``refused``. Knocking again before the
+                # Retry-After would only be refused again (and count again).
+                log.info("syncd refused the Yjs connection for now: %s", exc)
+                wait = retry_after_s(exc.response.headers.get("retry-after"))
+                if wait is not None:
+                    delay = max(delay, min(wait, RETRY_AFTER_MAX_S))
             except (OSError, ConnectionClosed, WebSocketException) as exc:
                 log.info("Yjs connection lost (%s); reconnecting", exc)
             finally:
