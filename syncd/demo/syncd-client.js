@@ -3569,14 +3569,21 @@ var SyncdClient = class {
     this.http = new HttpApi(this.config);
     this._socketOptions = options.socket ?? {};
     this._socket = null;
+    this._closed = false;
   }
   /** The claims of a string token (decoded locally, not verified). */
   get claims() {
     return typeof this.config.token === "string" ? decodeToken(this.config.token) : null;
   }
-  /** The shared WebSocket, created on first use. */
+  /**
+   * The shared WebSocket, created on first use; after close() a closed one
+   * (its subscribe() throws, its op() rejects), never a new connection.
+   */
   get socket() {
-    if (!this._socket) this._socket = new SyncSocket(this.config, this._socketOptions);
+    if (!this._socket) {
+      this._socket = new SyncSocket(this.config, this._socketOptions);
+      if (this._closed) this._socket.close();
+    }
     return this._socket;
   }
   // -- HTTP ----------------------------------------------------------------------
@@ -3673,7 +3680,9 @@ var SyncdClient = class {
   agentTools(crdts, options) {
     return createAgentTools(this.http, crdts, options);
   }
+  /** Close the socket for good (see SyncSocket.close), even one not made yet. */
   close() {
+    this._closed = true;
     if (this._socket) this._socket.close();
   }
 };

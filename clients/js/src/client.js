@@ -23,6 +23,7 @@ export class SyncdClient {
     this.http = new HttpApi(this.config);
     this._socketOptions = options.socket ?? {};
     this._socket = null;
+    this._closed = false;
   }
 
   /** The claims of a string token (decoded locally, not verified). */
@@ -30,9 +31,15 @@ export class SyncdClient {
     return typeof this.config.token === 'string' ? decodeToken(this.config.token) : null;
   }
 
-  /** The shared WebSocket, created on first use. */
+  /**
+   * The shared WebSocket, created on first use; after close() a closed one
+   * (its subscribe() throws, its op() rejects), never a new connection.
+   */
   get socket() {
-    if (!this._socket) this._socket = new SyncSocket(this.config, this._socketOptions);
+    if (!this._socket) {
+      this._socket = new SyncSocket(this.config, this._socketOptions);
+      if (this._closed) this._socket.close();
+    }
     return this._socket;
   }
 
@@ -139,7 +146,9 @@ export class SyncdClient {
     return createAgentTools(this.http, crdts, options);
   }
 
+  /** Close the socket for good (see SyncSocket.close), even one not made yet. */
   close() {
+    this._closed = true;
     if (this._socket) this._socket.close();
   }
 }
