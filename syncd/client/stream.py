@@ -541,6 +541,14 @@ class EventStream(_ResumingStream):
                 chunk = await asyncio.shield(read)
                 self._read = None
                 self._events.extend(self._parser.feed(chunk))
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if read.cancelled() and (task is None or not task.cancelling()):
+                    # Not this reader cancelled: the read, under it, by
+                    # aclose() (or a disconnect) from another task. The
+                    # connection is gone; the iteration ends if closed.
+                    raise _Lost("the stream was closed") from None
+                raise
             except SseEventTooLarge as exc:
                 self._read = None
                 await self.aclose()
