@@ -100,13 +100,15 @@ class H11Parser:
     def next_event(self) -> Event:
         if self._failed is not None:
             return self._failed
+        head_data: bytes | bytearray = b""
         while True:
             if self._conn.their_state is h11.IDLE:
                 self._collapse_request_line_spaces()
-                refusal = _head_framing_refusal(self._conn.trailing_data[0])
+                head_data = self._conn.trailing_data[0]
+                refusal = _head_framing_refusal(head_data)
                 if refusal is not None:
-                    self._failed = refusal
-                    return refusal
+                    self._failed = _version_first(head_data) or refusal
+                    return self._failed
             elif self._chunk_line_next or self._trailers_next:
                 if self._chunk_line_next:
                     refusal = self._chunk_line_refusal()
@@ -118,8 +120,11 @@ class H11Parser:
             try:
                 event = self._conn.next_event()
             except h11.RemoteProtocolError as exc:
-                self._failed = ParseError(exc.error_status_hint, _reason(exc))
-                return self._failed
+                refusal = ParseError(exc.error_status_hint, _reason(exc))
+                if self._head is None:
+                    refusal = _version_first(head_data) or refusal
+                self._failed = refusal
+                return refusal
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 if self._conn.their_state is h11.SEND_BODY:
                     # h11 passes body bytes on as they come, so what it holds
@@ -175,6 +180,23 @@ class H11Parser:
         line = _CHUNK_LINE.fullmatch(bytes(pending[start:end]))
         if line is None or int(line.group(1), 16) > _MAX_CHUNK_SIZE:
             return ParseError(400, "malformed chunk line")
+        digits = len(line.group(1))
+        if digits > _H11_CHUNK_DIGITS:
+            # RFC 9112 7.1: the size is 1*HEXDIG, leading zeros and all (llhttp
+            # takes them); h11 takes at most 20 digits. A fresh h11, behind a
+            # stand-in head of the same framing, reads the rest of the body
+            # with the zeros dropped (a size within 64 bits has at most 16).
+            rest = bytes(pending[start + digits :])
+            size = line.group(1).lstrip(b"0") or b"0"
+            closed = self._conn.trailing_data[1]
+            conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+            conn.receive_data(_CHUNKED_STAND_IN + size + rest)
+            if closed:
+                conn.receive_data(b"")
+            stand_in = conn.next_event()
+            assert isinstance(stand_in, h11.Request), stand_in
+            self._conn = conn
+            end = len(size)
         if int(line.group(1), 16) == 0:  # the last chunk: its trailers follow
             self._trailers_next = True
             return self._trailers_refusal(end + 2)
@@ -224,6 +246,16 @@ class H11Parser:
         # raw_items() is a plain list: iterating h11's Headers goes through
         # Sequence.__iter__ and costs twice as much.
         items = event.headers.raw_items()
+        method = event.method.decode("ascii")
+        target = event.target
+        version = event.http_version.decode("ascii")
+        # llhttp reads the target, then the version, before the fields, and
+        # refuses a malformed target or a version it does not take there:
+        # first here too (HTTP/7.0 with a bad field is 505, not 400).
+        refusal = _target_refusal(target, method) or version_refusal(version)
+        if refusal is not None:
+            self._failed = refusal
+            return refusal
         if len(items) > MAX_HEADERS:
             self._failed = ParseError(431, "too many header fields")
             return self._failed
@@ -241,14 +273,6 @@ class H11Parser:
                 headers[name] = headers[name] + ", " + value
             else:
                 headers[name] = value
-        method = event.method.decode("ascii")
-        target = event.target
-        # llhttp reads the target before the version and the fields, and
-        # refuses a malformed one there: first here too.
-        refusal = _target_refusal(target, method)
-        if refusal is not None:
-            self._failed = refusal
-            return refusal
         length = headers.get("content-length")
         if length is not None and "transfer-encoding" in headers:
             # RFC 9112 6.1: both together is the classic smuggling shape; h11
@@ -258,9 +282,7 @@ class H11Parser:
         if length is not None and int(length) > self._max_body:
             self._failed = ParseError(413, body_too_large(self._max_body))
             return self._failed
-        version = event.http_version.decode("ascii")
-        refusal = version_refusal(version)
-        if refusal is None and method not in KNOWN_METHODS:
+        if method not in KNOWN_METHODS:
             refusal = method_refusal(method)
         if refusal is None and "transfer-encoding" in headers:
             refusal = transfer_coding_refusal(headers["transfer-encoding"])
@@ -294,6 +316,30 @@ def _target_refusal(target: bytes, method: str) -> ParseError | None:
     if _NOT_IN_AUTHORITY.search(authority) is not None:
         return ParseError(400, "malformed request target")
     return None
+
+
+def _version_first(buffered: bytes | bytearray) -> ParseError | None:
+    """On the way to refusing a head: llhttp refuses a version it does not
+    take (505 for HTTP/2 and later) as soon as the request line is read,
+    before the fields, so a well-formed request line with such a version is
+    answered for its version, whatever follows (an HTTP/7.0 message's fields
+    need not follow HTTP/1.1's rules). A throwaway h11 judges the line alone."""
+    line_end = buffered.find(b"\r\n")
+    if line_end < 0 or buffered[line_end - 8 : line_end] in (b"HTTP/1.1", b"HTTP/1.0"):
+        return None
+    words = _SPACED_REQUEST_LINE.fullmatch(bytes(buffered[:line_end]))
+    if words is None:
+        return None
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+    conn.receive_data(b" ".join(words.groups()) + b"\r\nhost: x\r\n\r\n")
+    try:
+        event = conn.next_event()
+    except h11.RemoteProtocolError:
+        return None
+    if not isinstance(event, h11.Request):
+        return None
+    refusal = _target_refusal(event.target, event.method.decode("ascii"))
+    return refusal or version_refusal(event.http_version.decode("ascii"))
 
 
 def _malformed_but_coding(head: bytes) -> ParseError | None:
@@ -347,6 +393,10 @@ _CHUNK_LINE = re.compile(
 nothing, but not a ";" last; no blanks anywhere."""
 _BLANK_LINE = re.compile(rb"\n\r?\n")
 """The end of a trailer section, as h11 finds it (bare LFs included)."""
+_H11_CHUNK_DIGITS = 20
+"""The most hex digits h11 reads in a chunk size."""
+_CHUNKED_STAND_IN = b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+"""A head with chunked framing, for a fresh h11 to read a body behind."""
 _MAX_CHUNK_SIZE = 2**64 - 1
 """llhttp's bound on a chunk size (h11 takes up to 20 hex digits)."""
 

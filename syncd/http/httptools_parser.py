@@ -15,6 +15,7 @@ two parsers answer alike.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import Final
 
@@ -97,6 +98,44 @@ def _expects_continue(expect: str) -> bool:
     return "100-continue" in (member.strip() for member in expect.lower().split(","))
 
 
+_CODING_ERROR: Final = "Request has invalid `Transfer-Encoding`"
+"""llhttp's words for a Transfer-Encoding whose last coding it does not read as chunked."""
+
+
+_CHUNKED_STAND_IN: Final = b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _stand_in(headers: dict[str, str]) -> bytes:
+    """A head with the framing of ``headers`` (a request's), to read its body
+    (and what follows) with a fresh llhttp."""
+    if "transfer-encoding" in headers:
+        return _CHUNKED_STAND_IN
+    length = headers.get("content-length", "0").encode("ascii")
+    return b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: " + length + b"\r\n\r\n"
+
+
+def _coding_head_end(data: bytes) -> int | None:
+    """Where, in ``data`` (from a request boundary on), the head of the first
+    request whose Transfer-Encoding llhttp refuses ends: a fresh llhttp is fed
+    ``data`` in pieces that end at blank lines, and refuses it in the piece
+    that ends with that head (llhttp judges the coding once the head is read).
+    One pass, however many requests come before."""
+    parser = httptools.HttpRequestParser(_Completions())
+    start = 0
+    while True:
+        found = data.find(b"\r\n\r\n", start)
+        if found < 0:
+            return None
+        end = found + 4
+        try:
+            parser.feed_data(data[start:end])
+        except httptools.HttpParserUpgrade:
+            return None
+        except httptools.HttpParserError as exc:
+            return end if str(exc) == _CODING_ERROR else None
+        start = end
+
+
 class _Completions:
     """A parser's protocol that only counts completed requests (``_message_start``)."""
 
@@ -117,6 +156,43 @@ def _completed(data: bytes) -> int:
     except (httptools.HttpParserError, httptools.HttpParserUpgrade):
         pass
     return counter.count
+
+
+class _Refusals(_Completions):
+    """A parser's protocol that counts completed requests and remembers
+    whether llhttp went on to refuse a method."""
+
+    __slots__ = ("refused_method",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused_method = False
+
+
+def _after_chunked_body(data: bytes, completed: int) -> bytes | None:
+    """``data`` after the end of a chunked body that began in an earlier read
+    (its last chunk's blank line): the first place after which a fresh llhttp
+    completes ``completed`` requests and then refuses a method, of the first
+    few that end a line pair; None if none does."""
+    ends = [cut for cut in (1, 2, 3) if data[:cut] == b"\r\n\r\n"[4 - cut :]]
+    ends += [found.end() for found in _BLANK_LINES.finditer(data)]
+    for end in ends[:_AFTER_CHUNKED_TRIES]:
+        counter = _Refusals()
+        try:
+            httptools.HttpRequestParser(counter).feed_data(data[end:])
+        except httptools.HttpParserError as exc:
+            refused = isinstance(exc, httptools.HttpParserInvalidMethodError) or (
+                str(exc) in _METHOD_ERRORS
+            )
+            if refused and counter.count == completed:
+                return data[end:]
+        except httptools.HttpParserUpgrade:
+            pass
+    return None
+
+
+_BLANK_LINES: Final = re.compile(b"\r\n\r\n")
+_AFTER_CHUNKED_TRIES: Final = 16
 
 
 def _message_start(data: bytes, completed: int) -> int:
@@ -183,6 +259,10 @@ class HttptoolsParser:
         self._trailer_bytes = -1
         """Bytes of the current request's trailer fields; -1 while its head is
         still being read (llhttp reports both through ``on_header``)."""
+        self._tail = b""
+        """The last bytes (up to 3) of a read that ended inside a request's
+        head, empty after one that ended elsewhere in a request: where the
+        head's blank line ends when it is cut in two (see ``_head_end``)."""
 
     # -- the interface -------------------------------------------------
 
@@ -236,6 +316,24 @@ class HttptoolsParser:
                 if refusal is None:  # not expected: llhttp takes 1.0 and 1.1
                     refusal = ParseError(400, f"malformed request: {exc}")
                 self._fail(refusal.status, refusal.message)
+            elif str(exc) == _CODING_ERROR and self._current.headers is self._headers:
+                # The coding passed on_headers_complete, so it is chunked with
+                # blanks llhttp does not strip ("chunked\t": RFC 9110 5.5 has
+                # leading and trailing SP and HTAB outside the value); h11
+                # takes it. The body is read behind a stand-in head.
+                rest = self._body_after_head(
+                    data,
+                    at_boundary,
+                    left,
+                    len(self._queued_sizes) - queued,
+                    parser is self._parser,
+                )
+                if rest is None:
+                    self._fail(400, f"malformed request: {exc}")
+                else:
+                    self._held = self._current
+                    self._body_framing = b"transfer-encoding: chunked"
+                    self._read_held_body_of_refused(rest)
             elif isinstance(exc, httptools.HttpParserInvalidMethodError) or (
                 str(exc) in _METHOD_ERRORS
             ):
@@ -254,9 +352,19 @@ class HttptoolsParser:
             else:
                 self._fail(400, f"malformed request: {exc}")
         else:
-            if self._in_message and not self._url:
-                completed = len(self._queued_sizes) - queued
-                self._keep_partial(data, at_boundary, left, completed, parser is self._parser)
+            if self._in_message:
+                # A read that ended inside a request (never one that ended
+                # between requests, as a request read whole does).
+                if self._trailer_bytes < 0:
+                    whole = not at_boundary and len(self._queued_sizes) == queued
+                    self._tail = ((self._tail if whole else b"") + data)[-3:]
+                else:
+                    self._tail = b""
+                if not self._url:
+                    completed = len(self._queued_sizes) - queued
+                    self._keep_partial(data, at_boundary, left, completed, parser is self._parser)
+                elif self._partial is not None:
+                    self._partial = None
             elif self._partial is not None:
                 self._partial = None
         if self._partial is not None and (self._failed is not None or self._judge is not None):
@@ -307,9 +415,101 @@ class HttptoolsParser:
         elif completed == 0 and self._partial is not None:
             first, skip = self._partial[0], self._partial_skip
             rest = b"".join(self._partial[1:]) + data
+        elif completed and self._tail:
+            # The read completed a request whose head began in an earlier
+            # one: after its head's blank line, a stand-in head with the same
+            # framing makes the rest a run of whole requests again.
+            end = self._head_end(data)
+            if end is None:
+                return None
+            first_done = [e for e in self._events if isinstance(e, Request)][-completed]
+            first = _stand_in(first_done.headers) + data[end:]
+            skip = completed
+            rest = b""
+        elif completed:
+            # The read went on with a chunked body begun earlier, whose end
+            # llhttp does not tell: it ends in a blank line, after which a
+            # fresh llhttp must find the other requests and then refuse the
+            # same way. The first few such places are tried.
+            after = _after_chunked_body(data, completed - 1)
+            if after is None:
+                return None
+            first, skip, rest = after, completed - 1, b""
         else:
             return None
         return first[_message_start(first, skip) if skip else 0 :] + rest
+
+    def _head_end(self, data: bytes) -> int | None:
+        """Where, in ``data``, the head that was still being read when the read
+        began ends (after its blank line); None if not in ``data``."""
+        tail = self._tail
+        found = (tail + data).find(b"\r\n\r\n")
+        end = found + 4 - len(tail)
+        return end if found >= 0 and end > 0 else None
+
+    def _body_after_head(
+        self, data: bytes, at_boundary: bool, left: int, completed: int, same: bool
+    ) -> bytes | None:
+        """The bytes of ``data`` after the head of the request llhttp was
+        reading when it stopped at that head's end; None if unknown."""
+        if completed == 0 and not at_boundary and self._partial is None:
+            end = self._head_end(data)  # the head began in an earlier read
+            return None if end is None else data[end:]
+        start = self._from_boundary(data, at_boundary, left, completed) if same else None
+        if start is not None:
+            whole = start[0]
+        elif same and completed == 0 and self._partial is not None:
+            whole = b"".join(self._partial) + data
+        elif same and completed and self._tail:
+            end = self._head_end(data)  # of the request the read completed first
+            if end is None:
+                return None
+            first_done = [e for e in self._events if isinstance(e, Request)][-completed]
+            whole = _stand_in(first_done.headers) + data[end:]
+        else:
+            return None
+        end = _coding_head_end(whole)
+        return None if end is None else whole[end:]
+
+    def _read_held_body_of_refused(self, rest: bytes) -> None:
+        """``_read_held_body`` from inside a refusal's handling, its own
+        refusals answered as ``feed`` answers them; a later request of the
+        same read with a chunked coding llhttp does not take is read the same
+        way."""
+        while True:
+            queued = len(self._queued_sizes)
+            try:
+                self._read_held_body(rest)
+            except _Refused as exc:
+                self._fail(exc.status, exc.message)
+            except httptools.HttpParserCallbackError as exc:
+                cause = exc.__context__
+                if isinstance(cause, _Refused):
+                    self._fail(cause.status, cause.message)
+                else:
+                    self._fail(400, "malformed request")
+            except httptools.HttpParserError as exc:
+                fed = _CHUNKED_STAND_IN + rest
+                if isinstance(exc, httptools.HttpParserInvalidMethodError) or (
+                    str(exc) in _METHOD_ERRORS
+                ):
+                    # The stand-in head, the held body and the requests after
+                    # it are whole requests: the refused one starts after them.
+                    head = fed[_message_start(fed, len(self._queued_sizes) - queued) :]
+                    self._judge = H11Parser(self._max_body)
+                    self._judge.feed(head)
+                    return
+                end = None
+                if str(exc) == _CODING_ERROR and self._current.headers is self._headers:
+                    end = _coding_head_end(fed)
+                if end is None:
+                    self._fail(400, f"malformed request: {exc}")
+                    return
+                self._held = self._current
+                self._body_framing = b"transfer-encoding: chunked"
+                rest = fed[end:]
+                continue
+            return
 
     def _read_held_body(self, rest: bytes) -> None:
         """Read the body of an upgrade offer with one. llhttp skips the body of
@@ -321,6 +521,7 @@ class HttptoolsParser:
         self._parser = httptools.HttpRequestParser(self)
         self._body_only = True
         head = b"POST / HTTP/1.1\r\nhost: x\r\n" + self._body_framing + b"\r\n\r\n"
+        # (for chunked framing: _CHUNKED_STAND_IN)
         try:
             self._parser.feed_data(head + rest)
         except httptools.HttpParserUpgrade as exc:

@@ -3,6 +3,7 @@ each gets one answer whatever the parser (SERVICE_HTTP_PARSER)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -338,4 +339,133 @@ async def test_trailer_connection_close_over_the_socket(server: RunningServer) -
     assert status == 405
     assert headers["connection"] == "close"
     assert await reader.read() == b""
+    writer.close()
+
+
+def _events(parser_name: str, reads: list[bytes]) -> list[object]:
+    """What a parser makes of ``reads`` fed one by one: each request as
+    (method, path, body), then a refusal's status, if any."""
+    parser = make_parser(parser_name, 1000)
+    seen: list[object] = []
+    for data in reads:
+        parser.feed(data)
+        while (event := parser.next_event()) is not NEED_DATA:
+            if isinstance(event, ParseError):
+                return [*seen, event.status]
+            if isinstance(event, Request):
+                seen.append((event.method, event.path, event.body))
+                parser.start_next_cycle()
+    return seen
+
+
+_GET = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+_FOO = b"FOO /a HTTP/1.1\r\nHost: x\r\n\r\n"
+_TAB = b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\t\r\n\r\n2\r\nab\r\n0\r\n\r\n"
+_CHUNKED = b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n"
+_GOT = ("GET", "/a", b"")
+_POSTED = ("POST", "/a", b"ab")
+READS: list[tuple[str, list[bytes], list[object]]] = [
+    # An unknown method in the read that completes a request begun earlier
+    # (llhttp does not say where that one ended): 501 all the same.
+    ("foo after a head cut at its blank line", [_GET[:-2], _GET[-2:] + _FOO], [_GOT, 501]),
+    ("foo after a head cut in its blank line", [_GET[:-1], _GET[-1:] + _FOO], [_GOT, 501]),
+    ("foo after a head cut in a field", [_GET[:20], _GET[20:] + _FOO], [_GOT, 501]),
+    (
+        "foo after a head cut, two between",
+        [_GET[:20], _GET[20:] + _GET * 2 + _FOO],
+        [_GOT] * 3 + [501],
+    ),
+    (
+        "foo after a head cut, then a body",
+        [b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2", b"\r\n\r\nab" + _FOO],
+        [_POSTED, 501],
+    ),
+    (
+        "foo after a chunked head cut",
+        [_CHUNKED[:40], _CHUNKED[40:] + b"0\r\n\r\n" + _FOO],
+        [_POSTED, 501],
+    ),
+    ("foo after a chunked body cut", [_CHUNKED, b"0\r\n\r\n" + _FOO], [_POSTED, 501]),
+    (
+        "foo after a chunked body cut, trailers",
+        [_CHUNKED, b"0\r\nX: 1\r\n\r\n" + _FOO],
+        [_POSTED, 501],
+    ),
+    (
+        "foo after a chunked body cut in its end",
+        [_CHUNKED + b"0\r\n", b"\r\n" + _FOO],
+        [_POSTED, 501],
+    ),
+    (
+        "malformed after a chunked body cut",
+        [_CHUNKED, b"0\r\n\r\nG(T /a HTTP/1.1\r\n\r\n"],
+        [_POSTED, 400],
+    ),
+    # Transfer-Encoding "chunked<TAB>" (RFC 9110 5.5: the tab is not the value's).
+    ("tab, whole", [_TAB], [_POSTED]),
+    ("tab, pipelined", [_GET + _TAB + _GET], [_GOT, _POSTED, _GOT]),
+    ("tab, head cut", [_TAB[:30], _TAB[30:] + _GET], [_POSTED, _GOT]),
+    ("tab, blank line cut", [_TAB[:57], _TAB[57:] + _GET], [_POSTED, _GOT]),
+    ("tab, blank line cut late", [_TAB[:58], _TAB[58:] + _GET], [_POSTED, _GOT]),
+    ("tab, body cut", [_TAB[:62], _TAB[62:] + _GET], [_POSTED, _GOT]),
+    ("tab, bytewise", [_TAB[i : i + 1] for i in range(len(_TAB))] + [_GET], [_POSTED, _GOT]),
+    ("tab, bad chunk", [_TAB.replace(b"2\r\nab", b"zz\r\nab")], [400]),
+    ("tab, then foo", [_TAB + _FOO], [_POSTED, 501]),
+    ("tab, after a head cut", [_GET[:20], _GET[20:] + _TAB + _GET], [_GOT, _POSTED, _GOT]),
+    ("tab, many pipelined", [_TAB * 200 + _GET], [_POSTED] * 200 + [_GOT]),
+]
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize(("name", "reads", "events"), READS, ids=[c[0] for c in READS])
+def test_same_events_however_the_reads_fall(
+    parser_name: str, name: str, reads: list[bytes], events: list[object]
+) -> None:
+    assert _events(parser_name, reads) == events
+
+
+async def test_unknown_method_after_a_cut_head_over_the_socket(server: RunningServer) -> None:
+    """The read that ends a request's head also brings an unknown method: 501."""
+    reader, writer = await open_raw(server.port)
+    writer.write(b"GET /health/live HTTP/1.1\r\nHost: x\r\n")
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    writer.write(b"\r\nFOO /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    status, _, _ = await read_response(reader)
+    assert status == 200
+    status, headers, body = await read_response(reader)
+    assert status == 501, body
+    assert json.loads(body)["error"] == "not_implemented"
+    assert headers["connection"] == "close"
+    assert await reader.read() == b""
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("coding", "zeros"),
+    [(b"chunked\t", b""), (b"chunked", b"0" * 30)],
+    ids=["tab after chunked", "size of 32 digits"],
+)
+async def test_chunked_bodies_are_read_over_the_socket(
+    server: RunningServer, coding: bytes, zeros: bytes
+) -> None:
+    """The body is read (the token is issued from it), twice on one connection."""
+    body = b'{"client_id": 1, "permissions": {"read": ["*"]}}'
+    reader, writer = await open_raw(server.port)
+    request = (
+        b"POST /v1/namespaces/app/tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + ADMIN.encode()
+        + b"\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+        + coding
+        + b"\r\n\r\n"
+        + zeros
+        + f"{len(body):x}\r\n".encode()
+        + body
+        + b"\r\n0\r\n\r\n"
+    )
+    writer.write(request * 2)
+    for _ in range(2):
+        status, _, answer = await read_response(reader)
+        assert status == 200, answer
+        assert "token" in json.loads(answer)
     writer.close()

@@ -112,6 +112,50 @@ CASES: list[tuple[str, bytes, int]] = [
         400,
     ),
     ("empty lines before", b"\r\n\r\nGET /health/live HTTP/1.1\r\nHost: x\r\n\r\n", OK),
+    # A version llhttp refuses as it reads the request line is answered for
+    # that, whatever the fields that follow (RFC 9110 15.6.6).
+    ("version 7.0, bad field", b"GET /health/live HTTP/7.0\r\nHost: x\r\nBad[H]: x\r\n\r\n", 505),
+    ("version 7.0, no colon", b"GET /health/live HTTP/7.0\r\nHost: x\r\nfoo\r\n\r\n", 505),
+    ("version 7.0, folding", b"GET /health/live HTTP/7.0\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 505),
+    ("version 7.0, bad target", b"GET a/b HTTP/7.0\r\nHost: x\r\nfoo\r\n\r\n", 400),
+    (
+        "version 7.0, large length",
+        b"POST /health/live HTTP/7.0\r\nHost: x\r\nContent-Length: 5000\r\n\r\n",
+        505,
+    ),
+    # RFC 9112 7.1: a chunk size is 1*HEXDIG, leading zeros and all.
+    (
+        "chunk size of 25 digits",
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"0" * 24
+        + b"2\r\nab\r\n0\r\n\r\n",
+        OK,
+    ),
+    (
+        "last chunk of 25 digits",
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"0" * 25
+        + b"\r\nX: 1\r\n\r\n",
+        OK,
+    ),
+    (
+        "chunk size past 64 bits",
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"f" * 25
+        + b"\r\nab\r\n0\r\n\r\n",
+        400,
+    ),
+    # RFC 9110 5.5: blanks (SP, HTAB) around a field value are not part of it.
+    (
+        "tab after chunked",
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\t\r\n\r\n0\r\n\r\n",
+        OK,
+    ),
+    (
+        "blanks after chunked",
+        b"POST /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked \t \r\n\r\n0\r\n\r\n",
+        OK,
+    ),
 ]
 
 
