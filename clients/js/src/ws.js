@@ -356,11 +356,36 @@ export class SyncSocket extends Emitter {
         continue;
       }
       if (busy.has(id)) continue;
-      const ttl_ms = Math.max(PRESENCE_MIN_TTL_MS, Math.ceil(until - now));
-      this._submit(id, { ...op, ttl_ms }, until).catch((err) => {
-        if (err?.code !== 'closed') this.emit('error', err);
-      });
+      this._announce(id, this._presence.get(id));
     }
+  }
+
+  /**
+   * Send presence entry `entry` of `id` again (see _announcePresence). One
+   * refused over the token's rate limit (a reconnect spends it on its upgrade
+   * and subscribes first) goes again after `retry_after`, on the same
+   * connection, if the entry is still the one to announce.
+   */
+  _announce(id, entry) {
+    const ws = this._ws;
+    const ttl_ms = Math.max(PRESENCE_MIN_TTL_MS, Math.ceil(entry.until - Date.now()));
+    this._submit(id, { ...entry.op, ttl_ms }, entry.until).catch((err) => {
+      if (err?.code === 'closed') return;
+      this.emit('error', err);
+      if (err?.code !== 'rate_limited') return;
+      setTimeout(
+        () => {
+          if (this._ws !== ws || this.state !== 'open' || this._presence.get(id) !== entry) return;
+          if (entry.until <= Date.now()) {
+            this._presence.delete(id);
+            return;
+          }
+          const busy = [...this._pending.values()].some((p) => p.message.id === id && presenceOps(id, p.message.op).length > 0);
+          if (!busy) this._announce(id, entry);
+        },
+        Math.max(1, err.retryAfter ?? 1) * 1000,
+      );
+    });
   }
 
   /**
