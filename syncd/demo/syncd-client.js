@@ -3244,7 +3244,10 @@ var SyncSocket = class extends Emitter {
       this._setState("open");
       for (const sub of this._subs.values()) this._sendSubscribe(sub, false);
       const pending = [...this._pending].sort((a, b) => a[0] - b[0]);
-      for (const [, p] of pending) this._send(p.message);
+      for (const [, p] of pending) {
+        p.burst = ws;
+        this._send(p.message);
+      }
       this._announcePresence(pending.map(([, p]) => p.message));
       this._startPing();
       for (const w of this._openWaiters.splice(0)) w.resolve();
@@ -3370,6 +3373,10 @@ var SyncSocket = class extends Emitter {
           this._fail(err);
           return;
         }
+        if (pending && err.code === "rate_limited" && pending.burst !== void 0 && pending.burst === this._ws) {
+          this._resendLater(msg.ref, retryAfter);
+          return;
+        }
         if (pending) {
           this._pending.delete(msg.ref);
           pending.reject(err);
@@ -3458,6 +3465,16 @@ var SyncSocket = class extends Emitter {
         this._presence.set(id, { op, until: keepUntil ?? Date.now() + ttl });
       }
     }
+  }
+  _resendLater(ref, seconds) {
+    const ws = this._ws;
+    setTimeout(
+      () => {
+        const pending = this._pending.get(ref);
+        if (pending && this._ws === ws && this.state === "open") this._send(pending.message);
+      },
+      Math.max(1, seconds ?? 1) * 1e3
+    );
   }
   _subscribeLater(sub, seconds) {
     const ws = this._ws;

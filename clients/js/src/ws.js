@@ -158,7 +158,11 @@ export class SyncSocket extends Emitter {
       this._setState('open');
       for (const sub of this._subs.values()) this._sendSubscribe(sub, false);
       const pending = [...this._pending].sort((a, b) => a[0] - b[0]);
-      for (const [, p] of pending) this._send(p.message);
+      for (const [, p] of pending) {
+        // Sent in the reconnect's burst: see _dispatch's rate_limited.
+        p.burst = ws;
+        this._send(p.message);
+      }
       this._announcePresence(pending.map(([, p]) => p.message));
       this._startPing();
       for (const w of this._openWaiters.splice(0)) w.resolve();
@@ -303,6 +307,14 @@ export class SyncSocket extends Emitter {
           this._fail(err);
           return;
         }
+        if (pending && err.code === 'rate_limited' && pending.burst !== undefined && pending.burst === this._ws) {
+          // An op sent again (or first) as the socket reopened, refused because
+          // the reconnect spent the token's limit on its upgrade and subscribes:
+          // it stays pending and goes again after retry_after (it may have been
+          // applied before the drop: only its own answer can say).
+          this._resendLater(msg.ref, retryAfter);
+          return;
+        }
         if (pending) {
           this._pending.delete(msg.ref);
           pending.reject(err);
@@ -401,6 +413,18 @@ export class SyncSocket extends Emitter {
         this._presence.set(id, { op, until: keepUntil ?? Date.now() + ttl });
       }
     }
+  }
+
+  _resendLater(ref, seconds) {
+    const ws = this._ws;
+    setTimeout(
+      () => {
+        const pending = this._pending.get(ref);
+        // After another reconnect it went out again with the others.
+        if (pending && this._ws === ws && this.state === 'open') this._send(pending.message);
+      },
+      Math.max(1, seconds ?? 1) * 1000,
+    );
   }
 
   _subscribeLater(sub, seconds) {
