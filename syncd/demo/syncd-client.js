@@ -3461,6 +3461,8 @@ var SyncSocket = class extends Emitter {
       if (o.op === "leave") this._presence.delete(id);
       else {
         const { op_id, ...op } = o;
+        const held = this._presence.get(id);
+        if (op.data === void 0 && held?.op.data !== void 0 && held.until > Date.now()) op.data = held.op.data;
         const ttl = typeof op.ttl_ms === "number" ? op.ttl_ms : PRESENCE_DEFAULT_TTL_MS;
         this._presence.set(id, { op, until: keepUntil ?? Date.now() + ttl });
       }

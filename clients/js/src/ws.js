@@ -409,6 +409,12 @@ export class SyncSocket extends Emitter {
       if (o.op === 'leave') this._presence.delete(id);
       else {
         const { op_id, ...op } = o;
+        // A heartbeat (no data) keeps the entry's data on the server; the
+        // announce after a reconnect (the server left the entry meanwhile)
+        // must carry that data, which is the last one noted here.
+        const held = this._presence.get(id);
+        // (None once that entry ran out: the server's heartbeat then kept no data either.)
+        if (op.data === undefined && held?.op.data !== undefined && held.until > Date.now()) op.data = held.op.data;
         const ttl = typeof op.ttl_ms === 'number' ? op.ttl_ms : PRESENCE_DEFAULT_TTL_MS;
         this._presence.set(id, { op, until: keepUntil ?? Date.now() + ttl });
       }
