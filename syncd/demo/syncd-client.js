@@ -3171,6 +3171,13 @@ function presenceOps(id, body) {
     (o) => o !== null && typeof o === "object" && (o.op === "update" || o.op === "leave") && (o.type === "presence" || o.type === void 0 && typeForId(id) === "presence")
   );
 }
+var LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+function holdsLoneSurrogate(value) {
+  if (typeof value === "string") return LONE_SURROGATE.test(value);
+  if (value === null || typeof value !== "object" || ArrayBuffer.isView(value)) return false;
+  if (Array.isArray(value)) return value.some(holdsLoneSurrogate);
+  return Object.entries(value).some(([k, v]) => LONE_SURROGATE.test(k) || holdsLoneSurrogate(v));
+}
 var SyncSocket = class extends Emitter {
   /**
    * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, WebSocket?: unknown}} config
@@ -3326,11 +3333,31 @@ var SyncSocket = class extends Emitter {
     clearInterval(this._pingTimer);
     this._pingTimer = null;
   }
+  _encode(message) {
+    return this.options.encoding === "json" ? JSON.stringify(message) : encode(message);
+  }
   _send(message) {
     const ws = this._ws;
     if (!ws || this.state !== "open") return false;
-    ws.send(this.options.encoding === "json" ? JSON.stringify(message) : encode(message));
+    ws.send(this._encode(message));
     return true;
+  }
+  /**
+   * Why the server could not read op message `message` (a SyncdError
+   * `bad_request`, as HTTP answers it), or null. Its answer would be an error
+   * without `ref` (it could not read the ref): the op would never settle and
+   * go again at every reconnect; and one this encoding cannot write would
+   * throw where it is sent (as the socket opens, stopping the rest).
+   */
+  _unreadable(message) {
+    let why = null;
+    try {
+      this._encode(message);
+      if (holdsLoneSurrogate(message.op)) why = "a string holds an unpaired surrogate (\\ud800-\\udfff), which UTF-8 cannot carry";
+    } catch (err) {
+      why = `the op cannot be written as ${this.options.encoding}: ${err?.message ?? err}`;
+    }
+    return why === null ? null : new SyncdError("bad_request", `${message.id}: ${why}`, { status: 400 });
   }
   _dispatch(msg) {
     if (msg === null || typeof msg !== "object") return;
@@ -3555,6 +3582,8 @@ var SyncSocket = class extends Emitter {
     const stamp = (o, suffix) => isOp(o) && o.op_id === void 0 ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o;
     const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, "");
     const message = { kind: "op", id, op: body, ref };
+    const unreadable = this._unreadable(message);
+    if (unreadable) return Promise.reject(unreadable);
     return new Promise((resolve, reject) => {
       const acked = (answer) => {
         this._notePresence(id, body, keepUntil);
@@ -3764,7 +3793,7 @@ function diffText(before, after, cursor) {
   if (!deleteCount && !text) return null;
   return { index: prefix, deleteCount, text };
 }
-var LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+var LONE_SURROGATE2 = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 var RECENT_INSERTS = 256;
 var CollabText = class extends Emitter {
   /**
@@ -3970,7 +3999,7 @@ var CollabText = class extends Emitter {
       if (last && last.kind === "delete" && last.state === "queued") last.keys.push(...doomed);
       else this._edits.push({ kind: "delete", keys: doomed, state: "queued" });
     }
-    const chars = Array.from(text.replace(LONE_SURROGATE, "\uFFFD"));
+    const chars = Array.from(text.replace(LONE_SURROGATE2, "\uFFFD"));
     if (chars.length) {
       const after = index > 0 ? keys[index - 1] : null;
       const lids = chars.map(() => `~${this._nextLocal++}`);

@@ -307,7 +307,10 @@ export class SyncSocket extends Emitter {
   /**
    * The last presence `update` acked per id (until a `leave`) is sent again,
    * with a fresh op_id, after each reconnect: the server left it when the
-   * old connection closed. Rejects with a SyncdError `closed` once closed.
+   * old connection closed. Rejects with a SyncdError `closed` once closed,
+   * and at once, unsent, with a SyncdError `bad_request` (status 400) for an
+   * op the server could not read (an unpaired surrogate) or the encoding
+   * cannot write (a BigInt in JSON).
    */
   op(id: string, op: Op | Op[]): Promise<Ack>;
   close(reason?: Error): void;

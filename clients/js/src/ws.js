@@ -75,6 +75,17 @@ function presenceOps(id, body) {
   );
 }
 
+/** An unpaired surrogate: UTF-8 cannot carry it, the server cannot read a message holding one. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** Whether a string (a key or a value) anywhere in `value` holds an unpaired surrogate. */
+function holdsLoneSurrogate(value) {
+  if (typeof value === 'string') return LONE_SURROGATE.test(value);
+  if (value === null || typeof value !== 'object' || ArrayBuffer.isView(value)) return false;
+  if (Array.isArray(value)) return value.some(holdsLoneSurrogate);
+  return Object.entries(value).some(([k, v]) => LONE_SURROGATE.test(k) || holdsLoneSurrogate(v));
+}
+
 export class SyncSocket extends Emitter {
   /**
    * @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, WebSocket?: unknown}} config
@@ -253,11 +264,33 @@ export class SyncSocket extends Emitter {
     this._pingTimer = null;
   }
 
+  _encode(message) {
+    return this.options.encoding === 'json' ? JSON.stringify(message) : encode(message);
+  }
+
   _send(message) {
     const ws = this._ws;
     if (!ws || this.state !== 'open') return false;
-    ws.send(this.options.encoding === 'json' ? JSON.stringify(message) : encode(message));
+    ws.send(this._encode(message));
     return true;
+  }
+
+  /**
+   * Why the server could not read op message `message` (a SyncdError
+   * `bad_request`, as HTTP answers it), or null. Its answer would be an error
+   * without `ref` (it could not read the ref): the op would never settle and
+   * go again at every reconnect; and one this encoding cannot write would
+   * throw where it is sent (as the socket opens, stopping the rest).
+   */
+  _unreadable(message) {
+    let why = null;
+    try {
+      this._encode(message);
+      if (holdsLoneSurrogate(message.op)) why = 'a string holds an unpaired surrogate (\\ud800-\\udfff), which UTF-8 cannot carry';
+    } catch (err) {
+      why = `the op cannot be written as ${this.options.encoding}: ${err?.message ?? err}`;
+    }
+    return why === null ? null : new SyncdError('bad_request', `${message.id}: ${why}`, { status: 400 });
   }
 
   _dispatch(msg) {
@@ -517,6 +550,8 @@ export class SyncSocket extends Emitter {
     const stamp = (o, suffix) => (isOp(o) && o.op_id === undefined ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o);
     const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, '');
     const message = { kind: 'op', id, op: body, ref };
+    const unreadable = this._unreadable(message);
+    if (unreadable) return Promise.reject(unreadable);
     return new Promise((resolve, reject) => {
       const acked = (answer) => {
         this._notePresence(id, body, keepUntil);
