@@ -442,7 +442,25 @@ class Subscription(_ResumingStream):
         self._later.clear()  # the next connection subscribes every id
         ws, self._ws = self._ws, None
         if ws is not None:
+            _read_to_the_end(ws)
             await ws.close()
+
+
+def _read_to_the_end(ws: ClientConnection) -> None:
+    """Let ``ws`` read on while it closes, whatever it holds unread.
+
+    With more messages unread than its queue's mark, websockets stops reading
+    the socket (backpressure), and then the server's answer to our close
+    frame, behind those messages, never arrives: ``close()`` waits its whole
+    close timeout (10 s). What is unread is dropped anyway, and the server
+    sends nothing after our close frame, so the flow control is lifted."""
+    messages = getattr(ws, "recv_messages", None)
+    if messages is None or not hasattr(messages, "paused"):
+        return  # another websockets: its own close behaviour
+    messages.high = messages.low = None
+    if messages.paused:
+        messages.paused = False
+        messages.resume()
 
 
 class EventStream(_ResumingStream):
