@@ -3138,6 +3138,7 @@ function createAgentTools(http, crdts, { origin, maxResultChars = DEFAULT_MAX_RE
 
 // src/ws.js
 var CLOSE_TOKEN_ENDED = 4401;
+var CLOSE_TOO_BIG = 1009;
 var DEFAULTS = Object.freeze({
   encoding: "msgpack",
   /** First reconnect delay; doubles per failed attempt up to maxReconnectMs. */
@@ -3170,6 +3171,9 @@ function presenceOps(id, body) {
   return list.filter(
     (o) => o !== null && typeof o === "object" && (o.op === "update" || o.op === "leave") && (o.type === "presence" || o.type === void 0 && typeForId(id) === "presence")
   );
+}
+function frameSize(frame) {
+  return typeof frame === "string" ? new TextEncoder().encode(frame).byteLength : frame.byteLength;
 }
 var LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 function holdsLoneSurrogate(value) {
@@ -3253,6 +3257,7 @@ var SyncSocket = class extends Emitter {
       const pending = [...this._pending].sort((a, b) => a[0] - b[0]);
       for (const [, p] of pending) {
         p.burst = ws;
+        p.sentOn = ws;
         this._send(p.message);
       }
       this._announcePresence(pending.map(([, p]) => p.message));
@@ -3278,6 +3283,7 @@ var SyncSocket = class extends Emitter {
         this._fail(new TokenRevokedError());
         return;
       }
+      if (event.code === CLOSE_TOO_BIG) this._refuseTooBig(ws);
       this._lost(new SyncdError("connection_lost", `connection closed (${event.code}${event.reason ? ` ${event.reason}` : ""})`));
     };
     ws.onerror = () => {
@@ -3301,6 +3307,29 @@ var SyncSocket = class extends Emitter {
     }
     for (const sub of this._subs.values()) sub.disconnected();
     if (this.state !== "closed") this._scheduleReconnect(err);
+  }
+  /**
+   * The server closed `ws` with 1009: a message sent on it was over its
+   * SERVICE_MAX_BODY_BYTES. Only an op can be; any op larger than that one
+   * is over the limit too, so the largest op sent on `ws` and not answered
+   * is: reject it (as HTTP answers it, 413), or every reconnect would send
+   * it again and be closed again.
+   */
+  _refuseTooBig(ws) {
+    let culprit = null;
+    for (const [ref2, p2] of this._pending) {
+      if (p2.sentOn === ws && (culprit === null || p2.size > culprit[1].size)) culprit = [ref2, p2];
+    }
+    if (culprit === null) return;
+    const [ref, p] = culprit;
+    this._pending.delete(ref);
+    p.reject(
+      new SyncdError(
+        "payload_too_large",
+        `${p.message.id}: the op (${p.size} bytes) is over the server's body limit (SERVICE_MAX_BODY_BYTES); the server closed the connection (1009)`,
+        { status: 413 }
+      )
+    );
   }
   _scheduleReconnect(err) {
     if (this.state === "closed") return;
@@ -3349,10 +3378,10 @@ var SyncSocket = class extends Emitter {
    * go again at every reconnect; and one this encoding cannot write would
    * throw where it is sent (as the socket opens, stopping the rest).
    */
-  _unreadable(message) {
+  _unreadable(message, sized) {
     let why = null;
     try {
-      this._encode(message);
+      sized.size = frameSize(this._encode(message));
       if (holdsLoneSurrogate(message.op)) why = "a string holds an unpaired surrogate (\\ud800-\\udfff), which UTF-8 cannot carry";
     } catch (err) {
       why = `the op cannot be written as ${this.options.encoding}: ${err?.message ?? err}`;
@@ -3582,17 +3611,19 @@ var SyncSocket = class extends Emitter {
     const stamp = (o, suffix) => isOp(o) && o.op_id === void 0 ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o;
     const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, "");
     const message = { kind: "op", id, op: body, ref };
-    const unreadable = this._unreadable(message);
+    const sized = {};
+    const unreadable = this._unreadable(message, sized);
     if (unreadable) return Promise.reject(unreadable);
     return new Promise((resolve, reject) => {
       const acked = (answer) => {
         this._notePresence(id, body, keepUntil);
         resolve(answer);
       };
-      this._pending.set(ref, { message, resolve: acked, reject });
+      const pending = { message, size: sized.size, resolve: acked, reject, sentOn: null };
+      this._pending.set(ref, pending);
       if (this.state === "idle") this.connect().catch(() => {
       });
-      else this._send(message);
+      else if (this._send(message)) pending.sentOn = this._ws;
     });
   }
   /** Ops sent and not yet acknowledged. */

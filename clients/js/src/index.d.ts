@@ -310,7 +310,9 @@ export class SyncSocket extends Emitter {
    * old connection closed. Rejects with a SyncdError `closed` once closed,
    * and at once, unsent, with a SyncdError `bad_request` (status 400) for an
    * op the server could not read (an unpaired surrogate) or the encoding
-   * cannot write (a BigInt in JSON).
+   * cannot write (a BigInt in JSON); with a SyncdError `payload_too_large`
+   * (status 413) for an op over the server's body limit (it closed the
+   * connection with 1009), which is not sent again.
    */
   op(id: string, op: Op | Op[]): Promise<Ack>;
   close(reason?: Error): void;

@@ -28,6 +28,8 @@ import { Subscription } from './subscription.js';
 
 /** The close code of a token that expired or was revoked while the socket was open. */
 export const CLOSE_TOKEN_ENDED = 4401;
+/** The close code of a message over the server's SERVICE_MAX_BODY_BYTES. */
+const CLOSE_TOO_BIG = 1009;
 
 export const DEFAULTS = Object.freeze({
   encoding: 'msgpack',
@@ -73,6 +75,11 @@ function presenceOps(id, body) {
       (o.op === 'update' || o.op === 'leave') &&
       (o.type === 'presence' || (o.type === undefined && typeForId(id) === 'presence')),
   );
+}
+
+/** The bytes a frame takes on the wire (a JSON text frame is UTF-8). */
+function frameSize(frame) {
+  return typeof frame === 'string' ? new TextEncoder().encode(frame).byteLength : frame.byteLength;
 }
 
 /** An unpaired surrogate: UTF-8 cannot carry it, the server cannot read a message holding one. */
@@ -172,6 +179,7 @@ export class SyncSocket extends Emitter {
       for (const [, p] of pending) {
         // Sent in the reconnect's burst: see _dispatch's rate_limited.
         p.burst = ws;
+        p.sentOn = ws;
         this._send(p.message);
       }
       this._announcePresence(pending.map(([, p]) => p.message));
@@ -199,6 +207,7 @@ export class SyncSocket extends Emitter {
         this._fail(new TokenRevokedError());
         return;
       }
+      if (event.code === CLOSE_TOO_BIG) this._refuseTooBig(ws);
       this._lost(new SyncdError('connection_lost', `connection closed (${event.code}${event.reason ? ` ${event.reason}` : ''})`));
     };
     ws.onerror = () => {
@@ -227,6 +236,30 @@ export class SyncSocket extends Emitter {
     }
     for (const sub of this._subs.values()) sub.disconnected();
     if (this.state !== 'closed') this._scheduleReconnect(err);
+  }
+
+  /**
+   * The server closed `ws` with 1009: a message sent on it was over its
+   * SERVICE_MAX_BODY_BYTES. Only an op can be; any op larger than that one
+   * is over the limit too, so the largest op sent on `ws` and not answered
+   * is: reject it (as HTTP answers it, 413), or every reconnect would send
+   * it again and be closed again.
+   */
+  _refuseTooBig(ws) {
+    let culprit = null;
+    for (const [ref, p] of this._pending) {
+      if (p.sentOn === ws && (culprit === null || p.size > culprit[1].size)) culprit = [ref, p];
+    }
+    if (culprit === null) return;
+    const [ref, p] = culprit;
+    this._pending.delete(ref);
+    p.reject(
+      new SyncdError(
+        'payload_too_large',
+        `${p.message.id}: the op (${p.size} bytes) is over the server's body limit (SERVICE_MAX_BODY_BYTES); the server closed the connection (1009)`,
+        { status: 413 },
+      ),
+    );
   }
 
   _scheduleReconnect(err) {
@@ -282,10 +315,10 @@ export class SyncSocket extends Emitter {
    * go again at every reconnect; and one this encoding cannot write would
    * throw where it is sent (as the socket opens, stopping the rest).
    */
-  _unreadable(message) {
+  _unreadable(message, sized) {
     let why = null;
     try {
-      this._encode(message);
+      sized.size = frameSize(this._encode(message));
       if (holdsLoneSurrogate(message.op)) why = 'a string holds an unpaired surrogate (\\ud800-\\udfff), which UTF-8 cannot carry';
     } catch (err) {
       why = `the op cannot be written as ${this.options.encoding}: ${err?.message ?? err}`;
@@ -550,16 +583,18 @@ export class SyncSocket extends Emitter {
     const stamp = (o, suffix) => (isOp(o) && o.op_id === undefined ? { ...o, op_id: `${this._session}-${ref}${suffix}` } : o);
     const body = Array.isArray(op) ? op.map((o, i) => stamp(o, `.${i}`)) : stamp(op, '');
     const message = { kind: 'op', id, op: body, ref };
-    const unreadable = this._unreadable(message);
+    const sized = {};
+    const unreadable = this._unreadable(message, sized);
     if (unreadable) return Promise.reject(unreadable);
     return new Promise((resolve, reject) => {
       const acked = (answer) => {
         this._notePresence(id, body, keepUntil);
         resolve(answer);
       };
-      this._pending.set(ref, { message, resolve: acked, reject });
+      const pending = { message, size: sized.size, resolve: acked, reject, sentOn: null };
+      this._pending.set(ref, pending);
       if (this.state === 'idle') this.connect().catch(() => {});
-      else this._send(message);
+      else if (this._send(message)) pending.sentOn = this._ws;
     });
   }
 
