@@ -194,7 +194,10 @@ class _ResumingStream(ABC):
             except _Lost:
                 await self._lost()
                 continue
-            self._backoff.reset()
+            if message.get("kind") != "error":
+                # The connection works (an error, retried, says it does not:
+                # a service refusing every subscribe is not knocked at faster).
+                self._backoff.reset()
             await self._handle(message)
 
     async def _open(self) -> None:
