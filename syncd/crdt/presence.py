@@ -159,6 +159,14 @@ class Presence:
     def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
         return {}
 
+    def stamp_of(self, client_id: int) -> int | None:
+        """The stamp of the record held for ``client_id`` (None: none held).
+        A writer compares it with the stamp its own last op carried: higher
+        means someone else wrote the entry after it (another connection of the
+        same client), so the entry is no longer its to leave."""
+        record = self._records.get(client_id)
+        return None if record is None else record[0]
+
     def live_until(self) -> int:
         """When the last entry expires (0 when none is live): until then the
         CRDT stays in memory, so a disconnect still finds its entry to leave."""

@@ -43,7 +43,9 @@ Disconnect: once the connection is gone and its in-flight ops are done, the
 ops the session names (presence's ``leave``) are applied on its behalf, with
 the same principal, through the service: durable and broadcast; each only
 while the CRDT is in the life the connection wrote it in (a deleted presence
-is not brought back by a leave).
+is not brought back by a leave), and only while the entry is the one it wrote
+(the stamp its last write carried is still the entry's: another connection of
+the same client shares the entry, and may have written it since).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.catchup import start_from
+from syncd.crdt.presence import Presence
 from syncd.errors import ApiError
 from syncd.shared_states import SharedStates
 from syncd.ws.base_connection import BaseConnection, ConnectionTimers
@@ -66,6 +69,7 @@ from syncd.ws.subscription import TakenSnapshot, WsSubscription
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal
     from syncd.config import Settings
+    from syncd.crdt.base import Crdt
     from syncd.crdt.engine import ApplyResult, Engine
     from syncd.http.protocol import ServerContext
     from syncd.hub import Hub
@@ -115,6 +119,16 @@ class SessionContext:
     """The HTTP server's shared state (connection count, shutdown), once it runs."""
     shared: SharedStates = field(default_factory=SharedStates)
     """Large snapshots being sent to subscriptions, one per version and form."""
+
+
+def _written_since(crdt: Crdt, client_id: int, stamp: int | None) -> bool:
+    """Whether ``crdt`` holds an entry of ``client_id`` written after the
+    write that carried ``stamp`` (presence's shared per-client entry; other
+    types, or no stamp: never)."""
+    if stamp is None or not isinstance(crdt, Presence):
+        return False
+    held = crdt.stamp_of(client_id)
+    return held is not None and held > stamp
 
 
 class WsConnection(BaseConnection):
@@ -405,13 +419,21 @@ class WsConnection(BaseConnection):
         if inflight:
             await asyncio.wait(inflight)
         service = self._app.service
-        for crdt_id, epoch, op in self.session.disconnect_ops():
+        for crdt_id, epoch, stamp, op in self.session.disconnect_ops_stamped():
             try:
                 entry = await service.ensure(self.ns, crdt_id)
                 if entry is None or entry.epoch != epoch:
                     # Deleted since we wrote it (and maybe made anew by
                     # others): nothing of ours is left in it, and the op
                     # would start a new life for nothing.
+                    continue
+                if _written_since(entry.crdt, self.principal.client_id, stamp):
+                    # Another connection of the same client (a second tab, or
+                    # our own reconnect) wrote the shared entry after us: it
+                    # is theirs now, and theirs to leave. No await between
+                    # this check and the apply on a local store; on
+                    # PostgreSQL it sees what this node holds (another node's
+                    # newer write may not have reached it yet).
                     continue
                 await service.apply_ops(self.ns, crdt_id, dict(op), self.principal, "ws")
             except ApiError as exc:

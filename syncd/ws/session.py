@@ -50,10 +50,14 @@ token's expiry: every subscription gets ``token_revoked``, then the close
 
 Disconnect: each CRDT whose type declares a ``DISCONNECT_OP`` (presence:
 ``leave``) and that this connection wrote with another op is returned by
-:meth:`Session.disconnect_ops`, with the life (epoch) it last wrote in, which
-the adapter asks once the connection is lost and its in-flight ops are done,
-to send them on the connection's behalf (only while that life lasts: a CRDT
-deleted meanwhile holds nothing of ours to leave).
+:meth:`Session.disconnect_ops_stamped`, with the life (epoch) it last wrote
+in and the stamp that write carried, which the adapter asks once the
+connection is lost and its in-flight ops are done, to send them on the
+connection's behalf (only while that life lasts: a CRDT deleted meanwhile
+holds nothing of ours to leave; and only while the entry is the one we wrote:
+another connection of the same client, which shares the entry, may have
+written it since). Noting the stamp costs the op path a dict lookup; the
+comparison happens only at disconnect.
 """
 
 from __future__ import annotations
@@ -100,6 +104,10 @@ def _limits(max_bytes: int, max_depth: int) -> MessageLimits:
 
 
 _INTERNAL: Final = ApiError(500, "internal", "internal error")
+
+_Owed = tuple[str | None, int | None, Mapping[str, Any]]
+"""What a connection owes a CRDT when it goes away: (the epoch it last wrote
+the CRDT in, the stamp that write carried, the disconnect op)."""
 
 
 # -- actions (the protocol's own; the base session's are in base_session) ----
@@ -247,9 +255,10 @@ class Session(BaseSession):
         owes nothing."""
         self._run: list[StagedOp] | None = None
         """Op messages of the current read, applied together (None: none yet)."""
-        self._disconnect_ops: dict[str, tuple[str | None, Mapping[str, Any]]] | None = None
-        """CRDT id -> (the epoch we last wrote it in, the op to send for it
-        when this connection goes away) (None: none)."""
+        self._disconnect_ops: dict[str, _Owed] | None = None
+        """CRDT id -> (the epoch we last wrote it in, the stamp that write
+        carried (presence's, None when the record has none), the op to send
+        for it when this connection goes away) (None: none)."""
 
     @property
     def expiry_due(self) -> int | None:
@@ -294,14 +303,23 @@ class Session(BaseSession):
         left a disconnect op to send."""
         return bool(self._disconnect_ops)
 
-    def disconnect_ops(self) -> list[tuple[str, str | None, Mapping[str, Any]]]:
-        """(CRDT id, the epoch we wrote it in, op) to send on the lost
-        connection's behalf, once each, while that epoch lasts."""
+    def disconnect_ops_stamped(
+        self,
+    ) -> list[tuple[str, str | None, int | None, Mapping[str, Any]]]:
+        """(CRDT id, the epoch we wrote it in, the stamp our last write
+        carried, op) to send on the lost connection's behalf, once each, while
+        that epoch lasts and, when the stamp is known, while the entry is
+        still the one we wrote (another connection of the same client may
+        have written it since)."""
         ops = self._disconnect_ops
         self._disconnect_ops = None
         if not ops:
             return []
-        return [(crdt_id, epoch, op) for crdt_id, (epoch, op) in sorted(ops.items())]
+        return [(crdt_id, epoch, stamp, op) for crdt_id, (epoch, stamp, op) in sorted(ops.items())]
+
+    def disconnect_ops(self) -> list[tuple[str, str | None, Mapping[str, Any]]]:
+        """:meth:`disconnect_ops_stamped` without the stamps."""
+        return [(crdt_id, epoch, op) for crdt_id, epoch, _, op in self.disconnect_ops_stamped()]
 
     # -- expiry and revocation -------------------------------------------------
 
@@ -513,7 +531,7 @@ class Session(BaseSession):
             else:
                 if ops is None:
                     ops = self._disconnect_ops = {}
-                ops[crdt_id] = (record.get("epoch"), on_disconnect)
+                ops[crdt_id] = (record.get("epoch"), record["op"].get("stamp"), on_disconnect)
 
     def _forget_read_end(self, crdt_id: str) -> None:
         ends = self._read_ends
