@@ -120,13 +120,35 @@ class H11Parser:
             try:
                 event = self._conn.next_event()
             except h11.RemoteProtocolError as exc:
+                if self._head is None and str(exc) == "bad Content-Length":
+                    mended = _length_without_zeros(head_data)
+                    if mended is not None:
+                        # RFC 9110 8.6: 1*DIGIT, leading zeros and all (llhttp
+                        # takes them); h11 takes at most 20 digits.
+                        closed = self._conn.trailing_data[1]
+                        self._conn = h11.Connection(
+                            h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES
+                        )
+                        self._conn.receive_data(mended)
+                        if closed:
+                            self._conn.receive_data(b"")
+                        head_data = b""
+                        continue
                 refusal = ParseError(exc.error_status_hint, _reason(exc))
                 if self._head is None:
                     refusal = _version_first(head_data) or refusal
                 self._failed = refusal
                 return refusal
             if event is h11.NEED_DATA or event is h11.PAUSED:
-                if self._conn.their_state is h11.SEND_BODY:
+                if head_data and self._conn.their_state is h11.IDLE:
+                    # A head still coming: llhttp answers a version it does
+                    # not take as soon as it has read it, and a malformed
+                    # request line as soon as it has read that.
+                    refusal = _version_first(head_data, early=True) or _line_refusal(head_data)
+                    if refusal is not None:
+                        self._failed = refusal
+                        return refusal
+                elif self._conn.their_state is h11.SEND_BODY:
                     # h11 passes body bytes on as they come, so what it holds
                     # back is part of a chunk line or the trailers, where it
                     # waits for a CRLF that a bare LF never gives; llhttp
@@ -136,6 +158,10 @@ class H11Parser:
                         self._failed = ParseError(
                             400, "a line in the chunked body does not end with CRLF"
                         )
+                        return self._failed
+                    crs = pending.count(b"\r") - pending.endswith(b"\r")  # a CRLF cut in two
+                    if crs and crs != pending.count(b"\r\n"):
+                        self._failed = ParseError(400, "a bare CR in the chunked body")
                         return self._failed
                 return NEED_DATA
             if isinstance(event, h11.Request):
@@ -220,8 +246,17 @@ class H11Parser:
         section = pending[start:end]
         if section.count(b"\n") != section.count(b"\r\n"):
             return ParseError(400, "a line in the chunked body does not end with CRLF")
+        if section.count(b"\r") != section.count(b"\r\n"):
+            return ParseError(400, "a bare CR in the chunked body")
         if _CONTROL.search(section) is not None:
             return ParseError(400, "a control character in the trailers")
+        if section[:1] in (b" ", b"\t") or b"\n " in section or b"\n\t" in section:
+            # Obsolete line folding, refused as in a head (llhttp does too).
+            return ParseError(400, "obsolete line folding in the trailers")
+        if _FRAMING_TRAILER.search(section) is not None:
+            # RFC 9110 6.5.1: framing fields cannot be trailers; llhttp
+            # refuses them.
+            return ParseError(400, "a framing field in the trailers")
         return None
 
     def _collapse_request_line_spaces(self) -> None:
@@ -318,16 +353,38 @@ def _target_refusal(target: bytes, method: str) -> ParseError | None:
     return None
 
 
-def _version_first(buffered: bytes | bytearray) -> ParseError | None:
+def _length_without_zeros(data: bytes | bytearray) -> bytes | None:
+    """``data`` (from a request's start) with the leading zeros of its
+    Content-Length value dropped, if it has more digits than h11 takes and
+    fewer without them; None otherwise."""
+    at = bytes(data[:MAX_HEAD_BYTES]).lower().find(b"\r\ncontent-length:")
+    if at < 0:
+        return None
+    start = at + len(b"\r\ncontent-length:")
+    end = data.find(b"\r\n", start)
+    if end < 0:
+        return None
+    value = bytes(data[start:end]).strip(b" \t")
+    short = value.lstrip(b"0") or b"0"
+    if not (value.isdigit() and len(value) > _H11_LENGTH_DIGITS >= len(short)):
+        return None
+    return bytes(data[:start]) + b" " + short + bytes(data[end:])
+
+
+def _version_first(buffered: bytes | bytearray, early: bool = False) -> ParseError | None:
     """On the way to refusing a head: llhttp refuses a version it does not
     take (505 for HTTP/2 and later) as soon as the request line is read,
     before the fields, so a well-formed request line with such a version is
     answered for its version, whatever follows (an HTTP/7.0 message's fields
-    need not follow HTTP/1.1's rules). A throwaway h11 judges the line alone."""
-    line_end = buffered.find(b"\r\n")
-    if line_end < 0 or buffered[line_end - 8 : line_end] in (b"HTTP/1.1", b"HTTP/1.0"):
+    need not follow HTTP/1.1's rules), or even before the line has ended. A
+    throwaway h11 judges the line up to its version alone. ``early``: the
+    head is not all in, and llhttp reads on past HTTP/0.9 and HTTP/2.0 (and
+    refuses them once the head is in)."""
+    line_end = buffered.find(b"\n")
+    line = bytes(buffered[: line_end if line_end >= 0 else MAX_HEAD_BYTES]).rstrip(b"\r")
+    if line[-8:] in (b"HTTP/1.1", b"HTTP/1.0"):
         return None
-    words = _SPACED_REQUEST_LINE.fullmatch(bytes(buffered[:line_end]))
+    words = _VERSIONED_REQUEST_LINE.match(line)
     if words is None:
         return None
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
@@ -339,7 +396,28 @@ def _version_first(buffered: bytes | bytearray) -> ParseError | None:
     if not isinstance(event, h11.Request):
         return None
     refusal = _target_refusal(event.target, event.method.decode("ascii"))
-    return refusal or version_refusal(event.http_version.decode("ascii"))
+    version = event.http_version.decode("ascii")
+    if early and version in _VERSIONS_READ_ON:
+        return refusal
+    return refusal or version_refusal(version)
+
+
+def _line_refusal(buffered: bytes | bytearray) -> ParseError | None:
+    """A complete request line of three parts that h11 will refuse once the
+    head is in (llhttp refuses it at once; it reads two parts as HTTP/0.9
+    and waits): a throwaway h11 judges the line alone."""
+    line_end = buffered.find(b"\r\n")
+    if line_end < 0 or _SPACED_REQUEST_LINE.fullmatch(bytes(buffered[:line_end])) is None:
+        return None
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+    conn.receive_data(bytes(buffered[:line_end]) + b"\r\nhost: x\r\n\r\n")
+    try:
+        event = conn.next_event()
+    except h11.RemoteProtocolError as exc:
+        return ParseError(exc.error_status_hint, _reason(exc))
+    if not isinstance(event, h11.Request):
+        return None
+    return _target_refusal(event.target, event.method.decode("ascii"))
 
 
 def _malformed_but_coding(head: bytes) -> ParseError | None:
@@ -375,6 +453,10 @@ def _malformed_but_coding(head: bytes) -> ParseError | None:
 
 
 _SPACED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +([^ ]+)")
+_VERSIONS_READ_ON = frozenset({"0.9", "2.0"})
+"""Versions llhttp reads a head of (refused once it is in)."""
+_VERSIONED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +(HTTP/[0-9]\.[0-9])")
+"""A request line up to its version, which llhttp judges as soon as it is read."""
 """A request line's method, target and version, spaces between them."""
 _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]"
 _QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
@@ -392,8 +474,14 @@ _CHUNK_LINE = re.compile(
 ``name``, ``name=value`` (a token, empty, or a quoted string), ``=value`` or
 nothing, but not a ";" last; no blanks anywhere."""
 _BLANK_LINE = re.compile(rb"\n\r?\n")
+_FRAMING_TRAILER = re.compile(
+    rb"(?:^|\n)(?:content-length|transfer-encoding)[ \t]*:", re.IGNORECASE
+)
+"""A Content-Length or Transfer-Encoding field in a trailer section."""
 """The end of a trailer section, as h11 finds it (bare LFs included)."""
 _H11_CHUNK_DIGITS = 20
+_H11_LENGTH_DIGITS = 20
+"""The most digits h11 reads in a Content-Length."""
 """The most hex digits h11 reads in a chunk size."""
 _CHUNKED_STAND_IN = b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
 """A head with chunked framing, for a fresh h11 to read a body behind."""
@@ -451,6 +539,10 @@ def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
             start = lowered.find(b"\r\ntransfer-encoding:", start + 2)
         refusal = transfer_coding_refusal(b", ".join(values).decode("latin-1"))
         if refusal is not None and refusal.status == 501:
+            if length_at >= 0:
+                # Both framings: refused as such (see _on_head), as llhttp
+                # refuses them before it judges the coding.
+                refusal = ParseError(400, "both Content-Length and Transfer-Encoding")
             return _malformed_but_coding(head) or refusal
         return refusal
     return None

@@ -98,6 +98,10 @@ def _expects_continue(expect: str) -> bool:
     return "100-continue" in (member.strip() for member in expect.lower().split(","))
 
 
+_VERSION_ERRORS: Final = frozenset(
+    {"Expected dot", "Invalid major version", "Invalid minor version", "Expected HTTP/"}
+)
+"""llhttp's words for a version it could not read whole."""
 _CODING_ERROR: Final = "Request has invalid `Transfer-Encoding`"
 """llhttp's words for a Transfer-Encoding whose last coding it does not read as chunked."""
 
@@ -169,29 +173,51 @@ class _Refusals(_Completions):
         self.refused_method = False
 
 
-def _after_chunked_body(data: bytes, completed: int) -> bytes | None:
+def _after_chunked_body(
+    tail: bytes, data: bytes, completed: int, refusal: str = "method"
+) -> bytes | None:
     """``data`` after the end of a chunked body that began in an earlier read
-    (its last chunk's blank line): the first place after which a fresh llhttp
-    completes ``completed`` requests and then refuses a method, of the first
-    few that end a line pair; None if none does."""
-    ends = [cut for cut in (1, 2, 3) if data[:cut] == b"\r\n\r\n"[4 - cut :]]
-    ends += [found.end() for found in _BLANK_LINES.finditer(data)]
-    for end in ends[:_AFTER_CHUNKED_TRIES]:
+    (which ended with ``tail``): the first place after which a fresh llhttp
+    completes ``completed`` requests and then refuses a method (``refusal``
+    "coding": a Transfer-Encoding; "none": refuses nothing), of the first few
+    that end a last chunk and its trailers, then of those that end a line
+    pair; None if none does."""
+    both = tail + data
+    cut = len(tail)
+    ends = [found.end() - cut for found in _LAST_CHUNK.finditer(both) if found.end() > cut]
+    ends += [found.end() - cut for found in _BLANK_LINES.finditer(both) if found.end() > cut]
+    tried: set[int] = set()
+    for end in ends:
+        if end in tried:
+            continue
+        if len(tried) == _AFTER_CHUNKED_TRIES:
+            break
+        tried.add(end)
         counter = _Refusals()
         try:
             httptools.HttpRequestParser(counter).feed_data(data[end:])
         except httptools.HttpParserError as exc:
-            refused = isinstance(exc, httptools.HttpParserInvalidMethodError) or (
-                str(exc) in _METHOD_ERRORS
-            )
+            if refusal == "none":
+                continue
+            if refusal == "coding":
+                refused = str(exc) == _CODING_ERROR
+            else:
+                refused = isinstance(exc, httptools.HttpParserInvalidMethodError) or (
+                    str(exc) in _METHOD_ERRORS
+                )
             if refused and counter.count == completed:
                 return data[end:]
         except httptools.HttpParserUpgrade:
             pass
+        else:
+            if refusal == "none" and counter.count == completed:
+                return data[end:]
     return None
 
 
 _BLANK_LINES: Final = re.compile(b"\r\n\r\n")
+_LAST_CHUNK: Final = re.compile(rb"(?:^|\n)0+(?:;[^\r\n]*)?\r\n(?:[^\r\n]+\r\n)*\r\n")
+"""A last chunk's line, its trailer fields and the blank line after them."""
 _AFTER_CHUNKED_TRIES: Final = 16
 
 
@@ -248,9 +274,9 @@ class HttptoolsParser:
         self._judge: H11Parser | None = None
         """The h11 parser judging a head whose method llhttp refused."""
         self._partial: list[bytes] | None = None
-        """The reads of a request still in its request line, before its target
-        (so possibly in a method llhttp will refuse), the first from a request
-        boundary on; None when there is none, or where it starts is unknown."""
+        """The reads of a request still in its head (so possibly with a method
+        llhttp will refuse), the first from a request boundary on; None when
+        there is none, or where it starts is unknown."""
         self._partial_skip = 0
         """Requests in ``_partial[0]`` before that one."""
         self._partial_bytes = 0
@@ -259,8 +285,11 @@ class HttptoolsParser:
         self._trailer_bytes = -1
         """Bytes of the current request's trailer fields; -1 while its head is
         still being read (llhttp reports both through ``on_header``)."""
+        self._body_tail = b""
+        """The last bytes (up to 16) of a read that ended inside a body: where
+        a chunked body ends when its end is cut in two (see _refused_head)."""
         self._tail = b""
-        """The last bytes (up to 3) of a read that ended inside a request's
+        """The last bytes (up to 8) of a read that ended inside a request's
         head, empty after one that ended elsewhere in a request: where the
         head's blank line ends when it is cut in two (see ``_head_end``)."""
 
@@ -277,7 +306,15 @@ class HttptoolsParser:
             return
         if not data:
             if self._in_message:
-                self._fail(400, "connection closed in the middle of a request")
+                refusal = None
+                if self._trailer_bytes < 0 and self._url:
+                    # In a head of a version llhttp reads on past (HTTP/2.0):
+                    # h11's side answers the version.
+                    refusal = version_refusal(self._parser.get_http_version())
+                if refusal is not None and refusal.status == 505:
+                    self._failed = refusal
+                else:
+                    self._fail(400, "connection closed in the middle of a request")
             else:
                 self._closed = True
             return
@@ -288,6 +325,9 @@ class HttptoolsParser:
         at_boundary = not self._in_message and self._held is None
         left = self._length - self._size
         queued = len(self._queued_sizes)
+        held_body: bytes | None = None
+        # The bytes from a held request's body on, read after the handlers
+        # below (an exception raised inside one would lose its context).
         try:
             try:
                 parser.feed_data(data)
@@ -297,7 +337,7 @@ class HttptoolsParser:
                     self._upgraded = True
                     self._trailing = data[offset:]
                     return
-                self._read_held_body(data[offset:])
+                held_body = data[offset:]
         except _Refused as exc:
             self._fail(exc.status, exc.message)
         except httptools.HttpParserCallbackError as exc:
@@ -309,13 +349,6 @@ class HttptoolsParser:
         except httptools.HttpParserError as exc:
             if data.startswith(b"PRI * HTTP/2.0\r\n"):
                 self._fail(505, "HTTP/2.0 is not supported")  # the HTTP/2 preface, as h11 answers
-            elif str(exc) == "Invalid HTTP version":
-                # A well-formed version llhttp does not take (HTTP/3.0): 505
-                # for a later major version, as h11's side answers, not 400.
-                refusal = version_refusal(parser.get_http_version())
-                if refusal is None:  # not expected: llhttp takes 1.0 and 1.1
-                    refusal = ParseError(400, f"malformed request: {exc}")
-                self._fail(refusal.status, refusal.message)
             elif str(exc) == _CODING_ERROR and self._current.headers is self._headers:
                 # The coding passed on_headers_complete, so it is chunked with
                 # blanks llhttp does not strip ("chunked\t": RFC 9110 5.5 has
@@ -333,7 +366,7 @@ class HttptoolsParser:
                 else:
                     self._held = self._current
                     self._body_framing = b"transfer-encoding: chunked"
-                    self._read_held_body_of_refused(rest)
+                    held_body = rest
             elif isinstance(exc, httptools.HttpParserInvalidMethodError) or (
                 str(exc) in _METHOD_ERRORS
             ):
@@ -341,6 +374,8 @@ class HttptoolsParser:
                 head = self._refused_head(
                     data, at_boundary, left, completed, parser is self._parser
                 )
+                if head is None and parser.get_method() == b"PRI" and self._url:
+                    head = self._pri_head(data)
                 if head is not None:
                     self._judge = H11Parser(self._max_body)
                     self._judge.feed(head)
@@ -350,23 +385,38 @@ class HttptoolsParser:
                     # one: where is unknowable.
                     self._fail(400, f"malformed request: {exc}")
             else:
-                self._fail(400, f"malformed request: {exc}")
+                self._failed = self._llhttp_refusal(exc, parser)
         else:
             if self._in_message:
                 # A read that ended inside a request (never one that ended
                 # between requests, as a request read whole does).
-                if self._trailer_bytes < 0:
-                    whole = not at_boundary and len(self._queued_sizes) == queued
-                    self._tail = ((self._tail if whole else b"") + data)[-3:]
-                else:
-                    self._tail = b""
-                if not self._url:
+                if self._trailer_bytes < 0:  # in a head
                     completed = len(self._queued_sizes) - queued
                     self._keep_partial(data, at_boundary, left, completed, parser is self._parser)
                 elif self._partial is not None:
                     self._partial = None
             elif self._partial is not None:
                 self._partial = None
+        if held_body is not None:
+            self._read_held_body_of_refused(held_body)
+        if self._in_message and self._failed is None and self._judge is None:
+            # A read that ended inside a request (never one that ended
+            # between requests, as a request read whole does): its last bytes.
+            whole = not at_boundary and len(self._queued_sizes) == queued
+            if self._trailer_bytes < 0:
+                tail = self._tail = ((self._tail if whole else b"") + data)[-8:]
+                self._body_tail = b""
+                if tail[-4:] == b"\r\n\r\n" and self._url and self._parser.get_method() == b"PRI":
+                    # llhttp waits for the rest of an HTTP/2 preface after
+                    # "PRI <target> HTTP/1.x" and a blank line; h11's side
+                    # answers the method (501) at once.
+                    version = self._parser.get_http_version().encode("ascii")
+                    self._judge = H11Parser(self._max_body)
+                    self._judge.feed(b"PRI " + self._url + b" HTTP/" + version + b"\r\n\r\n")
+                    self._in_message = False
+            else:
+                self._tail = b""
+                self._body_tail = ((self._body_tail if whole else b"") + data)[-16:]
         if self._partial is not None and (self._failed is not None or self._judge is not None):
             self._partial = None
 
@@ -385,10 +435,17 @@ class HttptoolsParser:
     def _keep_partial(
         self, data: bytes, at_boundary: bool, left: int, completed: int, same: bool
     ) -> None:
-        """A read ended inside a request line, before its target: keep what
-        ``_refused_head`` needs should its method be refused in a later read
-        (rare: a request line split inside its method)."""
+        """A read ended inside a head: keep what ``_refused_head`` needs
+        should its method be refused in a later read (rare: llhttp refuses
+        an unknown method at its first byte no method has, an RTSP one at the
+        version, PRI after the line)."""
         start = self._from_boundary(data, at_boundary, left, completed) if same else None
+        if start is None and same and completed and self._tail:
+            start = self._after_cut_head(data, completed)
+        elif start is None and same and completed:  # after a chunked body begun earlier
+            after = _after_chunked_body(self._body_tail, data, completed - 1, "none")
+            if after is not None:
+                start = after, completed - 1
         if start is not None:
             self._partial = [start[0]]
             self._partial_skip = start[1]
@@ -416,22 +473,17 @@ class HttptoolsParser:
             first, skip = self._partial[0], self._partial_skip
             rest = b"".join(self._partial[1:]) + data
         elif completed and self._tail:
-            # The read completed a request whose head began in an earlier
-            # one: after its head's blank line, a stand-in head with the same
-            # framing makes the rest a run of whole requests again.
-            end = self._head_end(data)
-            if end is None:
+            start = self._after_cut_head(data, completed)
+            if start is None:
                 return None
-            first_done = [e for e in self._events if isinstance(e, Request)][-completed]
-            first = _stand_in(first_done.headers) + data[end:]
-            skip = completed
+            first, skip = start
             rest = b""
         elif completed:
             # The read went on with a chunked body begun earlier, whose end
             # llhttp does not tell: it ends in a blank line, after which a
             # fresh llhttp must find the other requests and then refuse the
             # same way. The first few such places are tried.
-            after = _after_chunked_body(data, completed - 1)
+            after = _after_chunked_body(self._body_tail, data, completed - 1)
             if after is None:
                 return None
             first, skip, rest = after, completed - 1, b""
@@ -439,11 +491,66 @@ class HttptoolsParser:
             return None
         return first[_message_start(first, skip) if skip else 0 :] + rest
 
+    def _after_cut_head(self, data: bytes, completed: int) -> tuple[bytes, int] | None:
+        """For a read that completed ``completed`` requests, the first of
+        which had its head begun in an earlier read: after that head's blank
+        line, a stand-in head with the same framing makes the rest a run of
+        whole requests again. That run, and the requests it completes."""
+        end = self._head_end(data)
+        if end is None:
+            return None
+        first_done = [e for e in self._events if isinstance(e, Request)][-completed]
+        return _stand_in(first_done.headers) + data[end:], completed
+
+    def _llhttp_refusal(
+        self, exc: httptools.HttpParserError, parser: httptools.HttpRequestParser
+    ) -> ParseError:
+        """The answer to llhttp's refusal ``exc`` (not of a method)."""
+        message = str(exc)
+        if message == "Invalid HTTP version":
+            # A well-formed version llhttp does not take (HTTP/3.0): 505
+            # for a later major version, as h11's side answers, not 400.
+            refusal = version_refusal(parser.get_http_version())
+            if refusal is None:  # not expected: llhttp takes 1.0 and 1.1
+                return ParseError(400, f"malformed request: {exc}")
+            if self._url[:1] == b"*" and self._url != b"*":
+                # The target comes first, and "*?a" is no target (see
+                # on_headers_complete); llhttp takes it.
+                return ParseError(400, "malformed request target")
+            return refusal
+        if (
+            self._in_message
+            and self._trailer_bytes < 0
+            and self._url
+            and message not in _VERSION_ERRORS
+        ):
+            # Past the version, in the head of one llhttp reads but we do not
+            # take (HTTP/2.0): h11's side answers the version first.
+            refusal = version_refusal(parser.get_http_version())
+            if refusal is not None and refusal.status == 505:
+                return refusal
+        return ParseError(400, f"malformed request: {exc}")
+
+    def _pri_head(self, data: bytes) -> bytes | None:
+        """The head of a PRI request whose request line ended in an earlier
+        read (llhttp refuses the method once it has read the line and the
+        bytes after it are no HTTP/2 preface): the line as llhttp read it,
+        then ``data`` after it."""
+        both = self._tail + data
+        version = self._parser.get_http_version().encode("ascii")
+        line_end = both.find(b"\r\n", max(0, len(self._tail) - 1))
+        limit = line_end + 2 if line_end >= 0 else len(both)
+        end = both.rfind(b"/" + version + b"\r\n", 0, limit)
+        if end < 0:
+            return None  # a version llhttp read otherwise (HTTP/1.00): h11 refuses the line
+        return b"PRI " + self._url + b" HTTP/" + version + both[end + 1 + len(version) :]
+
     def _head_end(self, data: bytes) -> int | None:
         """Where, in ``data``, the head that was still being read when the read
         began ends (after its blank line); None if not in ``data``."""
         tail = self._tail
-        found = (tail + data).find(b"\r\n\r\n")
+        # (not a blank line wholly in the tail: one of an earlier request)
+        found = (tail + data).find(b"\r\n\r\n", max(0, len(tail) - 3))
         end = found + 4 - len(tail)
         return end if found >= 0 and end > 0 else None
 
@@ -466,30 +573,40 @@ class HttptoolsParser:
                 return None
             first_done = [e for e in self._events if isinstance(e, Request)][-completed]
             whole = _stand_in(first_done.headers) + data[end:]
+        elif same and completed:  # after a chunked body begun earlier
+            after = _after_chunked_body(self._body_tail, data, completed - 1, "coding")
+            if after is None:
+                return None
+            whole = after
         else:
             return None
         end = _coding_head_end(whole)
         return None if end is None else whole[end:]
 
     def _read_held_body_of_refused(self, rest: bytes) -> None:
-        """``_read_held_body`` from inside a refusal's handling, its own
-        refusals answered as ``feed`` answers them; a later request of the
-        same read with a chunked coding llhttp does not take is read the same
-        way."""
-        while True:
+        """``_read_held_body``, its own refusals answered as ``feed`` answers
+        them (an unknown method after the held body too: 501, not 400); a
+        later request of the same read with a chunked coding llhttp does not
+        take is read the same way."""
+        more: bytes | None = rest
+        while more is not None:
+            rest = more
             queued = len(self._queued_sizes)
+            stand_in = b"POST / HTTP/1.1\r\nhost: x\r\n" + self._body_framing + b"\r\n\r\n"
             try:
-                self._read_held_body(rest)
+                more = self._read_held_body(rest)
             except _Refused as exc:
                 self._fail(exc.status, exc.message)
+                return
             except httptools.HttpParserCallbackError as exc:
                 cause = exc.__context__
                 if isinstance(cause, _Refused):
                     self._fail(cause.status, cause.message)
                 else:
                     self._fail(400, "malformed request")
+                return
             except httptools.HttpParserError as exc:
-                fed = _CHUNKED_STAND_IN + rest
+                fed = stand_in + rest
                 if isinstance(exc, httptools.HttpParserInvalidMethodError) or (
                     str(exc) in _METHOD_ERRORS
                 ):
@@ -503,33 +620,35 @@ class HttptoolsParser:
                 if str(exc) == _CODING_ERROR and self._current.headers is self._headers:
                     end = _coding_head_end(fed)
                 if end is None:
-                    self._fail(400, f"malformed request: {exc}")
+                    self._failed = self._llhttp_refusal(exc, self._parser)
                     return
                 self._held = self._current
                 self._body_framing = b"transfer-encoding: chunked"
-                rest = fed[end:]
-                continue
-            return
+                more = fed[end:]
 
-    def _read_held_body(self, rest: bytes) -> None:
+    def _read_held_body(self, rest: bytes) -> bytes | None:
         """Read the body of an upgrade offer with one. llhttp skips the body of
         every request with ``Connection: upgrade`` (httptools tells it to) and
         stops there. An offer we do not take (h2c, or any on a route that is
         not an upgrade) is an ordinary request, body included (RFC 9110 7.8),
         as h11 reads it: a fresh llhttp reads the body behind a stand-in head
-        with the same framing, then goes on with what follows."""
+        with the same framing, then goes on with what follows. Returns the
+        bytes from the body of a later such request in ``rest`` on, to read
+        the same way; None when done."""
         self._parser = httptools.HttpRequestParser(self)
         self._body_only = True
         head = b"POST / HTTP/1.1\r\nhost: x\r\n" + self._body_framing + b"\r\n\r\n"
-        # (for chunked framing: _CHUNKED_STAND_IN)
         try:
             self._parser.feed_data(head + rest)
         except httptools.HttpParserUpgrade as exc:
             # A later upgrade request in the same read: the bytes from it on
             # (the offset counts the stand-in head too).
             offset = exc.args[0] if exc.args else len(head) + len(rest)
+            if self._held is not None:
+                return (head + rest)[offset:]  # with a body of its own
             self._upgraded = True
             self._trailing = (head + rest)[offset:]
+        return None
 
     def next_event(self) -> Event:
         if self._events:
@@ -613,11 +732,11 @@ class HttptoolsParser:
         head_bytes = self._head_bytes + len(name) + len(value) + 4
         self._head_bytes = head_bytes
         if head_bytes > MAX_HEAD_BYTES:
-            raise _Refused(431, "request head too large")
+            raise self._version_first(431, "request head too large")
         count = self._header_count + 1
         self._header_count = count
         if count > MAX_HEADERS:
-            raise _Refused(431, "too many header fields")
+            raise self._version_first(431, "too many header fields")
         key = _NAME_KEYS.get(name)
         if key is None:
             key = name.decode("latin-1").lower()
@@ -627,12 +746,21 @@ class HttptoolsParser:
             if key == "host" or (key == "content-length" and text != headers[key]):
                 # Identical Content-Length repeats are one value (RFC 9110
                 # 8.6), as h11 takes them; differing ones are smuggling.
-                raise _Refused(400, f"duplicate {key} header")
+                raise self._version_first(400, f"duplicate {key} header")
             if key == "content-length":
                 return
             headers[key] = headers[key] + ", " + text
         else:
             headers[key] = text
+
+    def _version_first(self, status: int, message: str) -> _Refused:
+        """A refusal of a head's field, unless its version is one llhttp
+        reads but we do not take (HTTP/2.0): h11's side answers the version
+        first, as llhttp does any other it does not take."""
+        refusal = version_refusal(self._parser.get_http_version())
+        if refusal is not None:
+            return _Refused(refusal.status, refusal.message)
+        return _Refused(status, message)
 
     def _on_trailer(self, name: bytes, value: bytes) -> None:
         """A field of a chunked body's trailer section: dropped, as h11 drops
@@ -654,9 +782,18 @@ class HttptoolsParser:
             held = self._held
             assert held is not None
             self._current = held  # the stand-in head: its body is the held request's
+            length = held.headers.get("content-length")
+            if length is not None and "transfer-encoding" not in held.headers:
+                self._length = int(length)  # where its body ends (see feed's ``left``)
             return
         headers = self._headers
         parser = self._parser
+        url = self._url
+        if url[:1] == b"*" and url != b"*" and parser.get_method() != b"CONNECT":
+            # llhttp takes any target starting with "*" ("*#", "*?a"); RFC 9112
+            # 3.2.4 has only "*" itself, and h11's side refuses the rest, first
+            # (but for CONNECT, whose target h11's side leaves to the router).
+            raise _Refused(400, "malformed request target")
         version = parser.get_http_version()
         if version != "1.1" and version != "1.0":  # version_refusal's None, without its call
             refusal = version_refusal(version)
@@ -678,19 +815,10 @@ class HttptoolsParser:
             size = self._length = int(length)
             if size > self._max_body:
                 raise _Refused(413, body_too_large(self._max_body))
-        url = self._url
-        if url[:1] == b"*" and url != b"*":
-            # llhttp takes any target starting with "*" ("*#", "*?a"); RFC 9112
-            # 3.2.4 has only "*" itself, and h11's side refuses the rest.
-            raise _Refused(400, "malformed request target")
         method = parser.get_method().decode("ascii")
         request = request_from_head(method, url.decode("latin-1"), headers, version)
         self._current = request
-        if (
-            parser.should_upgrade()
-            and method != "CONNECT"
-            and (chunked or length not in (None, "0"))
-        ):
+        if parser.should_upgrade() and (chunked or length not in (None, "0")):
             # llhttp will skip this body (see _read_held_body).
             self._body_framing = (
                 b"transfer-encoding: chunked"

@@ -1,0 +1,393 @@
+"""A differential fuzz of the two parsers: well-formed requests, mutated in
+the ways parsers disagree on (obsolete folding, bare CR, Content-Length
+repeated, signed or zero-padded, absolute-form and odd targets, long and
+unknown methods, versions, transfer codings, chunk lines, trailers, Upgrade
+offers), pipelined and cut into reads at random places. Both parsers must
+make the same requests of the same bytes and refuse with the same status.
+
+The peer's close ends every case: a parser that waits for the rest of a head
+llhttp has already refused (h11 reads a head whole) then answers it too, so
+only a different answer counts, not a different moment. Then the shapes the
+fuzz found, each in the table."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from syncd.http.parser import CLOSED, CONTINUE, NEED_DATA, ParseError
+from syncd.http.parsers import make_parser
+from syncd.http.request import Request
+from tests.conftest import RunningServer, open_raw, read_response
+
+PARSERS = ("h11", "httptools")
+
+
+def outcome(parser_name: str, reads: list[bytes]) -> list[object]:
+    """The requests a parser makes of ``reads`` (method, target, body and
+    whether the connection stays open), ``100`` for a 100 Continue, and how
+    it ends: a refusal's status, ``closed``, or ``close`` after a request
+    that closes the connection (the server reads no further)."""
+    parser = make_parser(parser_name, 1000)
+    seen: list[object] = []
+    for data in reads:
+        parser.feed(data)
+        while (event := parser.next_event()) is not NEED_DATA:
+            if isinstance(event, ParseError):
+                return [*seen, event.status]
+            if event is CLOSED:
+                return [*seen, "closed"]
+            if event is CONTINUE:
+                seen.append(100)
+                continue
+            assert isinstance(event, Request), event
+            seen.append((event.method, event.path, event.query_string, event.body))
+            if not event.keep_alive:
+                return [*seen, "close"]
+            parser.start_next_cycle()
+    return seen
+
+
+_BASES = (
+    b"GET /a?b=1 HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+    b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    b"GET /a HTTP/1.0\r\n\r\n",
+    b"PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n{}",
+)
+_CHOICES: dict[str, tuple[bytes, ...]] = {
+    "fold": (b" x", b"\tx", b" "),
+    "length": (b"003", b"+3", b" 3 ", b"3 ", b"\t3", b"0x3", b"3.0", b"0" * 22 + b"3", b"3,3", b""),
+    "target": (
+        b"http://x/a",
+        b"http://x",
+        b"https://x:80/a?b",
+        b"HTTP://X/a",
+        b"http://x?a",
+        b"ftp://x/a",
+        b"http://[::1]/a",
+        b"http://u:p@x/a",
+        b"http:/a",
+        b"http:///a",
+        b"//x/a",
+        b"http://x/a#f",
+        b"/a#f",
+        b"/a%zz",
+        b"/a\x7f",
+        b"/a\x80",
+        b"/a|b",
+        b"/a{b}",
+        b'/a"',
+        b"/a<",
+        b"/a\\b",
+        b"/?",
+        b"/??",
+        b"*",
+        b"*?a",
+        b"a",
+    ),
+    "method": (
+        b"GETGETGET",
+        b"X" * 20,
+        b"X" * 200,
+        b"G",
+        b"GE",
+        b"POS",
+        b"PATCH",
+        b"M-SEARCH",
+        b"DELETEX",
+        b"get",
+        b"GeT",
+        b"SOURCE",
+        b"QUERY",
+        b"PRI",
+        b"CONNECT",
+        b"SETUP",
+    ),
+    "version": (
+        b"HTTP/1.0",
+        b"HTTP/2.0",
+        b"HTTP/1.9",
+        b"HTTP/0.9",
+        b"HTTP/10.1",
+        b"http/1.1",
+        b"HTTP/1",
+        b"HTTP/1.1 ",
+        b"HTTP/7.0",
+        b"HTTP/1.10",
+        b"HTTPS/1.1",
+        b"HTTP/a.b",
+        b"HTP/1.1",
+    ),
+    "field": (
+        b"X-A : b",
+        b"X-A:b",
+        b"X-A:",
+        b"X-A:  b  ",
+        b"X\x00A: b",
+        b"X A: b",
+        b"X-A: b\x80",
+        b"X-A",
+        b":",
+        b"X-A:\tb\t",
+        b"Connection: close",
+        b"Connection: upgrade",
+        b"Upgrade: h2c\r\nConnection: Upgrade",
+        b"Upgrade: websocket",
+        b"Expect: 100-continue",
+        b"Expect: foo",
+        b"Host: y",
+        b"Content-Length: 0",
+        b"Transfer-Encoding: chunked",
+        b"Transfer-Encoding: gzip",
+    ),
+    "coding": (
+        b" chunked",
+        b"chunked ",
+        b"CHUNKED",
+        b"chunked,",
+        b",chunked",
+        b"chunked, chunked",
+        b"identity, chunked",
+        b"chunked;q=1",
+        b"\tchunked\t",
+        b"x-y, chunked",
+    ),
+    "chunk": (
+        b"03",
+        b"3 ",
+        b"3\t",
+        b"3;a",
+        b'3;a="b"',
+        b"0" * 24 + b"3",
+        b"+3",
+        b"-3",
+        b"3x",
+        b"0x3",
+        b"3;a=b;",
+        b" 3",
+        b"3;\ta",
+    ),
+    "last": (
+        b"0\r\nX: 1\r\n\r\n",
+        b"0\r\nX : 1\r\n\r\n",
+        b"0\r\n X: 1\r\n\r\n",
+        b"0\r\nX: 1\r\n Y\r\n\r\n",
+        b"0\r\nContent-Length: 5\r\n\r\n",
+        b"0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"0\r\nX\r\n\r\n",
+        b"0\r\n\r\r\n",
+        b"0" * 25 + b"\r\n\r\n",
+        b"0;a\r\n\r\n",
+        b"0\r\n \r\n\r\n",
+    ),
+}
+
+
+def _mutate(rng: random.Random, request: bytes) -> bytes:
+    kind = rng.choice([*_CHOICES, "cr", "flip", "drop"])
+    lines = request.split(b"\r\n")
+    if kind in ("fold", "field"):
+        lines.insert(rng.randrange(1, max(2, len(lines) - 2)), rng.choice(_CHOICES[kind]))
+        return b"\r\n".join(lines)
+    if kind == "length":
+        return request.replace(
+            b"Content-Length: 3", b"Content-Length: " + rng.choice(_CHOICES[kind])
+        )
+    if kind == "target":
+        return request.replace(b" /a", b" " + rng.choice(_CHOICES[kind]), 1)
+    if kind == "method":
+        return rng.choice(_CHOICES[kind]) + request[request.find(b" ") :]
+    if kind == "version":
+        version = rng.choice(_CHOICES[kind])
+        return request.replace(b"HTTP/1.1", version, 1).replace(b"HTTP/1.0", version, 1)
+    if kind == "coding":
+        coding = b"Transfer-Encoding: " + rng.choice(_CHOICES[kind])
+        return request.replace(b"Transfer-Encoding: chunked", coding)
+    if kind == "chunk":
+        return request.replace(b"\r\n3\r\n", b"\r\n" + rng.choice(_CHOICES[kind]) + b"\r\n")
+    if kind == "last":
+        return request.replace(b"0\r\n\r\n", rng.choice(_CHOICES[kind]))
+    at = rng.randrange(len(request))
+    if kind == "cr":
+        return request[:at] + b"\r" + request[at:]
+    if kind == "flip":
+        return request[:at] + bytes([rng.randrange(256)]) + request[at + 1 :]
+    return request[:at] + request[at + 1 :]  # drop
+
+
+def _case(rng: random.Random) -> list[bytes]:
+    requests = []
+    for _ in range(rng.choice((1, 1, 2, 3))):
+        request = rng.choice(_BASES)
+        for _ in range(rng.choice((1, 1, 2))):
+            request = _mutate(rng, request)
+        requests.append(request)
+    data = b"".join(requests)
+    cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, rng.choice((0, 0, 1, 2, 3)))))
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)] + [b""]
+
+
+# The mutations run in a few seconds (both parsers in-process, no sockets).
+# Known differences, not yet fixed, that the mutations can make: an unknown
+# method cut across reads just after an Upgrade offer's body (none in these seeds).
+SEEDS = range(8)
+CASES_PER_SEED = 1500
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_both_parsers_answer_mutated_requests_alike(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(CASES_PER_SEED):
+        reads = _case(rng)
+        assert outcome("h11", reads) == outcome("httptools", reads), reads
+
+
+_CHUNKED = b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n"
+_TAB = b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\t\r\n\r\n2\r\nab\r\n0\r\n\r\n"
+_H2C = b"POST /a HTTP/1.1\r\nUpgrade: h2c\r\nConnection: Upgrade\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+_GET = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+_POSTED = ("POST", "/a", "", b"abc")
+_GOT = ("GET", "/a", "", b"")
+FOUND: list[tuple[str, list[bytes], list[object]]] = [
+    # Both framings, one of them an unknown coding: the framing first.
+    (
+        "gzip and a length",
+        [b"POST /a HTTP/1.1\r\nTransfer-Encoding: gzip\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"],
+        [400],
+    ),
+    # RFC 9110 8.6: 1*DIGIT; h11 takes 20 digits at most, llhttp any.
+    (
+        "length of 23 digits",
+        [b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: " + b"0" * 22 + b"3\r\n\r\nabc" + _GET],
+        [_POSTED, _GOT],
+    ),
+    # Trailers: folding, framing fields and a bare CR are refused, as in a head.
+    ("trailer folding", [_CHUNKED + b"0\r\nX: 1\r\n Y\r\n\r\n"], [400]),
+    ("trailer length", [_CHUNKED + b"0\r\nContent-Length: 5\r\n\r\n"], [400]),
+    ("trailer coding", [_CHUNKED + b"0\r\nTransfer-Encoding: chunked\r\n\r\n"], [400]),
+    ("trailer bare cr", [_CHUNKED + b"0\r\n\r\r\n"], [400]),
+    # The target before the version, the version before the fields.
+    ("star query, version 7.0", [b"GET *?b=1 HTTP/7.0\r\nHost: x\r\n\r\n"], [400]),
+    (
+        "star query, gzip",
+        [b"GET *?b=1 HTTP/1.1\r\nTransfer-Encoding: gzip\r\nHost: x\r\n\r\n"],
+        [400],
+    ),
+    (
+        "connect star query",
+        [b"CONNECT *?b=1 HTTP/1.1\r\nHost: x\r\n\r\n"],
+        [("CONNECT", "*", "b=1", b"")],
+    ),
+    ("version 2.0, two hosts", [b"GET /a HTTP/2.0\r\nHost: x\r\nHost: x\r\n\r\n"], [505]),
+    (
+        "version 2.0, bare cr",
+        [b"POST /a HTTP/2.0\r\nHost: x\r\nContent-\rLength: 3\r\n\r\nabc"],
+        [505],
+    ),
+    ("version 2.0, closed in the head", [b"GET /a HTTP/2.0\r\nHos", b"t: x\r\n\r", b""], [505]),
+    ("version 7.0, a space after", [b"PUT /a HTTP/7.0 \r\nHost: x\r\n\r\n"], [505]),
+    ("version 7.0, bare lf", [b"GET /a HTTP/7.0\n", b"\r\n\r\n"], [505]),
+    ("version 7.0, line not ended", [b"GET /a HTTP/7.0"], [505]),
+    ("version 1.x", [b"GET /a HTTP/1.x\r\n"], [400]),
+    ("no version slash", [b"GET /a HTTP1.0\r\n"], [400]),
+    # PRI: llhttp waits for an HTTP/2 preface after "PRI <target> HTTP/1.x".
+    ("pri, no fields", [b"PRI /a HTTP/1.0\r\n\r\n"], [501]),
+    ("pri, no fields, cut", [b"PRI /a HTTP/1.0\r", b"\n\r\n"], [501]),
+    ("pri, fields in the next read", [b"PRI /a HTTP/1.1\r\n", b"Host: x\r\n\r\n"], [501]),
+    ("pri, line cut", [b"PRI /a HTT", b"P/1.0\r", b"\nX: 1\r\n\r\n"], [501]),
+    ("pri, bad version", [b"PRI", b" /a HT", b"TP/1.00\r\n\r\n", b""], [400]),
+    # An RTSP method, refused by llhttp at the version, the line cut.
+    ("rtsp method, cut", [b"SET", b"UP /a HT", b"TP/1.0\r\n\r\n"], [501]),
+    (
+        "unknown method cut, after a cut head",
+        [
+            b"PUT /a HTTP/1.1\r\nHost: x\r\nContent-",
+            b"Length: 2\r\n\r\n{}GE",
+            b" /a HTTP/1.1\r\nHost: x\r\n\r\n",
+        ],
+        [("PUT", "/a", "", b"{}"), 501],
+    ),
+    # CONNECT with a body: read as h11 reads it (RFC 9112 6.3), then on.
+    (
+        "connect with a body",
+        [b"CONNECT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc" + _GET],
+        [("CONNECT", "/a", "", b"abc"), _GOT],
+    ),
+    (
+        "connect with a body, cut",
+        [
+            b"CONNECT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nab",
+            b"cG /a HTTP/1.1\r\nHost: x\r\n\r\n",
+        ],
+        [("CONNECT", "/a", "", b"abc"), 501],
+    ),
+    # After the body of an Upgrade offer we do not take.
+    ("h2c, then version 2.0", [_H2C + b"PUT /a HTTP/2.0\r\nHost: x\r\n\r\n"], [_POSTED, 505]),
+    ("h2c, then unknown method", [_H2C + b"FOO /a HTTP/1.1\r\nHost: x\r\n\r\n"], [_POSTED, 501]),
+    (
+        "h2c, then connect with a body",
+        [_H2C + b"CONNECT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc" + _GET],
+        [_POSTED, ("CONNECT", "/a", "", b"abc"), _GOT],
+    ),
+    # chunked<TAB> after a chunked body cut in two.
+    (
+        "tab after a cut chunked body",
+        [_CHUNKED, b"0\r\n\r\n" + _TAB + _GET],
+        [_POSTED, ("POST", "/a", "", b"ab"), _GOT],
+    ),
+    (
+        "foo after a cut chunked body, then cut",
+        [_CHUNKED + b"0", b"\r\n\r\nG", b"9T /a HTTP/1.1\r\nHost: x\r\n\r\n"],
+        [_POSTED, 501],
+    ),
+]
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize(("name", "reads", "expected"), FOUND, ids=[c[0] for c in FOUND])
+def test_shapes_the_fuzz_found(
+    parser_name: str, name: str, reads: list[bytes], expected: list[object]
+) -> None:
+    assert outcome(parser_name, reads) == expected
+
+
+@pytest.mark.parametrize(
+    ("reads", "status"),
+    [
+        ([b"PRI /health/live HTTP/1.0\r\n\r\n"], 501),
+        ([b"GET /health/live HTTP/7.0"], 505),
+        (
+            [
+                b"GET /health/live HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\nContent-Length: 0\r\n\r\n"
+            ],
+            400,
+        ),
+    ],
+    ids=["pri", "version 7.0 before the line ends", "gzip and a length"],
+)
+async def test_refusals_over_the_socket(
+    server: RunningServer, reads: list[bytes], status: int
+) -> None:
+    """Answered at once (the client sends nothing more), and closed."""
+    reader, writer = await open_raw(server.port)
+    for data in reads:
+        writer.write(data)
+    got, headers, body = await read_response(reader)
+    assert got == status, body
+    assert headers["connection"] == "close"
+    assert await reader.read() == b""
+    writer.close()
+
+
+async def test_connect_with_a_body_over_the_socket(server: RunningServer) -> None:
+    """Its body is read (404 for the route), the next request is served."""
+    reader, writer = await open_raw(server.port)
+    writer.write(
+        b"CONNECT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+        b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    assert (await read_response(reader))[0] == 404
+    assert (await read_response(reader))[0] == 200
+    writer.close()
