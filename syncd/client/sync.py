@@ -361,6 +361,9 @@ class BlockingStream:
                 self._queue.get(timeout=0.05)
             self._thread.join(0.05)
         self._ended = True
+        # The drain above may have taken the end: a reader in another thread
+        # that went into next() meanwhile would wait for ever. Wake it.
+        self._put_end(None)
 
     def __enter__(self) -> BlockingStream:
         return self
