@@ -135,6 +135,8 @@ class WebhookDispatcher:
         """Set by :meth:`cut_short`: close() waits for no delivery."""
         self._last_drop_log = -DROP_LOG_INTERVAL
         self._drops_unlogged = 0
+        # The rest of a burst of drops is logged when its interval ends.
+        self._drop_log_timer: asyncio.TimerHandle | None = None
         # Unique across nodes and restarts: a random per-process prefix, then a counter.
         self._id_prefix = secrets.token_hex(8)
         self._counter = itertools.count(1)
@@ -223,16 +225,35 @@ class WebhookDispatcher:
             return False
 
     def _log_drop(self) -> None:
+        """Count a refused event in the log: the first drop of an interval at
+        once, the others of the interval in one line at its end (or at
+        :meth:`close`), so the log accounts for every drop, not one line each."""
         self._drops_unlogged += 1
         now = time.monotonic()
-        if now - self._last_drop_log >= DROP_LOG_INTERVAL:
-            log.warning(
-                "webhooks: %d events dropped (%s)",
-                self._drops_unlogged,
-                "dispatcher closed" if self._closed else f"queue of {self._queue.maxsize} full",
-            )
-            self._last_drop_log = now
-            self._drops_unlogged = 0
+        wait = self._last_drop_log + DROP_LOG_INTERVAL - now
+        if wait <= 0:
+            self._flush_drop_log()
+        elif self._drop_log_timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop (a test's bare enqueue): close() logs them
+            self._drop_log_timer = loop.call_later(wait, self._flush_drop_log)
+
+    def _flush_drop_log(self) -> None:
+        if self._drop_log_timer is not None:
+            self._drop_log_timer.cancel()
+            self._drop_log_timer = None
+        if not self._drops_unlogged:
+            return
+        log.warning(
+            "webhooks: %d %s dropped (%s)",
+            self._drops_unlogged,
+            "event" if self._drops_unlogged == 1 else "events",
+            "dispatcher closed" if self._closed else f"queue of {self._queue.maxsize} full",
+        )
+        self._last_drop_log = time.monotonic()
+        self._drops_unlogged = 0
 
     async def close(self, drain_timeout: float) -> None:
         """Stop taking events, let the queue drain for up to ``drain_timeout``
@@ -240,6 +261,8 @@ class WebhookDispatcher:
         then are counted as dropped."""
         if self._closed:
             return
+        # The queue's drops not logged yet, before the line of those closing refuses.
+        self._flush_drop_log()
         self._closed = True
         if self._workers and (self._queue.qsize() or self._in_flight):
             joined = asyncio.ensure_future(self._queue.join())
