@@ -50,7 +50,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
-from syncd.crdt.engine import Entry, GapError
+from syncd.crdt.engine import Entry
 from syncd.crdt.presence import Presence
 from syncd.errors import StoreUnavailable, unavailable
 
@@ -216,8 +216,12 @@ class Residency:
         base, records = loaded
         try:
             entry = engine.load(ns, crdt_id, base, records)
-        except (GapError, KeyError, ValueError) as exc:
-            log.error("%s/%s: the store's copy cannot be loaded: %s", ns, crdt_id, exc)
+        except Exception as exc:
+            # A gap, or a record the engine cannot apply (a damaged or foreign
+            # one: a TypeError from a delta of the wrong shape). What was
+            # applied before it must not stay: served as the whole CRDT, it
+            # showed an older state and took new ops at seqs the store holds.
+            log.error("%s/%s: the store's copy cannot be loaded: %r", ns, crdt_id, exc)
             engine.drop(ns, crdt_id)
             raise unavailable(f"{ns}/{crdt_id} cannot be read from storage") from None
         stats.loads += 1
