@@ -137,7 +137,8 @@ class Quotas:
     def __init__(self, limits: Limits, engine: Engine) -> None:
         self.limits = limits
         self.on = limits.any
-        """Whether any limit is set (else no op is counted or checked)."""
+        """Whether any limit is set (else no op is checked; its growth is
+        still counted, :meth:`applied`, for the memory budget's estimate)."""
         self.namespaces_on = limits.namespace
         """Whether a namespace limit is set (``limits.namespace``, read once:
         the limits are frozen)."""
