@@ -687,7 +687,7 @@ class Metrics:
         )
         self.webhook_dropped_total = Counter(
             "service_webhook_dropped_total",
-            "Webhook events dropped (queue full or retries spent)",
+            "Webhook events dropped (queue full, retries spent, or still queued at shutdown)",
             registry=r,
         )
         self.webhook_queue_depth = Gauge(
