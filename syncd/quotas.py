@@ -148,6 +148,17 @@ class Quotas:
         """Per namespace, the Yjs documents that held pending updates after
         their last op here, and how many bytes: in no measure, so the
         namespace check adds them (:meth:`_waiting_elsewhere`)."""
+        self._creating: tuple[str, str, int] | None = None
+        """The creation the last :meth:`check` let pass (ns, id, the store's
+        count then), for :meth:`applied` to note in :attr:`_step`."""
+        self._step: dict[str, tuple[int, set[str]]] = {}
+        """Per namespace, the CRDTs created in this loop step and the store's
+        count before the first of them. A WebSocket's run of ops (or a
+        revert's) is staged op by op and its records appended after the
+        last, so the store's count knows none of the run's creations: each
+        check counts the larger of the store's and this one (a creation the
+        store counted already is in both). Forgotten at the next step, when
+        the records are in the store's count."""
 
     def growth(self, plan: Plan) -> int:
         """The growth bound of ``plan``'s ops (see the module docstring)."""
@@ -188,18 +199,21 @@ class Quotas:
             growth, moved = self._past_crdt_limit(plan, entry, waiting, growth)
         if usage is None:
             return growth
-        if (
-            entry is None
-            and limits.namespace_max_crdts
-            and usage.crdts + 1 > limits.namespace_max_crdts
-        ):
-            raise quota_exceeded(
-                f"namespace {plan.ns!r} holds {usage.crdts} CRDTs: "
-                f"SERVICE_NAMESPACE_MAX_CRDTS is {limits.namespace_max_crdts}"
-            )
+        creating = entry is None and limits.namespace_max_crdts > 0
+        if creating:
+            crdts = usage.crdts
+            step = self._step.get(plan.ns)
+            if step is not None:
+                crdts = max(crdts, step[0] + len(step[1]))
+            if crdts + 1 > limits.namespace_max_crdts:
+                raise quota_exceeded(
+                    f"namespace {plan.ns!r} holds {crdts} CRDTs: "
+                    f"SERVICE_NAMESPACE_MAX_CRDTS is {limits.namespace_max_crdts}"
+                )
         if limits.namespace_max_bytes:
             used = usage.bytes + moved + self._waiting_elsewhere(plan.ns, plan.id)
             growth = self._check_namespace(plan, entry, waiting, growth, used)
+        self._creating = (plan.ns, plan.id, usage.crdts) if creating else None
         return growth
 
     def _past_crdt_limit(
@@ -284,6 +298,11 @@ class Quotas:
         per CRDT, and measuring (an encode of the state) costs about one encode
         per quarter of growth."""
         entry = self._engine.lookup((plan.ns, plan.id))
+        creating = self._creating
+        if creating is not None:
+            self._creating = None
+            if entry is not None and creating[0] == plan.ns and creating[1] == plan.id:
+                self._note_created(creating)
         if entry is not None and self.namespaces_on and isinstance(entry.crdt, YDoc):
             self._note_waiting(plan.ns, plan.id, entry.crdt.pending_bytes())
         if entry is None or not entry.unsized_ops:
@@ -291,6 +310,20 @@ class Quotas:
         grown = entry.grown = entry.grown + growth
         if grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2:
             self._engine.resize(entry)
+
+    def _note_created(self, creating: tuple[str, str, int]) -> None:
+        """Count a creation just applied in this step's (see :attr:`_step`)."""
+        ns, crdt_id, counted = creating
+        steps = self._step
+        step = steps.get(ns)
+        if step is None:
+            if not steps:
+                try:
+                    asyncio.get_running_loop().call_soon(steps.clear)
+                except RuntimeError:  # no loop (a check outside the server): nothing to count
+                    return
+            step = steps[ns] = (counted, set())
+        step[1].add(crdt_id)
 
     def _note_waiting(self, ns: str, crdt_id: str, held: int) -> None:
         """Keep what a Yjs document holds as pending after an op (nothing: forget it)."""
