@@ -155,10 +155,12 @@ class Quotas:
         """Per namespace, the CRDTs created in this loop step and the store's
         count before the first of them. A WebSocket's run of ops (or a
         revert's) is staged op by op and its records appended after the
-        last, so the store's count knows none of the run's creations: each
-        check counts the larger of the store's and this one (a creation the
-        store counted already is in both). Forgotten at the next step, when
-        the records are in the store's count."""
+        last, so the store's figures know none of the run's creations: each
+        check counts the larger of the store's count and this one (a
+        creation the store counted already is in both), and while the
+        store's count shows none of them, their sizes on top of its bytes.
+        Forgotten at the next step, when the records are in the store's
+        figures."""
 
     def growth(self, plan: Plan) -> int:
         """The growth bound of ``plan``'s ops (see the module docstring)."""
@@ -195,12 +197,15 @@ class Quotas:
         waiting = 0 if entry is None else _pending_bytes(entry)
         held = 0 if entry is None else entry.state_bytes + entry.grown + waiting
         moved = 0  # how far a measure here moved the CRDT's size from what usage holds
+        # The sizes of this step's creations, which the store counts nowhere
+        # yet (see _step); taken before a measure here moves one of them.
+        unwritten = self._unwritten(plan.ns, plan.id, usage) if self._step and usage else 0
         if limits.max_crdt_bytes and held + growth > limits.max_crdt_bytes:
             growth, moved = self._past_crdt_limit(plan, entry, waiting, growth)
         if usage is None:
             return growth
-        creating = entry is None and limits.namespace_max_crdts > 0
-        if creating:
+        creating = entry is None
+        if creating and limits.namespace_max_crdts:
             crdts = usage.crdts
             step = self._step.get(plan.ns)
             if step is not None:
@@ -211,7 +216,7 @@ class Quotas:
                     f"SERVICE_NAMESPACE_MAX_CRDTS is {limits.namespace_max_crdts}"
                 )
         if limits.namespace_max_bytes:
-            used = usage.bytes + moved + self._waiting_elsewhere(plan.ns, plan.id)
+            used = usage.bytes + unwritten + moved + self._waiting_elsewhere(plan.ns, plan.id)
             growth = self._check_namespace(plan, entry, waiting, growth, used)
         self._creating = (plan.ns, plan.id, usage.crdts) if creating else None
         return growth
@@ -310,6 +315,21 @@ class Quotas:
         grown = entry.grown = entry.grown + growth
         if grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2:
             self._engine.resize(entry)
+
+    def _unwritten(self, ns: str, crdt_id: str, usage: Usage) -> int:
+        """The sizes of the CRDTs created in ``ns`` in this step while the
+        store's count shows none of them yet (a run staged before its append);
+        ``crdt_id``'s growth since its measure is left to its own check."""
+        step = self._step.get(ns)
+        if step is None or usage.crdts >= step[0] + len(step[1]):
+            return 0
+        lookup = self._engine.lookup
+        total = 0
+        for created in step[1]:
+            entry = lookup((ns, created))
+            if entry is not None:
+                total += entry.state_bytes + (0 if created == crdt_id else entry.grown)
+        return total
 
     def _note_created(self, creating: tuple[str, str, int]) -> None:
         """Count a creation just applied in this step's (see :attr:`_step`)."""

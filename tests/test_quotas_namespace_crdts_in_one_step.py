@@ -63,3 +63,23 @@ async def test_pipelined_http_creations_up_to_the_limit_all_pass(make_server: An
     writer.close()
     assert statuses == [200, 200, 200, 403], statuses
     assert (await _usage(server.url, "app"))["crdts"] == 3
+
+
+async def test_a_websocket_run_of_creations_counts_their_bytes(make_server: Any) -> None:
+    """SERVICE_NAMESPACE_MAX_BYTES likewise: the run's new CRDTs were in no
+    figure of the store, ten 540-byte registers went in under 2,000 bytes."""
+    server = await make_server(namespace_max_bytes=2000)
+    async with open_ws(server) as ws:
+        for i in range(10):
+            body = {"op": "set", "value": "v" * 500}
+            await send_mp(ws, {"kind": "op", "id": f"lw:{i}", "op": body, "ref": i})
+        answers: dict[int, str] = {}
+        while len(answers) < 10:
+            message = await recv(ws)
+            if message["kind"] in ("ack", "error"):
+                answers[message["ref"]] = message.get("error", "ack")
+    acked = sum(1 for answer in answers.values() if answer == "ack")
+    assert set(answers.values()) == {"ack", "quota_exceeded"}, answers
+    usage = await _usage(server.url, "demo")
+    assert usage["crdts"] == acked
+    assert usage["bytes"] <= 2000, usage
