@@ -266,10 +266,12 @@ class CrdtService:
             quotas.applied(plan, growth)
         else:
             result = self.engine.apply(plan, client_id, measure=measure)
-            # Growth counted all the same: the memory budget's estimate follows
-            # it (measured only every RESIZE_EVERY_OPS ops, large ops kept
-            # CRDTs in memory far past the budget).
-            quotas.applied(plan, quotas.growth(plan))
+            if measure:
+                # Growth counted all the same: the memory budget's estimate
+                # follows it (measured only every RESIZE_EVERY_OPS ops, large
+                # ops kept CRDTs in memory far past the budget). A run staged
+                # as one batch (a revert's) is measured once after it.
+                quotas.applied(plan, quotas.growth(plan))
         residency = self.residency
         if self.engine.resident_bytes > residency.budget_bytes:
             residency.check()
