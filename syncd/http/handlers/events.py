@@ -4,7 +4,10 @@ The subscriber joins the hub *before* the initial snapshot or replay is read,
 buffering what arrives meanwhile, so no delta can fall between the two; on
 start it writes the initial events, then the buffered deltas it has not
 already covered (by seq), then streams. A reader whose unsent bytes pass the
-bound is dropped (its stream ends) and resumes with ``since``.
+bound is dropped (its stream ends) and resumes with ``since``. A replay is
+written in one step, so one larger than the bound would end every stream
+that resumed with it, however fast the reader: that resume starts from a
+snapshot instead.
 
 The stream ends when the read does (docs/permissions.md#when-access-ends):
 at the token's expiry, or earlier when the rules that grant the read expire.
@@ -239,7 +242,7 @@ class SseSubscriber(DeliverEach):
     def start(
         self,
         sink: StreamSink,
-        initial: list[dict[str, Any]],
+        initial: list[EncodedDelta],
         snapshot: tuple[bytes | bytearray, int, str] | None = None,
         resume: tuple[int, str] | None = None,
     ) -> None:
@@ -266,8 +269,8 @@ class SseSubscriber(DeliverEach):
                 feed.add(EVENT_END)
                 sink.on_drain(self._pump)
                 self._pump()
-        for delta in initial:
-            encoded = EncodedDelta(delta)
+        for encoded in initial:
+            delta = encoded.delta
             if delta.get("kind") == "snapshot":
                 self._last_seq = delta.get("seq") or 0
                 self._epoch = delta.get("epoch")
@@ -358,6 +361,20 @@ class SseSubscriber(DeliverEach):
         self._metrics.sse_connections_active.dec()
 
 
+def within(records: list[dict[str, Any]], bound: int) -> list[EncodedDelta] | None:
+    """``records`` as events, or None when together they pass ``bound`` bytes
+    (a stream owing more than that is ended: see :meth:`SseSubscriber._write`)."""
+    encoded: list[EncodedDelta] = []
+    size = 0
+    for record in records:
+        event = EncodedDelta(record)
+        size += len(event.sse())
+        if size > bound:
+            return None
+        encoded.append(event)
+    return encoded
+
+
 def register(
     router: Router,
     *,
@@ -429,13 +446,29 @@ def register(
             subscriber.close()
             raise
         assert start is not None  # no alive(): a request that goes away is cancelled
-        initial: list[dict[str, Any]] = []
+        replay = None if start.records is None else within(start.records, buffer_bytes)
+        if start.records is not None and replay is None:
+            # The replay is written in one step: past the bound the stream
+            # would end before the reader could take any of it, however fast
+            # it reads, and again at each resume. A snapshot goes out as the
+            # connection drains.
+            try:
+                start = await start_from(
+                    service, ns, crdt_id, None, None, take, covered=subscriber.covered
+                )
+            except BaseException:
+                subscriber.close()
+                raise
+            assert start is not None
+        initial: list[EncodedDelta] = []
         snapshot: tuple[bytes | bytearray, int, str] | None = None
         resume: tuple[int, str] | None = None
         if start.snapshot is not None:
-            initial, snapshot = start.snapshot
+            small, snapshot = start.snapshot
+            initial = [EncodedDelta(delta) for delta in small]
         else:
-            initial = start.records or []
+            assert replay is not None
+            initial = replay
             # A replay (or nothing): only for this life, from since on.
             assert since is not None and epoch is not None
             resume = (since, epoch)
