@@ -16,7 +16,8 @@ the error body (``token_expired``, or ``forbidden`` for a rule), and closes.
 The event is named ``end``, not ``error``: an EventSource fires its
 ``onerror`` for an event named ``error``, where it could not be told apart
 from a failed connection. Deltas of ops made from the end on (by their
-``ts``) are never written, even before the timer has had its turn.
+``ts``) are never written, even before the timer has had its turn, nor a
+``deleted`` (it has no ``ts``) that comes from the end on.
 
 A revoked token (docs/permissions.md#revoking-tokens) ends the stream the
 same way, at once, with ``token_revoked``: the stream is registered with the
@@ -199,6 +200,8 @@ class SseSubscriber(DeliverEach):
                 return  # made after the read ended; the expiry timer ends the stream
             self._last_seq = delta.seq
             self._epoch = delta.delta.get("epoch")
+        elif self._until != NO_END_MS and self._auth.now_ms() >= self._until:
+            return  # a "deleted" has no ts: made now, after the read ended
         # While the snapshot is fed, the transport holds views of the shared
         # state, not this stream's own bytes: what waits behind it counts.
         feed = self._feed
