@@ -345,6 +345,11 @@ class Quotas:
             step = steps[ns] = (counted, set())
         step[1].add(crdt_id)
 
+    def forget(self, ns: str, crdt_id: str) -> None:
+        """A CRDT deleted: what it held as pending is gone with it."""
+        if self._waiting:
+            self._note_waiting(ns, crdt_id, 0)
+
     def _note_waiting(self, ns: str, crdt_id: str, held: int) -> None:
         """Keep what a Yjs document holds as pending after an op (nothing: forget it)."""
         docs = self._waiting.get(ns)
@@ -357,9 +362,12 @@ class Quotas:
 
     def _waiting_elsewhere(self, ns: str, crdt_id: str) -> int:
         """What the namespace's other Yjs documents hold as pending now: read
-        off each one noted (it may have integrated, left memory, or been
-        deleted since: it holds nothing then, and is forgotten). No document
-        of the namespace holds any, nearly always: one lookup."""
+        off each one noted in memory (it may have integrated since: it holds
+        nothing then, and is forgotten). One that left memory holds in the
+        store what was noted last (counted so: forgetting it let pending
+        updates on evicted documents pass the namespace's bytes); a deleted
+        one is forgotten by :meth:`forget`. No document of the namespace
+        holds any, nearly always: one lookup."""
         docs = self._waiting.get(ns)
         if not docs:
             return 0
@@ -368,7 +376,7 @@ class Quotas:
             if other == crdt_id:
                 continue  # its check counts its own
             entry = self._engine.lookup((ns, other))
-            held = 0 if entry is None else _pending_bytes(entry)
+            held = docs[other] if entry is None else _pending_bytes(entry)
             if held:
                 docs[other] = held
                 total += held

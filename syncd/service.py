@@ -310,6 +310,7 @@ class CrdtService:
 
     def forget(self, ns: str, crdt_id: str) -> None:
         self.engine.delete(ns, crdt_id)
+        self.quotas.forget(ns, crdt_id)
 
     def load_snapshot(self, entry: dict[str, Any], *, announce: bool) -> None:
         engine = self.engine
@@ -337,6 +338,7 @@ class CrdtService:
         record = self.engine.delete(ns, crdt_id)
         if record is None:
             return False
+        self.quotas.forget(ns, crdt_id)
         key = (ns, crdt_id)
         done = self.loop.create_future()
         deleting = self.residency.deleting
