@@ -53,7 +53,7 @@ from typing import Any, Final, cast
 
 from syncd.auth.authenticator import NO_END_MS, Authenticator, Principal
 from syncd.auth.revocations import token_revoked
-from syncd.catchup import start_from
+from syncd.catchup import Start, start_from
 from syncd.crdt.engine import Engine
 from syncd.errors import bad_request
 from syncd.http.feed import FEED_SLICE_BYTES, Feed, Piece
@@ -441,28 +441,27 @@ def register(
             )
             return [], (data, entry.seq, entry.epoch)
 
-        try:
-            start = await start_from(
-                service, ns, crdt_id, since, epoch, take, covered=subscriber.covered
-            )
-        except BaseException:
-            subscriber.close()
-            raise
-        assert start is not None  # no alive(): a request that goes away is cancelled
+        async def begin(
+            since: int | None, epoch: str | None
+        ) -> Start[tuple[list[dict[str, Any]], tuple[bytes | bytearray, int, str] | None]]:
+            try:
+                start = await start_from(
+                    service, ns, crdt_id, since, epoch, take, covered=subscriber.covered
+                )
+            except BaseException:
+                subscriber.close()
+                raise
+            assert start is not None  # no alive(): a request that goes away is cancelled
+            return start
+
+        start = await begin(since, epoch)
         replay = None if start.records is None else within(start.records, buffer_bytes)
         if start.records is not None and replay is None:
             # The replay is written in one step: past the bound the stream
             # would end before the reader could take any of it, however fast
             # it reads, and again at each resume. A snapshot goes out as the
             # connection drains.
-            try:
-                start = await start_from(
-                    service, ns, crdt_id, None, None, take, covered=subscriber.covered
-                )
-            except BaseException:
-                subscriber.close()
-                raise
-            assert start is not None
+            start = await begin(None, None)
         initial: list[EncodedDelta] = []
         snapshot: tuple[bytes | bytearray, int, str] | None = None
         resume: tuple[int, str] | None = None
