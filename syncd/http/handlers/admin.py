@@ -39,7 +39,6 @@ from typing import Final
 from syncd.auth.admin import ADMIN_TOKEN_FILE
 from syncd.auth.authenticator import Authenticator, rate_limited
 from syncd.errors import ApiError, bad_request
-from syncd.http.handlers.history import known_query
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink
 from syncd.http.router import Router
@@ -139,7 +138,7 @@ def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> N
         auth.check_admin(principal, None)
         if backup is None:
             raise _unsupported()
-        query = known_query(request, QUERY_NAMES) if request.query_string else {}
+        query = request.known_query(QUERY_NAMES) if request.query_string else {}
         max_rate = _max_rate(query.get("max_rate"))
         with_admin_token = _flag(query.get("admin_token"), "admin_token")
         if running >= MAX_CONCURRENT_BACKUPS:

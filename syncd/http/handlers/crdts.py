@@ -23,7 +23,7 @@ from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
-from syncd.http.handlers.history import known_query, parse_seq
+from syncd.http.handlers.history import parse_seq
 from syncd.http.handlers.listing import parse_listing_query
 from syncd.http.request import Request
 from syncd.http.response import Deferred, Response, json_response
@@ -79,7 +79,7 @@ def register(
         auth.check_read(principal, crdt_id)
         full = False
         if request.query_string:
-            query = known_query(request, READ_PARAMS)
+            query = request.known_query(READ_PARAMS)
             if "root" in query or "as" in query:
                 return read_root(ns, crdt_id, query)
             full = wants_full(query)
@@ -159,7 +159,7 @@ def register(
         body = request.json(json_max_depth)
         check_ops_named(crdt_id, body)
         if request.query_string:
-            query = known_query(request, OPS_PARAMS)
+            query = request.known_query(OPS_PARAMS)
             if query.get("return", RETURN_STATE) != RETURN_STATE:
                 # Checked before anything is applied: a refused request changes nothing.
                 raise bad_request(f"return: {RETURN_STATE} is the only one (leave it out)")

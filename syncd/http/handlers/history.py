@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any, Final
 
 from syncd.auth.authenticator import Authenticator
@@ -56,12 +55,6 @@ def parse_limit(text: str, most: int = MAX_HISTORY_LIMIT) -> int:
     return int(text)
 
 
-def known_query(request: Request, names: Collection[str]) -> dict[str, str]:
-    """The query (the first value of each name); 400 for any of ``names``
-    given more than once (:meth:`Request.known_query`)."""
-    return request.known_query(names)
-
-
 def parse_client_id(text: str) -> int:
     """A ``?client_id=`` filter: a client id (0 to ``MAX_CLIENT_ID``), or 400."""
     if not (text.isascii() and text.isdigit()) or len(text) > _MAX_SEQ_DIGITS:
@@ -84,7 +77,7 @@ def register(
         crdt_id = check_crdt_id(request.params["id"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         auth.check_read(principal, crdt_id)
-        query = known_query(request, HISTORY_PARAMS) if request.query_string else {}
+        query = request.known_query(HISTORY_PARAMS) if request.query_string else {}
         for name in _OTHER_ROUTES_PAGING:
             if name in query:
                 raise bad_request(

@@ -9,7 +9,7 @@ from typing import Final
 
 from syncd.crdt.engine import MAX_LIST_LIMIT
 from syncd.errors import bad_request
-from syncd.http.handlers.history import known_query, parse_limit
+from syncd.http.handlers.history import parse_limit
 from syncd.http.request import Request
 from syncd.ids import CRDT_ID_RE
 
@@ -40,7 +40,7 @@ def parse_listing_query(request: Request) -> ListingQuery:
     refuses it in any text, as a 500."""
     if not request.query_string:
         return ListingQuery("", DEFAULT_LIST_LIMIT, None)
-    query = known_query(request, LIST_PARAMS)
+    query = request.known_query(LIST_PARAMS)
     prefix = query.get("prefix", "")
     if prefix and CRDT_ID_RE.fullmatch(prefix) is None:
         raise bad_request(
