@@ -12,22 +12,22 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
-
-from tests.http.test_reads_show_durable_ops import QUIET_S, _hold, _in_flight, _post, _url
-from tests.store.support import ENOSPC, gated_server
-from tests.ws.support import NS, mint, wait_for
+from tests.http.test_reads_show_durable_ops import (
+    QUIET_S,
+    _hold,
+    _in_flight,
+    _post,
+    _url,
+    gated_client,
+)
+from tests.store.support import ENOSPC
+from tests.ws.support import NS, wait_for
 
 COUNTER = "gc:listed"
 
 
 async def test_the_listing_seq_does_not_count_an_op_in_flight(tmp_path: Path) -> None:
-    async with (
-        gated_server(tmp_path / "data") as (server, faults),
-        httpx.AsyncClient(
-            base_url=server.url, headers={"authorization": f"Bearer {mint()}"}
-        ) as client,
-    ):
+    async with gated_client(tmp_path / "data") as (server, faults, client):
         r = await _post(client, COUNTER, {"op": "increment"})
         assert r.status_code == 200, r.text
         gate = _hold(faults)
@@ -47,12 +47,7 @@ async def test_the_listing_seq_does_not_count_an_op_in_flight(tmp_path: Path) ->
 async def test_a_history_read_during_a_store_failure_answers_what_is_durable(
     tmp_path: Path,
 ) -> None:
-    async with (
-        gated_server(tmp_path / "data") as (server, faults),
-        httpx.AsyncClient(
-            base_url=server.url, headers={"authorization": f"Bearer {mint()}"}
-        ) as client,
-    ):
+    async with gated_client(tmp_path / "data") as (server, faults, client):
         r = await _post(client, COUNTER, {"op": "increment"})
         assert r.status_code == 200, r.text
         gate = _hold(faults)

@@ -12,7 +12,9 @@ server is real and its log writes wait on a gate, or fail, when the test says
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import httpx
 from pycrdt import Doc, Text
 
 from syncd.crdt.ydoc import b64
+from tests.conftest import RunningServer
 from tests.store.support import ENOSPC, Faults, gated_server
 from tests.ws.support import NS, mint, wait_for
 
@@ -27,6 +30,20 @@ QUIET_S = 0.3
 """How long an answer that must wait is given to come early."""
 
 COUNTER = "gc:read"
+
+
+@contextlib.asynccontextmanager
+async def gated_client(
+    data_dir: Path,
+) -> AsyncIterator[tuple[RunningServer, Faults, httpx.AsyncClient]]:
+    """A gated server (``gated_server``) and an HTTP client of it with a token."""
+    async with (
+        gated_server(data_dir) as (server, faults),
+        httpx.AsyncClient(
+            base_url=server.url, headers={"authorization": f"Bearer {mint()}"}
+        ) as client,
+    ):
+        yield server, faults, client
 
 
 def _url(crdt_id: str, query: str = "") -> str:
@@ -55,12 +72,7 @@ async def _in_flight(faults: Faults) -> None:
 async def test_a_get_waits_for_the_op_in_flight_and_other_crdts_answer_at_once(
     tmp_path: Path,
 ) -> None:
-    async with (
-        gated_server(tmp_path / "data") as (server, faults),
-        httpx.AsyncClient(
-            base_url=server.url, headers={"authorization": f"Bearer {mint()}"}
-        ) as client,
-    ):
+    async with gated_client(tmp_path / "data") as (server, faults, client):
         for crdt_id in (COUNTER, "gc:quiet"):
             r = await _post(client, crdt_id, {"op": "increment"})
             assert r.status_code == 200, r.text
@@ -84,12 +96,7 @@ async def test_a_get_waits_for_the_op_in_flight_and_other_crdts_answer_at_once(
 
 
 async def test_a_get_never_shows_an_op_whose_write_fails(tmp_path: Path) -> None:
-    async with (
-        gated_server(tmp_path / "data") as (server, faults),
-        httpx.AsyncClient(
-            base_url=server.url, headers={"authorization": f"Bearer {mint()}"}
-        ) as client,
-    ):
+    async with gated_client(tmp_path / "data") as (server, faults, client):
         r = await _post(client, COUNTER, {"op": "increment"})
         assert r.status_code == 200, r.text
         gate = _hold(faults)
@@ -112,12 +119,7 @@ async def test_a_get_never_shows_an_op_whose_write_fails(tmp_path: Path) -> None
 
 async def test_a_yjs_root_read_waits_for_the_edit_in_flight(tmp_path: Path) -> None:
     doc_id = "yd:notes"
-    async with (
-        gated_server(tmp_path / "data") as (server, faults),
-        httpx.AsyncClient(
-            base_url=server.url, headers={"authorization": f"Bearer {mint()}"}
-        ) as client,
-    ):
+    async with gated_client(tmp_path / "data") as (server, faults, client):
         doc: Doc[Any] = Doc()
         text = doc.get("content", type=Text)
         text.insert(0, "hello")
@@ -144,12 +146,7 @@ async def test_a_yjs_root_read_waits_for_the_edit_in_flight(tmp_path: Path) -> N
 async def test_return_state_does_not_show_a_later_op_still_in_flight(tmp_path: Path) -> None:
     """The state of ``?return=state`` is read once the request's ops are durable;
     an op applied after them and still on its way to disk is not in it."""
-    async with (
-        gated_server(tmp_path / "data") as (server, faults),
-        httpx.AsyncClient(
-            base_url=server.url, headers={"authorization": f"Bearer {mint()}"}
-        ) as client,
-    ):
+    async with gated_client(tmp_path / "data") as (server, faults, client):
         r = await _post(client, COUNTER, {"op": "increment"})
         assert r.status_code == 200, r.text
         first = _hold(faults)
