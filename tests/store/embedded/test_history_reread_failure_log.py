@@ -18,7 +18,11 @@ from syncd.store.embedded.store import FileStore
 from tests.store.embedded.test_failures import small_tmpfs, wait_until
 from tests.store.embedded.test_full_disk import fill
 from tests.store.embedded.test_hint import Writer
-from tests.store.embedded.test_history_write_failure import OPTIONS, write
+from tests.store.embedded.test_history_write_failure import (
+    OPTIONS,
+    write,
+    write_until_the_history_fails,
+)
 
 REREAD = "re-reading the history failed"
 
@@ -54,11 +58,7 @@ async def test_a_re_read_that_keeps_failing_logs_one_line_per_probe(
                 await write(writer, acked, i)
             filler = mnt / "filler"
             fill(filler)
-            i = 0
-            while store.ready:  # the log writes into its runway; the history fails
-                assert i < 5000, "the history never failed"
-                await write(writer, acked, i)
-                i += 1
+            await write_until_the_history_fails(store, writer, acked)
             _damage_log_tail(data)
             filler.unlink()  # the probes succeed: each tries the re-read
 

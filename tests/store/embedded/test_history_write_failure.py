@@ -52,6 +52,18 @@ async def write(writer: Writer, acked: Counter[str], i: int) -> None:
     acked[crdt_id] += 1
 
 
+async def write_until_the_history_fails(
+    store: FileStore, writer: Writer, acked: Counter[str]
+) -> None:
+    """Write on a full disk until the store stops being ready: the log's writes
+    go into its runway (acknowledged), the history's next page does not fit."""
+    i = 0
+    while store.ready:
+        assert i < 5000, "the history never failed"
+        await write(writer, acked, i)
+        i += 1
+
+
 async def check(store: FileStore, acked: Counter[str]) -> None:
     """Every CRDT loads with each acknowledged op once, its history pages and
     ``ops_since`` give its last ops once each, in a row."""
@@ -86,11 +98,7 @@ async def test_a_failed_history_write_is_read_back_from_the_log_without_a_restar
             fill(filler)
             # The log's writes go into its runway (written ahead): acknowledged;
             # the history's next page does not fit, and switches it off.
-            i = 0
-            while store.ready:
-                assert i < 5000, "the history never failed"
-                await write(writer, acked, i)
-                i += 1
+            await write_until_the_history_fails(store, writer, acked)
             with pytest.raises(ApiError) as refused:
                 await store.append([])
             assert refused.value.status == 503
