@@ -54,6 +54,10 @@ class SseEventTooLarge(SseProtocolError):
 class SseParser:
     def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
         self._buffer = bytearray()
+        self._scanned = 0
+        """Bytes at the buffer's start known to hold no line end: the next
+        chunk's search starts after them, so a long line (one large event's
+        data) is scanned once, not again at every chunk."""
         self._name = MESSAGE
         self._data: list[bytes] = []
         self._size = 0
@@ -64,15 +68,19 @@ class SseParser:
         self._buffer += chunk
         events: list[SseEvent] = []
         start = 0
+        scan = self._scanned
         buffer = self._buffer
         while True:
-            end = _line_end(buffer, start)
+            end = _line_end(buffer, scan)
             if end is None:
                 break
             line_end, next_start = end
             self._line(bytes(buffer[start:line_end]), events)
-            start = next_start
+            start = scan = next_start
         del buffer[:start]
+        # All of the rest was scanned, but a CR at its end is looked at again:
+        # the next chunk may start with the LF of its CRLF.
+        self._scanned = max(len(buffer) - 1, 0)
         if len(buffer) + self._size > self._max:
             raise SseEventTooLarge(f"an SSE event is longer than {self._max} bytes")
         return events
@@ -101,10 +109,11 @@ class SseParser:
             raise SseEventTooLarge(f"an SSE event is longer than {self._max} bytes")
 
 
-def _line_end(buffer: bytearray, start: int) -> tuple[int, int] | None:
-    """``(end of line, start of the next)`` for the first line at ``start``."""
-    lf = buffer.find(b"\n", start)
-    cr = buffer.find(b"\r", start, lf if lf >= 0 else len(buffer))
+def _line_end(buffer: bytearray, scan: int) -> tuple[int, int] | None:
+    """``(end of line, start of the next)`` for the first line end at or
+    after ``scan``."""
+    lf = buffer.find(b"\n", scan)
+    cr = buffer.find(b"\r", scan, lf if lf >= 0 else len(buffer))
     if cr >= 0:
         if cr + 1 == len(buffer):
             return None  # a CR at the end may be the first half of a CRLF
