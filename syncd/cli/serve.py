@@ -19,6 +19,7 @@ import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 from syncd.cli.command import Commands, add_command, fail, missing_extra
 from syncd.config import ConfigError, from_env, ineffective_variables, unknown_variables
@@ -64,9 +65,16 @@ def configure_logging(level: str) -> None:
     )
 
 
+BIND_REFUSALS: Final = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+"""Bind errors that a setting causes: an address in use, one this machine does
+not have, a port this user may not listen on."""
+PRIVILEGED_PORT_HINT: Final = " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
+
+
 def bind_problem(host: str, port: int) -> str | None:
     """Why the server could not listen on ``host:port``, or None: a host that
-    does not resolve, an address in use or not on this machine. The server's
+    does not resolve, an address in use or not on this machine, a port this
+    user may not listen on (below 1024 without CAP_NET_BIND_SERVICE). The server's
     bind would find them after the store is opened (an exit 1 and a bare OS
     error); found first, they are one line naming SERVICE_BIND. Each address
     is bound and let go at once, as the server will bind it (SO_REUSEADDR,
@@ -84,12 +92,13 @@ def bind_problem(host: str, port: int) -> str | None:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 sock.bind(address)
         except OSError as exc:
-            if exc.errno not in (errno.EADDRINUSE, errno.EADDRNOTAVAIL):
-                continue  # EACCES, say: the server's own bind reports it
+            if exc.errno not in BIND_REFUSALS:
+                continue  # anything else: the server's own bind reports it
             shown = (
                 f"[{address[0]}]:{port}" if family == socket.AF_INET6 else f"{address[0]}:{port}"
             )
-            return f"cannot listen on {shown}: {exc.strerror}"
+            hint = PRIVILEGED_PORT_HINT if exc.errno == errno.EACCES and port < 1024 else ""
+            return f"cannot listen on {shown}: {exc.strerror}{hint}"
     return None
 
 
