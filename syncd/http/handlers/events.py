@@ -378,6 +378,10 @@ def within(records: list[dict[str, Any]], bound: int) -> list[EncodedDelta] | No
     return encoded
 
 
+def _no_body(sink: StreamSink) -> None:
+    """A HEAD's stream, which never starts: see ``events``."""
+
+
 def register(
     router: Router,
     *,
@@ -415,6 +419,11 @@ def register(
                 )
             since = int(since_text)
         epoch = query.get("epoch")
+        if request.method == "HEAD":
+            # The head a GET gets, with no body (the connection never starts a
+            # HEAD's stream): nothing subscribes, and the start (a snapshot of
+            # a large CRDT maybe) is not built for nothing.
+            return StreamResponse(_no_body, EVENT_STREAM, SSE_HEADERS)
         subscriber = SseSubscriber(
             hub,
             metrics,
