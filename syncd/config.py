@@ -211,7 +211,13 @@ class Settings:
 
     @property
     def bind(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return host_port(self.host, self.port)
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as SERVICE_BIND takes it: an IPv6 host in brackets
+    (``[::1]:3000``; unbracketed, ``::1:3000`` reads as an address without a port)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def parse_bind(value: str) -> tuple[str, int]:

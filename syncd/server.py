@@ -22,7 +22,7 @@ from syncd import __version__
 from syncd.app import App
 from syncd.auth.admin import AdminSecretError
 from syncd.collector import settle_after_start
-from syncd.config import Settings
+from syncd.config import Settings, host_port
 from syncd.http.access import AccessLog
 from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import MAX_REFUSED_LINGERING, HttpProtocol, ServerContext
@@ -133,10 +133,9 @@ class Server:
         sock: socket.socket = self._server.sockets[0]
         self._port = int(sock.getsockname()[1])
         log.info(
-            "syncd %s listening on %s:%d (%s, http parser %s, fsync %s)",
+            "syncd %s listening on %s (%s, http parser %s, fsync %s)",
             __version__,
-            self.settings.host,
-            self.port,
+            host_port(self.settings.host, self.port),
             "https" if self.certificates is not None else "http",
             self.parser_name,
             self.settings.fsync,

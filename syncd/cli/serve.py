@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Final
 
 from syncd.cli.command import Commands, add_command, fail, missing_extra
-from syncd.config import ConfigError, from_env, ineffective_variables, unknown_variables
+from syncd.config import (
+    ConfigError,
+    from_env,
+    host_port,
+    ineffective_variables,
+    unknown_variables,
+)
 
 EPILOG = """\
 settings:
@@ -94,9 +100,7 @@ def bind_problem(host: str, port: int) -> str | None:
         except OSError as exc:
             if exc.errno not in BIND_REFUSALS:
                 continue  # anything else: the server's own bind reports it
-            shown = (
-                f"[{address[0]}]:{port}" if family == socket.AF_INET6 else f"{address[0]}:{port}"
-            )
+            shown = host_port(str(address[0]), port)
             hint = PRIVILEGED_PORT_HINT if exc.errno == errno.EACCES and port < 1024 else ""
             return f"cannot listen on {shown}: {exc.strerror}{hint}"
     return None
