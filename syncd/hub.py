@@ -229,6 +229,10 @@ class Hub:
         """Whether the CRDT has any subscriber."""
         return (ns, crdt_id) in self._subs
 
+    def subscribed_keys(self) -> list[Key]:
+        """Every CRDT that has a subscriber (a copy: safe to hold across awaits)."""
+        return list(self._subs)
+
     def subscribers(self, ns: str, crdt_id: str) -> Iterator[Subscriber]:
         return iter(tuple(self._subs.get((ns, crdt_id), ())))
 

@@ -305,6 +305,11 @@ class CrdtService:
     def wanted(self, ns: str, crdt_id: str) -> bool:
         return self.hub.subscribed(ns, crdt_id)
 
+    def in_use(self) -> list[tuple[str, str]]:
+        """The CRDTs the engine holds, then those with subscribers (held or not)."""
+        held = [(entry.ns, entry.id) for entry in self.engine.lru()]
+        return held + self.hub.subscribed_keys()
+
     def replay_quietly(self, record: dict[str, Any]) -> None:
         self.engine.replay(record)
 

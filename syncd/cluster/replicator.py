@@ -47,11 +47,12 @@ notifications come back too and are dropped undecoded.
 on it every ``probe_interval_s`` (its reader paused meanwhile). When either fails the store is marked
 unreachable (readiness 503, ops 503), the pool is checked and the node
 reconnects with backoff; once connected it compares the (epoch, seq) of every
-CRDT it follows (holds, or has subscribers waiting for) with its row in the
-``crdts`` table and reloads those that differ (the catch-up), so whatever it
-missed while away is applied and fanned out. The same comparison
-runs every ``reconcile_interval_s`` while connected, for notifications lost
-after a commit (the sender died in between).
+CRDT it uses (holds, has subscribers for, or followed lately) with its row in
+the ``crdts`` table and reloads those that differ (the catch-up), so whatever
+it missed while away is applied and fanned out; the rows of CRDTs it does not
+use are not read. The same comparison, of the CRDTs followed lately, runs
+every ``reconcile_interval_s`` while connected, for notifications lost after
+a commit (the sender died in between).
 
 *The replication stream* (``SERVICE_WAL_CONNSTR``) is checked before the
 node starts (``check_source``): a server whose ``wal_level`` is not
@@ -150,6 +151,10 @@ the moment (starting, or reconnecting after losing it); reading the stream."""
 
 _NOTIFY_MANY: Final = "SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p"
 
+CATCH_UP_CHUNK: Final = 10_000
+"""Keys per statement of a catch-up: a node may hold or serve a million CRDTs,
+and one array of them all (and its answer) would sit in memory at once."""
+
 RECONNECT_MIN_S: Final = 0.1
 RECONNECT_MAX_S: Final = 2.0
 """Backoff between reconnect attempts while PostgreSQL is unreachable."""
@@ -189,6 +194,11 @@ class Sink(Protocol):
         node writes it (it has subscribers waiting for its first op)."""
         ...
 
+    def in_use(self) -> Sequence[Key]:
+        """Every CRDT the engine holds and every one with subscribers (held or
+        not); a key may appear twice. What a reconnect's catch-up compares."""
+        ...
+
 
 class AwarenessNotices(Protocol):
     """Where the other nodes' Yjs awareness notices go (the relay,
@@ -222,6 +232,8 @@ class ClusterStats:
     """CRDTs read from the tables outside a commit: to fill a gap, verify a new
     life, follow a reference or catch up."""
     catch_ups: int = 0
+    catch_up_rows: int = 0
+    """Rows of the ``crdts`` table catch-ups read (reconnects and the periodic reconcile)."""
     conflicts: int = 0
     """Optimistic batches that lost a race to another node and were redone."""
     awareness_sent: int = 0
@@ -507,6 +519,23 @@ class Replicator:
         self.stats.syncs += 1
         self._followed.add(key)
         await self._store.read_key(key, lambda rows, row: self.bring_up(rows, key, row))
+
+    async def _compare_rows(self, keys: Sequence[Key]) -> int:
+        """Read the rows of ``keys`` a chunk at a time and queue a reload of
+        each CRDT that differs from its row; how many did."""
+        behind = 0
+        for start in range(0, len(keys), CATCH_UP_CHUNK):
+            rows = await self._store.read_rows(keys[start : start + CATCH_UP_CHUNK])
+            self.stats.catch_up_rows += len(rows)
+            for key, row in rows:
+                held = self._sink.position(*key)
+                if held is None and (not row.live or not self._sink.wanted(*key)):
+                    continue  # not held here: loaded from the table when used
+                if held is not None and row.live and held == (row.epoch, row.seq):
+                    continue
+                behind += 1
+                self._enqueue(key, _SYNC)
+        return behind
 
     def _unfollow(self, keys: Sequence[Key]) -> None:
         """Stop following those of ``keys`` this node neither holds nor waits
@@ -832,9 +861,11 @@ class Replicator:
             await self._store.newest_gid(conn)
 
     def request_catch_up(self, *, everything: bool = True) -> None:
-        """Compare the CRDTs this node follows with the tables soon: with
-        ``everything``, every row of them (what a reconnect does); else only
-        the rows of the CRDTs it followed lately (the periodic reconcile)."""
+        """Compare the CRDTs this node uses with their rows in the tables soon:
+        the CRDTs it followed lately and, with ``everything`` (what a reconnect
+        does), every CRDT its engine holds and every one with subscribers; else
+        only the ones it followed lately (the periodic reconcile). Never the
+        rows of CRDTs it neither holds nor serves: they are read when used."""
         if self._closed:
             return
         self._catch_up_everything |= everything
@@ -844,32 +875,30 @@ class Replicator:
         self._catching_up = asyncio.get_running_loop().create_task(self._catch_up())
 
     async def _catch_up(self) -> None:
-        """Compare CRDTs with their rows and reload those that differ. The
-        periodic reconcile reads only the rows of the CRDTs this node followed
-        since the last catch-up: the table may hold millions this node never
-        used, and reading them all cost it seconds of CPU and hundreds of MB
-        every RECONCILE_INTERVAL_S (measured: 3.1 s and 570 MB for 1,000,000)."""
+        """Compare CRDTs with their rows and reload those that differ (or
+        announce their end). It reads the rows of the CRDTs this node followed
+        since the last catch-up and, after a reconnect, of those its engine
+        holds or that have subscribers (``Sink.in_use``), CATCH_UP_CHUNK keys
+        per statement. Never the whole table: it may hold millions of CRDTs
+        this node never used, and reading them all cost it seconds of CPU and
+        hundreds of MB (measured: 3.1 s and 570 MB for 1,000,000) at every
+        reconnect and RECONCILE_INTERVAL_S. A CRDT with no row has nothing to
+        catch up: rows are never removed (a delete marks its row)."""
         while True:
             self._catch_up_again = False
             everything, self._catch_up_everything = self._catch_up_everything, False
             self.stats.catch_ups += 1
-            keys = list(self._followed)
+            followed = list(self._followed)
+            keys = set(followed)
+            if everything:
+                keys.update(self._sink.in_use())
             try:
-                rows = await self._store.read_rows(None if everything else keys)
+                behind = await self._compare_rows(list(keys))
             except Exception as exc:
                 log.warning("catch-up: %s", exc)
                 self._trouble.set()
                 return
-            behind = 0
-            for key, row in rows:
-                held = self._sink.position(*key)
-                if held is None and (not row.live or not self._sink.wanted(*key)):
-                    continue  # not held here: loaded from the table when used
-                if held is not None and row.live and held == (row.epoch, row.seq):
-                    continue
-                behind += 1
-                self._enqueue(key, _SYNC)
-            self._unfollow(keys)
+            self._unfollow(followed)
             if behind:
                 log.info("catch-up: %d CRDTs differ from the database; reloading them", behind)
             if not self._catch_up_again:
