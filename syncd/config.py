@@ -71,6 +71,26 @@ DEFAULT_JSON_MAX_DEPTH = 64
 # timeout protects nothing (a slow client may hold its socket for days), and
 # "inf" or "1e999" would switch the bound off altogether.
 MAX_DURATION_S = 86_400.0
+# The shortest each timeout or interval setting may be. Any positive number
+# was taken, and a tiny one (a unit mistaken, "1e-9") does harm, not just nothing:
+# Below a tenth of a second a client across any network cannot send a request
+# head, nor read a stalled answer, nor send its next request in time: every
+# connection would be cut (header, keep-alive and send timeouts).
+MIN_TIMEOUT_S = 0.1
+# The WebSocket and event-stream keep-alive pings: every connection's ping
+# goes out this often, on a timer wheel ticking at a sixteenth of it, so a
+# tiny interval keeps the loop busy ticking and writing pings (1e-9: a tick
+# every 1/16 ns). Their point, keeping proxies' idle timers (tens of seconds)
+# from cutting a quiet connection, needs nothing near a second.
+MIN_PING_S = 1.0
+# The shutdown's waits (in-flight requests, queued webhook events): the
+# shutdown looks again every 20 ms (server.SHUTDOWN_POLL_S), and a delivery
+# takes at least a round trip; a shorter wait gives nothing any time at all.
+MIN_SHUTDOWN_WAIT_S = 0.1
+# The drain before the shutdown (0: none) exists for load balancers' readiness
+# checks, which come at most once a second (Kubernetes' periodSeconds: 1); a
+# shorter drain is over before any of them can see its 503.
+MIN_DRAIN_S = 1.0
 # The largest memory budget (MB) taken: 16 TiB, beyond any machine syncd
 # runs on; "inf" is refused rather than read as "no budget".
 MAX_MEMORY_BUDGET_MB = 16.0 * 1024 * 1024
@@ -279,11 +299,13 @@ def _float(
     name: str,
     default: float,
     *,
+    minimum: float,
     maximum: float = MAX_DURATION_S,
     zero: bool = False,
 ) -> float:
-    """A positive number up to ``maximum``; with ``zero``, 0 is taken too
-    (for a setting where 0 switches something off rather than meaning "at once")."""
+    """A number from ``minimum`` (positive) up to ``maximum``; with ``zero``,
+    0 is taken too (for a setting where 0 switches something off rather than
+    meaning "at once")."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -296,6 +318,9 @@ def _float(
         raise ConfigError(name, f"must be 0 or positive, got {raw.strip()}")
     if not zero and not value > 0:
         raise ConfigError(name, f"must be positive, got {raw.strip()}")
+    if 0 < value < minimum:
+        least = f"0 or at least {minimum:g}" if zero else f"at least {minimum:g}"
+        raise ConfigError(name, f"must be {least}, got {raw.strip()}")
     # ``float()`` takes "inf" and "1e999": an infinite timeout or budget is no
     # limit at all, which no setting here is meant to allow.
     if not value <= maximum:
@@ -544,11 +569,17 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         node_id=node_id,
         http_parser=_choice(env, "SERVICE_HTTP_PARSER", "auto", ("auto", "h11", "httptools")),  # type: ignore[arg-type]
         max_connections=_int(env, "SERVICE_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS),
-        header_timeout_s=_float(env, "SERVICE_HEADER_TIMEOUT_S", DEFAULT_HEADER_TIMEOUT_S),
-        keepalive_timeout_s=_float(env, "SERVICE_KEEPALIVE_TIMEOUT_S", DEFAULT_KEEPALIVE_TIMEOUT_S),
-        send_timeout_s=_float(env, "SERVICE_SEND_TIMEOUT_S", DEFAULT_SEND_TIMEOUT_S),
-        ws_ping_s=_float(env, "SERVICE_WS_PING_S", DEFAULT_WS_PING_S),
-        sse_ping_s=_float(env, "SERVICE_SSE_PING_S", DEFAULT_SSE_PING_S),
+        header_timeout_s=_float(
+            env, "SERVICE_HEADER_TIMEOUT_S", DEFAULT_HEADER_TIMEOUT_S, minimum=MIN_TIMEOUT_S
+        ),
+        keepalive_timeout_s=_float(
+            env, "SERVICE_KEEPALIVE_TIMEOUT_S", DEFAULT_KEEPALIVE_TIMEOUT_S, minimum=MIN_TIMEOUT_S
+        ),
+        send_timeout_s=_float(
+            env, "SERVICE_SEND_TIMEOUT_S", DEFAULT_SEND_TIMEOUT_S, minimum=MIN_TIMEOUT_S
+        ),
+        ws_ping_s=_float(env, "SERVICE_WS_PING_S", DEFAULT_WS_PING_S, minimum=MIN_PING_S),
+        sse_ping_s=_float(env, "SERVICE_SSE_PING_S", DEFAULT_SSE_PING_S, minimum=MIN_PING_S),
         subscriber_buffer_bytes=_int(
             env,
             "SERVICE_SUBSCRIBER_BUFFER_BYTES",
@@ -557,11 +588,22 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             maximum=MAX_SUBSCRIBER_BUFFER_BYTES,
         ),
         max_subscriptions=_int(env, "SERVICE_MAX_SUBSCRIPTIONS", DEFAULT_MAX_SUBSCRIPTIONS),
-        shutdown_timeout_s=_float(env, "SERVICE_SHUTDOWN_TIMEOUT_S", DEFAULT_SHUTDOWN_TIMEOUT_S),
-        shutdown_drain_s=_float(
-            env, "SERVICE_SHUTDOWN_DRAIN_S", DEFAULT_SHUTDOWN_DRAIN_S, zero=True
+        shutdown_timeout_s=_float(
+            env,
+            "SERVICE_SHUTDOWN_TIMEOUT_S",
+            DEFAULT_SHUTDOWN_TIMEOUT_S,
+            minimum=MIN_SHUTDOWN_WAIT_S,
         ),
-        webhook_drain_s=_float(env, "SERVICE_WEBHOOK_DRAIN_S", DEFAULT_WEBHOOK_DRAIN_S),
+        shutdown_drain_s=_float(
+            env,
+            "SERVICE_SHUTDOWN_DRAIN_S",
+            DEFAULT_SHUTDOWN_DRAIN_S,
+            minimum=MIN_DRAIN_S,
+            zero=True,
+        ),
+        webhook_drain_s=_float(
+            env, "SERVICE_WEBHOOK_DRAIN_S", DEFAULT_WEBHOOK_DRAIN_S, minimum=MIN_SHUTDOWN_WAIT_S
+        ),
         op_id_window=_int(env, "SERVICE_OP_ID_WINDOW", DEFAULT_OP_ID_WINDOW),
         max_crdt_bytes=_int(env, "SERVICE_MAX_CRDT_BYTES", DEFAULT_MAX_CRDT_BYTES, minimum=0),
         namespace_max_crdts=_int(env, "SERVICE_NAMESPACE_MAX_CRDTS", 0, minimum=0),
@@ -571,6 +613,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             env,
             "SERVICE_MEMORY_BUDGET_MB",
             DEFAULT_MEMORY_BUDGET_MB,
+            # Any positive size: tests and benchmarks use budgets of a few KB.
+            minimum=0.0,
             maximum=MAX_MEMORY_BUDGET_MB,
         ),
         json_max_depth=_int(env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH),
