@@ -413,17 +413,14 @@ async def measure_unmeasured(store: Store, engine: Engine) -> int:
     in one line at the end."""
     measured = 0
     failed = 0
-    passed: set[tuple[str, str]] = set()
+    tried: set[tuple[str, str]] = set()
     while True:
-        batch = [key for key in store.unmeasured(MEASURE_BATCH + len(passed)) if key not in passed]
-        if not batch:
-            if failed > MEASURE_WARNINGS:
-                log.warning(
-                    "%d CRDTs could not be measured (the first %d are named above)",
-                    failed,
-                    MEASURE_WARNINGS,
-                )
-            return measured
+        # The store hands out successive batches and wraps around
+        # (Store.unmeasured): a key tried already says every one still
+        # unmeasured was tried (those it cannot read stay unmeasured).
+        found = store.unmeasured(MEASURE_BATCH)
+        batch = [key for key in found if key not in tried]
+        tried.update(batch)
         for ns, crdt_id in batch:
             await asyncio.sleep(0)  # one CRDT per loop step: requests go first
             entry = engine.get(ns, crdt_id)
@@ -439,10 +436,18 @@ async def measure_unmeasured(store: Store, engine: Engine) -> int:
                         log.warning("%s/%s: cannot measure its size: %s", ns, crdt_id, exc)
                     entry = None
             if entry is None:
-                passed.add((ns, crdt_id))
                 continue
             store.note_size(ns, crdt_id, entry.state_bytes)
             measured += 1
+        if len(batch) < len(found) or not found:
+            break
+    if failed > MEASURE_WARNINGS:
+        log.warning(
+            "%d CRDTs could not be measured (the first %d are named above)",
+            failed,
+            MEASURE_WARNINGS,
+        )
+    return measured
 
 
 __all__ = [

@@ -265,7 +265,12 @@ class Store(Protocol):
         ...
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` live CRDTs whose size the store does not know."""
+        """Up to ``limit`` live CRDTs whose size the store does not know, from
+        after the last one the previous call returned, wrapping around to the
+        first: successive calls hand out each such CRDT once per round (those
+        measured meanwhile drop out), so a caller that passes over some (it
+        cannot read them) does linear work, and knows it went round when a
+        CRDT comes back."""
         ...
 
     async def history(

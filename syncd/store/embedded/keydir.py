@@ -178,6 +178,12 @@ class KeyDir(HistoryIndex):
         """The ids of the overlay's lives, per namespace (for listings)."""
         self._usage: dict[str, list[int]] = {}
         self._pending_sizes: dict[Key, int] = {}
+        self._unmeasured_round: list[Key] | None = None
+        """The overlay's unmeasured keys, sorted, as they were when the current
+        round of :meth:`unmeasured` began (None: none began); handed out from
+        ``_unmeasured_at``, then the table's from after ``_unmeasured_from``."""
+        self._unmeasured_in_round: frozenset[Key] = frozenset()
+        self._unmeasured_at = 0
         self._unmeasured_from: Key | None = None
         self._compaction: tuple[Retention, int, dict[int, int]] | None = None
         """While a compaction runs: what it trims by, and the positions it
@@ -384,34 +390,70 @@ class KeyDir(HistoryIndex):
         return {ns: Usage(u[0], u[1], u[2]) for ns, u in self._usage.items() if u[0]}
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
-        """Up to ``limit`` live CRDTs without a size: the overlay's, then the
-        table's from where the last call stopped."""
-        out: list[tuple[str, str]] = []
-        if not any(u[2] for u in self._usage.values()):
+        """Up to ``limit`` live CRDTs without a size, from where the last call
+        stopped: a round hands out the overlay's (sorted, as they were when the
+        round began), then the table's, each once; at its end the next round
+        begins, in the same call (up to the first key this call took). A
+        caller that asks again and again (the background measure, which
+        passes over CRDTs it cannot read) so does linear work per round:
+        without the cursor each call scanned the overlay from its start and
+        handed out the same keys first."""
+        out: list[Key] = []
+        if limit < 1 or not any(u[2] for u in self._usage.values()):
             return out
-        for key, life in list(self._lives.items()):
-            if life.type_name is not None and life.size == UNMEASURED:
-                out.append(key)
-                if len(out) == limit:
-                    return out
-        if self.table is None:
-            return out
-        for wrapped in (False, True):
-            start = None if wrapped else self._unmeasured_from
-            for key, (_, type_name, size) in self.table.scan(start):
-                if wrapped and self._unmeasured_from is not None and key >= self._unmeasured_from:
-                    break
-                if key in self._lives or key in self._gone:
-                    continue
-                if type_name is not None and size == UNMEASURED:
-                    out.append(key)
-                    if len(out) == limit:
-                        self._unmeasured_from = key
-                        return out
-            if self._unmeasured_from is None:
+        taken: set[Key] = set()
+        for _ in range(2):  # the rest of this round, then the next one's start
+            if self._hand_out_unmeasured(out, taken, limit):
                 break
-        self._unmeasured_from = None
+            self._unmeasured_round = None
         return out
+
+    def _hand_out_unmeasured(self, out: list[Key], taken: set[Key], limit: int) -> bool:
+        """Add the current round's next unmeasured keys to ``out`` until it
+        holds ``limit`` or comes to a key this call took (``taken``): True,
+        the cursor after the last key added; False when the round ended."""
+        lives = self._lives
+        if self._unmeasured_round is None:
+            self._unmeasured_round = sorted(
+                key
+                for key, life in lives.items()
+                if life.type_name is not None and life.size == UNMEASURED
+            )
+            self._unmeasured_in_round = frozenset(self._unmeasured_round)
+            self._unmeasured_at = 0
+            self._unmeasured_from = None
+        in_round = self._unmeasured_round
+        while self._unmeasured_at < len(in_round):
+            key = in_round[self._unmeasured_at]
+            life = lives.get(key)
+            if life is not None and life.type_name is not None and life.size == UNMEASURED:
+                if key in taken:
+                    return True
+                out.append(key)
+                taken.add(key)
+            self._unmeasured_at += 1
+            if len(out) == limit:
+                return True
+        if self.table is None:
+            return False
+        after = self._unmeasured_from
+        handed = self._unmeasured_in_round
+        for key, (_, type_name, size) in self.table.scan(after):
+            if key == after or key in handed or key in self._gone:
+                continue  # scan() starts at ``after`` itself; the overlay's went first
+            life = lives.get(key)
+            if life is not None:  # in memory since the round began: as it is now
+                type_name, size = life.type_name, life.size
+            if type_name is None or size != UNMEASURED:
+                continue
+            if key in taken:
+                return True
+            out.append(key)
+            taken.add(key)
+            self._unmeasured_from = key
+            if len(out) == limit:
+                return True
+        return False
 
     def listing(
         self, ns: str, prefix: str, after: str | None, limit: int
