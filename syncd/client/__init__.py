@@ -11,7 +11,9 @@
   deltas that reconnect and resume with ``since`` and ``epoch``; a refusal by
   the service raises :class:`ServiceError` (:class:`TokenRevokedError` for a
   revoked token), including a stream the service ends (expiry, revocation).
-- :class:`Replica`: a local copy of one CRDT kept current by deltas.
+- :class:`Replica`: a local copy of one CRDT kept current by deltas;
+  ``wait_for_seq`` fails with :class:`EpochChangedError` when the CRDT's life
+  (its epoch) waited in ends.
 - :mod:`syncd.client.tools`: agent tool definitions and execution;
   :mod:`syncd.client.mcp_server`: the same tools over MCP (``syncd mcp``).
 
@@ -23,6 +25,7 @@ from syncd.client.aio import AsyncClient
 from syncd.client.config import ClientConfig
 from syncd.client.errors import (
     ClientError,
+    EpochChangedError,
     MessageTooLargeError,
     ServiceError,
     TokenError,
@@ -55,6 +58,7 @@ __all__ = [
     "Client",
     "ClientConfig",
     "ClientError",
+    "EpochChangedError",
     "EventStream",
     "MessageTooLargeError",
     "Replica",

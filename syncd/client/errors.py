@@ -87,6 +87,20 @@ class TransportError(ClientError):
     """The service could not be reached, or the connection failed mid-request."""
 
 
+class EpochChangedError(ClientError):
+    """A wait for a seq (``Replica.wait_for_seq``) in one life of a CRDT (its
+    ``epoch``) that life ended before the seq came: the CRDT was deleted, or
+    deleted and made anew, and the new life's seqs start again at 1, so the
+    seq awaited will never come in it."""
+
+    def __init__(self, message: str, expected: str, epoch: str | None) -> None:
+        super().__init__(message)
+        self.expected = expected
+        """The epoch waited in."""
+        self.epoch = epoch
+        """The replica's epoch when the wait failed (None: deleted)."""
+
+
 class MessageTooLargeError(ClientError):
     """A stream message was over the client's size bound; reconnecting would
     only fetch it again, so the stream ends with this instead."""
@@ -94,6 +108,7 @@ class MessageTooLargeError(ClientError):
 
 __all__ = [
     "ClientError",
+    "EpochChangedError",
     "MessageTooLargeError",
     "ServiceError",
     "TokenError",

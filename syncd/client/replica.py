@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Final, Protocol
 
-from syncd.client.errors import ClientError
+from syncd.client.errors import ClientError, EpochChangedError
 from syncd.client.stream import EventStream, Subscription
 from syncd.client.token import wall_clock_ms
 from syncd.crdt.base import Crdt
@@ -50,6 +50,13 @@ CHANGES_BUFFER: Final = 10_000
 """Changes an async iterator of :meth:`Replica.changes` may hold unread; a
 reader further behind gets :class:`ReplicaLagError` (the replica itself stays
 current: the reader can read ``value`` and carry on with a new iterator)."""
+
+
+ENDED_LIVES_KEPT: Final = 64
+"""Epochs of the lives a replica saw end that it remembers, so a
+:meth:`Replica.wait_for_seq` in one of them fails at once: far more than the
+deletes a wait can meet; a life older still is waited for until the timeout
+(it is not known to be over, as a life the replica has not reached yet is not)."""
 
 
 class ReplicaLagError(ClientError):
@@ -106,6 +113,24 @@ class Changes:
         self._replica._feeds.discard(self)
 
 
+class _SeqWait:
+    """One :meth:`Replica.wait_for_seq`: judged at every applied delta, so a
+    life that ends between two reads of the waiter is not missed."""
+
+    def __init__(self, seq: int, life: str | None, takes_first_life: bool) -> None:
+        self.seq = seq
+        self.life = life
+        """The epoch waited in; None until the CRDT has one (see below)."""
+        self.takes_first_life = takes_first_life
+        """No epoch was given and the replica had none at the call (the CRDT
+        did not exist for it): the first life it sees is the one waited in."""
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def settle(self, error: BaseException) -> None:
+        if not self.done.done():
+            self.done.set_exception(error)
+
+
 class Replica:
     def __init__(
         self,
@@ -125,7 +150,8 @@ class Replica:
         self._clock_ms = clock_ms
         self._callbacks: list[ChangeCallback] = []
         self._feeds: set[Changes] = set()
-        self._waiters: set[asyncio.Event] = set()
+        self._waits: set[_SeqWait] = set()
+        self._ended_lives: deque[str] = deque(maxlen=ENDED_LIVES_KEPT)
         self._stream: Subscription | EventStream | None = None
         self._task: asyncio.Task[None] | None = None
         self._started = asyncio.Event()
@@ -177,7 +203,7 @@ class Replica:
             self.crdt = None if state is None else crdt_class(str(type_name)).from_state(state)
             self.type = type_name
             self.seq = delta.get("seq") or 0
-            self.epoch = delta.get("epoch")
+            self._enter_life(delta.get("epoch"))
             self.snapshots += 1
         elif kind == "op":
             seq = delta.get("seq")
@@ -193,15 +219,22 @@ class Replica:
             else:
                 return False
             self.seq = int(seq)
-            self.epoch = epoch
+            self._enter_life(epoch)
         elif kind == "deleted":
             self.crdt = None
             self.seq = 0
-            self.epoch = None
+            self._enter_life(None)
         else:
             return False
         self._notify(dict(delta))
         return True
+
+    def _enter_life(self, epoch: str | None) -> None:
+        """Hold ``epoch`` (None: the CRDT does not exist), remembering the
+        life it ends."""
+        if self.epoch is not None and epoch != self.epoch:
+            self._ended_lives.append(self.epoch)
+        self.epoch = epoch
 
     def _notify(self, delta: Delta) -> None:
         for callback in list(self._callbacks):
@@ -212,8 +245,8 @@ class Replica:
                 log.exception("replica %s: a change callback failed", self.id)
         for feed in self._feeds:
             feed.push(delta)
-        for waiter in self._waiters:
-            waiter.set()
+        for wait in list(self._waits):
+            self._judge(wait)
 
     # -- hearing of changes ---------------------------------------------------
 
@@ -236,20 +269,57 @@ class Replica:
         self._feeds.add(feed)
         return feed
 
-    async def wait_for_seq(self, seq: int, timeout: float | None = None) -> None:
-        """Return once the replica is at ``seq`` or later (TimeoutError after ``timeout``)."""
-        async with asyncio.timeout(timeout):
-            while self.seq < seq:
-                if self._error is not None:
-                    raise self._error
-                if self._task is not None and self._task.done():
-                    raise ClientError(f"replica {self.id} is closed at seq {self.seq}")
-                waiter = asyncio.Event()
-                self._waiters.add(waiter)
-                try:
-                    await waiter.wait()
-                finally:
-                    self._waiters.discard(waiter)
+    async def wait_for_seq(
+        self, seq: int, timeout: float | None = None, *, epoch: str | None = None
+    ) -> None:
+        """Return once the replica is at ``seq`` or later of one life of the
+        CRDT: ``epoch``, or without it the life the replica holds at the call
+        (or, when the CRDT does not exist for it yet, the first it sees).
+
+        A deleted CRDT made anew starts its seqs again at 1, so a seq of one
+        life means nothing in another: :class:`EpochChangedError` when the
+        life waited in is over (the replica saw it deleted or replaced, now or
+        before the call). A replica that has not reached ``epoch`` yet (it
+        still holds an older life, or none) waits for it. TimeoutError after
+        ``timeout``; the follow task's error, or ClientError once closed."""
+        life = epoch if epoch is not None else self.epoch
+        wait = _SeqWait(seq, life, takes_first_life=epoch is None)
+        self._judge(wait)
+        if not wait.done.done():
+            self._check_running(wait)
+        self._waits.add(wait)
+        try:
+            async with asyncio.timeout(timeout):
+                await wait.done
+        finally:
+            self._waits.discard(wait)
+
+    def _judge(self, wait: _SeqWait) -> None:
+        """Settle ``wait`` when its seq is reached or its life is over."""
+        if wait.done.done():
+            return
+        if wait.life is None and wait.takes_first_life:
+            wait.life = self.epoch  # (still None while the CRDT does not exist)
+        if self.epoch == wait.life:
+            if self.seq >= wait.seq:
+                wait.done.set_result(None)
+        elif wait.life is not None and wait.life in self._ended_lives:
+            wait.settle(
+                EpochChangedError(
+                    f"replica {self.id}: the life (epoch {wait.life}) waited in for seq"
+                    f" {wait.seq} is over; the replica is at seq {self.seq} of epoch"
+                    f" {self.epoch}",
+                    wait.life,
+                    self.epoch,
+                )
+            )
+
+    def _check_running(self, wait: _SeqWait) -> None:
+        """Fail ``wait`` when no delta can come any more."""
+        if self._error is not None:
+            wait.settle(self._error)
+        elif self._task is not None and self._task.done():
+            wait.settle(ClientError(f"replica {self.id} is closed at seq {self.seq}"))
 
     # -- following the service ------------------------------------------------
 
@@ -303,8 +373,8 @@ class Replica:
             self._started.set()
             for feed in self._feeds:
                 feed.finish(error)
-            for waiter in self._waiters:
-                waiter.set()
+            for wait in list(self._waits):
+                wait.settle(error or ClientError(f"replica {self.id} is closed at seq {self.seq}"))
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None
