@@ -478,9 +478,11 @@ class HttpProtocol(asyncio.Protocol):
         if ctx.on_request is not None:
             ctx.on_request(request, response.status, self._loop.time() - request.started)
         self._task = None
-        if request.method == "HEAD":
+        if request.method == "HEAD" or self._peer_eof:
             # The head GET would get, and no body: the stream is its body, and
             # its events would be read as the next answer. It never starts.
+            # Nor after the client's EOF: it ends a stream (eof_received), and
+            # one that came while the stream was being prepared ends it too.
             if response.abort is not None:
                 response.abort()
             self._close_after_answer(LINGER_IDLE_S, LINGER_TOTAL_S)
