@@ -23,7 +23,7 @@ import logging
 import secrets
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from syncd.metrics import Metrics
@@ -82,6 +82,45 @@ class _NoMetric:
         pass
 
 
+class _DropLog:
+    """Drops of one kind counted in the log: the first of an interval
+    (:data:`DROP_LOG_INTERVAL`) at once, the others of the interval in one
+    line at its end (or at :meth:`flush`), so the log accounts for every drop
+    without a line each. ``describe`` gives the line's words after the count."""
+
+    def __init__(self, describe: Callable[[int], str]) -> None:
+        self._describe = describe
+        self._last = -DROP_LOG_INTERVAL
+        self._unlogged = 0
+        self._timer: asyncio.TimerHandle | None = None
+
+    def count(self) -> None:
+        self._unlogged += 1
+        wait = self._last + DROP_LOG_INTERVAL - time.monotonic()
+        if wait <= 0:
+            self.flush()
+        elif self._timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no loop (a test's bare enqueue): close() logs them
+            self._timer = loop.call_later(wait, self.flush)
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._unlogged:
+            return
+        log.warning("webhooks: %s", self._describe(self._unlogged))
+        self._last = time.monotonic()
+        self._unlogged = 0
+
+
+def _events(count: int) -> str:
+    return f"{count} event" if count == 1 else f"{count} events"
+
+
 def sign(secret: bytes, body: bytes) -> str:
     """The ``X-Service-Signature`` value: lowercase hex HMAC-SHA256 of the raw body."""
     return hmac.new(secret, body, hashlib.sha256).hexdigest()
@@ -133,10 +172,12 @@ class WebhookDispatcher:
         self._closed = False
         self._cut_short = asyncio.Event()
         """Set by :meth:`cut_short`: close() waits for no delivery."""
-        self._last_drop_log = -DROP_LOG_INTERVAL
-        self._drops_unlogged = 0
-        # The rest of a burst of drops is logged when its interval ends.
-        self._drop_log_timer: asyncio.TimerHandle | None = None
+        self._refused_log = _DropLog(self._describe_refused)
+        """Events the full (or closed) queue refused."""
+        self._failed_log = _DropLog(self._describe_failed)
+        """Events dropped after their last attempt failed."""
+        self._last_problem = ""
+        """Why the last failed attempt failed, for the failed events' line."""
         # Unique across nodes and restarts: a random per-process prefix, then a counter.
         self._id_prefix = secrets.token_hex(8)
         self._counter = itertools.count(1)
@@ -189,7 +230,7 @@ class WebhookDispatcher:
         try:
             if self._closed or self._queue.full():
                 self._m_dropped.inc()
-                self._log_drop()
+                self._refused_log.count()
                 return False
             missing = [k for k in _CALLER_FIELDS if k not in event]
             if missing:
@@ -224,36 +265,16 @@ class WebhookDispatcher:
             log.exception("webhooks: could not queue an event")
             return False
 
-    def _log_drop(self) -> None:
-        """Count a refused event in the log: the first drop of an interval at
-        once, the others of the interval in one line at its end (or at
-        :meth:`close`), so the log accounts for every drop, not one line each."""
-        self._drops_unlogged += 1
-        now = time.monotonic()
-        wait = self._last_drop_log + DROP_LOG_INTERVAL - now
-        if wait <= 0:
-            self._flush_drop_log()
-        elif self._drop_log_timer is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return  # no loop (a test's bare enqueue): close() logs them
-            self._drop_log_timer = loop.call_later(wait, self._flush_drop_log)
+    def _describe_refused(self, count: int) -> str:
+        why = "dispatcher closed" if self._closed else f"queue of {self._queue.maxsize} full"
+        return f"{_events(count)} dropped ({why})"
 
-    def _flush_drop_log(self) -> None:
-        if self._drop_log_timer is not None:
-            self._drop_log_timer.cancel()
-            self._drop_log_timer = None
-        if not self._drops_unlogged:
-            return
-        log.warning(
-            "webhooks: %d %s dropped (%s)",
-            self._drops_unlogged,
-            "event" if self._drops_unlogged == 1 else "events",
-            "dispatcher closed" if self._closed else f"queue of {self._queue.maxsize} full",
+    def _describe_failed(self, count: int) -> str:
+        attempts = len(self._retry_delays) + 1
+        return (
+            f"{_events(count)} dropped after {attempts} attempts each to"
+            f" {self._target.safe_url} (the last: {self._last_problem})"
         )
-        self._last_drop_log = time.monotonic()
-        self._drops_unlogged = 0
 
     async def close(self, drain_timeout: float) -> None:
         """Stop taking events, let the queue drain for up to ``drain_timeout``
@@ -262,7 +283,7 @@ class WebhookDispatcher:
         if self._closed:
             return
         # The queue's drops not logged yet, before the line of those closing refuses.
-        self._flush_drop_log()
+        self._refused_log.flush()
         self._closed = True
         if self._workers and (self._queue.qsize() or self._in_flight):
             joined = asyncio.ensure_future(self._queue.join())
@@ -284,6 +305,7 @@ class WebhookDispatcher:
             self._queue.get_nowait()
             self._queue.task_done()
         self._m_depth.set(0)
+        self._failed_log.flush()
         if lost:
             self._m_dropped.inc(lost)
             log.warning(
@@ -355,10 +377,8 @@ class WebhookDispatcher:
             else:
                 self._m_failed.inc()
                 self._m_dropped.inc()
-                log.warning(
-                    "webhooks: event %s dropped after %d attempts to %s (%s)",
-                    event_id,
-                    attempts,
-                    self._target.safe_url,
-                    problem,
-                )
+                # Counted, not a line each: a receiver that fails every
+                # request would otherwise write one per event.
+                log.debug("webhooks: event %s dropped (%s)", event_id, problem)
+                self._last_problem = problem
+                self._failed_log.count()
