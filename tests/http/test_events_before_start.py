@@ -36,14 +36,14 @@ def _active(server: RunningServer) -> float:
 
 @contextlib.asynccontextmanager
 async def held_start(
-    data_dir: Path,
+    data_dir: Path, ttl_ms: int = 3_600_000
 ) -> AsyncIterator[tuple[RunningServer, threading.Event, socket.socket, str]]:
     """A server whose log writes wait on a gate, an op of ``DOC`` in flight
     behind it, and a raw client whose GET of the events waits for that op:
     authorized and subscribed, not started. Yields the server, the gate, the
     client's socket and its token."""
     async with gated_server(data_dir) as (server, faults):
-        token = mint()
+        token = mint(ttl_ms=ttl_ms)
         auth = {"authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=server.url, headers=auth, timeout=30) as client:
             ops = f"/v1/namespaces/{NS}/crdts/{DOC}/ops"
@@ -130,3 +130,16 @@ async def test_a_server_stopping_before_the_start_closes_the_stream(tmp_path: Pa
         assert not _streams(server)
         assert _active(server) == 0
         assert raw.startswith(b"HTTP/1.1 200 ")  # started, then closed with the server
+
+
+async def test_a_token_expired_before_the_start_gets_only_the_end(tmp_path: Path) -> None:
+    ttl_ms = 1500
+    async with held_start(tmp_path / "data", ttl_ms) as (server, gate, sock, _):
+        await asyncio.sleep(ttl_ms / 1000 + 0.1)
+        gate.set()
+        raw = await asyncio.to_thread(_read_all, sock)
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ")
+        assert body == b'event: end\ndata: {"error":"token_expired","message":"token expired"}\n\n'
+        await wait_for(lambda: not _streams(server))
+        assert _active(server) == 0

@@ -17,7 +17,8 @@ The event is named ``end``, not ``error``: an EventSource fires its
 ``onerror`` for an event named ``error``, where it could not be told apart
 from a failed connection. Deltas of ops made from the end on (by their
 ``ts``) are never written, even before the timer has had its turn, nor a
-``deleted`` (it has no ``ts``) that comes from the end on.
+``deleted`` (it has no ``ts``) that comes from the end on. A read that ended
+while its start was prepared (awaiting the store) writes the end event alone.
 
 A revoked token (docs/permissions.md#revoking-tokens) ends the stream the
 same way, at once, with ``token_revoked``: the stream is registered with the
@@ -200,7 +201,7 @@ class SseSubscriber(DeliverEach):
                 return  # made after the read ended; the expiry timer ends the stream
             self._last_seq = delta.seq
             self._epoch = delta.delta.get("epoch")
-        elif self._until != NO_END_MS and self._auth.now_ms() >= self._until:
+        elif self._read_over():
             return  # a "deleted" has no ts: made now, after the read ended
         # While the snapshot is fed, the transport holds views of the shared
         # state, not this stream's own bytes: what waits behind it counts.
@@ -259,6 +260,11 @@ class SseSubscriber(DeliverEach):
         if self._revoked:
             self._end(token_revoked().body())
             return
+        if self._read_over():
+            # It ended while the start was prepared: nothing of it is sent (a
+            # snapshot taken since may hold ops made from the end on).
+            self._end(self._auth.read_ended(self._principal, self.crdt_id).body())
+            return
         if resume is not None:
             self._last_seq, self._epoch = resume
         if snapshot is not None:
@@ -287,6 +293,10 @@ class SseSubscriber(DeliverEach):
         self._schedule_ping()
         self._arm_expiry()
 
+    def _read_over(self) -> bool:
+        """The read has ended (by the wall clock)."""
+        return self._until != NO_END_MS and self._auth.now_ms() >= self._until
+
     def _send_synced(self) -> None:
         """``event: synced`` at where the start left the reader (once: the
         stream has one start)."""
@@ -310,7 +320,7 @@ class SseSubscriber(DeliverEach):
         sink = self._sink
         if self._closed or sink is None or sink.closed:
             return
-        if self._auth.now_ms() < self._until:
+        if not self._read_over():
             self._arm_expiry()  # the loop's clock ran ahead of the wall clock
             return
         self._end(self._auth.read_ended(self._principal, self.crdt_id).body())
