@@ -142,9 +142,12 @@ class H11Parser:
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 if head_data and self._conn.their_state is h11.IDLE:
                     # A head still coming: llhttp answers a version it does
-                    # not take as soon as it has read it, and a malformed
-                    # request line as soon as it has read that.
-                    refusal = _version_first(head_data, early=True) or _line_refusal(head_data)
+                    # not take as soon as it has read it, and a byte no
+                    # request line or field name may hold as soon as it has
+                    # read that.
+                    refusal = _version_first(head_data, early=True) or _head_so_far_refusal(
+                        head_data
+                    )
                     if refusal is not None:
                         self._failed = refusal
                         return refusal
@@ -402,13 +405,41 @@ def _version_first(buffered: bytes | bytearray, early: bool = False) -> ParseErr
     return refusal or version_refusal(version)
 
 
-def _line_refusal(buffered: bytes | bytearray) -> ParseError | None:
-    """A complete request line of three parts that h11 will refuse once the
-    head is in (llhttp refuses it at once; it reads two parts as HTTP/0.9
-    and waits): a throwaway h11 judges the line alone."""
+def _head_so_far_refusal(buffered: bytes | bytearray) -> ParseError | None:
+    """What h11 will refuse in a head not yet whole, whatever follows, as
+    llhttp refuses it as soon as it reads it: a request line, whole or not,
+    that no bytes can make well-formed, then a field line whose name is no
+    token (h11 takes any value without control characters, which
+    ``_head_framing_refusal`` refuses). Answered as h11 answers the whole head
+    (the version first). Only its syntax is judged here, cheaply; what it
+    means is left to h11 once the head is in."""
     line_end = buffered.find(b"\r\n")
-    if line_end < 0 or _SPACED_REQUEST_LINE.fullmatch(bytes(buffered[:line_end])) is None:
+    if line_end < 0:
+        line = bytes(buffered[:MAX_HEAD_BYTES])
+        if _REQUEST_LINE_SO_FAR.fullmatch(line[:-1] if line[-1:] == b"\r" else line):
+            return None
+        return _version_first(buffered) or ParseError(400, "illegal request line")
+    refusal = _line_refusal(buffered, line_end)
+    if refusal is not None:
+        return _version_first(buffered) or refusal
+    fields = bytes(buffered[line_end + 2 : line_end + 2 + MAX_HEAD_BYTES])
+    last_end = fields.rfind(b"\n") + 1
+    last = fields[last_end:]
+    if _FIELD_LINES.fullmatch(fields, 0, last_end) and _FIELD_LINE_SO_FAR.fullmatch(
+        last[:-1] if last[-1:] == b"\r" else last
+    ):
         return None
+    return _version_first(buffered) or ParseError(400, "illegal header line")
+
+
+def _line_refusal(buffered: bytes | bytearray, line_end: int) -> ParseError | None:
+    """What h11 will say of a complete request line (ending at ``line_end``)
+    once the head is in; one of other than three parts is refused at once
+    (llhttp refuses it at once but two parts, which it reads as HTTP/0.9 and
+    refuses once the head is in). A throwaway h11 judges a line of three
+    parts alone."""
+    if _SPACED_REQUEST_LINE.fullmatch(bytes(buffered[:line_end])) is None:
+        return ParseError(400, "illegal request line")
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
     conn.receive_data(bytes(buffered[:line_end]) + b"\r\nhost: x\r\n\r\n")
     try:
@@ -453,12 +484,26 @@ def _malformed_but_coding(head: bytes) -> ParseError | None:
 
 
 _SPACED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +([^ ]+)")
+"""A request line's method, target and version, spaces between them."""
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]"
+_REQUEST_LINE_SO_FAR = re.compile(
+    _TOKEN
+    + rb"*(?:(?<=[^ ]) +[\x21-\x7e]*(?: +(?:HTTP/[0-9]\.[0-9].*|(?:H(?:T(?:T(?:P(?:/(?:[0-9]\.?)?)?)?)?)?)?))?)?",
+    re.DOTALL,
+)
+"""The start of a request line that h11 may still take (with runs of spaces
+made one, see ``_collapse_request_line_spaces``): a token, a target of visible
+characters, the start of ``HTTP/x.y``. What follows a whole version is judged
+once the line ends (``HTTP/7.0x`` is refused for its version)."""
+_FIELD_LINES = re.compile(rb"(?:" + _TOKEN + rb"+:[^\n]*\n)*")
+"""Whole field lines of token names (their line ends and values are judged
+by ``_head_framing_refusal``)."""
+_FIELD_LINE_SO_FAR = re.compile(_TOKEN + rb"*|" + _TOKEN + rb"+:.*", re.DOTALL)
+"""The start of a field line whose name may still be a token."""
 _VERSIONS_READ_ON = frozenset({"0.9", "2.0"})
 """Versions llhttp reads a head of (refused once it is in)."""
 _VERSIONED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +(HTTP/[0-9]\.[0-9])")
 """A request line up to its version, which llhttp judges as soon as it is read."""
-"""A request line's method, target and version, spaces between them."""
-_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]"
 _QUOTED = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*"'
 _EXT_VALUE = rb"(?:" + _TOKEN + rb"*|" + _QUOTED + rb")"
 _CHUNK_LINE = re.compile(
