@@ -25,6 +25,7 @@ from syncd.http.h11_parser import H11Parser
 from syncd.http.parser import (
     CLOSED,
     CONTINUE,
+    LIST_BLANKS,
     MAX_HEAD_BYTES,
     MAX_HEADERS,
     NEED_DATA,
@@ -95,7 +96,7 @@ def _expects_continue(expect: str) -> bool:
     """Whether an Expect field (its lines joined) asks for 100-continue: a
     member of its list, in any case, as h11 reads it (``100-continue, foo``,
     or the field given twice, asks too)."""
-    return "100-continue" in (member.strip() for member in expect.lower().split(","))
+    return "100-continue" in (member.strip(LIST_BLANKS) for member in expect.lower().split(","))
 
 
 _VERSION_ERRORS: Final = frozenset(

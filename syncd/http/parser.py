@@ -66,6 +66,12 @@ class ParseError:
 Event = Request | ParseError | _Sentinel
 
 
+LIST_BLANKS: Final = " \t"
+"""What surrounds a member of a field's list (RFC 9110 5.6.1: OWS, SP and
+HTAB), as h11 and llhttp read it: not every character ``str.strip`` takes
+for a space (latin-1 NEL and NBSP are field bytes like any other)."""
+
+
 def body_too_large(limit: int) -> str:
     """The 413 message: the limit and the setting that raises it."""
     return f"request body larger than {limit} bytes (SERVICE_MAX_BODY_BYTES)"
@@ -178,7 +184,7 @@ def version_refusal(version: str) -> ParseError | None:
 
 def transfer_coding_refusal(value: str) -> ParseError | None:
     """We decode only ``chunked``; RFC 9112 6.1 asks 501 for codings we do not know."""
-    codings = [c.strip().lower() for c in value.split(",")]
+    codings = [c.strip(LIST_BLANKS).lower() for c in value.split(",")]
     if codings == ["chunked"]:
         return None
     if "" in codings:
@@ -205,7 +211,7 @@ def keep_alive_of(http_version: str, connection: str) -> bool:
     """RFC 9112 9.3: persistent by default in 1.1, opt-in with keep-alive in 1.0."""
     if not connection:  # most requests
         return http_version == "1.1"
-    tokens = {t.strip().lower() for t in connection.split(",")} if connection else set()
+    tokens = {t.strip(LIST_BLANKS).lower() for t in connection.split(",")}
     if "close" in tokens:
         return False
     if http_version == "1.1":

@@ -331,6 +331,33 @@ FOUND: list[tuple[str, list[bytes], list[object]]] = [
         [_H2C + b"CONNECT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc" + _GET],
         [_POSTED, ("CONNECT", "/a", "", b"abc"), _GOT],
     ),
+    # Blanks around a list member are SP and HTAB (RFC 9110 5.6.1), not
+    # every character Unicode calls a space (latin-1 NEL and NBSP).
+    (
+        "nbsp before chunked",
+        [b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: \xa0chunked\r\n\r\n0\r\n\r\n"],
+        [501],
+    ),
+    (
+        "nel after chunked",
+        [b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\x85\r\n\r\n0\r\n\r\n"],
+        [501],
+    ),
+    (
+        "nbsp before keep-alive",
+        [b"GET /a HTTP/1.0\r\nConnection: \xa0keep-alive\r\n\r\n" + _GET],
+        [_GOT, "close"],
+    ),
+    (
+        "nel after close",
+        [b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\x85\r\n\r\n" + _GET, b""],
+        [_GOT, _GOT, "closed"],
+    ),
+    (
+        "nel before 100-continue",
+        [b"PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect:\x85100-continue\r\n\r\nabc"],
+        [("PUT", "/a", "", b"abc")],
+    ),
     # chunked<TAB> after a chunked body cut in two.
     (
         "tab after a cut chunked body",
