@@ -42,8 +42,13 @@ span they took back. A later revert leaves alone the ops an earlier one took
 back (whose ``reverts`` covers them and selects them) and, unless it names
 an origin, the ops earlier reverts applied: reverting a client twice does
 not bring back twice what it deleted, and reverting it does not undo a
-revert it made itself. With an ``op_id`` the ops carry ``<op_id>/<i>``, and
-a repeat answers as the first did.
+revert it made itself. Undo and redo alternate: a redo (a revert naming the
+origin :data:`REVERT_ORIGIN`) takes back undos and leaves earlier redos, and
+its ops count as the work of the writer whose undos it took back
+(:func:`_earlier`), so undoing that writer again takes them back (the
+writer's own ops stay taken back by the first undo: the state has them so,
+and each type's rule takes back what is in effect). With an ``op_id`` the
+ops carry ``<op_id>/<i>``, and a repeat answers as the first did.
 
 The state the ops are computed on is the one at the window's last seq: the
 CRDT in memory when nothing has been applied since the read (the common
@@ -62,6 +67,7 @@ import asyncio
 import contextlib
 import gc
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.base import OpContext
@@ -88,49 +94,121 @@ into memory whole (as stored, about 160 bytes an op: 16 MB here, and more
 for what is decoded of it), and a revert of that many ops takes about a
 second. A longer one is 400 ``bad_request`` asking for a later ``since_seq``."""
 
-Mark = tuple[int | None, str | None, int, int]
-"""An earlier revert's ``reverts``: client id, origin, since_seq, until_seq."""
+
+@dataclass(slots=True)
+class _Earlier:
+    """An earlier revert in the window: whose ops it took back (its records'
+    ``reverts``), where its ops are, and, for a redo, whose work they are."""
+
+    writer: Writer
+    since: int
+    until: int
+    ops: list[int]
+    """Its ops, by index in the window (consecutive seqs: a revert's ops are
+    applied as one)."""
+    redoes: Writer | None = None
+    """For a redo (a revert of reverts): the writer whose undos it took back,
+    when they were all of one writer. Its ops bring back that writer's work,
+    so a later revert of that writer takes them back as the writer's."""
+
+    @property
+    def is_redo(self) -> bool:
+        return self.writer.origin == REVERT_ORIGIN
+
+    def covers(self, seq: int) -> bool:
+        return self.since <= seq <= self.until
 
 
-def selects(writer: Writer, record: Record) -> bool:
-    """Whether ``writer`` names ``record``: it matches, and if it is a
-    revert's own op, the writer names an origin (a revert by client id alone
-    leaves the reverts that client made)."""
-    return writer.matches(record) and ("reverts" not in record or writer.origin is not None)
-
-
-def _marks(held: Retained) -> list[Mark]:
-    """The ``reverts`` of the earlier reverts in the window (only the records
-    that may be theirs are decoded)."""
-    found: dict[Mark, None] = {}
+def _earlier(held: Retained) -> tuple[list[_Earlier], dict[int, _Earlier]]:
+    """The earlier reverts in the window, in order, and the one each revert
+    op (by index) belongs to. Only the records that may be theirs are
+    decoded. Each redo is told whose undos it took back: those in its span
+    that it selects and no earlier redo took back already."""
+    found: list[_Earlier] = []
+    of: dict[int, _Earlier] = {}
+    seqs = held.seqs
     for i in held.may_be_reverts():
         mark = held.record(i).get("reverts")
-        if mark is not None:
-            key = (mark.get("client_id"), mark.get("origin"), mark["since_seq"], mark["until_seq"])
-            found[key] = None
-    return list(found)
+        if mark is None:
+            continue
+        writer = Writer(mark.get("client_id"), mark.get("origin"))
+        since, until = mark["since_seq"], mark["until_seq"]
+        last = found[-1] if found else None
+        if (
+            last is None
+            or (last.writer, last.since, last.until) != (writer, since, until)
+            or seqs[last.ops[-1]] + 1 != seqs[i]
+        ):
+            last = _Earlier(writer, since, until, [])
+            found.append(last)
+        last.ops.append(i)
+        of[i] = last
+    undone: set[int] = set()
+    for redo in found:
+        if redo.is_redo:
+            _attribute(redo, found, undone, held)
+    return found, of
 
 
-def _taken_back(record: Record, marks: list[Mark]) -> bool:
-    """Whether an earlier revert already took ``record`` back."""
+def _attribute(redo: _Earlier, found: list[_Earlier], undone: set[int], held: Retained) -> None:
+    """Which undos ``redo`` took back (marked in ``undone``, by position in
+    ``found``), and so whose work its ops are: one writer's, else nobody's (a
+    redo of several writers' undos cannot be split between them)."""
+    writers: set[Writer] = set()
+    for n, undo in enumerate(found):
+        if undo is redo:
+            break
+        if undo.is_redo or n in undone:
+            continue
+        first = held.record(undo.ops[0])
+        if redo.writer.matches(first) and any(redo.covers(held.seqs[i]) for i in undo.ops):
+            undone.add(n)
+            writers.add(undo.writer)
+    if len(writers) == 1:
+        redo.redoes = writers.pop()
+
+
+def _counts(writer: Writer, record: Record, earlier: _Earlier | None) -> bool:
+    """Whether ``writer`` names ``record``. A revert's op (``earlier``, the
+    revert it belongs to) counts as follows: an undo's op for a revert naming
+    an origin (``{"client_id": 42, "origin": "revert"}``: a redo), never for
+    one by client id alone; a redo's op for a revert of the writer whose
+    work it brought back (an undo of it again), never for another redo."""
+    if earlier is None:  # not a revert's op (one is always found: may_be_reverts)
+        return writer.matches(record) and ("reverts" not in record or writer.origin is not None)
+    if earlier.is_redo:
+        return writer.origin != REVERT_ORIGIN and earlier.redoes == writer
+    return writer.origin is not None and writer.matches(record)
+
+
+def _taken_back(record: Record, earlier: _Earlier | None, reverts: list[_Earlier]) -> bool:
+    """Whether an earlier revert already took ``record`` back (an undo's or a
+    redo's: taken back for good, while what a redo brought back is its own
+    ops, and an undo of the writer again takes those back)."""
     seq = record["seq"]
-    return any(
-        since <= seq <= until and selects(Writer(client_id, origin), record)
-        for client_id, origin, since, until in marks
-    )
+    return any(r.covers(seq) and _counts(r.writer, record, earlier) for r in reverts)
 
 
-def _marked(writer: Writer, held: Retained, end: int, marks: list[Mark]) -> list[bool]:
+def _marked(writer: Writer, held: Retained, end: int) -> list[bool]:
     """Which ops of the window to take back: ``writer``'s up to ``end`` that
-    no earlier revert took back. Only the ops the store does not know to be
-    someone else's are decoded and checked."""
+    no earlier revert took back, and the ops of the redos that brought its
+    work back. Only the ops the store does not know to be someone else's,
+    and those that may be a revert's, are decoded and checked."""
+    reverts, of = _earlier(held)
     out = [False] * len(held)
     seqs = held.seqs
-    for i in held.may_be_by(writer.client_id, writer.origin):
+    candidates = held.may_be_by(writer.client_id, writer.origin)
+    redone = [i for r in reverts if r.is_redo and r.redoes == writer for i in r.ops]
+    if redone:
+        candidates = sorted({*candidates, *redone})
+    for i in candidates:
         if seqs[i] > end:
             break
         record = held.record(i)
-        out[i] = selects(writer, record) and not (marks and _taken_back(record, marks))
+        earlier = of.get(i)
+        out[i] = _counts(writer, record, earlier) and not (
+            reverts and _taken_back(record, earlier, reverts)
+        )
     return out
 
 
@@ -314,7 +392,7 @@ class RevertService:
         start, held = await self._window(ns, crdt_id, entry, since)
         last = held.seqs[-1] if len(held) else start - 1
         end = last if until is None else min(until, last)
-        marked = _marked(writer, held, end, _marks(held))
+        marked = _marked(writer, held, end)
         matched = sum(marked)
         window = Window(marked, held.kinds(), _deltas(held), held.encodings)
         answer: dict[str, Any] = {
