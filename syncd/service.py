@@ -294,8 +294,11 @@ class CrdtService:
         Raises ``GapError`` when seqs are missing; the caller fetches them first.
         Returns False for a record this node already holds.
         """
-        if not self.engine.replay(record):
+        engine = self.engine
+        if not engine.replay(record):
             return False
+        if engine.resident_bytes > self.residency.budget_bytes:
+            self.residency.check()  # a node that only replays keeps its budget too
         if self.hub.subscribed(record["ns"], record["id"]):
             # Nobody to tell otherwise: one who subscribes later starts from
             # the engine or the store, which have this record already.
@@ -320,6 +323,8 @@ class CrdtService:
     def load_snapshot(self, entry: dict[str, Any], *, announce: bool) -> None:
         engine = self.engine
         engine.import_entry(entry)
+        if engine.resident_bytes > self.residency.budget_bytes:
+            self.residency.check()
         if announce:
             self.publish_soon(engine.snapshot_delta(entry["ns"], entry["id"]))
 

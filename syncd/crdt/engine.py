@@ -100,6 +100,22 @@ RESIZE_EVERY_OPS: Final = 256
 """Ops after which an entry's size is estimated again (an encode of its state):
 often enough for the budget to notice growth, rare enough to cost little per op."""
 
+REPLAY_GROWTH_OVERHEAD: Final = 64
+"""Bytes a replayed op may add to its CRDT's state beyond its delta's encoding
+(the quotas' ``OP_GROWTH_OVERHEAD`` for ops, the largest measured)."""
+
+REPLAY_FIXED_GROWTH: Final[dict[str, int]] = {
+    "gcounter": REPLAY_GROWTH_OVERHEAD,
+    "pncounter": REPLAY_GROWTH_OVERHEAD,
+}
+"""Types whose every op grows the state by at most this (a counter's adds at
+most one writer's entry): counted without encoding the delta, which would
+cost about as much as replaying it."""
+
+REPLAY_REMEASURE_MIN_BYTES: Final = 4096
+"""Growth counted on replayed ops after which even a small CRDT is measured
+again (the quotas' ``REMEASURE_MIN_BYTES`` for local ops)."""
+
 Key = tuple[str, str]
 
 
@@ -187,7 +203,8 @@ class Entry:
     state_bytes: int = 0
     """The state's encoded size when last measured (:func:`state_bytes`)."""
     grown: int = 0
-    """What the quotas counted for the ops applied since (syncd/quotas.py)."""
+    """Growth counted for the ops applied since: by the quotas for local ops
+    (syncd/quotas.py), by :meth:`Engine.replay` for replayed ones."""
 
 
 @dataclass(slots=True)
@@ -259,6 +276,8 @@ class Engine:
         to the use order), without a Python call: the quotas read it twice per op."""
         self.resident_bytes = 0
         """The sum of the resident entries' estimated sizes."""
+        self._pack = msgpack.Packer(use_bin_type=True, default=repr).pack
+        """Encodes a replayed op's delta to count its growth (one Packer, reused)."""
         self.on_measured: Callable[[str, str, int], None] | None = None
         """Called with each CRDT's state size when it is measured (the store
         keeps it for the quotas: ``Store.note_size``)."""
@@ -611,7 +630,17 @@ class Engine:
         entry.crdt.apply_delta(delta)
         entry.seq = seq
         entry.unsized_ops += 1
-        if entry.unsized_ops >= RESIZE_EVERY_OPS:
+        # Growth counted as the quotas count a local op's, and measured once
+        # it passes a quarter of the state: measured only every
+        # RESIZE_EVERY_OPS ops, CRDTs grown by another node's large ops stayed
+        # far past the memory budget on a node that only replays them.
+        fixed = REPLAY_FIXED_GROWTH.get(entry.type)
+        grown = entry.grown = entry.grown + (
+            fixed if fixed is not None else len(self._pack(delta)) + REPLAY_GROWTH_OVERHEAD
+        )
+        if entry.unsized_ops >= RESIZE_EVERY_OPS or (
+            grown > REPLAY_REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2
+        ):
             self.resize(entry)
         op_id = record.get("op_id")
         ts = record["ts"]
