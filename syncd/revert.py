@@ -143,29 +143,31 @@ def _earlier(held: Retained) -> tuple[list[_Earlier], dict[int, _Earlier]]:
             found.append(last)
         last.ops.append(i)
         of[i] = last
-    undone: set[int] = set()
-    for redo in found:
-        if redo.is_redo:
-            _attribute(redo, found, undone, held)
+    standing: list[_Earlier] = []
+    """The undos so far that no redo took back."""
+    for revert in found:
+        if revert.is_redo:
+            standing = _attribute(revert, standing, held)
+        else:
+            standing.append(revert)
     return found, of
 
 
-def _attribute(redo: _Earlier, found: list[_Earlier], undone: set[int], held: Retained) -> None:
-    """Which undos ``redo`` took back (marked in ``undone``, by position in
-    ``found``), and so whose work its ops are: one writer's, else nobody's (a
-    redo of several writers' undos cannot be split between them)."""
+def _attribute(redo: _Earlier, standing: list[_Earlier], held: Retained) -> list[_Earlier]:
+    """Which of the ``standing`` undos ``redo`` took back, and so whose work
+    its ops are: one writer's, else nobody's (a redo of several writers'
+    undos cannot be split between them). The undos still standing after it."""
     writers: set[Writer] = set()
-    for n, undo in enumerate(found):
-        if undo is redo:
-            break
-        if undo.is_redo or n in undone:
-            continue
+    left: list[_Earlier] = []
+    for undo in standing:
         first = held.record(undo.ops[0])
         if redo.writer.matches(first) and any(redo.covers(held.seqs[i]) for i in undo.ops):
-            undone.add(n)
             writers.add(undo.writer)
+        else:
+            left.append(undo)
     if len(writers) == 1:
         redo.redoes = writers.pop()
+    return left
 
 
 def _counts(writer: Writer, record: Record, earlier: _Earlier | None) -> bool:
