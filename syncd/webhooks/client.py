@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import h11
 
@@ -49,9 +50,9 @@ class Target:
     """A parsed, validated webhook URL."""
 
     scheme: str
-    host: str  # for connecting and TLS SNI: no brackets around IPv6 literals
+    host: str  # for connecting: no brackets around IPv6 literals, a zone id as "%eth0"
     port: int
-    host_header: str  # exactly as written in the URL (brackets and port kept)
+    host_header: str  # as written in the URL (brackets and port kept), without a zone id
     request_target: str  # path and query
     # For logs: scheme and host only, since hook URLs often carry a secret in
     # the path (Slack-style /services/T0/B0/XXXX) or in the query string.
@@ -60,6 +61,11 @@ class Target:
     @property
     def tls(self) -> bool:
         return self.scheme == "https"
+
+    @property
+    def server_name(self) -> str:
+        """The name TLS checks the certificate for: the host without a zone id."""
+        return self.host.partition("%")[0]
 
 
 def _shown(url: str) -> str:
@@ -121,6 +127,8 @@ def parse_url(url: str) -> Target:
     if port == 0:
         raise ValueError(f"webhook URL {_shown(url)} has port 0")
     netloc = parts.netloc
+    if "%" in host:
+        host, netloc = _zoned(url, netloc)
     target = parts.path or "/"
     if parts.query:
         target = f"{target}?{parts.query}"
@@ -152,8 +160,46 @@ def parse_url(url: str) -> Target:
         port=port if port is not None else _DEFAULT_PORTS[scheme],
         host_header=netloc,
         request_target=target,
-        safe_url=f"{scheme}://{netloc}",
+        # A zone id stays in the logs: which interface was meant is the operator's to see.
+        safe_url=f"{scheme}://{parts.netloc if '%' in host else netloc}",
     )
+
+
+_ZONE = re.compile(r"\[([0-9A-Fa-f:.]+)%([^\]]*)\]")
+"""An IPv6 literal with a zone id in a URL's authority: its address and zone."""
+
+
+def _zoned(url: str, netloc: str) -> tuple[str, str]:
+    """The host to connect to and the Host header's authority of a link-local
+    IPv6 address with a zone id (``[fe80::1%25eth0]``, RFC 6874). The zone is
+    percent-decoded ("%25" is "%"): left encoded, getaddrinfo refuses it (on
+    asyncio's loop; uvloop took it). It names an interface of this host, so
+    it is left out of the Host header (RFC 6874, section 4) and must name one
+    that exists here, or every event would fail its connect, be retried and
+    dropped."""
+    found = _ZONE.search(netloc)
+    if found is None:
+        raise ValueError(f"webhook URL {_shown(url)} has a '%' outside an IPv6 zone id")
+    address, raw_zone = found.groups()
+    zone = unquote("%" + raw_zone)[1:]  # "%25eth0" -> "eth0"; a bare "%eth0" as written
+    if not zone:
+        raise ValueError(f"webhook URL {_shown(url)} has an empty IPv6 zone id")
+    if not _is_interface(zone):
+        raise ValueError(
+            f"webhook URL {_shown(url)} has zone id {zone!r},"
+            " which names no network interface of this host"
+        )
+    return f"{address}%{zone}", netloc[: found.start()] + f"[{address}]" + netloc[found.end() :]
+
+
+def _is_interface(zone: str) -> bool:
+    """Whether ``zone`` is the name or index of a network interface here
+    (True where the platform cannot say)."""
+    try:
+        interfaces = socket.if_nameindex()
+    except (AttributeError, OSError):
+        return True
+    return any(zone in (name, str(index)) for index, name in interfaces)
 
 
 def validate_url(url: str) -> None:
@@ -248,7 +294,7 @@ async def post(
                 target.host,
                 target.port,
                 ssl=context,
-                server_hostname=target.host if context is not None else None,
+                server_hostname=target.server_name if context is not None else None,
                 limit=MAX_RESPONSE_BYTES,
             )
         try:
