@@ -121,6 +121,15 @@ real batch would not."""
 
 SEGMENT_SUFFIX = ".seg"
 PROBE_NAME = ".probe"
+
+STARTING = "starting"
+"""What a reader of the log is doing (``check_segment``'s ``doing``): the
+start-up's read, which refuses to start on damage."""
+RUNNING = "running"
+"""A read while the store runs (a reload after a failure, the history read
+back from the log): the store goes on refusing writes on damage."""
+VERIFYING = "verifying"
+"""``syncd verify``'s read-only check: damage is reported, nothing refused."""
 _SEGMENT_RE = re.compile(r"^(\d{20})\.seg$")
 
 Opener = Callable[[str], "LogFile"]
@@ -276,6 +285,8 @@ class RecordChunk:
     count: int
     data: mmap.mmap
     """One msgpack array holding the records' bodies, so that one call decodes them all."""
+    doing: str = STARTING
+    """What the reader that checked it is doing (:func:`refusal`)."""
 
 
 CHUNK_BYTES = 128 * 1024
@@ -287,6 +298,18 @@ _ARRAY32 = struct.Struct(">BI")
 _ARRAY32_TYPE = 0xDD
 
 
+def refusal(doing: str, advice: str) -> str:
+    """What damage found in the log means to the reader ``doing`` it
+    (:data:`STARTING`, :data:`RUNNING`, :data:`VERIFYING`), with ``advice``:
+    a running store that says "refusing to start" misleads whoever reads its
+    log into thinking it stopped."""
+    if doing == RUNNING:
+        return f"the store cannot read its log back and goes on refusing writes (stop syncd, then {advice})"
+    if doing == VERIFYING:
+        return advice
+    return f"refusing to start ({advice})"
+
+
 def check_segment(
     path: str,
     expected: int,
@@ -296,6 +319,7 @@ def check_segment(
     limit: int | None,
     tolerate_tail: bool,
     chunk_bytes: int = CHUNK_BYTES,
+    doing: str = STARTING,
 ) -> SegmentScan:
     """Check every frame of a segment whose first record should be ``expected``;
     append the records above ``skip_upto`` to ``out`` as encoded chunks
@@ -309,7 +333,8 @@ def check_segment(
     the torn request's records is left in ``out``; the whole requests before it
     are kept. Otherwise, and for damage followed by a later batch, the scan
     raises ``StoreCorruptError`` naming the file and offset; so does a segment
-    whose last record is marked (it ends inside a request).
+    whose last record is marked (it ends inside a request). ``doing``: what
+    the caller is doing (:func:`refusal`), for what the error says it means.
     """
     with open(path, "rb") as f:
         data = f.read() if limit is None else f.read(limit)
@@ -350,7 +375,7 @@ def check_segment(
                 if lsn > skip_upto:
                     parts.append(mv[off + HEADER_SIZE : end])
                     if end - chunk_offset >= chunk_bytes:
-                        out.append(_chunk(path, chunk_offset, lsn, parts))
+                        out.append(_chunk(path, chunk_offset, lsn, parts, doing))
                         parts = [b""]
                         chunk_offset = end
                 else:
@@ -367,8 +392,12 @@ def check_segment(
         if not tolerate_tail or _later_batch_starts(mv, off + 1, expected, data_end):
             raise StoreCorruptError(
                 f"{path}: {bad} at offset {off}, before data that was made durable "
-                f"after it; refusing to start (restore the file from a backup, or "
-                f"move it away to give up the records from offset {off} on)"
+                f"after it; "
+                + refusal(
+                    doing,
+                    "restore the file from a backup, or move it away to give up "
+                    f"the records from offset {off} on",
+                )
             )
         break
     good_end = off
@@ -378,7 +407,7 @@ def check_segment(
         if not tolerate_tail:
             raise StoreCorruptError(
                 f"{path}: the segment ends at offset {off} inside a request (its last "
-                f"record says more follow); refusing to start (restore the file from a backup)"
+                "record says more follow); " + refusal(doing, "restore the file from a backup")
             )
         bad = bad or "a request without its last record"
         good_end, request_lsn = _request_start(mv, last)
@@ -396,7 +425,7 @@ def check_segment(
             expected - 1,
         )
     if len(parts) > 1:
-        out.append(_chunk(path, chunk_offset, expected - 1, parts))
+        out.append(_chunk(path, chunk_offset, expected - 1, parts, doing))
     # The records above skip_upto follow those at or below it (a cut may reach
     # below them only in a request a snapshot covers: damaged after it was durable).
     return SegmentScan(expected, good_end, n, max(good_end - skipped_end, 0))
@@ -480,7 +509,9 @@ def _frame_fault(mv: memoryview, off: int, expected: int, word_crcs: dict[int, i
     return ""
 
 
-def _chunk(path: str, offset: int, last_lsn: int, parts: list[bytes | memoryview]) -> RecordChunk:
+def _chunk(
+    path: str, offset: int, last_lsn: int, parts: list[bytes | memoryview], doing: str = STARTING
+) -> RecordChunk:
     """The chunk of the bodies in ``parts[1:]`` (``parts[0]`` is a free slot)."""
     count = len(parts) - 1
     parts[0] = _ARRAY32.pack(_ARRAY32_TYPE, count)
@@ -490,7 +521,7 @@ def _chunk(path: str, offset: int, last_lsn: int, parts: list[bytes | memoryview
     # buffer was freed) a long log's chunks would stay in the RSS after replay.
     data = mmap.mmap(-1, len(joined))
     data[:] = joined
-    return RecordChunk(path, offset, last_lsn - count + 1, count, data)
+    return RecordChunk(path, offset, last_lsn - count + 1, count, data, doing)
 
 
 def decode_chunk(chunk: RecordChunk) -> list[Record]:
@@ -525,8 +556,8 @@ def _undecodable(chunk: RecordChunk) -> StoreCorruptError:
                 break
             off = end
     return StoreCorruptError(
-        f"{chunk.path}: undecodable record {at}, though its checksum is right; refusing "
-        f"to start (restore the file from a backup)"
+        f"{chunk.path}: undecodable record {at}, though its checksum is right; "
+        + refusal(chunk.doing, "restore the file from a backup")
     )
 
 

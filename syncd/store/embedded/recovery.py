@@ -42,6 +42,8 @@ from syncd.store.embedded.backup import refuse_interrupted_backup
 from syncd.store.embedded.history import FileStoreHistory
 from syncd.store.embedded.log import (
     PROBE_NAME,
+    STARTING,
+    VERIFYING,
     LogWriter,
     Opener,
     RecordChunk,
@@ -108,15 +110,18 @@ def read_disk(
     *,
     limits: dict[str, int],
     tolerate_tail: bool,
+    doing: str,
 ) -> Disk:
     """Read the newest valid snapshot and check every log record after it; the
-    records stay encoded (``LogRecords``) but for those the replay tail holds."""
+    records stay encoded (``LogRecords``) but for those the replay tail holds.
+    ``doing``: what the caller is doing (``log.refusal``: what damage means)."""
     with _gc_paused():
         return _read_disk_unpaused(
             log_dir,
             snap_dir,
             limits=limits,
             tolerate_tail=tolerate_tail,
+            doing=doing,
         )
 
 
@@ -126,6 +131,7 @@ def _read_disk_unpaused(
     *,
     limits: dict[str, int],
     tolerate_tail: bool,
+    doing: str,
 ) -> Disk:
     snapshot: Snapshot | None = None
     damaged: list[tuple[int, StoreCorruptError]] = []
@@ -168,6 +174,7 @@ def _read_disk_unpaused(
             chunks,
             limit=limits.get(path),
             tolerate_tail=tolerate_tail and i == len(needed) - 1,
+            doing=doing,
         )
         expected = scan.next_lsn
         last = (path, scan.good_end)
@@ -244,6 +251,7 @@ def open_disk(
         snap_dir,
         limits={},
         tolerate_tail=True,
+        doing=STARTING,
     )
     try:
         history.load(
@@ -284,6 +292,7 @@ def read_only_scan(data_dir: str) -> Scan:
         os.path.join(data_dir, "snapshots"),
         limits={},
         tolerate_tail=False,
+        doing=VERIFYING,
     )
     count = 0
     for _ in disk.records:  # decodes every body: a record that is not a map fails here

@@ -88,6 +88,7 @@ from syncd.store.embedded.history_files import HISTORY_SEGMENT_BYTES
 from syncd.store.embedded.iothread import IoThread
 from syncd.store.embedded.keydir import CACHED_LIVES, FLUSH_LIVES, KeyDir
 from syncd.store.embedded.log import (
+    RUNNING,
     SEGMENT_BYTES,
     LogFile,
     LogWriter,
@@ -514,6 +515,7 @@ class FileStore:
                     self._snap_dir,
                     limits=writer.limits(),
                     tolerate_tail=False,
+                    doing=RUNNING,
                 ),
             )
         finally:
@@ -693,7 +695,11 @@ class FileStore:
             list[dict[str, Any]], Callable[[int], Iterable[tuple[int, Record]]], int
         ]:
             disk = read_disk(
-                self._log_dir, self._snap_dir, limits=writer.limits(), tolerate_tail=False
+                self._log_dir,
+                self._snap_dir,
+                limits=writer.limits(),
+                tolerate_tail=False,
+                doing=RUNNING,
             )
             if disk.durable != durable:
                 raise StoreCorruptError(
