@@ -626,6 +626,15 @@ class HttptoolsParser:
                 self._held = self._current
                 self._body_framing = b"transfer-encoding: chunked"
                 more = fed[end:]
+        if not self._upgraded and self._in_message and self._trailer_bytes < 0:
+            # The read ended inside the head of a request after the held body:
+            # kept from the stand-in head on (a request boundary), as
+            # ``_keep_partial`` keeps a head, should llhttp refuse its method
+            # in a later read.
+            fed = stand_in + rest
+            self._partial = [fed]
+            self._partial_skip = len(self._queued_sizes) - queued
+            self._partial_bytes = len(fed)
 
     def _read_held_body(self, rest: bytes) -> bytes | None:
         """Read the body of an upgrade offer with one. llhttp skips the body of
