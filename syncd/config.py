@@ -9,6 +9,7 @@ and exits non-zero.
 from __future__ import annotations
 
 import difflib
+import errno
 import ipaddress
 import os
 import re
@@ -238,6 +239,23 @@ def host_port(host: str, port: int) -> str:
     """``host:port`` as SERVICE_BIND takes it: an IPv6 host in brackets
     (``[::1]:3000``; unbracketed, ``::1:3000`` reads as an address without a port)."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+BIND_REFUSALS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+"""Bind errors SERVICE_BIND causes: an address in use, one this machine does
+not have, a port this user may not listen on."""
+PRIVILEGED_PORT_HINT = " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
+
+
+def bind_refusal(error: OSError, host: str, port: int) -> str | None:
+    """What SERVICE_BIND's line says of a bind refused with ``error`` ("cannot
+    listen on 127.0.0.1:80: Permission denied (...)"), or None when the error
+    is not one the setting causes."""
+    if error.errno not in BIND_REFUSALS:
+        return None
+    hint = PRIVILEGED_PORT_HINT if error.errno == errno.EACCES and 0 < port < 1024 else ""
+    # os.strerror: the loop's own bind error carries a longer text of its own.
+    return f"cannot listen on {host_port(host, port)}: {os.strerror(error.errno)}{hint}"
 
 
 def parse_bind(value: str) -> tuple[str, int]:

@@ -22,7 +22,7 @@ from syncd import __version__
 from syncd.app import App
 from syncd.auth.admin import AdminSecretError
 from syncd.collector import settle_after_start
-from syncd.config import Settings, host_port
+from syncd.config import Settings, bind_refusal, host_port
 from syncd.http.access import AccessLog
 from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import MAX_REFUSED_LINGERING, HttpProtocol, ServerContext
@@ -49,6 +49,14 @@ at once. Without the bound, connections that never sent a ClientHello each
 held a descriptor for the whole handshake timeout, however many there were:
 enough of them used up the process's descriptors (LimitNOFILE), and every
 client after them was cut off without an answer."""
+
+
+class BindRefusedError(Exception):
+    """The listening address of SERVICE_BIND was refused (in use, not on this
+    machine, a port this user may not use): one line, like a bad setting."""
+
+    def __init__(self, refusal: str) -> None:
+        super().__init__(f"SERVICE_BIND: {refusal}")
 
 
 class Server:
@@ -123,13 +131,22 @@ class Server:
                 self.settings.header_timeout_s,
             )
             factory = handshakes.protocol
-        self._server = await loop.create_server(
-            factory,
-            host=self.settings.host,
-            port=self.settings.port,
-            reuse_address=True,
-            backlog=LISTEN_BACKLOG,
-        )
+        try:
+            self._server = await loop.create_server(
+                factory,
+                host=self.settings.host,
+                port=self.settings.port,
+                reuse_address=True,
+                backlog=LISTEN_BACKLOG,
+            )
+        except OSError as exc:
+            # syncd serve checked the address before opening anything, but
+            # it can be taken (or go) while the store recovers.
+            refusal = bind_refusal(exc, self.settings.host, self.settings.port)
+            if refusal is None:
+                raise
+            await self.app.close()
+            raise BindRefusedError(refusal) from None
         sock: socket.socket = self._server.sockets[0]
         self._port = int(sock.getsockname()[1])
         log.info(
@@ -340,12 +357,19 @@ async def _serve(settings: Settings) -> int:
     )
     try:
         started = await _start_unless_stopped(server)
-    except (StoreLockedError, StoreCorruptError, AdminSecretError, DatabaseSetupError) as exc:
+    except (
+        StoreLockedError,
+        StoreCorruptError,
+        AdminSecretError,
+        DatabaseSetupError,
+        BindRefusedError,
+    ) as exc:
         # A data directory in use or damaged where a crash cannot have damaged
         # it (the message names the file, the offset and what to do), an
         # admin_token file that cannot be used, or a database that refuses
         # this node (no such database, a refused password, a wal_level that
-        # cannot stream): one line naming it, like a bad setting.
+        # cannot stream), or a listening address refused: one line naming
+        # it, like a bad setting.
         print(f"syncd: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

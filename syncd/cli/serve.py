@@ -12,20 +12,18 @@ before it binds, and ends the same way (:mod:`syncd.store.pg_start`).
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
 import os
 import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
 
 from syncd.cli.command import Commands, add_command, fail, missing_extra
 from syncd.config import (
     ConfigError,
+    bind_refusal,
     from_env,
-    host_port,
     ineffective_variables,
     unknown_variables,
 )
@@ -71,12 +69,6 @@ def configure_logging(level: str) -> None:
     )
 
 
-BIND_REFUSALS: Final = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
-"""Bind errors that a setting causes: an address in use, one this machine does
-not have, a port this user may not listen on."""
-PRIVILEGED_PORT_HINT: Final = " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
-
-
 def bind_problem(host: str, port: int) -> str | None:
     """Why the server could not listen on ``host:port``, or None: a host that
     does not resolve, an address in use or not on this machine, a port this
@@ -98,11 +90,10 @@ def bind_problem(host: str, port: int) -> str | None:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 sock.bind(address)
         except OSError as exc:
-            if exc.errno not in BIND_REFUSALS:
-                continue  # anything else: the server's own bind reports it
-            shown = host_port(str(address[0]), port)
-            hint = PRIVILEGED_PORT_HINT if exc.errno == errno.EACCES and port < 1024 else ""
-            return f"cannot listen on {shown}: {exc.strerror}{hint}"
+            refusal = bind_refusal(exc, str(address[0]), port)
+            if refusal is not None:
+                return refusal
+            # Anything else: the server's own bind reports it.
     return None
 
 
