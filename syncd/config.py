@@ -265,7 +265,14 @@ def parse_bind(value: str) -> tuple[str, int]:
         if not sep or not rest.startswith(":"):
             raise ValueError("expected [ipv6]:port")
         port_text = rest[1:]
-        ipaddress.IPv6Address(host)
+        address = ipaddress.IPv6Address(host)
+        if address.is_link_local and address.scope_id is None:
+            # fe80::/10 is on every interface: the kernel refuses the bind
+            # (EINVAL) unless told which, and only after the store is opened.
+            raise ValueError(
+                "a link-local address is on every interface: name one with a zone id,"
+                f" as in [{host}%eth0]{rest}"
+            )
     else:
         host, sep, port_text = value.rpartition(":")
         if not sep or not host:
