@@ -67,6 +67,7 @@ from syncd.store.embedded.log import (
     PROBE_NAME,
     decode_map,
     fsync_dir,
+    remove_probe,
 )
 
 log = logging.getLogger("syncd.store")
@@ -455,8 +456,7 @@ class HistoryFiles:
             os.fsync(fd)
         finally:
             os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            remove_probe(self.directory, quiet=True)
 
     # -- reading ---------------------------------------------------------------
 

@@ -298,6 +298,22 @@ _ARRAY32 = struct.Struct(">BI")
 _ARRAY32_TYPE = 0xDD
 
 
+def remove_probe(directory: str, *, quiet: bool = False) -> None:
+    """Remove ``directory``'s probe file (:data:`PROBE_NAME`) if there is one:
+    after a failed probe, and at start-up (one a process killed between a
+    probe's write and its removal left). One that cannot be removed is left
+    (the next probe truncates it; nothing else reads it), with a warning
+    unless ``quiet`` (a failing disk's probes, every probe interval): it must
+    not stop a start."""
+    try:
+        os.unlink(os.path.join(directory, PROBE_NAME))
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        if not quiet:
+            log.warning("%s: cannot remove the probe file (%s); left in place", directory, exc)
+
+
 def refusal(doing: str, advice: str) -> str:
     """What damage found in the log means to the reader ``doing`` it
     (:data:`STARTING`, :data:`RUNNING`, :data:`VERIFYING`), with ``advice``:
@@ -726,14 +742,21 @@ class LogWriter:
         self.probe()
 
     def probe(self) -> None:
+        """Prove that the log's directory takes data (a page written and
+        fsynced); the file is removed whether or not it did: a failed probe
+        (a full disk, the usual case) left a page behind at every try."""
         path = os.path.join(self.log_dir, PROBE_NAME)
         f = self.opener(path)
         try:
-            f.write_at(PROBE_BYTES, 0)
-            f.fsync()
-        finally:
-            f.close()
-        os.unlink(path)
+            try:
+                f.write_at(PROBE_BYTES, 0)
+                f.fsync()
+            finally:
+                f.close()
+        except BaseException:
+            remove_probe(self.log_dir, quiet=True)  # the caller hears of the failure
+            raise
+        os.unlink(path)  # a disk that cannot remove it does not take data yet either
 
     def delete_covered(self, covered: int) -> int:
         """Delete the segments whose every record has LSN <= ``covered``; the count."""

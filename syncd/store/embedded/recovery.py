@@ -41,7 +41,6 @@ from syncd.store.base import Recovered
 from syncd.store.embedded.backup import refuse_interrupted_backup
 from syncd.store.embedded.history import FileStoreHistory
 from syncd.store.embedded.log import (
-    PROBE_NAME,
     STARTING,
     VERIFYING,
     LogWriter,
@@ -50,6 +49,7 @@ from syncd.store.embedded.log import (
     StoreCorruptError,
     check_segment,
     list_segments,
+    remove_probe,
 )
 from syncd.store.embedded.records import LogRecords
 from syncd.store.embedded.snapshot import (
@@ -244,8 +244,9 @@ def open_disk(
     directory takes no writes (the store then opens failed)."""
     refuse_special_files(log_dir, snap_dir, history.directory)
     remove_temporaries(snap_dir)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(log_dir, PROBE_NAME))
+    # Probe files a process killed between a probe's write and its removal left.
+    remove_probe(log_dir)
+    remove_probe(history.directory)
     disk = read_disk(
         log_dir,
         snap_dir,
