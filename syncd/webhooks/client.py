@@ -11,6 +11,7 @@ receiver streaming an endless body cannot hold a worker.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import re
 import socket
 import ssl
@@ -129,6 +130,13 @@ def parse_url(url: str) -> Target:
     netloc = parts.netloc
     if "%" in host:
         host, netloc = _zoned(url, netloc)
+    elif _is_link_local(host):
+        # Every connect would fail (EINVAL: on which interface?), every event be dropped.
+        example = f"{scheme}://[{host}%25eth0]" + (f":{port}" if port is not None else "")
+        raise ValueError(
+            f"webhook URL {_shown(url)} is a link-local address, which is on every"
+            f" interface: name one with a zone id, as in {example}/…"
+        )
     target = parts.path or "/"
     if parts.query:
         target = f"{target}?{parts.query}"
@@ -190,6 +198,13 @@ def _zoned(url: str, netloc: str) -> tuple[str, str]:
             " which names no network interface of this host"
         )
     return f"{address}%{zone}", netloc[: found.start()] + f"[{address}]" + netloc[found.end() :]
+
+
+def _is_link_local(host: str) -> bool:
+    try:
+        return ipaddress.IPv6Address(host).is_link_local
+    except ValueError:  # a name or an IPv4 address
+        return False
 
 
 def _is_interface(zone: str) -> bool:

@@ -122,3 +122,14 @@ def test_a_zone_naming_no_interface_is_refused_at_start(tmp_path: Path) -> None:
         "syncd: SERVICE_WEBHOOK_URL: webhook URL 'http://[fe80::1%25nosuchif0]:8080/…'"
         " has zone id 'nosuchif0', which names no network interface of this host"
     ]
+
+
+def test_a_link_local_address_without_a_zone_is_refused() -> None:
+    """Every connect to it fails (EINVAL: which interface?), so every event
+    would be retried and dropped: refused when the URL is read."""
+    with pytest.raises(ValueError) as info:
+        client.parse_url("http://[fe80::1]:8080/hook")
+    assert str(info.value) == (
+        "webhook URL 'http://[fe80::1]:8080/…' is a link-local address, which is on every"
+        " interface: name one with a zone id, as in http://[fe80::1%25eth0]:8080/…"
+    )
