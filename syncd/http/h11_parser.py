@@ -416,7 +416,7 @@ def _head_so_far_refusal(buffered: bytes | bytearray) -> ParseError | None:
     line_end = buffered.find(b"\r\n")
     if line_end < 0:
         line = bytes(buffered[:MAX_HEAD_BYTES])
-        if _REQUEST_LINE_SO_FAR.fullmatch(line[:-1] if line[-1:] == b"\r" else line):
+        if _REQUEST_LINE_SO_FAR.fullmatch(line):
             return None
         return _version_first(buffered) or ParseError(400, "illegal request line")
     refusal = _line_refusal(buffered, line_end)
@@ -425,9 +425,7 @@ def _head_so_far_refusal(buffered: bytes | bytearray) -> ParseError | None:
     fields = bytes(buffered[line_end + 2 : line_end + 2 + MAX_HEAD_BYTES])
     last_end = fields.rfind(b"\n") + 1
     last = fields[last_end:]
-    if _FIELD_LINES.fullmatch(fields, 0, last_end) and _FIELD_LINE_SO_FAR.fullmatch(
-        last[:-1] if last[-1:] == b"\r" else last
-    ):
+    if _FIELD_LINES.fullmatch(fields, 0, last_end) and _FIELD_LINE_SO_FAR.fullmatch(last):
         return None
     return _version_first(buffered) or ParseError(400, "illegal header line")
 
@@ -488,18 +486,17 @@ _SPACED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +([^ ]+)")
 _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]"
 _REQUEST_LINE_SO_FAR = re.compile(
     _TOKEN
-    + rb"*(?:(?<=[^ ]) +[\x21-\x7e]*(?: +(?:HTTP/[0-9]\.[0-9].*|(?:H(?:T(?:T(?:P(?:/(?:[0-9]\.?)?)?)?)?)?)?))?)?",
-    re.DOTALL,
+    + rb"*(?:(?<=[^ ]) +[\x21-\x7e]*(?: +(?:H(?:T(?:T(?:P(?:/(?:[0-9](?:\.(?:[0-9]\r?)?)?)?)?)?)?)?)?)?)?"
 )
 """The start of a request line that h11 may still take (with runs of spaces
 made one, see ``_collapse_request_line_spaces``): a token, a target of visible
-characters, the start of ``HTTP/x.y``. What follows a whole version is judged
-once the line ends (``HTTP/7.0x`` is refused for its version)."""
+characters, the start of ``HTTP/x.y`` and its CR."""
 _FIELD_LINES = re.compile(rb"(?:" + _TOKEN + rb"+:[^\n]*\n)*")
 """Whole field lines of token names (their line ends and values are judged
 by ``_head_framing_refusal``)."""
-_FIELD_LINE_SO_FAR = re.compile(_TOKEN + rb"*|" + _TOKEN + rb"+:.*", re.DOTALL)
-"""The start of a field line whose name may still be a token."""
+_FIELD_LINE_SO_FAR = re.compile(_TOKEN + rb"*|\r|" + _TOKEN + rb"+:.*", re.DOTALL)
+"""The start of a field line whose name may still be a token, or of the
+blank line."""
 _VERSIONS_READ_ON = frozenset({"0.9", "2.0"})
 """Versions llhttp reads a head of (refused once it is in)."""
 _VERSIONED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +(HTTP/[0-9]\.[0-9])")
