@@ -4097,6 +4097,7 @@ export {
   MAX_ORIGIN_LENGTH,
   MAX_TOOL_NAME_LENGTH,
   MIN_MAX_RESULT_CHARS,
+  RETRY_AFTER_MAX_MS,
   RgaReplica,
   SseParser,
   Subscription,

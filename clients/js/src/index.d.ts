@@ -333,6 +333,12 @@ export class SseParser {
 /** The error an `end` event's data stands for (TokenRevokedError for `token_revoked`). */
 export function endError(data: string): SyncdError;
 export function decodeSseData(data: string): Delta;
+/**
+ * The longest `Retry-After` a stream reconnect waits (ms): a refusal asking
+ * for longer (a 429's header) is retried after this, as the Python client's
+ * streams cap it.
+ */
+export const RETRY_AFTER_MAX_MS: 10000;
 export class EventStream extends Emitter {
   constructor(
     config: ClientConfig,
