@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import msgpack
 
+from syncd.http.feed import FEED_SLICE_BYTES
+from syncd.http.protocol import WRITE_HIGH_WATER
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
 
@@ -186,8 +188,11 @@ async def test_deleted_event(server: RunningServer) -> None:
         assert await sse.event() == {"kind": "deleted", "ns": "app", "id": "gc:d"}
 
 
-async def test_stalled_reader_dropped_healthy_reader_keeps_receiving(make_server: Any) -> None:
-    srv = await make_server(subscriber_buffer_bytes=4096, rate_limit=100_000)
+async def test_stalled_reader_resyncs_healthy_reader_keeps_receiving(make_server: Any) -> None:
+    """A reader past the bound is not cut: it skips deltas, what the server
+    holds for it stays bounded, and once it reads it gets a fresh snapshot."""
+    bound = 4096
+    srv = await make_server(subscriber_buffer_bytes=bound, rate_limit=100_000)
     async with httpx.AsyncClient(base_url=srv.url) as client:
         h = await issue(client)
         path = "/v1/namespaces/app/crdts/or:big/events"
@@ -202,22 +207,29 @@ async def test_stalled_reader_dropped_healthy_reader_keeps_receiving(make_server
         # Big deltas, so the kernel's socket buffers fill and the server's own
         # buffer grows past its bound.
         big = "x" * 40000
-        for i in range(200):
+        ops = 200
+        for i in range(ops):
             r = await op(client, h, "or:big", {"op": "add", "element": f"{i}{big}"})
             assert r.status_code == 200
             assert (await healthy.event())["seq"] == i + 1
-        # The stalled one was dropped: the server closed it (read drains to EOF).
+        # The stalled one is still there, and owes no more than the
+        # connection's high-water mark, a slice of a snapshot, the bound and a delta.
+        assert srv.app.hub.count == 2
+        stalled = [c for c in srv.app.server_ctx.connections if c._stream is not None]
+        owed = max(c._transport.get_write_buffer_size() for c in stalled)
+        assert owed <= WRITE_HIGH_WATER + FEED_SLICE_BYTES + 1024, owed
+        # Once it reads, it catches up through a fresh snapshot.
         sock.setblocking(False)
-        loop = asyncio.get_running_loop()
-        received = 0
-        while True:
-            chunk = await asyncio.wait_for(loop.sock_recv(sock, 65536), 5)
-            if not chunk:
-                break
-            received += len(chunk)
-        assert received < 200 * 40000
-        sock.close()
-        assert srv.app.hub.count == 1
+        reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 24)
+        behind = SseReader(reader, writer)
+        await reader.readuntil(b"\r\n\r\n")
+        seen: list[tuple[str, int]] = []
+        while not seen or seen[-1][1] < ops:
+            delta = await behind.event(timeout=10)
+            seen.append((delta["kind"], delta.get("seq", 0)))
+        assert seen[-1] == ("snapshot", ops)
+        assert len(seen) < ops
+        behind.close()
 
 
 TTL_MS = 1500

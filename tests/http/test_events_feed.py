@@ -181,7 +181,7 @@ delta after the snapshot would end it."""
 VALUE = "v" * 3000
 
 
-async def test_past_the_bound_behind_the_snapshot_the_stream_ends(make_server: Any) -> None:
+async def test_past_the_bound_behind_the_snapshot_the_stream_resyncs(make_server: Any) -> None:
     server = await make_server(max_body_bytes=MAX_BODY, subscriber_buffer_bytes=BOUND)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
         headers = await issue(client)
@@ -193,21 +193,33 @@ async def test_past_the_bound_behind_the_snapshot_the_stream_ends(make_server: A
         feed = subscriber._feed
         assert feed is not None
         held = feed.own_bytes
-        for sent in range(1000):
+        sent = 0
+        for sent in range(1, 1000):
             r = await op(client, headers, DOC, {"op": "insert", "index": 0, "text": VALUE})
             assert r.status_code == 200
-            await wait_for(lambda: feed.own_bytes > held or not _subscribers(server))  # noqa: B023
-            if not _subscribers(server):
-                break
+            await wait_for(lambda: feed.own_bytes > held or subscriber._lagging)  # noqa: B023
+            if subscriber._lagging:
+                break  # skipped: past the bound
             # Taken, behind the snapshot: what waited before it was within the bound.
             assert held <= BOUND, sent
             held = feed.own_bytes
         else:
             raise AssertionError("the bound was never reached")
-        # The first delta after what waited went past the bound ended the stream.
         assert held > BOUND
-        assert subscriber._closed and subscriber._feed is None
-        # The client sees the stream end before the snapshot's event did.
+        # Behind, not cut: later deltas are skipped too, the stream stays open.
+        r = await op(client, headers, DOC, {"op": "insert", "index": 0, "text": VALUE})
+        assert r.status_code == 200
+        await asyncio.sleep(0.05)  # its fan-out's turn
+        assert feed.own_bytes == held and subscriber._feed is feed
+        assert not subscriber._closed
+        last = r.json()["seq"]
+        # Once read: the snapshot, the deltas that fit, then a fresh snapshot.
         assert await reader.head() == 200
-        assert await reader.block() is None
+        events = await reader.events(1)
+        while events[-1]["seq"] < last:
+            events += await reader.events(1)
+        kinds = [e["kind"] for e in events]
+        assert kinds == ["snapshot"] + ["op"] * (len(events) - 2) + ["snapshot"], kinds
+        assert 0 < len(events) - 2 < sent
+        assert events[-1]["seq"] == last
         reader.close()

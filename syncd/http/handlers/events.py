@@ -3,11 +3,19 @@
 The subscriber joins the hub *before* the initial snapshot or replay is read,
 buffering what arrives meanwhile, so no delta can fall between the two; on
 start it writes the initial events, then the buffered deltas it has not
-already covered (by seq), then streams. A reader whose unsent bytes pass the
-bound is dropped (its stream ends) and resumes with ``since``. A replay is
-written in one step, so one larger than the bound would end every stream
-that resumed with it, however fast the reader: that resume starts from a
-snapshot instead.
+already covered (by seq), then streams.
+
+A reader whose unsent bytes pass the bound falls behind, as a WebSocket
+subscription does: it skips deltas and gets a fresh snapshot, written behind
+what it still owes as its connection drains (deltas after it wait behind it,
+and past the bound it falls behind again, for a snapshot once this one is
+out). An op batch fanned out at once can pass the bound however fast the
+reader reads: it is never cut for that. The snapshot is taken where the
+state is durable (:meth:`CrdtService.durable_state`); deltas wait meanwhile,
+as at the start. A reader that takes nothing at all is dropped by the
+connection's send timeout. A replay is written in one step, so one larger
+than the bound would put every stream that resumed with it behind at once:
+that resume starts from a snapshot instead.
 
 The stream ends when the read does (docs/permissions.md#when-access-ends):
 at the token's expiry, or earlier when the rules that grant the read expire.
@@ -49,6 +57,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -56,7 +65,7 @@ from syncd.auth.authenticator import NO_END_MS, Authenticator, Principal
 from syncd.auth.revocations import token_revoked
 from syncd.catchup import Start, start_from
 from syncd.crdt.engine import Engine
-from syncd.errors import bad_request
+from syncd.errors import ApiError, bad_request
 from syncd.http.feed import FEED_SLICE_BYTES, Feed, Piece
 from syncd.http.protocol import WRITE_HIGH_WATER
 from syncd.http.request import Request
@@ -69,6 +78,8 @@ from syncd.metrics import Metrics
 from syncd.service import CrdtService
 from syncd.shared_states import SharedStates
 from syncd.wire import pack
+
+log = logging.getLogger("syncd.http")
 
 EVENT_STREAM: Final = b"text/event-stream"
 PING: Final = b": ping\n\n"
@@ -84,6 +95,39 @@ SNAPSHOT_FORM: Final = "sse:snapshot"
 MAX_SEQ_DIGITS: Final = 20
 """Digits of a ``since``: every seq fits (they are 64-bit), and int() is never
 asked to parse the thousands of digits it refuses with a ValueError."""
+
+
+Snapshot = tuple[bytes | bytearray, int, str | None]
+"""A snapshot's event data (maybe shared with other streams), its seq and epoch."""
+
+# Resyncs waiting for the store, which nobody awaits: referenced here, or the
+# loop may garbage-collect them half-way.
+_resyncs: set[asyncio.Task[None]] = set()
+
+
+class Snapshots:
+    """Where a stream's snapshots come from (the start's and its resyncs')."""
+
+    __slots__ = ("_engine", "_shared", "service")
+
+    def __init__(self, engine: Engine, service: CrdtService, shared: SharedStates) -> None:
+        self._engine = engine
+        self._shared = shared
+        self.service = service
+
+    def take(self, ns: str, crdt_id: str) -> Snapshot:
+        """The CRDT's state as it is in memory now (the caller knows it durable)."""
+        engine = self._engine
+        entry = engine.get(ns, crdt_id)
+        if entry is None:  # nothing: a small snapshot of nothing
+            delta = engine.snapshot_delta(ns, crdt_id)
+            return base64.b64encode(pack(delta)), delta.get("seq") or 0, delta.get("epoch")
+        data = self._shared.exact(
+            entry,
+            SNAPSHOT_FORM,
+            lambda: base64.b64encode(pack(engine.snapshot_delta(ns, crdt_id))),
+        )
+        return data, entry.seq, entry.epoch
 
 
 def end_event(body: dict[str, Any]) -> bytes:
@@ -121,6 +165,7 @@ class SseSubscriber(DeliverEach):
         "_expiry",
         "_feed",
         "_hub",
+        "_lagging",
         "_last_seq",
         "_metrics",
         "_pending",
@@ -128,6 +173,7 @@ class SseSubscriber(DeliverEach):
         "_principal",
         "_revoked",
         "_sink",
+        "_snapshots",
         "_timers",
         "_until",
         "crdt_id",
@@ -145,8 +191,10 @@ class SseSubscriber(DeliverEach):
         timers: StreamTimers,
         auth: Authenticator,
         principal: Principal,
+        snapshots: Snapshots,
     ) -> None:
         self._hub = hub
+        self._snapshots = snapshots
         self._metrics = metrics
         self._timers = timers
         self.ns = ns
@@ -165,6 +213,8 @@ class SseSubscriber(DeliverEach):
         self._last_seq = -1
         self._epoch: str | None = None
         self._bound = bound
+        self._lagging = False
+        """Past the bound: deltas are skipped until a fresh snapshot."""
         self._ping: Slot[SseSubscriber] | None = None
         self._closed = False
         self._ended = False
@@ -180,6 +230,8 @@ class SseSubscriber(DeliverEach):
         if pending is not None:
             pending.append(delta)
             return
+        if self._lagging:
+            return  # the fresh snapshot holds it
         self._write(delta)
 
     def covered(self) -> None:
@@ -207,11 +259,77 @@ class SseSubscriber(DeliverEach):
         # state, not this stream's own bytes: what waits behind it counts.
         feed = self._feed
         if (sink.buffered() if feed is None else feed.own_bytes) > self._bound:
-            # Too far behind: end the stream now (a graceful close would wait
-            # for the peer to read what is queued); the client resumes with since.
-            sink.abort()
+            self._fall_behind()
             return
         self._send(delta.sse())
+
+    def _fall_behind(self) -> None:
+        """Past the bound: skip deltas, and resync once what the connection
+        holds of ours is written (at once when that is only the transport's
+        buffer: the snapshot waits there behind it, fed as it drains)."""
+        self._lagging = True
+        if self._feed is None:
+            self._resync()
+
+    def _resync(self) -> None:
+        """A fresh snapshot, where the CRDT's state is durable."""
+        if self._closed or self._ended or not self._lagging or self._pending is not None:
+            return
+        self._lagging = False
+        snapshots = self._snapshots
+        if snapshots.service.durable_now(self.ns, self.crdt_id):
+            self._feed_snapshot(snapshots.take(self.ns, self.crdt_id))
+            return
+        # Ops of it in flight: deltas wait, as at the start, for a snapshot
+        # taken where they are durable.
+        self._pending = []
+        task = asyncio.get_running_loop().create_task(self._resync_durable())
+        _resyncs.add(task)
+        task.add_done_callback(_resyncs.discard)
+
+    async def _resync_durable(self) -> None:
+        snapshots = self._snapshots
+        ns, crdt_id = self.ns, self.crdt_id
+
+        def take() -> Snapshot:
+            self.covered()
+            return snapshots.take(ns, crdt_id)
+
+        try:
+            taken = await snapshots.service.durable_state(
+                ns, crdt_id, take, alive=lambda: not self._closed
+            )
+        except Exception as exc:
+            # The CRDT cannot be read (the store is away, or a bug): the
+            # stream ends, and the client resumes with since.
+            if isinstance(exc, ApiError):
+                log.warning("resync of %s/%s failed: %s", ns, crdt_id, exc)
+            else:
+                log.exception("resync of %s/%s failed", ns, crdt_id)
+            if self._sink is not None:
+                self._sink.abort()
+            return
+        if taken is None or self._closed:
+            return
+        pending, self._pending = self._pending, None
+        self._feed_snapshot(taken)
+        for encoded in pending or ():
+            self.deliver(encoded)
+
+    def _feed_snapshot(self, taken: Snapshot) -> None:
+        """A resync's snapshot event, after what the connection holds, in
+        slices as it drains."""
+        if self._read_over():
+            # It may hold ops made from the end on: the end instead.
+            self._end(self._auth.read_ended(self._principal, self.crdt_id).body())
+            return
+        data, self._last_seq, self._epoch = taken
+        assert self._feed is None
+        feed = self._feed = Feed()
+        feed.add(DATA)
+        feed.add_shared(data)
+        feed.add(EVENT_END)
+        self._pump()
 
     def _send(self, data: bytes) -> None:
         """Write ``data`` after what the feed still holds."""
@@ -236,6 +354,8 @@ class SseSubscriber(DeliverEach):
             self._feed = None
             if feed.close_after:
                 sink.close()
+            elif self._lagging:
+                self._resync()  # what waited behind it passed the bound
 
     def _sink_full(self) -> bool:
         # Past the connection's high-water mark its transport has paused, and
@@ -247,16 +367,16 @@ class SseSubscriber(DeliverEach):
         self,
         sink: StreamSink,
         initial: list[EncodedDelta],
-        snapshot: tuple[bytes | bytearray, int, str] | None = None,
+        snapshot: Snapshot | None = None,
         resume: tuple[int, str] | None = None,
     ) -> None:
         """Write the first events, the ``synced`` event, then the deltas that
-        came meanwhile. ``snapshot`` is a snapshot's event data (maybe shared
-        with other streams), its seq and epoch; ``initial`` the replay or small
-        snapshot; ``resume`` the client's (since, epoch) when that replay (or
-        nothing: it is up to date) goes on from there."""
+        came meanwhile. ``snapshot`` is the snapshot to start from; else
+        ``initial`` is the replay from ``resume``, the client's (since, epoch)
+        (nothing: it is up to date)."""
         self._sink = sink
         sink.on_close(self.close)
+        sink.on_drain(self._pump)
         if self._revoked:
             self._end(token_revoked().body())
             return
@@ -276,20 +396,15 @@ class SseSubscriber(DeliverEach):
                 feed.add(DATA)
                 feed.add_shared(data)
                 feed.add(EVENT_END)
-                sink.on_drain(self._pump)
                 self._pump()
-        for encoded in initial:
-            delta = encoded.delta
-            if delta.get("kind") == "snapshot":
-                self._last_seq = delta.get("seq") or 0
-                self._epoch = delta.get("epoch")
-                sink.write(encoded.sse())
-            else:
-                self._write(encoded)
-        self._send_synced()
+        # Started: from here on a delta goes out, or waits for a resync
+        # (deliver). No delta arrives before the loops below are done.
         pending, self._pending = self._pending, None
+        for encoded in initial:
+            self.deliver(encoded)
+        self._send_synced()
         for encoded in pending or ():
-            self._write(encoded)
+            self.deliver(encoded)
         self._schedule_ping()
         self._arm_expiry()
 
@@ -404,7 +519,7 @@ def register(
     ping_s: float,
 ) -> None:
     timers = StreamTimers(ping_s)
-    shared = SharedStates()
+    snapshots = Snapshots(engine, service, SharedStates())
 
     async def events(request: Request) -> StreamResponse:
         ns = check_namespace(request.params["ns"])
@@ -443,26 +558,17 @@ def register(
             timers=timers,
             auth=auth,
             principal=principal,
+            snapshots=snapshots,
         )
         hub.subscribe(ns, crdt_id, subscriber)
         metrics.sse_connections_active.inc()
 
-        def take() -> tuple[list[dict[str, Any]], tuple[bytes | bytearray, int, str] | None]:
+        def take() -> Snapshot:
             # Taken where the state is durable (catchup.start_from): deltas from
             # here on wait in the subscriber, those it covers skipped by seq.
-            entry = engine.get(ns, crdt_id)
-            if entry is None:
-                return [engine.snapshot_delta(ns, crdt_id)], None  # nothing: a small snapshot
-            data = shared.exact(
-                entry,
-                SNAPSHOT_FORM,
-                lambda: base64.b64encode(pack(engine.snapshot_delta(ns, crdt_id))),
-            )
-            return [], (data, entry.seq, entry.epoch)
+            return snapshots.take(ns, crdt_id)
 
-        async def begin(
-            since: int | None, epoch: str | None
-        ) -> Start[tuple[list[dict[str, Any]], tuple[bytes | bytearray, int, str] | None]]:
+        async def begin(since: int | None, epoch: str | None) -> Start[Snapshot]:
             try:
                 start = await start_from(
                     service, ns, crdt_id, since, epoch, take, covered=subscriber.covered
@@ -482,12 +588,9 @@ def register(
             # connection drains.
             start = await begin(None, None)
         initial: list[EncodedDelta] = []
-        snapshot: tuple[bytes | bytearray, int, str] | None = None
+        snapshot = start.snapshot
         resume: tuple[int, str] | None = None
-        if start.snapshot is not None:
-            small, snapshot = start.snapshot
-            initial = [EncodedDelta(delta) for delta in small]
-        else:
+        if snapshot is None:
             assert replay is not None
             initial = replay
             # A replay (or nothing): only for this life, from since on.
