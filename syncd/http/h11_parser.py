@@ -344,13 +344,19 @@ def _target_refusal(target: bytes, method: str) -> ParseError | None:
     """h11 takes any run of visible characters as a target; llhttp only the
     forms of RFC 9112 3.2 (and the router would read "x/v1/..." as "/v1/...").
     In an absolute form's authority llhttp refuses what RFC 3986 3.2 has no
-    place for: "http://h#x/a" would otherwise be read as the path "/a"."""
-    if target[:1] == b"/" or target == b"*" or method == "CONNECT":
+    place for: "http://h#x/a" would otherwise be read as the path "/a". It
+    reads a CONNECT target as an authority up to its first "/" or "?" (RFC
+    9112 3.2.3), and refuses the same there ("a|b", "*#")."""
+    if method == "CONNECT":
+        authority = target
+    elif target[:1] == b"/" or target == b"*":
         return None
-    absolute = _ABSOLUTE_FORM.match(target)
-    if absolute is None:
-        return ParseError(400, "malformed request target")
-    authority = _AUTHORITY_END.split(target[absolute.end() :], 1)[0]
+    else:
+        absolute = _ABSOLUTE_FORM.match(target)
+        if absolute is None:
+            return ParseError(400, "malformed request target")
+        authority = target[absolute.end() :]
+    authority = _AUTHORITY_END.split(authority, 1)[0]
     if _NOT_IN_AUTHORITY.search(authority) is not None:
         return ParseError(400, "malformed request target")
     return None

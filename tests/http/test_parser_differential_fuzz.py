@@ -311,6 +311,16 @@ FOUND: list[tuple[str, list[bytes], list[object]]] = [
         ],
         [("PUT", "/a", "", b"{}"), 501],
     ),
+    # llhttp reads a CONNECT target as an authority up to a "/" or "?", and
+    # refuses there what RFC 3986 3.2 has no place for.
+    ("connect brace", [b"CONNECT {a HT", b"TP/", b"1.0\r\n\r\n", b""], [400]),
+    ("connect bar", [b"CONNECT a|b HTTP/1.1\r\nHost: x\r\n\r\n"], [400]),
+    ("connect star hash", [b"CONNECT *# HTTP/1.1\r\nHost: x\r\n\r\n"], [400]),
+    (
+        "connect bar in the path",
+        [b"CONNECT a/b|c HTTP/1.0\r\n\r\n"],
+        [("CONNECT", "a/b|c", "", b""), "close"],
+    ),
     # CONNECT with a body: read as h11 reads it (RFC 9112 6.3), then on.
     (
         "connect with a body",
