@@ -140,6 +140,19 @@ class Room:
             self.awareness.unobserve(subscription)
         return changes
 
+    def _would_announce(self, member: Member, present: set[int]) -> int:
+        """How many clients ``member`` holds once an update giving ``present`` a state
+        is applied: those it announced, and those new to the room. A client
+        the room already has a state of is not one more: providers
+        (y-websocket, ``@hocuspocus/provider``) send every awareness change
+        back on the socket whatever its origin, so a newcomer echoes the
+        room's states it was just sent, other connections' clients; counted
+        as its own, a room of more than :data:`MAX_AWARENESS_CLIENTS` closed
+        every provider that joined it."""
+        mine = self._announced.get(member, set())
+        held = self.awareness.states
+        return len(mine) + sum(1 for c in present if c not in mine and c not in held)
+
     def apply(self, member: Member, update: bytes) -> None:
         """Apply ``member``'s awareness update and relay it to the others;
         one that would take ``member`` past :data:`MAX_AWARENESS_CLIENTS`, or
@@ -151,7 +164,7 @@ class Room:
             raise AwarenessRefused(str(exc)) from exc
         except ValueError as exc:
             raise AwarenessRefused("malformed awareness update") from exc
-        if len(present | self._announced.get(member, set())) > MAX_AWARENESS_CLIENTS:
+        if self._would_announce(member, present) > MAX_AWARENESS_CLIENTS:
             raise AwarenessRefused(f"over {MAX_AWARENESS_CLIENTS} awareness clients")
         changes = self._apply(update, member)
         if not changes:
