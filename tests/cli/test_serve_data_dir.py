@@ -57,7 +57,8 @@ def test_a_data_directory_this_user_may_not_write(admin_token: str | None) -> No
 def run_as_nobody(path: Path, admin_token: str | None) -> subprocess.CompletedProcess[bytes]:
     env = {
         "PATH": "/usr/bin:/bin",
-        "SERVICE_BIND": "127.0.0.1:1",
+        # Any free port: port 1 is one nobody may not listen on, refused first.
+        "SERVICE_BIND": "127.0.0.1:0",
         "SERVICE_DATA_DIR": str(path),
         "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
     }
