@@ -44,6 +44,14 @@ MB, sent again to every newcomer). Over it the update is refused whole, as
 over :data:`MAX_AWARENESS_CLIENTS` (close 1008): a connection holds at most
 4 MiB of states."""
 
+MAX_REMOVED_AWARENESS_CLIENTS: Final = 4096
+"""Awareness clients without a state whose clock a room remembers (y-protocols
+keeps each removed client's clock, so that a stale echo of its state, which
+providers send back, does not bring it back). Beyond this the oldest are
+forgotten: a connection naming ever new clients with null states, or
+announcing and removing them in turn, grew a room without end. An echo
+arrives within a round trip, long before thousands of clients come and go."""
+
 REMOTE_TIMEOUT_S: Final = 30.0
 """A remote awareness client not renewed for this long is removed: y-protocols'
 ``outdatedTimeout``, after which its clients drop a silent peer too."""
@@ -138,7 +146,20 @@ class Room:
             raise AwarenessRefused("malformed awareness update") from exc
         finally:
             self.awareness.unobserve(subscription)
+        self._forget_removed()
         return changes
+
+    def _forget_removed(self) -> None:
+        """Keep at most :data:`MAX_REMOVED_AWARENESS_CLIENTS` clocks of clients
+        without a state, the oldest forgotten first (down to half, so this
+        runs once per that many removals, not per update)."""
+        meta = self.awareness.meta
+        held = self.awareness.states
+        if len(meta) - len(held) <= MAX_REMOVED_AWARENESS_CLIENTS:
+            return
+        excess = len(meta) - len(held) - MAX_REMOVED_AWARENESS_CLIENTS // 2
+        for client in [c for c in meta if c not in held][:excess]:
+            del meta[client]
 
     def _would_announce(self, member: Member, present: set[int]) -> int:
         """How many clients ``member`` holds once an update giving ``present`` a state
@@ -203,6 +224,7 @@ class Room:
             return
         self.awareness.remove_awareness_states(ids, None)
         update = self.awareness.encode_awareness_update(ids)
+        self._forget_removed()
         for member in self.members:
             member.send_awareness(update)
 
@@ -218,6 +240,7 @@ class Room:
             return
         self.awareness.remove_awareness_states(ids, None)
         update = self.awareness.encode_awareness_update(ids)
+        self._forget_removed()
         for other in self.members:
             other.send_awareness(update)
         if self._relay is not None:
