@@ -7,6 +7,7 @@ nothing written after the end."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import socket
 import threading
@@ -15,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import msgpack
 
 from syncd.http.handlers.events import SseSubscriber
 from tests.conftest import ADMIN, RunningServer
@@ -143,3 +145,32 @@ async def test_a_token_expired_before_the_start_gets_only_the_end(tmp_path: Path
         assert body == b'event: end\ndata: {"error":"token_expired","message":"token expired"}\n\n'
         await wait_for(lambda: not _streams(server))
         assert _active(server) == 0
+
+
+async def test_a_crdt_deleted_before_the_start_is_sent_its_deleted_event(
+    tmp_path: Path,
+) -> None:
+    async with held_start(tmp_path / "data") as (server, gate, sock, token):
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            deleting = asyncio.ensure_future(
+                client.delete(
+                    f"/v1/namespaces/{NS}/crdts/{DOC}",
+                    headers={"authorization": f"Bearer {ADMIN}"},
+                )
+            )
+            await asyncio.sleep(0.2)
+            gate.set()
+            r = await deleting
+            assert r.status_code == 204, r.text
+        sock.settimeout(5)
+        data = b""
+        while data.count(b"\n\n") < 3:
+            data += sock.recv(65536)
+        blocks = data.partition(b"\r\n\r\n")[2].split(b"\n\n")
+        kinds = [
+            msgpack.unpackb(base64.b64decode(b.rpartition(b"data: ")[2]))["kind"]
+            for b in blocks[:3]
+        ]
+        # The state it was in when the start was taken, then its deletion.
+        assert kinds == ["snapshot", "synced", "deleted"]
+        assert len(_streams(server)) == 1  # open: the next life streams on it
