@@ -69,6 +69,42 @@ def configure_logging(level: str) -> None:
     )
 
 
+DESCRIPTOR_RESERVE = 256
+"""File descriptors the process needs beyond SERVICE_MAX_CONNECTIONS: up to
+128 connections refused past the limit (lingering plain ones, TLS handshakes:
+syncd.server.TLS_HANDSHAKES_PAST_LIMIT), and as many again for its own files
+and sockets (the store's segments, snapshot and history, the listening
+sockets, the database pool, webhook deliveries, standard streams)."""
+
+
+def descriptor_warning(max_connections: int) -> str | None:
+    """Raise this process's soft descriptor limit to what ``max_connections``
+    needs, as far as its hard limit allows; a warning when that is short.
+    Past the soft limit the kernel refuses accept() (EMFILE) and a client
+    gets no answer at all, not the 503 of SERVICE_MAX_CONNECTIONS; the soft
+    limit is often far below the hard one (systemd: 1024 and 524288)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on this platform
+        return None
+    needed = max_connections + DESCRIPTOR_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    allowed = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (allowed, hard))
+    except (OSError, ValueError):  # a platform's own ceiling (macOS: OPEN_MAX)
+        allowed = soft
+    if allowed >= needed:
+        return None
+    return (
+        f"SERVICE_MAX_CONNECTIONS={max_connections} needs about {needed} file descriptors,"
+        f" but this process may open only {allowed}: raise LimitNOFILE (systemd) or"
+        " ulimit -n, or lower SERVICE_MAX_CONNECTIONS"
+    )
+
+
 def bind_problem(host: str, port: int) -> str | None:
     """Why the server could not listen on ``host:port``, or None: a host that
     does not resolve, an address in use or not on this machine, a port this
@@ -152,6 +188,10 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     problem = data_dir_problem(settings.data_dir, written=written)
     if problem is not None:
         return fail("syncd", f"SERVICE_DATA_DIR: {problem}")
+    # After every check that refuses the start: it is a warning, not a refusal.
+    descriptors = descriptor_warning(settings.max_connections)
+    if descriptors is not None:
+        logging.getLogger("syncd").warning("%s", descriptors)
     if settings.signing_key is None:
         logging.getLogger("syncd").warning(
             "SERVICE_SIGNING_KEY is unset: using a random key; every token dies with this process"
