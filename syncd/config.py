@@ -68,6 +68,12 @@ DEFAULT_SHUTDOWN_DRAIN_S = 0.0
 # Graceful shutdown gives queued webhook events this long to go out.
 DEFAULT_WEBHOOK_DRAIN_S = 5.0
 DEFAULT_JSON_MAX_DEPTH = 64
+# JSON is decoded recursively, a frame per level, and Python stops the decoder
+# at its recursion limit (1000 frames, less the server's own: about 960 levels
+# in a request handler); past it a body was refused as "deeper than" a setting
+# it did not reach. Half of that, leaving room for code that walks a decoded
+# body the same way.
+MAX_JSON_MAX_DEPTH = 512
 # The longest any timeout or interval setting may be: a day. Past it a
 # timeout protects nothing (a slow client may hold its socket for days), and
 # "inf" or "1e999" would switch the bound off altogether.
@@ -642,7 +648,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
             minimum=0.0,
             maximum=MAX_MEMORY_BUDGET_MB,
         ),
-        json_max_depth=_int(env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH),
+        json_max_depth=_int(
+            env, "SERVICE_JSON_MAX_DEPTH", DEFAULT_JSON_MAX_DEPTH, maximum=MAX_JSON_MAX_DEPTH
+        ),
         metrics_max_crdt_series=_int(
             env, "SERVICE_METRICS_MAX_CRDT_SERIES", DEFAULT_MAX_CRDT_SERIES, minimum=0
         ),
