@@ -53,6 +53,8 @@ class H11Parser:
         self._started = False
         self._chunk_line_next = False
         """The bytes h11 reads next (after a chunk's CRLF) are a chunk line."""
+        self._chunk_crlf_due = b""
+        """What h11 has still to skip, unread, of the CRLF after a chunk's data."""
         self._trailers_next = False
         """The bytes h11 reads next are the trailer section."""
 
@@ -90,6 +92,7 @@ class H11Parser:
         self._body = b""
         self._size = 0
         self._chunk_line_next = False
+        self._chunk_crlf_due = b""
         self._trailers_next = False
         data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
         if data:
@@ -179,6 +182,7 @@ class H11Parser:
                 self._body = add_body(self._body, event.data)
                 if event.chunk_end:
                     self._chunk_line_next = True
+                    self._chunk_crlf_due = b"\r\n"
             elif isinstance(event, h11.EndOfMessage):
                 request = self._head
                 assert request is not None
@@ -197,11 +201,16 @@ class H11Parser:
         anything after a ";"; llhttp refuses blanks, a size past 64 bits and
         extensions that are not ``;name[=value]`` of tokens or quoted strings.
         The line is judged as llhttp judges it once it is whole, before h11
-        reads it."""
+        reads it; before it, the CRLF that ends the chunk's data, which h11
+        skips unread and llhttp asks for ("abc\n0" is no "abc" then "0")."""
         pending = self._conn.trailing_data[0]
-        start = (
-            2 if pending[:2] == b"\r\n" else 1 if pending[:1] == b"\n" else 0
-        )  # the chunk's CRLF
+        due = self._chunk_crlf_due
+        start = 0
+        if due:
+            start = min(len(due), len(pending))
+            if not due.startswith(pending[:start]):
+                return ParseError(400, "a chunk's data does not end with CRLF")
+            self._chunk_crlf_due = due[start:]  # h11 skips these bytes next
         end = pending.find(b"\r\n", start)
         if end < 0:
             return None

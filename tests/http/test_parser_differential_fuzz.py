@@ -385,6 +385,17 @@ FOUND: list[tuple[str, list[bytes], list[object]]] = [
         [b"PUT /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect:\x85100-continue\r\n\r\nabc"],
         [("PUT", "/a", "", b"abc")],
     ),
+    # A chunk's data ends in CRLF: h11 skips the two bytes after it unread.
+    (
+        "bare lf after chunk data, long last chunk",
+        [_CHUNKED[:-8] + b"3\r\nabc\n" + b"0" * 25 + b"\r\n\r\n" + _GET],
+        [400],
+    ),
+    (
+        "bare lf after chunk data, long last chunk, cut",
+        [_CHUNKED[:-8] + b"3\r\nab", b"c\n" + b"0" * 25 + b"\r\n\r\n" + _GET],
+        [400],
+    ),
     # chunked<TAB> after a chunked body cut in two.
     (
         "tab after a cut chunked body",
