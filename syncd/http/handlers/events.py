@@ -43,8 +43,10 @@ the same bytes go to every stream that starts from it
 (:mod:`syncd.shared_states`), written in slices as each connection drains
 (:class:`~syncd.http.feed.Feed`): many readers starting at once hold one copy
 of the state, not one each. What the stream writes meanwhile (deltas, pings,
-the end) waits behind it, in order; past the bound it ends, as a reader too
-far behind does.
+the end) waits behind it, in order; past the bound the stream falls behind,
+and its fresh snapshot follows this one.
+
+A HEAD gets the head a GET would, and nothing is subscribed or taken for it.
 
 An open stream is mostly idle, and what it holds is kept small: its ping and
 its end are entries in wheels every stream shares (:mod:`syncd.http.timers`:
