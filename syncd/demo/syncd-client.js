@@ -3205,6 +3205,7 @@ var SyncSocket = class extends Emitter {
     this._timer = null;
     this._connectTimer = null;
     this._pingTimer = null;
+    this._connectionTimers = /* @__PURE__ */ new Set();
     this._lastHeard = 0;
     this._openWaiters = [];
     this._closeReason = null;
@@ -3296,6 +3297,7 @@ var SyncSocket = class extends Emitter {
   }
   _lost(err) {
     this._stopPing();
+    this._clearConnectionTimers();
     const ws = this._ws;
     this._ws = null;
     if (ws) {
@@ -3494,7 +3496,7 @@ var SyncSocket = class extends Emitter {
       if (err?.code === "closed") return;
       this.emit("error", err);
       if (err?.code !== "rate_limited") return;
-      setTimeout(
+      this._onThisConnection(
         () => {
           if (this._ws !== ws || this.state !== "open" || this._presence.get(id) !== entry) return;
           if (entry.until <= Date.now()) {
@@ -3526,13 +3528,25 @@ var SyncSocket = class extends Emitter {
   }
   _resendLater(ref, seconds) {
     const ws = this._ws;
-    setTimeout(
+    this._onThisConnection(
       () => {
         const pending = this._pending.get(ref);
         if (pending && this._ws === ws && this.state === "open") this._send(pending.message);
       },
       Math.max(1, seconds ?? 1) * 1e3
     );
+  }
+  /** Run `fn` after `delay` ms unless the connection is lost or the socket closed first. */
+  _onThisConnection(fn, delay) {
+    const timer = setTimeout(() => {
+      this._connectionTimers.delete(timer);
+      fn();
+    }, delay);
+    this._connectionTimers.add(timer);
+  }
+  _clearConnectionTimers() {
+    for (const timer of this._connectionTimers) clearTimeout(timer);
+    this._connectionTimers.clear();
   }
   _subscribeLater(sub, seconds) {
     const ws = this._ws;
@@ -3639,6 +3653,7 @@ var SyncSocket = class extends Emitter {
     clearTimeout(this._timer);
     clearTimeout(this._connectTimer);
     this._stopPing();
+    this._clearConnectionTimers();
     const ws = this._ws;
     this._ws = null;
     if (ws) {

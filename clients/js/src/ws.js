@@ -117,6 +117,12 @@ export class SyncSocket extends Emitter {
     this._timer = null;
     this._connectTimer = null;
     this._pingTimer = null;
+    /**
+     * Timers that send again on the connection they were started on (an op
+     * or a presence announce refused rate_limited): cleared when it is lost
+     * or the socket is closed, so none outlives either.
+     */
+    this._connectionTimers = new Set();
     this._lastHeard = 0;
     this._openWaiters = [];
     /** Why close() was called (an error), once it was. */
@@ -224,6 +230,7 @@ export class SyncSocket extends Emitter {
 
   _lost(err) {
     this._stopPing();
+    this._clearConnectionTimers();
     const ws = this._ws;
     this._ws = null;
     if (ws) {
@@ -451,7 +458,7 @@ export class SyncSocket extends Emitter {
       if (err?.code === 'closed') return;
       this.emit('error', err);
       if (err?.code !== 'rate_limited') return;
-      setTimeout(
+      this._onThisConnection(
         () => {
           if (this._ws !== ws || this.state !== 'open' || this._presence.get(id) !== entry) return;
           if (entry.until <= Date.now()) {
@@ -489,7 +496,7 @@ export class SyncSocket extends Emitter {
 
   _resendLater(ref, seconds) {
     const ws = this._ws;
-    setTimeout(
+    this._onThisConnection(
       () => {
         const pending = this._pending.get(ref);
         // After another reconnect it went out again with the others.
@@ -497,6 +504,20 @@ export class SyncSocket extends Emitter {
       },
       Math.max(1, seconds ?? 1) * 1000,
     );
+  }
+
+  /** Run `fn` after `delay` ms unless the connection is lost or the socket closed first. */
+  _onThisConnection(fn, delay) {
+    const timer = setTimeout(() => {
+      this._connectionTimers.delete(timer);
+      fn();
+    }, delay);
+    this._connectionTimers.add(timer);
+  }
+
+  _clearConnectionTimers() {
+    for (const timer of this._connectionTimers) clearTimeout(timer);
+    this._connectionTimers.clear();
   }
 
   _subscribeLater(sub, seconds) {
@@ -612,6 +633,7 @@ export class SyncSocket extends Emitter {
     clearTimeout(this._timer);
     clearTimeout(this._connectTimer);
     this._stopPing();
+    this._clearConnectionTimers();
     const ws = this._ws;
     this._ws = null;
     if (ws) {

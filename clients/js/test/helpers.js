@@ -118,3 +118,58 @@ export async function eventually(check, timeoutMs = 5000, what = 'condition') {
   }
   throw new Error(`${what} not reached within ${timeoutMs} ms (last: ${JSON.stringify(last)})`);
 }
+
+/** Stack frames name modules by URL. */
+const SRC_URL = new URL('../src/', import.meta.url).href;
+
+/**
+ * Watch the timers the client's own code (src/) starts: `pending()` lists
+ * those neither fired nor cleared, each as `{name, via, delay}` (`name`: the
+ * src function that started it; `via`: every src function on the stack then).
+ * Wraps the global timer functions, which the client calls; `restore()` puts
+ * them back.
+ */
+export function trackClientTimers() {
+  const real = { setTimeout, setInterval, clearTimeout, clearInterval };
+  const live = new Map(); // timer -> {name, via, delay}
+  const startedBy = () => {
+    const frames = new Error().stack.split('\n').filter((line) => line.includes(SRC_URL));
+    if (frames.length === 0) return null;
+    // A named function, else (an arrow) the file and line.
+    const names = frames.map(
+      (frame) => frame.match(/at (?:async )?([\w.$<>]+) \(/)?.[1] ?? frame.slice(frame.indexOf(SRC_URL) + SRC_URL.length).trim(),
+    );
+    return { name: names[0], via: names };
+  };
+  globalThis.setTimeout = (fn, delay, ...args) => {
+    const by = startedBy();
+    const timer = real.setTimeout(
+      (...a) => {
+        live.delete(timer);
+        fn(...a);
+      },
+      delay,
+      ...args,
+    );
+    if (by !== null) live.set(timer, { ...by, delay });
+    return timer;
+  };
+  globalThis.setInterval = (fn, delay, ...args) => {
+    const by = startedBy();
+    const timer = real.setInterval(fn, delay, ...args);
+    if (by !== null) live.set(timer, { ...by, delay });
+    return timer;
+  };
+  globalThis.clearTimeout = (timer) => {
+    live.delete(timer);
+    real.clearTimeout(timer);
+  };
+  globalThis.clearInterval = (timer) => {
+    live.delete(timer);
+    real.clearInterval(timer);
+  };
+  return {
+    pending: () => [...live.values()],
+    restore: () => Object.assign(globalThis, real),
+  };
+}
