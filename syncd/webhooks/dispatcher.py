@@ -309,8 +309,8 @@ class WebhookDispatcher:
         if lost:
             self._m_dropped.inc(lost)
             log.warning(
-                "webhooks: %d events not delivered at shutdown%s",
-                lost,
+                "webhooks: %s not delivered at shutdown%s",
+                _events(lost),
                 " (the drain was cut short by a stop signal)" if self._cut_short.is_set() else "",
             )
 
