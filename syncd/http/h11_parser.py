@@ -216,7 +216,7 @@ class H11Parser:
             return None
         self._chunk_line_next = False
         line = _CHUNK_LINE.fullmatch(bytes(pending[start:end]))
-        if line is None or int(line.group(1), 16) > _MAX_CHUNK_SIZE:
+        if line is None or int(line.group(1), 16) > _MAX_LLHTTP_NUMBER:
             return ParseError(400, "malformed chunk line")
         digits = len(line.group(1))
         if digits > _H11_CHUNK_DIGITS:
@@ -327,7 +327,11 @@ class H11Parser:
             self._failed = ParseError(400, "both Content-Length and Transfer-Encoding")
             return self._failed
         if length is not None and int(length) > self._max_body:
-            self._failed = ParseError(413, body_too_large(self._max_body))
+            if int(length) > _MAX_LLHTTP_NUMBER:
+                # h11 takes 20 digits, llhttp a number within 64 bits.
+                self._failed = ParseError(400, "bad Content-Length")
+            else:
+                self._failed = ParseError(413, body_too_large(self._max_body))
             return self._failed
         if method not in KNOWN_METHODS:
             refusal = method_refusal(method)
@@ -542,8 +546,9 @@ _H11_LENGTH_DIGITS = 20
 """The most hex digits h11 reads in a chunk size."""
 _CHUNKED_STAND_IN = b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
 """A head with chunked framing, for a fresh h11 to read a body behind."""
-_MAX_CHUNK_SIZE = 2**64 - 1
-"""llhttp's bound on a chunk size (h11 takes up to 20 hex digits)."""
+_MAX_LLHTTP_NUMBER = 2**64 - 1
+"""llhttp's bound on a chunk size and a Content-Length (h11 takes up to 20
+digits, hex or decimal)."""
 
 _CR_LF = (0x0D, 0x0A)
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

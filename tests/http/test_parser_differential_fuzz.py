@@ -265,6 +265,22 @@ FOUND: list[tuple[str, list[bytes], list[object]]] = [
         [b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: " + b"0" * 22 + b"3\r\n\r\nabc" + _GET],
         [_POSTED, _GOT],
     ),
+    # Past 64 bits a length is no number to llhttp (400), not one too large (413).
+    (
+        "length past 64 bits",
+        [b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551616\r\n\r\n"],
+        [400],
+    ),
+    (
+        "length past 64 bits, zeros first",
+        [b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 00050000000000000000003\r\n\r\nabc"],
+        [400],
+    ),
+    (
+        "length of 64 bits",
+        [b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 18446744073709551615\r\n\r\n"],
+        [413],
+    ),
     # Trailers: folding, framing fields and a bare CR are refused, as in a head.
     ("trailer folding", [_CHUNKED + b"0\r\nX: 1\r\n Y\r\n\r\n"], [400]),
     ("trailer length", [_CHUNKED + b"0\r\nContent-Length: 5\r\n\r\n"], [400]),
