@@ -197,7 +197,17 @@ def _zoned(url: str, netloc: str) -> tuple[str, str]:
             f"webhook URL {_shown(url)} has zone id {zone!r},"
             " which names no network interface of this host"
         )
-    return f"{address}%{zone}", netloc[: found.start()] + f"[{address}]" + netloc[found.end() :]
+    host = f"{address}%{zone}"
+    try:
+        # Numeric only: no lookup, the system's own verdict on the zone (glibc
+        # takes a zone name on a link-local or multicast address only).
+        socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)
+    except OSError as exc:
+        raise ValueError(
+            f"webhook URL {_shown(url)} cannot be connected to with its zone id:"
+            f" {exc.strerror or exc}"
+        ) from None
+    return host, netloc[: found.start()] + f"[{address}]" + netloc[found.end() :]
 
 
 def _is_link_local(host: str) -> bool:

@@ -133,3 +133,14 @@ def test_a_link_local_address_without_a_zone_is_refused() -> None:
         "webhook URL 'http://[fe80::1]:8080/…' is a link-local address, which is on every"
         " interface: name one with a zone id, as in http://[fe80::1%25eth0]:8080/…"
     )
+
+
+def test_a_zone_this_host_cannot_connect_with_is_refused() -> None:
+    """A zone id on an address outside fe80::/10 by interface name: the
+    system's resolver refuses it (as every connect would), so it is refused
+    when the URL is read."""
+    with pytest.raises(ValueError) as info:
+        client.parse_url("http://[::1%25lo]:8080/hook")
+    assert str(info.value).startswith(
+        "webhook URL 'http://[::1%25lo]:8080/…' cannot be connected to with its zone id: "
+    ), info.value
