@@ -2397,6 +2397,20 @@ var Subscription = class extends Emitter {
     }
     return null;
   }
+  /**
+   * Called by the transport when this subscription gets no more deltas: its
+   * socket or stream was closed (by close(), or for good by the server), or
+   * it was unsubscribed. `closed` becomes true and `synced` false, and
+   * `close` is emitted once with `reason` (a SyncdError `closed`, or the
+   * error that stopped the transport), so nothing waits on it for ever.
+   */
+  end(reason) {
+    if (this.closed) return;
+    this.closed = true;
+    this.synced = false;
+    this._resyncing = false;
+    this.emit("close", reason);
+  }
   /** The transport reported an error for this id (e.g. forbidden). */
   handleError(error) {
     this.emit("error", error);
@@ -2513,7 +2527,7 @@ var EventStream = class extends Emitter {
       return;
     }
     this.emit("error", err);
-    this.close();
+    this.close(err);
   }
   _synced(data) {
     let message;
@@ -2551,7 +2565,7 @@ var EventStream = class extends Emitter {
     } catch (err) {
       if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
         this.emit("error", err);
-        this.close();
+        this.close(err);
         return;
       }
       this._retry(err);
@@ -2622,7 +2636,7 @@ var EventStream = class extends Emitter {
       this._abort = null;
       if (err instanceof SyncdError && isFinal(err.status)) {
         this.emit("error", err);
-        this.close();
+        this.close(err);
         return;
       }
       this._retry(err);
@@ -2665,12 +2679,13 @@ var EventStream = class extends Emitter {
     clearTimeout(this._timer);
     this._timer = setTimeout(() => this._open(), delay);
   }
-  close() {
+  /** Close for good: no reconnect; the subscription ends (`close`) with `reason` or a SyncdError `closed`. */
+  close(reason) {
     if (this.state === "closed") return;
     this._setState("closed");
     clearTimeout(this._timer);
     this._stop();
-    this.subscription.closed = true;
+    this.subscription.end(reason instanceof Error ? reason : new SyncdError("closed", "stream was closed"));
   }
 };
 
@@ -3602,11 +3617,11 @@ var SyncSocket = class extends Emitter {
   unsubscribe(id) {
     const sub = this._subs.get(id);
     if (!sub) return;
-    sub.closed = true;
     clearTimeout(sub._resyncTimer);
     clearTimeout(sub._retryTimer);
     this._subs.delete(id);
     this._send({ kind: "unsubscribe", id });
+    sub.end(new SyncdError("closed", `unsubscribed from ${id}`));
   }
   /**
    * Apply an op (or an array of ops, all or none) over the socket. Resolves
@@ -3644,7 +3659,7 @@ var SyncSocket = class extends Emitter {
   get pendingOps() {
     return this._pending.size;
   }
-  /** Close for good: no reconnect; unacknowledged ops are rejected. */
+  /** Close for good: no reconnect; unacknowledged ops are rejected, every subscription ends (`close`). */
   close(reason) {
     if (this.state === "closed") return;
     this._closeReason = reason instanceof Error ? reason : null;
@@ -3667,9 +3682,12 @@ var SyncSocket = class extends Emitter {
     for (const pending of this._pending.values()) pending.reject(err);
     this._pending.clear();
     for (const w of this._openWaiters.splice(0)) w.reject(err);
-    for (const sub of this._subs.values()) {
+    const subs = [...this._subs.values()];
+    this._subs.clear();
+    for (const sub of subs) {
       clearTimeout(sub._resyncTimer);
       clearTimeout(sub._retryTimer);
+      sub.end(err);
     }
   }
 };

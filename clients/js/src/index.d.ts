@@ -249,6 +249,11 @@ export class Subscription extends Emitter {
   synced: boolean;
   /** undefined: none asked for; null: none yet, or none of this type (a `ydoc`). */
   replica: Replica | null | undefined;
+  /**
+   * True once no more deltas come: the socket or stream was closed (by
+   * close(), or for good by the server), or the subscription was
+   * unsubscribed. `close` was emitted then.
+   */
   closed: boolean;
   view(nowMs?: number): { value: unknown; [extra: string]: unknown } | null;
   value(nowMs?: number): any;
@@ -258,6 +263,8 @@ export class Subscription extends Emitter {
   /** For transports: the start is all in (sets `synced`, emits `synced`). */
   markSynced(): void;
   handleDelta(delta: Delta): void;
+  /** For transports: no more deltas come (sets `closed`, clears `synced`, emits `close` once with `reason`). */
+  end(reason: Error): void;
   /** Over a SyncSocket: apply an op to this id. */
   apply?(op: Op | Op[]): Promise<Ack>;
   unsubscribe?(): void;
@@ -266,6 +273,11 @@ export class Subscription extends Emitter {
   on(event: 'gap', handler: (info: { have: number; got: number; verdict: Verdict }) => void): Unsubscribe;
   on(event: 'synced', handler: () => void): Unsubscribe;
   on(event: 'error', handler: (error: Error) => void): Unsubscribe;
+  /**
+   * Once, when the subscription ends (see `closed`): with a SyncdError
+   * `closed`, or the error that stopped its transport (a TokenRevokedError...).
+   */
+  on(event: 'close', handler: (reason: Error) => void): Unsubscribe;
 }
 
 export interface SocketOptions {
@@ -315,6 +327,10 @@ export class SyncSocket extends Emitter {
    * connection with 1009), which is not sent again.
    */
   op(id: string, op: Op | Op[]): Promise<Ack>;
+  /**
+   * Close for good: no reconnect, no timer left; unacknowledged ops reject
+   * and every subscription ends (`close`) with `reason` or a SyncdError `closed`.
+   */
   close(reason?: Error): void;
   on(event: 'status', handler: (state: SyncSocket['state']) => void): Unsubscribe;
   on(event: 'open', handler: () => void): Unsubscribe;
@@ -348,7 +364,8 @@ export class EventStream extends Emitter {
   readonly transport: 'eventsource' | 'fetch';
   readonly state: 'connecting' | 'open' | 'closed';
   readonly subscription: Subscription;
-  close(): void;
+  /** Close for good: no reconnect; the subscription ends (`close`) with `reason` or a SyncdError `closed`. */
+  close(reason?: Error): void;
 }
 
 export function formatId(client: number, counter: number): string;

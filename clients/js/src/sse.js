@@ -168,7 +168,7 @@ export class EventStream extends Emitter {
       return;
     }
     this.emit('error', err);
-    this.close();
+    this.close(err);
   }
 
   _synced(data) {
@@ -209,7 +209,7 @@ export class EventStream extends Emitter {
     } catch (err) {
       if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
         this.emit('error', err);
-        this.close();
+        this.close(err);
         return;
       }
       this._retry(err);
@@ -283,7 +283,7 @@ export class EventStream extends Emitter {
       this._abort = null;
       if (err instanceof SyncdError && isFinal(err.status)) {
         this.emit('error', err);
-        this.close();
+        this.close(err);
         return;
       }
       this._retry(err);
@@ -333,11 +333,12 @@ export class EventStream extends Emitter {
     this._timer = setTimeout(() => this._open(), delay);
   }
 
-  close() {
+  /** Close for good: no reconnect; the subscription ends (`close`) with `reason` or a SyncdError `closed`. */
+  close(reason) {
     if (this.state === 'closed') return;
     this._setState('closed');
     clearTimeout(this._timer);
     this._stop();
-    this.subscription.closed = true;
+    this.subscription.end(reason instanceof Error ? reason : new SyncdError('closed', 'stream was closed'));
   }
 }

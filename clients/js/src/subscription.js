@@ -132,6 +132,21 @@ export class Subscription extends Emitter {
     return null;
   }
 
+  /**
+   * Called by the transport when this subscription gets no more deltas: its
+   * socket or stream was closed (by close(), or for good by the server), or
+   * it was unsubscribed. `closed` becomes true and `synced` false, and
+   * `close` is emitted once with `reason` (a SyncdError `closed`, or the
+   * error that stopped the transport), so nothing waits on it for ever.
+   */
+  end(reason) {
+    if (this.closed) return;
+    this.closed = true;
+    this.synced = false;
+    this._resyncing = false;
+    this.emit('close', reason);
+  }
+
   /** The transport reported an error for this id (e.g. forbidden). */
   handleError(error) {
     this.emit('error', error);

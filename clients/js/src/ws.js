@@ -577,11 +577,11 @@ export class SyncSocket extends Emitter {
   unsubscribe(id) {
     const sub = this._subs.get(id);
     if (!sub) return;
-    sub.closed = true;
     clearTimeout(sub._resyncTimer);
     clearTimeout(sub._retryTimer);
     this._subs.delete(id);
     this._send({ kind: 'unsubscribe', id });
+    sub.end(new SyncdError('closed', `unsubscribed from ${id}`));
   }
 
   /**
@@ -624,7 +624,7 @@ export class SyncSocket extends Emitter {
     return this._pending.size;
   }
 
-  /** Close for good: no reconnect; unacknowledged ops are rejected. */
+  /** Close for good: no reconnect; unacknowledged ops are rejected, every subscription ends (`close`). */
   close(reason) {
     if (this.state === 'closed') return;
     this._closeReason = reason instanceof Error ? reason : null;
@@ -648,9 +648,12 @@ export class SyncSocket extends Emitter {
     for (const pending of this._pending.values()) pending.reject(err);
     this._pending.clear();
     for (const w of this._openWaiters.splice(0)) w.reject(err);
-    for (const sub of this._subs.values()) {
+    const subs = [...this._subs.values()];
+    this._subs.clear();
+    for (const sub of subs) {
       clearTimeout(sub._resyncTimer);
       clearTimeout(sub._retryTimer);
+      sub.end(err);
     }
   }
 }

@@ -107,12 +107,16 @@ describe('ended by a real server', { skip: serverMissing() ?? false }, () => {
     const disconnects = [];
     stream.on('error', (err) => errors.push(err));
     stream.on('disconnect', (err) => disconnects.push(err));
+    let ended = null;
+    stream.subscription.on('close', (why) => (ended = why));
     await opened(stream);
     await revoke(31);
     await eventually(() => stream.state === 'closed', 2000, 'the stream closed');
     assert.equal(errors.length, 1);
     assert.ok(errors[0] instanceof TokenRevokedError, String(errors[0]));
     assert.deepEqual(disconnects, []);
+    assert.equal(stream.subscription.closed, true);
+    assert.equal(ended, errors[0], 'the subscription ended with the error');
   });
 
   test('SSE: an expired (fixed) token ends the stream with token_expired', async () => {
