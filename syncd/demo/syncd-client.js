@@ -3705,6 +3705,7 @@ var SyncdClient = class {
     this.http = new HttpApi(this.config);
     this._socketOptions = options.socket ?? {};
     this._socket = null;
+    this._streams = /* @__PURE__ */ new Set();
     this._closed = false;
   }
   /** The claims of a string token (decoded locally, not verified). */
@@ -3807,19 +3808,33 @@ var SyncdClient = class {
   send(id, op) {
     return this.socket.op(id, op);
   }
-  /** Follow a CRDT over SSE; returns the EventStream (its `subscription` holds the replica). */
+  /**
+   * Follow a CRDT over SSE; returns the EventStream (its `subscription` holds
+   * the replica), which close() closes. Throws a SyncdError `closed` after close().
+   */
   events(id, options) {
-    return new EventStream(this.config, id, options);
+    if (this._closed) {
+      throw new SyncdError("closed", `cannot follow ${id}: the client was closed (use a new client)`);
+    }
+    const stream = new EventStream(this.config, id, options);
+    this._streams.add(stream);
+    const off = stream.on("status", (state) => {
+      if (state !== "closed") return;
+      this._streams.delete(stream);
+      off();
+    });
+    return stream;
   }
   // -- agent tools ---------------------------------------------------------------
   /** `{definitions, execute(name, input)}` for `[crdtId, type]` pairs. */
   agentTools(crdts, options) {
     return createAgentTools(this.http, crdts, options);
   }
-  /** Close the socket for good (see SyncSocket.close), even one not made yet. */
+  /** Close the socket (see SyncSocket.close), even one not made yet, and every SSE stream, for good. */
   close() {
     this._closed = true;
     if (this._socket) this._socket.close();
+    for (const stream of [...this._streams]) stream.close();
   }
 };
 

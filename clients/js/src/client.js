@@ -4,6 +4,7 @@
 // so a bad or expired one fails before any connection.
 
 import { normalizeConfig } from './config.js';
+import { SyncdError } from './errors.js';
 import { HttpApi } from './http.js';
 import { ops } from './ops.js';
 import { EventStream } from './sse.js';
@@ -23,6 +24,8 @@ export class SyncdClient {
     this.http = new HttpApi(this.config);
     this._socketOptions = options.socket ?? {};
     this._socket = null;
+    /** The SSE streams events() made and not closed yet: close() closes them. */
+    this._streams = new Set();
     this._closed = false;
   }
 
@@ -134,9 +137,23 @@ export class SyncdClient {
     return this.socket.op(id, op);
   }
 
-  /** Follow a CRDT over SSE; returns the EventStream (its `subscription` holds the replica). */
+  /**
+   * Follow a CRDT over SSE; returns the EventStream (its `subscription` holds
+   * the replica), which close() closes. Throws a SyncdError `closed` after close().
+   */
   events(id, options) {
-    return new EventStream(this.config, id, options);
+    if (this._closed) {
+      throw new SyncdError('closed', `cannot follow ${id}: the client was closed (use a new client)`);
+    }
+    const stream = new EventStream(this.config, id, options);
+    this._streams.add(stream);
+    // Forgotten once closed (by its owner or the server), so a long-lived client does not keep them.
+    const off = stream.on('status', (state) => {
+      if (state !== 'closed') return;
+      this._streams.delete(stream);
+      off();
+    });
+    return stream;
   }
 
   // -- agent tools ---------------------------------------------------------------
@@ -146,9 +163,10 @@ export class SyncdClient {
     return createAgentTools(this.http, crdts, options);
   }
 
-  /** Close the socket for good (see SyncSocket.close), even one not made yet. */
+  /** Close the socket (see SyncSocket.close), even one not made yet, and every SSE stream, for good. */
   close() {
     this._closed = true;
     if (this._socket) this._socket.close();
+    for (const stream of [...this._streams]) stream.close();
   }
 }

@@ -484,8 +484,10 @@ export class SyncdClient {
   /** See SyncSocket#subscribe: queued while reconnecting, a SyncdError `closed` after close(). */
   subscribe(id: string, options?: SubscribeOptions): ReturnType<SyncSocket['subscribe']>;
   send(id: string, op: Op | Op[]): Promise<Ack>;
+  /** An SSE stream, closed by close(); throws a SyncdError `closed` after close(). */
   events(id: string, options?: ConstructorParameters<typeof EventStream>[2]): EventStream;
   agentTools(crdts: Array<[string, CrdtType]>, options?: { origin?: string; maxResultChars?: number }): ReturnType<typeof createAgentTools>;
+  /** Close the socket (even one not made yet) and every stream events() made, for good; HTTP calls still work. */
   close(): void;
 }
 
