@@ -2563,6 +2563,7 @@ var EventStream = class extends Emitter {
     try {
       token = await currentToken(this.config);
     } catch (err) {
+      if (this.state === "closed") return;
       if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
         this.emit("error", err);
         this.close(err);
@@ -3246,6 +3247,7 @@ var SyncSocket = class extends Emitter {
     try {
       token = await currentToken(this.config);
     } catch (err) {
+      if (this.state === "closed") return;
       if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
         this._fail(err);
         return;

@@ -207,6 +207,8 @@ export class EventStream extends Emitter {
     try {
       token = await currentToken(this.config);
     } catch (err) {
+      // Closed while the token was being had: nothing to report or retry.
+      if (this.state === 'closed') return;
       if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
         this.emit('error', err);
         this.close(err);

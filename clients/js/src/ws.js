@@ -156,6 +156,8 @@ export class SyncSocket extends Emitter {
     try {
       token = await currentToken(this.config);
     } catch (err) {
+      // Closed while the token was being had: nothing to report or retry.
+      if (this.state === 'closed') return;
       if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
         // A bad token does not get better by retrying: stop and say why.
         this._fail(err);
