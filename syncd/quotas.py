@@ -24,9 +24,13 @@ the CRDT, checked against the namespace's quotas as any creation); a Yjs update 
 holds (no item it lacks) may pass the CRDT limit, or the namespace's bytes, by a
 bounded headroom (:data:`DELETION_HEADROOM_DIVISOR`), its growth counted at
 :data:`DELETION_RANGE_GROWTH` per range. What a Yjs document holds as
-pending (updates waiting for a dependency, which its state leaves out)
-counts as held, on top of the measure, and in the namespace's bytes (every
-document of it that held some after its last op is looked at). The check
+pending (updates waiting for a dependency, which its state leaves out) is
+part of its measure (``Engine.resize``), so the store's figures hold it like
+any size: while the document is out of memory and after a restart too (it
+was noted in memory only, and a restart forgot it). What it holds beyond
+its measure (pending since) counts as held, on top of the measure, and in
+the namespace's bytes (every document of it that held some after its last
+op, and is still in memory unmeasured since, is looked at). The check
 adds the op's bound to the size and what was counted since the measure;
 when that would pass the CRDT's limit or the namespace's bytes, the CRDT is
 measured again first, so an op is refused only on the measured state.
@@ -145,9 +149,10 @@ class Quotas:
         self._engine = engine
         self._pack = msgpack.Packer(use_bin_type=True, default=repr).pack
         self._waiting: dict[str, dict[str, int]] = {}
-        """Per namespace, the Yjs documents that held pending updates after
-        their last op here, and how many bytes: in no measure, so the
-        namespace check adds them (:meth:`_waiting_elsewhere`)."""
+        """Per namespace, the Yjs documents that held pending updates beyond
+        their measure after their last op here, and how many bytes: in no
+        figure of the store yet, so the namespace check adds them
+        (:meth:`_waiting_elsewhere`)."""
         self._creating: tuple[str, str, int] | None = None
         """The creation the last :meth:`check` let pass (ns, id, the store's
         count then), for :meth:`applied` to note in :attr:`_step`."""
@@ -308,13 +313,14 @@ class Quotas:
             self._creating = None
             if entry is not None and creating[0] == plan.ns and creating[1] == plan.id:
                 self._note_created(creating)
-        if entry is not None and self.namespaces_on and isinstance(entry.crdt, YDoc):
-            self._note_waiting(plan.ns, plan.id, entry.crdt.pending_bytes())
-        if entry is None or not entry.unsized_ops:
-            return  # gone, or measured by this very apply
-        grown = entry.grown = entry.grown + growth
-        if grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2:
-            self._engine.resize(entry)
+        if entry is None:
+            return  # gone
+        if entry.unsized_ops:  # (else measured by this very apply)
+            grown = entry.grown = entry.grown + growth
+            if grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2:
+                self._engine.resize(entry)
+        if self.namespaces_on and isinstance(entry.crdt, YDoc):
+            self._note_waiting(plan.ns, plan.id, _pending_bytes(entry))
 
     def _unwritten(self, ns: str, crdt_id: str, usage: Usage) -> int:
         """The sizes of the CRDTs created in ``ns`` in this step while the
@@ -351,7 +357,8 @@ class Quotas:
             self._note_waiting(ns, crdt_id, 0)
 
     def _note_waiting(self, ns: str, crdt_id: str, held: int) -> None:
-        """Keep what a Yjs document holds as pending after an op (nothing: forget it)."""
+        """Keep what a Yjs document holds as pending beyond its measure after
+        an op (nothing: forget it)."""
         docs = self._waiting.get(ns)
         if held:
             if docs is None:
@@ -361,13 +368,13 @@ class Quotas:
             del self._waiting[ns]
 
     def _waiting_elsewhere(self, ns: str, crdt_id: str) -> int:
-        """What the namespace's other Yjs documents hold as pending now: read
-        off each one noted in memory (it may have integrated since: it holds
-        nothing then, and is forgotten). One that left memory holds in the
-        store what was noted last (counted so: forgetting it let pending
-        updates on evicted documents pass the namespace's bytes); a deleted
-        one is forgotten by :meth:`forget`. No document of the namespace
-        holds any, nearly always: one lookup."""
+        """What the namespace's other Yjs documents hold as pending beyond
+        their measure now: read off each one noted in memory (it may have
+        integrated, or been measured, since: it holds nothing beyond then,
+        and is forgotten). One that left memory was measured as it left
+        (``Residency.candidates``): the store's figures hold it, and it is
+        forgotten; a deleted one is forgotten by :meth:`forget`. No document
+        of the namespace holds any, nearly always: one lookup."""
         docs = self._waiting.get(ns)
         if not docs:
             return 0
@@ -376,7 +383,7 @@ class Quotas:
             if other == crdt_id:
                 continue  # its check counts its own
             entry = self._engine.lookup((ns, other))
-            held = docs[other] if entry is None else _pending_bytes(entry)
+            held = 0 if entry is None else _pending_bytes(entry)
             if held:
                 docs[other] = held
                 total += held
@@ -395,10 +402,11 @@ def _headroom(limit: int) -> int:
 
 def _pending_bytes(entry: Entry) -> int:
     """What a Yjs document holds as pending (updates waiting for their
-    dependencies), which its measured state leaves out: counted as held, or
-    updates that never integrate would grow a document past every limit."""
+    dependencies) beyond what its last measure held (``Entry.pending_bytes``):
+    counted as held, or updates that never integrate would grow a document
+    past every limit."""
     crdt = entry.crdt
-    return crdt.pending_bytes() if isinstance(crdt, YDoc) else 0
+    return max(0, crdt.pending_bytes() - entry.pending_bytes) if isinstance(crdt, YDoc) else 0
 
 
 async def measure_unmeasured(store: Store, engine: Engine) -> int:

@@ -138,7 +138,7 @@ def new_epoch() -> str:
 def snapshot_state(crdt: Crdt) -> Any:
     """A CRDT's state as its snapshot keeps it: ``state()``, but a Yjs
     document's with the updates that wait for their dependencies beside it
-    (:meth:`YDoc.snapshot_state`), which its state (reads, measures) leaves
+    (:meth:`YDoc.snapshot_state`), which its state (reads) leaves
     out and a snapshot must not lose."""
     return crdt.snapshot_state() if isinstance(crdt, YDoc) else crdt.state()
 
@@ -201,7 +201,11 @@ class Entry:
     unsized_ops: int = 0
     """Ops applied since ``size`` was estimated."""
     state_bytes: int = 0
-    """The state's encoded size when last measured (:func:`state_bytes`)."""
+    """The state's encoded size when last measured (:func:`state_bytes`), with
+    what a Yjs document held as pending then (:attr:`pending_bytes`)."""
+    pending_bytes: int = 0
+    """Of ``state_bytes``, what a Yjs document held as pending (updates waiting
+    for their dependencies, ``YDoc.pending_bytes``) when last measured."""
     grown: int = 0
     """Growth counted for the ops applied since: by the quotas for local ops
     (syncd/quotas.py), by :meth:`Engine.replay` for replayed ones."""
@@ -324,7 +328,14 @@ class Engine:
 
     def resize(self, entry: Entry) -> None:
         """Estimate ``entry``'s size again (after ops, or before an eviction)."""
-        packed = state_bytes(entry.crdt.state())
+        crdt = entry.crdt
+        packed = state_bytes(crdt.state())
+        if isinstance(crdt, YDoc):
+            # What waits for its dependencies is in no state, but in memory and
+            # in snapshots: measured with it, the store keeps it (the quotas'
+            # figures after a restart or an eviction) and the budget counts it.
+            entry.pending_bytes = crdt.pending_bytes()
+            packed += entry.pending_bytes
         size = estimate_bytes(entry.type, packed, entry.op_ids)
         if (entry.ns, entry.id) in self._entries:
             self.resident_bytes += size - entry.size
