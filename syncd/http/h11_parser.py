@@ -427,26 +427,65 @@ def _version_first(buffered: bytes | bytearray, early: bool = False) -> ParseErr
 def _head_so_far_refusal(buffered: bytes | bytearray) -> ParseError | None:
     """What h11 will refuse in a head not yet whole, whatever follows, as
     llhttp refuses it as soon as it reads it: a request line, whole or not,
-    that no bytes can make well-formed, then a field line whose name is no
-    token (h11 takes any value without control characters, which
-    ``_head_framing_refusal`` refuses). Answered as h11 answers the whole head
-    (the version first). Only its syntax is judged here, cheaply; what it
-    means is left to h11 once the head is in."""
+    that no bytes can make well-formed, then field lines (see
+    ``_fields_so_far_refusal``). Answered as h11 answers the whole head (the
+    version first). Cheap checks of what is in, not a second parser: what
+    the head means is left to h11 once it is in."""
     line_end = buffered.find(b"\r\n")
     if line_end < 0:
-        line = bytes(buffered[:MAX_HEAD_BYTES])
-        if _REQUEST_LINE_SO_FAR.fullmatch(line):
-            return None
-        return _version_first(buffered) or ParseError(400, "illegal request line")
-    refusal = _line_refusal(buffered, line_end)
-    if refusal is not None:
-        return _version_first(buffered) or refusal
-    fields = bytes(buffered[line_end + 2 : line_end + 2 + MAX_HEAD_BYTES])
-    last_end = fields.rfind(b"\n") + 1
-    last = fields[last_end:]
-    if _FIELD_LINES.fullmatch(fields, 0, last_end) and _FIELD_LINE_SO_FAR.fullmatch(last):
+        refusal = _line_so_far_refusal(bytes(buffered[:MAX_HEAD_BYTES]))
+    else:
+        refusal = _line_refusal(buffered, line_end) or _fields_so_far_refusal(
+            bytes(buffered[line_end + 2 : line_end + 2 + MAX_HEAD_BYTES])
+        )
+    if refusal is None:
         return None
-    return _version_first(buffered) or ParseError(400, "illegal header line")
+    return _version_first(buffered) or refusal
+
+
+def _line_so_far_refusal(line: bytes) -> ParseError | None:
+    """A request line not yet ended: its method a token, its target visible
+    characters of a form llhttp takes (see ``_target_refusal``), its version
+    the start of ``HTTP/x.y``."""
+    words = _REQUEST_LINE_SO_FAR.fullmatch(line)
+    if words is None:
+        return ParseError(400, "illegal request line")
+    method, target, after = words.groups()
+    if not target:
+        return None
+    if after is not None:  # the whole target
+        return _target_refusal(target, method.decode("ascii"))
+    if method == b"CONNECT" or _ABSOLUTE_FORM.match(target):
+        return _target_refusal(target, method.decode("ascii"))  # its authority so far
+    if target[:1] in (b"/", b"*") or _SCHEME_SO_FAR.fullmatch(target):
+        return None
+    return ParseError(400, "malformed request target")
+
+
+def _fields_so_far_refusal(fields: bytes) -> ParseError | None:
+    """Field lines of a head not yet whole (all of them but the request
+    line): a name that is no token, Host twice, Content-Length with
+    Transfer-Encoding, a Content-Length that is no number. h11 takes any
+    value without control characters (``_head_framing_refusal`` refuses
+    those)."""
+    last_end = fields.rfind(b"\n") + 1
+    if not (
+        _FIELD_LINES.fullmatch(fields, 0, last_end)
+        and _FIELD_LINE_SO_FAR.fullmatch(fields, last_end)
+    ):
+        return ParseError(400, "illegal header line")
+    names = [name.lower() for name in _FIELD_NAME.findall(fields)]
+    if names.count(b"host") > 1:
+        return ParseError(400, "duplicate host header")
+    if b"content-length" not in names:
+        return None
+    if b"transfer-encoding" in names:
+        return ParseError(400, "both Content-Length and Transfer-Encoding")
+    for value, line_end in _LENGTH_FIELD.findall(fields):
+        number = _LENGTH_VALUE if line_end else _LENGTH_VALUE_SO_FAR
+        if number.fullmatch(value) is None:
+            return ParseError(400, "bad Content-Length")
+    return None
 
 
 def _line_refusal(buffered: bytes | bytearray, line_end: int) -> ParseError | None:
@@ -504,12 +543,22 @@ _SPACED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +([^ ]+)")
 """A request line's method, target and version, spaces between them."""
 _TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]"
 _REQUEST_LINE_SO_FAR = re.compile(
-    _TOKEN
-    + rb"*(?:(?<=[^ ]) +[\x21-\x7e]*(?: +(?:H(?:T(?:T(?:P(?:/(?:[0-9](?:\.(?:[0-9]\r?)?)?)?)?)?)?)?)?)?)?"
+    rb"("
+    + _TOKEN
+    + rb"*)(?:(?<=[^ ]) +([\x21-\x7e]*)"
+    + rb"( +(?:H(?:T(?:T(?:P(?:/(?:[0-9](?:\.(?:[0-9]\r?)?)?)?)?)?)?)?)?)?)?"
 )
 """The start of a request line that h11 may still take (with runs of spaces
 made one, see ``_collapse_request_line_spaces``): a token, a target of visible
-characters, the start of ``HTTP/x.y`` and its CR."""
+characters, the start of ``HTTP/x.y`` and its CR. Its groups: the method, the
+target, what follows the target (None while the target may go on)."""
+_SCHEME_SO_FAR = re.compile(rb"[A-Za-z]*(?::/?)?")
+"""The start of an absolute-form target, before its "://"."""
+_FIELD_NAME = re.compile(rb"^(" + _TOKEN + rb"+):", re.MULTILINE)
+_LENGTH_FIELD = re.compile(rb"^content-length:([^\n]*)(\n?)", re.MULTILINE | re.IGNORECASE)
+"""A Content-Length line: its value (and CR), and its LF if it has ended."""
+_LENGTH_VALUE = re.compile(rb"[ \t]*[0-9]+[ \t]*\r")
+_LENGTH_VALUE_SO_FAR = re.compile(rb"[ \t]*(?:[0-9]+[ \t]*\r?)?")
 _FIELD_LINES = re.compile(rb"(?:" + _TOKEN + rb"+:[^\n]*\n)*")
 """Whole field lines of token names (their line ends and values are judged
 by ``_head_framing_refusal``)."""

@@ -40,6 +40,23 @@ REFUSED_AT_ONCE: list[tuple[str, bytes, int]] = [
     ("empty name", b"GET /a HTTP/1.1\r\n: x\r\n", 400),
     ("non-ascii name", b"GET /a HTTP/1.1\r\nX\x80", 400),
     ("unknown method, bad field name", b"FOO /a HTTP/1.1\r\nBad[H]: x\r\n", 400),
+    ("relative target", b"GET a HTTP/1", 400),
+    ("relative target, cut", b"GET a1", 400),
+    ("scheme without slashes", b"GET http:a", 400),
+    ("bad authority byte", b"GET http://x|", 400),
+    ("bad connect authority byte", b"CONNECT x{", 400),
+    ("two hosts", b"GET /a HTTP/1.1\r\nHost: x\r\nhost: y\r\nX", 400),
+    ("length and coding", b"POST /a HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: gz", 400),
+    (
+        "coding and length",
+        b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length:",
+        400,
+    ),
+    ("signed length", b"POST /a HTTP/1.1\r\nContent-Length: +", 400),
+    ("hex length", b"POST /a HTTP/1.1\r\nContent-Length: 0x", 400),
+    ("empty length", b"POST /a HTTP/1.1\r\nContent-Length: \r\nH", 400),
+    ("two numbers in a length", b"POST /a HTTP/1.1\r\nContent-Length: 3 4", 400),
+    ("version 2.0, two hosts", b"GET /a HTTP/2.0\r\nHost: x\r\nHost: y\r\nX", 505),
     ("version 2.0, bad field name", b"GET /a HTTP/2.0\r\nBad[H]: x\r\n", 505),
     ("version 2.0, space after it", b"GET /a HTTP/2.0 \r\n", 505),
 ]
@@ -54,6 +71,12 @@ STILL_WAITING: list[tuple[str, bytes]] = [
     ("name cut", b"GET /a HTTP/1.1\r\nHost: x\r\nX-A"),
     ("empty value", b"GET /a HTTP/1.1\r\nHost: x\r\nX-A:"),
     ("blank line cut", b"GET /a HTTP/1.1\r\nHost: x\r\n\r"),
+    ("scheme cut", b"GET http:/"),
+    ("star target cut", b"OPTIONS *"),
+    ("connect authority cut", b"CONNECT x:4"),
+    ("length cut", b"POST /a HTTP/1.1\r\nContent-Length: 3 \r"),
+    ("blank length cut", b"POST /a HTTP/1.1\r\nContent-Length: \t"),
+    ("one host", b"GET /a HTTP/1.1\r\nHost: x\r\nHostname: y\r\n"),
 ]
 
 
