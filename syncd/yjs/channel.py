@@ -179,6 +179,13 @@ class Owner(Protocol):
 
     def close(self, code: int, reason: str = "") -> None: ...
 
+    def close_document(self, channel: YjsChannel, code: int, reason: str) -> None:
+        """End ``channel`` alone, for something about its document only (its
+        deletion, an update or an awareness update of it refused): a socket of
+        one document (y-websocket) closes with ``code``; a Hocuspocus socket
+        closes that document and goes on with its others."""
+        ...
+
     def update_started(self) -> None:
         """An update now awaits the store: the owner may stop reading."""
         ...
@@ -628,7 +635,7 @@ class YjsChannel(DeliverEach):
             return
         data = delta.delta
         if data.get("kind") == "deleted":
-            self._owner.close(CLOSE_NORMAL, "document deleted")
+            self._owner.close_document(self, CLOSE_NORMAL, "document deleted")
             return
         if data.get("kind") == "op":
             if data.get("ts", 0) >= self.until:
@@ -673,7 +680,7 @@ class YjsChannel(DeliverEach):
             try:
                 self.room.apply(self, action.update)
             except AwarenessRefused as exc:
-                owner.close(CLOSE_POLICY, str(exc))
+                owner.close_document(self, CLOSE_POLICY, str(exc))
         elif isinstance(action, SendAwareness):
             self._answer_query_awareness()
         elif isinstance(action, ReadOnlyUpdate):
@@ -791,15 +798,19 @@ class YjsChannel(DeliverEach):
             self._echo = None
 
     def _refused(self, exc: ApiError) -> None:
-        if exc.status in (400, 413):
-            code = CLOSE_BAD_DATA
-        elif exc.code in ("token_expired", "token_revoked"):
-            code = CLOSE_TOKEN_EXPIRED
+        """Close for a refused update: the document alone when the refusal is
+        about it (malformed, too large, over a quota, a permission of it);
+        the whole connection for an ended token (as at its expiry) or a
+        store that is unavailable (every document of it is)."""
+        reason = f"{exc.code}: {exc.message}"[:120]
+        if exc.code in ("token_expired", "token_revoked"):
+            self._owner.close(CLOSE_TOKEN_EXPIRED, reason)
+        elif exc.status in (400, 413):
+            self._owner.close_document(self, CLOSE_BAD_DATA, reason)
         elif exc.status in (401, 403):
-            code = CLOSE_POLICY
+            self._owner.close_document(self, CLOSE_POLICY, reason)
         else:
-            code = CLOSE_TRY_AGAIN
-        self._owner.close(code, f"{exc.code}: {exc.message}"[:120])
+            self._owner.close(CLOSE_TRY_AGAIN, reason)
 
 
 def retry_after(exc: ApiError) -> float:

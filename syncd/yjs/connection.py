@@ -148,6 +148,9 @@ class YjsSocket(BaseConnection):
 
     # -- the channels' Owner -------------------------------------------------
 
+    def close_document(self, channel: YjsChannel, code: int, reason: str) -> None:
+        self.close(code, reason)  # one document per socket (Hocuspocus overrides)
+
     def update_started(self) -> None:
         self.session.started()
 

@@ -27,12 +27,17 @@ so both kinds of provider edit one document together.
   provider counts to know it has no unsynced changes.
 
 A close message (type 7) from the provider detaches that document; stateless
-messages (5) are not supported and ignored, like unknown types.
+messages (5) are not supported and ignored, like unknown types. What ends
+one document ends it alone, with our close message on its name, as
+Hocuspocus's server does: its deletion, or an update or awareness update of
+it refused (malformed, too large, over a quota, a permission of it).
 
-Each document's read ends with its own token (or the rules that grant it):
-the first to end closes the socket (4401, or 4403 for a rule; see
-:mod:`syncd.yjs.connection`), and the providers reconnect and
-authenticate every document again, each with its current token.
+The socket closes for what concerns all of it: a message that is not
+Hocuspocus, an unavailable store, and the end of a read. Each document's
+read ends with its own token (or the rules that grant it): the first to end
+closes the socket (4401, or 4403 for a rule; see
+:mod:`syncd.yjs.connection`), and the providers reconnect and authenticate
+every document again, each with its current token.
 """
 
 from __future__ import annotations
@@ -106,6 +111,11 @@ def permission_denied(name: str, reason: str) -> bytes:
 def sync_status(name: str, applied: bool) -> bytes:
     # lib0 var-int: 0 and 1 are one byte each, as they are as var-uints.
     return _string(name) + _uint(MESSAGE_SYNC_STATUS) + (b"\x01" if applied else b"\x00")
+
+
+def close_message(name: str, reason: str) -> bytes:
+    """Hocuspocus's close of one document (the provider reads its reason)."""
+    return _string(name) + _uint(MESSAGE_CLOSE) + _string(reason)
 
 
 def parse(data: bytes) -> tuple[str, int, bytes]:
@@ -300,6 +310,18 @@ class HocuspocusConnection(YjsSocket):
         data = delta.form("hocuspocus:" + name, frame)
         if data:
             self.send(data)
+
+    def close_document(self, channel: YjsChannel, code: int, reason: str) -> None:
+        """That document alone ends, with a close message on its name, as
+        Hocuspocus's server closes one document (its provider is told, and
+        asks again when its socket reconnects); the socket's other documents
+        go on. Closing the socket ended them too, and an update refused
+        again on each reconnect kept them all reconnecting."""
+        name = self._names.get(channel)
+        if name is None or self.session.closing:
+            return
+        self._write_raw(close_message(name, reason))
+        self._detach(name)
 
     def update_done(self, channel: YjsChannel, applied: bool) -> None:
         name = self._names.get(channel)
