@@ -2623,6 +2623,7 @@ var EventStream = class extends Emitter {
         const { value, done } = await reader.read();
         if (done) break;
         for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
+          if (this._abort !== abort) return;
           if (event === "message") this._deliver(data);
           else if (event === SYNCED_EVENT) this._synced(data);
           else if (event === END_EVENT) {

@@ -271,6 +271,8 @@ export class EventStream extends Emitter {
         const { value, done } = await reader.read();
         if (done) break;
         for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
+          // A listener closed or restarted the stream: the rest of the chunk is the old stream's.
+          if (this._abort !== abort) return;
           if (event === 'message') this._deliver(data);
           else if (event === SYNCED_EVENT) this._synced(data);
           else if (event === END_EVENT) {
