@@ -296,7 +296,10 @@ class HttpProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
-        self._pause_reading()
+        if self._stream is None:
+            # A stream's connection reads on: what comes is discarded, and its
+            # EOF ends the stream, even with a backlog the peer will not read.
+            self._pause_reading()
         if not self._closed and self._transport is not None:
             self._unsent_mark = self._transport.get_write_buffer_size()
             self._arm(self._loop.time() + self._ctx.send_timeout)
@@ -560,6 +563,10 @@ class HttpProtocol(asyncio.Protocol):
                 # close() waits for the buffer to go out; a peer that never
                 # reads would hold the socket for ever.
                 self._timer = self._loop.call_later(self._ctx.send_timeout, transport.abort)
+        if self._stream is not None:
+            # Nothing it writes goes out any more: over now, not once what is
+            # unsent has gone (a peer that sent its EOF may never read it).
+            self._stream.lost()
 
     def _abort(self) -> None:
         if self._state.phase is UPGRADED:
