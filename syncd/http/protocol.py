@@ -35,7 +35,8 @@ close). The bounds are on time, not bytes: a client uploading a body far over
 the limit must be able to send all of it and then read its 413.
 
 Backpressure: when the transport's write buffer passes its high-water mark,
-reading pauses until it drains; ``connection_lost`` wakes every writer waiting
+reading pauses until it drains (not a stream's: its EOF must end it, and
+what else it sends is discarded); ``connection_lost`` wakes every writer waiting
 for drain. While a request is in flight and the pipelined backlog is over
 ``MAX_PIPELINE_BYTES`` reading pauses too, so a client cannot queue unbounded
 work.
