@@ -408,6 +408,19 @@ class KeyDir(HistoryIndex):
             self._unmeasured_round = None
         return out
 
+    def _is_unmeasured(self, key: Key) -> bool:
+        """Whether ``key`` is a live CRDT without a size: as its life in memory
+        says, else as the table's row does (a clean life may have left memory
+        since the round began: reading rows back, as measuring does, lets the
+        least recently used go)."""
+        life = self._lives.get(key)
+        if life is not None:
+            return life.type_name is not None and life.size == UNMEASURED
+        if self.table is None or key in self._gone:
+            return False
+        row = self.table.get(key)
+        return row is not None and row[1] is not None and row[2] == UNMEASURED
+
     def _hand_out_unmeasured(self, out: list[Key], taken: set[Key], limit: int) -> bool:
         """Add the current round's next unmeasured keys to ``out`` until it
         holds ``limit`` or comes to a key this call took (``taken``): True,
@@ -425,8 +438,7 @@ class KeyDir(HistoryIndex):
         in_round = self._unmeasured_round
         while self._unmeasured_at < len(in_round):
             key = in_round[self._unmeasured_at]
-            life = lives.get(key)
-            if life is not None and life.type_name is not None and life.size == UNMEASURED:
+            if self._is_unmeasured(key):
                 if key in taken:
                     return True
                 out.append(key)

@@ -81,3 +81,28 @@ def test_one_call_wraps_around_to_where_it_started(tmp_path: Path) -> None:
         assert set(rest) == unmeasured and rest[-1] == start[0]
     finally:
         index.close()
+
+
+def test_lives_that_leave_memory_during_a_round_are_still_handed_out(tmp_path: Path) -> None:
+    """Unmeasured clean lives (read back from the table) that the overlay
+    lets go mid-round (reading other rows back, as measuring does) are in
+    the table still: the round hands them out from there."""
+    table_keys = sorted(("n", f"gc:{i:04d}") for i in range(600))
+    _write_table(tmp_path, table_keys)
+    table = open_table(str(tmp_path), [])
+    assert table is not None
+    index = KeyDir(cached_lives=20)
+    index.attach(table)
+    try:
+        unmeasured = {key for i, key in enumerate(table_keys) if i % 10 == 0}
+        read_back = sorted(unmeasured)[:20]
+        for key in read_back:
+            assert index.get(*key) is not None  # clean lives, unmeasured
+        first = index.unmeasured(5)  # the round began with those 20 in memory
+        for key in table_keys[300:340]:  # 40 rows read back: the 20 leave memory
+            index.get(*key)
+        assert not any(key in index._lives for key in read_back[5:])
+        rest = _stream(index, 5, len(unmeasured) - 5)
+        assert sorted(first + rest) == sorted(unmeasured)
+    finally:
+        index.close()
