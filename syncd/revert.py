@@ -47,8 +47,13 @@ origin :data:`REVERT_ORIGIN`) takes back undos and leaves earlier redos, and
 its ops count as the work of the writer whose undos it took back
 (:func:`_earlier`), so undoing that writer again takes them back (the
 writer's own ops stay taken back by the first undo: the state has them so,
-and each type's rule takes back what is in effect). With an ``op_id`` the
-ops carry ``<op_id>/<i>``, and a repeat answers as the first did.
+and each type's rule takes back what is in effect). A restore took back every
+op after its target seq (its records' ``restores``, syncd/history/restore.py):
+a revert leaves those alone too (:func:`_leave_restored`), unless it takes
+back the restore's own ops (they are its caller's write: a revert of the
+caller takes back the restore and, with it, what the restore took back of
+the caller's). With an ``op_id`` the ops carry ``<op_id>/<i>``, and a repeat
+answers as the first did.
 
 The state the ops are computed on is the one at the window's last seq: the
 CRDT in memory when nothing has been applied since the read (the common
@@ -66,7 +71,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from bisect import bisect_left, bisect_right
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -119,15 +125,15 @@ class _Earlier:
         return self.since <= seq <= self.until
 
 
-def _earlier(held: Retained) -> tuple[list[_Earlier], dict[int, _Earlier]]:
+def _earlier(held: Retained, maybe: list[int]) -> tuple[list[_Earlier], dict[int, _Earlier]]:
     """The earlier reverts in the window, in order, and the one each revert
     op (by index) belongs to. Only the records that may be theirs are
-    decoded. Each redo is told whose undos it took back: those in its span
+    decoded (``maybe``: ``held.may_be_reverts()``). Each redo is told whose undos it took back: those in its span
     that it selects and no earlier redo took back already."""
     found: list[_Earlier] = []
     of: dict[int, _Earlier] = {}
     seqs = held.seqs
-    for i in held.may_be_reverts():
+    for i in maybe:
         mark = held.record(i).get("reverts")
         if mark is None:
             continue
@@ -191,12 +197,98 @@ def _taken_back(record: Record, earlier: _Earlier | None, reverts: list[_Earlier
     return any(r.covers(seq) and _counts(r.writer, record, earlier) for r in reverts)
 
 
+@dataclass(slots=True)
+class _Restore:
+    """A restore in the window: it took back every op after ``to_seq`` up to
+    ``until`` (its records' ``restores``), whoever wrote it."""
+
+    to_seq: int
+    until: int
+    ops: list[int]
+    """Its ops, by index in the window (consecutive seqs: a restore's ops are
+    applied as one)."""
+
+
+def _restores(held: Retained, maybe: list[int]) -> list[_Restore]:
+    """The restores in the window, in order. Only the records that may be
+    theirs are decoded (``maybe``: a restore's op is tagged as a revert's is)."""
+    found: list[_Restore] = []
+    seqs = held.seqs
+    for i in maybe:
+        mark = held.record(i).get("restores")
+        if mark is None:
+            continue
+        to_seq, until = mark["to_seq"], mark["until_seq"]
+        last = found[-1] if found else None
+        if (
+            last is None
+            or (last.to_seq, last.until) != (to_seq, until)
+            or seqs[last.ops[-1]] + 1 != seqs[i]
+        ):
+            last = _Restore(to_seq, until, [])
+            found.append(last)
+        last.ops.append(i)
+    return found
+
+
+class _Spans:
+    """Disjoint ranges of seqs, in order: what the standing restores took
+    back. Sorted, so that a window of many restores is not read over
+    quadratically."""
+
+    __slots__ = ("_his", "_los")
+
+    def __init__(self) -> None:
+        self._los: list[int] = []
+        self._his: list[int] = []
+
+    def covers(self, seq: int) -> bool:
+        k = bisect_right(self._los, seq) - 1
+        return k >= 0 and seq <= self._his[k]
+
+    def add(self, lo: int, hi: int) -> None:
+        """Add ``lo`` … ``hi``, merged with the ranges it overlaps or touches."""
+        if lo > hi:
+            return
+        first = bisect_left(self._his, lo - 1)
+        past = bisect_right(self._los, hi + 1)
+        if first < past:
+            lo, hi = min(lo, self._los[first]), max(hi, self._his[past - 1])
+        self._los[first:past] = [lo]
+        self._his[first:past] = [hi]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self._los, self._his, strict=True)
+
+
+def _leave_restored(out: list[bool], restores: list[_Restore], seqs: Sequence[int]) -> None:
+    """Unmark in ``out`` the ops that a restore took back and that still
+    stand taken back: as an earlier revert's, a restore's span is left alone
+    (reverting a writer whose work a restore took back takes back nothing of
+    it). Except where this revert takes back the restore's own ops (marked in
+    ``out``, by a later restore not taken back in turn): they are its
+    caller's write, and without them what the restore took back is in effect
+    again, to be taken back where it is the writer's (a writer that restored
+    its own work away and is reverted ends as if it never wrote). Later
+    restores first, since one may take back an earlier one's ops."""
+    spans = _Spans()
+    for restore in reversed(restores):
+        if any(out[i] and not spans.covers(seqs[i]) for i in restore.ops):
+            continue  # taken back by this revert: its span no longer stands
+        spans.add(restore.to_seq + 1, restore.until)
+    for lo, hi in spans:
+        first, past = bisect_left(seqs, lo), bisect_right(seqs, hi)
+        out[first:past] = [False] * (past - first)
+
+
 def _marked(writer: Writer, held: Retained, end: int) -> list[bool]:
     """Which ops of the window to take back: ``writer``'s up to ``end`` that
-    no earlier revert took back, and the ops of the redos that brought its
-    work back. Only the ops the store does not know to be someone else's,
-    and those that may be a revert's, are decoded and checked."""
-    reverts, of = _earlier(held)
+    no earlier revert or standing restore took back, and the ops of the
+    redos that brought its work back. Only the ops the store does not know
+    to be someone else's, and those that may be a revert's or a restore's,
+    are decoded and checked."""
+    maybe = held.may_be_reverts()
+    reverts, of = _earlier(held, maybe)
     out = [False] * len(held)
     seqs = held.seqs
     candidates = held.may_be_by(writer.client_id, writer.origin)
@@ -211,6 +303,9 @@ def _marked(writer: Writer, held: Retained, end: int) -> list[bool]:
         out[i] = _counts(writer, record, earlier) and not (
             reverts and _taken_back(record, earlier, reverts)
         )
+    restores = _restores(held, maybe)
+    if restores:
+        _leave_restored(out, restores, seqs)
     return out
 
 

@@ -73,14 +73,14 @@ class Writer:
 
 def history_item(record: Record) -> dict[str, Any]:
     """One op of a ``/history`` page: seq, writer, time, delta, and the
-    op_id, origin and revert mark when it has them."""
+    op_id, origin, and revert or restore mark when it has them."""
     item = {
         "seq": record["seq"],
         "client_id": record["client_id"],
         "ts": record["ts"],
         "op": record["op"],
     }
-    for key in ("op_id", "origin", "reverts"):
+    for key in ("op_id", "origin", "reverts", "restores"):
         value = record.get(key)
         if value is not None:
             item[key] = value

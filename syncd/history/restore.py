@@ -10,6 +10,13 @@ with concurrent edits as CRDT ops are. They go in one request whatever their
 count (not a client's ``MAX_BATCH_OPS``): all of them or none, so a restore
 refused part way (a quota) can be sent again with its ``op_id``.
 
+Its records carry ``restores``: the target seq (``to_seq``) and the last seq
+of the state its ops were computed on (``until_seq``). The ops in between are
+the ones it took back, all of them, whoever wrote them; a later revert leaves
+those alone (syncd/revert.py), as it leaves the ops an earlier revert took
+back, so that reverting a writer whose work a restore took back does not
+take it back a second time. The restore's own ops are its caller's write.
+
 With an ``op_id`` the ops carry ``<op_id>/<i>``; a restore whose first op id
 the engine has seen already answers as the first did (:func:`repeated`), so a
 client may retry one safely.
@@ -69,9 +76,15 @@ async def apply_restore(
         return {"ok": True, "seq": entry.seq, "applied": 0, "restored": seq}
     if op_id is not None:
         ops = [{**op, "op_id": f"{op_id}/{i}"} for i, op in enumerate(ops)]
+    # What the ops take back: every op after ``seq`` up to the one the state
+    # they were computed on ends at (ops applied after that are concurrent to
+    # them, and stay). A later revert leaves those ops alone (syncd/revert.py).
+    mark = {"restores": {"to_seq": seq, "until_seq": entry.seq}}
     # One request, so one commit, whatever the count (not a client's
     # MAX_BATCH_OPS), as a revert's: an op refused part way (a quota) leaves
     # none of them applied, and the same request again, op_id and all,
     # applies them whole instead of answering a repeat of a part.
-    result = await service.apply_ops(entry.ns, entry.id, ops, principal, source, most=len(ops))
+    result = await service.apply_ops(
+        entry.ns, entry.id, ops, principal, source, marks=mark, most=len(ops)
+    )
     return {"ok": True, "seq": result.seq, "applied": result.applied, "restored": seq}

@@ -20,7 +20,8 @@ The engine produces *op records*, plain msgpack-able maps::
 
     {"kind": "op", "ns": str, "id": str, "type": str, "seq": int, "epoch": str,
      "client_id": int, "ts": int, "op": {...delta op...}, "op_id": str | None,
-     "origin": str (only when the op named one), "reverts": {...} (only a revert's)}
+     "origin": str (only when the op named one), "reverts": {...} (only a revert's),
+     "restores": {...} (only a restore's)}
 
 and *delete records*::
 
@@ -64,10 +65,10 @@ EntrySource = Callable[[str, str], dict[str, Any] | None]
 # so that a revert finds one writer's ops, and the ops of the kinds its type
 # reads, without decoding every record of its window. A tag packs two keys
 # (syncd.crdt.window.text_key, 30 bits each) and two flags: bits 0-29 the key
-# of the delta's op name (0: none), bit 30 set for a revert's op (its record
-# carries ``reverts``), bit 31 set in every tag ``attribution`` makes, bits
-# 32-61 the origin's key (0: no origin). A tag of 0 says nothing: the record
-# must be decoded to know.
+# of the delta's op name (0: none), bit 30 set for a revert's or a restore's
+# op (its record carries ``reverts`` or ``restores``), bit 31 set in every tag
+# ``attribution`` makes, bits 32-61 the origin's key (0: no origin). A tag of
+# 0 says nothing: the record must be decoded to know.
 _KIND_MASK: Final = (1 << KEY_BITS) - 1
 _REVERTS_BIT: Final = 1 << 30
 _KNOWN_BIT: Final = 1 << 31
@@ -85,7 +86,7 @@ def attribution(record: Record) -> tuple[int, int]:
     tag = _KNOWN_BIT | kind_of(record.get("op"))
     if type(origin) is str:
         tag |= text_key(origin) << _ORIGIN_SHIFT
-    if "reverts" in record:
+    if "reverts" in record or "restores" in record:
         tag |= _REVERTS_BIT
     return client_id, tag
 
@@ -150,7 +151,8 @@ class Retained:
         ]
 
     def may_be_reverts(self) -> list[int]:
-        """The ops (by index) that may be a revert's (whose record may carry ``reverts``)."""
+        """The ops (by index) that may be a revert's or a restore's (whose
+        record may carry ``reverts`` or ``restores``)."""
         return [i for i, tag in enumerate(self.tags) if not tag or tag & _REVERTS_BIT]
 
     def kinds(self) -> list[int]:
