@@ -302,6 +302,8 @@ class SseSubscriber(DeliverEach):
                 ns, crdt_id, take, alive=lambda: not self._closed
             )
         except Exception as exc:
+            if self._closed:
+                return  # gone meanwhile (the server stopping closes the store too)
             # The CRDT cannot be read (the store is away, or a bug): the
             # stream ends, and the client resumes with since.
             if isinstance(exc, ApiError):
