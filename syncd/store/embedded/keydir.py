@@ -399,7 +399,11 @@ class KeyDir(HistoryIndex):
         without the cursor each call scanned the overlay from its start and
         handed out the same keys first."""
         out: list[Key] = []
-        if limit < 1 or not any(u[2] for u in self._usage.values()):
+        if not any(u[2] for u in self._usage.values()):
+            self._unmeasured_round = None  # every size known: no round to keep
+            self._unmeasured_in_round = frozenset()
+            return out
+        if limit < 1:
             return out
         taken: set[Key] = set()
         for _ in range(2):  # the rest of this round, then the next one's start

@@ -68,6 +68,11 @@ def test_successive_calls_hand_out_successive_batches(tmp_path: Path) -> None:
         index.unmeasured(1000)  # to the end of this round
         later = _stream(index, 7, len(left))[: len(left)]
         assert sorted(later) == sorted(left)
+        # Once every size is known, nothing is handed out and no round kept.
+        for key in left:
+            index.note_size(key[0], key[1], 33)
+        assert index.unmeasured(16) == []
+        assert index._unmeasured_round is None and not index._unmeasured_in_round
     finally:
         index.close()
 
