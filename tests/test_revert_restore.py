@@ -58,6 +58,31 @@ CASES: list[Case] = [
 ]
 
 
+MORE_CASES: list[Case] = [
+    (
+        "lw:title",
+        [{"op": "set", "value": "Plan"}],
+        [{"op": "set", "value": "AI plan"}],
+        [{"op": "set", "value": "AI plan 2"}],
+        "value",
+    ),
+    (
+        "tr:outline",
+        [{"op": "add", "id": "intro"}],
+        [
+            {"op": "add", "id": "ai", "parent": "intro"},
+            {"op": "update", "id": "intro", "data": {"by": "ai"}},
+        ],
+        [
+            {"op": "add", "id": "ai2"},
+            {"op": "update", "id": "intro", "data": {"by": "ai2"}},
+        ],
+        "value",
+    ),
+]
+"""The other restorable types, on the embedded store only."""
+
+
 class Doc:
     """One CRDT on the server, written by the human, the agent and the restorer."""
 
@@ -106,7 +131,7 @@ class Doc:
         return ops[::-1]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case[0].split(":")[0])
+@pytest.mark.parametrize("case", CASES + MORE_CASES, ids=lambda case: case[0].split(":")[0])
 async def test_a_writer_restored_away_is_not_taken_back_again_and_its_later_work_is(
     server: RunningServer, case: Case
 ) -> None:
