@@ -213,7 +213,7 @@ class H11Parser:
             self._chunk_crlf_due = due[start:]  # h11 skips these bytes next
         end = pending.find(b"\r\n", start)
         if end < 0:
-            return None
+            return _chunk_line_so_far_refusal(bytes(pending[start : start + MAX_HEAD_BYTES]))
         self._chunk_line_next = False
         line = _CHUNK_LINE.fullmatch(bytes(pending[start:end]))
         if line is None or int(line.group(1), 16) > _MAX_LLHTTP_NUMBER:
@@ -252,7 +252,7 @@ class H11Parser:
         else:
             blank = _BLANK_LINE.search(pending, start)
             if blank is None:
-                return None
+                return _trailers_so_far_refusal(pending[start : start + MAX_HEAD_BYTES])
             end = blank.end()
         self._trailers_next = False
         section = pending[start:end]
@@ -478,13 +478,65 @@ def _fields_so_far_refusal(fields: bytes) -> ParseError | None:
     if names.count(b"host") > 1:
         return ParseError(400, "duplicate host header")
     if b"content-length" not in names:
-        return None
+        return _codings_so_far_refusal(fields) if b"transfer-encoding" in names else None
     if b"transfer-encoding" in names:
         return ParseError(400, "both Content-Length and Transfer-Encoding")
     for value, line_end in _LENGTH_FIELD.findall(fields):
         number = _LENGTH_VALUE if line_end else _LENGTH_VALUE_SO_FAR
         if number.fullmatch(value) is None:
             return ParseError(400, "bad Content-Length")
+    return None
+
+
+def _codings_so_far_refusal(fields: bytes) -> ParseError | None:
+    """The Transfer-Encoding lines of a head not yet whole, one list (RFC
+    9110 5.3), refused as ``transfer_coding_refusal`` will refuse it (400)
+    once no later bytes can mend it: an empty member, or chunked before
+    another. Its last member is judged once its line has ended."""
+    values = []
+    ended = True
+    for value, line_end in _CODING_FIELD.findall(fields):
+        ended = bool(line_end) or value[-1:] == b"\r"
+        values.append(value.rstrip(b"\r"))
+    members = [member.strip(b" \t").lower() for member in b", ".join(values).split(b",")]
+    if b"" in (members if ended else members[:-1]):
+        return ParseError(400, "an empty transfer coding")
+    if b"chunked" in members[:-1]:
+        return ParseError(400, "chunked is not the last transfer coding")
+    return None
+
+
+def _chunk_line_so_far_refusal(line: bytes) -> ParseError | None:
+    """A chunk line not yet ended: a size of hex digits within 64 bits, then
+    extensions after a ";" (judged once the line ends, see
+    ``_chunk_line_refusal``), or its CR once the line is whole."""
+    if line[-1:] == b"\r":
+        whole = _CHUNK_LINE.fullmatch(line, 0, len(line) - 1)
+        size = whole.group(1) if whole is not None else None
+    else:
+        so_far = _CHUNK_SIZE_SO_FAR.fullmatch(line)
+        size = so_far.group(1) if so_far is not None else None
+    if size is None or (size and int(size, 16) > _MAX_LLHTTP_NUMBER):
+        return ParseError(400, "malformed chunk line")
+    return None
+
+
+def _trailers_so_far_refusal(section: bytes | bytearray) -> ParseError | None:
+    """A trailer section not yet whole, judged as a head's fields are (see
+    ``_fields_so_far_refusal``) and as ``_trailers_refusal`` will judge it:
+    a name that is no token (a line folded on starts with a blank), a
+    control character, a framing field."""
+    section = bytes(section)
+    last_end = section.rfind(b"\n") + 1
+    if not (
+        _FIELD_LINES.fullmatch(section, 0, last_end)
+        and _FIELD_LINE_SO_FAR.fullmatch(section, last_end)
+    ):
+        return ParseError(400, "illegal trailer line")
+    if _CONTROL.search(section) is not None:
+        return ParseError(400, "a control character in the trailers")
+    if any(name.lower() in _FRAMING_NAMES for name in _FIELD_NAME.findall(section)):
+        return ParseError(400, "a framing field in the trailers")
     return None
 
 
@@ -557,6 +609,11 @@ _SCHEME_SO_FAR = re.compile(rb"[A-Za-z]*(?::/?)?")
 _FIELD_NAME = re.compile(rb"^(" + _TOKEN + rb"+):", re.MULTILINE)
 _LENGTH_FIELD = re.compile(rb"^content-length:([^\n]*)(\n?)", re.MULTILINE | re.IGNORECASE)
 """A Content-Length line: its value (and CR), and its LF if it has ended."""
+_CODING_FIELD = re.compile(rb"^transfer-encoding:([^\n]*)(\n?)", re.MULTILINE | re.IGNORECASE)
+"""A Transfer-Encoding line: its value (and CR), and its LF if it has ended."""
+_FRAMING_NAMES = frozenset({b"content-length", b"transfer-encoding"})
+_CHUNK_SIZE_SO_FAR = re.compile(rb"([0-9A-Fa-f]*)(?:(?<=[0-9A-Fa-f]);.*)?", re.DOTALL)
+"""The start of a chunk line: its size so far, or its size and extensions."""
 _LENGTH_VALUE = re.compile(rb"[ \t]*[0-9]+[ \t]*\r")
 _LENGTH_VALUE_SO_FAR = re.compile(rb"[ \t]*(?:[0-9]+[ \t]*\r?)?")
 _FIELD_LINES = re.compile(rb"(?:" + _TOKEN + rb"+:[^\n]*\n)*")

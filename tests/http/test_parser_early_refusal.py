@@ -19,6 +19,8 @@ from tests.conftest import open_raw, read_response, read_until_closed
 
 PARSERS = ("h11", "httptools")
 
+_CODING = b"POST /a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+_CHUNKED = _CODING + b"chunked\r\n\r\n"
 REFUSED_AT_ONCE: list[tuple[str, bytes, int]] = [
     ("bad method byte", b"G(T", 400),
     ("bad method byte, line ended", b"G(T /a HTTP/1.1\r\n", 400),
@@ -56,6 +58,24 @@ REFUSED_AT_ONCE: list[tuple[str, bytes, int]] = [
     ("hex length", b"POST /a HTTP/1.1\r\nContent-Length: 0x", 400),
     ("empty length", b"POST /a HTTP/1.1\r\nContent-Length: \r\nH", 400),
     ("two numbers in a length", b"POST /a HTTP/1.1\r\nContent-Length: 3 4", 400),
+    ("chunked twice", _CODING + b"chunked, chunked\r", 400),
+    ("chunked then a comma", _CODING + b"chunked,\r", 400),
+    ("chunked then gzip", _CODING + b"chunked, gzip\r", 400),
+    ("chunked on two lines", _CODING + b"chunked\r\nTransfer-Encoding: chunked\r", 400),
+    ("empty coding", _CODING + b"\r\nX", 400),
+    ("chunked then more", _CODING + b"chunked, ", 400),
+    ("bad chunk size", _CHUNKED + b"3x", 400),
+    ("blank after a chunk size", _CHUNKED + b"3 ", 400),
+    ("no chunk size", _CHUNKED + b";", 400),
+    ("blank in a chunk extension", _CHUNKED + b"3;a b\r", 400),
+    ("empty chunk extension", _CHUNKED + b"3;\r", 400),
+    ("chunk size past 64 bits", _CHUNKED + b"10000000000000000", 400),
+    ("a field for a chunk size", _CHUNKED + b"3\r\nabc\r\nX", 400),
+    ("blank in a trailer name", _CHUNKED + b"0\r\nX ", 400),
+    ("trailer folding", _CHUNKED + b"0\r\nX: 1\r\n Y", 400),
+    ("trailer length", _CHUNKED + b"0\r\nContent-Length:", 400),
+    ("trailer without a colon", _CHUNKED + b"0\r\nX\r", 400),
+    ("control in a trailer", _CHUNKED + b"0\r\nX: \x01", 400),
     ("version 2.0, two hosts", b"GET /a HTTP/2.0\r\nHost: x\r\nHost: y\r\nX", 505),
     ("version 2.0, bad field name", b"GET /a HTTP/2.0\r\nBad[H]: x\r\n", 505),
     ("version 2.0, space after it", b"GET /a HTTP/2.0 \r\n", 505),
@@ -77,6 +97,12 @@ STILL_WAITING: list[tuple[str, bytes]] = [
     ("length cut", b"POST /a HTTP/1.1\r\nContent-Length: 3 \r"),
     ("blank length cut", b"POST /a HTTP/1.1\r\nContent-Length: \t"),
     ("one host", b"GET /a HTTP/1.1\r\nHost: x\r\nHostname: y\r\n"),
+    ("gzip then chunked", _CODING + b"gzip, chunked\r"),
+    ("chunk size cut", _CHUNKED + b'3;a="b c"\r'),
+    ("chunk cut", _CHUNKED + b"3\r\nab"),
+    ("chunk extension cut", _CHUNKED + b'3;a="b'),
+    ("chunk size of zeros cut", _CHUNKED + b"0" * 30),
+    ("trailer cut", _CHUNKED + b"0\r\nX-A: 1\r\nX-B"),
 ]
 
 
@@ -147,6 +173,9 @@ GOOD_HEADS = [
     b"CONNECT x:443 HTTP/1.1\r\nHost: x\r\n\r\n",
     b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
     b"M-SEARCH /a HTTP/1.1\r\nHost: x\r\n!#$%&'*+-.^_`|~09az: 1\r\n\r\n",
+    _CHUNKED
+    + b'3;a="b\\" c";d\r\nabc\r\n00000000000000000000000000a\r\n0123456789\r\n0\r\nX: 1\r\n\r\n',
+    _CODING + b"gzip, chunked\r\nContent-Type: x\r\n\r\n",
 ]
 
 
