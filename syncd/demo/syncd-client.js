@@ -2671,6 +2671,7 @@ var EventStream = class extends Emitter {
     if (this.state === "closed") return;
     this._setState("connecting");
     this.emit("disconnect", err);
+    if (this.state === "closed") return;
     const base = Math.min(this.options.maxReconnectMs, this.options.minReconnectMs * 2 ** this._attempt);
     this._attempt = Math.min(this._attempt + 1, 30);
     let delay = base / 2 + Math.random() * (base / 2);
@@ -3243,6 +3244,7 @@ var SyncSocket = class extends Emitter {
   }
   async _open() {
     this._timer = null;
+    if (this.state === "closed") return;
     this._setState("connecting");
     let token;
     try {
@@ -3272,6 +3274,7 @@ var SyncSocket = class extends Emitter {
       this._attempt = 0;
       this._lastHeard = Date.now();
       this._setState("open");
+      if (this._ws !== ws) return;
       for (const sub of this._subs.values()) this._sendSubscribe(sub, false);
       const pending = [...this._pending].sort((a, b) => a[0] - b[0]);
       for (const [, p] of pending) {
@@ -3355,6 +3358,7 @@ var SyncSocket = class extends Emitter {
     if (this.state === "closed") return;
     this._setState("connecting");
     this.emit("disconnect", err);
+    if (this.state === "closed") return;
     const { minReconnectMs, maxReconnectMs } = this.options;
     const base = Math.min(maxReconnectMs, minReconnectMs * 2 ** this._attempt);
     this._attempt = Math.min(this._attempt + 1, 30);

@@ -324,6 +324,8 @@ export class EventStream extends Emitter {
     if (this.state === 'closed') return;
     this._setState('connecting');
     this.emit('disconnect', err);
+    // A status or disconnect listener closed the stream: no reconnect.
+    if (this.state === 'closed') return;
     const base = Math.min(this.options.maxReconnectMs, this.options.minReconnectMs * 2 ** this._attempt);
     this._attempt = Math.min(this._attempt + 1, 30);
     let delay = base / 2 + Math.random() * (base / 2);

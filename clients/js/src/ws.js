@@ -151,6 +151,7 @@ export class SyncSocket extends Emitter {
 
   async _open() {
     this._timer = null;
+    if (this.state === 'closed') return;
     this._setState('connecting');
     let token;
     try {
@@ -182,6 +183,8 @@ export class SyncSocket extends Emitter {
       this._attempt = 0;
       this._lastHeard = Date.now();
       this._setState('open');
+      // A status listener closed the socket: start nothing on it.
+      if (this._ws !== ws) return;
       for (const sub of this._subs.values()) this._sendSubscribe(sub, false);
       const pending = [...this._pending].sort((a, b) => a[0] - b[0]);
       for (const [, p] of pending) {
@@ -275,6 +278,8 @@ export class SyncSocket extends Emitter {
     if (this.state === 'closed') return;
     this._setState('connecting');
     this.emit('disconnect', err);
+    // A status or disconnect listener closed the socket: no reconnect.
+    if (this.state === 'closed') return;
     const { minReconnectMs, maxReconnectMs } = this.options;
     const base = Math.min(maxReconnectMs, minReconnectMs * 2 ** this._attempt);
     this._attempt = Math.min(this._attempt + 1, 30);
