@@ -14,7 +14,7 @@ on this path, and the hub never awaits a subscriber.
 
 A subscriber decides for itself what to do when its peer falls behind (its
 transport's buffer is over its bound): a WebSocket subscription skips deltas
-and resyncs with a fresh snapshot once drained; an SSE stream ends.
+and resyncs with a fresh snapshot once drained, and so does an SSE stream.
 """
 
 from __future__ import annotations

@@ -734,7 +734,8 @@ class _Sink(StreamSink):
         self._protocol = protocol
         self._callbacks: list[Callable[[], None]] = []
         self._drain_callbacks: list[Callable[[], None]] | None = None
-        """None until a handler asks (an SSE stream never does)."""
+        """None until a handler asks (the backup route and an SSE stream sending a
+        snapshot do; most streams never do)."""
         self._done = False
 
     def write(self, data: bytes) -> None:
