@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import secrets
-import select
+import selectors
 import threading
 from collections.abc import Callable
 from typing import Final
@@ -193,6 +193,16 @@ class WalConsumer:
         self.streaming = True
         log.info("replication stream on slot %s (publication %s)", slot, self._publication)
         self._on_started()
+        # Not select.select: it refuses descriptors past FD_SETSIZE (1023), and
+        # a node with a thousand clients connected opens this one past that.
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(conn.fileno(), selectors.EVENT_READ)
+            waiting.register(self._wake_r, selectors.EVENT_READ)
+            self._read_messages(cur, waiting)
+
+    def _read_messages(
+        self, cur: psycopg2.extras.ReplicationCursor, waiting: selectors.BaseSelector
+    ) -> None:
         decoder = PgOutputDecoder()
         unconfirmed = 0
         while not self._stop.is_set():
@@ -201,7 +211,7 @@ class WalConsumer:
                 if unconfirmed:
                     cur.send_feedback(flush_lsn=cur.wal_end)
                     unconfirmed = 0
-                select.select([conn, self._wake_r], [], [], POLL_S)
+                waiting.select(POLL_S)
                 continue
             insert = decoder.feed(msg.payload)
             if (
