@@ -250,6 +250,8 @@ class YjsProvider:
             client = update.read_var_uint()
             clock = update.read_var_uint()
             state = json.loads(update.read_var_string() or "null")
+            if client == self.doc.client_id:
+                continue  # our own, back from the server (its sign of life): not the room's
             if clock < self.clocks.get(client, 0):
                 continue
             self.clocks[client] = clock

@@ -1,7 +1,9 @@
 """The y-websocket connections of one Yjs document on this node, and their
 awareness (cursors, names, selections).
 
-Awareness is relayed, never stored: each room keeps the latest state of each
+Awareness is relayed, never stored (to every connection of the room, the
+sender's own included, as y-websocket's and Hocuspocus's servers do: it is
+a provider's sign of life): each room keeps the latest state of each
 awareness client (pycrdt's ``Awareness``, the y-protocols algorithm: a
 higher clock wins, a null state removes) only so that a newcomer gets the
 room's current states, and it remembers which connection announced which
@@ -175,8 +177,8 @@ class Room:
         return len(mine) + sum(1 for c in present if c not in mine and c not in held)
 
     def apply(self, member: Member, update: bytes) -> None:
-        """Apply ``member``'s awareness update and relay it to the others;
-        one that would take ``member`` past :data:`MAX_AWARENESS_CLIENTS`, or
+        """Apply ``member``'s awareness update and relay it to the room,
+        ``member`` included (see below); one that would take ``member`` past :data:`MAX_AWARENESS_CLIENTS`, or
         with a state over :data:`MAX_AWARENESS_STATE_BYTES`, is refused
         whole, before anyone sees it."""
         try:
@@ -194,9 +196,12 @@ class Room:
         announced.update(changes.get("added", ()))
         announced.update(changes.get("updated", ()))
         announced.difference_update(changes.get("removed", ()))
-        for other in self.members:
-            if other is not member:
-                other.send_awareness(update)
+        # To ``member`` too, as y-websocket's and Hocuspocus's servers do: a
+        # provider takes only a message as a sign of life and reconnects
+        # after 30 s without one, counting on its own awareness (renewed
+        # every 15 s) coming back; alone in its room it got nothing else.
+        for each in self.members:
+            each.send_awareness(update)
         if self._relay is not None:
             self._relay.publish(self.ns, self.crdt_id, update)
 

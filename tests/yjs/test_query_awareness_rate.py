@@ -74,6 +74,7 @@ async def test_a_query_within_the_limit_is_answered_at_once(
 ) -> None:
     async with peer(server, limited(10)) as (send, awareness):
         await send(_announce())  # not counted: relayed, answered by nothing
+        assert MARKER.encode() in await awareness()  # it comes back to its sender
         started = time.monotonic()
         await send(QUERY)
         assert MARKER.encode() in await awareness()
@@ -88,6 +89,7 @@ async def test_the_first_query_counts_and_waits_over_the_limit(
     # provider sends a query on connect, so even the first is counted.
     async with peer(server, limited(1)) as (send, awareness):
         await send(_announce())
+        assert MARKER.encode() in await awareness()  # it comes back to its sender
         started = time.monotonic()
         await send(QUERY)
         assert MARKER.encode() in await awareness()
@@ -99,6 +101,7 @@ async def test_repeated_queries_are_paced_by_the_limit(server: RunningServer, pe
     rate_limit = 3
     async with peer(server, limited(rate_limit)) as (send, awareness):
         await send(_announce())
+        assert MARKER.encode() in await awareness()  # it comes back to its sender
         # With the upgrade or auth, 3 * rate_limit units: three windows.
         count = 3 * rate_limit - 1
         started = time.monotonic()
@@ -114,6 +117,7 @@ async def test_the_admin_secret_is_notlimited(make_server: Any, peer: Any) -> No
     server: RunningServer = await make_server(rate_limit=1)
     async with peer(server, ADMIN) as (send, awareness):
         await send(_announce())
+        assert MARKER.encode() in await awareness()  # it comes back to its sender
         started = time.monotonic()
         for _ in range(30):
             await send(QUERY)
