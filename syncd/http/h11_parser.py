@@ -57,6 +57,10 @@ class H11Parser:
         """What h11 has still to skip, unread, of the CRLF after a chunk's data."""
         self._trailers_next = False
         """The bytes h11 reads next are the trailer section."""
+        self._line_judged = False
+        """The request line of the head still coming has been judged whole."""
+        self._lines: _LinesSoFar | None = None
+        """The field lines of the head or trailer section still coming."""
 
     def feed(self, data: bytes) -> None:
         if data:
@@ -94,6 +98,8 @@ class H11Parser:
         self._chunk_line_next = False
         self._chunk_crlf_due = b""
         self._trailers_next = False
+        self._line_judged = False
+        self._lines = None
         data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
         if data:
             self._conn.receive_data(data)
@@ -148,7 +154,7 @@ class H11Parser:
                     # not take as soon as it has read it, and a byte no
                     # request line or field name may hold as soon as it has
                     # read that.
-                    refusal = _version_first(head_data, early=True) or _head_so_far_refusal(
+                    refusal = _version_first(head_data, early=True) or self._head_so_far_refusal(
                         head_data
                     )
                     if refusal is not None:
@@ -237,8 +243,33 @@ class H11Parser:
             end = len(size)
         if int(line.group(1), 16) == 0:  # the last chunk: its trailers follow
             self._trailers_next = True
+            self._lines = None
             return self._trailers_refusal(end + 2)
         return None
+
+    def _head_so_far_refusal(self, buffered: bytes | bytearray) -> ParseError | None:
+        """What h11 will refuse in a head not yet whole, whatever follows, as
+        llhttp refuses it as soon as it reads it: a request line, whole or
+        not, that no bytes can make well-formed, then field lines (see
+        ``_fields_so_far_refusal``). Answered as h11 answers the whole head
+        (the version first). Cheap checks of what is in, not a second
+        parser: what the head means is left to h11 once it is in."""
+        line_end = buffered.find(b"\r\n")
+        if line_end < 0:
+            refusal = _line_so_far_refusal(bytes(buffered[:MAX_HEAD_BYTES]))
+        else:
+            refusal = None if self._line_judged else _line_refusal(buffered, line_end)
+            self._line_judged = True
+            if refusal is None:
+                refusal = _fields_so_far_refusal(self._lines_so_far(), buffered, line_end + 2)
+        if refusal is None:
+            return None
+        return _version_first(buffered) or refusal
+
+    def _lines_so_far(self) -> _LinesSoFar:
+        if self._lines is None:
+            self._lines = _LinesSoFar()
+        return self._lines
 
     def _trailers_refusal(self, start: int) -> ParseError | None:
         """A bare LF in a trailer section that arrived whole: h11 takes it
@@ -252,7 +283,7 @@ class H11Parser:
         else:
             blank = _BLANK_LINE.search(pending, start)
             if blank is None:
-                return _trailers_so_far_refusal(pending[start : start + MAX_HEAD_BYTES])
+                return _trailers_so_far_refusal(self._lines_so_far(), pending, start)
             end = blank.end()
         self._trailers_next = False
         section = pending[start:end]
@@ -424,25 +455,6 @@ def _version_first(buffered: bytes | bytearray, early: bool = False) -> ParseErr
     return refusal or version_refusal(version)
 
 
-def _head_so_far_refusal(buffered: bytes | bytearray) -> ParseError | None:
-    """What h11 will refuse in a head not yet whole, whatever follows, as
-    llhttp refuses it as soon as it reads it: a request line, whole or not,
-    that no bytes can make well-formed, then field lines (see
-    ``_fields_so_far_refusal``). Answered as h11 answers the whole head (the
-    version first). Cheap checks of what is in, not a second parser: what
-    the head means is left to h11 once it is in."""
-    line_end = buffered.find(b"\r\n")
-    if line_end < 0:
-        refusal = _line_so_far_refusal(bytes(buffered[:MAX_HEAD_BYTES]))
-    else:
-        refusal = _line_refusal(buffered, line_end) or _fields_so_far_refusal(
-            bytes(buffered[line_end + 2 : line_end + 2 + MAX_HEAD_BYTES])
-        )
-    if refusal is None:
-        return None
-    return _version_first(buffered) or refusal
-
-
 def _line_so_far_refusal(line: bytes) -> ParseError | None:
     """A request line not yet ended: its method a token, its target visible
     characters of a form llhttp takes (see ``_target_refusal``), its version
@@ -462,42 +474,98 @@ def _line_so_far_refusal(line: bytes) -> ParseError | None:
     return ParseError(400, "malformed request target")
 
 
-def _fields_so_far_refusal(fields: bytes) -> ParseError | None:
-    """Field lines of a head not yet whole (all of them but the request
-    line): a name that is no token, Host twice, Content-Length with
-    Transfer-Encoding, a Content-Length that is no number. h11 takes any
-    value without control characters (``_head_framing_refusal`` refuses
-    those)."""
-    last_end = fields.rfind(b"\n") + 1
-    if not (
-        _FIELD_LINES.fullmatch(fields, 0, last_end)
-        and _FIELD_LINE_SO_FAR.fullmatch(fields, last_end)
-    ):
+class _LinesSoFar:
+    """Field lines (of a head or a trailer section) as they arrive: each
+    whole line is judged once, so that a head trickled in a byte at a time
+    costs about what it costs whole; the last line, not yet whole, is judged
+    at each read by its name alone."""
+
+    __slots__ = ("codings", "judged", "names")
+
+    def __init__(self) -> None:
+        self.judged = 0
+        """Bytes of whole lines judged, from the first field line on."""
+        self.names: list[bytes] = []
+        """Their names, lower-cased."""
+        self.codings: list[bytes] = []
+        """Their Transfer-Encoding values."""
+
+    def take(
+        self, data: bytes | bytearray, start: int
+    ) -> tuple[list[tuple[bytes, bytes]], tuple[bytes, bytes] | None] | None:
+        """The field lines of ``data`` from ``start`` on: the whole ones not
+        judged before, as (lower-cased name, value and CR) pairs, and the
+        name and value so far of the last one once its colon is in. None if
+        a name, whole or not, is no token or a control character came (h11
+        takes any value without one, see ``_head_framing_refusal``)."""
+        begin = start + self.judged
+        if _CONTROL.search(data, begin) is not None:
+            return None
+        end = data.rfind(b"\n", begin) + 1
+        new: list[tuple[bytes, bytes]] = []
+        if end > begin:
+            lines = bytes(data[begin:end])
+            if _FIELD_LINES.fullmatch(lines) is None:
+                return None
+            new = [(name.lower(), value) for name, value in _FIELD.findall(lines)]
+            self.judged += len(lines)
+            self.names += [name for name, _ in new]
+            self.codings += [v.rstrip(b"\r") for name, v in new if name == b"transfer-encoding"]
+        else:
+            end = begin
+        colon = data.find(b":", end)
+        if colon < 0:  # a name so far, or the blank line's CR
+            whole = data[end:] == b"\r" or _TOKENS.fullmatch(data, end) is not None
+            return (new, None) if whole else None
+        if colon == end or _TOKENS.fullmatch(data, end, colon) is None:
+            return None
+        return new, (bytes(data[end:colon]).lower(), bytes(data[colon + 1 :]))
+
+
+def _fields_so_far_refusal(
+    fields: _LinesSoFar, buffered: bytes | bytearray, start: int
+) -> ParseError | None:
+    """The field lines of a head not yet whole (from ``start`` on): a name
+    that is no token, Host twice, Content-Length with Transfer-Encoding, a
+    Content-Length that is no number, a Transfer-Encoding list no later
+    bytes can mend."""
+    taken = fields.take(buffered, start)
+    if taken is None:
         return ParseError(400, "illegal header line")
-    names = [name.lower() for name in _FIELD_NAME.findall(fields)]
+    new, partial = taken
+    names = fields.names if partial is None else [*fields.names, partial[0]]
     if names.count(b"host") > 1:
         return ParseError(400, "duplicate host header")
-    if b"content-length" not in names:
-        return _codings_so_far_refusal(fields) if b"transfer-encoding" in names else None
-    if b"transfer-encoding" in names:
-        return ParseError(400, "both Content-Length and Transfer-Encoding")
-    for value, line_end in _LENGTH_FIELD.findall(fields):
-        number = _LENGTH_VALUE if line_end else _LENGTH_VALUE_SO_FAR
-        if number.fullmatch(value) is None:
+    if b"content-length" in names:
+        if b"transfer-encoding" in names:
+            return ParseError(400, "both Content-Length and Transfer-Encoding")
+        for name, value in new:
+            if name == b"content-length" and _LENGTH_VALUE.fullmatch(value) is None:
+                return ParseError(400, "bad Content-Length")
+        if (
+            partial is not None
+            and partial[0] == b"content-length"
+            and _LENGTH_VALUE_SO_FAR.fullmatch(partial[1]) is None
+        ):
             return ParseError(400, "bad Content-Length")
+    elif b"transfer-encoding" in names:
+        return _codings_so_far_refusal(fields.codings, partial)
     return None
 
 
-def _codings_so_far_refusal(fields: bytes) -> ParseError | None:
-    """The Transfer-Encoding lines of a head not yet whole, one list (RFC
-    9110 5.3), refused as ``transfer_coding_refusal`` will refuse it (400)
-    once no later bytes can mend it: an empty member, or chunked before
-    another. Its last member is judged once its line has ended."""
-    values = []
+def _codings_so_far_refusal(
+    codings: list[bytes], partial: tuple[bytes, bytes] | None
+) -> ParseError | None:
+    """The Transfer-Encoding lines of a head not yet whole (``codings``, and
+    the ``partial`` line's if it is one), one list (RFC 9110 5.3), refused
+    as ``transfer_coding_refusal`` will refuse it (400) once no later bytes
+    can mend it: an empty member, or chunked before another. Its last
+    member is judged once its line has ended."""
+    values = codings
     ended = True
-    for value, line_end in _CODING_FIELD.findall(fields):
-        ended = bool(line_end) or value[-1:] == b"\r"
-        values.append(value.rstrip(b"\r"))
+    if partial is not None and partial[0] == b"transfer-encoding":
+        values = [*codings, partial[1].rstrip(b"\r")]
+        ended = partial[1][-1:] == b"\r"
     members = [member.strip(b" \t").lower() for member in b", ".join(values).split(b",")]
     if b"" in (members if ended else members[:-1]):
         return ParseError(400, "an empty transfer coding")
@@ -508,34 +576,31 @@ def _codings_so_far_refusal(fields: bytes) -> ParseError | None:
 
 def _chunk_line_so_far_refusal(line: bytes) -> ParseError | None:
     """A chunk line not yet ended: a size of hex digits within 64 bits, then
-    extensions after a ";" (judged once the line ends, see
-    ``_chunk_line_refusal``), or its CR once the line is whole."""
+    extensions, as ``_chunk_line_refusal`` will judge it once whole."""
     if line[-1:] == b"\r":
         whole = _CHUNK_LINE.fullmatch(line, 0, len(line) - 1)
         size = whole.group(1) if whole is not None else None
     else:
-        so_far = _CHUNK_SIZE_SO_FAR.fullmatch(line)
+        so_far = _CHUNK_LINE_SO_FAR.fullmatch(line)
         size = so_far.group(1) if so_far is not None else None
     if size is None or (size and int(size, 16) > _MAX_LLHTTP_NUMBER):
         return ParseError(400, "malformed chunk line")
     return None
 
 
-def _trailers_so_far_refusal(section: bytes | bytearray) -> ParseError | None:
-    """A trailer section not yet whole, judged as a head's fields are (see
-    ``_fields_so_far_refusal``) and as ``_trailers_refusal`` will judge it:
-    a name that is no token (a line folded on starts with a blank), a
-    control character, a framing field."""
-    section = bytes(section)
-    last_end = section.rfind(b"\n") + 1
-    if not (
-        _FIELD_LINES.fullmatch(section, 0, last_end)
-        and _FIELD_LINE_SO_FAR.fullmatch(section, last_end)
-    ):
+def _trailers_so_far_refusal(
+    fields: _LinesSoFar, pending: bytes | bytearray, start: int
+) -> ParseError | None:
+    """A trailer section not yet whole (from ``start`` on), judged as a
+    head's fields are and as ``_trailers_refusal`` will judge it: a name
+    that is no token (a line folded on starts with a blank), a control
+    character, a framing field."""
+    taken = fields.take(pending, start)
+    if taken is None:
         return ParseError(400, "illegal trailer line")
-    if _CONTROL.search(section) is not None:
-        return ParseError(400, "a control character in the trailers")
-    if any(name.lower() in _FRAMING_NAMES for name in _FIELD_NAME.findall(section)):
+    new, partial = taken
+    names = [name for name, _ in new] + ([partial[0]] if partial is not None else [])
+    if any(name in _FRAMING_NAMES for name in names):
         return ParseError(400, "a framing field in the trailers")
     return None
 
@@ -606,22 +671,15 @@ characters, the start of ``HTTP/x.y`` and its CR. Its groups: the method, the
 target, what follows the target (None while the target may go on)."""
 _SCHEME_SO_FAR = re.compile(rb"[A-Za-z]*(?::/?)?")
 """The start of an absolute-form target, before its "://"."""
-_FIELD_NAME = re.compile(rb"^(" + _TOKEN + rb"+):", re.MULTILINE)
-_LENGTH_FIELD = re.compile(rb"^content-length:([^\n]*)(\n?)", re.MULTILINE | re.IGNORECASE)
-"""A Content-Length line: its value (and CR), and its LF if it has ended."""
-_CODING_FIELD = re.compile(rb"^transfer-encoding:([^\n]*)(\n?)", re.MULTILINE | re.IGNORECASE)
-"""A Transfer-Encoding line: its value (and CR), and its LF if it has ended."""
+_FIELD = re.compile(rb"^(" + _TOKEN + rb"+):([^\n]*)\n", re.MULTILINE)
+"""A whole field line: its name, and its value and CR."""
+_TOKENS = re.compile(_TOKEN + rb"*")
 _FRAMING_NAMES = frozenset({b"content-length", b"transfer-encoding"})
-_CHUNK_SIZE_SO_FAR = re.compile(rb"([0-9A-Fa-f]*)(?:(?<=[0-9A-Fa-f]);.*)?", re.DOTALL)
-"""The start of a chunk line: its size so far, or its size and extensions."""
 _LENGTH_VALUE = re.compile(rb"[ \t]*[0-9]+[ \t]*\r")
 _LENGTH_VALUE_SO_FAR = re.compile(rb"[ \t]*(?:[0-9]+[ \t]*\r?)?")
 _FIELD_LINES = re.compile(rb"(?:" + _TOKEN + rb"+:[^\n]*\n)*")
 """Whole field lines of token names (their line ends and values are judged
 by ``_head_framing_refusal``)."""
-_FIELD_LINE_SO_FAR = re.compile(_TOKEN + rb"*|\r|" + _TOKEN + rb"+:.*", re.DOTALL)
-"""The start of a field line whose name may still be a token, or of the
-blank line."""
 _VERSIONS_READ_ON = frozenset({"0.9", "2.0"})
 """Versions llhttp reads a head of (refused once it is in)."""
 _VERSIONED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +(HTTP/[0-9]\.[0-9])")
@@ -640,6 +698,25 @@ _CHUNK_LINE = re.compile(
 """A chunk line as llhttp takes it: hex digits, then extensions after ";":
 ``name``, ``name=value`` (a token, empty, or a quoted string), ``=value`` or
 nothing, but not a ";" last; no blanks anywhere."""
+_QUOTED_SO_FAR = rb'"(?:[\t \x21\x23-\x5b\x5d-\x7e\x80-\xff]|\\[\t \x21-\x7e\x80-\xff])*\\?'
+_CHUNK_LINE_SO_FAR = re.compile(
+    rb"([0-9A-Fa-f]*)(?:(?<=[0-9A-Fa-f])(?:;(?:"
+    + _TOKEN
+    + rb"+(?:="
+    + _EXT_VALUE
+    + rb")?|="
+    + _EXT_VALUE
+    + rb")?)*;"
+    + _TOKEN
+    + rb"*(?:=(?:"
+    + _EXT_VALUE
+    + rb"|"
+    + _QUOTED_SO_FAR
+    + rb"))?)?"
+)
+"""The start of a chunk line as ``_CHUNK_LINE`` takes it: its size so far,
+or its size, whole extensions and the last one so far (a quoted string not
+yet closed too)."""
 _BLANK_LINE = re.compile(rb"\n\r?\n")
 _FRAMING_TRAILER = re.compile(
     rb"(?:^|\n)(?:content-length|transfer-encoding)[ \t]*:", re.IGNORECASE
