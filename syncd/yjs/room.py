@@ -109,7 +109,16 @@ def awareness_clients(update: bytes, max_state_bytes: int | None = None) -> set[
 
 
 class Room:
-    __slots__ = ("_announced", "_relay", "_remote", "awareness", "crdt_id", "members", "ns")
+    __slots__ = (
+        "_announced",
+        "_announcer",
+        "_relay",
+        "_remote",
+        "awareness",
+        "crdt_id",
+        "members",
+        "ns",
+    )
 
     def __init__(self, ns: str, crdt_id: str, relay: AwarenessRelay | None = None) -> None:
         self.ns = ns
@@ -117,6 +126,9 @@ class Room:
         self.members: set[Member] = set()
         self.awareness = Awareness(Doc())
         self._announced: dict[Member, set[int]] = {}
+        self._announcer: dict[int, Member] = {}
+        """The connection each announced client's state last came from: its
+        leaving removes only the clients still its own."""
         self._remote: dict[int, float] = {}
         """Awareness clients from other nodes: when each was last renewed."""
         self._relay = relay
@@ -129,9 +141,9 @@ class Room:
 
     def local_states(self) -> bytes | None:
         """The states this node's connections announced (what other nodes ask for)."""
-        ids = {i for announced in self._announced.values() for i in announced}
-        ids.intersection_update(self.awareness.states)
-        return self.awareness.encode_awareness_update(sorted(ids)) if ids else None
+        held = self.awareness.states
+        ids = sorted(i for i in self._announcer if i in held)
+        return self.awareness.encode_awareness_update(ids) if ids else None
 
     def _apply(self, update: bytes, origin: object) -> dict[str, Any]:
         changes: dict[str, Any] = {}
@@ -178,9 +190,10 @@ class Room:
 
     def apply(self, member: Member, update: bytes) -> None:
         """Apply ``member``'s awareness update and relay it to the room,
-        ``member`` included (see below); one that would take ``member`` past :data:`MAX_AWARENESS_CLIENTS`, or
-        with a state over :data:`MAX_AWARENESS_STATE_BYTES`, is refused
-        whole, before anyone sees it."""
+        ``member`` included (see below); one that would take ``member`` past
+        :data:`MAX_AWARENESS_CLIENTS`, or with a state over
+        :data:`MAX_AWARENESS_STATE_BYTES`, is refused whole, before anyone
+        sees it."""
         try:
             present = awareness_clients(update, MAX_AWARENESS_STATE_BYTES)
         except AwarenessStateTooLarge as exc:
@@ -192,10 +205,10 @@ class Room:
         changes = self._apply(update, member)
         if not changes:
             return
-        announced = self._announced.setdefault(member, set())
-        announced.update(changes.get("added", ()))
-        announced.update(changes.get("updated", ()))
-        announced.difference_update(changes.get("removed", ()))
+        for client in (*changes.get("added", ()), *changes.get("updated", ())):
+            self._announced_by(client, member)
+        for client in changes.get("removed", ()):
+            self._announced_by(client, None)
         # To ``member`` too, as y-websocket's and Hocuspocus's servers do: a
         # provider takes only a message as a sign of life and reconnects
         # after 30 s without one, counting on its own awareness (renewed
@@ -205,6 +218,24 @@ class Room:
         if self._relay is not None:
             self._relay.publish(self.ns, self.crdt_id, update)
 
+    def _announced_by(self, client: int, member: Member | None) -> None:
+        """``client``'s state now comes from ``member`` (None: from no
+        connection here, removed or from another node). A provider that
+        reconnects announces its client on the new connection while the old
+        one may linger until its keepalive ends it; the old one's leaving
+        must not remove the client the new one holds."""
+        before = self._announcer.get(client)
+        if before is member:
+            return
+        if before is not None:
+            self._announced[before].discard(client)
+        if member is None:
+            del self._announcer[client]
+        else:
+            self._announcer[client] = member
+            self._announced.setdefault(member, set()).add(client)
+            self._remote.pop(client, None)  # here now: not expired as another node's
+
     def apply_remote(self, update: bytes, now: float) -> None:
         """Apply an update from another node and pass it to every connection here."""
         changes = self._apply(update, REMOTE)
@@ -212,8 +243,10 @@ class Room:
             return
         for client in (*changes.get("added", ()), *changes.get("updated", ())):
             self._remote[client] = now
+            self._announced_by(client, None)
         for client in changes.get("removed", ()):
             self._remote.pop(client, None)
+            self._announced_by(client, None)
         for member in self.members:
             member.send_awareness(update)
 
@@ -240,7 +273,10 @@ class Room:
     def leave(self, member: Member) -> None:
         """``member`` is gone: remove what it announced and tell the others."""
         self.members.discard(member)
-        ids = [i for i in self._announced.pop(member, ()) if i in self.awareness.states]
+        mine = self._announced.pop(member, set())
+        for client in mine:
+            del self._announcer[client]
+        ids = [i for i in mine if i in self.awareness.states]
         if not ids:
             return
         self.awareness.remove_awareness_states(ids, None)
