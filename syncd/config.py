@@ -98,6 +98,11 @@ MIN_SHUTDOWN_WAIT_S = 0.1
 # checks, which come at most once a second (Kubernetes' periodSeconds: 1); a
 # shorter drain is over before any of them can see its 503.
 MIN_DRAIN_S = 1.0
+# The longest SERVICE_OP_ID_TTL_S: a day, as for every other duration. A CRDT
+# remembers each op_id younger than the TTL (past its window, 16 bytes an id,
+# in its snapshots too), so the memory grows with the TTL times the op rate;
+# op ids are for retries, minutes after the first send, not for days.
+MAX_OP_ID_TTL_S = int(MAX_DURATION_S)
 # The largest memory budget (MB) taken: 16 TiB, beyond any machine syncd
 # runs on; "inf" is refused rather than read as "no budget".
 MAX_MEMORY_BUDGET_MB = 16.0 * 1024 * 1024
@@ -639,7 +644,13 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         max_crdt_bytes=_int(env, "SERVICE_MAX_CRDT_BYTES", DEFAULT_MAX_CRDT_BYTES, minimum=0),
         namespace_max_crdts=_int(env, "SERVICE_NAMESPACE_MAX_CRDTS", 0, minimum=0),
         namespace_max_bytes=_int(env, "SERVICE_NAMESPACE_MAX_BYTES", 0, minimum=0),
-        op_id_ttl_s=_int(env, "SERVICE_OP_ID_TTL_S", OP_ID_TTL_MS // 1000, minimum=0),
+        op_id_ttl_s=_int(
+            env,
+            "SERVICE_OP_ID_TTL_S",
+            OP_ID_TTL_MS // 1000,
+            minimum=0,
+            maximum=MAX_OP_ID_TTL_S,
+        ),
         memory_budget_mb=_float(
             env,
             "SERVICE_MEMORY_BUDGET_MB",
