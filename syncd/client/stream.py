@@ -6,8 +6,9 @@ loss: after a drop they wait (exponential backoff with jitter; a refusal
 resubscribe with ``since`` and ``epoch`` per id, so the service replays the
 missed ops, or sends a snapshot when it cannot. A :class:`ResumeTracker`
 judges every delta: repeats are skipped, and a gap in ``seq`` (a lost delta)
-triggers a resubscription (WebSocket: unsubscribe and subscribe again on the
-same socket; SSE: a new request), so the application sees each seq once, in
+triggers a resubscription (WebSocket: subscribe again on the same socket,
+which the service takes as a fresh start for that id; SSE: a new request),
+so the application sees each seq once, in
 order, or a snapshot that replaces what it had. A WebSocket subscribe the
 service refuses over the token's rate limit is sent again on the same socket
 once its ``retry_after`` has passed.
@@ -331,10 +332,12 @@ class Subscription(_ResumingStream):
         self._open_timeout = open_timeout_s if open_timeout_s is not None else client.timeout
         self._ws: ClientConnection | None = None
         self._later: dict[str, float] = {}
-        """Ids whose subscribe met the token's rate limit -> when (loop time)
-        to send it again. The server changed nothing for them, and a reconnect
-        would send every subscribe at once again: with more ids than the limit
-        allows per second, for ever."""
+        """Ids whose subscribe is still to be sent on this connection -> when
+        (loop time): a resync's, at once, and one that met the token's rate
+        limit, once its wait is over (the server changed nothing for it, and
+        a reconnect would send every subscribe at once again: with more ids
+        than the limit allows per second, for ever). An id leaves only once
+        its send has returned."""
 
     def _subscribe_later(self, message: Delta) -> bool:
         crdt_id = message.get("id")
@@ -356,8 +359,11 @@ class Subscription(_ResumingStream):
         now = asyncio.get_running_loop().time()
         for crdt_id, at in list(later.items()):
             if at <= now:
-                del later[crdt_id]
                 await self._send(self._subscribe_message(crdt_id))
+                # Only now: a reader cancelled while the socket had no room
+                # (the send waiting to drain) sends it again at its next read,
+                # rather than leave the id without a subscription.
+                later.pop(crdt_id, None)
         return max(min(later.values()) - now, 0.0) if later else None
 
     async def _connect(self) -> None:
@@ -435,11 +441,13 @@ class Subscription(_ResumingStream):
         return message
 
     async def _resync(self, crdt_id: str) -> None:
-        try:
-            await self._send({"kind": "unsubscribe", "id": crdt_id})
-            await self._send(self._subscribe_message(crdt_id))
-        except _Lost:
-            await self._lost()
+        # One subscribe, due at once: the service starts a subscription to an
+        # id already subscribed afresh, from the ``since`` sent. Sent by the
+        # next _receive (the iteration's next step), and kept due until sent,
+        # so no cancelled reader can leave the id unsubscribed: it was an
+        # unsubscribe and a subscribe, and a reader cancelled while the socket
+        # had no room for the first never sent the second.
+        self._later[crdt_id] = 0.0
 
     async def _disconnect(self) -> None:
         self._later.clear()  # the next connection subscribes every id
