@@ -117,6 +117,8 @@ export interface HistoryPage {
     op_id?: string;
     origin?: string;
     reverts?: { client_id?: number; origin?: string; since_seq: number; until_seq: number };
+    /** On the ops of a restore: the seq it restored and the last seq it took back. */
+    restores?: { to_seq: number; until_seq: number };
   }[];
   /** Pass as `before` for the older page; null at the end. */
   next: number | null;
