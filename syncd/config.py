@@ -103,6 +103,14 @@ MIN_DRAIN_S = 1.0
 # in its snapshots too), so the memory grows with the TTL times the op rate;
 # op ids are for retries, minutes after the first send, not for days.
 MAX_OP_ID_TTL_S = int(MAX_DURATION_S)
+# The largest SERVICE_HISTORY_RETENTION. Nothing overflows past them (the
+# stores compare Python ints, PostgreSQL a numeric), but nothing more is kept
+# either, so a larger value is a mistake: ops are stamped in milliseconds
+# since 1970, so an age of a century already keeps every op; and no CRDT has
+# more ops than its largest seq (64-bit in both stores).
+MAX_RETENTION_AGE_MS = 36_500 * 86_400_000
+MAX_RETENTION_AGE_TEXT = "36500d (100 years)"
+MAX_RETENTION_OPS = 2**63 - 1
 # The largest memory budget (MB) taken: 16 TiB, beyond any machine syncd
 # runs on; "inf" is refused rather than read as "no budget".
 MAX_MEMORY_BUDGET_MB = 16.0 * 1024 * 1024
@@ -321,6 +329,20 @@ def _int(
     if maximum is not None and value > maximum:
         raise ConfigError(name, f"must be at most {maximum}, got {value}")
     return value
+
+
+def _retention(text: str) -> Retention:
+    """``SERVICE_HISTORY_RETENTION``: a count or an age, up to its maximum."""
+    name = "SERVICE_HISTORY_RETENTION"
+    try:
+        retention = Retention.parse(text)
+    except ValueError as exc:
+        raise ConfigError(name, str(exc)) from None
+    if retention.ops is not None and retention.ops > MAX_RETENTION_OPS:
+        raise ConfigError(name, f"must be at most {MAX_RETENTION_OPS}ops, got {text.strip()}")
+    if retention.age_ms is not None and retention.age_ms > MAX_RETENTION_AGE_MS:
+        raise ConfigError(name, f"must be at most {MAX_RETENTION_AGE_TEXT}, got {text.strip()}")
+    return retention
 
 
 def max_token_ttl_ms(env: Mapping[str, str]) -> int:
@@ -578,11 +600,7 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         missing = "SERVICE_TLS_KEY" if tls_key is None else "SERVICE_TLS_CERT"
         raise ConfigError(missing, "must be set too: TLS needs both the certificate and the key")
 
-    retention_text = env.get("SERVICE_HISTORY_RETENTION") or DEFAULT_RETENTION
-    try:
-        history_retention = Retention.parse(retention_text)
-    except ValueError as exc:
-        raise ConfigError("SERVICE_HISTORY_RETENTION", str(exc)) from None
+    history_retention = _retention(env.get("SERVICE_HISTORY_RETENTION") or DEFAULT_RETENTION)
 
     return Settings(
         host=host,
