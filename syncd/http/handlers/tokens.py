@@ -39,6 +39,10 @@ def register(
 
     def issue_agent(request: Request) -> Response:
         principal = auth.authenticate(request.headers.get("authorization"), None)
+        # Admin of its own namespace first, before the body is read: a token
+        # that may issue nowhere is 403 whatever it sends, as on the other
+        # route, and learns nothing from the body's validation.
+        auth.check_admin(principal, principal.namespace)
         body = request.json(json_max_depth)
         now_ms = time.time_ns() // 1_000_000
         parsed = parse_issue_body(
