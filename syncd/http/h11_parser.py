@@ -59,6 +59,9 @@ class H11Parser:
         """The bytes h11 reads next are the trailer section."""
         self._line_judged = False
         """The request line of the head still coming has been judged whole."""
+        self._framing_judged = 0
+        """Bytes of whole lines of the head still coming that
+        ``_head_framing_refusal`` has judged."""
         self._lines: _LinesSoFar | None = None
         """The field lines of the head or trailer section still coming."""
 
@@ -99,6 +102,7 @@ class H11Parser:
         self._chunk_crlf_due = b""
         self._trailers_next = False
         self._line_judged = False
+        self._framing_judged = 0
         self._lines = None
         data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
         if data:
@@ -114,7 +118,7 @@ class H11Parser:
             if self._conn.their_state is h11.IDLE:
                 self._collapse_request_line_spaces()
                 head_data = self._conn.trailing_data[0]
-                refusal = _head_framing_refusal(head_data)
+                refusal = _head_framing_refusal(head_data, self._framing_judged)
                 if refusal is not None:
                     self._failed = _version_first(head_data) or refusal
                     return self._failed
@@ -160,6 +164,7 @@ class H11Parser:
                     if refusal is not None:
                         self._failed = refusal
                         return refusal
+                    self._framing_judged = head_data.rfind(b"\n") + 1
                 elif self._conn.their_state is h11.SEND_BODY:
                     # h11 passes body bytes on as they come, so what it holds
                     # back is part of a chunk line or the trailers, where it
@@ -536,6 +541,8 @@ def _fields_so_far_refusal(
     names = fields.names if partial is None else [*fields.names, partial[0]]
     if names.count(b"host") > 1:
         return ParseError(400, "duplicate host header")
+    if names.count(b"content-length") > 1:
+        return ParseError(400, "duplicate content-length header")
     if b"content-length" in names:
         if b"transfer-encoding" in names:
             return ParseError(400, "both Content-Length and Transfer-Encoding")
@@ -743,26 +750,23 @@ _NOT_IN_AUTHORITY = re.compile(rb'["#<>\\^`{|}]')
 """The start of an absolute-form request target (llhttp's schemes are letters)."""
 
 
-def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
+def _head_framing_refusal(buffered: bytes | bytearray, judged: int = 0) -> ParseError | None:
     """What h11 tolerates in a request head and llhttp does not: a bare LF as a
     line end (RFC 9112 2.2 MAY) and obsolete line folding (RFC 9112 5.2: reject
-    or unfold). Refusing both keeps the two parsers' answers identical."""
+    or unfold). Refusing both keeps the two parsers' answers identical.
+    ``judged``: the whole lines at the start of a head still coming that an
+    earlier call found fine; only what follows them is judged, for its line
+    ends, control characters and folding (``_fields_so_far_refusal`` judges
+    its fields), so that a head trickled in costs about what it costs whole."""
     end = buffered.find(b"\r\n\r\n")
+    if end < 0 and judged:
+        return _line_ends_refusal(bytes(buffered[judged - 2 :]), False)  # from its CRLF on
     head = bytes(buffered if end < 0 else buffered[:end])
-    crlf = head.count(b"\r\n")
-    if head.count(b"\n") != crlf:
-        return ParseError(400, "a line in the request head does not end with CRLF")
-    if head.count(b"\r") != crlf + (end < 0 and head.endswith(b"\r")):  # a CRLF cut in two
-        # A CR not ending a line: h11 would judge a transfer coding holding
-        # one before the field's syntax (501 where llhttp answers 400).
-        return ParseError(400, "a bare CR in the request head")
-    if _CONTROL.search(head) is not None:
-        # h11 takes control characters in field values (all but NUL, CR, LF);
-        # RFC 9110 5.5 calls them invalid, and llhttp refuses them.
-        return ParseError(400, "a control character in the request head")
-    if b"\r\n " in head or b"\r\n\t" in head:
-        return ParseError(400, "obsolete line folding in the request head")
+    refusal = _line_ends_refusal(head, end >= 0)
+    if refusal is not None:
+        return refusal
     lowered = head.lower()
+
     length_at = lowered.find(b"\r\ncontent-length:")
     if length_at >= 0:
         # h11 folds identical repeats ("3" twice, or "3, 3") into one value;
@@ -790,4 +794,23 @@ def _head_framing_refusal(buffered: bytes | bytearray) -> ParseError | None:
                 refusal = ParseError(400, "both Content-Length and Transfer-Encoding")
             return _malformed_but_coding(head) or refusal
         return refusal
+    return None
+
+
+def _line_ends_refusal(head: bytes, whole: bool) -> ParseError | None:
+    """Line ends, control characters and folding in (a part from a line's
+    CRLF on of) a request head, ``whole`` or still coming."""
+    crlf = head.count(b"\r\n")
+    if head.count(b"\n") != crlf:
+        return ParseError(400, "a line in the request head does not end with CRLF")
+    if head.count(b"\r") != crlf + (not whole and head.endswith(b"\r")):  # a CRLF cut in two
+        # A CR not ending a line: h11 would judge a transfer coding holding
+        # one before the field's syntax (501 where llhttp answers 400).
+        return ParseError(400, "a bare CR in the request head")
+    if _CONTROL.search(head) is not None:
+        # h11 takes control characters in field values (all but NUL, CR, LF);
+        # RFC 9110 5.5 calls them invalid, and llhttp refuses them.
+        return ParseError(400, "a control character in the request head")
+    if b"\r\n " in head or b"\r\n\t" in head:
+        return ParseError(400, "obsolete line folding in the request head")
     return None
