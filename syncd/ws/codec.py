@@ -76,7 +76,9 @@ def decode_msgpack(data: bytes, limits: MessageLimits) -> dict[str, Any]:
             max_ext_len=0,
         )
     except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise bad_request(f"malformed msgpack: {exc or type(exc).__name__}") from None
+        # Some carry no text (FormatError for a reserved byte): then their name.
+        detail = str(exc) or type(exc).__name__
+        raise bad_request(f"malformed msgpack: {detail}") from None
     if type(obj) is not dict:
         raise bad_request("a message must be a map")
     if len(data) - len(
