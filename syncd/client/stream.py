@@ -152,6 +152,11 @@ class _ResumingStream(ABC):
         self._ready: deque[Delta] = deque()
         self._backoff = Backoff(backoff_base_s, backoff_max_s)
         self._sleep = sleep
+        self._retry_at: float | None = None
+        """Loop time before which no connection is tried (the backoff's wait,
+        or the service's ``retry_after``). Kept while a reader cancelled in
+        the wait (its own read timeout) is away, so its next read waits the
+        rest: it tried again at once, an attempt per read."""
         self._connected = False
         self._closed = False
         self._synced_events = synced_events
@@ -203,13 +208,16 @@ class _ResumingStream(ABC):
 
     async def _open(self) -> None:
         self._unsynced()  # every id starts again on the new connection
-        while not self._closed:
+        while True:
+            await self._wait_to_retry()
+            if self._closed:
+                return
             try:
                 self._client.check_token()
                 await self._disconnect()  # what a cancelled attempt may have left
                 await self._connect()
             except _Lost as lost:
-                await self._sleep(self._delay(lost.retry_after))
+                await self._wait_to_retry(self._retry_later(lost.retry_after))
                 continue
             except Exception:
                 # Final (refused, expired token). A cancellation is not: the
@@ -230,9 +238,28 @@ class _ResumingStream(ABC):
     async def _lost(self, retry_after: float | None = None) -> None:
         self._connected = False
         self._unsynced()
+        delay = None if self._closed else self._retry_later(retry_after)
         await self._disconnect()
-        if not self._closed:
-            await self._sleep(self._delay(retry_after))
+        if delay is not None and not self._closed:
+            await self._wait_to_retry(delay)
+
+    def _retry_later(self, retry_after: float | None) -> float:
+        """Set the time of the next attempt; the wait until it."""
+        delay = self._delay(retry_after)
+        self._retry_at = asyncio.get_running_loop().time() + delay
+        return delay
+
+    async def _wait_to_retry(self, delay: float | None = None) -> None:
+        """Wait until the next attempt's time: ``delay`` when it was just
+        set, else what is left of it (none when no attempt failed)."""
+        retry_at = self._retry_at
+        if retry_at is None:
+            return
+        if delay is None:
+            delay = retry_at - asyncio.get_running_loop().time()
+        if delay > 0:
+            await self._sleep(delay)
+        self._retry_at = None
 
     def _delay(self, retry_after: float | None) -> float:
         """The wait before reconnecting: the backoff's, or the service's
