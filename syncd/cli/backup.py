@@ -184,10 +184,11 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     bearer = b"Bearer " + token.encode("utf-8", "surrogateescape")
     request = urllib.request.Request(url, method="POST", data=b"")
     request.add_header("Authorization", bearer)  # type: ignore[arg-type]
-    created = not dest.exists()
+    created = _missing(dest)
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        _undo(dest, created)  # the parents it made before failing
         print(f"syncd backup: cannot create {dest}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
@@ -330,10 +331,29 @@ def _refusal(url: str, status: int, body: bytes, location: str | None = None) ->
     return f"{url} refused the backup: {text}"
 
 
-def _undo(dest: Path, created: bool) -> None:
-    """Leave ``dest`` as it was: gone if this run made it, else empty again."""
+def _missing(dest: Path) -> list[Path]:
+    """``dest`` and its ancestors that do not exist yet, innermost first: what
+    ``mkdir(parents=True)`` makes, and a failed backup removes again."""
+    missing: list[Path] = []
+    for path in (dest, *dest.absolute().parents):
+        if path.exists():
+            break
+        missing.append(path)
+    return missing
+
+
+def _undo(dest: Path, created: list[Path]) -> None:
+    """Leave ``dest`` as it was: gone, with the parents this run made, if it
+    made it; else empty again."""
     if created:
         shutil.rmtree(dest, ignore_errors=True)
+        for parent in created[1:]:
+            try:
+                parent.rmdir()
+            except FileNotFoundError:
+                continue  # its making failed (mkdir stopped above it)
+            except OSError:
+                return  # not empty: something else wrote there meanwhile; keep it
         return
     for entry in dest.iterdir():
         if entry.is_dir() and not entry.is_symlink():
