@@ -22,6 +22,7 @@ the cursors of a node that died without saying so go away.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -91,7 +92,7 @@ class AwarenessStateTooLarge(ValueError):
 def awareness_clients(update: bytes, max_state_bytes: int | None = None) -> set[int]:
     """The clients an awareness update gives a state (not null); ValueError
     unless it is an awareness update, whole: a count, then each client's id,
-    clock and state (a JSON string), each state at most ``max_state_bytes``
+    clock and state (JSON in UTF-8), each state at most ``max_state_bytes``
     when given. Read by :class:`~syncd.yjs.protocol.Reader` before pycrdt's
     decoder, whose time grows with the square of a var-uint's length (one
     long client id would hold the event loop for as long)."""
@@ -104,6 +105,10 @@ def awareness_clients(update: bytes, max_state_bytes: int | None = None) -> set[
         if max_state_bytes is not None and len(state) > max_state_bytes:
             raise AwarenessStateTooLarge(f"an awareness state over {max_state_bytes} bytes")
         if state not in (b"", b"null"):
+            # Read as pycrdt will, before it applies any: it applies an update
+            # client by client, so a bad state after good ones left those in
+            # the room, announced by no connection and removed by nothing.
+            json.loads(state.decode("utf-8"))
             present.add(client)
     return present
 
@@ -145,7 +150,9 @@ class Room:
         ids = sorted(i for i in self._announcer if i in held)
         return self.awareness.encode_awareness_update(ids) if ids else None
 
-    def _apply(self, update: bytes, origin: object) -> dict[str, Any]:
+    def _apply(self, update: bytes, origin: object, *, checked: bool = False) -> dict[str, Any]:
+        """Apply ``update`` (read whole by :func:`awareness_clients` first,
+        unless the caller did: ``checked``); the changes it made."""
         changes: dict[str, Any] = {}
 
         def observed(topic: str, event: tuple[dict[str, Any], Any]) -> None:
@@ -154,7 +161,8 @@ class Room:
 
         subscription = self.awareness.observe(observed)
         try:
-            awareness_clients(update)
+            if not checked:
+                awareness_clients(update)
             self.awareness.apply_awareness_update(update, origin)
         except Exception as exc:  # JSON and lib0 decoding of peer bytes
             raise AwarenessRefused("malformed awareness update") from exc
@@ -202,7 +210,7 @@ class Room:
             raise AwarenessRefused("malformed awareness update") from exc
         if self._would_announce(member, present) > MAX_AWARENESS_CLIENTS:
             raise AwarenessRefused(f"over {MAX_AWARENESS_CLIENTS} awareness clients")
-        changes = self._apply(update, member)
+        changes = self._apply(update, member, checked=True)
         if not changes:
             return
         for client in (*changes.get("added", ()), *changes.get("updated", ())):
