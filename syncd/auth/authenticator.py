@@ -269,7 +269,11 @@ class Authenticator:
             key_id=key.key_id,
             revoke_key=revoke_key(claims.namespace, claims.client_id),
         )
-        if self._cache_size:
+        # An expired token is not cached: at a full cache its entry would
+        # evict a live token's before authenticate dropped it again, so one
+        # expired token sent over and over would flush the cache. A cache
+        # miss only: the check costs nothing beside the signature's.
+        if self._cache_size and self._clock() < claims.expires_at:
             self._cache[token] = principal
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
