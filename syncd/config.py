@@ -103,6 +103,12 @@ MIN_DRAIN_S = 1.0
 # in its snapshots too), so the memory grows with the TTL times the op rate;
 # op ids are for retries, minutes after the first send, not for days.
 MAX_OP_ID_TTL_S = int(MAX_DURATION_S)
+# The largest SERVICE_OP_ID_WINDOW: 64 times the default. Each id of the
+# window is kept with its answer (about 250 bytes, syncd/crdt/opids.py) and
+# the window is never trimmed below its size, so every CRDT that has taken
+# that many ops holds 16 MB of ids for good; a retry minutes later is
+# covered by the TTL, not by a bigger window.
+MAX_OP_ID_WINDOW = 65_536
 # The largest SERVICE_HISTORY_RETENTION. Nothing overflows past them (the
 # stores compare Python ints, PostgreSQL a numeric), but nothing more is kept
 # either, so a larger value is a mistake: ops are stamped in milliseconds
@@ -658,7 +664,9 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         webhook_drain_s=_float(
             env, "SERVICE_WEBHOOK_DRAIN_S", DEFAULT_WEBHOOK_DRAIN_S, minimum=MIN_SHUTDOWN_WAIT_S
         ),
-        op_id_window=_int(env, "SERVICE_OP_ID_WINDOW", DEFAULT_OP_ID_WINDOW),
+        op_id_window=_int(
+            env, "SERVICE_OP_ID_WINDOW", DEFAULT_OP_ID_WINDOW, maximum=MAX_OP_ID_WINDOW
+        ),
         max_crdt_bytes=_int(env, "SERVICE_MAX_CRDT_BYTES", DEFAULT_MAX_CRDT_BYTES, minimum=0),
         namespace_max_crdts=_int(env, "SERVICE_NAMESPACE_MAX_CRDTS", 0, minimum=0),
         namespace_max_bytes=_int(env, "SERVICE_NAMESPACE_MAX_BYTES", 0, minimum=0),
