@@ -133,7 +133,11 @@ def _default_token(env: Mapping[str, str]) -> str | None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    dest = Path(args.dest)
+    # The directory the path names, as the OS resolves it: as text,
+    # "DIR/missing/.." does not exist, so it passed for a new directory (DIR's
+    # files neither refused nor spared: a failed backup removed "what it
+    # made", DIR's contents). Messages name the resolved path.
+    dest = Path(os.path.realpath(args.dest))
     try:
         in_use = dest.exists() and (not dest.is_dir() or any(dest.iterdir()))
     except OSError as exc:
