@@ -159,6 +159,9 @@ class _ResumingStream(ABC):
         rest: it tried again at once, an attempt per read."""
         self._connected = False
         self._closed = False
+        self._failure: Exception | None = None
+        """The error that ends the stream while it closes: raised by the next
+        read when the one closing was cancelled first (its own timeout)."""
         self._synced_events = synced_events
         self._synced: set[str] = set()
         """Ids whose start has all arrived since the last (re)subscribe."""
@@ -191,6 +194,9 @@ class _ResumingStream(ABC):
             if self._ready:
                 return self._ready.popleft()
             if self._closed:
+                failure, self._failure = self._failure, None
+                if failure is not None:
+                    raise failure
                 raise StopAsyncIteration
             if not self._connected:
                 await self._open()
@@ -219,10 +225,10 @@ class _ResumingStream(ABC):
             except _Lost as lost:
                 await self._wait_to_retry(self._retry_later(lost.retry_after))
                 continue
-            except Exception:
+            except Exception as exc:
                 # Final (refused, expired token). A cancellation is not: the
                 # caller may be timing out one read and come back for more.
-                await self.aclose()
+                await self._close_failing(exc)
                 raise
             self._connected = True
             self.connects += 1
@@ -280,8 +286,11 @@ class _ResumingStream(ABC):
             if code in _RETRY_CODES:
                 await self._lost(_retry_after(message.get("retry_after")))
                 return
-            await self.aclose()
-            raise service_error(_CODE_STATUS.get(code, 400), code, str(message.get("message", "")))
+            error = service_error(
+                _CODE_STATUS.get(code, 400), code, str(message.get("message", ""))
+            )
+            await self._close_failing(error)
+            raise error
         if kind == SYNCED:
             crdt_id = message.get("id")
             if isinstance(crdt_id, str) and crdt_id in self.ids:
@@ -298,6 +307,15 @@ class _ResumingStream(ABC):
             self.resyncs += 1
             self._unsynced(message["id"])
             await self._resync(message["id"])
+
+    async def _close_failing(self, error: Exception) -> None:
+        """Close for ``error``, which the caller raises next; a reader
+        cancelled while the stream closes (a WebSocket close waits for the
+        server's answer) gets it at its next read instead of an iteration
+        that just ends."""
+        self._failure = error
+        await self.aclose()
+        self._failure = None
 
     async def aclose(self) -> None:
         self._closed = True
@@ -451,10 +469,11 @@ class Subscription(_ResumingStream):
                     continue
         except ConnectionClosed as exc:
             if exc.sent is not None and exc.sent.code == CLOSE_TOO_BIG:
-                await self.aclose()
-                raise MessageTooLargeError(
+                error = MessageTooLargeError(
                     f"a WebSocket message over {self._max_message_bytes} bytes"
-                ) from None
+                )
+                await self._close_failing(error)
+                raise error from None
             raise _Lost(repr(exc)) from exc
         try:
             if isinstance(frame, bytes):
@@ -607,8 +626,9 @@ class EventStream(_ResumingStream):
                 raise
             except SseEventTooLarge as exc:
                 self._read = None
-                await self.aclose()
-                raise MessageTooLargeError(str(exc)) from None
+                error = MessageTooLargeError(str(exc))
+                await self._close_failing(error)
+                raise error from None
             except StopAsyncIteration:
                 self._read = None
                 raise _Lost("the stream ended") from None

@@ -60,6 +60,8 @@ class StallingProxy:
                 data = await reader.read(PROXY_BUFFER_BYTES)
                 if not data:
                     break
+                if gate is not None:  # read while waiting, before a stall: held
+                    await gate.wait()
                 writer.write(data)
                 await writer.drain()
         except OSError:
