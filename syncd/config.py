@@ -117,6 +117,14 @@ MAX_OP_ID_WINDOW = 65_536
 MAX_RETENTION_AGE_MS = 36_500 * 86_400_000
 MAX_RETENTION_AGE_TEXT = "36500d (100 years)"
 MAX_RETENTION_OPS = 2**63 - 1
+# The longest text a number setting may be (spaces around it aside). Every
+# integer setting is a count, a byte size or a duration, whose sensible values
+# fit in 64 bits (20 digits); a hundred characters leave room for leading
+# zeros and "1_000_000" spellings. Longer text is a mistake, refused before it
+# is read: Python's int() refuses more than 4300 digits itself (as few as 640
+# with PYTHONINTMAXSTRDIGITS) with a message about an interpreter setting,
+# and the line would repeat every digit.
+MAX_NUMBER_CHARS = 100
 # The largest memory budget (MB) taken: 16 TiB, beyond any machine syncd
 # runs on; "inf" is refused rather than read as "no budget".
 MAX_MEMORY_BUDGET_MB = 16.0 * 1024 * 1024
@@ -283,6 +291,17 @@ def bind_refusal(error: OSError, host: str, port: int) -> str | None:
     return f"cannot listen on {host_port(host, port)}: {os.strerror(error.errno)}{hint}"
 
 
+class NumberTooLong(ValueError):
+    """A number setting's text is past :data:`MAX_NUMBER_CHARS`; the message
+    says so without repeating the text."""
+
+    def __init__(self, what: str, text: str) -> None:
+        super().__init__(
+            f"{what} {len(text)} characters long is no setting's number"
+            f" (at most {MAX_NUMBER_CHARS} characters)"
+        )
+
+
 def parse_bind(value: str) -> tuple[str, int]:
     """``host:port`` or ``[v6]:port``; raises ValueError with the reason."""
     if value.startswith("["):
@@ -309,6 +328,8 @@ def parse_bind(value: str) -> tuple[str, int]:
             raise ValueError(f"{host!r} is not a host name or address{hint}")
     if not (port_text.isascii() and port_text.isdigit()):
         raise ValueError(f"port {port_text!r} is not a number")
+    if len(port_text) > MAX_NUMBER_CHARS:
+        raise NumberTooLong("a port", port_text)
     port = int(port_text)
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} is outside 0-65535")
@@ -326,6 +347,8 @@ def _int(
     raw = env.get(name)
     if raw is None or raw == "":
         return default
+    if len(raw.strip()) > MAX_NUMBER_CHARS:
+        raise ConfigError(name, str(NumberTooLong("a value", raw.strip())))
     try:
         value = int(raw)
     except ValueError:
@@ -340,6 +363,8 @@ def _int(
 def _retention(text: str) -> Retention:
     """``SERVICE_HISTORY_RETENTION``: a count or an age, up to its maximum."""
     name = "SERVICE_HISTORY_RETENTION"
+    if len(text.strip()) > MAX_NUMBER_CHARS:
+        raise ConfigError(name, str(NumberTooLong("a value", text.strip())))
     try:
         retention = Retention.parse(text)
     except ValueError as exc:
@@ -540,6 +565,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
     bind = env.get("SERVICE_BIND") or DEFAULT_BIND
     try:
         host, port = parse_bind(bind)
+    except NumberTooLong as exc:  # the value is not repeated: thousands of digits
+        raise ConfigError("SERVICE_BIND", str(exc)) from None
     except ValueError as exc:
         raise ConfigError("SERVICE_BIND", f"{bind!r}: {exc}") from None
 
