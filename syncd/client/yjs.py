@@ -53,6 +53,13 @@ RECONNECT_MIN_S: Final = 0.1
 RECONNECT_MAX_S: Final = 10.0
 """Backoff between reconnects: doubled per failure up to this."""
 
+STABLE_CONNECTION_S: Final = 2.0
+"""A connection that lasted this long worked: the backoff starts again from
+:data:`RECONNECT_MIN_S`. One closed sooner counts as a failure, so the
+backoff goes on doubling: the service closes a connection that sends an
+update it refuses (too large, forbidden), and every reconnect's sync sends
+that update again. Far longer than a sync and its refusal take."""
+
 AWARENESS_RENEW_S: Final = 15.0
 """How often our awareness state is sent again while set: half of y-protocols'
 30 s ``outdatedTimeout``, after which peers and syncd's other nodes drop it."""
@@ -160,11 +167,13 @@ class YjsProvider:
             self._outbox.put_nowait(create_update_message(event.update))
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         delay = RECONNECT_MIN_S
         while True:
+            opened_at: float | None = None
             try:
                 async with connect(self.url, max_size=None) as ws:
-                    delay = RECONNECT_MIN_S
+                    opened_at = loop.time()
                     await self._session(ws)
             except InvalidStatus as exc:
                 status = exc.response.status_code
@@ -188,6 +197,8 @@ class YjsProvider:
                 # connection; the room sends the live ones on our return, and
                 # nobody would tell us of a peer that left meanwhile.
                 self.awareness.clear()
+            if opened_at is not None and loop.time() - opened_at >= STABLE_CONNECTION_S:
+                delay = RECONNECT_MIN_S
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_MAX_S)
 

@@ -26,6 +26,8 @@ class StallingProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self.port = 0
+        self.connections = 0
+        """Connections accepted so far."""
 
     async def start(self) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -43,6 +45,7 @@ class StallingProxy:
         self._flowing.set()
 
     async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        self.connections += 1
         server_r, server_w = await asyncio.open_connection("127.0.0.1", self._target_port)
         for task in (
             asyncio.create_task(self._copy(client_r, server_w, self._flowing)),
