@@ -1,10 +1,11 @@
 """A YjsProvider whose connection the service keeps closing backs off.
 
 The service closes a connection that sends an update it refuses (over the
-document's size limit: 1007, ``crdt_too_large``), and the provider, reconnecting, syncs by state
-vector and sends the same update again. It reset its backoff at every
-connection made, so it knocked every 100 ms for ever; it now resets only
-after a connection that lasted. The real server behind a counting proxy."""
+document's size limit: 1007, ``crdt_too_large``), and the provider,
+reconnecting, syncs by state vector and sends the same update again. It
+reset its backoff at every connection made, so it knocked every 100 ms for
+ever; it now resets only after a connection that lasted. The real server
+behind a counting proxy."""
 
 from __future__ import annotations
 
