@@ -112,7 +112,11 @@ class HistoryService:
             raise bad_request(f"{field}: seq {seq} is in the future (the CRDT is at seq {latest})")
         if seq == entry.seq:  # nothing applied past it in memory
             return entry, entry.crdt.clone()
-        _, base = await self.base_at(ns, crdt_id, seq)
+        now, base = await self.base_at(ns, crdt_id, seq)
+        if now.epoch != entry.epoch:
+            # Deleted (and created again) between the two reads: that base is
+            # the new life's past, not the past of the life answered for.
+            raise not_found(f"{ns}/{crdt_id} was deleted while its history was read")
         return entry, base.crdt()
 
     async def base_at(self, ns: str, crdt_id: str, seq: int) -> tuple[Entry, Base]:
