@@ -16,7 +16,7 @@ up front). ``o`` on a read rule is ignored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -325,25 +325,41 @@ class CompiledPermissions:
                 f"op not allowed by the rule's mask: rule {rule.pattern!r} allows "
                 f"0x{rule.mask:02x}, this {type_name} op needs 0x{mask:02x}"
             )
-        if rule.mask is not None and not rule.mask & _op_bits(type_name):
+        if rule.mask is not None and not rule.mask & _op_bits(type_name, crdt_id):
             # Allows no op of the type at all, so no write: also for the
             # up-front checks of restore and revert, which ask with an empty
-            # mask (that fits in every mask, 0 too).
+            # mask (that fits in every mask, 0 too) and no type (the id's
+            # prefix, or every type, stands for it).
             ops = f"{type_name} op" if type_name else "op"
             return f"no write: rule {rule.pattern!r} allows 0x{rule.mask:02x}, no {ops}"
         return None
 
 
-def _op_bits(type_name: str) -> int:
+def _op_bits(type_name: str, crdt_id: str) -> int:
     """The OR of the op-mask bits of ``type_name``'s ops (every bit for a type
-    this does not know). Imported here, not at the top: clients import this
-    module (through the token codec) and need none of the CRDT types."""
+    this does not know). Without a type (the up-front checks of restore and
+    revert, made before the id is looked up), the type the id's prefix fixes,
+    or for an id without one every type's ops: a mask that holds no op the
+    id can take refuses there as it does once the type is known, so an
+    absent id is 403 as an existing one is (not 404: that told a token that
+    may not read it whether it exists). Imported here, not at the top:
+    clients import this module (through the token codec) and need none of
+    the CRDT types."""
     from syncd.crdt.types import TYPES
 
-    cls = TYPES.get(type_name)
-    if cls is None:
-        return MAX_MASK
+    if not type_name:
+        from syncd.crdt.types import type_for_id
+
+        type_name = type_for_id(crdt_id) or ""
+    if type_name:
+        cls = TYPES.get(type_name)
+        if cls is None:
+            return MAX_MASK
+        classes: Iterable[Any] = (cls,)
+    else:
+        classes = TYPES.values()
     bits = 0
-    for bit in cls.OPS.values():
-        bits |= bit
+    for each in classes:
+        for bit in each.OPS.values():
+            bits |= bit
     return bits
