@@ -47,6 +47,15 @@ MB, sent again to every newcomer). Over it the update is refused whole, as
 over :data:`MAX_AWARENESS_CLIENTS` (close 1008): a connection holds at most
 4 MiB of states."""
 
+MAX_AWARENESS_UPDATE_CLIENTS: Final = 16 * MAX_AWARENESS_CLIENTS
+"""Clients one awareness update from a connection may name; one naming more
+is ignored unread. Awareness is not counted against the rate limit, and each
+client is read in Python twice (here, then by pycrdt): 110 000 null states
+fit in 1 MiB and held the event loop for a second, per message. A provider
+names its own clients (at most :data:`MAX_AWARENESS_CLIENTS`), or echoes
+the room's states it was sent (providers send every awareness change back),
+which change nothing: ignoring an echo of a room this large loses nothing."""
+
 MAX_REMOVED_AWARENESS_CLIENTS: Final = 4096
 """Awareness clients without a state whose clock a room remembers (y-protocols
 keeps each removed client's clock, so that a stale echo of its state, which
@@ -203,6 +212,8 @@ class Room:
         :data:`MAX_AWARENESS_STATE_BYTES`, is refused whole, before anyone
         sees it."""
         try:
+            if Reader(update).var_uint() > MAX_AWARENESS_UPDATE_CLIENTS:
+                return  # unread: an echo of a large room at best (see the constant)
             present = awareness_clients(update, MAX_AWARENESS_STATE_BYTES)
         except AwarenessStateTooLarge as exc:
             raise AwarenessRefused(str(exc)) from exc
