@@ -84,6 +84,7 @@ class HistoryService:
         records, oldest, after = await read_page(
             self._store, ns, crdt_id, epoch, latest, before, limit, writer
         )
+        await self._same_life(ns, crdt_id, epoch)
         return {
             "id": crdt_id,
             "type": entry.type,
@@ -93,6 +94,14 @@ class HistoryService:
             "ops": [history_item(record) for record in records],
             "next": after,
         }
+
+    async def _same_life(self, ns: str, crdt_id: str, epoch: str) -> None:
+        """404 unless the CRDT is still in life ``epoch``: one deleted while
+        its history was read has none left (the store answers that life's
+        reads as if all of it had expired), and the answer would describe a
+        life that is gone."""
+        if (await self._entry(ns, crdt_id)).epoch != epoch:
+            raise not_found(f"{ns}/{crdt_id} was deleted while its history was read")
 
     async def state_at(
         self, ns: str, crdt_id: str, seq: int, field: str = "at"
