@@ -311,7 +311,7 @@ class HttptoolsParser:
                 if self._trailer_bytes < 0 and self._url:
                     # In a head of a version llhttp reads on past (HTTP/2.0):
                     # h11's side answers the version.
-                    refusal = version_refusal(self._parser.get_http_version())
+                    refusal = self._head_version_refusal(self._parser)
                 if refusal is not None and refusal.status == 505:
                     self._failed = refusal
                 else:
@@ -511,13 +511,9 @@ class HttptoolsParser:
         if message == "Invalid HTTP version":
             # A well-formed version llhttp does not take (HTTP/3.0): 505
             # for a later major version, as h11's side answers, not 400.
-            refusal = version_refusal(parser.get_http_version())
+            refusal = self._head_version_refusal(parser)
             if refusal is None:  # not expected: llhttp takes 1.0 and 1.1
                 return ParseError(400, f"malformed request: {exc}")
-            if self._url[:1] == b"*" and self._url != b"*":
-                # The target comes first, and "*?a" is no target (see
-                # on_headers_complete); llhttp takes it.
-                return ParseError(400, "malformed request target")
             return refusal
         if (
             self._in_message
@@ -527,7 +523,7 @@ class HttptoolsParser:
         ):
             # Past the version, in the head of one llhttp reads but we do not
             # take (HTTP/2.0): h11's side answers the version first.
-            refusal = version_refusal(parser.get_http_version())
+            refusal = self._head_version_refusal(parser)
             if refusal is not None and refusal.status == 505:
                 return refusal
         return ParseError(400, f"malformed request: {exc}")
@@ -767,10 +763,24 @@ class HttptoolsParser:
         """A refusal of a head's field, unless its version is one llhttp
         reads but we do not take (HTTP/2.0): h11's side answers the version
         first, as llhttp does any other it does not take."""
-        refusal = version_refusal(self._parser.get_http_version())
+        refusal = self._head_version_refusal(self._parser)
         if refusal is not None:
             return _Refused(refusal.status, refusal.message)
         return _Refused(status, message)
+
+    def _head_version_refusal(self, parser: httptools.HttpRequestParser) -> ParseError | None:
+        """The refusal of the version of the head being read, after its
+        target's, as h11's side judges them: "*?a" is no target (llhttp
+        takes any starting with "*", see ``on_headers_complete``)."""
+        refusal = version_refusal(parser.get_http_version())
+        if (
+            refusal is not None
+            and self._url[:1] == b"*"
+            and self._url != b"*"
+            and parser.get_method() != b"CONNECT"
+        ):
+            return ParseError(400, "malformed request target")
+        return refusal
 
     def _on_trailer(self, name: bytes, value: bytes) -> None:
         """A field of a chunked body's trailer section: dropped, as h11 drops

@@ -300,6 +300,17 @@ FOUND: list[tuple[str, list[bytes], list[object]]] = [
     ),
     ("version 2.0, two hosts", [b"GET /a HTTP/2.0\r\nHost: x\r\nHost: x\r\n\r\n"], [505]),
     (
+        "star query, version 2.0, folding",
+        [b"POST *?a HTTP/2.0\r\nHost: x\r\n\tx\r\nContent-Length: 3\r\n\r\nabc"],
+        [400],
+    ),
+    (
+        "star query, version 2.0, two hosts",
+        [b"GET *?a HTTP/2.0\r\nHost: x\r\nHost: x\r\n\r\n"],
+        [400],
+    ),
+    ("star query, version 2.0, closed in the head", [b"GET *?a HTTP/2.0\r\nHos", b""], [400]),
+    (
         "version 2.0, bare cr",
         [b"POST /a HTTP/2.0\r\nHost: x\r\nContent-\rLength: 3\r\n\r\nabc"],
         [505],
