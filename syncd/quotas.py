@@ -58,7 +58,9 @@ from typing import TYPE_CHECKING, Final
 
 import msgpack
 
-from syncd.crdt.engine import Engine
+# The growth bound's numbers are the engine's, which counts a replayed op
+# the same way (it sits below this module, so it cannot import them from here).
+from syncd.crdt.engine import FIXED_GROWTH, OP_GROWTH_OVERHEAD, REMEASURE_MIN_BYTES, Engine
 from syncd.crdt.ydoc import YDoc, deletion_ranges
 from syncd.errors import crdt_too_large, quota_exceeded
 
@@ -78,17 +80,6 @@ DEFAULT_MAX_CRDT_BYTES: Final = 64 * 1024 * 1024
 """One CRDT's state, by default: far past any document a person edits (a
 novel is about 1 MB of text), and small enough that loading, snapshotting or
 sending a CRDT whole stays well under a second."""
-
-REMEASURE_MIN_BYTES: Final = 4096
-"""Counted growth after which even a small CRDT is measured again: a counter
-(about 80 bytes counted per increment) every ~50 ops, where one measure
-costs 5-30 us, so well under a microsecond per op."""
-
-OP_GROWTH_OVERHEAD: Final = 64
-"""Bytes a CRDT's state may take beyond an op's own encoding: the largest
-measured was 60 (a presence entry's stamp and expiry; an orset tag 14, a
-tree node 25, an rga element or a Yjs update 0; tests/test_quotas.py
-checks it for every type)."""
 
 TRIMMING_OPS: Final[dict[str, frozenset[str]]] = {
     "rga": frozenset({"delete"}),
@@ -113,13 +104,6 @@ its limit can be trimmed over Yjs, and never grows past the limit and its
 headroom."""
 
 _NOTHING: Final[frozenset[str]] = frozenset()
-
-FIXED_GROWTH: Final[dict[str, int]] = {
-    "gcounter": OP_GROWTH_OVERHEAD,
-    "pncounter": OP_GROWTH_OVERHEAD,
-}
-"""Types whose every op grows the state by at most this (a counter's op adds
-at most one writer's entry, about 10 bytes), counted without encoding the op."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,7 +444,9 @@ async def measure_unmeasured(store: Store, engine: Engine) -> int:
 
 __all__ = [
     "DEFAULT_MAX_CRDT_BYTES",
+    "FIXED_GROWTH",
     "OP_GROWTH_OVERHEAD",
+    "REMEASURE_MIN_BYTES",
     "TRIMMING_OPS",
     "Limits",
     "Quotas",

@@ -100,21 +100,28 @@ RESIZE_EVERY_OPS: Final = 256
 """Ops after which an entry's size is estimated again (an encode of its state):
 often enough for the budget to notice growth, rare enough to cost little per op."""
 
-REPLAY_GROWTH_OVERHEAD: Final = 64
-"""Bytes a replayed op may add to its CRDT's state beyond its delta's encoding
-(the quotas' ``OP_GROWTH_OVERHEAD`` for ops, the largest measured)."""
+# An op's growth bound, counted the same way for a local op (syncd/quotas.py,
+# which imports these: they live here, below it, so the two cannot drift) and
+# for another node's op replayed here (Engine._replay_op).
 
-REPLAY_FIXED_GROWTH: Final[dict[str, int]] = {
-    "gcounter": REPLAY_GROWTH_OVERHEAD,
-    "pncounter": REPLAY_GROWTH_OVERHEAD,
+OP_GROWTH_OVERHEAD: Final = 64
+"""Bytes a CRDT's state may take beyond an op's own encoding: the largest
+measured was 60 (a presence entry's stamp and expiry; an orset tag 14, a
+tree node 25, an rga element or a Yjs update 0; tests/test_quotas.py
+checks it for every type)."""
+
+FIXED_GROWTH: Final[dict[str, int]] = {
+    "gcounter": OP_GROWTH_OVERHEAD,
+    "pncounter": OP_GROWTH_OVERHEAD,
 }
-"""Types whose every op grows the state by at most this (a counter's adds at
-most one writer's entry): counted without encoding the delta, which would
-cost about as much as replaying it."""
+"""Types whose every op grows the state by at most this (a counter's op adds
+at most one writer's entry, about 10 bytes), counted without encoding the op,
+which would cost about as much as applying it."""
 
-REPLAY_REMEASURE_MIN_BYTES: Final = 4096
-"""Growth counted on replayed ops after which even a small CRDT is measured
-again (the quotas' ``REMEASURE_MIN_BYTES`` for local ops)."""
+REMEASURE_MIN_BYTES: Final = 4096
+"""Counted growth after which even a small CRDT is measured again: a counter
+(about 80 bytes counted per increment) every ~50 ops, where one measure
+costs 5-30 us, so well under a microsecond per op."""
 
 Key = tuple[str, str]
 
@@ -645,12 +652,12 @@ class Engine:
         # it passes a quarter of the state: measured only every
         # RESIZE_EVERY_OPS ops, CRDTs grown by another node's large ops stayed
         # far past the memory budget on a node that only replays them.
-        fixed = REPLAY_FIXED_GROWTH.get(entry.type)
+        fixed = FIXED_GROWTH.get(entry.type)
         grown = entry.grown = entry.grown + (
-            fixed if fixed is not None else len(self._pack(delta)) + REPLAY_GROWTH_OVERHEAD
+            fixed if fixed is not None else len(self._pack(delta)) + OP_GROWTH_OVERHEAD
         )
         if entry.unsized_ops >= RESIZE_EVERY_OPS or (
-            grown > REPLAY_REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2
+            grown > REMEASURE_MIN_BYTES and grown > entry.state_bytes >> 2
         ):
             self.resize(entry)
         op_id = record.get("op_id")
@@ -762,11 +769,14 @@ class Engine:
 
 
 __all__ = [
+    "FIXED_GROWTH",
     "MAX_BATCH_OPS",
     "MAX_LIST_LIMIT",
+    "OP_GROWTH_OVERHEAD",
     "OP_ID_MAX_LEN",
     "OP_ID_WINDOW",
     "PREFIXES",
+    "REMEASURE_MIN_BYTES",
     "ApplyResult",
     "Engine",
     "Entry",
