@@ -202,4 +202,10 @@ class HistoryService:
             # Deleted (and perhaps created again) while the past was read: that
             # state is of a life that is gone, not one to bring into this one.
             raise not_found(f"{ns}/{crdt_id} was deleted during the restore")
+        # Again: a first request with this op_id may have applied during the
+        # read. Its ops computed now would be another restore's (more of them
+        # when others wrote meanwhile), its first op ids repeats, the rest new.
+        answered = repeated(entry, op_id, seq)
+        if answered is not None:
+            return answered
         return await apply_restore(self._service, entry, target, seq, principal, op_id, source)
