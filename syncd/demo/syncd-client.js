@@ -3604,7 +3604,9 @@ var SyncSocket = class extends Emitter {
         cause: this._closeReason ?? void 0
       });
     }
-    if (this._subs.has(id)) throw new Error(`already subscribed to ${id}`);
+    if (this._subs.has(id)) {
+      throw new SyncdError("already_subscribed", `already subscribed to ${id}: unsubscribe() it first, or use the subscription you have`);
+    }
     const sub = new Subscription(id, {
       replica: options.replica,
       // default: one, but none of a Yjs document (Subscription)

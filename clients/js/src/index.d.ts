@@ -314,7 +314,9 @@ export class SyncSocket extends Emitter {
   /**
    * While connecting or reconnecting, the subscribe goes out once the socket
    * is open. Throws a SyncdError `closed` once the socket was closed (by
-   * close(), or for good after a revoked or expired fixed token).
+   * close(), or for good after a revoked or expired fixed token), and a
+   * SyncdError `already_subscribed` (status 0) for an id this socket
+   * follows already: unsubscribe() it first, or use that subscription.
    */
   subscribe(id: string, options?: SubscribeOptions): Subscription & { apply(op: Op | Op[]): Promise<Ack>; unsubscribe(): void };
   unsubscribe(id: string): void;
@@ -483,7 +485,7 @@ export class SyncdClient {
   moveNode(id: string, nodeId: string, parent: string, opts?: OpOptions & { pos?: string }): Promise<OpAnswer>;
   updateNode(id: string, nodeId: string, data: Record<string, unknown>, opts?: OpOptions): Promise<OpAnswer>;
   deleteNode(id: string, nodeId: string, opts?: OpOptions): Promise<OpAnswer>;
-  /** See SyncSocket#subscribe: queued while reconnecting, a SyncdError `closed` after close(). */
+  /** See SyncSocket#subscribe: queued while reconnecting, a SyncdError `closed` after close(), `already_subscribed` for an id followed already. */
   subscribe(id: string, options?: SubscribeOptions): ReturnType<SyncSocket['subscribe']>;
   send(id: string, op: Op | Op[]): Promise<Ack>;
   /** An SSE stream, closed by close(); throws a SyncdError `closed` after close(). */

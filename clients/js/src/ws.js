@@ -565,7 +565,10 @@ export class SyncSocket extends Emitter {
         cause: this._closeReason ?? undefined,
       });
     }
-    if (this._subs.has(id)) throw new Error(`already subscribed to ${id}`);
+    if (this._subs.has(id)) {
+      // One subscription per id: a second would share its position and deltas.
+      throw new SyncdError('already_subscribed', `already subscribed to ${id}: unsubscribe() it first, or use the subscription you have`);
+    }
     const sub = new Subscription(id, {
       replica: options.replica, // default: one, but none of a Yjs document (Subscription)
       resync: (s, fresh) => this._resync(s, fresh),
