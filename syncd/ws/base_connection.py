@@ -56,8 +56,12 @@ What waits there is the connection's own memory, so it is bounded by the
 subscriber bound too: past it the connection counts as paused, as a
 transport over its mark does (subscribers skip and resync once it drains,
 the session handles no message, reading stops), until the feed is out and
-the transport has drained. A closing handshake waits for the feed (a frame
-cannot be cut), within the close timeout.
+the transport has drained. A second state fed while one is still going out
+is held for this peer alone, and is not counted there: from then on the
+session handles no message until the feed is out (a peer that reads nothing
+would otherwise make us hold a whole state per subscribe). A closing
+handshake waits for the feed (a frame cannot be cut), within the close
+timeout.
 
 Every connection counts in ``service_ws_connections_active`` and in the
 server's connection count (``SERVICE_MAX_CONNECTIONS``, and shutdown closes
@@ -124,6 +128,7 @@ class BaseConnection(asyncio.Protocol):
         "_expiry",
         "_expiry_due",
         "_feed",
+        "_feed_holds_reading",
         "_gone",
         "_keepalive",
         "_keepalive_due",
@@ -168,6 +173,9 @@ class BaseConnection(asyncio.Protocol):
         self._gone = False
         self._feed: Feed | None = None
         """What is still to be written from a shared state on (None: nothing)."""
+        self._feed_holds_reading = False
+        """A state was queued behind another still going out: the session
+        handles no message until the feed is out (see :meth:`feed`)."""
         self._timer: asyncio.TimerHandle | None = None
         self._keepalive: Slot[BaseConnection] | None = None
         self._keepalive_due = 0.0
@@ -317,6 +325,14 @@ class BaseConnection(asyncio.Protocol):
             feed = self._feed = Feed()
             # Over the bound already (no feed was running): wait for the drain.
             feed.waiting = self._write_paused
+        elif not self._feed_holds_reading:
+            # A state still going out, and this one behind it: held for this
+            # peer alone until it reads the first. Its bytes are not counted
+            # as our own, so handling more messages (subscribes to other
+            # large CRDTs, or to one a writer changes between them) would
+            # queue a whole state each, without bound: none until it is out.
+            self._feed_holds_reading = True
+            self.session.hold()
         feed.add(head)
         feed.add_shared(state)
         self._pump()
@@ -473,6 +489,9 @@ class BaseConnection(asyncio.Protocol):
             self._hold_output()  # its resume_writing carries on as for any pause
         elif self._write_paused:
             self.resume_writing()  # held at the bound, or paused before the feed
+        if self._feed_holds_reading:
+            self._feed_holds_reading = False
+            self.session.release()  # handles what waited, and reads on
 
     def _hold_output(self) -> None:
         """The peer has enough unread: subscribers skip, the session handles no
