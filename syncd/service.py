@@ -135,7 +135,12 @@ class CrdtService:
         if (ns, crdt_id) not in self.engine and store.loads_on_demand:
             # No await from here to apply() on a local store: what is loaded stays.
             await self.residency.ensure(ns, crdt_id)
-        plan = self.engine.plan(ns, crdt_id, body, most=most)
+        try:
+            plan = self.engine.plan(ns, crdt_id, body, most=most)
+        except ApiError:
+            # 403 first: a plan's refusal can tell what the id holds (its type).
+            self.auth.check_may_write(principal, crdt_id)
+            raise
         plan.marks = marks
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
@@ -190,7 +195,12 @@ class CrdtService:
         if store.shared or (engine.lookup((ns, crdt_id)) is None and store.loads_on_demand):
             return None
         # stage(), inline: once per request.
-        plan = engine.plan(ns, crdt_id, body)
+        try:
+            plan = engine.plan(ns, crdt_id, body)
+        except ApiError:
+            # 403 first: a plan's refusal can tell what the id holds (its type).
+            self.auth.check_may_write(principal, crdt_id)
+            raise
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
@@ -243,7 +253,12 @@ class CrdtService:
         ``measure`` as for ``Engine.apply`` (False: the caller stages a run of
         ops as one batch and has ``Engine.measure_if_due`` called after it).
         """
-        plan = self.engine.plan(ns, crdt_id, body)
+        try:
+            plan = self.engine.plan(ns, crdt_id, body)
+        except ApiError:
+            # 403 first: a plan's refusal can tell what the id holds (its type).
+            self.auth.check_may_write(principal, crdt_id)
+            raise
         plan.marks = marks
         self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
