@@ -188,16 +188,21 @@ def _plain_json(value: Any) -> str:
     return _encode(value)
 
 
-def check_json(value: Any, field: str) -> bool:
+def check_json(value: Any, field: str, *, level: int = 1) -> bool:
     """Refuse anything that is not plain JSON that both JSON and msgpack carry;
     True when ``value`` holds a float (:func:`json_value` then knows which
     encoding it needs without another walk).
+
+    ``level`` is the nesting level ``value`` itself counts as: 0 for an array
+    of values that is the op's field and not a value (an rga's ``values``),
+    so that each of its values may nest :data:`MAX_JSON_DEPTH` levels as a
+    set element or a register value may.
 
     msgpack input can hold bytes, integer map keys or huge integers that JSON
     input cannot; those are refused here rather than failing later in an encoder.
     """
     floats = False
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[Any, int]] = [(value, level)]
     while stack:
         item, depth = stack.pop()
         kind = type(item)

@@ -157,7 +157,8 @@ class Rga:
             values = op["values"]
             if type(values) is not list or not values:
                 raise invalid_op("values: must be a non-empty array")
-            check_json(values, "values")
+            # The array is the field; each of its elements is a value.
+            check_json(values, "values", level=0)
             content = list(values)
             key = "values"
         seq = self._seq
