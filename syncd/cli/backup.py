@@ -291,6 +291,11 @@ def _bad_member(member: tarfile.TarInfo, seen: set[str]) -> str | None:
         return None if name in LAYOUT else "is a directory a backup does not have"
     if not member.isreg():
         return "is not a regular file (a backup holds no links or special files)"
+    folder = name.rpartition("/")[0]
+    if folder and folder not in LAYOUT:
+        # Unpacked, its directory would be made on the way: refused as a
+        # directory member of that name is.
+        return "is in a directory a backup does not have"
     return None
 
 
