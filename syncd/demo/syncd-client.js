@@ -3319,6 +3319,8 @@ var SyncSocket = class extends Emitter {
   _lost(err) {
     this._stopPing();
     this._clearConnectionTimers();
+    clearTimeout(this._connectTimer);
+    this._connectTimer = null;
     const ws = this._ws;
     this._ws = null;
     if (ws) {

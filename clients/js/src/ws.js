@@ -236,6 +236,10 @@ export class SyncSocket extends Emitter {
   _lost(err) {
     this._stopPing();
     this._clearConnectionTimers();
+    // An attempt lost before it opened: its timeout has nothing left to end
+    // (left, it was pending through the backoff, holding the lost socket).
+    clearTimeout(this._connectTimer);
+    this._connectTimer = null;
     const ws = this._ws;
     this._ws = null;
     if (ws) {
