@@ -291,6 +291,8 @@ def _bad_member(member: tarfile.TarInfo, seen: set[str]) -> str | None:
         return None if name in LAYOUT else "is a directory a backup does not have"
     if not member.isreg():
         return "is not a regular file (a backup holds no links or special files)"
+    if name in LAYOUT:
+        return "is a file where a backup has a directory"
     folder = name.rpartition("/")[0]
     if folder and folder not in LAYOUT:
         # Unpacked, its directory would be made on the way: refused as a
