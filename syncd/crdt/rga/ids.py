@@ -19,10 +19,10 @@ MAX_ID_CHARS = 48
 """Longer than any id this service makes (two 64-bit integers and an ``@``);
 refusing longer strings before ``int()`` keeps parsing cheap."""
 
-_ID_RE = re.compile(r"([1-9][0-9]*)@(-?(?:0|[1-9][0-9]*))")
+_ID_RE = re.compile(r"([1-9][0-9]*)@(0|-?[1-9][0-9]*)")
 """``<counter>@<client>``: ASCII decimals, one spelling per id (no leading
-zeros, so "07@1" cannot name the element "7@1"), a counter from 1, a client
-that may be negative."""
+zeros, so "07@1" cannot name the element "7@1", and no "-0", so "1@-0" cannot
+name "1@0" of client 0), a counter from 1, a client that may be negative."""
 
 
 def format_id(client: int, counter: int) -> str:
@@ -42,7 +42,7 @@ def parse_id(value: Any, field: str) -> tuple[int, int]:
     raise _invalid(field)
 
 
-_IDS_RE = re.compile(r"(?:[1-9][0-9]*@-?(?:0|[1-9][0-9]*),)*[1-9][0-9]*@-?(?:0|[1-9][0-9]*)")
+_IDS_RE = re.compile(r"(?:[1-9][0-9]*@(?:0|-?[1-9][0-9]*),)*[1-9][0-9]*@(?:0|-?[1-9][0-9]*)")
 _PARTS_RE = re.compile(r"([1-9][0-9]*)@(-?[0-9]+)")
 
 
