@@ -214,6 +214,10 @@ class BaseConnection(asyncio.Protocol):
     def _drained(self) -> None:
         """The transport drained: send what was skipped meanwhile."""
 
+    def _feed_out(self) -> None:
+        """The feed is all written and the transport is under its mark: what
+        :meth:`_drained` left for the feed to go out first may go now."""
+
     def _closing(self) -> None:
         """Closing started (ours or the peer's): nothing more goes out (what
         was queued went before our close frame, see :meth:`flush`)."""
@@ -489,6 +493,8 @@ class BaseConnection(asyncio.Protocol):
             self._hold_output()  # its resume_writing carries on as for any pause
         elif self._write_paused:
             self.resume_writing()  # held at the bound, or paused before the feed
+        else:
+            self._feed_out()
         if self._feed_holds_reading:
             self._feed_holds_reading = False
             self.session.release()  # handles what waited, and reads on

@@ -37,7 +37,9 @@ which ends it as expiry does (:meth:`Session.revoke`).
 
 Backpressure: while the transport's buffer is over its high-water mark (the
 subscriber bound), subscriptions skip deltas; when it drains, those that
-skipped some get a fresh snapshot.
+skipped some get a fresh snapshot, as many as the transport takes: once one
+is being fed (a large state) or the transport is over its mark again, the
+rest wait for the feed to be out or the next drain.
 
 Disconnect: once the connection is gone and its in-flight ops are done, the
 ops the session names (presence's ``leave``) are applied on its behalf, with
@@ -138,6 +140,7 @@ class WsConnection(BaseConnection):
         "_lagging",
         "_out",
         "_out_bytes",
+        "_resyncing",
         "_staging",
         "_tasks",
         "ns",
@@ -180,6 +183,8 @@ class WsConnection(BaseConnection):
         """Broadcast frames (and what followed them) waiting for the flusher
         (None: nothing waits)."""
         self._out_bytes = 0
+        self._resyncing = False
+        """The lagging subscriptions are being resynced (see _resync_lagging)."""
         self._tasks: set[asyncio.Task[None]] | None = None
         """Op tasks still running: disconnect ops wait for them (None: no op
         yet; an empty set is 216 bytes that an idle connection need not keep)."""
@@ -217,18 +222,39 @@ class WsConnection(BaseConnection):
             _spawn(self._after_disconnect(list(tasks or ())))
 
     def _drained(self) -> None:
+        self._resync_lagging()
+
+    def _feed_out(self) -> None:
+        if self._lagging:
+            self._resync_lagging()
+
+    def _resync_lagging(self) -> None:
+        """Fresh snapshots for the subscriptions that skipped deltas, as long
+        as the transport takes them: once one is being fed (a large state,
+        held for this peer alone and not counted against the bound) or the
+        transport is over its mark again, the rest wait in ``_lagging`` for
+        the feed to be out (:meth:`_feed_out`) or the next drain. Fed all at
+        once, a peer that read a little and stopped again held a whole state
+        per lagging subscription."""
         lagging = self._lagging
-        if lagging:
-            self._lagging = None
+        if not lagging or self._resyncing:
+            return  # (a feed that went out at once, during a resync below)
+        self._resyncing = True
+        try:
             engine = self._app.engine
             shared = self._app.shared
             durable_now = self._app.service.durable_now
-            for subscription in lagging:
+            while lagging and self._feed is None and not self._write_paused:
+                subscription = lagging.pop(0)
                 if durable_now(self.ns, subscription.crdt_id):
                     subscription.resync(engine, shared)
                 elif subscription.resync_later():
                     # Ops of it in flight: the snapshot waits until they are durable.
                     _spawn(self._resync(subscription))
+        finally:
+            self._resyncing = False
+            if not lagging and self._lagging is lagging:
+                self._lagging = None
 
     def _expiry_due_ms(self) -> int | None:
         return self.session.expiry_due

@@ -1,0 +1,115 @@
+"""A peer that fell behind on many large CRDTs cannot make its connection
+hold a fresh snapshot of each at once.
+
+When a lagging connection drains, each subscription that skipped deltas gets
+a fresh snapshot (docs/protocol.md#the-websocket). A large one goes out
+through the connection's feed, held for this peer alone (a writer changed the
+CRDT since anyone else was sent it), and was not counted against the bound:
+one drain fed every lagging subscription's snapshot at once, so a peer that
+read a little and stopped again held one whole state per subscription. Now
+the resyncs go on only while the transport takes them: those left wait for
+the feed to be out (or the next drain), as lagging subscriptions wait for
+the drain itself."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import tracemalloc
+from typing import Any
+
+import msgpack
+import pytest
+
+from syncd.ws.connection import WsConnection
+from tests.conftest import RunningServer
+from tests.ws.support import WAIT_S, RawWs, client_frame, op, open_ws, wait_for
+
+DOCS = [f"rg:lag{i}" for i in range(4)]
+CHARS = 250_000
+"""Each document's text: a snapshot of a few hundred KB, past the feed's slice."""
+MAX_BODY = 4 * 1024 * 1024
+BOUND = 65536
+
+
+def _text(chars: int) -> str:
+    return ("abcdefgh " * (chars // 9 + 1))[:chars]
+
+
+async def _stalled(server: RunningServer) -> tuple[RawWs, WsConnection]:
+    """A peer with a tiny receive window, and the server's connection for it
+    (with a small send buffer: on loopback the kernel would take megabytes
+    off the server's hands)."""
+    before = set(server.app.server_ctx.other_connections)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
+    raw = RawWs(reader, writer)
+    status, _ = await raw.handshake("test-admin-secret")
+    assert status == 101
+    await wait_for(lambda: set(server.app.server_ctx.other_connections) - before)
+    (connection,) = set(server.app.server_ctx.other_connections) - before
+    assert isinstance(connection, WsConnection)
+    connection.transport.get_extra_info("socket").setsockopt(
+        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+    )
+    return raw, connection
+
+
+async def _read_messages(raw: RawWs, count: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while len(out) < count:
+        _, payload = await asyncio.wait_for(raw.frame(), WAIT_S)
+        out.append(msgpack.unpackb(payload))
+    return out
+
+
+# After the upgrade no HTTP parser reads a byte: one parser is enough here.
+@pytest.mark.parametrize("http_parser", ["httptools"])
+async def test_a_drain_does_not_feed_every_lagging_snapshot_at_once(make_server: Any) -> None:
+    server = await make_server(max_body_bytes=MAX_BODY, subscriber_buffer_bytes=BOUND)
+    async with open_ws(server, max_size=None) as writer:
+        for ref, doc in enumerate(DOCS):
+            body = {"op": "insert", "index": 0, "text": _text(CHARS)}
+            assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+        raw, connection = await _stalled(server)
+        raw.send(
+            b"".join(
+                client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS
+            )
+        )
+        started = await _read_messages(raw, 2 * len(DOCS))
+        assert [m["kind"] for m in started] == ["snapshot", "synced"] * len(DOCS)
+        # The peer stops reading; ops on every document make each subscription lag.
+        ref = 100
+        while not all(s.lag for s in connection.subscriptions.values()):
+            for doc in DOCS:
+                ref += 1
+                body = {"op": "insert", "index": 0, "text": _text(8000)}
+                assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+            assert ref < 1000, "the subscriptions never fell behind"
+        size = len(msgpack.packb(server.app.engine.snapshot_delta("demo", DOCS[0])))
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            # It reads a little (the connection drains), then stops again.
+            subscriptions = list(connection.subscriptions.values())
+            while all(s.lag for s in subscriptions):
+                raw.buffer += await asyncio.wait_for(raw.reader.read(65536), WAIT_S)
+            await asyncio.sleep(0.3)
+            grown = tracemalloc.get_traced_memory()[0] - base
+        finally:
+            tracemalloc.stop()
+        assert grown < 3 * size, (grown, size)
+        # Nothing is lost: reading on, each document's fresh snapshot comes.
+        latest: dict[str, int] = {}
+        want = {doc: server.app.engine.snapshot_delta("demo", doc)["seq"] for doc in DOCS}
+        while latest != want:
+            message = (await _read_messages(raw, 1))[0]
+            if message["kind"] in ("snapshot", "op"):
+                latest[message["id"]] = message["seq"]
+        raw.close()
