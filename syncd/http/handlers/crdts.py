@@ -167,6 +167,9 @@ def register(
                 # The batch's origin: on every op that names none of its own.
                 body = with_origin(body, check_origin(query["origin"], error=bad_request))
             if "return" in query:
+                # The answer holds the state, a read: the read permission too,
+                # before anything is applied.
+                auth.check_read(principal, crdt_id)
                 return ops_with_state(request, ns, crdt_id, body, principal)
         try:
             soon = service.apply_soon(ns, crdt_id, body, principal)
