@@ -118,12 +118,12 @@ MAX_RETENTION_AGE_MS = 36_500 * 86_400_000
 MAX_RETENTION_AGE_TEXT = "36500d (100 years)"
 MAX_RETENTION_OPS = 2**63 - 1
 # The longest text a number setting may be (spaces around it aside). Every
-# integer setting is a count, a byte size or a duration, whose sensible values
+# number setting is a count, a byte size or a duration, whose sensible values
 # fit in 64 bits (20 digits); a hundred characters leave room for leading
 # zeros and "1_000_000" spellings. Longer text is a mistake, refused before it
 # is read: Python's int() refuses more than 4300 digits itself (as few as 640
 # with PYTHONINTMAXSTRDIGITS) with a message about an interpreter setting,
-# and the line would repeat every digit.
+# and the refusal of any number would repeat every digit.
 MAX_NUMBER_CHARS = 100
 # The largest memory budget (MB) taken: 16 TiB, beyond any machine syncd
 # runs on; "inf" is refused rather than read as "no budget".
@@ -398,6 +398,8 @@ def _float(
     raw = env.get(name)
     if raw is None or raw == "":
         return default
+    if len(raw.strip()) > MAX_NUMBER_CHARS:
+        raise ConfigError(name, str(NumberTooLong("a value", raw.strip())))
     try:
         value = float(raw)
     except ValueError:
