@@ -272,9 +272,10 @@ def json_int(value: Any) -> int | None:
 
 
 def int_field(op: Mapping[str, Any], field: str, low: int, high: int, default: int | None) -> int:
-    """An integer field in ``[low, high]``; ``default`` when absent (None: required)."""
+    """An integer field in ``[low, high]``; ``default`` when absent (None: required).
+    An optional field sent as ``null`` is of the wrong type, not missing."""
     value = op.get(field, default)
-    if value is None:
+    if value is None and default is None:
         raise invalid_op(f"{field}: required")
     # bool is an int subclass in Python but never a number in JSON.
     if type(value) is not int or not low <= value <= high:
