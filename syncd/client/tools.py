@@ -83,6 +83,9 @@ MAX_HISTORY_LIMIT: Final = 50
 """Changes one history call returns at most: enough to see what happened
 lately, few enough to stay a small part of a model's context."""
 
+DEFAULT_HISTORY_LIMIT: Final = 10
+"""Changes a history call lists when it names no ``limit``."""
+
 MAX_AMOUNT: Final = 2**53 - 1
 """The service's largest counter step (docs/data-model.md#gcounter)."""
 
@@ -307,7 +310,7 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_HISTORY_LIMIT,
-                    "default": 10,
+                    "default": DEFAULT_HISTORY_LIMIT,
                     "description": "How many changes at most.",
                 },
                 **_WRITER,
@@ -480,6 +483,26 @@ def _utf8(text: str) -> bool:
     return True
 
 
+_DECLARED_DEFAULTS: Final[Mapping[str, Any]] = {
+    "offset": 0,
+    "as": DEFAULT_KIND,
+    "limit": DEFAULT_HISTORY_LIMIT,
+}
+"""The ``default`` each schema declares for these fields. Hosts and models
+fill declared defaults in, so a field given its default is a field not given
+when deciding which fields go together (``offset: 0`` without ``at``)."""
+
+
+def _given(arguments: Mapping[str, Any], name: str) -> bool:
+    """Whether ``name`` asks for something: not absent, null or its default."""
+    value = arguments.get(name)
+    if value is None:
+        return False
+    if name in _DECLARED_DEFAULTS and type(value) is not bool:
+        return bool(value != _DECLARED_DEFAULTS[name])
+    return True
+
+
 def _only(arguments: Mapping[str, Any], allowed: set[str]) -> None:
     extra = sorted(set(arguments) - allowed)
     if extra:
@@ -514,7 +537,7 @@ def _read_call(tool: Tool, arguments: Mapping[str, Any]) -> ReadCall:
     if kind is not None:
         if kind not in ROOT_KINDS:
             raise _InputError("invalid_input", f"as must be one of {', '.join(ROOT_KINDS)}")
-        if root is None:
+        if root is None and _given(arguments, "as"):
             raise _InputError("invalid_input", "'as' says how to read a root: name it with 'root'")
     return ReadCall(offset, root, kind or DEFAULT_KIND)
 
@@ -611,7 +634,7 @@ def plan_history(raw: Any, tool: Tool | None = None) -> HistoryCall:
     _only(arguments, {"at", "before", "limit", "client_id", "origin", *reading})
     limit = arguments.get("limit")
     if limit is None:  # absent or null, as for the other optional fields
-        limit = 10
+        limit = DEFAULT_HISTORY_LIMIT
     if type(limit) is float and limit.is_integer():
         limit = int(limit)
     if type(limit) is not int or not 1 <= limit <= MAX_HISTORY_LIMIT:
@@ -621,7 +644,7 @@ def plan_history(raw: Any, tool: Tool | None = None) -> HistoryCall:
     client_id, origin = _writer(arguments)
     at, before = _seq(arguments, "at"), _seq(arguments, "before")
     if at is None:
-        value_fields = [name for name in sorted(reading) if arguments.get(name) is not None]
+        value_fields = [name for name in sorted(reading) if _given(arguments, name)]
         if value_fields:
             raise _InputError(
                 "invalid_input",
@@ -630,9 +653,7 @@ def plan_history(raw: Any, tool: Tool | None = None) -> HistoryCall:
             )
     else:
         listing = [
-            name
-            for name in ("before", "limit", "client_id", "origin")
-            if arguments.get(name) is not None
+            name for name in ("before", "limit", "client_id", "origin") if _given(arguments, name)
         ]
         if listing:
             # They choose changes to list; 'at' reads one value: silently

@@ -57,7 +57,7 @@ async def test_a_ydoc_reads_as_its_roots_then_as_text_json_or_xml(
     # XML read as an array: its elements, each as its XML text.
     as_array = await tools.execute(name, {"root": "default", "as": "array"})
     assert as_array["value"] == ["<paragraph>Rich</paragraph>"], as_array
-    for bad in ({"as": "text"}, {"root": ""}, {"root": "body", "as": "html"}, {"root": 5}):
+    for bad in ({"as": "xml"}, {"root": ""}, {"root": "body", "as": "html"}, {"root": 5}):
         result = await tools.execute(name, bad)
         assert result["error"] == "invalid_input", (bad, result)
 
