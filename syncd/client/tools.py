@@ -719,7 +719,13 @@ def op_result(answer: Mapping[str, Any]) -> Result:
 
 def error_result(exc: ClientError) -> Result:
     if isinstance(exc, ServiceError):
-        return _error(exc.code, exc.message)
+        if exc.retry_after is None:
+            return _error(exc.code, exc.message)
+        # A model told only "too many requests" retries at once and is
+        # refused again: say how long the service asks it to wait.
+        result = _error(exc.code, f"{exc.message}; try again in {exc.retry_after:g} s")
+        result["retry_after_s"] = exc.retry_after
+        return result
     if isinstance(exc, TransportError):
         return _error("unavailable", f"the service could not be reached: {exc}")
     if isinstance(exc, TokenError):
