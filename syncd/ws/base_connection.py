@@ -58,8 +58,10 @@ transport over its mark does (subscribers skip and resync once it drains,
 the session handles no message, reading stops), until the feed is out and
 the transport has drained. A second state fed while one is still going out
 is held for this peer alone, and is not counted there: from then on the
-session handles no message until the feed is out (a peer that reads nothing
-would otherwise make us hold a whole state per subscribe). A closing
+session handles no message and reading stops until the feed is out (a peer
+that reads nothing would otherwise make us hold a whole state per
+subscribe); as over the transport's mark, the keepalive still judges the
+peer, what it takes counting as life. A closing
 handshake waits for the feed (a frame cannot be cut), within the close
 timeout.
 
@@ -335,8 +337,11 @@ class BaseConnection(asyncio.Protocol):
             # as our own, so handling more messages (subscribes to other
             # large CRDTs, or to one a writer changes between them) would
             # queue a whole state each, without bound: none until it is out.
+            # As for a transport over its mark (not a session hold: the
+            # keepalive still judges a peer that takes nothing of it).
             self._feed_holds_reading = True
-            self.session.hold()
+            self.session.write_paused = True
+            self._pause_reading()
         feed.add(head)
         feed.add_shared(state)
         self._pump()
@@ -497,7 +502,9 @@ class BaseConnection(asyncio.Protocol):
             self._feed_out()
         if self._feed_holds_reading:
             self._feed_holds_reading = False
-            self.session.release()  # handles what waited, and reads on
+            if not self._write_paused and self.session.write_paused:
+                self.session.writing_resumed()  # handles what waited
+                self._maybe_resume_reading()
 
     def _hold_output(self) -> None:
         """The peer has enough unread: subscribers skip, the session handles no
@@ -517,5 +524,5 @@ class BaseConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _maybe_resume_reading(self) -> None:
-        if not self._write_paused and not self.session.held:
+        if not self._write_paused and not self._feed_holds_reading and not self.session.held:
             self._resume_reading()

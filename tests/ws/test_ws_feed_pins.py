@@ -94,3 +94,22 @@ async def test_a_stalled_peer_pins_at_most_two_large_snapshots(make_server: Any)
         seen.append((message["kind"], message["id"]))
     assert seen == [(kind, doc) for doc in DOCS for kind in ("snapshot", "synced")]
     raw.close()
+
+
+@pytest.mark.parametrize("http_parser", ["httptools"])
+async def test_a_peer_that_reads_nothing_is_still_closed_by_the_keepalive(
+    make_server: Any,
+) -> None:
+    """Handling no message while states wait is not our silence: a peer
+    that takes none of them answers no ping, and is closed as before."""
+    server = await make_server(
+        max_body_bytes=MAX_BODY, subscriber_buffer_bytes=65536, ws_ping_s=0.3
+    )
+    await _seed(server)
+    raw, connection = await _stalled(server)
+    raw.send(
+        b"".join(client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS)
+    )
+    await wait_for(lambda: len(connection.subscriptions) >= 2)
+    await wait_for(lambda: connection.session.closing)  # 1011, its close frame behind the states
+    raw.close()
