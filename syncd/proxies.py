@@ -40,9 +40,14 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     elif text.count(":") == 1:  # v4:port
         text = text.split(":", 1)[0]
     try:
-        return ipaddress.ip_address(text)
+        address = ipaddress.ip_address(text)
     except ValueError:
         return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        # ::ffff:a.b.c.d is a.b.c.d (a dual-stack proxy's spelling of an IPv4
+        # client): trusted as that proxy is, counted as that client is.
+        return address.ipv4_mapped
+    return address
 
 
 def _hops(headers: Mapping[str, str]) -> list[str]:
