@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from syncd.crdt.base import Crdt
     from syncd.crdt.engine import Entry
     from syncd.service import CrdtService
+    from syncd.store.base import Record
 
 
 def check_restorable(entry: Entry) -> None:
@@ -47,17 +48,34 @@ def check_restorable(entry: Entry) -> None:
         raise not_restorable(f"{entry.type} cannot be restored")
 
 
-def repeated(entry: Entry, op_id: str | None, seq: int) -> dict[str, Any] | None:
-    """The answer of a restore with this ``op_id`` applied already, or None."""
+def repeated(entry: Entry, op_id: str | None) -> tuple[int, int] | None:
+    """The seqs of the first and the last op of a restore with this
+    ``op_id`` applied already (the last one still remembered), or None."""
     if op_id is None:
         return None
-    if entry.op_ids.get(f"{op_id}/0") is None:
+    first = entry.op_ids.get(f"{op_id}/0")
+    if first is None:
         return None
     # The first answered the seq of its last op: the last one still remembered.
     i, last = 0, 0
     while (seen := entry.op_ids.get(f"{op_id}/{i}")) is not None:
         i, last = i + 1, seen[0]
-    return {"ok": True, "seq": last, "restored": seq, "duplicate": True}
+    return first[0], last
+
+
+def repeat_answer(last: int, restored: int) -> dict[str, Any]:
+    """What a repeat is answered: the first's seq and the seq it restored."""
+    return {"ok": True, "seq": last, "restored": restored, "duplicate": True}
+
+
+def restored_by(record: Record | None, asked: int) -> int:
+    """The seq the restore whose first op is ``record`` restored: its mark's
+    ``to_seq``. ``asked`` (the repeat's own) when the record is not retained
+    or carries no mark (the op_id was first used by other ops)."""
+    mark = record.get("restores") if record is not None else None
+    if isinstance(mark, dict) and isinstance(mark.get("to_seq"), int):
+        return int(mark["to_seq"])
+    return asked
 
 
 async def apply_restore(

@@ -27,7 +27,13 @@ from syncd.crdt.presence import Presence
 from syncd.crdt.types import crdt_class
 from syncd.errors import ApiError, bad_request, not_found
 from syncd.history.reads import Writer, history_item, read_page
-from syncd.history.restore import apply_restore, check_restorable, repeated
+from syncd.history.restore import (
+    apply_restore,
+    check_restorable,
+    repeat_answer,
+    repeated,
+    restored_by,
+)
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
@@ -193,9 +199,9 @@ class HistoryService:
         check_restorable(entry)
         if seq > entry.seq:  # named as the restore's body names it, not as ?at=
             raise bad_request(f"seq: seq {seq} is in the future (the CRDT is at seq {entry.seq})")
-        answered = repeated(entry, op_id, seq)
-        if answered is not None:
-            return answered
+        seen = repeated(entry, op_id)
+        if seen is not None:
+            return await self._repeat(ns, crdt_id, entry, seen, seq)
         read, target = await self.state_at(ns, crdt_id, seq, "seq")
         entry = await self._entry(ns, crdt_id)  # the current one, after the wait
         if entry.epoch != read.epoch:
@@ -205,7 +211,23 @@ class HistoryService:
         # Again: a first request with this op_id may have applied during the
         # read. Its ops computed now would be another restore's (more of them
         # when others wrote meanwhile), its first op ids repeats, the rest new.
-        answered = repeated(entry, op_id, seq)
-        if answered is not None:
-            return answered
+        seen = repeated(entry, op_id)
+        if seen is not None:
+            return await self._repeat(ns, crdt_id, entry, seen, seq)
         return await apply_restore(self._service, entry, target, seq, principal, op_id, source)
+
+    async def _repeat(
+        self, ns: str, crdt_id: str, entry: Entry, seen: tuple[int, int], asked: int
+    ) -> dict[str, Any]:
+        """The answer to a restore whose op_id was used already (``seen``:
+        the seqs of its first and last op): the seq the first one restored,
+        read off its first op's mark, not the one the repeat names (a repeat
+        naming another seq was told a restore it never got was done)."""
+        first, last = seen
+        record = None
+        _, epoch, latest = await self.durable(ns, crdt_id)
+        if epoch == entry.epoch and first <= latest:
+            records, _ = await self._store.history(ns, crdt_id, epoch, latest, first + 1, 1)
+            if records and records[0]["seq"] == first:
+                record = records[0]
+        return repeat_answer(last, restored_by(record, asked))
