@@ -10,7 +10,8 @@ structured content), flagged as an error when not ``ok``. Uses the official
 The SDK's stdio transport drops a line that is not JSON, or not a JSON-RPC
 message, without an answer, leaving a client that sent a request waiting
 for ever; :class:`CheckedLines` answers those lines here, as JSON-RPC says:
-``-32700`` (parse error) for one that is not JSON, ``-32600`` (invalid
+``-32700`` (parse error) for one that is not JSON (or not UTF-8, with the
+request's id when it can be read), ``-32600`` (invalid
 request) for JSON that is no message, with the request's id when it has one.
 A request whose id is neither a string nor an integer (null, 1.5, true: MCP
 allows no other) is such a message too, answered with a null id: the SDK
@@ -49,6 +50,14 @@ def _request_id(message: Any) -> int | str | None:
     return None
 
 
+def _is_utf8(line: str) -> bool:
+    try:
+        line.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def line_error(line: str) -> tuple[int | str | None, int, str] | None:
     """``(id, code, message)`` of the JSON-RPC error a stdin line deserves,
     or None for a message the SDK can take (or a blank line, ignored)."""
@@ -57,6 +66,17 @@ def line_error(line: str) -> tuple[int | str | None, int, str] | None:
 
     if not line.strip():
         return None
+    if not _is_utf8(line):
+        # stdin is decoded with surrogateescape: a byte that is not UTF-8
+        # comes through as a lone surrogate, which no decoded UTF-8 holds.
+        # Replaced with U+FFFD instead, it went on into a tool call and was
+        # written to a shared CRDT as if the model had sent it.
+        readable = line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        try:
+            found = _request_id(from_json(readable))
+        except (ValueError, RecursionError):
+            found = None
+        return found, PARSE_ERROR, "Parse error: the line is not UTF-8"
     try:
         # The SDK's own JSON parser: it refuses what Python's json takes and
         # JSON does not (a lone surrogate escape, NaN), which would otherwise
@@ -161,9 +181,10 @@ async def serve(client: AsyncClient, tools: AgentTools) -> None:
     from mcp.server.stdio import stdio_server
 
     server = build_server(tools)
-    # UTF-8 whatever the locale says, as the SDK's own stdin is read.
+    # UTF-8 whatever the locale says, as the SDK's own stdin is read; bytes
+    # that are not UTF-8 kept (as lone surrogates) for line_error to refuse.
     stdin = CheckedLines(
-        anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape"))
     )
     try:
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
