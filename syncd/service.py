@@ -424,6 +424,10 @@ class CrdtService:
             if len(rows) < MAX_LIST_LIMIT:
                 return page, None
             cursor = rows[-1][0]
+            # A caller who reads few of the ids goes on over every page of
+            # the namespace, and a local store answers each without waiting:
+            # let the loop's other work run between them.
+            await asyncio.sleep(0)
 
     def _append_soon(self, records: list[dict[str, Any]]) -> asyncio.Future[None]:
         """Queue ``records`` on a local store now; the future of their durability."""
