@@ -140,6 +140,7 @@ class WsConnection(BaseConnection):
         "_lagging",
         "_out",
         "_out_bytes",
+        "_resync_waiting",
         "_resyncing",
         "_staging",
         "_tasks",
@@ -185,6 +186,8 @@ class WsConnection(BaseConnection):
         self._out_bytes = 0
         self._resyncing = False
         """The lagging subscriptions are being resynced (see _resync_lagging)."""
+        self._resync_waiting = False
+        """A resync waits for its CRDT's ops in flight (see _resync_lagging)."""
         self._tasks: set[asyncio.Task[None]] | None = None
         """Op tasks still running: disconnect ops wait for them (None: no op
         yet; an empty set is 216 bytes that an idle connection need not keep)."""
@@ -235,7 +238,9 @@ class WsConnection(BaseConnection):
         transport is over its mark again, the rest wait in ``_lagging`` for
         the feed to be out (:meth:`_feed_out`) or the next drain. Fed all at
         once, a peer that read a little and stopped again held a whole state
-        per lagging subscription."""
+        per lagging subscription. So does one whose CRDT has ops in flight:
+        the rest wait until its snapshot, taken once they are durable, is
+        sent (:meth:`_resync`)."""
         lagging = self._lagging
         if not lagging or self._resyncing:
             return  # (a feed that went out at once, during a resync below)
@@ -244,12 +249,18 @@ class WsConnection(BaseConnection):
             engine = self._app.engine
             shared = self._app.shared
             durable_now = self._app.service.durable_now
-            while lagging and self._feed is None and not self._write_paused:
+            while (
+                lagging
+                and self._feed is None
+                and not self._write_paused
+                and not self._resync_waiting
+            ):
                 subscription = lagging.pop(0)
                 if durable_now(self.ns, subscription.crdt_id):
                     subscription.resync(engine, shared)
                 elif subscription.resync_later():
                     # Ops of it in flight: the snapshot waits until they are durable.
+                    self._resync_waiting = True
                     _spawn(self._resync(subscription))
         finally:
             self._resyncing = False
@@ -548,9 +559,12 @@ class WsConnection(BaseConnection):
             )
         except Exception as exc:
             self._start_failed(subscription, exc)
-            return
-        if taken is not None:
-            subscription.start_taken(taken)
+        else:
+            if taken is not None:
+                subscription.start_taken(taken)
+        finally:
+            self._resync_waiting = False
+        self._resync_lagging()  # the next, as the transport takes it
 
     def _start_failed(self, subscription: WsSubscription, exc: Exception) -> None:
         """The start (or a resync) could not read the CRDT: the subscription ends

@@ -1,0 +1,96 @@
+"""Lagging subscriptions whose CRDTs have ops in flight at the drain get
+their fresh snapshots one at a time too.
+
+A drain resyncs lagging subscriptions only while the transport takes them
+(tests/ws/test_ws_resync_pins.py). One whose CRDT has an op in flight waits
+for it to be durable first (a task, ``WsConnection._resync``), and those
+tasks did not look at the feed: a drain spawned one for each, and once the
+commit went through every one of them fed its whole state at once."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import tracemalloc
+from pathlib import Path
+
+import msgpack
+
+from tests.store.support import gated_server
+from tests.ws.support import client_frame, op, open_ws, wait_for
+from tests.ws.test_ws_resync_pins import (
+    BOUND,
+    CHARS,
+    DOCS,
+    MAX_BODY,
+    _read_messages,
+    _stalled,
+    _text,
+)
+
+
+async def test_resyncs_waiting_for_a_commit_are_fed_one_at_a_time(tmp_path: Path) -> None:
+    async with (
+        gated_server(tmp_path / "data", max_body_bytes=MAX_BODY, subscriber_buffer_bytes=BOUND) as (
+            server,
+            faults,
+        ),
+        open_ws(server, max_size=None) as writer,
+    ):
+        for ref, doc in enumerate(DOCS):
+            body = {"op": "insert", "index": 0, "text": _text(CHARS)}
+            assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+        raw, connection = await _stalled(server)
+        raw.send(
+            b"".join(
+                client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS
+            )
+        )
+        await _read_messages(raw, 2 * len(DOCS))
+        ref = 100
+        while not all(s.lag for s in connection.subscriptions.values()):
+            for doc in DOCS:
+                ref += 1
+                body = {"op": "insert", "index": 0, "text": _text(8000)}
+                assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+            assert ref < 1000, "the subscriptions never fell behind"
+        # An op on each document, held in flight by the store.
+        faults.gate = threading.Event()
+        for doc in DOCS:
+            ref += 1
+            await writer.send(
+                msgpack.packb(
+                    {
+                        "kind": "op",
+                        "id": doc,
+                        "op": {"op": "insert", "index": 0, "text": "x"},
+                        "ref": ref,
+                    }
+                )
+            )
+        service = server.app.service
+        await wait_for(lambda: not any(service.durable_now("demo", d) for d in DOCS))
+        size = len(msgpack.packb(server.app.engine.snapshot_delta("demo", DOCS[0])))
+        gc.collect()
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            # It reads a little (the connection drains), then stops again.
+            subscriptions = list(connection.subscriptions.values())
+            while all(s.lag for s in subscriptions):
+                raw.buffer += await asyncio.wait_for(raw.reader.read(65536), 5)
+            faults.gate.set()  # the commit goes through
+            await wait_for(lambda: all(service.durable_now("demo", d) for d in DOCS))
+            await asyncio.sleep(0.3)
+            grown = tracemalloc.get_traced_memory()[0] - base
+        finally:
+            tracemalloc.stop()
+        assert grown < 3 * size, (grown, size)
+        latest: dict[str, int] = {}
+        want = {d: server.app.engine.snapshot_delta("demo", d)["seq"] for d in DOCS}
+        while latest != want:
+            message = (await _read_messages(raw, 1))[0]
+            if message["kind"] in ("snapshot", "op"):
+                latest[message["id"]] = message["seq"]
+        raw.close()
