@@ -206,14 +206,24 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         problem = f"cannot write the copy into {dest}: {exc.strerror or exc}"
     except KeyboardInterrupt:
         # Ctrl-C: what was written is no backup; one line, not a traceback.
-        _undo(dest, created)
-        print(f"syncd backup: interrupted; {dest} is as it was", file=sys.stderr)
-        return INTERRUPTED
+        return _interrupted(dest, created)
     if problem is not None:
         print(f"syncd backup: {problem}", file=sys.stderr)
         _undo(dest, created)
         return 1
-    return verify_dir(dest)
+    try:
+        return verify_dir(dest)
+    except KeyboardInterrupt:
+        # The last step: a copy not verified is no backup to keep (one that
+        # exits 0 is one that restores), so Ctrl-C here is undone as before.
+        return _interrupted(dest, created)
+
+
+def _interrupted(dest: Path, created: list[Path]) -> int:
+    """Ctrl-C: undo what was written, say so in one line."""
+    _undo(dest, created)
+    print(f"syncd backup: interrupted; {dest} is as it was", file=sys.stderr)
+    return INTERRUPTED
 
 
 def _move_into_place(dest: Path) -> None:
