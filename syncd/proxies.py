@@ -59,10 +59,15 @@ def _hops(headers: Mapping[str, str]) -> list[str]:
         return []
     hops = []
     for element in forwarded.split(",")[-MAX_HOPS:]:
+        # One element per hop. One without for= (a proxy that forwards only
+        # proto or host) is a hop whose client is unknown: "" reads as no
+        # address, so nothing further left, which its client wrote, is believed.
+        hop = ""
         for pair in element.split(";"):
             name, _, value = pair.partition("=")
             if name.strip().lower() == "for":
-                hops.append(value)
+                hop = value
+        hops.append(hop)
     return hops
 
 
