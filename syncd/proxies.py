@@ -6,6 +6,8 @@ believed: from the right, every address that is one of our proxies is
 skipped, and the first that is not is the client. A request that does not
 come from a trusted proxy keeps its socket's peer address, whatever headers
 it sends, so a client cannot pick the address its limits are counted under.
+Nor can it behind one: a request with both headers keeps the proxy's address,
+since the client may have sent either.
 """
 
 from __future__ import annotations
@@ -52,9 +54,14 @@ def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 def _hops(headers: Mapping[str, str]) -> list[str]:
     forwarded_for = headers.get("x-forwarded-for")
+    forwarded = headers.get("forwarded")
+    if forwarded_for is not None and forwarded is not None:
+        # Our proxy wrote one of them and passed the client's other through,
+        # and nothing tells which: reading either would let a client behind
+        # a proxy that writes the other pick its own address.
+        return []
     if forwarded_for is not None:
         return [hop for hop in forwarded_for.split(",")][-MAX_HOPS:]
-    forwarded = headers.get("forwarded")
     if forwarded is None:
         return []
     hops = []

@@ -27,3 +27,25 @@ PROXIES = parse_networks("10.0.0.1")
 )
 def test_each_forwarded_element_is_one_hop(headers: dict[str, str], client: str) -> None:
     assert client_address("10.0.0.1", headers, PROXIES) == client
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # A proxy that writes Forwarded, and a client's own X-Forwarded-For
+        # passed through: the forged one was read first.
+        {"x-forwarded-for": "6.6.6.6", "forwarded": "for=1.2.3.4"},
+        # A proxy that writes X-Forwarded-For, and a client's own Forwarded.
+        {"x-forwarded-for": "1.2.3.4", "forwarded": "for=6.6.6.6"},
+    ],
+)
+def test_both_headers_from_a_trusted_proxy_name_no_client(headers: dict[str, str]) -> None:
+    """Which of the two the proxy wrote cannot be told from the request, and
+    the other is the client's to choose: neither is believed, and the request
+    counts under the proxy's address (a client cannot pick its own)."""
+    assert client_address("10.0.0.1", headers, PROXIES) == "10.0.0.1"
+
+
+def test_either_header_alone_is_read() -> None:
+    assert client_address("10.0.0.1", {"x-forwarded-for": "1.2.3.4"}, PROXIES) == "1.2.3.4"
+    assert client_address("10.0.0.1", {"forwarded": "for=1.2.3.4"}, PROXIES) == "1.2.3.4"
