@@ -1942,8 +1942,9 @@ function compareCodePoints(a, b) {
 function formatId(client, counter) {
   return `${counter}@${client}`;
 }
+var ID_RE = /^([1-9][0-9]*)@(0|-?[1-9][0-9]*)$/;
 function parseId(id) {
-  const m = typeof id === "string" ? /^([1-9][0-9]*)@(-?(?:0|[1-9][0-9]*))$/.exec(id) : null;
+  const m = typeof id === "string" ? ID_RE.exec(id) : null;
   if (!m) throw new TypeError(`not an element id: ${JSON.stringify(id)}`);
   return [Number(m[2]), Number(m[1])];
 }
