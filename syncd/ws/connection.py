@@ -88,6 +88,9 @@ the subscriber bound does not see) stays small."""
 
 _REPLAY_FAILED: Final = ApiError(503, "unavailable", "could not read the CRDT's history")
 
+_LATER: Final = TakenSnapshot(None, None, 0, None)
+"""A start's snapshot not taken: the transport has no room (see _replay_and_start)."""
+
 # Tasks nobody awaits (disconnect ops, replays) must be referenced somewhere,
 # or the loop may garbage-collect them half-way.
 _background: set[asyncio.Task[Any]] = set()
@@ -523,6 +526,15 @@ class WsConnection(BaseConnection):
         self, subscription: WsSubscription, since: int | None, epoch: str | None
     ) -> None:
         app = self._app
+
+        def take() -> TakenSnapshot:
+            if self._feed is not None or self._write_paused:
+                # A state is still going out, or the transport is over its
+                # mark: taken now, this one would wait behind it, held for
+                # this peer alone (a read of subscribes spawns many starts).
+                return _LATER
+            return subscription.take_snapshot(app.engine, app.shared)
+
         try:
             start = await start_from(
                 app.service,
@@ -530,7 +542,7 @@ class WsConnection(BaseConnection):
                 subscription.crdt_id,
                 since,
                 epoch,
-                lambda: subscription.take_snapshot(app.engine, app.shared),
+                take,
                 covered=subscription.covered,
                 alive=lambda: subscription.active,
             )
@@ -539,10 +551,25 @@ class WsConnection(BaseConnection):
             return
         if start is None:
             return  # unsubscribed meanwhile
-        if start.snapshot is not None:
+        if start.snapshot is _LATER:
+            self._start_later(subscription)
+        elif start.snapshot is not None:
             subscription.start_taken(start.snapshot)
         else:
             subscription.start(start.records or [])
+
+    def _start_later(self, subscription: WsSubscription) -> None:
+        """Start ``subscription`` from a snapshot once the transport has room:
+        as a lagging one, resynced (its snapshot, then ``synced``) when the
+        feed is out or the connection drains (:meth:`_resync_lagging`)."""
+        if not subscription.active or subscription.pending is None:
+            return
+        subscription.pending = None  # the snapshot it gets will hold them
+        subscription.lag = True
+        if self._lagging is None:
+            self._lagging = []
+        self._lagging.append(subscription)
+        self._resync_lagging()  # room already (the feed went out meanwhile)
 
     async def _resync(self, subscription: WsSubscription) -> None:
         """A lagging subscription's fresh snapshot, once the CRDT's state it
