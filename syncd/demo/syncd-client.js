@@ -3049,6 +3049,19 @@ function onlyFields(args, allowed) {
   const extra = Object.keys(args).filter((k) => !allowed.includes(k));
   if (extra.length) throw new SyncdError("invalid_op", `unknown input field(s): ${extra.join(", ")}`);
 }
+var TOOL_FIELDS = {
+  read: (type) => type === "ydoc" ? ["offset", "root", "as"] : ["offset"],
+  increment: () => ["amount"],
+  set: () => ["value", "client_id"],
+  add: () => ["element"],
+  history: (type) => ["at", "before", "limit", "client_id", "origin", "offset", ...type === "ydoc" ? ["root", "as"] : []],
+  revert: () => ["client_id", "origin", "since_seq", "until_seq"],
+  restore: () => ["seq"]
+};
+var NULL_IS_A_VALUE = /* @__PURE__ */ new Set(["value", "element"]);
+function withoutNulls(args) {
+  return Object.fromEntries(Object.entries(args).filter(([key, v]) => v !== null || NULL_IS_A_VALUE.has(key)));
+}
 async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
   const offset = offsetOf(args);
   const { root, as } = rootOf(type, args);
@@ -3077,32 +3090,29 @@ async function execute(http, index, name, input, { origin, maxChars }) {
   const found = typeof name === "string" ? index.get(name) : void 0;
   if (!found) throw new SyncdError("unknown_tool", `no tool named ${JSON.stringify(name)}`);
   const { action, crdtId, type } = found;
-  const args = input ?? {};
-  if (typeof args !== "object" || Array.isArray(args)) throw new SyncdError("invalid_op", "the tool input must be an object");
+  const given = input ?? {};
+  if (typeof given !== "object" || Array.isArray(given)) throw new SyncdError("invalid_op", "the tool input must be an object");
+  onlyFields(given, TOOL_FIELDS[action](type));
+  const args = withoutNulls(given);
   switch (action) {
     case "read":
-      onlyFields(args, type === "ydoc" ? ["offset", "root", "as"] : ["offset"]);
       return readValue(http, crdtId, type, args, { maxChars, readMore: toolName("read", crdtId) });
     case "increment": {
-      onlyFields(args, ["amount"]);
       const op = { op: "increment", type };
       if (args.amount !== void 0) op.amount = args.amount;
       return http.apply(crdtId, op, { origin });
     }
     case "set": {
-      onlyFields(args, ["value", "client_id"]);
       if (!("value" in args)) throw new SyncdError("invalid_op", "value: required");
       const op = { op: "set", type, value: args.value };
       if (args.client_id !== void 0) op.client_id = args.client_id;
       return http.apply(crdtId, op, { origin });
     }
     case "add": {
-      onlyFields(args, ["element"]);
       if (!("element" in args)) throw new SyncdError("invalid_op", "element: required");
       return http.apply(crdtId, { op: "add", type, element: args.element }, { origin });
     }
     case "history": {
-      onlyFields(args, ["at", "before", "limit", "client_id", "origin", "offset", ...type === "ydoc" ? ["root", "as"] : []]);
       if (args.at !== void 0) {
         const listing = ["before", "limit", "client_id", "origin"].filter((k) => args[k] !== void 0 && args[k] !== null);
         if (listing.length) {
@@ -3126,7 +3136,6 @@ async function execute(http, index, name, input, { origin, maxChars }) {
       return boundHistory(page2, { maxChars, readMore: toolName("history", crdtId) });
     }
     case "revert": {
-      onlyFields(args, ["client_id", "origin", "since_seq", "until_seq"]);
       if (args.client_id === void 0 && args.origin === void 0) {
         throw new SyncdError("invalid_op", "client_id, origin: name whose changes to take back");
       }
@@ -3138,7 +3147,6 @@ async function execute(http, index, name, input, { origin, maxChars }) {
       });
     }
     case "restore": {
-      onlyFields(args, ["seq"]);
       if (!Number.isInteger(args.seq) || args.seq < 0) throw new SyncdError("invalid_op", "seq: required, a whole number");
       return http.restore(crdtId, args.seq);
     }

@@ -310,6 +310,30 @@ function onlyFields(args, allowed) {
   if (extra.length) throw new SyncdError('invalid_op', `unknown input field(s): ${extra.join(', ')}`);
 }
 
+/** The fields each action's tool takes (its schema's properties). */
+const TOOL_FIELDS = {
+  read: (type) => (type === 'ydoc' ? ['offset', 'root', 'as'] : ['offset']),
+  increment: () => ['amount'],
+  set: () => ['value', 'client_id'],
+  add: () => ['element'],
+  history: (type) => ['at', 'before', 'limit', 'client_id', 'origin', 'offset', ...(type === 'ydoc' ? ['root', 'as'] : [])],
+  revert: () => ['client_id', 'origin', 'since_seq', 'until_seq'],
+  restore: () => ['seq'],
+};
+
+/** Fields whose null is a value of their own (a register set to null), not "not given". */
+const NULL_IS_A_VALUE = new Set(['value', 'element']);
+
+/**
+ * The input without its optional fields given as null: models send null for
+ * a field they do not want (OpenAI's strict mode sends every field), which
+ * means its default, as for the Python tools. Sent on, the server refused
+ * `amount: null` and `since_seq: null`.
+ */
+function withoutNulls(args) {
+  return Object.fromEntries(Object.entries(args).filter(([key, v]) => v !== null || NULL_IS_A_VALUE.has(key)));
+}
+
 async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
   const offset = offsetOf(args);
   const { root, as } = rootOf(type, args);
@@ -349,32 +373,29 @@ async function execute(http, index, name, input, { origin, maxChars }) {
   const found = typeof name === 'string' ? index.get(name) : undefined;
   if (!found) throw new SyncdError('unknown_tool', `no tool named ${JSON.stringify(name)}`);
   const { action, crdtId, type } = found;
-  const args = input ?? {};
-  if (typeof args !== 'object' || Array.isArray(args)) throw new SyncdError('invalid_op', 'the tool input must be an object');
+  const given = input ?? {};
+  if (typeof given !== 'object' || Array.isArray(given)) throw new SyncdError('invalid_op', 'the tool input must be an object');
+  onlyFields(given, TOOL_FIELDS[action](type));
+  const args = withoutNulls(given);
   switch (action) {
     case 'read':
-      onlyFields(args, type === 'ydoc' ? ['offset', 'root', 'as'] : ['offset']);
       return readValue(http, crdtId, type, args, { maxChars, readMore: toolName('read', crdtId) });
     case 'increment': {
-      onlyFields(args, ['amount']);
       const op = { op: 'increment', type };
       if (args.amount !== undefined) op.amount = args.amount;
       return http.apply(crdtId, op, { origin });
     }
     case 'set': {
-      onlyFields(args, ['value', 'client_id']);
       if (!('value' in args)) throw new SyncdError('invalid_op', 'value: required');
       const op = { op: 'set', type, value: args.value };
       if (args.client_id !== undefined) op.client_id = args.client_id;
       return http.apply(crdtId, op, { origin });
     }
     case 'add': {
-      onlyFields(args, ['element']);
       if (!('element' in args)) throw new SyncdError('invalid_op', 'element: required');
       return http.apply(crdtId, { op: 'add', type, element: args.element }, { origin });
     }
     case 'history': {
-      onlyFields(args, ['at', 'before', 'limit', 'client_id', 'origin', 'offset', ...(type === 'ydoc' ? ['root', 'as'] : [])]);
       if (args.at !== undefined) {
         // They choose changes to list; 'at' reads one value: dropping them
         // would answer a question the model did not ask.
@@ -400,7 +421,6 @@ async function execute(http, index, name, input, { origin, maxChars }) {
       return boundHistory(page, { maxChars, readMore: toolName('history', crdtId) });
     }
     case 'revert': {
-      onlyFields(args, ['client_id', 'origin', 'since_seq', 'until_seq']);
       if (args.client_id === undefined && args.origin === undefined) {
         throw new SyncdError('invalid_op', 'client_id, origin: name whose changes to take back');
       }
@@ -412,7 +432,6 @@ async function execute(http, index, name, input, { origin, maxChars }) {
       });
     }
     case 'restore': {
-      onlyFields(args, ['seq']);
       if (!Number.isInteger(args.seq) || args.seq < 0) throw new SyncdError('invalid_op', 'seq: required, a whole number');
       return http.restore(crdtId, args.seq);
     }
