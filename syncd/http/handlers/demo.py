@@ -9,6 +9,7 @@ for production: every visitor can read and write everything in ``demo``.
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import time
 from importlib import resources
@@ -35,6 +36,11 @@ DEMO_TOKEN_WINDOW_MS: Final = 60_000
 """Demo tokens one client address may get per window: a page needs one per
 visit (and one per 15 minutes after that), so a reload now and then stays far
 below; minting in a loop gets 429 with Retry-After."""
+
+IPV6_CLIENT_PREFIX: Final = 64
+"""An IPv6 client is counted by its /64: one host holds a whole /64 (SLAAC,
+privacy addresses), so a limit per address would let it mint without end by
+changing its last 64 bits."""
 
 DEMO_IDS: Final = (
     "pn:demo-counter*",
@@ -70,6 +76,19 @@ SECURITY_HEADERS: Final = (
         b"object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
     ),
 )
+
+
+def limit_key(client: str) -> bytes:
+    """What the demo token limit counts ``client`` (an address) under: an
+    IPv4 address itself, an IPv6 address its /64."""
+    try:
+        address = ipaddress.ip_address(client)
+    except ValueError:
+        return client.encode()
+    if isinstance(address, ipaddress.IPv6Address):
+        network = ipaddress.IPv6Network((address, IPV6_CLIENT_PREFIX), strict=False)
+        return str(network).encode()
+    return str(address).encode()
 
 
 def load_assets() -> dict[str, tuple[bytes, bytes]]:
@@ -118,7 +137,7 @@ def register(
         return asset(request.params["file"])
 
     def token(request: Request) -> Response:
-        retry_after = minted.hit(request.client.encode(), tokens_per_window)
+        retry_after = minted.hit(limit_key(request.client), tokens_per_window)
         if retry_after:
             raise rate_limited(
                 retry_after, "too many demo tokens from this address; try again later"
