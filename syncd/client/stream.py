@@ -91,6 +91,10 @@ CLOSE_TOO_BIG: Final = 1009
 
 DELTA_KINDS: Final = frozenset({"snapshot", "op", "deleted"})
 
+SUBSCRIBE_RETRY_DEFAULT_S: Final = 1.0
+"""The wait before sending again a subscribe refused ``rate_limited`` without
+a usable ``retry_after``: the service's rate window (limits are per second)."""
+
 # Error codes of a WebSocket ``error`` message worth a reconnect, not an exception.
 _RETRY_CODES: Final = frozenset({"rate_limited", "unavailable", "internal"})
 _CODE_STATUS: Final = {
@@ -388,10 +392,12 @@ class Subscription(_ResumingStream):
         crdt_id = message.get("id")
         if not isinstance(crdt_id, str) or crdt_id not in self.ids:
             return False
-        wait = message.get("retry_after")
-        delay = 1.0
-        if isinstance(wait, int | float) and 0 < wait <= RETRY_AFTER_MAX_S:
-            delay = float(wait)
+        wait = _retry_after(message.get("retry_after"))
+        delay = SUBSCRIBE_RETRY_DEFAULT_S
+        if wait is not None and wait > 0:
+            # Capped as every Retry-After the client honours: a longer one
+            # waits the cap (the subscribe is refused again if still early).
+            delay = min(wait, RETRY_AFTER_MAX_S)
         self._later[crdt_id] = asyncio.get_running_loop().time() + delay
         return True
 
