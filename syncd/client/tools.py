@@ -686,7 +686,22 @@ def plan_restore(raw: Any) -> int:
     return seq
 
 
+def service_object(answer: object) -> Mapping[str, Any]:
+    """``answer`` when it is a JSON object, as every answer of the service is;
+    ServiceError ``bad_response`` otherwise (the base URL names another
+    service), which the tools give back as an error result instead of failing
+    on it (over MCP: a JSON-RPC error where a tool error is due)."""
+    if not isinstance(answer, Mapping):
+        raise ServiceError(
+            200,
+            "bad_response",
+            "the service's answer is not a JSON object (does the base URL name a syncd service?)",
+        )
+    return answer
+
+
 def history_result(page: Mapping[str, Any]) -> Result:
+    page = service_object(page)
     return {
         "ok": True,
         "seq": page.get("seq"),
@@ -702,6 +717,7 @@ def read_result(view: Mapping[str, Any]) -> Result:
 
 def revert_result(answer: Mapping[str, Any], view: Mapping[str, Any]) -> Result:
     """The value after a revert, with how many changes it took back."""
+    answer = service_object(answer)
     result = read_result(view)
     result["reverted"] = answer.get("matched", 0)
     result["applied"] = answer.get("applied", 0)
@@ -709,6 +725,7 @@ def revert_result(answer: Mapping[str, Any], view: Mapping[str, Any]) -> Result:
 
 
 def op_result(answer: Mapping[str, Any]) -> Result:
+    answer = service_object(answer)
     result: Result = {"ok": True, "seq": answer.get("seq")}
     state = answer.get("state")
     result["value"] = state.get("value") if isinstance(state, Mapping) else None
@@ -779,6 +796,7 @@ class _ToolSet:
         """``result`` (a read view, or an op's answer with ``value``) as the
         agent gets it: a Yjs document decoded, a value too large for
         :attr:`max_result_chars` cut to a page that says how to read on."""
+        result = service_object(result)
         if tool.crdt_type == "ydoc" and "value" in result:
             try:
                 if call.root is None:
