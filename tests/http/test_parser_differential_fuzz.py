@@ -230,6 +230,11 @@ def _case(rng: random.Random) -> list[bytes]:
 
 
 # The mutations run in a few seconds (both parsers in-process, no sockets).
+# Known differences, not yet fixed, that the mutations cannot make (they add
+# at most a few fields): past MAX_HEADERS fields, llhttp's side answers 431
+# when the 101st field is handed over (when the next name begins, or at a read's
+# end), before a duplicate Host, an unknown coding, a control character or a
+# bad Content-Length after it; h11's side answers those first.
 SEEDS = range(8)
 CASES_PER_SEED = 1500
 
