@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 
 MAX_CLOCK_SKEW_MS = 60_000
-"""How far ahead of the server clock a client timestamp may be (docs/data-model.md#lwwregister)."""
+"""How far ahead of the server's wall clock a client timestamp may be
+(docs/data-model.md#lwwregister): measured from the wall clock, not the hybrid
+clock, which may run up to :data:`MAX_FOLLOW_AHEAD_MS` ahead of it."""
 
 MAX_FOLLOW_AHEAD_MS = 60_000
 """A remote stamp is followed only this far past the local wall clock, so one

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, Base, OpContext, Step
-from syncd.crdt.clock import MAX_CLOCK_SKEW_MS, next_stamp
+from syncd.crdt.clock import MAX_CLOCK_SKEW_MS, next_stamp, wall_clock_ms
 from syncd.crdt.validate import (
     MAX_SAFE_INTEGER,
     canonical_json,
@@ -63,7 +63,13 @@ class LWWRegister:
         else:
             if type(timestamp) is not int or not 0 <= timestamp <= MAX_SAFE_INTEGER:
                 raise invalid_op(f"timestamp: must be an integer from 0 to {MAX_SAFE_INTEGER} (ms)")
-            if timestamp > ctx.now_ms + MAX_CLOCK_SKEW_MS:
+            # From the wall clock, read only here (sets a client stamps): the
+            # hybrid clock (ctx.now_ms) follows other nodes' stamps up to
+            # MAX_FOLLOW_AHEAD_MS past it, which added to the allowance. The
+            # earlier of the two: in an engine the hybrid clock is never
+            # behind the wall clock; a context made for another time (a
+            # test's) keeps its own.
+            if timestamp > min(ctx.now_ms, wall_clock_ms()) + MAX_CLOCK_SKEW_MS:
                 raise invalid_op(
                     f"timestamp: more than {MAX_CLOCK_SKEW_MS // 1000} s ahead of the server clock"
                 )
