@@ -1943,8 +1943,9 @@ function formatId(client, counter) {
   return `${counter}@${client}`;
 }
 var ID_RE = /^([1-9][0-9]*)@(0|-?[1-9][0-9]*)$/;
+var MAX_ID_CHARS = 48;
 function parseId(id) {
-  const m = typeof id === "string" ? ID_RE.exec(id) : null;
+  const m = typeof id === "string" && id.length <= MAX_ID_CHARS ? ID_RE.exec(id) : null;
   if (!m) throw new TypeError(`not an element id: ${JSON.stringify(id)}`);
   return [Number(m[2]), Number(m[1])];
 }

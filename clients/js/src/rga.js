@@ -18,10 +18,12 @@ export function formatId(client, counter) {
 // spelling per id, no leading zeros and no "-0", so "1@-0" does not name
 // client 0's "1@0" and "07@1" does not name "7@1".
 const ID_RE = /^([1-9][0-9]*)@(0|-?[1-9][0-9]*)$/;
+// The server's MAX_ID_CHARS: longer than any id it makes (two 64-bit integers and an "@").
+const MAX_ID_CHARS = 48;
 
 /** "<counter>@<client>" -> [client, counter]; TypeError for anything else. */
 export function parseId(id) {
-  const m = typeof id === 'string' ? ID_RE.exec(id) : null;
+  const m = typeof id === 'string' && id.length <= MAX_ID_CHARS ? ID_RE.exec(id) : null;
   if (!m) throw new TypeError(`not an element id: ${JSON.stringify(id)}`);
   return [Number(m[2]), Number(m[1])];
 }

@@ -15,6 +15,9 @@ describe('parseId', () => {
   test('takes one spelling per id', () => {
     assert.deepEqual(parseId('1@0'), [0, 1]);
     assert.deepEqual(parseId('12@-3'), [-3, 12]);
+    // Up to the server's 48 characters (MAX_ID_CHARS in syncd/crdt/rga/ids.py), not past them.
+    assert.deepEqual(parseId(`1@-${'1'.repeat(45)}`)[1], 1);
+    assert.throws(() => parseId(`1@-${'1'.repeat(46)}`), TypeError);
     for (const spelling of SPELLINGS.filter((s) => !ONE_SPELLING.has(s))) {
       assert.throws(() => parseId(spelling), TypeError, JSON.stringify(spelling));
     }
