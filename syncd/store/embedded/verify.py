@@ -77,8 +77,7 @@ class Report:
     def text(self) -> str:
         lines = [
             f"{self.path}: {'OK' if self.ok else 'DAMAGED'}",
-            f"  snapshot: {'none' if not self.snapshot_lsn else f'at log sequence {self.snapshot_lsn}'}"
-            f" ({self.snapshot_entries} CRDTs)",
+            f"  snapshot: {self._snapshot_text()}",
             f"  log: {self.segments} segments, {self.records} records after the snapshot"
             + (f" (sequences {self.first_lsn}..{self.last_lsn})" if self.records else ""),
             f"  history: {self.history_files} files, {self.history_records} records",
@@ -87,6 +86,17 @@ class Report:
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  problem: {p}" for p in self.problems]
         return "\n".join(lines)
+
+    def _snapshot_text(self) -> str:
+        if not self.snapshot_lsn:
+            return "none"
+        # The store reads each CRDT from the history files when first used:
+        # its snapshots carry no CRDT state, and "(0 CRDTs)" read as loss.
+        if not self.snapshot_entries:
+            held = "carries no CRDT state: CRDTs are read from the history files"
+        else:
+            held = f"carries the state of {self.snapshot_entries} CRDTs"
+        return f"at log sequence {self.snapshot_lsn} ({held})"
 
 
 def verify(path: str) -> Report:

@@ -178,3 +178,20 @@ async def test_damage_in_a_directory_holding_still_is_read_once(
     passes = _changing_the_log_directory(monkeypatch, data, passes_changed=0)
     report = verify_module.verify(str(data))
     assert len(passes) == 1 and not report.ok, report.text()
+
+
+async def test_a_snapshot_without_crdt_states_says_where_they_are(tmp_path: Path) -> None:
+    """The store loads CRDTs from the history files on demand: its snapshots
+    carry none (a server's, as the writer's here), which "(0 CRDTs)" read as
+    CRDTs lost."""
+    data = tmp_path / "data"
+    store = FileStore(data)
+    await store.open()
+    writer = Writer(store)
+    await writer.op("gc:x", {"op": "increment"})
+    await store.compact_now()
+    await store.close()
+    report = verify_module.verify(str(data))
+    assert report.ok, report.text()
+    assert "snapshot: at log sequence 1 (carries no CRDT state: " in report.text()
+    assert "0 CRDTs" not in report.text()
