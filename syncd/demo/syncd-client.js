@@ -2708,6 +2708,10 @@ function checkLimit(maxResultChars) {
   }
   return maxResultChars;
 }
+function preview(text) {
+  const points = Array.from(text);
+  return { text: points.slice(0, PREVIEW_CHARS).join(""), chars: points.length };
+}
 function largest(fits, most) {
   let low = 0;
   let high = most;
@@ -2772,8 +2776,8 @@ function page(result, field, whole, offset, maxChars, readMore, drop = []) {
   }
   if (count === 0 && start < total) {
     const item = items[start];
-    const text = JSON.stringify(isMap ? item[1] : item);
-    const tooLarge = { offset: start, json_chars: text.length, preview: text.slice(0, PREVIEW_CHARS) };
+    const shown = preview(JSON.stringify(isMap ? item[1] : item));
+    const tooLarge = { offset: start, json_chars: shown.chars, preview: shown.text };
     if (isMap) tooLarge.key = item[0];
     return build(0, tooLarge);
   }
@@ -2821,8 +2825,8 @@ function boundHistory(answer, { maxChars, readMore }) {
   const count = largest((n) => resultSize(build(n)) <= maxChars, ops2.length);
   if (count === 0 && ops2.length && ops2[0] && typeof ops2[0] === "object") {
     const { op, ...first } = ops2[0];
-    const text = JSON.stringify(op ?? null);
-    ops2[0] = { ...first, op_preview: text.slice(0, PREVIEW_CHARS), op_json_chars: text.length };
+    const shown = preview(JSON.stringify(op ?? null));
+    ops2[0] = { ...first, op_preview: shown.text, op_json_chars: shown.chars };
     const cut = build(1);
     cut.message = "This change's op is too large to show whole: op_preview is its start." + (ops2.length > 1 ? ` Call ${readMore} with before=${first.seq} for older changes.` : "");
     return cut;

@@ -26,6 +26,16 @@ export function checkLimit(maxResultChars) {
   return maxResultChars;
 }
 
+/**
+ * The start of a JSON text too large to show, and its length, by code points
+ * as the Python tools count them: cut by UTF-16 units, an emoji at the cut
+ * left a lone surrogate, which a host cannot send on as UTF-8.
+ */
+function preview(text) {
+  const points = Array.from(text);
+  return { text: points.slice(0, PREVIEW_CHARS).join(''), chars: points.length };
+}
+
 /** The largest n in [0, most] with fits(n) (monotone; fits(0) assumed). */
 function largest(fits, most) {
   let low = 0;
@@ -104,8 +114,8 @@ function page(result, field, whole, offset, maxChars, readMore, drop = []) {
   }
   if (count === 0 && start < total) {
     const item = items[start];
-    const text = JSON.stringify(isMap ? item[1] : item);
-    const tooLarge = { offset: start, json_chars: text.length, preview: text.slice(0, PREVIEW_CHARS) };
+    const shown = preview(JSON.stringify(isMap ? item[1] : item));
+    const tooLarge = { offset: start, json_chars: shown.chars, preview: shown.text };
     if (isMap) tooLarge.key = item[0];
     return build(0, tooLarge);
   }
@@ -161,8 +171,8 @@ export function boundHistory(answer, { maxChars, readMore }) {
   const count = largest((n) => resultSize(build(n)) <= maxChars, ops.length);
   if (count === 0 && ops.length && ops[0] && typeof ops[0] === 'object') {
     const { op, ...first } = ops[0];
-    const text = JSON.stringify(op ?? null);
-    ops[0] = { ...first, op_preview: text.slice(0, PREVIEW_CHARS), op_json_chars: text.length };
+    const shown = preview(JSON.stringify(op ?? null));
+    ops[0] = { ...first, op_preview: shown.text, op_json_chars: shown.chars };
     const cut = build(1);
     cut.message =
       "This change's op is too large to show whole: op_preview is its start." +
