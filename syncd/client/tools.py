@@ -64,7 +64,7 @@ from syncd.client.ydoc_read import (
     root_read,
     roots_view,
 )
-from syncd.crdt.types import TYPES, crdt_class
+from syncd.crdt.types import TYPES, crdt_class, type_for_id
 from syncd.errors import ApiError
 from syncd.ids import check_crdt_id
 
@@ -370,8 +370,9 @@ def _tool(action: str, crdt_id: str, crdt_type: str) -> Tool:
 
 def build_tools(crdts: Iterable[tuple[str, str]]) -> list[Tool]:
     """The tools for ``(crdt_id, type)`` pairs, in order; ValueError for an
-    invalid CRDT id, an unknown type, a repeated id, two ids with the same tool
-    names, or a tool name over :data:`MAX_TOOL_NAME_LEN`."""
+    invalid CRDT id, an unknown type, a type other than the one the id's prefix
+    fixes, a repeated id, two ids with the same tool names, or a tool name over
+    :data:`MAX_TOOL_NAME_LEN`."""
     if isinstance(crdts, Mapping | str):
         raise ValueError(
             f"tool CRDTs are (crdt_id, type) pairs, not a {type(crdts).__name__}"
@@ -393,6 +394,14 @@ def build_tools(crdts: Iterable[tuple[str, str]]) -> list[Tool]:
         if crdt_type not in TYPES:
             raise ValueError(
                 f"tool CRDT {crdt_id!r}: unknown type {crdt_type!r} (one of {', '.join(TYPES)})"
+            )
+        fixed = type_for_id(crdt_id)
+        if fixed is not None and fixed != crdt_type:
+            # Every op of such tools would be refused (type_mismatch), and
+            # their descriptions would tell the model the wrong kind of value.
+            raise ValueError(
+                f"tool CRDT {crdt_id!r}: its prefix {crdt_id[:3]!r} makes it a {fixed}, "
+                f"not a {crdt_type}"
             )
         if crdt_id in seen:
             raise ValueError(f"tool CRDT id {crdt_id!r} is given twice")
