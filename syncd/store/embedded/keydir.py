@@ -32,6 +32,11 @@ them held already. When the new table is in place the keys flushed and not
 changed since become clean. A table is also written at a clean stop, so a
 start reads the table and the frames written after it, nothing else.
 
+Listings (:meth:`KeyDir.listing`) merge the table's rows after a cursor
+with the overlay's ids after it, which :class:`SortedIds` keeps sorted per
+namespace as lives enter and leave memory: a page costs its rows, not a
+sort of the overlay.
+
 Usage (the quotas': live CRDTs, bytes and unmeasured per namespace) is kept
 as running sums, from the table's header and every change to a type or size
 since (:meth:`KeyDir._account`).
@@ -44,9 +49,11 @@ and the table's rows in the I/O thread (:func:`table_positions`,
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Final
 
 import msgpack
@@ -140,6 +147,89 @@ def decode_row(entry: Entry) -> Life:
     return life
 
 
+IDS_BLOCK: Final = 512
+"""Ids in one block of a :class:`SortedIds` (a block splits at twice this and
+joins its neighbour under half): an add or a discard moves at most ~8 KB of
+pointers. At the overlay's ~49,000 ids either costs ~1 us (a set's: ~0.07
+us), where one sorted list moved ~200 KB, ~5 us, on every row read back and
+every one let go (perf/studies/keydir_listing.py)."""
+
+
+class SortedIds:
+    """A set of ids kept sorted, for listing after a cursor: adding or
+    discarding one costs O(log n + IDS_BLOCK), and the ids after a cursor
+    come in order from there (a list of sorted blocks and each block's last
+    id, as sortedcontainers' SortedList)."""
+
+    __slots__ = ("_blocks", "_lasts")
+
+    def __init__(self) -> None:
+        self._blocks: list[list[str]] = []
+        self._lasts: list[str] = []
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self._blocks)
+
+    def add(self, crdt_id: str) -> None:
+        """Add ``crdt_id`` (the caller knows it is not held: the overlay's
+        dict of lives says so)."""
+        blocks, lasts = self._blocks, self._lasts
+        if not blocks:
+            blocks.append([crdt_id])
+            lasts.append(crdt_id)
+            return
+        i = bisect_left(lasts, crdt_id)
+        if i == len(blocks):
+            i -= 1
+            blocks[i].append(crdt_id)
+            lasts[i] = crdt_id
+        else:
+            insort(blocks[i], crdt_id)
+        if len(blocks[i]) > 2 * IDS_BLOCK:
+            block = blocks[i]
+            blocks[i : i + 1] = [block[:IDS_BLOCK], block[IDS_BLOCK:]]
+            lasts[i : i + 1] = [block[IDS_BLOCK - 1], block[-1]]
+
+    def discard(self, crdt_id: str) -> None:
+        blocks, lasts = self._blocks, self._lasts
+        i = bisect_left(lasts, crdt_id)
+        if i == len(blocks):
+            return
+        block = blocks[i]
+        j = bisect_left(block, crdt_id)
+        if block[j] != crdt_id:
+            return
+        del block[j]
+        if not block:
+            del blocks[i], lasts[i]
+            return
+        lasts[i] = block[-1]
+        if len(block) < IDS_BLOCK // 2 and len(blocks) > 1:
+            # Join a neighbour, so that blocks stay few whatever leaves.
+            k = i if i + 1 < len(blocks) else i - 1
+            blocks[k : k + 2] = [blocks[k] + blocks[k + 1]]
+            lasts[k : k + 2] = [lasts[k + 1]]
+            if len(blocks[k]) > 2 * IDS_BLOCK:
+                block = blocks[k]
+                half = len(block) // 2
+                blocks[k : k + 1] = [block[:half], block[half:]]
+                lasts[k : k + 1] = [block[half - 1], block[-1]]
+
+    def after(self, start: str, inclusive: bool) -> Iterator[str]:
+        """The ids from ``start`` (past it unless ``inclusive``) in order. The
+        set must not change while this is read."""
+        blocks = self._blocks
+        i = bisect_left(self._lasts, start)
+        if i == len(blocks):
+            return
+        block = blocks[i]
+        j = bisect_left(block, start) if inclusive else bisect_right(block, start)
+        for k in range(j, len(block)):
+            yield block[k]
+        for block in blocks[i + 1 :]:
+            yield from block
+
+
 @dataclass
 class Flush:
     """What a new table is made of: the current table and the lives that
@@ -174,8 +264,9 @@ class KeyDir(HistoryIndex):
         taking the oldest of a plain dict that keeps losing its first keys
         scans the dead slots before it, O(n) each)."""
         self._gone: set[Key] = set()
-        self._by_ns: dict[str, set[str]] = {}
-        """The ids of the overlay's lives, per namespace (for listings)."""
+        self._by_ns: dict[str, SortedIds] = {}
+        """The ids of the overlay's lives, per namespace, sorted (for
+        listings): exactly the keys of ``_lives``."""
         self._usage: dict[str, list[int]] = {}
         self._pending_sizes: dict[Key, int] = {}
         self._unmeasured_round: list[Key] | None = None
@@ -273,11 +364,13 @@ class KeyDir(HistoryIndex):
         self._dirty.add(key)
 
     def _enter(self, key: Key, life: Life) -> None:
-        self._lives[key] = life
-        ids = self._by_ns.get(key[0])
-        if ids is None:
-            ids = self._by_ns[key[0]] = set()
-        ids.add(key[1])
+        lives = self._lives
+        if key not in lives:
+            ids = self._by_ns.get(key[0])
+            if ids is None:
+                ids = self._by_ns[key[0]] = SortedIds()
+            ids.add(key[1])
+        lives[key] = life
 
     def _shrink(self) -> None:
         clean = self._clean
@@ -478,10 +571,11 @@ class KeyDir(HistoryIndex):
         ``prefix``, after ``after``, in id order: id, type and latest seq."""
         limit = min(limit, MAX_SCAN)
         start = prefix if after is None or after < prefix else after
-        overlay = sorted(
-            i
-            for i in self._by_ns.get(ns, ())
-            if i.startswith(prefix) and (after is None or i > after)
+        ids = self._by_ns.get(ns)
+        overlay = (
+            iter(())
+            if ids is None
+            else takewhile(lambda i: i.startswith(prefix), ids.after(start, start != after))
         )
         out: list[tuple[str, str, int]] = []
         lives = self._lives
@@ -686,6 +780,7 @@ __all__ = [
     "FLUSH_LIVES",
     "Flush",
     "KeyDir",
+    "SortedIds",
     "decode_row",
     "encode_row",
     "positions_in",
