@@ -2870,6 +2870,23 @@ function parseToolName(name) {
   }
   return null;
 }
+var PREFIX_TYPES = Object.freeze({
+  "gc:": "gcounter",
+  "pn:": "pncounter",
+  "or:": "orset",
+  "lw:": "lwwregister",
+  "pr:": "presence",
+  "rg:": "rga",
+  "tr:": "tree",
+  "yd:": "ydoc"
+});
+function checkPrefixType(crdtId, type) {
+  const prefix = crdtId.slice(0, 3);
+  const fixed = Object.hasOwn(PREFIX_TYPES, prefix) ? PREFIX_TYPES[prefix] : null;
+  if (fixed !== null && fixed !== type) {
+    throw new TypeError(`tool CRDT ${JSON.stringify(crdtId)}: its prefix ${JSON.stringify(prefix)} makes it a ${fixed}, not a ${type}`);
+  }
+}
 function checkToolId(crdtId) {
   if (typeof crdtId !== "string" || !CRDT_ID2.test(crdtId)) {
     throw new TypeError(
@@ -3005,6 +3022,7 @@ function toolIndex(crdts) {
     checkToolId(crdtId);
     const actions = Object.hasOwn(TOOL_ACTIONS, type) ? TOOL_ACTIONS[type] : null;
     if (!actions) throw new TypeError(`unknown CRDT type ${JSON.stringify(type)} for tool id ${crdtId}`);
+    checkPrefixType(crdtId, type);
     if (ids.has(crdtId)) throw new TypeError(`tool CRDT id ${crdtId} is given twice`);
     ids.add(crdtId);
     for (const action of ["read", ...actions]) {

@@ -76,6 +76,31 @@ export function parseToolName(name) {
   return null;
 }
 
+/** The type each id prefix fixes (docs/data-model.md#how-a-crdt-gets-its-type). */
+const PREFIX_TYPES = Object.freeze({
+  'gc:': 'gcounter',
+  'pn:': 'pncounter',
+  'or:': 'orset',
+  'lw:': 'lwwregister',
+  'pr:': 'presence',
+  'rg:': 'rga',
+  'tr:': 'tree',
+  'yd:': 'ydoc',
+});
+
+/**
+ * Refuse a type other than the one the id's prefix fixes: the server refuses
+ * every op of such tools (type_mismatch), and their descriptions would tell
+ * the model the wrong kind of value.
+ */
+function checkPrefixType(crdtId, type) {
+  const prefix = crdtId.slice(0, 3);
+  const fixed = Object.hasOwn(PREFIX_TYPES, prefix) ? PREFIX_TYPES[prefix] : null;
+  if (fixed !== null && fixed !== type) {
+    throw new TypeError(`tool CRDT ${JSON.stringify(crdtId)}: its prefix ${JSON.stringify(prefix)} makes it a ${fixed}, not a ${type}`);
+  }
+}
+
 function checkToolId(crdtId) {
   if (typeof crdtId !== 'string' || !CRDT_ID.test(crdtId)) {
     throw new TypeError(
@@ -237,6 +262,7 @@ function toolIndex(crdts) {
     checkToolId(crdtId);
     const actions = Object.hasOwn(TOOL_ACTIONS, type) ? TOOL_ACTIONS[type] : null;
     if (!actions) throw new TypeError(`unknown CRDT type ${JSON.stringify(type)} for tool id ${crdtId}`);
+    checkPrefixType(crdtId, type);
     if (ids.has(crdtId)) throw new TypeError(`tool CRDT id ${crdtId} is given twice`);
     ids.add(crdtId);
     for (const action of ['read', ...actions]) {
