@@ -590,7 +590,7 @@ class KeyDir(HistoryIndex):
                 entry = self.table.get(key)
                 if entry is None or entry[1] is None:
                     continue
-                out.append((crdt_id, entry[1], decode_row(entry).latest))
+                out.append((crdt_id, entry[1], peek_row(entry)[1]))  # no columns built
             if len(out) == limit:
                 break
         return out

@@ -66,26 +66,27 @@ async def test_pages_are_exact_while_crdts_come_and_go_between_them(
     lives cached, so ids lie in the table, the overlay or both): between
     pages CRDTs are created, deleted, created again and read back, before and
     after the cursor. Every page is exactly the first ``limit`` live ids after
-    its cursor, in order, with their types; ids of another prefix are never
-    listed."""
+    its cursor, in order, with their types and latest seqs; ids of another
+    prefix are never listed."""
     rng = random.Random(11)
     store, _ = await make_store(tmp_path / "data", index_flush_crdts=16, index_cached_crdts=8)
     writer = Writer(store)
-    live: set[str] = set()
+    live: dict[str, int] = {}  # id -> latest seq
 
     async def create(crdt_id: str) -> None:
         if crdt_id not in live:
             writer.engine = type(writer.engine)()  # a new life after a delete
-        await writer.op(crdt_id, {"op": "increment"})
-        live.add(crdt_id)
+        live[crdt_id] = await writer.op(crdt_id, {"op": "increment"})
 
     async def delete(crdt_id: str) -> None:
         await store.append([deleted(crdt_id, NS)])
         writer.engine = type(writer.engine)()
-        live.discard(crdt_id)
+        live.pop(crdt_id, None)
 
     for i in range(0, 400, 2):
         await create(f"gc:{i:03d}")
+    for i in range(0, 400, 6):
+        await create(f"gc:{i:03d}")  # a second op: seq 2
     await writer.op("pn:other", {"op": "increment"})  # another prefix, never listed
     await store._history.wait_index_flush()
 
@@ -96,7 +97,7 @@ async def test_pages_are_exact_while_crdts_come_and_go_between_them(
             page = await store.list_ids(NS, "gc:", after, limit)
             expected = sorted(c for c in live if after is None or c > after)[:limit]
             assert [c for c, _, _ in page] == expected, (limit, after)
-            assert all(t == "gcounter" and seq >= 1 for _, t, seq in page)
+            assert page == [(c, "gcounter", live[c]) for c in expected], (limit, after)
             if not page:
                 break
             seen += [c for c, _, _ in page]
