@@ -170,6 +170,9 @@ class SortedIds:
     def __len__(self) -> int:
         return sum(len(b) for b in self._blocks)
 
+    def __bool__(self) -> bool:
+        return bool(self._blocks)
+
     def add(self, crdt_id: str) -> None:
         """Add ``crdt_id`` (the caller knows it is not held: the overlay's
         dict of lives says so)."""
@@ -346,11 +349,9 @@ class KeyDir(HistoryIndex):
         if life is None:
             return
         self._account(key[0], life, -1)
-        self._lives.pop(key, None)
+        if self._lives.pop(key, None) is not None:
+            self._leave(key)
         self._clean.pop(key, None)
-        ids = self._by_ns.get(key[0])
-        if ids is not None:
-            ids.discard(key[1])
         if key in self._flushing or (self.table is not None and self.table.get(key) is not None):
             # The table (or the one being written) holds it: a tombstone.
             self._gone.add(key)
@@ -378,9 +379,17 @@ class KeyDir(HistoryIndex):
         while len(clean) > self.cached_lives:
             key = clean.popitem(last=False)[0]
             del lives[key]
-            ids = self._by_ns.get(key[0])
-            if ids is not None:
-                ids.discard(key[1])
+            self._leave(key)
+
+    def _leave(self, key: Key) -> None:
+        """``key``'s life left memory: its id leaves the sorted ids, and a
+        namespace left with none drops them (a node serving many namespaces
+        in turn kept an empty entry for each it ever served)."""
+        ids = self._by_ns.get(key[0])
+        if ids is not None:
+            ids.discard(key[1])
+            if not ids:
+                del self._by_ns[key[0]]
 
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
         """:meth:`HistoryIndex.holds`, answered from the table's row without

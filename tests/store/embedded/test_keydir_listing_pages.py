@@ -12,9 +12,11 @@ import statistics
 import time
 from pathlib import Path
 
+from syncd.store.embedded.hint import open_table
 from syncd.store.embedded.keydir import IDS_BLOCK, KeyDir, SortedIds
 from tests.store.conftest import MakeStore
 from tests.store.embedded.test_hint import NS, Writer
+from tests.store.embedded.test_keydir import _write_table
 from tests.store.support import deleted
 
 OVERLAY = 30_000
@@ -144,3 +146,27 @@ def test_sorted_ids_match_a_sorted_set_through_splits_and_joins() -> None:
     assert len(ids) == len(reference) < IDS_BLOCK // 4
     assert len(ids._blocks) == 1  # the emptied blocks joined
     assert list(ids.after("", True)) == sorted(reference)
+
+
+def test_a_namespace_whose_lives_all_left_memory_keeps_no_sorted_ids(tmp_path: Path) -> None:
+    """The overlay's sorted ids are kept per namespace: one whose CRDTs were
+    all deleted, or whose clean lives were all let go, drops its (empty)
+    entry, so a node that serves many namespaces in turn does not keep one
+    for each it ever served."""
+    table_keys = sorted((f"ns{i:03d}", "gc:a") for i in range(300))
+    _write_table(tmp_path, table_keys)
+    table = open_table(str(tmp_path), [])
+    assert table is not None
+    index = KeyDir(cached_lives=4)
+    index.attach(table)
+    try:
+        for ns, crdt_id in table_keys:
+            assert index.get(ns, crdt_id) is not None  # read back, then let go
+        for i in range(300):
+            index.add_op(f"new{i:03d}", "gc:b", "e", 1, 1000, i, 10)
+            index.deleted(f"new{i:03d}", "gc:b")
+        assert len(index) == 4
+        assert len(index._by_ns) == 4, "an emptied namespace kept its sorted ids"
+        assert [c for c, _, _ in index.listing("ns007", "", None, 10)] == ["gc:a"]
+    finally:
+        index.close()
