@@ -13,7 +13,8 @@ for ever; :class:`CheckedLines` answers those lines here, as JSON-RPC says:
 ``-32700`` (parse error) for one that is not JSON (or not UTF-8, with the
 request's id when it can be read), ``-32600`` (invalid
 request) for JSON that is no message, with the request's id when it has one.
-A request whose id is neither a string nor an integer (null, 1.5, true: MCP
+A line over ``MAX_LINE_CHARS`` is read past in chunks, never held whole,
+and answered ``-32600``. A request whose id is neither a string nor an integer (null, 1.5, true: MCP
 allows no other) is such a message too, answered with a null id: the SDK
 would take it for a notification, which has no id, and answer nothing.
 """
@@ -25,7 +26,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from io import TextIOWrapper
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 from syncd import __version__
 from syncd.client.aio import AsyncClient
@@ -39,6 +40,16 @@ PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 """JSON-RPC 2.0's error codes for a message that is not JSON, and for JSON
 that is not a valid message (a batch among them: MCP has none since 2025-06-18)."""
+
+
+MAX_LINE_CHARS: Final = 16 * 1024 * 1024
+"""The longest stdin line (one JSON-RPC message) read, in characters. Far
+above any tool call the service can take (its request bodies are 1 MiB by
+default), it bounds the memory one line holds: a longer one is read past in
+chunks of :data:`SKIP_CHUNK_CHARS` and answered as an invalid request."""
+
+SKIP_CHUNK_CHARS: Final = 1024 * 1024
+"""How much of an over-long line is read at a time while skipping it."""
 
 
 def _request_id(message: Any) -> int | str | None:
@@ -105,10 +116,10 @@ class CheckedLines:
     through, and each other line is answered here with a JSON-RPC error,
     sent on the transport's write stream once :meth:`answer_on` names it."""
 
-    def __init__(self, lines: Any) -> None:
+    def __init__(self, stdin: TextIO) -> None:
         import anyio
 
-        self._lines = lines
+        self._stdin = stdin
         self._sink: Any = None
         self._ready = anyio.Event()
 
@@ -116,8 +127,32 @@ class CheckedLines:
         self._sink = write_stream
         self._ready.set()
 
+    async def _readline(self, most: int) -> str:
+        """Up to ``most`` characters of the current line (a blocking read, in a thread)."""
+        import anyio
+
+        line: str = await anyio.to_thread.run_sync(self._stdin.readline, most)
+        return line
+
+    async def _lines(self) -> AsyncIterator[str | None]:
+        """stdin's lines, None for one over :data:`MAX_LINE_CHARS` (skipped)."""
+        while line := await self._readline(MAX_LINE_CHARS + 1):
+            if len(line) <= MAX_LINE_CHARS or line.endswith("\n"):
+                yield line
+                continue
+            while (rest := await self._readline(SKIP_CHUNK_CHARS)) and not rest.endswith("\n"):
+                pass
+            yield None
+
     async def __aiter__(self) -> AsyncIterator[str]:
-        async for line in self._lines:
+        async for line in self._lines():
+            if line is None:
+                await self._answer(
+                    None,
+                    INVALID_REQUEST,
+                    f"Invalid Request: the line is longer than {MAX_LINE_CHARS} characters",
+                )
+                continue
             error = line_error(line)
             if error is None:
                 if line.strip():
@@ -177,14 +212,13 @@ def build_server(tools: AgentTools) -> Any:
 
 async def serve(client: AsyncClient, tools: AgentTools) -> None:
     """Answer an MCP client on stdin/stdout until it hangs up, then close ``client``."""
-    import anyio
     from mcp.server.stdio import stdio_server
 
     server = build_server(tools)
     # UTF-8 whatever the locale says, as the SDK's own stdin is read; bytes
     # that are not UTF-8 kept (as lone surrogates) for line_error to refuse.
     stdin = CheckedLines(
-        anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape"))
+        TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
     )
     try:
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
