@@ -11,12 +11,13 @@ The SDK's stdio transport drops a line that is not JSON, or not a JSON-RPC
 message, without an answer, leaving a client that sent a request waiting
 for ever; :class:`CheckedLines` answers those lines here, as JSON-RPC says:
 ``-32700`` (parse error) for one that is not JSON (or not UTF-8, with the
-request's id when it can be read), ``-32600`` (invalid
-request) for JSON that is no message, with the request's id when it has one.
-A line over ``MAX_LINE_CHARS`` is read past in chunks, never held whole,
-and answered ``-32600``. A request whose id is neither a string nor an integer (null, 1.5, true: MCP
-allows no other) is such a message too, answered with a null id: the SDK
-would take it for a notification, which has no id, and answer nothing.
+request's id when it can be read), ``-32600`` (invalid request) for JSON
+that is no message, with the request's id when it has one. A line over
+``MAX_LINE_CHARS`` is read past in chunks, never held whole, and answered
+``-32600``. A request whose id is neither a string nor an integer (null,
+1.5, true: MCP allows no other) is such a message too, answered with a null
+id: the SDK would take it for a notification, which has no id, and answer
+nothing.
 """
 
 from __future__ import annotations
