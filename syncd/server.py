@@ -27,10 +27,11 @@ from syncd.http.access import AccessLog
 from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import MAX_REFUSED_LINGERING, HttpProtocol, ServerContext
 from syncd.http.request import Request
+from syncd.http.response import error_response, render
 from syncd.sdnotify import Notifier
 from syncd.store.embedded.store import StoreCorruptError, StoreLockedError
 from syncd.store.pg_start import DatabaseSetupError
-from syncd.tls import Certificates, TlsError
+from syncd.tls import Certificates, FirstBytes, TlsError, first_bytes
 from syncd.ws.connection import wait_background
 
 log = logging.getLogger("syncd.server")
@@ -270,9 +271,11 @@ class Server:
 
 class _TlsHandshakes:
     """Each accepted connection's TLS protocol (the loop's own, the one its
-    ssl= server makes), counted from the accept to the end of its handshake;
-    from then on the HttpProtocol inside counts it. Past SERVICE_MAX_CONNECTIONS
-    plus :data:`TLS_HANDSHAKES_PAST_LIMIT`, a new connection is closed at once."""
+    ssl= server makes), made once its first bytes are a TLS record
+    (:class:`_FirstBytesProtocol`); counted from the accept to the end of its
+    handshake, from then on the HttpProtocol inside counts it. Past
+    SERVICE_MAX_CONNECTIONS plus :data:`TLS_HANDSHAKES_PAST_LIMIT`, a new
+    connection is closed at once."""
 
     def __init__(
         self,
@@ -296,17 +299,30 @@ class _TlsHandshakes:
         if self.pending + ctx.connection_count >= ctx.max_connections + TLS_HANDSHAKES_PAST_LIMIT:
             return _Refused()
         self.pending += 1
+        return _FirstBytesProtocol(self)
+
+    def start_tls(self, transport: asyncio.Transport, first: bytes, timeout: float) -> None:
+        """Hand ``transport`` to the loop's TLS protocol, as its ssl= server
+        would have at the accept, with the bytes already read from it and
+        what is left of the handshake's time; counted until the handshake
+        ends."""
         handshake: asyncio.Future[None] = self.loop.create_future()
         handshake.add_done_callback(self._handshake_ended)
-        protocol: asyncio.BaseProtocol = self.tls_protocol(
+        protocol = self.tls_protocol(
             self.loop,
-            HttpProtocol(ctx, self.loop),
+            HttpProtocol(self.ctx, self.loop),
             self.context,
             handshake,
             server_side=True,
-            ssl_handshake_timeout=self.handshake_timeout,
+            ssl_handshake_timeout=timeout,
         )
-        return protocol
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        _feed(protocol, first)
+
+    def not_tls(self) -> None:
+        """A connection that ended before it started a handshake."""
+        self.pending -= 1
 
     def _handshake_ended(self, handshake: asyncio.Future[None]) -> None:
         self.pending -= 1
@@ -314,6 +330,133 @@ class _TlsHandshakes:
             # A failed handshake has closed its connection already; its
             # error is read so that asyncio does not log it as never retrieved.
             handshake.exception()
+
+
+def _feed(protocol: Any, data: bytes) -> None:
+    """Give ``data`` to a buffered protocol as its transport would."""
+    view = memoryview(data)
+    while view:
+        buffer = protocol.get_buffer(len(view))
+        size = min(len(buffer), len(view))
+        buffer[:size] = view[:size]
+        protocol.buffer_updated(size)
+        view = view[size:]
+
+
+PLAIN_HTTP_REFUSAL: Final = "this port speaks HTTPS: use https://"
+"""What a plain HTTP request to the TLS port is told, in a plaintext 400 (as
+Go's net/http and nginx answer one): it was closed without a word, which
+clients report as an empty reply or a reset, nothing that names the cause."""
+
+
+def _plain_http_answer() -> bytes:
+    """The 400 of :data:`PLAIN_HTTP_REFUSAL`, in syncd's error format (its
+    Date header is now's, so rendered for each)."""
+    return render(error_response(400, "bad_request", PLAIN_HTTP_REFUSAL), keep_alive=False)
+
+
+PLAIN_HTTP_DISCARD_BYTES: Final = 64 * 1024
+"""What the rest of a plain HTTP request may send after its 400 before its
+connection is closed anyway: its headers, a small body. Read and dropped, not
+left unread, as a close with unread bytes is a reset that can destroy the 400
+before the client has read it."""
+
+
+class _FirstBytesProtocol(asyncio.Protocol):
+    """A new connection on the TLS port until its first bytes say what it
+    speaks (:func:`syncd.tls.first_bytes`): a TLS client's connection goes to
+    the TLS protocol with its first read (one byte judged), a plain HTTP
+    request gets a 400 (:data:`PLAIN_HTTP_REFUSAL`), anything else is closed. Waiting
+    for those bytes is part of the handshake's time (SERVICE_HEADER_TIMEOUT_S),
+    and the connection counts toward the limit meanwhile, as one in its
+    handshake does."""
+
+    def __init__(self, handshakes: _TlsHandshakes) -> None:
+        self._handshakes = handshakes
+        self._transport: asyncio.Transport | None = None
+        self._seen = b""
+        self._deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._answered = False
+        self._discarded = 0
+        self._counted = True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        loop = self._handshakes.loop
+        timeout = self._handshakes.handshake_timeout
+        self._deadline = loop.time() + timeout
+        self._timer = loop.call_later(timeout, self._timed_out)
+
+    def data_received(self, data: bytes) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        if self._answered:
+            self._discarded += len(data)
+            if self._discarded > PLAIN_HTTP_DISCARD_BYTES:
+                self._end(transport)
+            return
+        seen = self._seen + data if self._seen else data
+        verdict = first_bytes(seen)
+        if verdict is FirstBytes.UNDECIDED:
+            self._seen = seen
+        elif verdict is FirstBytes.TLS:
+            self._start_tls(transport, seen)
+        elif verdict is FirstBytes.PLAIN_HTTP:
+            self._answer(transport)
+        else:
+            self._end(transport)
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._stop_timer()
+        self._uncount()
+
+    def _start_tls(self, transport: asyncio.Transport, first: bytes) -> None:
+        self._stop_timer()
+        self._seen = b""
+        left = self._deadline - self._handshakes.loop.time()
+        if left <= 0:
+            self._end(transport)
+            return
+        self._counted = False  # from here until its handshake ends, counted by the TLS side
+        self._transport = None
+        self._handshakes.start_tls(transport, first, left)
+
+    def _answer(self, transport: asyncio.Transport) -> None:
+        """The 400, then the end of the connection: this side's end at once,
+        the rest of the request read and dropped until the client closes
+        (or the handshake's time is up)."""
+        self._answered = True
+        self._seen = b""
+        transport.write(_plain_http_answer())
+        if transport.can_write_eof():
+            transport.write_eof()
+        else:  # pragma: no cover - TCP transports can
+            self._end(transport)
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if self._transport is not None:
+            self._end(self._transport)
+
+    def _end(self, transport: asyncio.Transport) -> None:
+        self._stop_timer()
+        transport.close()
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _uncount(self) -> None:
+        if self._counted:
+            self._counted = False
+            self._handshakes.not_tls()
 
 
 class _Refused(asyncio.Protocol):

@@ -22,11 +22,17 @@ while the server runs, and at the moments it enters the last
 and the date while it is not valid yet or near its end, an error once it has
 expired. It is served all the same (refusing it would turn a late renewal
 into an outage).
+
+A client that speaks plain HTTP to the TLS port (``http://`` where
+``https://`` was meant) is told so: :func:`first_bytes` judges what a new
+connection's first bytes are, and the server answers a request line with a
+plaintext 400 (as Go's net/http and nginx do) instead of a silent close.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import ssl
 import time
@@ -44,6 +50,47 @@ MINIMUM_VERSION: Final = ssl.TLSVersion.TLSv1_2
 
 ALPN_PROTOCOLS: Final = ("http/1.1",)
 """What the server speaks: HTTP/1.1 (and WebSocket upgrades over it)."""
+
+HANDSHAKE_RECORD: Final = 0x16
+"""The first byte of every TLS connection: a handshake record (its ClientHello)."""
+
+METHOD_CHARS: Final = frozenset(
+    b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+"""What an HTTP method is spelled with (``tchar``, RFC 9110 5.6.2)."""
+
+MAX_METHOD_CHARS: Final = 20
+"""The longest method a plain HTTP client is recognised by: the longest
+registered ones (``UPDATEREDIRECTREF``, ``BASELINE-CONTROL``) are 17 and 16
+characters; longer runs of token characters are taken for garbage."""
+
+
+class FirstBytes(enum.Enum):
+    """What the first bytes of a connection to the TLS port say it speaks."""
+
+    TLS = "tls"
+    PLAIN_HTTP = "plain_http"
+    OTHER = "other"
+    UNDECIDED = "undecided"
+    """Too few bytes yet: a method, not yet its space."""
+
+
+def first_bytes(data: bytes) -> FirstBytes:
+    """Judge the first bytes a client sent to the TLS port: a TLS handshake
+    record, an HTTP request line (a method, then a space), something else, or
+    too little to tell. Only the record type's byte is read of a TLS client,
+    so its handshake is not held up; an HTTP client is told after its method
+    and the space after it, at most :data:`MAX_METHOD_CHARS` + 1 bytes."""
+    if not data:
+        return FirstBytes.UNDECIDED
+    if data[0] == HANDSHAKE_RECORD:
+        return FirstBytes.TLS
+    for i, byte in enumerate(data[: MAX_METHOD_CHARS + 1]):
+        if byte == 0x20:  # a space
+            return FirstBytes.PLAIN_HTTP if i else FirstBytes.OTHER
+        if byte not in METHOD_CHARS:
+            return FirstBytes.OTHER
+    return FirstBytes.UNDECIDED if len(data) <= MAX_METHOD_CHARS else FirstBytes.OTHER
 
 
 EXPIRY_WARNING_DAYS: Final = 14

@@ -71,10 +71,11 @@ def test_https_and_wss_on_one_port(spawn_server: Any, pki: Pki) -> None:
 
     kinds = {message["kind"] for message in asyncio.run(over_wss())}
     assert kinds == {"snapshot", "synced", "ack", "op"}
-    # Plain HTTP on the TLS port gets nowhere.
+    # Plain HTTP on the TLS port is not served: it is told to use HTTPS
+    # (tests/test_tls_plain_http.py).
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as plain:
         plain.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert not plain.recv(100).startswith(b"HTTP/1.1 200")
+        assert plain.recv(100).startswith(b"HTTP/1.1 400 Bad Request")
 
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion:DeprecationWarning")
