@@ -410,8 +410,12 @@ class CrdtService:
             raise bad_request(f"limit: must be an integer from 1 to {MAX_LIST_LIMIT}")
         page: list[dict[str, Any]] = []
         cursor = after
+        # One more row than the page tells whether a next page exists; when
+        # the caller may not read some of them, the rest is read in whole
+        # pages (a store page of 1,000 rows costs ~3 ms, of 11 a few µs).
+        ask = min(limit + 1, MAX_LIST_LIMIT)
         while True:
-            rows = await self.store.list_ids(ns, prefix, cursor, MAX_LIST_LIMIT)
+            rows = await self.store.list_ids(ns, prefix, cursor, ask)
             for crdt_id, type_name, seq in rows:
                 if not visible(crdt_id):
                     continue
@@ -421,9 +425,10 @@ class CrdtService:
                 # (an answer comes once they are durable, and the store holds
                 # them by then, so a writer still reads its own writes).
                 page.append({"id": crdt_id, "type": type_name, "seq": seq})
-            if len(rows) < MAX_LIST_LIMIT:
+            if len(rows) < ask:
                 return page, None
             cursor = rows[-1][0]
+            ask = MAX_LIST_LIMIT
             # A caller who reads few of the ids goes on over every page of
             # the namespace, and a local store answers each without waiting:
             # let the loop's other work run between them.
