@@ -231,7 +231,7 @@ def test_a_certificate_is_said_to_expire_and_to_have_expired_while_it_is_served(
     at = now()
     # Seconds ahead: the servers start well before, and each moment comes
     # while they run.
-    ahead = datetime.timedelta(seconds=4)
+    ahead = datetime.timedelta(seconds=6)
     expiring_cert, expiring_key = issue(pki, "expiring", at - DAY, at + ahead)
     window = datetime.timedelta(days=EXPIRY_WARNING_DAYS)
     nearing_cert, nearing_key = issue(pki, "nearing", at - DAY, at + window + ahead)

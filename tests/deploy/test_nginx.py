@@ -38,7 +38,8 @@ TEMPLATE = ROOT / "docs" / "deploy" / "nginx.conf"
 AUTH = {"authorization": f"Bearer {ADMIN}"}
 READ_TIMEOUT_S = 2
 """The proxy's read timeout here (75 s in the docs): short, so the test is."""
-SSE_PING_S = "0.5"
+SSE_PING_S = "1"
+"""Pings (the least SERVICE_SSE_PING_S) keep an idle stream alive past READ_TIMEOUT_S."""
 PROXY_ADDRESS = "127.0.0.1"
 """nginx reaches syncd from this address, the one syncd trusts."""
 CLIENT_ADDRESS = "127.0.0.3"
