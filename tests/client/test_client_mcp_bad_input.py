@@ -7,21 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from syncd.client.bounded import size
+from tests.client import mcp_support as stdio
 from tests.client.conftest import NS, make_token
 from tests.conftest import RunningServer
 
 pytest.importorskip("mcp")
-
-REPO = Path(__file__).resolve().parents[2]
-ANSWER_TIMEOUT_S = 10
 
 
 class Session:
@@ -29,16 +25,10 @@ class Session:
         self.proc = proc
 
     async def send(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line.encode() + b"\n")
-        await self.proc.stdin.drain()
+        await stdio.send_bytes(self.proc, line.encode() + b"\n")
 
     async def answer(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), ANSWER_TIMEOUT_S)
-        assert line, "the server closed its output"
-        answer: dict[str, Any] = json.loads(line)
-        return answer
+        return await stdio.answer(self.proc)
 
     async def call(self, line: str) -> dict[str, Any]:
         await self.send(line)
@@ -49,37 +39,12 @@ class Session:
 async def session(server: RunningServer) -> AsyncIterator[Session]:
     args = ["--base-url", server.url, "--token", make_token(21), "--namespace", NS]
     args += ["--crdt", "tags:orset", "--crdt", "yd:doc", "--max-result-chars", "1000"]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "syncd",
-        "mcp",
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        env={"PYTHONPATH": str(REPO)},
-        cwd=str(REPO),
-    )
-    session = Session(proc)
-    try:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        }
-        answer = await session.call(json.dumps(init))
+    async with stdio.mcp_process(args) as proc:
+        session = Session(proc)
+        answer = await session.call(json.dumps(stdio.INIT))
         assert "offset=next_offset" in answer["result"]["instructions"]
-        await session.send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        await session.send(json.dumps(stdio.INITIALIZED))
         yield session
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
 
 
 def _call(request_id: int, name: str, arguments: Any) -> str:

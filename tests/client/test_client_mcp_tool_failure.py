@@ -8,31 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.client import mcp_support as stdio
 from tests.client.conftest import NS, make_token
 
 pytest.importorskip("mcp")
 
-REPO = Path(__file__).resolve().parents[2]
-ANSWER_TIMEOUT_S = 10
 NOT_SYNCD = b'["not", "a", "read", "view"]'
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
 
 
 async def _answer_every_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -68,35 +53,12 @@ async def not_syncd() -> AsyncIterator[str]:
         await server.wait_closed()
 
 
-async def _answer(proc: asyncio.subprocess.Process) -> dict[str, Any]:
-    assert proc.stdout is not None
-    line = await asyncio.wait_for(proc.stdout.readline(), ANSWER_TIMEOUT_S)
-    assert line, "the server closed its output"
-    answer: dict[str, Any] = json.loads(line)
-    return answer
-
-
-async def _send(proc: asyncio.subprocess.Process, message: dict[str, Any]) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write(json.dumps(message).encode() + b"\n")
-    await proc.stdin.drain()
-
-
 async def test_an_answer_that_is_not_syncds_is_a_tool_error(not_syncd: str) -> None:
     args = ["--base-url", not_syncd, "--token", make_token(3), "--namespace", NS]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "syncd", "mcp", *args, "--crdt", "tags:orset"),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env={"PYTHONPATH": str(REPO)},
-        cwd=str(REPO),
-    )
-    try:
-        await _send(proc, INIT)
-        assert (await _answer(proc))["id"] == 0
-        await _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    async with stdio.mcp_process(
+        [*args, "--crdt", "tags:orset"], stderr=asyncio.subprocess.DEVNULL
+    ) as proc:
+        await stdio.initialize(proc)
         calls = [
             ("service_read_tags", {}),
             ("service_history_tags", {}),
@@ -107,18 +69,14 @@ async def test_an_answer_that_is_not_syncds_is_a_tool_error(not_syncd: str) -> N
         ]
         for request_id, (name, arguments) in enumerate(calls, start=1):
             params = {"name": name, "arguments": arguments}
-            await _send(
+            await stdio.send(
                 proc,
                 {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params},
             )
-            answer = await _answer(proc)
+            answer = await stdio.answer(proc)
             assert answer["id"] == request_id and "result" in answer, answer
             result = answer["result"]
             assert result["isError"] is True
             body = json.loads(result["content"][0]["text"])
             assert body["ok"] is False and body["error"] == "bad_response", body
             assert "base URL" in body["message"], body
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
