@@ -10,6 +10,7 @@ import asyncio
 import base64
 import json
 import os
+import socket
 import struct
 import time
 from typing import Any
@@ -19,6 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from syncd.auth.permissions import Permissions, V1Permissions
 from syncd.auth.tokens import Claims, SigningKey, sign_claims
+from syncd.ws.connection import WsConnection
 from tests.conftest import ADMIN, SIGNING_KEY_HEX, RunningServer
 
 NS = "demo"
@@ -210,6 +212,44 @@ class RawWs:
 
     def close(self) -> None:
         self.writer.close()
+
+
+STALLED_BUFFER_BYTES = 4096
+"""The stalled peer's receive buffer and the server's send buffer for it:
+small, so the server's own queue fills after a few KB."""
+
+
+async def stalled_client(server: RunningServer) -> RawWs:
+    """An upgraded raw peer with a tiny receive window (the kernel would
+    otherwise absorb megabytes for it) and a tiny stream limit (it stops
+    reading after ~2 KB until the test reads)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, STALLED_BUFFER_BYTES)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
+    raw = RawWs(reader, writer)
+    status, _ = await raw.handshake(ADMIN)
+    assert status == 101
+    return raw
+
+
+async def stalled_peer(server: RunningServer) -> tuple[RawWs, WsConnection]:
+    """A raw peer with a tiny receive window that reads only when told, and
+    the server's connection for it, its send buffer made small too: on
+    loopback the kernel would take megabytes off the server's hands, and
+    nothing would ever wait for the peer."""
+    ctx = server.app.server_ctx
+    assert ctx is not None
+    before = set(ctx.other_connections)
+    raw = await stalled_client(server)
+    await wait_for(lambda: set(ctx.other_connections) - before)
+    (connection,) = set(ctx.other_connections) - before
+    assert isinstance(connection, WsConnection)
+    connection.transport.get_extra_info("socket").setsockopt(
+        socket.SOL_SOCKET, socket.SO_SNDBUF, STALLED_BUFFER_BYTES
+    )
+    return raw, connection
 
 
 def close_code(payload: bytes) -> int:

@@ -4,7 +4,6 @@ resyncs with a fresh snapshot once it reads again."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 import msgpack
@@ -20,6 +19,7 @@ from tests.ws.support import (
     recv_kind,
     send_json,
     send_mp,
+    stalled_client,
     wait_for,
 )
 
@@ -28,20 +28,6 @@ VALUE = "v" * 8000
 """Each delta is bigger than the bound: a stalled reader falls behind fast."""
 MAX_OPS = 2000
 """Far more than the kernel's socket buffers can swallow at ~8 KB a delta."""
-
-
-async def _stalled_client(server: RunningServer) -> RawWs:
-    sock = socket.socket()
-    # A small receive window keeps the kernel from absorbing megabytes for us.
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    # A tiny stream limit: the client stops reading after ~2 KB until we read.
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
-    raw = RawWs(reader, writer)
-    status, _ = await raw.handshake("test-admin-secret")
-    assert status == 101
-    return raw
 
 
 def _session_of(server: RunningServer, before: set[Any]) -> WsConnection:
@@ -56,7 +42,7 @@ async def test_stalled_subscriber_is_skipped_and_resyncs(make_server: Any) -> No
         await send_mp(watcher, {"kind": "subscribe", "id": "lw:big"})
         await recv_kind(watcher, "snapshot")
         before = set(server.app.server_ctx.other_connections)
-        stalled = await _stalled_client(server)
+        stalled = await stalled_client(server)
         session = _session_of(server, before)
         stalled.send_message({"kind": "subscribe", "id": "lw:big"})
         await wait_for(lambda: "lw:big" in session.subscriptions)

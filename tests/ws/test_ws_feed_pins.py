@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import tracemalloc
 from typing import Any
 
 import msgpack
 import pytest
 
-from syncd.ws.connection import WsConnection
 from tests.conftest import RunningServer
-from tests.ws.support import WAIT_S, RawWs, client_frame, op, open_ws, wait_for
+from tests.ws.support import WAIT_S, client_frame, op, open_ws, stalled_peer, wait_for
 
 DOCS = [f"rg:pin{i}" for i in range(4)]
 CHARS = 250_000
@@ -42,35 +40,13 @@ async def _seed(server: RunningServer) -> None:
             assert ack["kind"] == "ack", ack
 
 
-async def _stalled(server: RunningServer) -> tuple[RawWs, WsConnection]:
-    """A peer with a tiny receive window that reads nothing, and the server's
-    connection for it (with a small send buffer: on loopback the kernel would
-    take megabytes off the server's hands)."""
-    before = set(server.app.server_ctx.other_connections)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
-    raw = RawWs(reader, writer)
-    status, _ = await raw.handshake("test-admin-secret")
-    assert status == 101
-    await wait_for(lambda: set(server.app.server_ctx.other_connections) - before)
-    (connection,) = set(server.app.server_ctx.other_connections) - before
-    assert isinstance(connection, WsConnection)
-    connection.transport.get_extra_info("socket").setsockopt(
-        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-    )
-    return raw, connection
-
-
 # After the upgrade no HTTP parser reads a byte: one parser is enough here.
 @pytest.mark.parametrize("http_parser", ["httptools"])
 async def test_a_stalled_peer_pins_at_most_two_large_snapshots(make_server: Any) -> None:
     server = await make_server(max_body_bytes=MAX_BODY, subscriber_buffer_bytes=65536)
     await _seed(server)
     size = len(msgpack.packb(server.app.engine.snapshot_delta("demo", DOCS[0])))
-    raw, connection = await _stalled(server)
+    raw, connection = await stalled_peer(server)
     gc.collect()
     tracemalloc.start()
     try:
@@ -106,7 +82,7 @@ async def test_a_peer_that_reads_nothing_is_still_closed_by_the_keepalive(
         max_body_bytes=MAX_BODY, subscriber_buffer_bytes=65536, ws_ping_s=0.3
     )
     await _seed(server)
-    raw, connection = await _stalled(server)
+    raw, connection = await stalled_peer(server)
     raw.send(
         b"".join(client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS)
     )

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from typing import Any
 
-from syncd.ws.connection import WsConnection
-from tests.ws.support import RawWs, client_frame, op, open_ws, parse_frame, wait_for
+from tests.ws.support import client_frame, op, open_ws, parse_frame, stalled_peer
 
 DOC = "lw:slow-link"
 TEXT_BYTES = 300_000
@@ -32,22 +30,7 @@ async def test_a_peer_reading_a_large_snapshot_slowly_is_not_closed(make_server:
         ack = await op(writer, DOC, {"op": "set", "value": "x" * TEXT_BYTES})
         assert ack["kind"] == "ack", ack
 
-    before = set(server.app.server_ctx.other_connections)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    reader, stream = await asyncio.open_connection(sock=sock, limit=1024)
-    raw = RawWs(reader, stream)
-    status, _ = await raw.handshake("test-admin-secret")
-    assert status == 101
-    await wait_for(lambda: set(server.app.server_ctx.other_connections) - before)
-    (connection,) = set(server.app.server_ctx.other_connections) - before
-    assert isinstance(connection, WsConnection)
-    # On loopback the kernel would take the whole snapshot off the server's hands.
-    connection.transport.get_extra_info("socket").setsockopt(
-        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-    )
+    raw, _ = await stalled_peer(server)
     raw.send(client_frame(0x1, json.dumps({"kind": "subscribe", "id": DOC}).encode()))
 
     # Read slowly, answering each ping as soon as it is read, as a browser does.
@@ -55,7 +38,7 @@ async def test_a_peer_reading_a_large_snapshot_slowly_is_not_closed(make_server:
     frames: list[tuple[int, bytes]] = []
     buffer = bytearray()
     while not any(opcode == 0x1 for opcode, _ in frames):
-        chunk = await asyncio.wait_for(reader.read(READ_BYTES), 5)
+        chunk = await asyncio.wait_for(raw.reader.read(READ_BYTES), 5)
         assert chunk, f"closed after {frames!r}"
         buffer += chunk
         while (frame := parse_frame(buffer)) is not None:

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 import tracemalloc
 from typing import Any
 
 import msgpack
 import pytest
 
-from syncd.ws.connection import WsConnection
-from tests.conftest import RunningServer
-from tests.ws.support import WAIT_S, RawWs, client_frame, op, open_ws, wait_for
+from tests.ws.support import WAIT_S, RawWs, client_frame, op, open_ws, stalled_peer
 
 DOCS = [f"rg:lag{i}" for i in range(4)]
 CHARS = 250_000
@@ -35,28 +32,6 @@ BOUND = 65536
 
 def _text(chars: int) -> str:
     return ("abcdefgh " * (chars // 9 + 1))[:chars]
-
-
-async def _stalled(server: RunningServer) -> tuple[RawWs, WsConnection]:
-    """A peer with a tiny receive window, and the server's connection for it
-    (with a small send buffer: on loopback the kernel would take megabytes
-    off the server's hands)."""
-    before = set(server.app.server_ctx.other_connections)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
-    raw = RawWs(reader, writer)
-    status, _ = await raw.handshake("test-admin-secret")
-    assert status == 101
-    await wait_for(lambda: set(server.app.server_ctx.other_connections) - before)
-    (connection,) = set(server.app.server_ctx.other_connections) - before
-    assert isinstance(connection, WsConnection)
-    connection.transport.get_extra_info("socket").setsockopt(
-        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-    )
-    return raw, connection
 
 
 async def _read_messages(raw: RawWs, count: int) -> list[dict[str, Any]]:
@@ -75,7 +50,7 @@ async def test_a_drain_does_not_feed_every_lagging_snapshot_at_once(make_server:
         for ref, doc in enumerate(DOCS):
             body = {"op": "insert", "index": 0, "text": _text(CHARS)}
             assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
-        raw, connection = await _stalled(server)
+        raw, connection = await stalled_peer(server)
         raw.send(
             b"".join(
                 client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS

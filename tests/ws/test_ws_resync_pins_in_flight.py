@@ -18,14 +18,13 @@ from pathlib import Path
 import msgpack
 
 from tests.store.support import gated_server
-from tests.ws.support import client_frame, op, open_ws, wait_for
+from tests.ws.support import client_frame, op, open_ws, stalled_peer, wait_for
 from tests.ws.test_ws_resync_pins import (
     BOUND,
     CHARS,
     DOCS,
     MAX_BODY,
     _read_messages,
-    _stalled,
     _text,
 )
 
@@ -41,7 +40,7 @@ async def test_resyncs_waiting_for_a_commit_are_fed_one_at_a_time(tmp_path: Path
         for ref, doc in enumerate(DOCS):
             body = {"op": "insert", "index": 0, "text": _text(CHARS)}
             assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
-        raw, connection = await _stalled(server)
+        raw, connection = await stalled_peer(server)
         raw.send(
             b"".join(
                 client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS

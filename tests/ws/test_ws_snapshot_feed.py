@@ -8,7 +8,6 @@ import asyncio
 import gc
 import json
 import random
-import socket
 import tracemalloc
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 
 from syncd.ws.connection import WsConnection
 from tests.conftest import RunningServer
-from tests.ws.support import WAIT_S, RawWs, op, open_ws, wait_for
+from tests.ws.support import WAIT_S, RawWs, op, open_ws, stalled_peer, wait_for
 
 DOC = "rg:big"
 MAX_BODY = 8 * 1024 * 1024
@@ -40,24 +39,9 @@ async def _seed(server: RunningServer) -> None:
 
 
 async def _subscriber(server: RunningServer, *, binary: bool = True) -> tuple[RawWs, WsConnection]:
-    """A stalled subscriber: small receive window, a small server send buffer
-    (on loopback the kernel would take megabytes off the server's hands), and
-    the server's connection for it; subscribed to the document."""
-    before = set(server.app.server_ctx.other_connections)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
-    raw = RawWs(reader, writer)
-    status, _ = await raw.handshake("test-admin-secret")
-    assert status == 101
-    await wait_for(lambda: set(server.app.server_ctx.other_connections) - before)
-    (connection,) = set(server.app.server_ctx.other_connections) - before
-    assert isinstance(connection, WsConnection)
-    connection.transport.get_extra_info("socket").setsockopt(
-        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-    )
+    """A stalled peer (``stalled_peer``) and the server's connection for it,
+    subscribed to the document."""
+    raw, connection = await stalled_peer(server)
     message = {"kind": "subscribe", "id": DOC}
     if binary:
         raw.send_message(message)

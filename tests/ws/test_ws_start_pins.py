@@ -20,14 +20,13 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.ws.support import client_frame, op, open_ws, wait_for
+from tests.ws.support import client_frame, op, open_ws, stalled_peer, wait_for
 from tests.ws.test_ws_resync_pins import (
     BOUND,
     CHARS,
     DOCS,
     MAX_BODY,
     _read_messages,
-    _stalled,
     _text,
 )
 
@@ -41,7 +40,7 @@ async def test_starts_from_the_store_feed_one_large_snapshot_at_a_time(make_serv
             body = {"op": "insert", "index": 0, "text": _text(CHARS)}
             assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
     size = len(msgpack.packb(server.app.engine.snapshot_delta("demo", DOCS[0])))
-    raw, connection = await _stalled(server)
+    raw, connection = await stalled_peer(server)
     gc.collect()
     tracemalloc.start()
     try:

@@ -11,31 +11,17 @@ older than the moment it subscribed, then got the snapshot afterwards.
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import Any
 
 import msgpack
 
 from syncd.ws.connection import WsConnection
-from tests.conftest import RunningServer
-from tests.ws.support import WAIT_S, RawWs, op, open_ws, recv, send_mp, wait_for
+from tests.ws.support import WAIT_S, op, open_ws, recv, send_mp, stalled_client, wait_for
 
 BOUND = 4096
 VALUE = "v" * 60_000
 OPS = 120
 """About 7 MB of replay: more than loopback socket buffers take unread."""
-
-
-async def _stalled_client(server: RunningServer) -> RawWs:
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
-    raw = RawWs(reader, writer)
-    status, _ = await raw.handshake("test-admin-secret")
-    assert status == 101
-    return raw
 
 
 async def test_synced_after_a_replay_that_fell_behind_ends_the_start(make_server: Any) -> None:
@@ -55,7 +41,7 @@ async def test_synced_after_a_replay_that_fell_behind_ends_the_start(make_server
     last = OPS + 1
 
     before = set(server.app.server_ctx.other_connections)
-    stalled = await _stalled_client(server)
+    stalled = await stalled_client(server)
     (session,) = set(server.app.server_ctx.other_connections) - before
     assert isinstance(session, WsConnection)
     stalled.send_message({"kind": "subscribe", "id": "lw:r", "since": 1, "epoch": epoch})
