@@ -252,6 +252,15 @@ async def stalled_peer(server: RunningServer) -> tuple[RawWs, WsConnection]:
     return raw, connection
 
 
+def subscribe_frames(crdt_ids: list[str], **fields: Any) -> bytes:
+    """One binary ``subscribe`` frame per id (with ``fields`` added), to send
+    in one write: the server reads them all at once."""
+    return b"".join(
+        client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": crdt_id, **fields}))
+        for crdt_id in crdt_ids
+    )
+
+
 def close_code(payload: bytes) -> int:
     code: int = struct.unpack("!H", payload[:2])[0]
     return code

@@ -24,7 +24,14 @@ import msgpack
 import pytest
 
 from tests.conftest import RunningServer
-from tests.ws.support import WAIT_S, client_frame, op, open_ws, stalled_peer, wait_for
+from tests.ws.support import (
+    WAIT_S,
+    op,
+    open_ws,
+    stalled_peer,
+    subscribe_frames,
+    wait_for,
+)
 
 DOCS = [f"rg:pin{i}" for i in range(4)]
 CHARS = 250_000
@@ -51,11 +58,7 @@ async def test_a_stalled_peer_pins_at_most_two_large_snapshots(make_server: Any)
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        raw.send(
-            b"".join(
-                client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS
-            )
-        )
+        raw.send(subscribe_frames(DOCS))
         await wait_for(lambda: len(connection.subscriptions) >= 2)
         await asyncio.sleep(0.3)  # what else it would handle, it has handled by now
         grown = tracemalloc.get_traced_memory()[0] - base
@@ -83,9 +86,7 @@ async def test_a_peer_that_reads_nothing_is_still_closed_by_the_keepalive(
     )
     await _seed(server)
     raw, connection = await stalled_peer(server)
-    raw.send(
-        b"".join(client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS)
-    )
+    raw.send(subscribe_frames(DOCS))
     await wait_for(lambda: len(connection.subscriptions) >= 2)
     await wait_for(lambda: connection.session.closing)  # 1011, its close frame behind the states
     raw.close()

@@ -20,8 +20,18 @@ from typing import Any
 
 import msgpack
 import pytest
+from websockets.asyncio.client import ClientConnection
 
-from tests.ws.support import WAIT_S, RawWs, client_frame, op, open_ws, stalled_peer
+from syncd.ws.connection import WsConnection
+from tests.conftest import RunningServer
+from tests.ws.support import (
+    WAIT_S,
+    RawWs,
+    op,
+    open_ws,
+    stalled_peer,
+    subscribe_frames,
+)
 
 DOCS = [f"rg:lag{i}" for i in range(4)]
 CHARS = 250_000
@@ -42,49 +52,68 @@ async def _read_messages(raw: RawWs, count: int) -> list[dict[str, Any]]:
     return out
 
 
+async def _seed(writer: ClientConnection) -> None:
+    """Each of ``DOCS`` a large text."""
+    for ref, doc in enumerate(DOCS):
+        body = {"op": "insert", "index": 0, "text": _text(CHARS)}
+        assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+
+
+async def _lag_every_subscription(writer: ClientConnection, connection: WsConnection) -> int:
+    """Ops on every document until each of the (stalled) connection's
+    subscriptions lags; the last ref used."""
+    ref = 100
+    while not all(s.lag for s in connection.subscriptions.values()):
+        for doc in DOCS:
+            ref += 1
+            body = {"op": "insert", "index": 0, "text": _text(8000)}
+            assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+        assert ref < 1000, "the subscriptions never fell behind"
+    return ref
+
+
+async def _read_until_drained(raw: RawWs, connection: WsConnection) -> None:
+    """The peer reads a little: until the connection drains (a subscription
+    stops lagging)."""
+    subscriptions = list(connection.subscriptions.values())
+    while all(s.lag for s in subscriptions):
+        raw.buffer += await asyncio.wait_for(raw.reader.read(65536), WAIT_S)
+
+
+async def _read_until_latest(raw: RawWs, server: RunningServer) -> None:
+    """Reads on until each document's latest version has come (nothing is lost)."""
+    latest: dict[str, int] = {}
+    want = {doc: server.app.engine.snapshot_delta("demo", doc)["seq"] for doc in DOCS}
+    while latest != want:
+        message = (await _read_messages(raw, 1))[0]
+        if message["kind"] in ("snapshot", "op"):
+            latest[message["id"]] = message["seq"]
+
+
 # After the upgrade no HTTP parser reads a byte: one parser is enough here.
 @pytest.mark.parametrize("http_parser", ["httptools"])
 async def test_a_drain_does_not_feed_every_lagging_snapshot_at_once(make_server: Any) -> None:
     server = await make_server(max_body_bytes=MAX_BODY, subscriber_buffer_bytes=BOUND)
     async with open_ws(server, max_size=None) as writer:
-        for ref, doc in enumerate(DOCS):
-            body = {"op": "insert", "index": 0, "text": _text(CHARS)}
-            assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+        await _seed(writer)
         raw, connection = await stalled_peer(server)
-        raw.send(
-            b"".join(
-                client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS
-            )
-        )
+        raw.send(subscribe_frames(DOCS))
         started = await _read_messages(raw, 2 * len(DOCS))
         assert [m["kind"] for m in started] == ["snapshot", "synced"] * len(DOCS)
         # The peer stops reading; ops on every document make each subscription lag.
-        ref = 100
-        while not all(s.lag for s in connection.subscriptions.values()):
-            for doc in DOCS:
-                ref += 1
-                body = {"op": "insert", "index": 0, "text": _text(8000)}
-                assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
-            assert ref < 1000, "the subscriptions never fell behind"
+        await _lag_every_subscription(writer, connection)
         size = len(msgpack.packb(server.app.engine.snapshot_delta("demo", DOCS[0])))
         gc.collect()
         tracemalloc.start()
         try:
             base = tracemalloc.get_traced_memory()[0]
             # It reads a little (the connection drains), then stops again.
-            subscriptions = list(connection.subscriptions.values())
-            while all(s.lag for s in subscriptions):
-                raw.buffer += await asyncio.wait_for(raw.reader.read(65536), WAIT_S)
+            await _read_until_drained(raw, connection)
             await asyncio.sleep(0.3)
             grown = tracemalloc.get_traced_memory()[0] - base
         finally:
             tracemalloc.stop()
         assert grown < 3 * size, (grown, size)
         # Nothing is lost: reading on, each document's fresh snapshot comes.
-        latest: dict[str, int] = {}
-        want = {doc: server.app.engine.snapshot_delta("demo", doc)["seq"] for doc in DOCS}
-        while latest != want:
-            message = (await _read_messages(raw, 1))[0]
-            if message["kind"] in ("snapshot", "op"):
-                latest[message["id"]] = message["seq"]
+        await _read_until_latest(raw, server)
         raw.close()

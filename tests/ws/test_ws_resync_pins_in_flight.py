@@ -18,14 +18,16 @@ from pathlib import Path
 import msgpack
 
 from tests.store.support import gated_server
-from tests.ws.support import client_frame, op, open_ws, stalled_peer, wait_for
+from tests.ws.support import open_ws, stalled_peer, subscribe_frames, wait_for
 from tests.ws.test_ws_resync_pins import (
     BOUND,
-    CHARS,
     DOCS,
     MAX_BODY,
+    _lag_every_subscription,
     _read_messages,
-    _text,
+    _read_until_drained,
+    _read_until_latest,
+    _seed,
 )
 
 
@@ -37,23 +39,11 @@ async def test_resyncs_waiting_for_a_commit_are_fed_one_at_a_time(tmp_path: Path
         ),
         open_ws(server, max_size=None) as writer,
     ):
-        for ref, doc in enumerate(DOCS):
-            body = {"op": "insert", "index": 0, "text": _text(CHARS)}
-            assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+        await _seed(writer)
         raw, connection = await stalled_peer(server)
-        raw.send(
-            b"".join(
-                client_frame(0x2, msgpack.packb({"kind": "subscribe", "id": doc})) for doc in DOCS
-            )
-        )
+        raw.send(subscribe_frames(DOCS))
         await _read_messages(raw, 2 * len(DOCS))
-        ref = 100
-        while not all(s.lag for s in connection.subscriptions.values()):
-            for doc in DOCS:
-                ref += 1
-                body = {"op": "insert", "index": 0, "text": _text(8000)}
-                assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
-            assert ref < 1000, "the subscriptions never fell behind"
+        ref = await _lag_every_subscription(writer, connection)
         # An op on each document, held in flight by the store.
         faults.gate = threading.Event()
         for doc in DOCS:
@@ -76,9 +66,7 @@ async def test_resyncs_waiting_for_a_commit_are_fed_one_at_a_time(tmp_path: Path
         try:
             base = tracemalloc.get_traced_memory()[0]
             # It reads a little (the connection drains), then stops again.
-            subscriptions = list(connection.subscriptions.values())
-            while all(s.lag for s in subscriptions):
-                raw.buffer += await asyncio.wait_for(raw.reader.read(65536), 5)
+            await _read_until_drained(raw, connection)
             faults.gate.set()  # the commit goes through
             await wait_for(lambda: all(service.durable_now("demo", d) for d in DOCS))
             await asyncio.sleep(0.3)
@@ -86,10 +74,5 @@ async def test_resyncs_waiting_for_a_commit_are_fed_one_at_a_time(tmp_path: Path
         finally:
             tracemalloc.stop()
         assert grown < 3 * size, (grown, size)
-        latest: dict[str, int] = {}
-        want = {d: server.app.engine.snapshot_delta("demo", d)["seq"] for d in DOCS}
-        while latest != want:
-            message = (await _read_messages(raw, 1))[0]
-            if message["kind"] in ("snapshot", "op"):
-                latest[message["id"]] = message["seq"]
+        await _read_until_latest(raw, server)
         raw.close()

@@ -20,14 +20,13 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.ws.support import client_frame, op, open_ws, stalled_peer, wait_for
+from tests.ws.support import open_ws, stalled_peer, subscribe_frames, wait_for
 from tests.ws.test_ws_resync_pins import (
     BOUND,
-    CHARS,
     DOCS,
     MAX_BODY,
     _read_messages,
-    _text,
+    _seed,
 )
 
 
@@ -36,9 +35,7 @@ from tests.ws.test_ws_resync_pins import (
 async def test_starts_from_the_store_feed_one_large_snapshot_at_a_time(make_server: Any) -> None:
     server = await make_server(max_body_bytes=MAX_BODY, subscriber_buffer_bytes=BOUND)
     async with open_ws(server, max_size=None) as writer:
-        for ref, doc in enumerate(DOCS):
-            body = {"op": "insert", "index": 0, "text": _text(CHARS)}
-            assert (await op(writer, doc, body, ref=ref))["kind"] == "ack"
+        await _seed(writer)
     size = len(msgpack.packb(server.app.engine.snapshot_delta("demo", DOCS[0])))
     raw, connection = await stalled_peer(server)
     gc.collect()
@@ -46,15 +43,7 @@ async def test_starts_from_the_store_feed_one_large_snapshot_at_a_time(make_serv
     try:
         base = tracemalloc.get_traced_memory()[0]
         # Resuming from a life that is gone: each start is a snapshot, in a task.
-        raw.send(
-            b"".join(
-                client_frame(
-                    0x2,
-                    msgpack.packb({"kind": "subscribe", "id": doc, "since": 1, "epoch": "gone"}),
-                )
-                for doc in DOCS
-            )
-        )
+        raw.send(subscribe_frames(DOCS, since=1, epoch="gone"))
         await wait_for(lambda: len(connection.subscriptions) == len(DOCS))
         await wait_for(lambda: connection.session.inflight == 0)  # every start has run
         await asyncio.sleep(0.3)
