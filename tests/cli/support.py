@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,32 @@ def backup_killed_at(dest: Path, url: str, event: str, path: str) -> None:
         timeout=60,
     )
     assert done.returncode == -9, done.stderr
+
+
+def backup_signalled_on_open(
+    dest: Path, url: str, stop: signal.Signals, *, under: str, containing: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """``syncd backup DEST`` in a real process that sends itself ``stop`` as it
+    opens the first file whose path starts with ``under`` and contains
+    ``containing``: a Ctrl-C (SIGINT) or a crash (SIGKILL) at that step."""
+    code = (
+        "import os, signal, sys\n"
+        f"dest = {str(dest)!r}\n"
+        "def hook(event, args):\n"
+        "    if event == 'open' and isinstance(args[0], str)"
+        f" and args[0].startswith({under!r}) and {containing!r} in args[0]:\n"
+        f"        os.kill(os.getpid(), signal.{stop.name})\n"
+        "sys.addaudithook(hook)\n"
+        "from syncd.cli import main\n"
+        f"sys.exit(main(['backup', dest, '--url', {url!r}]))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "SERVICE_ADMIN_TOKEN": ADMIN},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def verify(path: Path) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.support import server_to_back_up, verify
+from tests.cli.support import backup_signalled_on_open, server_to_back_up, verify
 from tests.conftest import ADMIN
 
 
@@ -24,24 +24,7 @@ def backup_stopped_at_history(
     """``syncd backup DEST`` in a real process that sends itself ``stop`` as it
     opens the first file under ``history/`` it unpacks: the log is written by
     then, the history not yet."""
-    code = (
-        "import os, signal, sys\n"
-        f"dest = {str(dest)!r}\n"
-        "def hook(event, args):\n"
-        "    if event == 'open' and isinstance(args[0], str) and args[0].startswith(dest)"
-        " and '/history/' in args[0]:\n"
-        f"        os.kill(os.getpid(), signal.{stop.name})\n"
-        "sys.addaudithook(hook)\n"
-        "from syncd.cli import main\n"
-        f"sys.exit(main(['backup', dest, '--url', {url!r}]))\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "SERVICE_ADMIN_TOKEN": ADMIN},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return backup_signalled_on_open(dest, url, stop, under=str(dest), containing="/history/")
 
 
 @pytest.fixture

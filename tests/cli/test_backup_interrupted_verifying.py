@@ -7,39 +7,21 @@ not."""
 
 from __future__ import annotations
 
-import os
+import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli.support import server_to_back_up
-from tests.conftest import ADMIN
+from tests.cli.support import backup_signalled_on_open, server_to_back_up
 
 
 def backup_interrupted_verifying(dest: Path, url: str) -> subprocess.CompletedProcess[str]:
     """``syncd backup DEST`` in a real process that sends itself SIGINT as it
     opens the first file under ``DEST/log/``: only the verify opens files
     there (the unpacking writes under the staging directory, and moves)."""
-    code = (
-        "import os, signal, sys\n"
-        f"log = {str(dest / 'log') + '/'!r}\n"
-        "def hook(event, args):\n"
-        "    if event == 'open' and isinstance(args[0], str) and args[0].startswith(log):\n"
-        "        os.kill(os.getpid(), signal.SIGINT)\n"
-        "sys.addaudithook(hook)\n"
-        "from syncd.cli import main\n"
-        f"sys.exit(main(['backup', {str(dest)!r}, '--url', {url!r}]))\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "SERVICE_ADMIN_TOKEN": ADMIN},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return backup_signalled_on_open(dest, url, signal.SIGINT, under=str(dest / "log") + "/")
 
 
 @pytest.fixture
