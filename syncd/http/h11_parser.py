@@ -24,6 +24,7 @@ from syncd.http.parser import (
     add_body,
     body_bytes,
     body_too_large,
+    field_limit_end,
     method_refusal,
     request_from_head,
     trailer_closes,
@@ -118,6 +119,10 @@ class H11Parser:
             if self._conn.their_state is h11.IDLE:
                 self._collapse_request_line_spaces()
                 head_data = self._conn.trailing_data[0]
+                limit_end = field_limit_end(head_data)
+                if limit_end >= 0:
+                    self._failed = _field_limit_refusal(bytes(head_data[:limit_end]))
+                    return self._failed
                 refusal = _head_framing_refusal(head_data, self._framing_judged)
                 if refusal is not None:
                     self._failed = _version_first(head_data) or refusal
@@ -527,35 +532,69 @@ class _LinesSoFar:
         return new, (bytes(data[end:colon]).lower(), bytes(data[colon + 1 :]))
 
 
+def _field_limit_refusal(head: bytes) -> ParseError:
+    """The answer to a head whose field line past MAX_HEADERS is whole, the
+    head up to that line's end (see ``field_limit_end``): what is refused in
+    it as it arrives (that line judged only as llhttp judges its bytes, see
+    ``_fields_so_far_refusal``), else 431; the version first, as ever."""
+    refusal = _head_framing_refusal(head)
+    if refusal is None:
+        line_end = head.find(b"\r\n")
+        refusal = _line_refusal(head, line_end) or _fields_so_far_refusal(
+            _LinesSoFar(), head, line_end + 2
+        )
+    return _version_first(head) or refusal or ParseError(431, "too many header fields")
+
+
 def _fields_so_far_refusal(
     fields: _LinesSoFar, buffered: bytes | bytearray, start: int
 ) -> ParseError | None:
     """The field lines of a head not yet whole (from ``start`` on): a name
     that is no token, Host twice, Content-Length with Transfer-Encoding, a
     Content-Length that is no number, a Transfer-Encoding list no later
-    bytes can mend."""
+    bytes can mend. The line past MAX_HEADERS (whole or not) is judged only
+    as llhttp judges its bytes as they arrive: what it says (Host again, an
+    empty coding) comes after the count (see ``field_limit_end``)."""
     taken = fields.take(buffered, start)
     if taken is None:
         return ParseError(400, "illegal header line")
     new, partial = taken
     names = fields.names if partial is None else [*fields.names, partial[0]]
-    if names.count(b"host") > 1:
+    if names[:MAX_HEADERS].count(b"host") > 1:  # past it, our check after the count
         return ParseError(400, "duplicate host header")
-    if names.count(b"content-length") > 1:
+    counted = names[:MAX_HEADERS]
+    if counted.count(b"content-length") > 1:
         return ParseError(400, "duplicate content-length header")
+    if len(names) > MAX_HEADERS and names[-1] == b"content-length" and b"content-length" in counted:
+        # Past MAX_HEADERS, llhttp refuses a repeat at its first digit (an
+        # empty one once the head is in, after the count).
+        value = partial[1] if partial is not None else new[-1][1] if new else b""
+        if any(byte in _DIGITS for byte in value):
+            return ParseError(400, "duplicate content-length header")
     if b"content-length" in names:
         if b"transfer-encoding" in names:
             return ParseError(400, "both Content-Length and Transfer-Encoding")
-        for name, value in new:
-            if name == b"content-length" and _LENGTH_VALUE.fullmatch(value) is None:
+        first = len(fields.names) - len(new)  # the index of the first new line
+        for at, (name, value) in enumerate(new, first):
+            # Past MAX_HEADERS, an empty value is judged after the count (llhttp
+            # judges it once the head is in), a character no number has at once.
+            pattern = _LENGTH_VALUE if at < MAX_HEADERS else _UNCOUNTED_LENGTH_VALUE
+            if name == b"content-length" and pattern.fullmatch(value) is None:
                 return ParseError(400, "bad Content-Length")
+        so_far = _LENGTH_VALUE_SO_FAR if len(names) <= MAX_HEADERS else _UNCOUNTED_LENGTH_VALUE
         if (
             partial is not None
             and partial[0] == b"content-length"
-            and _LENGTH_VALUE_SO_FAR.fullmatch(partial[1]) is None
+            and so_far.fullmatch(partial[1]) is None
         ):
             return ParseError(400, "bad Content-Length")
     elif b"transfer-encoding" in names:
+        whole = fields.codings
+        if partial is None and len(names) > MAX_HEADERS and names[-1] == b"transfer-encoding":
+            whole = whole[:-1]  # past MAX_HEADERS: an empty value is judged after the count
+        if any(not value.strip(b" \t") for value in whole):
+            # llhttp refuses an empty value at the next line's first byte.
+            return ParseError(400, "an empty transfer coding")
         return _codings_so_far_refusal(fields.codings, partial)
     return None
 
@@ -565,18 +604,15 @@ def _codings_so_far_refusal(
 ) -> ParseError | None:
     """The Transfer-Encoding lines of a head not yet whole (``codings``, and
     the ``partial`` line's if it is one), one list (RFC 9110 5.3), refused
-    as ``transfer_coding_refusal`` will refuse it (400) once no later bytes
-    can mend it: an empty member, or chunked before another. Its last
-    member is judged once its line has ended."""
+    as llhttp refuses it as it arrives: chunked (blanks before it, spaces
+    after it) before another member. The rest (an empty member of a list,
+    chunked then a tab, an unknown coding) llhttp judges once the head is
+    in, after the field count: so does ``_head_framing_refusal``."""
     values = codings
-    ended = True
     if partial is not None and partial[0] == b"transfer-encoding":
         values = [*codings, partial[1].rstrip(b"\r")]
-        ended = partial[1][-1:] == b"\r"
-    members = [member.strip(b" \t").lower() for member in b", ".join(values).split(b",")]
-    if b"" in (members if ended else members[:-1]):
-        return ParseError(400, "an empty transfer coding")
-    if b"chunked" in members[:-1]:
+    members = b", ".join(values).split(b",")
+    if any(member.lstrip(b" \t").rstrip(b" ").lower() == b"chunked" for member in members[:-1]):
         return ParseError(400, "chunked is not the last transfer coding")
     return None
 
@@ -684,6 +720,10 @@ _TOKENS = re.compile(_TOKEN + rb"*")
 _FRAMING_NAMES = frozenset({b"content-length", b"transfer-encoding"})
 _LENGTH_VALUE = re.compile(rb"[ \t]*[0-9]+[ \t]*\r")
 _LENGTH_VALUE_SO_FAR = re.compile(rb"[ \t]*(?:[0-9]+[ \t]*\r?)?")
+_DIGITS = frozenset(b"0123456789")
+_UNCOUNTED_LENGTH_VALUE = re.compile(rb"[ \t]*(?:[0-9]+[ \t]*)?\r?")
+"""A Content-Length value past MAX_HEADERS, whole or not, as llhttp judges
+its bytes as they arrive (empty too: it judges that once the head is in)."""
 _FIELD_LINES = re.compile(rb"(?:" + _TOKEN + rb"+:[^\n]*\n)*")
 """Whole field lines of token names (their line ends and values are judged
 by ``_head_framing_refusal``)."""
@@ -768,7 +808,7 @@ def _head_framing_refusal(buffered: bytes | bytearray, judged: int = 0) -> Parse
     lowered = head.lower()
 
     length_at = lowered.find(b"\r\ncontent-length:")
-    if length_at >= 0:
+    if length_at >= 0 and end >= 0:  # a head still coming: see _fields_so_far_refusal
         # h11 folds identical repeats ("3" twice, or "3, 3") into one value;
         # llhttp refuses both, and so do we.
         if lowered.count(b"\r\ncontent-length:") > 1:

@@ -34,6 +34,7 @@ from syncd.http.parser import (
     add_body,
     body_bytes,
     body_too_large,
+    field_limit_end,
     request_from_head,
     trailer_closes,
     transfer_coding_refusal,
@@ -314,6 +315,16 @@ class HttptoolsParser:
                     refusal = self._head_version_refusal(self._parser)
                 if refusal is not None and refusal.status == 505:
                     self._failed = refusal
+                elif (
+                    self._trailer_bytes < 0
+                    and self._header_count == MAX_HEADERS
+                    and self._tail.endswith((b"\r\n", b"\r\n\r"))
+                ):
+                    # The field line past MAX_HEADERS is whole (its name
+                    # handed the 100th field over; nothing after it has
+                    # begun but the blank line): 431, as h11's side answers
+                    # once it is whole (see ``field_limit_end``).
+                    self._failed = refusal or ParseError(431, "too many header fields")
                 else:
                     self._fail(400, "connection closed in the middle of a request")
             else:
@@ -387,6 +398,11 @@ class HttptoolsParser:
                     self._fail(400, f"malformed request: {exc}")
             else:
                 self._failed = self._llhttp_refusal(exc, parser)
+                if self._header_count == MAX_HEADERS and self._trailer_bytes < 0:
+                    completed = len(self._queued_sizes) - queued
+                    same = parser is self._parser
+                    head = self._refused_head(data, at_boundary, left, completed, same)
+                    self._failed = self._field_limit_refusal(head) or self._failed
         else:
             if self._in_message:
                 # A read that ended inside a request (never one that ended
@@ -503,6 +519,28 @@ class HttptoolsParser:
         first_done = [e for e in self._events if isinstance(e, Request)][-completed]
         return _stand_in(first_done.headers) + data[end:], completed
 
+    def _field_limit_refusal(self, head: bytes | None) -> ParseError | None:
+        """For llhttp's refusal of a head with MAX_HEADERS fields handed
+        over (the next one is begun): 431 if the field line past them is
+        whole before the refused byte (llhttp hands a field over only when
+        the next name ends, or the head, so its refusal of a later line can
+        come first), as h11's side answers (see ``field_limit_end``). ``head``:
+        the head's bytes from its start, None if unknown. A fresh llhttp with
+        no callbacks judges the head up to that line's end: if it takes it,
+        the refused byte came after."""
+        if head is None:
+            return None
+        head = head.lstrip(b"\r\n")  # empty lines before the request line
+        end = field_limit_end(head)
+        if end < 0:
+            return None
+        try:
+            httptools.HttpRequestParser(_Completions()).feed_data(head[:end])
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+            return None
+        refusal = self._version_first(431, "too many header fields")
+        return ParseError(refusal.status, refusal.message)
+
     def _llhttp_refusal(
         self, exc: httptools.HttpParserError, parser: httptools.HttpRequestParser
     ) -> ParseError:
@@ -618,6 +656,9 @@ class HttptoolsParser:
                     end = _coding_head_end(fed)
                 if end is None:
                     self._failed = self._llhttp_refusal(exc, self._parser)
+                    if self._header_count == MAX_HEADERS and self._trailer_bytes < 0:
+                        head = fed[_message_start(fed, len(self._queued_sizes) - queued) :]
+                        self._failed = self._field_limit_refusal(head) or self._failed
                     return
                 self._held = self._current
                 self._body_framing = b"transfer-encoding: chunked"
@@ -760,27 +801,23 @@ class HttptoolsParser:
             headers[key] = text
 
     def _version_first(self, status: int, message: str) -> _Refused:
-        """A refusal of a head's field, unless its version is one llhttp
-        reads but we do not take (HTTP/2.0): h11's side answers the version
-        first, as llhttp does any other it does not take."""
+        """A refusal of a head's field, unless its target is one llhttp takes
+        but we do not ("*?a") or its version one llhttp reads but we do not
+        take (HTTP/2.0): h11's side answers those first, as llhttp does any
+        other version it does not take."""
         refusal = self._head_version_refusal(self._parser)
         if refusal is not None:
             return _Refused(refusal.status, refusal.message)
         return _Refused(status, message)
 
     def _head_version_refusal(self, parser: httptools.HttpRequestParser) -> ParseError | None:
-        """The refusal of the version of the head being read, after its
-        target's, as h11's side judges them: "*?a" is no target (llhttp
-        takes any starting with "*", see ``on_headers_complete``)."""
-        refusal = version_refusal(parser.get_http_version())
-        if (
-            refusal is not None
-            and self._url[:1] == b"*"
-            and self._url != b"*"
-            and parser.get_method() != b"CONNECT"
-        ):
+        """The refusal of the target or the version of the head being read,
+        as h11's side judges them once the request line is in, before any
+        field: "*?a" is no target (llhttp takes any starting with "*", see
+        ``on_headers_complete``). Only on the way to a refusal."""
+        if self._url[:1] == b"*" and self._url != b"*" and parser.get_method() != b"CONNECT":
             return ParseError(400, "malformed request target")
-        return refusal
+        return version_refusal(parser.get_http_version())
 
     def _on_trailer(self, name: bytes, value: bytes) -> None:
         """A field of a chunked body's trailer section: dropped, as h11 drops

@@ -36,6 +36,34 @@ MAX_HEAD_BYTES: Final = 16 * 1024
 # More header lines than any real client sends; bounds per-request work.
 MAX_HEADERS: Final = 100
 
+_SHORTEST_HEAD_PAST_FIELD_LIMIT: Final = len(b"A * HTTP/1.1\n") + (MAX_HEADERS + 1) * len(b"a:\n")
+"""No head shorter than this has a field line past MAX_HEADERS: the common
+head skips the count of its line ends."""
+
+
+def field_limit_end(head: bytes | bytearray) -> int:
+    """Where the first field line past MAX_HEADERS ends (after its LF) in
+    ``head`` (from a request line on), if that line is whole before the
+    head's blank line; -1 otherwise. Both parsers answer 431 once it is
+    whole: after what llhttp refuses in the bytes before its LF as they
+    arrive (a name that is no token, a control character, a Content-Length
+    that is no number...), before what that line or any later one says (a
+    second Host, an unknown coding) and whatever comes after it. So the
+    answer is the same wherever the reads are cut."""
+    if len(head) < _SHORTEST_HEAD_PAST_FIELD_LIMIT or head.count(b"\n") < MAX_HEADERS + 2:
+        return -1
+    blank = head.find(b"\n\r\n")
+    bare_blank = head.find(b"\n\n")  # a bare LF, refused; still the head's end
+    if blank < 0 or 0 <= bare_blank < blank:
+        blank = bare_blank
+    head_end = len(head) if blank < 0 else blank + 1
+    end = -1
+    for _ in range(MAX_HEADERS + 2):  # the request line's LF, then the fields'
+        end = head.find(b"\n", end + 1, head_end)
+        if end < 0:
+            return -1
+    return end + 1
+
 
 class _Sentinel:
     __slots__ = ("name",)

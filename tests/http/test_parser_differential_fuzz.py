@@ -230,11 +230,8 @@ def _case(rng: random.Random) -> list[bytes]:
 
 
 # The mutations run in a few seconds (both parsers in-process, no sockets).
-# Known differences, not yet fixed, that the mutations cannot make (they add
-# at most a few fields): past MAX_HEADERS fields, llhttp's side answers 431
-# when the 101st field is handed over (when the next name begins, or at a read's
-# end), before a duplicate Host, an unknown coding, a control character or a
-# bad Content-Length after it; h11's side answers those first.
+# They add at most a few fields: the field count limit has its own cases
+# (FIELD_LIMIT below, each read whole and cut at every byte).
 SEEDS = range(8)
 CASES_PER_SEED = 1500
 
@@ -442,6 +439,98 @@ FOUND: list[tuple[str, list[bytes], list[object]]] = [
 ]
 
 
+_HUNDRED_FIELDS = b"Host: x\r\n" + b"".join(b"X-%d: v\r\n" % n for n in range(99))
+_HUNDRED_WITH_LENGTH = b"Host: x\r\nContent-Length: 3\r\n" + b"".join(
+    b"X-%d: v\r\n" % n for n in range(98)
+)
+
+
+def _past_limit(after: bytes, fields: bytes = _HUNDRED_FIELDS, line: bytes = b"HTTP/1.1") -> bytes:
+    """A head of MAX_HEADERS fields (``fields``), then ``after``."""
+    return b"POST /a " + line + b"\r\n" + fields + after
+
+
+# Past MAX_HEADERS fields the count is judged when the 101st field line is
+# whole (its LF in), before what that line or any later one says (a second
+# Host, a transfer coding, a list member), but after what llhttp refuses as
+# its bytes arrive: a name that is no token, a control character, a bare CR
+# or LF, folding, a Content-Length that is no number, repeated or with a
+# Transfer-Encoding, chunked before another coding. Both parsers, wherever
+# the reads are cut.
+FIELD_LIMIT: list[tuple[str, bytes, int]] = [
+    ("101st field", _past_limit(b"X: v\r\n\r\n"), 431),
+    ("101st field cut", _past_limit(b"X: v\r\n"), 431),
+    ("101st field not ended", _past_limit(b"X: v\r"), 400),
+    ("101st field a second host", _past_limit(b"Host: y\r\n\r\n"), 431),
+    ("101st field gzip", _past_limit(b"Transfer-Encoding: gzip\r\n\r\n"), 431),
+    ("101st field an empty coding", _past_limit(b"Transfer-Encoding: ,chunked\r\n\r\n"), 431),
+    ("101st field chunked, gzip", _past_limit(b"Transfer-Encoding: chunked, gzip\r\n\r\n"), 400),
+    ("101st field a control character", _past_limit(b"X: a\x01b\r\n\r\n"), 400),
+    ("101st field a bad length", _past_limit(b"Content-Length: x\r\n\r\n"), 400),
+    ("101st field no token", _past_limit(b"Bad[: x\r\n\r\n"), 400),
+    ("101st field folded", _past_limit(b" x\r\n\r\n"), 400),
+    ("101st field bare lf", _past_limit(b"X: v\n\r\n"), 400),
+    (
+        "101st field a second length",
+        _past_limit(b"Content-Length: 3\r\n\r\nabc", _HUNDRED_WITH_LENGTH),
+        400,
+    ),
+    (
+        "101st field a coding after a length",
+        _past_limit(b"Transfer-Encoding: chunked\r\n\r\n", _HUNDRED_WITH_LENGTH),
+        400,
+    ),
+    ("101st field an empty length", _past_limit(b"Content-Length: \r\n\r\n"), 431),
+    (
+        "101st field an empty second length",
+        _past_limit(b"Content-Length: \r\n\r\n", _HUNDRED_WITH_LENGTH),
+        431,
+    ),
+    ("101st field an empty coding value", _past_limit(b"Transfer-Encoding: \r\n\r\n"), 431),
+    (
+        "100th field an empty coding value",
+        _past_limit(b"X: v\r\n\r\n", _HUNDRED_FIELDS[:-9] + b"Transfer-Encoding: \r\n"),
+        400,
+    ),
+    (
+        "an empty coding member before the 101st field",
+        _past_limit(b"X: v\r\n\r\n", b"Transfer-Encoding: ,chunked\r\n" + _HUNDRED_FIELDS[:-9]),
+        431,
+    ),
+    (
+        "chunked and a tab twice, the second the 101st field",
+        _past_limit(
+            b"Transfer-Encoding: \tchunked\t\r\n\r\n",
+            b"Transfer-Encoding: \tchunked\t\r\n" + _HUNDRED_FIELDS[:-9],
+        ),
+        431,
+    ),
+    ("a star query, 101st field", b"GET *?a HTTP/1.1\r\n" + _HUNDRED_FIELDS + b"X: v\r\n\r\n", 400),
+    ("102nd field no token", _past_limit(b"X: v\r\nBad[: x\r\n\r\n"), 431),
+    ("102nd field a second host", _past_limit(b"X: v\r\nHost: y\r\n\r\n"), 431),
+    ("102nd field a control character", _past_limit(b"X: v\r\nY: \x01\r\n\r\n"), 431),
+    ("102nd field a bad length", _past_limit(b"X: v\r\nContent-Length: x\r\n\r\n"), 431),
+    ("blank line a bare cr", _past_limit(b"X: v\r\n\r\r\n"), 431),
+    ("version 2.0, 101st field", _past_limit(b"X: v\r\n\r\n", line=b"HTTP/2.0"), 505),
+    ("version 2.0, 102nd field no token", _past_limit(b"X: v\r\n[\r\n", line=b"HTTP/2.0"), 505),
+]
+FOUND += [(name, [data, b""], [status]) for name, data, status in FIELD_LIMIT]
+
+
+@pytest.mark.parametrize("parser_name", PARSERS)
+@pytest.mark.parametrize(("name", "data", "status"), FIELD_LIMIT, ids=[c[0] for c in FIELD_LIMIT])
+def test_field_limit_wherever_the_reads_are_cut(
+    parser_name: str, name: str, data: bytes, status: int
+) -> None:
+    """Each FIELD_LIMIT case cut in two at every byte, and a byte at a time
+    from the 100th field on."""
+    for cut in range(1, len(data)):
+        assert outcome(parser_name, [data[:cut], data[cut:], b""]) == [status], cut
+    start = data.rindex(b"\r\nX-9") + 2
+    trickled = [data[:start], *(data[at : at + 1] for at in range(start, len(data))), b""]
+    assert outcome(parser_name, trickled) == [status]
+
+
 @pytest.mark.parametrize("parser_name", PARSERS)
 @pytest.mark.parametrize(("name", "reads", "expected"), FOUND, ids=[c[0] for c in FOUND])
 def test_shapes_the_fuzz_found(
@@ -461,8 +550,9 @@ def test_shapes_the_fuzz_found(
             ],
             400,
         ),
+        ([b"GET /health/live HTTP/1.1\r\n" + _HUNDRED_FIELDS + b"X: v\r\nBad[: x\r\n\r\n"], 431),
     ],
-    ids=["pri", "version 7.0 before the line ends", "gzip and a length"],
+    ids=["pri", "version 7.0 before the line ends", "gzip and a length", "past the field limit"],
 )
 async def test_refusals_over_the_socket(
     server: RunningServer, reads: list[bytes], status: int
