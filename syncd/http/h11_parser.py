@@ -589,13 +589,21 @@ def _fields_so_far_refusal(
         ):
             return ParseError(400, "bad Content-Length")
     elif b"transfer-encoding" in names:
-        whole = fields.codings
-        if partial is None and len(names) > MAX_HEADERS and names[-1] == b"transfer-encoding":
-            whole = whole[:-1]  # past MAX_HEADERS: an empty value is judged after the count
-        if any(not value.strip(b" \t") for value in whole):
+        codings = fields.codings
+        if len(names) > MAX_HEADERS and names[-1] == b"transfer-encoding":
+            # Past MAX_HEADERS, llhttp judges an empty value after the count
+            # (at the next line's first byte), the list at the value's first byte.
+            value = partial[1].rstrip(b"\r") if partial is not None else codings[-1]
+            if partial is None:
+                codings = codings[:-1]
+            if not value.strip(b" \t"):
+                partial = None
+            elif partial is None:
+                partial = (b"transfer-encoding", value)
+        if any(not value.strip(b" \t") for value in codings):
             # llhttp refuses an empty value at the next line's first byte.
             return ParseError(400, "an empty transfer coding")
-        return _codings_so_far_refusal(fields.codings, partial)
+        return _codings_so_far_refusal(codings, partial)
     return None
 
 

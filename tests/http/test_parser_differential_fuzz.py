@@ -488,6 +488,22 @@ FIELD_LIMIT: list[tuple[str, bytes, int]] = [
     ),
     ("101st field an empty coding value", _past_limit(b"Transfer-Encoding: \r\n\r\n"), 431),
     (
+        "chunked, then an empty coding value the 101st field",
+        _past_limit(
+            b"Transfer-Encoding: \r\n\r\n",
+            b"Transfer-Encoding: chunked\r\n" + _HUNDRED_FIELDS[:-9],
+        ),
+        431,
+    ),
+    (
+        "chunked, then gzip the 101st field",
+        _past_limit(
+            b"Transfer-Encoding: gzip\r\n\r\n",
+            b"Transfer-Encoding: chunked\r\n" + _HUNDRED_FIELDS[:-9],
+        ),
+        400,
+    ),
+    (
         "100th field an empty coding value",
         _past_limit(b"X: v\r\n\r\n", _HUNDRED_FIELDS[:-9] + b"Transfer-Encoding: \r\n"),
         400,
