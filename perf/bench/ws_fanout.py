@@ -234,7 +234,10 @@ async def subscribers_main(
         t = sent_at.get(payload)
         if t is None:
             delta = msgpack.unpackb(payload)
-            if delta.get("kind") != "op":
+            kind = delta.get("kind")
+            if kind == "synced":
+                return  # the end of a subscription's start: no delta
+            if kind != "op":
                 chunks.snapshots += 1
                 if chunks.snapshots > count:
                     chunks.resyncs += 1
