@@ -19,7 +19,8 @@ from tests.ws.support import NS, mint
 
 WAIT_S = 5.0
 ROOM = "removed"
-NULLS_PER_MESSAGE = 2000
+NULLS_PER_MESSAGE = 1000
+"""Within MAX_AWARENESS_UPDATE_CLIENTS: a larger update is ignored unread."""
 
 
 def states(clients: list[tuple[int, int, str]]) -> bytes:
@@ -45,7 +46,10 @@ async def test_clients_without_a_state_are_remembered_within_a_bound(
     server: RunningServer,
 ) -> None:
     url = f"ws://127.0.0.1:{server.port}/v1/namespaces/{NS}/yjs/{ROOM}?token={mint()}"
-    async with websockets.connect(url, ping_interval=None) as ws:
+    # The room echoes each update to its sender, unread here: an unbounded
+    # queue keeps the client reading, so its close is answered at once
+    # (with the default 16 it stopped reading and waited out its 10 s).
+    async with websockets.connect(url, ping_interval=None, max_queue=None) as ws:
         await ws.send(states([(1, 1, '{"n":1}')]))  # one live client, kept
         next_id = 10
         for _ in range(2 * MAX_REMOVED_AWARENESS_CLIENTS // NULLS_PER_MESSAGE + 1):
