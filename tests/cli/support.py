@@ -58,6 +58,13 @@ def backup_killed_at(dest: Path, url: str, event: str, path: str) -> None:
     assert done.returncode == -9, done.stderr
 
 
+TERMINAL_SIGINT = "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+"""The first line of a child that sends itself SIGINT: Ctrl-C as a terminal's
+foreground process takes it. A run started with SIGINT ignored (a background
+job of a shell without job control, nohup) passes that on to its children,
+whose Python then leaves it ignored: the signal would do nothing."""
+
+
 def backup_signalled_on_open(
     dest: Path, url: str, stop: signal.Signals, *, under: str, containing: str = ""
 ) -> subprocess.CompletedProcess[str]:
@@ -65,8 +72,7 @@ def backup_signalled_on_open(
     opens the first file whose path starts with ``under`` and contains
     ``containing``: a Ctrl-C (SIGINT) or a crash (SIGKILL) at that step."""
     code = (
-        "import os, signal, sys\n"
-        f"dest = {str(dest)!r}\n"
+        "import os, signal, sys\n" + TERMINAL_SIGINT + f"dest = {str(dest)!r}\n"
         "def hook(event, args):\n"
         "    if event == 'open' and isinstance(args[0], str)"
         f" and args[0].startswith({under!r}) and {containing!r} in args[0]:\n"
