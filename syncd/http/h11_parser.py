@@ -450,12 +450,7 @@ def _version_first(buffered: bytes | bytearray, early: bool = False) -> ParseErr
     words = _VERSIONED_REQUEST_LINE.match(line)
     if words is None:
         return None
-    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-    conn.receive_data(b" ".join(words.groups()) + b"\r\nhost: x\r\n\r\n")
-    try:
-        event = conn.next_event()
-    except h11.RemoteProtocolError:
-        return None
+    event = _judged(b" ".join(words.groups()) + b"\r\nhost: x\r\n\r\n")
     if not isinstance(event, h11.Request):
         return None
     refusal = _target_refusal(event.target, event.method.decode("ascii"))
@@ -664,14 +659,9 @@ def _line_refusal(buffered: bytes | bytearray, line_end: int) -> ParseError | No
     parts alone."""
     if _SPACED_REQUEST_LINE.fullmatch(bytes(buffered[:line_end])) is None:
         return ParseError(400, "illegal request line")
-    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-    conn.receive_data(bytes(buffered[:line_end]) + b"\r\nhost: x\r\n\r\n")
-    try:
-        event = conn.next_event()
-    except h11.RemoteProtocolError as exc:
-        return ParseError(exc.error_status_hint, _reason(exc))
+    event = _judged(bytes(buffered[:line_end]) + b"\r\nhost: x\r\n\r\n")
     if not isinstance(event, h11.Request):
-        return None
+        return event
     return _target_refusal(event.target, event.method.decode("ascii"))
 
 
@@ -693,18 +683,25 @@ def _malformed_but_coding(head: bytes) -> ParseError | None:
         lines.append(line)
     if not any(line[:5].lower() == b"host:" for line in lines[1:]):
         lines.append(b"host: x")  # llhttp's side asks for Host after the coding
-    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-    conn.receive_data(b"\r\n".join(lines) + b"\r\n\r\n")
-    try:
-        event = conn.next_event()
-    except h11.RemoteProtocolError as exc:
-        return ParseError(exc.error_status_hint, _reason(exc))
+    event = _judged(b"\r\n".join(lines) + b"\r\n\r\n")
     if not isinstance(event, h11.Request):
-        return None
+        return event
     method = event.method.decode("ascii")
     return _target_refusal(event.target, method) or version_refusal(
         event.http_version.decode("ascii")
     )
+
+
+def _judged(head: bytes) -> h11.Request | ParseError | None:
+    """What a throwaway h11 makes of a whole request ``head``: its request,
+    its refusal, or None when it reads no request from it."""
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+    conn.receive_data(head)
+    try:
+        event = conn.next_event()
+    except h11.RemoteProtocolError as exc:
+        return ParseError(exc.error_status_hint, _reason(exc))
+    return event if isinstance(event, h11.Request) else None
 
 
 _SPACED_REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +([^ ]+)")
