@@ -353,11 +353,7 @@ class HttptoolsParser:
         except _Refused as exc:
             self._fail(exc.status, exc.message)
         except httptools.HttpParserCallbackError as exc:
-            cause = exc.__context__
-            if isinstance(cause, _Refused):
-                self._fail(cause.status, cause.message)
-            else:
-                self._fail(400, "malformed request")
+            self._fail_callback(exc)
         except httptools.HttpParserError as exc:
             if data.startswith(b"PRI * HTTP/2.0\r\n"):
                 self._fail(505, "HTTP/2.0 is not supported")  # the HTTP/2 preface, as h11 answers
@@ -634,11 +630,7 @@ class HttptoolsParser:
                 self._fail(exc.status, exc.message)
                 return
             except httptools.HttpParserCallbackError as exc:
-                cause = exc.__context__
-                if isinstance(cause, _Refused):
-                    self._fail(cause.status, cause.message)
-                else:
-                    self._fail(400, "malformed request")
+                self._fail_callback(exc)
                 return
             except httptools.HttpParserError as exc:
                 fed = stand_in + rest
@@ -752,6 +744,14 @@ class HttptoolsParser:
 
     def _fail(self, status: int, message: str) -> None:
         self._failed = ParseError(status, message)
+
+    def _fail_callback(self, exc: httptools.HttpParserCallbackError) -> None:
+        """A callback raised: its own refusal, or a malformed request."""
+        cause = exc.__context__
+        if isinstance(cause, _Refused):
+            self._fail(cause.status, cause.message)
+        else:
+            self._fail(400, "malformed request")
 
     # -- llhttp callbacks ----------------------------------------------
 
