@@ -1944,10 +1944,16 @@ function formatId(client, counter) {
 }
 var ID_RE = /^([1-9][0-9]*)@(0|-?[1-9][0-9]*)$/;
 var MAX_ID_CHARS = 48;
+var SAFE_DIGITS = 15;
+function exactInt(digits) {
+  if (digits.length <= SAFE_DIGITS + (digits[0] === "-" ? 1 : 0)) return Number(digits);
+  const n = Number(digits);
+  return Number.isSafeInteger(n) ? n : BigInt(digits);
+}
 function parseId(id) {
   const m = typeof id === "string" && id.length <= MAX_ID_CHARS ? ID_RE.exec(id) : null;
   if (!m) throw new TypeError(`not an element id: ${JSON.stringify(id)}`);
-  return [Number(m[2]), Number(m[1])];
+  return [exactInt(m[2]), exactInt(m[1])];
 }
 function greater(a, client, counter) {
   return a.counter > counter || a.counter === counter && a.client > client;

@@ -372,8 +372,9 @@ export class EventStream extends Emitter {
   close(reason?: Error): void;
 }
 
-export function formatId(client: number, counter: number): string;
-export function parseId(id: string): [client: number, counter: number];
+export function formatId(client: number | bigint, counter: number | bigint): string;
+/** Each part a number, or a bigint past Number.MAX_SAFE_INTEGER (exact, as the server reads ids). */
+export function parseId(id: string): [client: number | bigint, counter: number | bigint];
 export class RgaReplica {
   static fromState(state: unknown): RgaReplica;
   readonly length: number;

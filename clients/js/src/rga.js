@@ -21,11 +21,30 @@ const ID_RE = /^([1-9][0-9]*)@(0|-?[1-9][0-9]*)$/;
 // The server's MAX_ID_CHARS: longer than any id it makes (two 64-bit integers and an "@").
 const MAX_ID_CHARS = 48;
 
-/** "<counter>@<client>" -> [client, counter]; TypeError for anything else. */
+// Decimals this short are always safe integers (2^53 has 16 digits): Number at once.
+const SAFE_DIGITS = 15;
+
+/**
+ * One decimal of an id, exactly: a number when it is a safe integer (every id
+ * the server makes), else a BigInt. The server parses ids of any size up to
+ * MAX_ID_CHARS (Python ints), so "9007199254740993@1" must not read as the
+ * neighbouring "9007199254740992@1" here.
+ */
+function exactInt(digits) {
+  if (digits.length <= SAFE_DIGITS + (digits[0] === '-' ? 1 : 0)) return Number(digits);
+  const n = Number(digits);
+  return Number.isSafeInteger(n) ? n : BigInt(digits);
+}
+
+/**
+ * "<counter>@<client>" -> [client, counter]; TypeError for anything else.
+ * Each part is a number, or a BigInt past Number.MAX_SAFE_INTEGER, so
+ * formatId() of the pair gives back the same id.
+ */
 export function parseId(id) {
   const m = typeof id === 'string' && id.length <= MAX_ID_CHARS ? ID_RE.exec(id) : null;
   if (!m) throw new TypeError(`not an element id: ${JSON.stringify(id)}`);
-  return [Number(m[2]), Number(m[1])];
+  return [exactInt(m[2]), exactInt(m[1])];
 }
 
 function greater(a, client, counter) {

@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { parseId, SyncdClient } from '../src/index.js';
+import { formatId, parseId, SyncdClient } from '../src/index.js';
 import { serverMissing, startServer } from './helpers.js';
 
 // Every spelling but the first two names client 0's first element some other way.
@@ -20,6 +20,28 @@ describe('parseId', () => {
     assert.throws(() => parseId(`1@-${'1'.repeat(46)}`), TypeError);
     for (const spelling of SPELLINGS.filter((s) => !ONE_SPELLING.has(s))) {
       assert.throws(() => parseId(spelling), TypeError, JSON.stringify(spelling));
+    }
+  });
+});
+
+describe('parseId past 2^53', () => {
+  // The server reads an id's decimals as Python ints, of any size within its
+  // 48 characters: two ids there are two ids here, never rounded to one.
+  test('is exact: a BigInt past Number.MAX_SAFE_INTEGER, a number below', () => {
+    assert.deepEqual(parseId('9007199254740991@1'), [1, 9007199254740991]);
+    assert.deepEqual(parseId('9007199254740992@1'), [1, 9007199254740992n]);
+    assert.deepEqual(parseId('9007199254740993@1'), [1, 9007199254740993n]);
+    assert.deepEqual(parseId('1@-9223372036854775809'), [-9223372036854775809n, 1]);
+    assert.deepEqual(parseId('1@-9007199254740991'), [-9007199254740991, 1]);
+    assert.deepEqual(parseId('1@-1234567890123456'), [-1234567890123456, 1]);
+    assert.notDeepEqual(parseId('9007199254740993@1'), parseId('9007199254740992@1'));
+  });
+
+  test('formatId of what parseId gives is the same id', () => {
+    const big = `${'9'.repeat(23)}@-${'8'.repeat(23)}`;
+    assert.equal(big.length, 48);
+    for (const id of ['1@0', '7@42', '12@-3', '9007199254740991@9007199254740991', '9007199254740993@1', '1@18446744073709551617', big]) {
+      assert.equal(formatId(...parseId(id)), id);
     }
   });
 });
