@@ -2515,6 +2515,7 @@ var EventStream = class extends Emitter {
     this._source = null;
     this._abort = null;
     this._timer = null;
+    this._stopping = null;
     this._open();
   }
   _url(token) {
@@ -2534,6 +2535,15 @@ var EventStream = class extends Emitter {
       this._restart();
       return;
     }
+    this._fail(err);
+  }
+  /**
+   * Stop for good with `err`, reported first as an `error`: a close() from a
+   * listener of it (without a reason) closes for `err` too, not for a
+   * SyncdError `closed`.
+   */
+  _fail(err) {
+    this._stopping = err;
     this.emit("error", err);
     this.close(err);
   }
@@ -2573,8 +2583,7 @@ var EventStream = class extends Emitter {
     } catch (err) {
       if (this.state === "closed") return;
       if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
-        this.emit("error", err);
-        this.close(err);
+        this._fail(err);
         return;
       }
       this._retry(err);
@@ -2645,8 +2654,7 @@ var EventStream = class extends Emitter {
       if (this._abort !== abort || this.state === "closed") return;
       this._abort = null;
       if (err instanceof SyncdError && isFinal(err.status)) {
-        this.emit("error", err);
-        this.close(err);
+        this._fail(err);
         return;
       }
       this._retry(err);
@@ -2696,7 +2704,8 @@ var EventStream = class extends Emitter {
     this._setState("closed");
     clearTimeout(this._timer);
     this._stop();
-    this.subscription.end(reason instanceof Error ? reason : new SyncdError("closed", "stream was closed"));
+    const why = reason instanceof Error ? reason : this._stopping;
+    this.subscription.end(why ?? new SyncdError("closed", "stream was closed"));
   }
 };
 
@@ -3265,6 +3274,7 @@ var SyncSocket = class extends Emitter {
     this._lastHeard = 0;
     this._openWaiters = [];
     this._closeReason = null;
+    this._stopping = null;
     this._presence = /* @__PURE__ */ new Map();
   }
   /** Start connecting (idempotent); resolves when the socket is open. */
@@ -3407,6 +3417,7 @@ var SyncSocket = class extends Emitter {
     this._timer = setTimeout(() => this._open(), delay);
   }
   _fail(err) {
+    this._stopping = err;
     this.emit("error", err);
     for (const w of this._openWaiters.splice(0)) w.reject(err);
     this.close(err);
@@ -3486,6 +3497,7 @@ var SyncSocket = class extends Emitter {
         }
         if (err.code === "token_revoked" || err.code === "token_expired") {
           const sub2 = msg.id !== void 0 ? this._subs.get(msg.id) : void 0;
+          this._stopping = err;
           if (pending) {
             this._pending.delete(msg.ref);
             pending.reject(err);
@@ -3711,6 +3723,7 @@ var SyncSocket = class extends Emitter {
   /** Close for good: no reconnect; unacknowledged ops are rejected, every subscription ends (`close`). */
   close(reason) {
     if (this.state === "closed") return;
+    if (!(reason instanceof Error)) reason = this._stopping;
     this._closeReason = reason instanceof Error ? reason : null;
     this._setState("closed");
     this._presence.clear();

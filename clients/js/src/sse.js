@@ -145,6 +145,8 @@ export class EventStream extends Emitter {
     this._source = null;
     this._abort = null;
     this._timer = null;
+    /** The error _fail() stops the stream with, while listeners hear of it. */
+    this._stopping = null;
     this._open();
   }
 
@@ -167,6 +169,16 @@ export class EventStream extends Emitter {
       this._restart();
       return;
     }
+    this._fail(err);
+  }
+
+  /**
+   * Stop for good with `err`, reported first as an `error`: a close() from a
+   * listener of it (without a reason) closes for `err` too, not for a
+   * SyncdError `closed`.
+   */
+  _fail(err) {
+    this._stopping = err;
     this.emit('error', err);
     this.close(err);
   }
@@ -210,8 +222,7 @@ export class EventStream extends Emitter {
       // Closed while the token was being had: nothing to report or retry.
       if (this.state === 'closed') return;
       if (err instanceof TokenExpiredError || err instanceof TokenParseError) {
-        this.emit('error', err);
-        this.close(err);
+        this._fail(err);
         return;
       }
       this._retry(err);
@@ -286,8 +297,7 @@ export class EventStream extends Emitter {
       if (this._abort !== abort || this.state === 'closed') return;
       this._abort = null;
       if (err instanceof SyncdError && isFinal(err.status)) {
-        this.emit('error', err);
-        this.close(err);
+        this._fail(err);
         return;
       }
       this._retry(err);
@@ -345,6 +355,7 @@ export class EventStream extends Emitter {
     this._setState('closed');
     clearTimeout(this._timer);
     this._stop();
-    this.subscription.end(reason instanceof Error ? reason : new SyncdError('closed', 'stream was closed'));
+    const why = reason instanceof Error ? reason : this._stopping;
+    this.subscription.end(why ?? new SyncdError('closed', 'stream was closed'));
   }
 }

@@ -128,6 +128,12 @@ export class SyncSocket extends Emitter {
     /** Why close() was called (an error), once it was. */
     this._closeReason = null;
     /**
+     * The error stopping the socket for good (a revoked or expired fixed
+     * token) while listeners hear of it: a close() of theirs, without a
+     * reason, closes for this one, not for a SyncdError `closed`.
+     */
+    this._stopping = null;
+    /**
      * crdt id -> {op, until}: the last presence `update` acked on this socket
      * (op_id left out) and when its entry expires, until a `leave`.
      */
@@ -293,6 +299,7 @@ export class SyncSocket extends Emitter {
   }
 
   _fail(err) {
+    this._stopping = err;
     this.emit('error', err);
     for (const w of this._openWaiters.splice(0)) w.reject(err);
     this.close(err);
@@ -384,6 +391,7 @@ export class SyncSocket extends Emitter {
           // expired (its clock decides, whatever this one says): every
           // reconnect would be refused, by a handshake a browser cannot read.
           const sub = msg.id !== undefined ? this._subs.get(msg.id) : undefined;
+          this._stopping = err;
           if (pending) {
             this._pending.delete(msg.ref);
             pending.reject(err);
@@ -641,6 +649,7 @@ export class SyncSocket extends Emitter {
   /** Close for good: no reconnect; unacknowledged ops are rejected, every subscription ends (`close`). */
   close(reason) {
     if (this.state === 'closed') return;
+    if (!(reason instanceof Error)) reason = this._stopping;
     this._closeReason = reason instanceof Error ? reason : null;
     this._setState('closed');
     this._presence.clear();
