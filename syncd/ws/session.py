@@ -369,8 +369,14 @@ class Session(BaseSession):
     # -- answers ---------------------------------------------------------------
 
     def ack(self, staged: StagedOp, result: ApplyResult) -> None:
-        """``staged`` is applied and durable."""
-        ack: dict[str, Any] = {"kind": "ack", "ref": staged.ref, "seq": result.seq}
+        """``staged`` is applied and durable: answered with the fields
+        ``POST …/ops`` answers (``applied`` too, so a batch's count is known)."""
+        ack: dict[str, Any] = {
+            "kind": "ack",
+            "ref": staged.ref,
+            "seq": result.seq,
+            "applied": result.applied,
+        }
         if result.extra:
             ack.update(result.extra)
         if result.duplicate:

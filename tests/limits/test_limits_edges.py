@@ -158,7 +158,12 @@ async def test_batch_size_edge_over_websocket(server: RunningServer) -> None:
     async with open_ws(server) as ws:
         batch = [{"op": "increment"}] * MAX_BATCH_OPS
         await send_mp(ws, {"kind": "op", "id": "gc:batch", "op": batch, "ref": 1})
-        assert await recv(ws) == {"kind": "ack", "ref": 1, "seq": MAX_BATCH_OPS}
+        assert await recv(ws) == {
+            "kind": "ack",
+            "ref": 1,
+            "seq": MAX_BATCH_OPS,
+            "applied": MAX_BATCH_OPS,
+        }
         await send_mp(
             ws, {"kind": "op", "id": "gc:batch", "op": [*batch, {"op": "increment"}], "ref": 2}
         )

@@ -73,7 +73,7 @@ async def test_second_connection_gets_the_delta(server: RunningServer) -> None:
         await send_mp(sub, {"kind": "subscribe", "id": "or:s"})
         assert (await recv(sub))["kind"] == "snapshot"
         ack = await op(pub, "or:s", [{"op": "add", "element": "a"}, {"op": "add", "element": "b"}])
-        assert ack == {"kind": "ack", "ref": 1, "seq": 2}
+        assert ack == {"kind": "ack", "ref": 1, "seq": 2, "applied": 2}
         first, second = await recv(sub), await recv(sub)
         assert (first["kind"], first["seq"], first["client_id"]) == ("op", 1, 9)
         assert first["op"]["element"] == "a" and second["seq"] == 2
@@ -91,7 +91,7 @@ async def test_json_frames_work_end_to_end(server: RunningServer) -> None:
         kinds = sorted(r["kind"] for r in replies)
         assert kinds == ["ack", "op"]
         ack = next(r for r in replies if r["kind"] == "ack")
-        assert ack == {"kind": "ack", "ref": 3, "seq": 1}
+        assert ack == {"kind": "ack", "ref": 3, "seq": 1, "applied": 1}
         await send_json(ws, {"kind": "ping"})
         assert json.loads(await ws.recv()) == {"kind": "pong"}
 
@@ -112,8 +112,8 @@ async def test_duplicate_op_id_is_flagged(server: RunningServer) -> None:
     async with open_ws(server) as ws:
         first = await op(ws, "gc:d", {"op": "increment", "op_id": "x"}, ref=1)
         again = await op(ws, "gc:d", {"op": "increment", "op_id": "x"}, ref=2)
-    assert first == {"kind": "ack", "ref": 1, "seq": 1}
-    assert again == {"kind": "ack", "ref": 2, "seq": 1, "duplicate": True}
+    assert first == {"kind": "ack", "ref": 1, "seq": 1, "applied": 1}
+    assert again == {"kind": "ack", "ref": 2, "seq": 1, "applied": 1, "duplicate": True}
 
 
 async def test_forbidden_ops_and_reads_get_errors(server: RunningServer) -> None:
@@ -230,7 +230,12 @@ async def test_unsubscribe_stops_deltas(server: RunningServer) -> None:
         await recv_kind(ws, "snapshot")
         await send_mp(ws, {"kind": "unsubscribe", "id": "gc:u"})
         await send_mp(ws, {"kind": "unsubscribe", "id": "gc:never"})  # silently nothing
-        assert await op(ws, "gc:u", {"op": "increment"}) == {"kind": "ack", "ref": 1, "seq": 1}
+        assert await op(ws, "gc:u", {"op": "increment"}) == {
+            "kind": "ack",
+            "ref": 1,
+            "seq": 1,
+            "applied": 1,
+        }
         await send_mp(ws, {"kind": "ping"})
         assert await recv(ws) == {"kind": "pong"}  # no delta came before it
 

@@ -71,7 +71,7 @@ async def test_replies_behind_a_running_op_stop_reading_at_the_bound(
     assert faults.gate is not None
     faults.gate.set()
     opcode, payload = await raw.frame()
-    assert msgpack.unpackb(payload) == {"kind": "ack", "ref": "op", "seq": 1}
+    assert msgpack.unpackb(payload) == {"kind": "ack", "ref": "op", "seq": 1, "applied": 1}
     for ref in range(PINGS):
         opcode, payload = await raw.frame()
         assert (opcode, msgpack.unpackb(payload)) == (0x2, {"kind": "pong", "ref": ref})
@@ -140,7 +140,7 @@ async def test_a_connection_whose_reading_we_hold_is_not_taken_for_silent(
     assert faults.gate is not None
     faults.gate.set()
     opcode, payload = await raw.frame()
-    assert msgpack.unpackb(payload) == {"kind": "ack", "ref": "op", "seq": 1}
+    assert msgpack.unpackb(payload) == {"kind": "ack", "ref": "op", "seq": 1, "applied": 1}
     for _ in range(MAX_INFLIGHT_OPS):  # those read before the hold, then the rest
         assert msgpack.unpackb((await raw.frame())[1]) == {"kind": "pong"}
     # Reading again, the keepalive is as ever: a silent peer is pinged.

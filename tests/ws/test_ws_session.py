@@ -103,7 +103,7 @@ def test_a_reads_ops_are_applied_together_and_answered_in_arrival_order() -> Non
     h.session.answers_ready()
     (error, ack, pong) = h.sent()  # one Send for the three answers
     assert error == {"kind": "error", "ref": 1, "error": "invalid_op", "message": "no"}
-    assert ack == {"kind": "ack", "ref": 2, "seq": 2}
+    assert ack == {"kind": "ack", "ref": 2, "seq": 2, "applied": 1}
     assert pong == {"kind": "pong", "ref": 3}
     assert h.session.inflight == 0
 
@@ -404,7 +404,7 @@ def test_token_expiry_closes_after_the_answers_still_owed() -> None:
     answers = []
     while (frame := parse_frame(buffer)) is not None:
         answers.append(msgpack.unpackb(frame[1]))
-    assert answers[0] == {"kind": "ack", "ref": 1, "seq": 1}
+    assert answers[0] == {"kind": "ack", "ref": 1, "seq": 1, "applied": 1}
     assert answers[1]["ref"] == 2 and answers[1]["error"] == "token_expired"
 
 

@@ -72,6 +72,8 @@ export interface OpAnswer {
 }
 export interface Ack {
   seq: number;
+  /** As OpAnswer's: the ops applied, now or by the first message with their op_id. */
+  applied: number;
   duplicate?: boolean;
   ids?: string[];
 }

@@ -91,7 +91,9 @@ async def ws_writer(port: int, model: Model, name: str, rng: random.Random) -> N
                     )
                 )
                 answer = msgpack.unpackb(await ws.recv())
-                assert answer == {"kind": "ack", "ref": i, "seq": answer["seq"]}, answer
+                assert answer == {"kind": "ack", "ref": i, "seq": answer["seq"], "applied": 1}, (
+                    answer
+                )
                 model.acked[crdt].add(element)
     except (WebSocketException, OSError):
         return
