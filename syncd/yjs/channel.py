@@ -66,7 +66,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
@@ -104,7 +104,7 @@ from syncd.yjs.protocol import (
     sync_step2,
     sync_update,
 )
-from syncd.yjs.room import AwarenessRefused, Room, Rooms
+from syncd.yjs.room import MAX_AWARENESS_UPDATE_CLIENTS, AwarenessRefused, Room, Rooms
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal
@@ -241,6 +241,7 @@ class YjsChannel(DeliverEach):
         "_echo",
         "_lagged",
         "_left",
+        "_missed_awareness",
         "_owner",
         "_resync_step1",
         "_step1s",
@@ -282,6 +283,9 @@ class YjsChannel(DeliverEach):
         """Updates this peer sent that are not yet back from the hub: skipped
         (None while there is none: an idle channel keeps no dict)."""
         self._lagged = False
+        self._missed_awareness: set[int] | None = None
+        """The awareness clients whose changes were skipped while the peer
+        lagged (None: none): their current states go out once it drains."""
         self._resync_step1 = resync_step1
         """Follow the answer to each step 1 of the peer but its first with our
         step 1 (Hocuspocus: see :meth:`_answer_step1`)."""
@@ -392,8 +396,15 @@ class YjsChannel(DeliverEach):
 
     def drained(self) -> None:
         """The owner's socket drained: what was skipped meanwhile, as one update
-        (the whole document). Sent at once where what memory holds of it is
-        durable (the common case); else from :meth:`_catch_up`."""
+        (the whole document), and the current awareness of the clients whose
+        changes were skipped. The document is sent at once where what memory
+        holds of it is durable (the common case); else from :meth:`_catch_up`."""
+        missed = self._missed_awareness
+        if missed is not None and not self.closed:
+            self._missed_awareness = None
+            states = self.room.states_of(missed)
+            if states is not None:
+                self._owner.send_message(self, awareness_message(states))
         if self._lagged and not self.closed:
             self._lagged = False
             if self._durable_in_memory():
@@ -659,9 +670,26 @@ class YjsChannel(DeliverEach):
 
     # -- the room ------------------------------------------------------------
 
-    def send_awareness(self, update: bytes) -> None:
-        if not self.closed and not self._owner.write_paused:
+    def send_awareness(self, update: bytes, clients: Collection[int]) -> None:
+        """Relay a room's awareness update; while the peer lags, note its
+        ``clients`` instead, whose states it is sent once it drains (as a
+        y-websocket server would have delivered every update): skipped and
+        forgotten, the peer kept stale cursors, removed ones included, until
+        each client renewed its state (up to 30 s)."""
+        if self.closed:
+            return
+        if not self._owner.write_paused:
             self._owner.send_message(self, awareness_message(update))
+            return
+        missed = self._missed_awareness
+        if missed is None:
+            missed = self._missed_awareness = set()
+        missed.update(clients)
+        known = self.room.awareness.meta
+        if len(missed) > 2 * len(known) + MAX_AWARENESS_UPDATE_CLIENTS:
+            # Bounded by what the room knows: clients it forgot cannot be
+            # sent (pruned seldom enough to cost O(1) per client).
+            missed.intersection_update(known)
 
     # -- the session's actions ---------------------------------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Final, Protocol
 
 from pycrdt import Awareness, Doc
@@ -85,8 +85,10 @@ class AwarenessRelay(Protocol):
 
 
 class Member(Protocol):
-    def send_awareness(self, update: bytes) -> None:
-        """Send an awareness update to this connection's peer."""
+    def send_awareness(self, update: bytes, clients: Collection[int]) -> None:
+        """Send an awareness update to this connection's peer; ``clients``
+        are those it changes (a member that cannot send it now may send
+        their states later instead)."""
         ...
 
 
@@ -122,6 +124,11 @@ def awareness_clients(update: bytes, max_state_bytes: int | None = None) -> set[
     return present
 
 
+def _changed(changes: dict[str, Any]) -> list[int]:
+    """The clients an applied update added, updated or removed."""
+    return [*changes.get("added", ()), *changes.get("updated", ()), *changes.get("removed", ())]
+
+
 class Room:
     __slots__ = (
         "_announced",
@@ -151,6 +158,17 @@ class Room:
         """Every live awareness state as one update, or None when there is none."""
         own = self.awareness.client_id  # pycrdt gives the room a local state: not a peer's
         ids = [i for i in self.awareness.states if i != own]
+        return self.awareness.encode_awareness_update(ids) if ids else None
+
+    def states_of(self, clients: Collection[int]) -> bytes | None:
+        """The current awareness of ``clients`` as one update (None: none of
+        them is known): each one's state, or null at its clock for one
+        removed, so that a peer that missed their changes ends as the room
+        is. Clients the room forgot (see :data:`MAX_REMOVED_AWARENESS_CLIENTS`)
+        are left out."""
+        meta = self.awareness.meta
+        own = self.awareness.client_id
+        ids = sorted(c for c in clients if c in meta and c != own)
         return self.awareness.encode_awareness_update(ids) if ids else None
 
     def local_states(self) -> bytes | None:
@@ -228,12 +246,13 @@ class Room:
             self._announced_by(client, member)
         for client in changes.get("removed", ()):
             self._announced_by(client, None)
+        changed = _changed(changes)
         # To ``member`` too, as y-websocket's and Hocuspocus's servers do: a
         # provider takes only a message as a sign of life and reconnects
         # after 30 s without one, counting on its own awareness (renewed
         # every 15 s) coming back; alone in its room it got nothing else.
         for each in self.members:
-            each.send_awareness(update)
+            each.send_awareness(update, changed)
         if self._relay is not None:
             self._relay.publish(self.ns, self.crdt_id, update)
 
@@ -266,8 +285,9 @@ class Room:
         for client in changes.get("removed", ()):
             self._remote.pop(client, None)
             self._announced_by(client, None)
+        changed = _changed(changes)
         for member in self.members:
-            member.send_awareness(update)
+            member.send_awareness(update, changed)
 
     def expire(self, now: float, timeout: float = REMOTE_TIMEOUT_S) -> None:
         """Remove the remote clients not renewed within ``timeout`` and tell the room."""
@@ -283,7 +303,7 @@ class Room:
         update = self.awareness.encode_awareness_update(ids)
         self._forget_removed()
         for member in self.members:
-            member.send_awareness(update)
+            member.send_awareness(update, ids)
 
     @property
     def has_remote(self) -> bool:
@@ -302,7 +322,7 @@ class Room:
         update = self.awareness.encode_awareness_update(ids)
         self._forget_removed()
         for other in self.members:
-            other.send_awareness(update)
+            other.send_awareness(update, ids)
         if self._relay is not None:
             self._relay.publish(self.ns, self.crdt_id, update)
 

@@ -22,7 +22,7 @@ class Peer:
     def __init__(self) -> None:
         self.received: list[bytes] = []
 
-    def send_awareness(self, update: bytes) -> None:
+    def send_awareness(self, update: bytes, clients: object = ()) -> None:
         self.received.append(update)
 
 

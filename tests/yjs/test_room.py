@@ -21,7 +21,7 @@ class Peer:
         self.sent: list[bytes] = []
         self.view = Awareness(Doc())
 
-    def send_awareness(self, update: bytes) -> None:
+    def send_awareness(self, update: bytes, clients: object = ()) -> None:
         self.sent.append(update)
         self.view.apply_awareness_update(update, "room")
 
