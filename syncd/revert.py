@@ -261,6 +261,61 @@ class _Spans:
         return zip(self._los, self._his, strict=True)
 
 
+def _undone_by(restore: _Restore, reverts: list[_Earlier], held: Retained) -> _Earlier | None:
+    """The earlier undo that took back ``restore``'s ops (a revert of its
+    caller) and still stands (no redo took it back), or None."""
+    first = held.record(restore.ops[0])
+    seq = first["seq"]
+    for i, undo in enumerate(reverts):
+        if undo.is_redo or not (undo.covers(seq) and _counts(undo.writer, first, None)):
+            continue
+        undo_first = held.record(undo.ops[0])
+        redone = any(
+            redo.is_redo
+            and redo.writer.matches(undo_first)
+            and any(redo.covers(held.seqs[j]) for j in undo.ops)
+            for redo in reverts[i + 1 :]
+        )
+        if not redone:
+            return undo
+    return None
+
+
+def _refuse_undone(
+    out: list[bool],
+    restores: list[_Restore],
+    reverts: list[_Earlier],
+    held: Retained,
+    writer: Writer,
+) -> None:
+    """Refuse (409) a revert of a writer whose ops lie in the span of a
+    restore that an earlier revert undid (docs/revert.md, "After a
+    restore"): the undo brought that work back as its own ops, the work of
+    no single writer, so this revert cannot take it back, and answering it
+    as if the writer had nothing in effect there hid that its work stays.
+    Called before :func:`_leave_restored`, on the ops this revert counts."""
+    seqs = held.seqs
+    for restore in restores:
+        if any(out[i] for i in restore.ops):
+            continue  # taken back by this revert: not undone by an earlier one
+        lo = bisect_left(seqs, restore.to_seq + 1)
+        past = bisect_right(seqs, restore.until)
+        if not any(out[lo:past]):
+            continue
+        undo = _undone_by(restore, reverts, held)
+        if undo is None:
+            continue
+        who = " ".join(f"{k} {v!r}" for k, v in writer.body().items())
+        raise not_revertible(
+            f"the ops of {who} from seq {restore.to_seq + 1} to {restore.until} were taken "
+            f"back by the restore at seq {seqs[restore.ops[0]]} and brought back by the "
+            f"revert at seq {seqs[undo.ops[0]]} as its own ops, which are no single "
+            f"writer's work; to take them back, restore to seq {restore.to_seq} (every op "
+            f"since goes too) or revert that revert's caller's reverts; to take back only "
+            f"this writer's later ops, pass since_seq {restore.until + 1}"
+        )
+
+
 def _leave_restored(out: list[bool], restores: list[_Restore], seqs: Sequence[int]) -> None:
     """Unmark in ``out`` the ops that a restore took back and that still
     stand taken back: as an earlier revert's, a restore's span is left alone
@@ -305,6 +360,8 @@ def _marked(writer: Writer, held: Retained, end: int) -> list[bool]:
         )
     restores = _restores(held, maybe)
     if restores:
+        if reverts:
+            _refuse_undone(out, restores, reverts, held, writer)
         _leave_restored(out, restores, seqs)
     return out
 

@@ -248,17 +248,42 @@ async def test_an_undone_restore_brings_work_back_that_is_no_single_writers(
     server: RunningServer,
 ) -> None:
     """The documented limit: undoing a restore (reverting its caller) brings
-    back what it took back as that revert's ops, of no single writer, so a
-    later revert of the agent takes back nothing of it (the restore's span
-    still counts as taken back)."""
+    back what it took back as that revert's ops, of no single writer. A
+    later revert of one of those writers cannot take that work back: it is
+    refused (409, saying what to do instead), not answered as if the writer
+    had nothing in effect (before: 200, matched 0, applied 0, the agent's +5
+    still there). Its work outside the undone restore's span is taken back."""
     async with httpx.AsyncClient(base_url=server.url) as client:
         doc = await Doc(client, "pn:c", "value").start()
         await doc.write(AGENT, {"op": "increment", "amount": 5}, "a1")
-        await doc.restore(RESTORER, 0)
-        assert (await doc.revert(HUMAN, {"client_id": RESTORER}))["applied"] == 1
+        restored = await doc.restore(RESTORER, 0)
+        undone = await doc.revert(HUMAN, {"client_id": RESTORER})
+        assert undone["applied"] == 1
         assert await doc.value() == 5
-        assert (await doc.revert(HUMAN, {"origin": "a1"}))["applied"] == 0
+        url = f"{BASE}/pn:c/revert"
+        for body in ({"origin": "a1"}, {"client_id": AGENT}):
+            r = await client.post(url, json=body, headers=doc.h[HUMAN])
+            assert r.status_code == 409, r.text
+            assert r.json()["error"] == "not_revertible"
+            message = r.json()["message"]
+            assert f"restore at seq {restored['seq']}" in message, message
+            assert f"revert at seq {undone['seq']}" in message, message
+            assert "restore to seq 0" in message and f"since_seq {restored['seq']}" in message
         assert await doc.value() == 5
+        # Past the undone restore's span the writer's work goes as usual.
+        await doc.write(AGENT, {"op": "increment", "amount": 2}, "a1")
+        later = await doc.revert(HUMAN, {"origin": "a1", "since_seq": restored["seq"]})
+        assert (later["matched"], later["applied"]) == (1, 1), later
+        assert await doc.value() == 5
+        # Redoing the undo (the restore stands again) lets the writer be
+        # reverted as before: nothing of its restored-away work is taken back twice.
+        span = {"since_seq": undone["seq"], "until_seq": undone["seq"]}
+        redo = await doc.revert(HUMAN, {"client_id": HUMAN, "origin": "revert", **span})
+        assert redo["applied"] == 1, redo
+        assert await doc.value() == 0
+        again = await doc.revert(HUMAN, {"origin": "a1"})
+        assert again["applied"] == 0, again
+        assert await doc.value() == 0
 
 
 async def test_work_a_restore_brought_back_is_its_callers(server: RunningServer) -> None:
