@@ -124,11 +124,15 @@ class CrdtService:
         *,
         marks: dict[str, Any] | None = None,
         most: int = MAX_BATCH_OPS,
+        withdrawal: bool = False,
     ) -> ApplyResult:
         """Apply ``body`` as ``principal``, every op or none, in one store
         commit (one transaction on PostgreSQL); ``marks`` are fields the
         server adds to each record (a revert's ``reverts``, syncd/revert.py);
-        ``most`` bounds the ops of ``body`` (``Engine.plan``)."""
+        ``most`` bounds the ops of ``body`` (``Engine.plan``). ``withdrawal``:
+        the server takes back what the principal wrote itself (a closed
+        WebSocket's presence ``leave``), which its write rules do not decide:
+        one that expired since must not keep the entry until its TTL."""
         store = self.store
         if store.shared and self.quotas.namespaces_on:
             await store.usage(ns)  # fresh enough figures for the check in apply()
@@ -142,7 +146,8 @@ class CrdtService:
             self.auth.check_may_write(principal, crdt_id)
             raise
         plan.marks = marks
-        self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        if not withdrawal:
+            self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
         client_id = principal.client_id

@@ -475,7 +475,11 @@ class WsConnection(BaseConnection):
                     # PostgreSQL it sees what this node holds (another node's
                     # newer write may not have reached it yet).
                     continue
-                await service.apply_ops(self.ns, crdt_id, dict(op), self.principal, "ws")
+                # A withdrawal of our own entry, not a write of new data: the
+                # rule that granted the writes may have expired since.
+                await service.apply_ops(
+                    self.ns, crdt_id, dict(op), self.principal, "ws", withdrawal=True
+                )
             except ApiError as exc:
                 log.info("disconnect op on %s/%s refused: %s", self.ns, crdt_id, exc.message)
             except Exception:
