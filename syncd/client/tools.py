@@ -60,6 +60,7 @@ from syncd.client.ydoc_read import (
     DEFAULT_KIND,
     MAX_ROOT_NAME,
     ROOT_KINDS,
+    ROOTS_HINT,
     YdocReadError,
     root_read,
     roots_view,
@@ -806,17 +807,17 @@ class _ToolSet:
         agent gets it: a Yjs document decoded, a value too large for
         :attr:`max_result_chars` cut to a page that says how to read on."""
         result = service_object(result)
-        if tool.crdt_type == "ydoc" and "value" in result:
-            try:
-                if call.root is None:
-                    return self._bounded_roots(roots_view(result))
-                result = root_read(result, call.root, call.kind)
-            except YdocReadError as exc:
-                raise _InputError("invalid_input", str(exc)) from None
         if at is None:
             read_more = tool_name("read", tool.crdt_id)
         else:
             read_more = f"{tool_name('history', tool.crdt_id)} (at={at})"
+        if tool.crdt_type == "ydoc" and "value" in result:
+            try:
+                if call.root is None:
+                    return self._bounded_roots(roots_view(result), call.offset, read_more)
+                result = root_read(result, call.root, call.kind)
+            except YdocReadError as exc:
+                raise _InputError("invalid_input", str(exc)) from None
         if call.root is not None:
             named = repr(call.root)
             root_hint = named if len(named) <= MAX_ROOT_IN_MESSAGE else "this result's root"
@@ -829,14 +830,41 @@ class _ToolSet:
             read_more=read_more,
         )
 
-    def _bounded_roots(self, view: Result) -> Result:
-        """The roots of a Yjs document, as many as fit (a document has few)."""
-        result: Result = {"ok": True, **view}
-        roots: list[str] = result["roots"]
-        while size(result) > self.max_result_chars and roots:
-            del roots[len(roots) // 2 :]  # halve: a few probes for any count
-            result["truncated"] = True
-        return result
+    def _bounded_roots(self, view: Result, offset: int, read_more: str) -> Result:
+        """The root names of a Yjs document: all of them when they fit, else
+        (or from an ``offset``) the page of them from ``offset`` that fits,
+        paged as a list value is (by elements, with ``next_offset``)."""
+        whole: Result = {"ok": True, **view}
+        if offset == 0 and size(whole) <= self.max_result_chars:
+            return whole
+        roots: list[str] = whole["roots"]
+        total = len(roots)
+        start = min(offset, total)
+
+        def page(count: int) -> Result:
+            end = start + max(count, 1)
+            shown = roots[start : start + count]
+            out: Result = {**whole, "roots": shown, "truncated": True, "offset": start}
+            out.update(next_offset=end if end < total else None, total=total, unit="elements")
+            if start >= total:
+                what = f"offset {offset} is past the end: the document has {total} roots."
+            elif count == 0:
+                what = f"The root name at offset {start} is too long to show."
+            else:
+                what = f"These are roots {start} to {start + count - 1} of {total}."
+            if end < total:
+                what += f" Read on with {read_more} and offset={end} for more root names."
+            out["message"] = f"{what} {ROOTS_HINT}"
+            return out
+
+        low, high = 0, total - start  # the most root names that fit: a binary search
+        while low < high:
+            mid = (low + high + 1) // 2
+            if size(page(mid)) <= self.max_result_chars:
+                low = mid
+            else:
+                high = mid - 1
+        return page(low)
 
     def history_value(self, tool: Tool, page: Mapping[str, Any]) -> Result:
         return bound_history(

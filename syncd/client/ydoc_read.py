@@ -81,6 +81,7 @@ def root_read(view: Mapping[str, Any], root: str, kind: str) -> dict[str, Any]:
 __all__ = [
     "DEFAULT_KIND",
     "MAX_ROOT_NAME",
+    "ROOTS_HINT",
     "ROOT_KINDS",
     "YdocReadError",
     "root_read",

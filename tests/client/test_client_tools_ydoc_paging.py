@@ -1,0 +1,81 @@
+"""Agent tools page a Yjs document's list of roots as they page a value:
+a document with more roots than one result holds lists them from ``offset``
+with ``next_offset`` (the list was cut to the roots that fit, with
+``truncated: true`` and no way to read the rest), and a large array or text
+root reads whole page by page. Against the real server."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from pycrdt import Array, Doc, Text
+
+from syncd.client import AgentTools, AsyncClient
+from syncd.client.bounded import MIN_MAX_RESULT_CHARS, size
+from tests.client.conftest import NS, make_token
+from tests.conftest import RunningServer
+
+ROOTS = [f"section-{n:04d}" for n in range(300)]
+"""Far more root names than the smallest result limit holds."""
+
+ELEMENTS = [f"item-{n}" for n in range(500)]
+TEXT = "paragraph of words. " * 400
+
+
+def _update() -> str:
+    doc: Doc[Any] = Doc()
+    for name in ROOTS:
+        doc[name] = Text("x")
+    doc["list"] = Array(ELEMENTS)
+    doc["body"] = Text(TEXT)
+    return base64.b64encode(doc.get_update()).decode()
+
+
+async def _read_all(tools: AgentTools, name: str, arguments: dict[str, Any], field: str) -> Any:
+    whole: Any = None
+    offset: int | None = 0
+    for _ in range(10_000):
+        if offset is None:
+            return whole
+        page = await tools.execute(name, {**arguments, "offset": offset})
+        assert page["ok"] is True, page
+        assert size(page) <= MIN_MAX_RESULT_CHARS, page
+        assert page.get("truncated") is True, page
+        assert page["offset"] == offset, page
+        whole = page[field] if whole is None else whole + page[field]
+        next_offset = page["next_offset"]
+        assert next_offset is None or next_offset > offset, page
+        if next_offset is not None:
+            assert f"offset={next_offset}" in page["message"], page
+        offset = next_offset
+    raise AssertionError("paging did not end")
+
+
+async def test_roots_text_and_array_page_to_their_end(server: RunningServer) -> None:
+    async with AsyncClient(server.url, make_token(3), NS) as client:
+        await client.apply("yd:big", {"op": "update", "type": "ydoc", "update": _update()})
+        tools = AgentTools(client, [("yd:big", "ydoc")], max_result_chars=MIN_MAX_RESULT_CHARS)
+        read = "service_read_yd_big"
+        roots = await _read_all(tools, read, {}, "roots")
+        assert roots == sorted([*ROOTS, "list", "body"])
+        history = await _read_all(tools, "service_history_yd_big", {"at": 1}, "roots")
+        assert history == roots
+        assert await _read_all(tools, read, {"root": "list", "as": "array"}, "value") == ELEMENTS
+        assert await _read_all(tools, read, {"root": "body", "as": "text"}, "value") == TEXT
+        past = await tools.execute(read, {"offset": len(roots) + 5})
+        assert past["ok"] is True and past["roots"] == [] and past["next_offset"] is None
+
+
+async def test_a_few_roots_still_come_whole(server: RunningServer) -> None:
+    doc: Doc[Any] = Doc()
+    doc["a"], doc["b"] = Text("1"), Text("2")
+    update = base64.b64encode(doc.get_update()).decode()
+    async with AsyncClient(server.url, make_token(3), NS) as client:
+        await client.apply("yd:small", {"op": "update", "type": "ydoc", "update": update})
+        tools = AgentTools(client, [("yd:small", "ydoc")], max_result_chars=MIN_MAX_RESULT_CHARS)
+        listing = await tools.execute("service_read_yd_small", {})
+        assert listing["roots"] == ["a", "b"] and "truncated" not in listing
+        second = await tools.execute("service_read_yd_small", {"offset": 1})
+        assert second["roots"] == ["b"] and second["offset"] == 1
+        assert second["next_offset"] is None and second["total"] == 2
