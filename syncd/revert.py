@@ -53,7 +53,9 @@ a revert leaves those alone too (:func:`_leave_restored`), unless it takes
 back the restore's own ops (they are its caller's write: a revert of the
 caller takes back the restore and, with it, what the restore took back of
 the caller's). With an ``op_id`` the ops carry ``<op_id>/<i>``, and a repeat
-answers as the first did.
+answers as the first did. Without one, on a store shared by nodes, they
+carry one derived from what they were computed on (:func:`_derived_op_id`),
+so that two nodes taking the same revert at once apply it once.
 
 The state the ops are computed on is the one at the window's last seq: the
 CRDT in memory when nothing has been applied since the read (the common
@@ -71,6 +73,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import hashlib
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -366,6 +370,20 @@ def _marked(writer: Writer, held: Retained, end: int) -> list[bool]:
     return out
 
 
+def _derived_op_id(epoch: str, last: int, seqs: Sequence[int], marked: list[bool]) -> str:
+    """The op_id of a revert sent without one, on a store shared by nodes:
+    what its ops were computed from (the CRDT's life, the window's last seq,
+    the seqs it takes back). Two nodes that take the same revert at once
+    compute the same ops on the same state, and the second to commit finds
+    this id remembered and applies nothing (the engine's op-id check, under
+    the CRDT's row lock). A revert computed on any later state (the first's
+    ops in it, or the writer's new ops) has another id: it is another revert,
+    and applies what it finds still in effect."""
+    h = hashlib.blake2b(f"{epoch}:{last}".encode(), digest_size=16)
+    h.update(array("q", [seq for seq, m in zip(seqs, marked, strict=True) if m]).tobytes())
+    return f"{REVERT_ORIGIN}:{h.hexdigest()}"
+
+
 def _deltas(held: Retained) -> Callable[[int], Mapping[str, Any]]:
     def load(i: int) -> Mapping[str, Any]:
         delta: Mapping[str, Any] = held.record(i)["op"]
@@ -587,6 +605,13 @@ class RevertService:
             answer["seq"] = entry.seq
             return answer
         ops = [{**op, "origin": REVERT_ORIGIN} for op in ops]
+        derived = op_id is None and not self._service.stages
+        if derived:
+            # Several nodes may take the same revert at once (a client's retry
+            # sent to another node): an op_id of what it takes back, so that it
+            # is applied once. One node runs a CRDT's reverts one at a time
+            # (_one_at_a_time), and each sees the one before it.
+            op_id = _derived_op_id(epoch, last, held.seqs, marked)
         if op_id is not None:
             ops = [{**op, "op_id": f"{op_id}/{i}"} for i, op in enumerate(ops)]
         mark = {"reverts": {**writer.body(), "since_seq": start, "until_seq": end}}
@@ -605,6 +630,9 @@ class RevertService:
             ns, crdt_id, ops, principal, source, marks=mark, most=len(ops)
         )
         answer["applied"], answer["seq"] = result.applied, result.seq
+        if derived and result.duplicate:
+            # Another node applied the same revert first: this one applied none.
+            answer["applied"], answer["duplicate"] = len(result.records), True
         return answer
 
     async def _stage(
