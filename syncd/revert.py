@@ -310,12 +310,15 @@ def _refuse_undone(
         if undo is None:
             continue
         who = " ".join(f"{k} {v!r}" for k, v in writer.body().items())
+        undo_seq = seqs[undo.ops[0]]
+        caller = held.record(undo.ops[0])["client_id"]
         raise not_revertible(
             f"the ops of {who} from seq {restore.to_seq + 1} to {restore.until} were taken "
             f"back by the restore at seq {seqs[restore.ops[0]]} and brought back by the "
-            f"revert at seq {seqs[undo.ops[0]]} as its own ops, which are no single "
-            f"writer's work; to take them back, restore to seq {restore.to_seq} (every op "
-            f"since goes too) or revert that revert's caller's reverts; to take back only "
+            f"revert at seq {undo_seq} as its own ops, which are no single writer's work; "
+            f"to take them back, restore to seq {restore.to_seq} (every op since goes too) "
+            f"or take that revert back (client_id {caller}, origin {REVERT_ORIGIN!r}, "
+            f"since_seq {undo_seq}, until_seq {seqs[undo.ops[-1]]}); to take back only "
             f"this writer's later ops, pass since_seq {restore.until + 1}"
         )
 

@@ -268,6 +268,7 @@ async def test_an_undone_restore_brings_work_back_that_is_no_single_writers(
             message = r.json()["message"]
             assert f"restore at seq {restored['seq']}" in message, message
             assert f"revert at seq {undone['seq']}" in message, message
+            assert f"client_id {HUMAN}, origin 'revert'" in message, message
             assert "restore to seq 0" in message and f"since_seq {restored['seq']}" in message
         assert await doc.value() == 5
         # Past the undone restore's span the writer's work goes as usual.
