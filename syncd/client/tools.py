@@ -34,7 +34,9 @@ or XML (:mod:`syncd.client.ydoc_read`), not as its binary update.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -119,6 +121,20 @@ MAX_ROOT_IN_MESSAGE: Final = 64
 already names its root in its ``root`` field; a 256-character name said
 twice leaves no room for the value under the smallest result limit
 (``MIN_MAX_RESULT_CHARS``), so a longer one is referred to instead."""
+
+DEFAULT_CALL_TIMEOUT_S: Final = 30.0
+"""The longest one call of :class:`AgentTools` takes, retries and waits on
+``Retry-After`` included, before it is stopped and answered with a
+``timeout`` error: four attempts of up to 10 s each held a model's turn for
+40 s and more, and MCP hosts give up on a tool call after 60 s (the SDKs'
+default) with an error that tells the model nothing."""
+
+TIMEOUT_RETRY_S: Final = 5.0
+"""How long a call that timed out tells the model to wait before trying again
+(``retry_after_s``): a slow or busy service, not a refusal."""
+
+WRITING_ACTIONS: Final = frozenset({"increment", "set", "add", "restore", "revert"})
+"""The actions whose call may have changed a CRDT when it was stopped."""
 
 ORIGIN_MAX_LEN: Final = 128
 """The service's longest origin (docs/data-model.md#origins)."""
@@ -893,15 +909,54 @@ class AgentTools(_ToolSet):
         attempts: int = RETRY_ATTEMPTS,
         origin: str | None = None,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
+        if (
+            type(call_timeout_s) not in (int, float)
+            or not math.isfinite(call_timeout_s)
+            or call_timeout_s <= 0
+        ):
+            raise ValueError(f"call_timeout_s {call_timeout_s!r}: a number of seconds above 0")
         super().__init__(crdts, origin, max_result_chars)
         self.client = client
         self.attempts = attempts
+        self.call_timeout_s = float(call_timeout_s)
+        """The longest one call takes before a ``timeout`` result."""
 
     async def execute(self, name: str, arguments: Any = None) -> Result:
         """Run one tool call; a JSON-serializable result, never an exception for
         an unknown tool, bad input or a refusal (ops are retried safely with an
-        ``op_id`` on connection failures and 503)."""
+        ``op_id`` on connection failures and 503). A call still running after
+        :attr:`call_timeout_s` is stopped and answered with a ``timeout`` error."""
+        limit = asyncio.timeout(self.call_timeout_s)
+        try:
+            async with limit:
+                return await self._execute(name, arguments)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            return self._timed_out(name)
+
+    def _timed_out(self, name: str) -> Result:
+        tool = self._by_name.get(name)
+        if tool is not None and tool.action in WRITING_ACTIONS:
+            # Stopped between sending an op and its answer, the op may be in:
+            # a new call makes a new op_id, and an increment would count twice.
+            effect = (
+                "the change may have been applied or not: read the value (or the history "
+                "tool) before calling again"
+            )
+        else:
+            effect = "nothing was changed"
+        result = _error(
+            "timeout",
+            f"the call took longer than {self.call_timeout_s:g} s (the service is slow or "
+            f"busy) and was stopped; {effect}. Try again in {TIMEOUT_RETRY_S:g} s.",
+        )
+        result["retry_after_s"] = TIMEOUT_RETRY_S
+        return result
+
+    async def _execute(self, name: str, arguments: Any) -> Result:
         try:
             tool = self.resolve(name)
             client = self.client
