@@ -2432,33 +2432,49 @@ function decodeSseData(data) {
 var RETRY_AFTER_MAX_MS = 1e4;
 var END_EVENT = "end";
 var SYNCED_EVENT = "synced";
+var LINE_END = /\r\n|\r|\n/g;
 var SseParser = class {
   constructor() {
-    this._buffer = "";
+    this._partial = [];
+    this._skipLf = false;
     this._data = [];
     this._event = "";
   }
   events(chunk) {
-    this._buffer += chunk;
     const events = [];
-    let nl;
-    while ((nl = this._buffer.search(/\r\n|\n|\r/)) >= 0) {
-      const line = this._buffer.slice(0, nl);
-      const width = this._buffer.startsWith("\r\n", nl) ? 2 : 1;
-      this._buffer = this._buffer.slice(nl + width);
-      if (line === "") {
-        if (this._data.length) events.push({ event: this._event || "message", data: this._data.join("\n") });
-        this._data = [];
-        this._event = "";
-      } else if (line.startsWith(":")) {
-        continue;
-      } else if (line.startsWith("data:")) {
-        this._data.push(line.slice(line[5] === " " ? 6 : 5));
-      } else if (line.startsWith("event:")) {
-        this._event = line.slice(line[6] === " " ? 7 : 6);
-      }
+    let pos = 0;
+    if (this._skipLf && chunk.length > 0) {
+      this._skipLf = false;
+      if (chunk.charCodeAt(0) === 10) pos = 1;
     }
+    LINE_END.lastIndex = pos;
+    let m;
+    while ((m = LINE_END.exec(chunk)) !== null) {
+      let line = chunk.slice(pos, m.index);
+      if (this._partial.length) {
+        this._partial.push(line);
+        line = this._partial.join("");
+        this._partial = [];
+      }
+      pos = LINE_END.lastIndex;
+      if (pos === chunk.length && m[0] === "\r") this._skipLf = true;
+      this._line(line, events);
+    }
+    if (pos < chunk.length) this._partial.push(chunk.slice(pos));
     return events;
+  }
+  _line(line, events) {
+    if (line === "") {
+      if (this._data.length) events.push({ event: this._event || "message", data: this._data.join("\n") });
+      this._data = [];
+      this._event = "";
+    } else if (line.startsWith(":")) {
+      return;
+    } else if (line.startsWith("data:")) {
+      this._data.push(line.slice(line[5] === " " ? 6 : 5));
+    } else if (line.startsWith("event:")) {
+      this._event = line.slice(line[6] === " " ? 7 : 6);
+    }
   }
   feed(chunk) {
     return this.events(chunk).filter((e) => e.event === "message").map((e) => e.data);

@@ -43,41 +43,67 @@ export const END_EVENT = 'end';
 /** The name of the event that ends the stream's start (the snapshot or replay, or nothing). */
 export const SYNCED_EVENT = 'synced';
 
+/** A line end of SSE: CRLF, CR or LF. */
+const LINE_END = /\r\n|\r|\n/g;
+
 /**
  * Split an SSE text stream into events. Feed text chunks: `events()` returns
  * each complete event as `{event, data}` (`event` is `'message'` unless an
  * `event:` line named it); `feed()` only the data of the unnamed ones, the
  * deltas. Comments (`: ping`) are skipped, an event without data is not
  * dispatched (the SSE rules).
+ *
+ * A chunk may end anywhere: in a line (its start is kept as pieces, joined
+ * once the line ends, so a large event in small chunks is not scanned or
+ * copied again at every chunk), or between the CR and the LF of a CRLF (the
+ * LF starting the next chunk is that line end's, not a blank line).
  */
 export class SseParser {
   constructor() {
-    this._buffer = '';
+    /** The unfinished line's pieces. */
+    this._partial = [];
+    /** The last chunk ended with a CR: an LF starting the next one belongs to it. */
+    this._skipLf = false;
     this._data = [];
     this._event = '';
   }
 
   events(chunk) {
-    this._buffer += chunk;
     const events = [];
-    let nl;
-    while ((nl = this._buffer.search(/\r\n|\n|\r/)) >= 0) {
-      const line = this._buffer.slice(0, nl);
-      const width = this._buffer.startsWith('\r\n', nl) ? 2 : 1;
-      this._buffer = this._buffer.slice(nl + width);
-      if (line === '') {
-        if (this._data.length) events.push({ event: this._event || 'message', data: this._data.join('\n') });
-        this._data = [];
-        this._event = '';
-      } else if (line.startsWith(':')) {
-        continue;
-      } else if (line.startsWith('data:')) {
-        this._data.push(line.slice(line[5] === ' ' ? 6 : 5));
-      } else if (line.startsWith('event:')) {
-        this._event = line.slice(line[6] === ' ' ? 7 : 6);
-      }
+    let pos = 0;
+    if (this._skipLf && chunk.length > 0) {
+      this._skipLf = false;
+      if (chunk.charCodeAt(0) === 10) pos = 1;
     }
+    LINE_END.lastIndex = pos;
+    let m;
+    while ((m = LINE_END.exec(chunk)) !== null) {
+      let line = chunk.slice(pos, m.index);
+      if (this._partial.length) {
+        this._partial.push(line);
+        line = this._partial.join('');
+        this._partial = [];
+      }
+      pos = LINE_END.lastIndex;
+      if (pos === chunk.length && m[0] === '\r') this._skipLf = true;
+      this._line(line, events);
+    }
+    if (pos < chunk.length) this._partial.push(chunk.slice(pos));
     return events;
+  }
+
+  _line(line, events) {
+    if (line === '') {
+      if (this._data.length) events.push({ event: this._event || 'message', data: this._data.join('\n') });
+      this._data = [];
+      this._event = '';
+    } else if (line.startsWith(':')) {
+      return;
+    } else if (line.startsWith('data:')) {
+      this._data.push(line.slice(line[5] === ' ' ? 6 : 5));
+    } else if (line.startsWith('event:')) {
+      this._event = line.slice(line[6] === ' ' ? 7 : 6);
+    }
   }
 
   feed(chunk) {
