@@ -234,7 +234,9 @@ class CheckedLines:
         sent under the id that request went to the SDK with."""
         if "initialize" not in line and not (self._pending and "cancelled" in line):
             return line  # neither: skip parsing the line again
-        message = json.loads(line)
+        from pydantic_core import from_json
+
+        message = from_json(line)  # as line_error read it: it parses
         if not isinstance(message, dict):
             return line
         if message.get("method") == "initialize" and "id" in message:

@@ -99,6 +99,17 @@ async def test_an_empty_batch_is_an_invalid_request(batching: Session) -> None:
     assert answer["error"]["code"] == -32600
 
 
+async def test_a_batch_over_the_bound_is_an_invalid_request(batching: Session) -> None:
+    from syncd.client.mcp_server import MAX_BATCH_MESSAGES
+
+    await batching.send([_request(n, "ping") for n in range(MAX_BATCH_MESSAGES + 1)])
+    answer = await batching.answer()
+    assert isinstance(answer, dict) and answer["error"]["code"] == -32600, answer
+    await batching.send([_request(n, "ping") for n in range(MAX_BATCH_MESSAGES)])
+    answers = await batching.answer()
+    assert sorted(answer["id"] for answer in answers) == list(range(MAX_BATCH_MESSAGES))
+
+
 async def test_a_batch_of_notifications_gets_no_answer(batching: Session) -> None:
     await batching.send([NOTIFICATION, NOTIFICATION])
     with pytest.raises(asyncio.TimeoutError):
