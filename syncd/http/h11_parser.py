@@ -60,11 +60,24 @@ class H11Parser:
         """The bytes h11 reads next are the trailer section."""
         self._line_judged = False
         """The request line of the head still coming has been judged whole."""
+        self._line_end = -1
+        """Where it ends (its CRLF), once judged."""
         self._framing_judged = 0
-        """Bytes of whole lines of the head still coming that
-        ``_head_framing_refusal`` has judged."""
+        """Bytes of the head still coming that ``_head_framing_refusal`` has
+        judged."""
+        self._newlines = 0
+        """Line ends in the first ``_newlines_at`` bytes of the head still
+        coming (``field_limit_end`` has nothing to find before 102)."""
+        self._newlines_at = 0
+        self._line_whole = False
+        """The request line of the head still coming is whole and mended
+        (see ``_collapse_request_line_spaces``)."""
         self._lines: _LinesSoFar | None = None
         """The field lines of the head or trailer section still coming."""
+        self._fresh = 0
+        """Bytes received since h11 last held back part of a body (a chunk
+        line or trailers) that was judged: what h11 holds before its last
+        ``_fresh`` bytes has been (see ``_held_body_refusal``)."""
 
     def feed(self, data: bytes) -> None:
         if data:
@@ -75,6 +88,7 @@ class H11Parser:
                 data = data.lstrip(b"\r\n")
                 if not data:
                     return
+        self._fresh += len(data)
         self._conn.receive_data(data)
 
     def _at_request_start(self) -> bool:
@@ -104,8 +118,11 @@ class H11Parser:
         self._trailers_next = False
         self._line_judged = False
         self._framing_judged = 0
+        self._newlines = self._newlines_at = 0
+        self._line_whole = False
         self._lines = None
         data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
+        self._fresh = len(data)
         if data:
             self._conn.receive_data(data)
         if closed:
@@ -119,7 +136,9 @@ class H11Parser:
             if self._conn.their_state is h11.IDLE:
                 self._collapse_request_line_spaces()
                 head_data = self._conn.trailing_data[0]
-                limit_end = field_limit_end(head_data)
+                self._newlines += head_data.count(b"\n", self._newlines_at)
+                self._newlines_at = len(head_data)
+                limit_end = field_limit_end(head_data) if self._newlines > MAX_HEADERS else -1
                 if limit_end >= 0:
                     self._failed = _field_limit_refusal(bytes(head_data[:limit_end]))
                     return self._failed
@@ -151,6 +170,7 @@ class H11Parser:
                         if closed:
                             self._conn.receive_data(b"")
                         head_data = b""
+                        self._newlines = self._newlines_at = 0
                         continue
                 refusal = ParseError(exc.error_status_hint, _reason(exc))
                 if self._head is None:
@@ -163,28 +183,19 @@ class H11Parser:
                     # not take as soon as it has read it, and a byte no
                     # request line or field name may hold as soon as it has
                     # read that.
-                    refusal = _version_first(head_data, early=True) or self._head_so_far_refusal(
-                        head_data
-                    )
+                    # (The line judged whole, its version was judged with it.)
+                    refusal = (
+                        None if self._line_judged else _version_first(head_data, early=True)
+                    ) or self._head_so_far_refusal(head_data)
                     if refusal is not None:
                         self._failed = refusal
                         return refusal
-                    self._framing_judged = head_data.rfind(b"\n") + 1
+                    self._framing_judged = len(head_data)
                 elif self._conn.their_state is h11.SEND_BODY:
-                    # h11 passes body bytes on as they come, so what it holds
-                    # back is part of a chunk line or the trailers, where it
-                    # waits for a CRLF that a bare LF never gives; llhttp
-                    # refuses the LF at once.
-                    pending = self._conn.trailing_data[0]
-                    if b"\n" in pending and pending.count(b"\n") != pending.count(b"\r\n"):
-                        self._failed = ParseError(
-                            400, "a line in the chunked body does not end with CRLF"
-                        )
-                        return self._failed
-                    crs = pending.count(b"\r") - pending.endswith(b"\r")  # a CRLF cut in two
-                    if crs and crs != pending.count(b"\r\n"):
-                        self._failed = ParseError(400, "a bare CR in the chunked body")
-                        return self._failed
+                    refusal = self._held_body_refusal()
+                    if refusal is not None:
+                        self._failed = refusal
+                        return refusal
                 return NEED_DATA
             if isinstance(event, h11.Request):
                 result = self._on_head(event)
@@ -211,6 +222,23 @@ class H11Parser:
                 return request
             elif isinstance(event, h11.ConnectionClosed):
                 return CLOSED
+
+    def _held_body_refusal(self) -> ParseError | None:
+        """h11 passes body bytes on as they come, so what it holds back is
+        part of a chunk line or the trailers, where it waits for a CRLF that
+        a bare LF never gives; llhttp refuses the LF at once. Only the bytes
+        received since the last call are searched (with the two before them:
+        a CRLF cut in two), so that trailers trickled in cost about what
+        they cost whole."""
+        pending = self._conn.trailing_data[0]
+        pos = max(0, len(pending) - self._fresh - 2)
+        self._fresh = 0
+        if _BARE_LF.search(pending, pos) is not None:
+            return ParseError(400, "a line in the chunked body does not end with CRLF")
+        bare_cr = _BARE_CR.search(pending, pos)
+        if bare_cr is not None and bare_cr.start() != len(pending) - 1:  # a CRLF cut in two
+            return ParseError(400, "a bare CR in the chunked body")
+        return None
 
     def _chunk_line_refusal(self) -> ParseError | None:
         """h11 takes a chunk line of 1-20 hex digits, blanks after them and
@@ -264,12 +292,13 @@ class H11Parser:
         ``_fields_so_far_refusal``). Answered as h11 answers the whole head
         (the version first). Cheap checks of what is in, not a second
         parser: what the head means is left to h11 once it is in."""
-        line_end = buffered.find(b"\r\n")
+        line_end = self._line_end if self._line_judged else buffered.find(b"\r\n")
         if line_end < 0:
             refusal = _line_so_far_refusal(bytes(buffered[:MAX_HEAD_BYTES]))
         else:
             refusal = None if self._line_judged else _line_refusal(buffered, line_end)
             self._line_judged = True
+            self._line_end = line_end
             if refusal is None:
                 refusal = _fields_so_far_refusal(self._lines_so_far(), buffered, line_end + 2)
         if refusal is None:
@@ -287,11 +316,12 @@ class H11Parser:
         refuses it. Judged once the section's blank line is in, before h11
         reads it. ``start``: where the section starts in what h11 holds (0
         once h11 has read the last chunk's line)."""
-        pending = bytes(self._conn.trailing_data[0])
+        pending = self._conn.trailing_data[0]  # (h11 gives a copy)
         if pending[start : start + 1] == b"\n" or pending[start : start + 2] == b"\r\n":
             end = pending.index(b"\n", start) + 1  # no trailers: the blank line at once
         else:
-            blank = _BLANK_LINE.search(pending, start)
+            # Not before what was searched at the last read (see _held_body_refusal).
+            blank = _BLANK_LINE.search(pending, max(start, len(pending) - self._fresh - 2))
             if blank is None:
                 return _trailers_so_far_refusal(self._lines_so_far(), pending, start)
             end = blank.end()
@@ -317,9 +347,14 @@ class H11Parser:
         llhttp reads them ("GET  /x HTTP/1.1"; RFC 9112 3 allows parsing on
         whitespace-delimited words); h11 refuses them. Before h11 has read the
         request, a fresh h11 takes the bytes with the line mended."""
+        if self._line_whole:
+            return
         data, closed = self._conn.trailing_data
         line_end = data.find(b"\r\n")
-        if line_end < 0 or b"  " not in data[:line_end]:
+        if line_end < 0:
+            return
+        self._line_whole = True
+        if data.find(b"  ", 0, line_end) < 0:
             return
         words = _SPACED_REQUEST_LINE.fullmatch(bytes(data[:line_end]))
         if words is None:
@@ -329,6 +364,7 @@ class H11Parser:
         if closed:
             conn.receive_data(b"")
         self._conn = conn
+        self._newlines = self._newlines_at = 0
 
     def _on_head(self, event: h11.Request) -> Event | None:
         # raw_items() is a plain list: iterating h11's Headers goes through
@@ -481,17 +517,25 @@ def _line_so_far_refusal(line: bytes) -> ParseError | None:
 
 class _LinesSoFar:
     """Field lines (of a head or a trailer section) as they arrive: each
-    whole line is judged once, so that a head trickled in a byte at a time
-    costs about what it costs whole; the last line, not yet whole, is judged
-    at each read by its name alone."""
+    byte is judged once, so that a head trickled in a byte at a time costs
+    about what it costs whole, however long its lines: whole lines for
+    their syntax, the last line, not yet whole, for its name so far."""
 
-    __slots__ = ("codings", "judged", "names")
+    __slots__ = ("codings", "colon", "judged", "name", "names", "scanned")
 
     def __init__(self) -> None:
         self.judged = 0
         """Bytes of whole lines judged, from the first field line on."""
+        self.scanned = 0
+        """Bytes, from the first field line on, searched for a control
+        character, a line end and a colon."""
+        self.colon = -1
+        """Where the colon of the line not yet whole is (from the first field
+        line on), once it is in; -1 before."""
+        self.name = b""
+        """That line's name, lower-cased, once its colon is in."""
         self.names: list[bytes] = []
-        """Their names, lower-cased."""
+        """The names of the whole lines, lower-cased."""
         self.codings: list[bytes] = []
         """Their Transfer-Encoding values."""
 
@@ -500,13 +544,18 @@ class _LinesSoFar:
     ) -> tuple[list[tuple[bytes, bytes]], tuple[bytes, bytes] | None] | None:
         """The field lines of ``data`` from ``start`` on: the whole ones not
         judged before, as (lower-cased name, value and CR) pairs, and the
-        name and value so far of the last one once its colon is in. None if
-        a name, whole or not, is no token or a control character came (h11
-        takes any value without one, see ``_head_framing_refusal``)."""
+        name and value so far of the last one once its colon is in (its
+        value only for Content-Length and Transfer-Encoding, empty for any
+        other: no caller reads it, and copying it at every read would cost
+        a trickled long line its length squared). None if a name, whole or
+        not, is no token or a control character came (h11 takes any value
+        without one, see ``_head_framing_refusal``)."""
         begin = start + self.judged
-        if _CONTROL.search(data, begin) is not None:
+        scanned = start + self.scanned
+        if _CONTROL.search(data, scanned) is not None:
             return None
-        end = data.rfind(b"\n", begin) + 1
+        self.scanned = len(data) - start
+        end = data.rfind(b"\n", scanned) + 1  # none before: those lines were judged
         new: list[tuple[bytes, bytes]] = []
         if end > begin:
             lines = bytes(data[begin:end])
@@ -516,15 +565,23 @@ class _LinesSoFar:
             self.judged += len(lines)
             self.names += [name for name, _ in new]
             self.codings += [v.rstrip(b"\r") for name, v in new if name == b"transfer-encoding"]
+            self.colon = -1
+            scanned = end
         else:
             end = begin
-        colon = data.find(b":", end)
-        if colon < 0:  # a name so far, or the blank line's CR
-            whole = data[end:] == b"\r" or _TOKENS.fullmatch(data, end) is not None
-            return (new, None) if whole else None
-        if colon == end or _TOKENS.fullmatch(data, end, colon) is None:
-            return None
-        return new, (bytes(data[end:colon]).lower(), bytes(data[colon + 1 :]))
+        if len(data) > end and data[end] == _CR_LF[0]:  # the blank line's CR, nothing after
+            return (new, None) if len(data) == end + 1 else None
+        if self.colon < 0:
+            colon = data.find(b":", scanned)
+            if colon < 0:  # a name so far
+                return (new, None) if _TOKENS.fullmatch(data, scanned) is not None else None
+            if colon == end or _TOKENS.fullmatch(data, scanned, colon) is None:
+                return None
+            self.colon = colon - start
+            self.name = bytes(data[end:colon]).lower()
+        name = self.name
+        value = bytes(data[start + self.colon + 1 :]) if name in _FRAMING_NAMES else b""
+        return new, (name, value)
 
 
 def _field_limit_refusal(head: bytes) -> ParseError:
@@ -799,13 +856,13 @@ def _head_framing_refusal(buffered: bytes | bytearray, judged: int = 0) -> Parse
     """What h11 tolerates in a request head and llhttp does not: a bare LF as a
     line end (RFC 9112 2.2 MAY) and obsolete line folding (RFC 9112 5.2: reject
     or unfold). Refusing both keeps the two parsers' answers identical.
-    ``judged``: the whole lines at the start of a head still coming that an
+    ``judged``: the bytes at the start of a head still coming that an
     earlier call found fine; only what follows them is judged, for its line
     ends, control characters and folding (``_fields_so_far_refusal`` judges
     its fields), so that a head trickled in costs about what it costs whole."""
-    end = buffered.find(b"\r\n\r\n")
+    end = buffered.find(b"\r\n\r\n", max(0, judged - 3))  # none before: it was judged
     if end < 0 and judged:
-        return _line_ends_refusal(bytes(buffered[judged - 2 :]), False)  # from its CRLF on
+        return _line_ends_so_far_refusal(buffered, max(0, judged - 2))
     head = bytes(buffered if end < 0 else buffered[:end])
     refusal = _line_ends_refusal(head, end >= 0)
     if refusal is not None:
@@ -840,6 +897,27 @@ def _head_framing_refusal(buffered: bytes | bytearray, judged: int = 0) -> Parse
             return _malformed_but_coding(head) or refusal
         return refusal
     return None
+
+
+def _line_ends_so_far_refusal(head: bytes | bytearray, pos: int) -> ParseError | None:
+    """``_line_ends_refusal`` of a head still coming, of its bytes from
+    ``pos`` on (what comes before them is judged; a CR or LF there is seen
+    with the bytes before it), without a copy."""
+    if _BARE_LF.search(head, pos) is not None:
+        return ParseError(400, "a line in the request head does not end with CRLF")
+    bare_cr = _BARE_CR.search(head, pos)
+    if bare_cr is not None and bare_cr.start() != len(head) - 1:  # a CRLF cut in two
+        return ParseError(400, "a bare CR in the request head")
+    if _CONTROL.search(head, pos) is not None:
+        return ParseError(400, "a control character in the request head")
+    if _FOLDING.search(head, pos) is not None:
+        return ParseError(400, "obsolete line folding in the request head")
+    return None
+
+
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+_BARE_CR = re.compile(rb"\r(?!\n)")
+_FOLDING = re.compile(rb"\r\n[ \t]")
 
 
 def _line_ends_refusal(head: bytes, whole: bool) -> ParseError | None:
