@@ -243,6 +243,7 @@ class YjsChannel(DeliverEach):
         "_left",
         "_missed_awareness",
         "_owner",
+        "_relayed_awareness",
         "_resync_step1",
         "_step1s",
         "closed",
@@ -286,6 +287,8 @@ class YjsChannel(DeliverEach):
         self._missed_awareness: set[int] | None = None
         """The awareness clients whose changes were skipped while the peer
         lagged (None: none): their current states go out once it drains."""
+        self._relayed_awareness = False
+        """An awareness update of the peer's was relayed (the first is free)."""
         self._resync_step1 = resync_step1
         """Follow the answer to each step 1 of the peer but its first with our
         step 1 (Hocuspocus: see :meth:`_answer_step1`)."""
@@ -503,6 +506,27 @@ class YjsChannel(DeliverEach):
 
         self._answer_counted(answer, "a query-awareness")
 
+    def _charge_awareness(self) -> None:
+        """Count an awareness update the room relayed against the token's
+        rate limit; over it, the socket is not read until the limit allows
+        (:meth:`_answer_counted`), so a peer's updates are relayed at most
+        about as often as the limit (one over it, at most, before the wait).
+        Each is sent to every connection of the room and to the other
+        nodes: uncounted, one token made the server fan out as many as it
+        could send.
+
+        Counted once relayed, not when read: providers send back every
+        awareness change they are sent (y-websocket and
+        ``@hocuspocus/provider`` alike, whatever its origin), and such an
+        echo changes nothing and is not relayed; counted, it would charge
+        every provider of a busy room for each cursor move of the others.
+        The first is free, as the first step 1 is: a provider sends its
+        state as it joins, which the upgrade or the auth paid for."""
+        if not self._relayed_awareness:
+            self._relayed_awareness = True
+            return
+        self._answer_counted(lambda: None, "an awareness update")
+
     def _answer_counted(self, answer: Callable[[], None], what: str) -> None:
         """Count a message that asks for an answer against the token's rate
         limit, then ``answer()`` it; over the limit, the answer waits and the
@@ -706,9 +730,12 @@ class YjsChannel(DeliverEach):
                 self._apply(action.update)
         elif isinstance(action, RelayAwareness):
             try:
-                self.room.apply(self, action.update)
+                relayed = self.room.apply(self, action.update)
             except AwarenessRefused as exc:
                 owner.close_document(self, CLOSE_POLICY, str(exc))
+            else:
+                if relayed:
+                    self._charge_awareness()
         elif isinstance(action, SendAwareness):
             self._answer_query_awareness()
         elif isinstance(action, ReadOnlyUpdate):

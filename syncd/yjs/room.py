@@ -223,15 +223,16 @@ class Room:
         held = self.awareness.states
         return len(mine) + sum(1 for c in present if c not in mine and c not in held)
 
-    def apply(self, member: Member, update: bytes) -> None:
+    def apply(self, member: Member, update: bytes) -> bool:
         """Apply ``member``'s awareness update and relay it to the room,
         ``member`` included (see below); one that would take ``member`` past
         :data:`MAX_AWARENESS_CLIENTS`, or with a state over
         :data:`MAX_AWARENESS_STATE_BYTES`, is refused whole, before anyone
-        sees it."""
+        sees it. Whether it was relayed (it changed the room: what the
+        channel counts against the token's rate limit)."""
         try:
             if Reader(update).var_uint() > MAX_AWARENESS_UPDATE_CLIENTS:
-                return  # unread: an echo of a large room at best (see the constant)
+                return False  # unread: an echo of a large room at best (see the constant)
             present = awareness_clients(update, MAX_AWARENESS_STATE_BYTES)
         except AwarenessStateTooLarge as exc:
             raise AwarenessRefused(str(exc)) from exc
@@ -241,7 +242,7 @@ class Room:
             raise AwarenessRefused(f"over {MAX_AWARENESS_CLIENTS} awareness clients")
         changes = self._apply(update, member, checked=True)
         if not changes:
-            return
+            return False
         for client in (*changes.get("added", ()), *changes.get("updated", ())):
             self._announced_by(client, member)
         for client in changes.get("removed", ()):
@@ -255,6 +256,7 @@ class Room:
             each.send_awareness(update, changed)
         if self._relay is not None:
             self._relay.publish(self.ns, self.crdt_id, update)
+        return True
 
     def _announced_by(self, client: int, member: Member | None) -> None:
         """``client``'s state now comes from ``member`` (None: from no
