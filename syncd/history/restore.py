@@ -19,7 +19,9 @@ take it back a second time. The restore's own ops are its caller's write.
 
 With an ``op_id`` the ops carry ``<op_id>/<i>``; a restore whose first op id
 the engine has seen already answers as the first did (:func:`repeated`), so a
-client may retry one safely.
+client may retry one safely. Without one, on a store shared by nodes, the
+ops carry one derived from what they were computed on (:func:`derived_op_id`),
+so that the same restore taken by two nodes at once is applied once.
 
 A type that cannot be restored (``RESTORABLE`` False) refuses with its own
 reason where it has one (its ``restore_ops`` raises), else 409
@@ -92,6 +94,14 @@ async def apply_restore(
     ops = entry.crdt.restore_ops(target)
     if not ops:
         return {"ok": True, "seq": entry.seq, "applied": 0, "restored": seq}
+    derived = op_id is None and not service.stages
+    if derived:
+        # Several nodes may take the same restore at once (a client's retry
+        # sent to another node): both compute the same ops on the same state,
+        # and both applied them (a counter at 8 restored to 3 ended at -2).
+        # An op_id of what they are computed from makes the second to commit
+        # a repeat; one computed on a later state has another.
+        op_id = derived_op_id(entry.epoch, entry.seq, seq)
     if op_id is not None:
         ops = [{**op, "op_id": f"{op_id}/{i}"} for i, op in enumerate(ops)]
     # What the ops take back: every op after ``seq`` up to the one the state
@@ -105,4 +115,18 @@ async def apply_restore(
     result = await service.apply_ops(
         entry.ns, entry.id, ops, principal, source, marks=mark, most=len(ops)
     )
-    return {"ok": True, "seq": result.seq, "applied": result.applied, "restored": seq}
+    answer = {"ok": True, "seq": result.seq, "applied": result.applied, "restored": seq}
+    if derived and result.duplicate:
+        # Another node applied the same restore first: this one applied none.
+        answer["applied"], answer["duplicate"] = len(result.records), True
+    return answer
+
+
+def derived_op_id(epoch: str, computed_at: int, to_seq: int) -> str:
+    """The op_id of a restore sent without one, on a store shared by nodes
+    (a node runs a CRDT's ops one after the other, and a restore after
+    another computes on its ops): the life, the seq of the state its ops were
+    computed on, and the seq it restores to. Unlike a client's, never
+    checked before the ops are computed: only the engine's check under the
+    CRDT's row lock meets it."""
+    return f"restore:{epoch}:{computed_at}:{to_seq}"

@@ -11,6 +11,7 @@ revert and applies as usual."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 from syncd.app import App
@@ -30,18 +31,25 @@ def value(app: App, crdt_id: str) -> Any:
     return (app.engine.read(NS, crdt_id) or {}).get("value")
 
 
-async def at_once(a: App, b: App, crdt_id: str, writer: Writer) -> list[dict[str, Any]]:
-    """The same revert on both nodes, each computed before either commits:
-    the CRDT's row is held locked (as a third node's transaction would) until
-    both are waiting to commit."""
+async def held_locked(
+    a: App, crdt_id: str, *requests: Coroutine[Any, Any, dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The requests on their nodes, each computed before any commits: the
+    CRDT's row is held locked (as a third node's transaction would) until all
+    are waiting to commit."""
     with sql_conn(a.settings.database_url or "") as conn:
         conn.execute("BEGIN")
         conn.execute("SELECT 1 FROM crdts WHERE ns = %s AND id = %s FOR UPDATE", (NS, crdt_id))
-        tasks = [asyncio.ensure_future(undo(app, crdt_id, writer)) for app in (a, b)]
+        tasks = [asyncio.ensure_future(request) for request in requests]
         await asyncio.sleep(1.0)
         assert not any(task.done() for task in tasks)
         conn.execute("COMMIT")
     return list(await asyncio.gather(*tasks))
+
+
+async def at_once(a: App, b: App, crdt_id: str, writer: Writer) -> list[dict[str, Any]]:
+    """The same revert on both nodes at once (:func:`held_locked`)."""
+    return await held_locked(a, crdt_id, undo(a, crdt_id, writer), undo(b, crdt_id, writer))
 
 
 async def undo(app: App, crdt_id: str, writer: Writer) -> dict[str, Any]:
@@ -104,3 +112,31 @@ async def test_two_nodes_reverting_the_same_text_at_once_take_it_back_once(
     assert sorted(bool(x.get("duplicate")) for x in both) == [False, True], both
     assert (a.engine.read(NS, "rg:d") or {}).get("text") == "keep"
     await eventually(lambda: (b.engine.read(NS, "rg:d") or {}).get("text") == "keep")
+
+
+async def test_the_same_restore_on_two_nodes_at_once_is_applied_once(
+    start_node: StartNode,
+) -> None:
+    """A restore without an op_id likewise (syncd/history/restore.py): before,
+    a counter at 8 restored to 3 by two nodes at once ended at -2."""
+    a = await start_node("a")
+    b = await start_node("b")
+    human, agent = principal(a, HUMAN), principal(a, AGENT)
+    await a.service.apply_ops(NS, "pn:r", {"op": "increment", "amount": 3}, human, "http")
+    await a.service.apply_ops(NS, "pn:r", {"op": "increment", "amount": 5}, agent, "http")
+    await load(b, "pn:r")
+    await eventually(lambda: value(b, "pn:r") == 8)
+
+    async def restore(app: App) -> dict[str, Any]:
+        return await app.history.restore(NS, "pn:r", 1, principal(app, HUMAN), None, "http")
+
+    both = await held_locked(a, "pn:r", restore(a), restore(b))
+    assert sorted(bool(x.get("duplicate")) for x in both) == [False, True], both
+    assert value(a, "pn:r") == 3
+    await eventually(lambda: value(b, "pn:r") == 3)
+    # Restored again after more writes: another restore, applied.
+    await a.service.apply_ops(NS, "pn:r", {"op": "increment", "amount": 2}, agent, "http")
+    await eventually(lambda: value(b, "pn:r") == 5)
+    again = await restore(b)
+    assert again["applied"] == 1 and "duplicate" not in again, again
+    assert value(b, "pn:r") == 3
