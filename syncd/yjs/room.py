@@ -49,8 +49,9 @@ over :data:`MAX_AWARENESS_CLIENTS` (close 1008): a connection holds at most
 
 MAX_AWARENESS_UPDATE_CLIENTS: Final = 16 * MAX_AWARENESS_CLIENTS
 """Clients one awareness update from a connection may name; one naming more
-is ignored unread. Awareness is not counted against the rate limit, and each
-client is read in Python twice (here, then by pycrdt): 110 000 null states
+is ignored unread. Only an update the room relays counts against the rate
+limit (an echo, which changes nothing, is free), and each client is read in
+Python twice (here, then by pycrdt): 110 000 null states
 fit in 1 MiB and held the event loop for a second, per message. A provider
 names its own clients (at most :data:`MAX_AWARENESS_CLIENTS`), or echoes
 the room's states it was sent (providers send every awareness change back),
