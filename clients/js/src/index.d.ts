@@ -255,8 +255,9 @@ export class Subscription extends Emitter {
   replica: Replica | null | undefined;
   /**
    * True once no more deltas come: the socket or stream was closed (by
-   * close(), or for good by the server), or the subscription was
-   * unsubscribed. `close` was emitted then.
+   * close(), or for good by the server), the subscription was
+   * unsubscribed, or the server ended or refused it (`forbidden`: the rule
+   * that granted its read expired). `close` was emitted then.
    */
   closed: boolean;
   view(nowMs?: number): { value: unknown; [extra: string]: unknown } | null;
@@ -279,7 +280,8 @@ export class Subscription extends Emitter {
   on(event: 'error', handler: (error: Error) => void): Unsubscribe;
   /**
    * Once, when the subscription ends (see `closed`): with a SyncdError
-   * `closed`, or the error that stopped its transport (a TokenRevokedError...).
+   * `closed`, the error that stopped its transport (a TokenRevokedError...),
+   * or the server's error that ended it (`forbidden`...).
    */
   on(event: 'close', handler: (reason: Error) => void): Unsubscribe;
 }

@@ -60,6 +60,13 @@ export function wsUrl(baseUrl, namespace, token) {
   return url.toString();
 }
 
+/**
+ * Error codes about a subscription after which it goes on: a subscribe over
+ * the rate limit (sent again after `retry_after`), and a start the server
+ * could not read (its store away: the next reconnect subscribes again).
+ */
+const SUBSCRIPTION_GOES_ON = new Set(['rate_limited', 'unavailable', 'internal']);
+
 /** A presence `update` without `ttl_ms` lasts this long (syncd/crdt/presence.py DEFAULT_TTL_MS). */
 const PRESENCE_DEFAULT_TTL_MS = 30_000;
 /** The shortest `ttl_ms` the server takes (syncd/crdt/presence.py MIN_TTL_MS). */
@@ -417,8 +424,18 @@ export class SyncSocket extends Emitter {
         // server: ask again once the limit allows (still reported, as a
         // refused op is).
         if (sub && err.code === 'rate_limited') this._subscribeLater(sub, retryAfter);
-        if (sub) sub.handleError(err);
-        else this.emit('error', err);
+        if (!sub) {
+          this.emit('error', err);
+          return;
+        }
+        sub.handleError(err);
+        // Any other error about a subscription (its read ended: `forbidden`
+        // when the rule that granted it expired; a subscribe refused) means
+        // the server dropped it or never took it: it ends with the error, as
+        // an SSE stream does, rather than stay `synced` with nothing coming
+        // and be sent again at every reconnect. (Unless a listener of the
+        // error ended it already.)
+        if (!SUBSCRIPTION_GOES_ON.has(err.code) && this._subs.get(sub.id) === sub) this._endSubscription(sub, err);
         return;
       }
       case 'synced': {
@@ -599,11 +616,16 @@ export class SyncSocket extends Emitter {
   unsubscribe(id) {
     const sub = this._subs.get(id);
     if (!sub) return;
+    this._endSubscription(sub, new SyncdError('closed', `unsubscribed from ${id}`));
+  }
+
+  /** Forget `sub` (unsubscribed on the server too) and end it with `reason`. */
+  _endSubscription(sub, reason) {
     clearTimeout(sub._resyncTimer);
     clearTimeout(sub._retryTimer);
-    this._subs.delete(id);
-    this._send({ kind: 'unsubscribe', id });
-    sub.end(new SyncdError('closed', `unsubscribed from ${id}`));
+    this._subs.delete(sub.id);
+    this._send({ kind: 'unsubscribe', id: sub.id });
+    sub.end(reason);
   }
 
   /**
