@@ -170,7 +170,8 @@ _OFFSET: Final[dict[str, Any]] = {
 
 _YDOC_READ: Final = (
     " It is a Yjs document: name a root type with 'root' and how to read it with 'as' "
-    "(text, map, array or xml) to get its content. Without 'root' it lists the roots."
+    "(text, map, array or xml) to get its content. Without 'root' it lists the roots "
+    "(many of them in pages, read on with offset as for a value)."
 )
 
 _YDOC_ROOT: Final[dict[str, Any]] = {

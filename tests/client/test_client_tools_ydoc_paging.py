@@ -79,3 +79,11 @@ async def test_a_few_roots_still_come_whole(server: RunningServer) -> None:
         second = await tools.execute("service_read_yd_small", {"offset": 1})
         assert second["roots"] == ["b"] and second["offset"] == 1
         assert second["next_offset"] is None and second["total"] == 2
+
+
+def test_the_read_tool_says_the_roots_page() -> None:
+    from syncd.client import build_tools
+
+    read, history = build_tools([("yd:big", "ydoc")])[:2]
+    assert "roots (many of them in pages, read on with offset" in read.description
+    assert "without 'root' it lists the roots (many of them in pages" in history.description
