@@ -243,8 +243,13 @@ class CheckedLines:
             self._initializing.add(message["id"])
         params = message.get("params")
         if message.get("method") == "notifications/cancelled" and isinstance(params, dict):
+            cancelled = params.get("requestId")
             ours = next(
-                (key for key, (_, own) in self._pending.items() if own == params.get("requestId")),
+                (
+                    key
+                    for key, (_, own) in self._pending.items()
+                    if type(own) is type(cancelled) and own == cancelled  # not 1 for true
+                ),
                 None,
             )
             if ours is not None:

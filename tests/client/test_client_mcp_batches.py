@@ -165,6 +165,13 @@ async def test_a_cancelled_request_leaves_the_rest_of_its_batch_answered(
             await session.send([_request(1, "ping"), _add(2, "slow")])
             with pytest.raises(asyncio.TimeoutError):
                 await session.answer(QUIET_S)  # the batch waits for the call
+            for other in (2.0, "2", True):  # other ids than 2, equal to it in Python
+                cancel = {"requestId": other}
+                await session.send(
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+                )
+            with pytest.raises(asyncio.TimeoutError):
+                await session.answer(QUIET_S)  # still waiting for request 2
             cancel = {"requestId": 2, "reason": "took too long"}
             await session.send(
                 {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
