@@ -2504,6 +2504,7 @@ var EventStream = class extends Emitter {
   constructor(config, id, options = {}) {
     super();
     this.config = normalizeConfig(config);
+    crdtPath(this.config, id);
     this.options = { minReconnectMs: 100, maxReconnectMs: 5e3, ...options };
     const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
     const transport = options.transport ?? "auto";

@@ -145,6 +145,9 @@ export class EventStream extends Emitter {
   constructor(config, id, options = {}) {
     super();
     this.config = normalizeConfig(config);
+    // An id with no path is refused here, as SyncSocket.subscribe refuses it:
+    // at the first request it was a TypeError retried at every backoff, for ever.
+    crdtPath(this.config, id);
     this.options = { minReconnectMs: 100, maxReconnectMs: 5000, ...options };
     const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
     const transport = options.transport ?? 'auto';
