@@ -1657,8 +1657,15 @@ async function currentToken(config) {
 function nsPath(config) {
   return `/v1/namespaces/${encodeURIComponent(config.namespace)}`;
 }
+var DOT_SEGMENTS = /* @__PURE__ */ new Set([".", ".."]);
 function crdtPath(config, id) {
-  return `${nsPath(config)}/crdts/${encodeURIComponent(checkId(id))}`;
+  checkId(id);
+  if (DOT_SEGMENTS.has(id)) {
+    throw new TypeError(
+      `CRDT id ${JSON.stringify(id)} cannot be a URL path segment (URLs drop "." and ".."): use the WebSocket (client.send, client.subscribe)`
+    );
+  }
+  return `${nsPath(config)}/crdts/${encodeURIComponent(id)}`;
 }
 
 // src/http.js

@@ -40,6 +40,20 @@ export function nsPath(config) {
   return `/v1/namespaces/${encodeURIComponent(config.namespace)}`;
 }
 
+/** Ids that are dot segments: a WHATWG URL (fetch, EventSource) drops them, `%2E` spelled or not. */
+const DOT_SEGMENTS = new Set(['.', '..']);
+
+/**
+ * The HTTP path of CRDT `id`. The valid ids "." and ".." have none a fetch
+ * can send: "/crdts/./history" is "/crdts/history" to the URL parser, the
+ * read of another CRDT. TypeError for those (the WebSocket takes them).
+ */
 export function crdtPath(config, id) {
-  return `${nsPath(config)}/crdts/${encodeURIComponent(checkId(id))}`;
+  checkId(id);
+  if (DOT_SEGMENTS.has(id)) {
+    throw new TypeError(
+      `CRDT id ${JSON.stringify(id)} cannot be a URL path segment (URLs drop "." and ".."): use the WebSocket (client.send, client.subscribe)`,
+    );
+  }
+  return `${nsPath(config)}/crdts/${encodeURIComponent(id)}`;
 }
