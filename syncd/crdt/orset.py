@@ -7,11 +7,18 @@ cloud of dots beyond it), so a dot that has been seen once is never added
 again: deltas apply idempotently and in any order, and removed elements leave
 no tombstones behind, only the version vector.
 
-An element's identity is its canonical JSON (:func:`canonical_json`).
+An element's identity is its canonical JSON (:func:`canonical_json`), so one
+element may be written in several forms (``1.0`` and ``1``). Each dot keeps a
+form: a fresh add's own, and an add of an element already there the form the
+element read at the writer (carried in the delta as ``form``), so a set keeps
+the form of the add that made the element. An element reads in the form of its
+smallest live dot: a function of the dots alone, whatever order they came in
+or whichever side a merge starts from (docs/data-model.md#orset).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self
 
@@ -33,6 +40,8 @@ ELEMENT_FIELDS = op_fields("element")
 """The fields of ``add`` and ``remove`` (docs/data-model.md#orset)."""
 
 Dot = tuple[int, int]
+Tags = dict[Dot, Any]
+"""An element's live dots -> the form each keeps."""
 
 
 def _dot_list(dots: Iterable[Dot]) -> list[list[int]]:
@@ -49,6 +58,30 @@ def _dots_from(data: Iterable[Any]) -> set[Dot]:
     return dots
 
 
+def _forms_from(data: Iterable[Any]) -> dict[Dot, Any]:
+    forms: dict[Dot, Any] = {}
+    for item in data:
+        cid, n, form = item
+        if type(cid) is not int or type(n) is not int:
+            raise ValueError(f"bad dot {item!r}")
+        forms[(cid, n)] = form
+    return forms
+
+
+def _shown_form(tags: Tags) -> Any:
+    """The form an element reads in: its smallest live dot's."""
+    return tags[min(tags)]
+
+
+_exact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+"""JSON as a read writes it, keys in their order: a read shows that too."""
+
+
+def _same_form(a: Any, b: Any) -> bool:
+    # Almost always one object: a dot made here, or loaded, shares its element's.
+    return a is b or _exact(a) == _exact(b)
+
+
 class ORSet:
     TYPE: ClassVar[str] = "orset"
     OPS: ClassVar[Mapping[str, int]] = {"add": 0x01, "remove": 0x02}
@@ -62,9 +95,9 @@ class ORSet:
 
     def __init__(self) -> None:
         self._values: dict[str, Any] = {}
-        """canonical JSON -> the element."""
-        self._dots: dict[str, set[Dot]] = {}
-        """canonical JSON -> its live dots (never empty)."""
+        """canonical JSON -> the element as it reads (its smallest dot's form)."""
+        self._dots: dict[str, Tags] = {}
+        """canonical JSON -> its live dots and their forms (never empty)."""
         self._vv: dict[int, int] = {}
         """Causal context: every dot (cid, n <= vv[cid]) has been seen ..."""
         self._cloud: set[Dot] = set()
@@ -107,11 +140,18 @@ class ORSet:
         check_fields(op, ELEMENT_FIELDS)
         element = required(op, "element")
         key = json_value(element, "element", MAX_ELEMENT_BYTES)
-        observed = _dot_list(self._dots.get(key, ()))
+        live = self._dots.get(key)
+        observed = _dot_list(live or ())
         if name == "add":
             dot = self._next_dot(ctx.client_id)
             delta = {"op": "add", "element": element, "dot": [dot[0], dot[1]], "dots": observed}
-            self._integrate(key, element, dot, observed)
+            form = element
+            if live:
+                # The element stays in the form it reads: the new dot keeps
+                # that, and says so, since a replica may not hold the dots
+                # it supersedes (yet, or ever).
+                form = delta["form"] = self._values[key]
+            self._integrate(key, form, dot, observed)
         else:
             delta = {"op": "remove", "element": element, "dots": observed}
             self._integrate(key, element, None, observed)
@@ -119,29 +159,33 @@ class ORSet:
 
     def apply_delta(self, delta: Mapping[str, Any]) -> None:
         element = delta["element"]
+        key = canonical_json(element)
         dot = delta.get("dot")
-        self._integrate(
-            canonical_json(element),
-            element,
-            (dot[0], dot[1]) if dot is not None else None,
-            delta["dots"],
-        )
+        form = element
+        if "form" in delta:
+            form = delta["form"]
+        elif dot is not None and delta["dots"] and key in self._values:
+            # A record of an earlier version, which wrote no form: it is
+            # replayed in seq order, so the element reads here as it did at
+            # the writer, and that is the form the writer kept.
+            form = self._values[key]
+        self._integrate(key, form, (dot[0], dot[1]) if dot is not None else None, delta["dots"])
 
     def _integrate(
-        self, key: str, element: Any, dot: Dot | None, removed: Iterable[Iterable[int]]
+        self, key: str, form: Any, dot: Dot | None, removed: Iterable[Iterable[int]]
     ) -> None:
-        dots = self._dots.get(key)
-        if dots is None:
-            dots = set()
+        tags = self._dots.get(key)
+        if tags is None:
+            tags = {}
         for cid, n in removed:
             self._record((cid, n))
-            dots.discard((cid, n))
+            tags.pop((cid, n), None)
         if dot is not None and not self._seen(dot):
-            dots.add(dot)
+            tags[dot] = form
             self._record(dot)
-        if dots:
-            self._dots[key] = dots
-            self._values.setdefault(key, element)
+        if tags:
+            self._dots[key] = tags
+            self._values[key] = _shown_form(tags)
         else:
             self._dots.pop(key, None)
             self._values.pop(key, None)
@@ -158,48 +202,67 @@ class ORSet:
         return canonical_json(element) in self._values
 
     def state(self) -> JSON:
-        return {
-            "elements": [[self._values[k], _dot_list(self._dots[k])] for k in sorted(self._values)],
+        elements: list[list[Any]] = []
+        forms: list[list[Any]] = []
+        for key in sorted(self._values):
+            shown, tags = self._values[key], self._dots[key]
+            elements.append([shown, _dot_list(tags)])
+            forms += [[cid, n, f] for (cid, n), f in tags.items() if not _same_form(f, shown)]
+        state: dict[str, Any] = {
+            "elements": elements,
             "vv": counts_state(self._vv),
             "cloud": _dot_list(self._cloud),
         }
+        if forms:
+            # Only dots whose form is not the one their element reads in
+            # (concurrent adds of one element in two forms): a set of one
+            # server never has any, and its state reads as before forms.
+            state["forms"] = sorted(forms, key=lambda item: (item[0], item[1]))
+        return state
 
     @classmethod
     def from_state(cls, state: JSON) -> Self:
         new = cls()
+        forms = _forms_from(state.get("forms", ()))
         for element, dots in state["elements"]:
             key = canonical_json(element)
             parsed = _dots_from(dots)
             if parsed:
                 # Identities are recomputed here, not stored: a state written
                 # when 1 and 1.0 were two elements holds both, now one element
-                # that keeps the first's value and both their dots.
-                new._values.setdefault(key, element)
-                new._dots.setdefault(key, set()).update(parsed)
+                # that keeps the first's value and both their dots. A dot not
+                # in "forms" (every dot of a state written before them) keeps
+                # that value, so the element reads as it did.
+                shown = new._values.setdefault(key, element)
+                tags = new._dots.setdefault(key, {})
+                for dot in parsed:
+                    tags[dot] = forms.get(dot, shown)
+        for key, tags in new._dots.items():
+            new._values[key] = _shown_form(tags)
         new._vv = counts_from(state["vv"])
         for dot in _dots_from(state["cloud"]):
             new._record(dot)
-        for parsed in new._dots.values():
-            for dot in parsed:
+        for tags in new._dots.values():
+            for dot in tags:
                 new._record(dot)
         return new
 
     def merge(self, other: Self) -> None:
         # A dot survives when both sides hold it, or one side holds it and the
         # other has never seen it; a dot seen but not held was removed.
-        merged: dict[str, set[Dot]] = {}
+        # A dot's form is fixed when it is made, so both sides hold it alike.
+        merged: dict[str, Tags] = {}
+        values: dict[str, Any] = {}
+        empty: Tags = {}
         for key in self._dots.keys() | other._dots.keys():
-            mine = self._dots.get(key, set())
-            theirs = other._dots.get(key, set())
-            keep = (mine & theirs) | {d for d in mine - theirs if not other._seen(d)}
-            keep |= {d for d in theirs - mine if not self._seen(d)}
+            mine = self._dots.get(key, empty)
+            theirs = other._dots.get(key, empty)
+            keep = {d: f for d, f in mine.items() if d in theirs or not other._seen(d)}
+            keep.update({d: f for d, f in theirs.items() if d not in mine and not self._seen(d)})
             if keep:
                 merged[key] = keep
-                if key not in self._values:
-                    self._values[key] = other._values[key]
-        for key in list(self._values):
-            if key not in merged:
-                del self._values[key]
+                values[key] = _shown_form(keep)
+        self._values = values
         self._dots = merged
         for cid, top in other._vv.items():
             if top > self._vv.get(cid, 0):
@@ -307,7 +370,7 @@ class ORSet:
     def clone(self) -> Self:
         new = type(self)()
         new._values = dict(self._values)
-        new._dots = {key: set(dots) for key, dots in self._dots.items()}
+        new._dots = {key: dict(tags) for key, tags in self._dots.items()}
         new._vv = dict(self._vv)
         new._cloud = set(self._cloud)
         return new

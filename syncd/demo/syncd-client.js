@@ -4,7 +4,7 @@ var __defProp = Object.defineProperty;
 var __defNormalProp = (obj, key, value) => key in obj ? __defProp(obj, key, { enumerable: true, configurable: true, writable: true, value }) : obj[key] = value;
 var __publicField = (obj, key, value) => __defNormalProp(obj, typeof key !== "symbol" ? key + "" : key, value);
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/utils/utf8.mjs
+// node_modules/@msgpack/msgpack/dist.esm/utils/utf8.mjs
 function utf8Count(str) {
   const strLength = str.length;
   let byteLength = 0;
@@ -135,7 +135,7 @@ function utf8Decode(bytes, inputOffset, byteLength) {
   }
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/ExtData.mjs
+// node_modules/@msgpack/msgpack/dist.esm/ExtData.mjs
 var ExtData = class {
   constructor(type, data) {
     __publicField(this, "type");
@@ -145,7 +145,7 @@ var ExtData = class {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/DecodeError.mjs
+// node_modules/@msgpack/msgpack/dist.esm/DecodeError.mjs
 var DecodeError = class _DecodeError extends Error {
   constructor(message) {
     super(message);
@@ -159,7 +159,7 @@ var DecodeError = class _DecodeError extends Error {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/utils/int.mjs
+// node_modules/@msgpack/msgpack/dist.esm/utils/int.mjs
 var UINT32_MAX = 4294967295;
 function setUint64(view, offset, value) {
   const high = value / 4294967296;
@@ -184,7 +184,7 @@ function getUint64(view, offset) {
   return high * 4294967296 + low;
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/timestamp.mjs
+// node_modules/@msgpack/msgpack/dist.esm/timestamp.mjs
 var EXT_TIMESTAMP = -1;
 var TIMESTAMP32_MAX_SEC = 4294967296 - 1;
 var TIMESTAMP64_MAX_SEC = 17179869184 - 1;
@@ -264,7 +264,7 @@ var timestampExtension = {
   decode: decodeTimestampExtension
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/ExtensionCodec.mjs
+// node_modules/@msgpack/msgpack/dist.esm/ExtensionCodec.mjs
 var _ExtensionCodec = class _ExtensionCodec {
   constructor() {
     // ensures ExtensionCodecType<X> matches ExtensionCodec<X>
@@ -327,7 +327,7 @@ var _ExtensionCodec = class _ExtensionCodec {
 __publicField(_ExtensionCodec, "defaultCodec", new _ExtensionCodec());
 var ExtensionCodec = _ExtensionCodec;
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/utils/typedArrays.mjs
+// node_modules/@msgpack/msgpack/dist.esm/utils/typedArrays.mjs
 function isArrayBufferLike(buffer) {
   return buffer instanceof ArrayBuffer || typeof SharedArrayBuffer !== "undefined" && buffer instanceof SharedArrayBuffer;
 }
@@ -343,7 +343,7 @@ function ensureUint8Array(buffer) {
   }
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/Encoder.mjs
+// node_modules/@msgpack/msgpack/dist.esm/Encoder.mjs
 var DEFAULT_MAX_DEPTH = 100;
 var DEFAULT_INITIAL_BUFFER_SIZE = 2048;
 var Encoder = class _Encoder {
@@ -746,18 +746,18 @@ var Encoder = class _Encoder {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/encode.mjs
+// node_modules/@msgpack/msgpack/dist.esm/encode.mjs
 function encode(value, options) {
   const encoder = new Encoder(options);
   return encoder.encodeSharedRef(value);
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/utils/prettyByte.mjs
+// node_modules/@msgpack/msgpack/dist.esm/utils/prettyByte.mjs
 function prettyByte(byte) {
   return `${byte < 0 ? "-" : ""}0x${Math.abs(byte).toString(16).padStart(2, "0")}`;
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/CachedKeyDecoder.mjs
+// node_modules/@msgpack/msgpack/dist.esm/CachedKeyDecoder.mjs
 var DEFAULT_MAX_KEY_LENGTH = 16;
 var DEFAULT_MAX_LENGTH_PER_KEY = 16;
 var CachedKeyDecoder = class {
@@ -813,7 +813,7 @@ var CachedKeyDecoder = class {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/Decoder.mjs
+// node_modules/@msgpack/msgpack/dist.esm/Decoder.mjs
 var STATE_ARRAY = "array";
 var STATE_MAP_KEY = "map_key";
 var STATE_MAP_VALUE = "map_value";
@@ -1443,7 +1443,7 @@ var Decoder = class _Decoder {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/decode.mjs
+// node_modules/@msgpack/msgpack/dist.esm/decode.mjs
 function decode(buffer, options) {
   const decoder = new Decoder(options);
   return decoder.decode(buffer);
@@ -2111,17 +2111,35 @@ var PNCounterReplica = class {
   }
 };
 var dotKey = (d) => `${d[0]}:${d[1]}`;
+function smallestForm(tags) {
+  let best = null;
+  for (const tag of tags.values()) {
+    const [d] = tag;
+    if (best === null || d[0] < best[0][0] || d[0] === best[0][0] && d[1] < best[0][1]) best = tag;
+  }
+  return best[1];
+}
 var ORSetReplica = class {
   constructor(state) {
     this.values = /* @__PURE__ */ new Map();
-    this.dots = /* @__PURE__ */ new Map();
+    this.tags = /* @__PURE__ */ new Map();
     this.seen = /* @__PURE__ */ new Set();
+    const forms = /* @__PURE__ */ new Map();
+    for (const [c, n, form] of state?.forms ?? []) forms.set(dotKey([c, n]), form);
     for (const [element, dots] of state?.elements ?? []) {
+      if (!dots.length) continue;
       const key = canonicalJson(element);
-      this.values.set(key, element);
-      this.dots.set(key, new Set(dots.map(dotKey)));
-      for (const d of dots) this.seen.add(dotKey(d));
+      if (!this.values.has(key)) this.values.set(key, element);
+      const shown = this.values.get(key);
+      const tags = this.tags.get(key) ?? /* @__PURE__ */ new Map();
+      for (const d of dots) {
+        const k = dotKey(d);
+        tags.set(k, [d, forms.has(k) ? forms.get(k) : shown]);
+        this.seen.add(k);
+      }
+      this.tags.set(key, tags);
     }
+    for (const [key, tags] of this.tags) this.values.set(key, smallestForm(tags));
     this._vv = { ...state?.vv ?? {} };
     for (const d of state?.cloud ?? []) this.seen.add(dotKey(d));
   }
@@ -2130,20 +2148,23 @@ var ORSetReplica = class {
   }
   applyDelta(d) {
     const key = canonicalJson(d.element);
-    const dots = this.dots.get(key) ?? /* @__PURE__ */ new Set();
+    let form = d.element;
+    if ("form" in d) form = d.form;
+    else if (d.dot && d.dots.length && this.values.has(key)) form = this.values.get(key);
+    const tags = this.tags.get(key) ?? /* @__PURE__ */ new Map();
     for (const r of d.dots) {
-      dots.delete(dotKey(r));
+      tags.delete(dotKey(r));
       this.seen.add(dotKey(r));
     }
     if (d.dot && !this._seen(d.dot)) {
-      dots.add(dotKey(d.dot));
+      tags.set(dotKey(d.dot), [d.dot, form]);
       this.seen.add(dotKey(d.dot));
     }
-    if (dots.size) {
-      this.dots.set(key, dots);
-      if (!this.values.has(key)) this.values.set(key, d.element);
+    if (tags.size) {
+      this.tags.set(key, tags);
+      this.values.set(key, smallestForm(tags));
     } else {
-      this.dots.delete(key);
+      this.tags.delete(key);
       this.values.delete(key);
     }
   }

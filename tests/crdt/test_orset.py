@@ -26,7 +26,7 @@ def test_add_and_remove_with_dots() -> None:
     d1 = s.apply_op({"op": "add", "element": "x"}, ctx(3))
     assert d1 == {"op": "add", "element": "x", "dot": [3, 1], "dots": []}
     d2 = s.apply_op({"op": "add", "element": "x"}, ctx(4))
-    assert d2 == {"op": "add", "element": "x", "dot": [4, 1], "dots": [[3, 1]]}
+    assert d2 == {"op": "add", "element": "x", "dot": [4, 1], "dots": [[3, 1]], "form": "x"}
     d3 = s.apply_op({"op": "remove", "element": "x"}, ctx(3))
     assert d3 == {"op": "remove", "element": "x", "dots": [[4, 1]]}
     assert s.view(0) == {"value": []}

@@ -40,17 +40,40 @@ class PNCounterReplica {
 
 const dotKey = (d) => `${d[0]}:${d[1]}`;
 
+/** The form an element reads in: its smallest live dot's (client, then n), as syncd/crdt/orset.py. */
+function smallestForm(tags) {
+  let best = null;
+  for (const tag of tags.values()) {
+    const [d] = tag;
+    if (best === null || d[0] < best[0][0] || (d[0] === best[0][0] && d[1] < best[0][1])) best = tag;
+  }
+  return best[1];
+}
+
 class ORSetReplica {
   constructor(state) {
-    this.values = new Map(); // canonical JSON -> element
-    this.dots = new Map(); // canonical JSON -> Set of dot keys
+    this.values = new Map(); // canonical JSON -> element as it reads (its smallest dot's form)
+    this.tags = new Map(); // canonical JSON -> Map of dot key -> [dot, form] (its live dots)
     this.seen = new Set(); // dot keys seen (the causal context, kept flat)
+    // Dots whose form is not their element's (concurrent adds in two forms);
+    // every other dot keeps the element's, as in a state written before forms.
+    const forms = new Map();
+    for (const [c, n, form] of state?.forms ?? []) forms.set(dotKey([c, n]), form);
     for (const [element, dots] of state?.elements ?? []) {
+      if (!dots.length) continue;
       const key = canonicalJson(element);
-      this.values.set(key, element);
-      this.dots.set(key, new Set(dots.map(dotKey)));
-      for (const d of dots) this.seen.add(dotKey(d));
+      // An old state may hold one identity twice (1 and 1.0): the first's form, both's dots.
+      if (!this.values.has(key)) this.values.set(key, element);
+      const shown = this.values.get(key);
+      const tags = this.tags.get(key) ?? new Map();
+      for (const d of dots) {
+        const k = dotKey(d);
+        tags.set(k, [d, forms.has(k) ? forms.get(k) : shown]);
+        this.seen.add(k);
+      }
+      this.tags.set(key, tags);
     }
+    for (const [key, tags] of this.tags) this.values.set(key, smallestForm(tags));
     this._vv = { ...(state?.vv ?? {}) };
     for (const d of state?.cloud ?? []) this.seen.add(dotKey(d));
   }
@@ -59,20 +82,25 @@ class ORSetReplica {
   }
   applyDelta(d) {
     const key = canonicalJson(d.element);
-    const dots = this.dots.get(key) ?? new Set();
+    let form = d.element;
+    if ('form' in d) form = d.form;
+    // A record of an earlier server, which wrote no form, comes in seq order:
+    // the element reads here as it did at the writer, in the form it kept.
+    else if (d.dot && d.dots.length && this.values.has(key)) form = this.values.get(key);
+    const tags = this.tags.get(key) ?? new Map();
     for (const r of d.dots) {
-      dots.delete(dotKey(r));
+      tags.delete(dotKey(r));
       this.seen.add(dotKey(r));
     }
     if (d.dot && !this._seen(d.dot)) {
-      dots.add(dotKey(d.dot));
+      tags.set(dotKey(d.dot), [d.dot, form]);
       this.seen.add(dotKey(d.dot));
     }
-    if (dots.size) {
-      this.dots.set(key, dots);
-      if (!this.values.has(key)) this.values.set(key, d.element);
+    if (tags.size) {
+      this.tags.set(key, tags);
+      this.values.set(key, smallestForm(tags));
     } else {
-      this.dots.delete(key);
+      this.tags.delete(key);
       this.values.delete(key);
     }
   }
