@@ -608,8 +608,7 @@ class RevertService:
             answer["seq"] = entry.seq
             return answer
         ops = [{**op, "origin": REVERT_ORIGIN} for op in ops]
-        derived = op_id is None and not self._service.stages
-        if derived:
+        if op_id is None and not self._service.stages:
             # Several nodes may take the same revert at once (a client's retry
             # sent to another node): an op_id of what it takes back, so that it
             # is applied once. One node runs a CRDT's reverts one at a time
@@ -632,10 +631,11 @@ class RevertService:
         result = await self._service.apply_ops(
             ns, crdt_id, ops, principal, source, marks=mark, most=len(ops)
         )
+        if result.duplicate and not result.records:
+            # Another node applied the same revert first (its op ids met under
+            # the CRDT's row lock): answered as a repeat noticed before is.
+            return {"ok": True, "seq": result.seq, "duplicate": True}
         answer["applied"], answer["seq"] = result.applied, result.seq
-        if derived and result.duplicate:
-            # Another node applied the same revert first: this one applied none.
-            answer["applied"], answer["duplicate"] = len(result.records), True
         return answer
 
     async def _stage(

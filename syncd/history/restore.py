@@ -94,8 +94,7 @@ async def apply_restore(
     ops = entry.crdt.restore_ops(target)
     if not ops:
         return {"ok": True, "seq": entry.seq, "applied": 0, "restored": seq}
-    derived = op_id is None and not service.stages
-    if derived:
+    if op_id is None and not service.stages:
         # Several nodes may take the same restore at once (a client's retry
         # sent to another node): both compute the same ops on the same state,
         # and both applied them (a counter at 8 restored to 3 ended at -2).
@@ -115,11 +114,11 @@ async def apply_restore(
     result = await service.apply_ops(
         entry.ns, entry.id, ops, principal, source, marks=mark, most=len(ops)
     )
-    answer = {"ok": True, "seq": result.seq, "applied": result.applied, "restored": seq}
-    if derived and result.duplicate:
-        # Another node applied the same restore first: this one applied none.
-        answer["applied"], answer["duplicate"] = len(result.records), True
-    return answer
+    if result.duplicate and not result.records:
+        # Another node applied the same restore first (its op ids met under
+        # the CRDT's row lock): answered as a repeat noticed before is.
+        return repeat_answer(result.seq, seq)
+    return {"ok": True, "seq": result.seq, "applied": result.applied, "restored": seq}
 
 
 def derived_op_id(epoch: str, computed_at: int, to_seq: int) -> str:

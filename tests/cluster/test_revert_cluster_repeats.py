@@ -52,9 +52,9 @@ async def at_once(a: App, b: App, crdt_id: str, writer: Writer) -> list[dict[str
     return await held_locked(a, crdt_id, undo(a, crdt_id, writer), undo(b, crdt_id, writer))
 
 
-async def undo(app: App, crdt_id: str, writer: Writer) -> dict[str, Any]:
+async def undo(app: App, crdt_id: str, writer: Writer, op_id: str | None = None) -> dict[str, Any]:
     return await app.reverts.revert(
-        NS, crdt_id, writer, None, None, principal(app, HUMAN), None, "http"
+        NS, crdt_id, writer, None, None, principal(app, HUMAN), op_id, "http"
     )
 
 
@@ -140,3 +140,35 @@ async def test_the_same_restore_on_two_nodes_at_once_is_applied_once(
     again = await restore(b)
     assert again["applied"] == 1 and "duplicate" not in again, again
     assert value(b, "pn:r") == 3
+
+
+async def test_a_request_with_an_op_id_on_two_nodes_at_once_answers_the_second_as_a_repeat(
+    start_node: StartNode,
+) -> None:
+    """With the client's op_id, the second to commit was applied once too,
+    but answered as if it had applied the ops (``applied`` 1, no
+    ``duplicate``) where a repeat noticed before is answered ``{"ok", "seq",
+    "duplicate": true}`` (docs/revert.md, "Repeats"): now answered so."""
+    a = await start_node("a")
+    b = await start_node("b")
+    human, agent = principal(a, HUMAN), principal(a, AGENT)
+    await a.service.apply_ops(NS, "pn:o", {"op": "increment", "amount": 3}, human, "http")
+    await a.service.apply_ops(NS, "pn:o", {"op": "increment", "amount": 5}, agent, "http")
+    await load(b, "pn:o")
+    await eventually(lambda: value(b, "pn:o") == 8)
+    writer = Writer(client_id=AGENT)
+    both = await held_locked(
+        a, "pn:o", undo(a, "pn:o", writer, "u1"), undo(b, "pn:o", writer, "u1")
+    )
+    repeats = [x for x in both if x.get("duplicate")]
+    assert repeats == [{"ok": True, "seq": 3, "duplicate": True}], both
+    assert value(a, "pn:o") == 3
+
+    async def restore(app: App) -> dict[str, Any]:
+        return await app.history.restore(NS, "pn:o", 2, principal(app, HUMAN), "r1", "http")
+
+    await eventually(lambda: value(b, "pn:o") == 3)
+    both = await held_locked(a, "pn:o", restore(a), restore(b))
+    repeats = [x for x in both if x.get("duplicate")]
+    assert repeats == [{"ok": True, "seq": 4, "restored": 2, "duplicate": True}], both
+    assert value(a, "pn:o") == 8
