@@ -225,11 +225,19 @@ export class SyncSocket extends Emitter {
     };
     ws.onclose = (event) => {
       if (this._ws !== ws) return;
-      if (event.code === CLOSE_TOKEN_ENDED && event.reason === 'token revoked' && typeof this.config.token !== 'function') {
-        // Revoked (docs/permissions.md#revoking-tokens): the same token would
-        // be refused at every reconnect. Stop and say why.
-        this._fail(new TokenRevokedError());
-        return;
+      if (event.code === CLOSE_TOKEN_ENDED && typeof this.config.token !== 'function') {
+        // Revoked (docs/permissions.md#revoking-tokens) or expired: the same
+        // token would be refused at every reconnect. Stop and say why. (With
+        // no subscription, this close is all the server says: this clock,
+        // if behind the server's, still takes the token for valid.)
+        if (event.reason === 'token revoked') {
+          this._fail(new TokenRevokedError());
+          return;
+        }
+        if (event.reason === 'token expired') {
+          this._fail(serviceError('token_expired', 'token expired (the server closed the connection, 4401)'));
+          return;
+        }
       }
       if (event.code === CLOSE_TOO_BIG) this._refuseTooBig(ws);
       this._lost(new SyncdError('connection_lost', `connection closed (${event.code}${event.reason ? ` ${event.reason}` : ''})`));
