@@ -75,7 +75,41 @@ def root_read(view: Mapping[str, Any], root: str, kind: str) -> dict[str, Any]:
         raise YdocReadError(f"root {root!r} cannot be read as {kind}: {exc}; try as=xml") from None
     out = {name: view[name] for name in ("id", "type", "seq", "epoch") if name in view}
     out.update(root=root, **{"as": kind}, value=value)
+    if not value:
+        # A root read as another kind than its own is empty (a map read as
+        # text, the default): say how it reads, or the model takes the root
+        # for empty.
+        others = _kinds_with_content(binascii.a2b_base64(view["value"]), root)
+        if others:
+            out["message"] = (
+                f"Read as {kind}, this root is empty, but read as {' or '.join(others)} "
+                f"it is not (a Yjs update does not say which kind a root is): "
+                f"call again with as={others[0]!r}."
+            )
     return out
+
+
+def _kinds_with_content(update: bytes, root: str) -> list[str]:
+    """The kinds root ``root`` reads as with something in it, the likeliest
+    first: an XML fragment reads as an array of its children's XML too, but
+    is one."""
+    found: dict[str, Any] = {}
+    for kind in ROOT_KINDS:
+        try:
+            value = root_view(update, root, kind)
+        except ValueError:
+            continue
+        if value:
+            found[kind] = value
+    array = found.get("array")
+    if (
+        "xml" in found
+        and array
+        and all(isinstance(item, str) and item.startswith("<") for item in array)
+    ):
+        del found["array"]
+        found = {"xml": found.pop("xml"), **found}
+    return list(found)
 
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from pycrdt import Array, Doc, Text
+from pycrdt import Array, Doc, Map, Text, XmlElement, XmlFragment, XmlText
 
 from syncd.client import AgentTools, AsyncClient
 from syncd.client.bounded import MIN_MAX_RESULT_CHARS, size
@@ -87,3 +87,36 @@ def test_the_read_tool_says_the_roots_page() -> None:
     read, history = build_tools([("yd:big", "ydoc")])[:2]
     assert "roots (many of them in pages, read on with offset" in read.description
     assert "without 'root' it lists the roots (many of them in pages" in history.description
+
+
+async def test_a_root_read_the_wrong_way_says_how_to_read_it(server: RunningServer) -> None:
+    """A Yjs update does not say which kind a root is, and a map root read as
+    text (the default) is empty: the result says which kind shows content,
+    instead of letting the model take the root for empty."""
+    doc: Doc[Any] = Doc()
+    doc["meta"] = Map({"title": "Notes"})
+    doc["list"] = Array(["a"])
+    fragment = XmlFragment()
+    doc["default"] = fragment
+    fragment.children.append(XmlElement("paragraph", {}, [XmlText("Rich")]))
+    blank = Text("gone")
+    doc["blank"] = blank
+    del blank[0:4]  # a text root with nothing left in it
+    update = base64.b64encode(doc.get_update()).decode()
+    async with AsyncClient(server.url, make_token(3), NS) as client:
+        await client.apply("yd:kinds", {"op": "update", "type": "ydoc", "update": update})
+        tools = AgentTools(client, [("yd:kinds", "ydoc")])
+        read = "service_read_yd_kinds"
+        meta = await tools.execute(read, {"root": "meta"})
+        assert meta["ok"] is True and meta["value"] == "", meta
+        assert "as='map'" in meta["message"], meta
+        listed = await tools.execute(read, {"root": "list", "as": "map"})
+        assert listed["value"] == {} and "as='array'" in listed["message"], listed
+        xml = await tools.execute(read, {"root": "default"})
+        assert "as='xml'" in xml["message"], xml  # an XML fragment: xml before array
+        history = await tools.execute("service_history_yd_kinds", {"at": 1, "root": "meta"})
+        assert "as='map'" in history["message"], history
+        right = await tools.execute(read, {"root": "meta", "as": "map"})
+        assert right["value"] == {"title": "Notes"} and "message" not in right, right
+        blank = await tools.execute(read, {"root": "blank"})
+        assert blank["value"] == "" and "message" not in blank, blank
