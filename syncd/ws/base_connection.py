@@ -38,8 +38,17 @@ at most a second late (nothing is sent past the end meanwhile: see the
 subclasses); the close timeout is a loop timer, as closing is brief.
 
 Backpressure: the transport's high-water mark is the subscriber bound
-(``SERVICE_SUBSCRIBER_BUFFER_BYTES``). While it is over it, or the session
-holds reading, we stop reading from the peer. When the transport drains,
+(``SERVICE_SUBSCRIBER_BUFFER_BYTES``). While it is over it, the session
+handles no message of the peer's; while the session holds reading (requests
+in flight at its limit, a hold) we stop reading from the peer. A peer held
+back for not reading ours is still read, up to :data:`HELD_READ_BYTES` of
+messages left unhandled (then the transport stops reading too), so that its
+close is seen: a close frame in what was read ends the hold (nothing more
+goes out, so nothing is held back for it: the messages before the close are
+handled, then the close answered, the subscriptions end at once, and what is
+still being written gets the close timeout), and so does its end of stream.
+A peer that closes while reading nothing of ours is not kept until it reads
+(or until the keepalive gives up on it). When the transport drains,
 what ended meanwhile ends first (a fresh state would carry what was made
 after the end, and the timer may not have had its turn yet), then the
 subclass sends what its subscribers skipped (:meth:`BaseConnection._drained`),
@@ -61,7 +70,7 @@ is held for this peer alone, and is not counted there: from then on the
 session handles no message and reading stops until the feed is out (a peer
 that reads nothing would otherwise make us hold a whole state per
 subscribe); as over the transport's mark, the keepalive still judges the
-peer, what it takes counting as life. A closing
+peer, what it takes counting as life, and its close is read. A closing
 handshake waits for the feed (a frame cannot be cut), within the close
 timeout.
 
@@ -83,6 +92,7 @@ from syncd.ws.base_session import (
     BaseSession,
     Close,
     Finish,
+    Leaving,
     PauseReading,
     ResumeReading,
     Send,
@@ -98,6 +108,13 @@ CLOSE_TIMEOUT_S: Final = 5.0
 """How long we wait for the peer's close frame after sending ours, and for a
 closing transport to flush, before dropping the connection: long enough for a
 live client on a slow link, short enough that dead peers do not pile up."""
+
+HELD_READ_BYTES: Final = 64 * 1024
+"""What we read on from a peer whose messages we hold back because it reads
+nothing of ours (and leave unhandled), looking for its close frame: past it
+we stop reading the socket. A close behind more than this of its messages
+waits, as all of it did before; the bound keeps a stalled peer that writes
+on from costing more than this (and one read of the transport)."""
 
 LOW_WATER_DIVISOR: Final = 4
 """The transport's low-water mark is the subscriber bound over this: a drained
@@ -136,6 +153,7 @@ class BaseConnection(asyncio.Protocol):
         "_keepalive_due",
         "_loop",
         "_metrics",
+        "_read_held",
         "_read_paused",
         "_server",
         "_timer",
@@ -171,6 +189,11 @@ class BaseConnection(asyncio.Protocol):
         self.can_send = True
         """False once closing started: then nothing but close frames go out."""
         self._read_paused = False
+        """The transport is not reading."""
+        self._read_held = False
+        """The session handles no message because the peer reads nothing of
+        ours: the transport reads on up to :data:`HELD_READ_BYTES` unhandled,
+        so its close is seen (see the module docstring)."""
         self._write_paused = False
         self._gone = False
         self._feed: Feed | None = None
@@ -233,12 +256,18 @@ class BaseConnection(asyncio.Protocol):
         """Not called: the transport is handed over already connected."""
 
     def data_received(self, data: bytes) -> None:
-        self.session.data_received(data, self._loop.time())
+        session = self.session
+        session.data_received(data, self._loop.time())
+        if self._read_held and session.unread > HELD_READ_BYTES:
+            self._pause_reading()
 
     def eof_received(self) -> bool | None:
-        # The peer will send nothing more, not even a close frame: done.
-        self.can_send = False
+        # The peer will send nothing more, not even a close frame: done. What
+        # it sent is still handled (the session does), nothing goes out, and
+        # what is still being written gets the close timeout, as after a close.
+        self._stop_sending()
         self.session.eof_received()
+        self._arm_timer()
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -297,6 +326,8 @@ class BaseConnection(asyncio.Protocol):
             self._close(action)
         elif isinstance(action, Finish):
             self._peer_closed(action.data)
+        elif isinstance(action, Leaving):
+            self._stop_sending()
         else:
             self._act(action)
 
@@ -341,7 +372,7 @@ class BaseConnection(asyncio.Protocol):
             # keepalive still judges a peer that takes nothing of it).
             self._feed_holds_reading = True
             self.session.write_paused = True
-            self._pause_reading()
+            self._hold_reading()
         feed.add(head)
         feed.add_shared(state)
         self._pump()
@@ -368,14 +399,22 @@ class BaseConnection(asyncio.Protocol):
         if action.data:
             self._write(action.data)
         if action.await_peer:
+            self._read_held = False
             self._resume_reading()  # whatever held it back: the peer's answer
             self._arm_timer()
         else:
             self._finish()
 
-    def _peer_closed(self, answer: bytes) -> None:
+    def _stop_sending(self) -> None:
+        """The peer is leaving (its close frame is read, or its end of
+        stream): nothing more goes out but our answer to its close."""
         self.can_send = False
-        self._closing()  # the peer is leaving: no data after its close
+        self._stop_keepalive()
+        self._stop_expiry()
+        self._closing()
+
+    def _peer_closed(self, answer: bytes) -> None:
+        self._stop_sending()  # the peer is leaving: no data after its close
         if answer:
             self._write(answer)
         self._finish()
@@ -508,10 +547,19 @@ class BaseConnection(asyncio.Protocol):
 
     def _hold_output(self) -> None:
         """The peer has enough unread: subscribers skip, the session handles no
-        message, reading stops (until :meth:`resume_writing`)."""
+        message (until :meth:`resume_writing`), reading is held. Once closing,
+        nothing more is written: nothing to hold messages back for."""
         self._write_paused = True
-        self.session.write_paused = True
-        self._pause_reading()
+        if self.can_send:
+            self.session.write_paused = True
+            self._hold_reading()
+
+    def _hold_reading(self) -> None:
+        """Messages are held back for the peer's not reading: read on for its
+        close, up to the bound (see :data:`HELD_READ_BYTES`)."""
+        self._read_held = True
+        if self.session.unread > HELD_READ_BYTES:
+            self._pause_reading()
 
     def _pause_reading(self) -> None:
         if not self._read_paused and not self._gone:
@@ -524,5 +572,7 @@ class BaseConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _maybe_resume_reading(self) -> None:
-        if not self._write_paused and not self._feed_holds_reading and not self.session.held:
-            self._resume_reading()
+        if not self._write_paused and not self._feed_holds_reading:
+            self._read_held = False
+            if not self.session.held:
+                self._resume_reading()

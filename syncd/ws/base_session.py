@@ -25,6 +25,9 @@ own as subclasses of :class:`Action`:
   read on (see backpressure below);
 - :class:`Close`: send our close frame; then read on for the peer's close
   when ``await_peer``, else close the transport;
+- :class:`Leaving`: the peer's close frame came while its messages were held
+  back for its not reading ours: send nothing more (the messages before it
+  are handled, then a :class:`Finish` answers it);
 - :class:`Finish`: the closing handshake is over (after ``data``, if any):
   close the transport.
 
@@ -59,7 +62,12 @@ holds it, so it does not flap per request. While the adapter's transport
 cannot write (``write_paused``: the peer is not reading what we send), no
 further message is handled either: answering them would buffer without
 bound; :meth:`BaseSession.writing_resumed` carries on. Bytes that arrive
-meanwhile wait in the frame layer, and the adapter stops reading the socket.
+meanwhile wait in the frame layer (the adapter reads on up to a bound, then
+stops reading the socket), and are looked through for the peer's close
+frame: once it is there the peer is leaving, nothing more goes out
+(:class:`Leaving`), so nothing holds its messages back any more: those before
+the close are handled, then the close is answered. Its end of stream does the
+same (without an answer).
 """
 
 from __future__ import annotations
@@ -116,6 +124,13 @@ class Close(Action):
 
 
 @dataclass(slots=True)
+class Leaving(Action):
+    """The peer's close frame came while its messages were held back for its
+    not reading ours: from now on nothing goes out but the answer to its
+    close (a :class:`Finish`, once the messages before it are handled)."""
+
+
+@dataclass(slots=True)
 class Finish(Action):
     data: bytes
     """Our answer to the peer's close frame (may be empty), sent first."""
@@ -123,6 +138,7 @@ class Finish(Action):
 
 _PAUSE: Final = PauseReading()
 _RESUME: Final = ResumeReading()
+_LEAVING: Final = Leaving()
 
 
 class Receiver(Protocol):
@@ -209,17 +225,42 @@ class BaseSession:
         if not frames.reading:
             return
         frames.feed(data)
+        if self.write_paused and not self.closing and frames.close_ahead():
+            self._leaving()
         self.process()
+
+    @property
+    def unread(self) -> int:
+        """Bytes read from the peer and not yet handled."""
+        return self._frames.unread
+
+    @property
+    def handling(self) -> bool:
+        """Whether messages may be handled now: nothing holds them back (see
+        the module docstring; once closing nothing goes out, so a peer not
+        reading holds nothing back)."""
+        return not self._gone and not self.held and (not self.write_paused or self.closing)
 
     def process(self) -> None:
         """Handle what is buffered, as far as backpressure allows."""
-        if self._gone or self.held:
-            return
-        self._read_events()
+        if self.handling:
+            self._read_events()
 
     def eof_received(self) -> None:
-        """The peer will send nothing more, not even a close frame."""
+        """The peer will send nothing more, not even a close frame: what it
+        sent is handled (nothing more goes out)."""
         self.closing = True
+        self.write_paused = False
+        self.process()
+
+    def _leaving(self) -> None:
+        """The peer's close frame is among what waits unhandled while it reads
+        nothing of ours: it is leaving. Nothing more goes out (the adapter
+        stops sending), so what it sent before its close is handled now,
+        without waiting for it to read (its ops are applied), then its close."""
+        self.closing = True
+        self.write_paused = False
+        self._emit(_LEAVING)
 
     def writing_resumed(self) -> None:
         self.write_paused = False
@@ -333,7 +374,7 @@ class BaseSession:
                         self.held = True
                         self._emit(_PAUSE)
                     return
-                if self.held or self.write_paused:
+                if not self.handling:
                     # Held by the message itself, or the peer is not reading:
                     # answering the rest of what it sent (a native subscribe
                     # is a whole snapshot) would buffer without bound.
@@ -341,7 +382,7 @@ class BaseSession:
                     return
             elif kind is Reply:
                 self._emit(Send(cast(Reply, event).data))
-                if self.write_paused:
+                if not self.handling:
                     return
             elif kind is PeerClosed:
                 self.closing = True

@@ -215,6 +215,12 @@ class WsConnection(BaseConnection):
     def _closing(self) -> None:
         self._out = None  # flushed before our close frame, or the peer is leaving
         self._out_bytes = 0
+        # Nothing more goes out: the subscriptions are done now, not once the
+        # transport is (a peer that closed while reading nothing of ours would
+        # keep them, and their deltas' work, for the close timeout).
+        for subscription in list(self.subscriptions.values()):
+            self._drop_subscription(subscription)
+        self._lagging = None
 
     def _lost(self) -> None:
         self._out = None
@@ -282,6 +288,8 @@ class WsConnection(BaseConnection):
         if isinstance(action, Apply):
             self._apply(action.run)
         elif isinstance(action, Subscribe):
+            if not self.can_send:
+                return  # a leaving peer's subscribe (see Leaving): nothing would go out
             self._subscribe(action)
             self._arm_expiry()
         elif isinstance(action, Unsubscribe):

@@ -127,6 +127,7 @@ class FrameLayer:
 
     # One per open connection: slots keep an idle one small.
     __slots__ = (
+        "_ahead",
         "_buf",
         "_conn",
         "_discard",
@@ -150,6 +151,10 @@ class FrameLayer:
         self._buf = bytearray()
         self._pos = 0
         """``_buf[_pos:]``: bytes not yet parsed here nor handed to wsproto."""
+        self._ahead = 0
+        """Where :meth:`close_ahead` looks next: a frame's start in ``_buf``
+        (or before ``_pos``: then it looks from there), so each byte held is
+        looked at once, not at every read."""
         self._to_wsproto = 0
         """Bytes of the current frame still owed to wsproto (it has its start)."""
         self._discard = 0
@@ -200,6 +205,7 @@ class FrameLayer:
         if self._pos:
             # Parsed bytes leave once per feed, not once per frame.
             del self._buf[: self._pos]
+            self._ahead = max(self._ahead - self._pos, 0)
             self._pos = 0
         self._buf += data
 
@@ -238,7 +244,7 @@ class FrameLayer:
                     # All parsed: give the buffer back now, not at the next
                     # read (an idle connection would keep its last message).
                     del buf[:]
-                    self._pos = 0
+                    self._pos = self._ahead = 0
                 return
             b0 = buf[pos]
             b1 = buf[pos + 1]
@@ -304,6 +310,43 @@ class FrameLayer:
             if opcode < 0x3 and (b0 & 0x70) == 0 and masked:
                 self._fragmented = not (b0 & 0x80)
             self._to_wsproto = head + (4 if masked else 0) + length
+
+    @property
+    def unread(self) -> int:
+        """Bytes fed and not yet handled (what :meth:`events` has not consumed)."""
+        return len(self._buf) - self._pos
+
+    def close_ahead(self) -> bool:
+        """Whether a whole close frame is among the bytes fed but not yet
+        handled, by their frame headers alone (nothing is consumed): the peer
+        is leaving, whatever comes before it."""
+        if not self._fast or self._failed:
+            return False
+        buf = self._buf
+        end = len(buf)
+        pos = max(self._ahead, self._pos + self._discard + self._to_wsproto)
+        while end - pos >= 2:
+            b1 = buf[pos + 1]
+            length = b1 & 0x7F
+            head = 2
+            if length == 126:
+                if end - pos < 4:
+                    break
+                length = (buf[pos + 2] << 8) | buf[pos + 3]
+                head = 4
+            elif length == 127:
+                if end - pos < 10:
+                    break
+                length = int.from_bytes(buf[pos + 2 : pos + 10], "big")
+                head = 10
+            size = head + (4 if b1 & 0x80 else 0) + length
+            if buf[pos] & 0x0F == 0x8:
+                if end - pos < size:
+                    break  # not whole yet: look here again next time
+                return True
+            pos += size
+        self._ahead = pos
+        return False
 
     def _wsproto_events(self) -> Iterator[Event]:
         if not self.reading:

@@ -280,7 +280,7 @@ class Session(BaseSession):
     def process(self) -> None:
         """Handle what is buffered, as far as backpressure allows; the read's
         ops go out as one :class:`Apply`."""
-        if self._gone or self.held:
+        if not self.handling:
             return
         try:
             self._read_events()

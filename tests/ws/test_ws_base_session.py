@@ -13,6 +13,7 @@ from syncd.ws.base_session import (
     BaseSession,
     Close,
     Finish,
+    Leaving,
     PauseReading,
     ResumeReading,
     Send,
@@ -134,9 +135,42 @@ def test_a_peer_that_does_not_read_gets_no_more_messages_handled() -> None:
     h = Harness()
     h.session.write_paused = True  # the adapter's transport is over its bound
     h.feed(b"a", b"b", b"c")
-    assert h.messages == [b"a"]
+    assert h.messages == []  # buffered, not handled (not even the first)
+    assert h.session.unread > 0
     h.session.writing_resumed()
-    assert h.messages == [b"a", b"b", b"c"]
+    assert h.messages == [b"a", b"b", b"c"] and h.session.unread == 0
+
+
+def test_a_close_behind_held_messages_is_honoured_after_handling_them() -> None:
+    h = Harness()
+    h.session.write_paused = True  # the peer reads nothing of ours
+    h.feed(b"a", b"b")
+    assert h.messages == [] and h.take() == []
+    h.session.data_received(client_frame(0x8, CLOSE_GOING_AWAY.to_bytes(2, "big")), 2.0)
+    # The peer is leaving: nothing more goes out (Leaving), so what it sent
+    # before its close is handled now, then the close is answered.
+    leaving, finish = h.take()
+    assert isinstance(leaving, Leaving) and isinstance(finish, Finish)
+    assert parse_frame(bytearray(finish.data)) == (0x8, CLOSE_GOING_AWAY.to_bytes(2, "big"))
+    assert h.messages == [b"a", b"b"] and h.session.closing
+
+
+def test_a_close_split_across_reads_is_found_once_whole() -> None:
+    h = Harness()
+    h.session.write_paused = True
+    close = client_frame(0x8, CLOSE_GOING_AWAY.to_bytes(2, "big"))
+    h.session.data_received(client_frame(0x2, b"x" * 300) + close[:3], 1.0)
+    assert h.take() == [] and h.messages == []
+    h.session.data_received(close[3:], 2.0)
+    assert [type(a) for a in h.take()] == [Leaving, Finish] and h.messages == [b"x" * 300]
+
+
+def test_an_end_of_stream_behind_held_messages_handles_them() -> None:
+    h = Harness()
+    h.session.write_paused = True
+    h.feed(b"a")
+    h.session.eof_received()
+    assert h.messages == [b"a"] and h.session.closing
 
 
 def test_closing_reads_on_for_the_peers_close_whatever_held_reading() -> None:
