@@ -41,7 +41,12 @@ async def held_locked(
         conn.execute("BEGIN")
         conn.execute("SELECT 1 FROM crdts WHERE ns = %s AND id = %s FOR UPDATE", (NS, crdt_id))
         tasks = [asyncio.ensure_future(request) for request in requests]
-        await asyncio.sleep(1.0)
+        with sql_conn(a.settings.database_url or "") as watch:
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            await eventually(lambda: watch.execute(waiting).fetchone() == (len(tasks),))
         assert not any(task.done() for task in tasks)
         conn.execute("COMMIT")
     return list(await asyncio.gather(*tasks))
