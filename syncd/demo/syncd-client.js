@@ -2458,6 +2458,7 @@ function decodeSseData(data) {
   return decode(base64Decode(data.trim()));
 }
 var RETRY_AFTER_MAX_MS = 1e4;
+var READ_TIMEOUT_MS = 45e3;
 var END_EVENT = "end";
 var SYNCED_EVENT = "synced";
 var LINE_END = /\r\n|\r|\n/g;
@@ -2533,7 +2534,7 @@ var EventStream = class extends Emitter {
     super();
     this.config = normalizeConfig(config);
     crdtPath(this.config, id);
-    this.options = { minReconnectMs: 100, maxReconnectMs: 5e3, ...options };
+    this.options = { minReconnectMs: 100, maxReconnectMs: 5e3, readTimeoutMs: READ_TIMEOUT_MS, ...options };
     const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
     const transport = options.transport ?? "auto";
     const canFetch = typeof (config.fetch ?? globalThis.fetch) === "function";
@@ -2560,6 +2561,7 @@ var EventStream = class extends Emitter {
     this._source = null;
     this._abort = null;
     this._timer = null;
+    this._silentTimer = null;
     this._stopping = null;
     this._open();
   }
@@ -2660,6 +2662,17 @@ var EventStream = class extends Emitter {
   async _openFetch(token) {
     const abort = new AbortController();
     this._abort = abort;
+    let timedOut = false;
+    const waitForMore = () => {
+      clearTimeout(this._silentTimer);
+      this._silentTimer = setTimeout(() => {
+        this._silentTimer = null;
+        if (this._abort !== abort) return;
+        timedOut = true;
+        abort.abort();
+      }, this.options.readTimeoutMs);
+    };
+    waitForMore();
     try {
       const response = await this._fetch(this._url(), {
         headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" },
@@ -2684,6 +2697,8 @@ var EventStream = class extends Emitter {
       for (; ; ) {
         const { value, done } = await reader.read();
         if (done) break;
+        if (this._abort !== abort) return;
+        waitForMore();
         for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
           if (this._abort !== abort) return;
           if (event === "message") this._deliver(data);
@@ -2702,7 +2717,12 @@ var EventStream = class extends Emitter {
         this._fail(err);
         return;
       }
-      this._retry(err);
+      this._retry(timedOut ? new SyncdError("timeout", `nothing from the event stream for ${this.options.readTimeoutMs} ms`) : err);
+    } finally {
+      if (this._abort === abort || this._abort === null) {
+        clearTimeout(this._silentTimer);
+        this._silentTimer = null;
+      }
     }
   }
   _setState(state) {
@@ -2711,6 +2731,8 @@ var EventStream = class extends Emitter {
     this.emit("status", state);
   }
   _stop() {
+    clearTimeout(this._silentTimer);
+    this._silentTimer = null;
     if (this._source) {
       this._source.onerror = this._source.onmessage = this._source.onopen = null;
       this._source.close();
@@ -4267,6 +4289,7 @@ export {
   MAX_ORIGIN_LENGTH,
   MAX_TOOL_NAME_LENGTH,
   MIN_MAX_RESULT_CHARS,
+  READ_TIMEOUT_MS,
   RETRY_AFTER_MAX_MS,
   RgaReplica,
   SseParser,

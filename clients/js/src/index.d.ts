@@ -363,11 +363,25 @@ export function decodeSseData(data: string): Delta;
  * streams cap it.
  */
 export const RETRY_AFTER_MAX_MS: 10000;
+/**
+ * The default `readTimeoutMs` of an EventStream (fetch transport): a stream
+ * with nothing from the server (its pings included) for this long is taken
+ * as dead and reopened, resuming.
+ */
+export const READ_TIMEOUT_MS: 45000;
 export class EventStream extends Emitter {
   constructor(
     config: ClientConfig,
     id: string,
-    options?: { transport?: 'auto' | 'eventsource' | 'fetch'; replica?: boolean; minReconnectMs?: number; maxReconnectMs?: number; EventSource?: unknown },
+    options?: {
+      transport?: 'auto' | 'eventsource' | 'fetch';
+      replica?: boolean;
+      minReconnectMs?: number;
+      maxReconnectMs?: number;
+      /** Fetch transport: silence (no event, no ping) after which the stream is reopened; default READ_TIMEOUT_MS. */
+      readTimeoutMs?: number;
+      EventSource?: unknown;
+    },
   );
   readonly transport: 'eventsource' | 'fetch';
   readonly state: 'connecting' | 'open' | 'closed';

@@ -37,6 +37,14 @@ export function decodeSseData(data) {
  */
 export const RETRY_AFTER_MAX_MS = 10_000;
 
+/**
+ * Silence after which a fetch stream counts as dead (ms): three missed pings
+ * of the server's default SERVICE_SSE_PING_S (15 s), as the Python client's
+ * SSE_READ_TIMEOUT_S. A connection dropped on the way (a NAT, a proxy, a
+ * laptop asleep) ends with no close to tell: only the silence does.
+ */
+export const READ_TIMEOUT_MS = 45_000;
+
 /** The name of the stream's last event when its read ends. */
 export const END_EVENT = 'end';
 
@@ -148,7 +156,7 @@ export class EventStream extends Emitter {
     // An id with no path is refused here, as SyncSocket.subscribe refuses it:
     // at the first request it was a TypeError retried at every backoff, for ever.
     crdtPath(this.config, id);
-    this.options = { minReconnectMs: 100, maxReconnectMs: 5000, ...options };
+    this.options = { minReconnectMs: 100, maxReconnectMs: 5000, readTimeoutMs: READ_TIMEOUT_MS, ...options };
     const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
     const transport = options.transport ?? 'auto';
     const canFetch = typeof (config.fetch ?? globalThis.fetch) === 'function';
@@ -174,6 +182,8 @@ export class EventStream extends Emitter {
     this._source = null;
     this._abort = null;
     this._timer = null;
+    /** The fetch stream's silence timeout (see READ_TIMEOUT_MS). */
+    this._silentTimer = null;
     /** The error _fail() stops the stream with, while listeners hear of it. */
     this._stopping = null;
     this._open();
@@ -285,6 +295,20 @@ export class EventStream extends Emitter {
   async _openFetch(token) {
     const abort = new AbortController();
     this._abort = abort;
+    // Anything from the server (a ping comment too) starts the wait again;
+    // its end aborts the request, taken below as a lost connection. (_stop()
+    // clears it with the request.)
+    let timedOut = false;
+    const waitForMore = () => {
+      clearTimeout(this._silentTimer);
+      this._silentTimer = setTimeout(() => {
+        this._silentTimer = null;
+        if (this._abort !== abort) return;
+        timedOut = true;
+        abort.abort();
+      }, this.options.readTimeoutMs);
+    };
+    waitForMore();
     try {
       const response = await this._fetch(this._url(), {
         headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
@@ -310,6 +334,8 @@ export class EventStream extends Emitter {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
+        if (this._abort !== abort) return;
+        waitForMore();
         for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
           // A listener closed or restarted the stream: the rest of the chunk is the old stream's.
           if (this._abort !== abort) return;
@@ -329,7 +355,12 @@ export class EventStream extends Emitter {
         this._fail(err);
         return;
       }
-      this._retry(err);
+      this._retry(timedOut ? new SyncdError('timeout', `nothing from the event stream for ${this.options.readTimeoutMs} ms`) : err);
+    } finally {
+      if (this._abort === abort || this._abort === null) {
+        clearTimeout(this._silentTimer);
+        this._silentTimer = null;
+      }
     }
   }
 
@@ -340,6 +371,8 @@ export class EventStream extends Emitter {
   }
 
   _stop() {
+    clearTimeout(this._silentTimer);
+    this._silentTimer = null;
     if (this._source) {
       this._source.onerror = this._source.onmessage = this._source.onopen = null;
       this._source.close();
