@@ -36,8 +36,11 @@ async def test_a_stalled_call_is_answered_at_the_limit(server: RunningServer) ->
     async with proxy_to(server) as proxy:
         url = f"http://127.0.0.1:{proxy.port}"
         async with AsyncClient(url, make_token(3), NS) as client:
+            # The calls expected to succeed get the default limit: a loaded
+            # machine may take a while over them.
+            patient = AgentTools(client, [("hits", "gcounter")])
             tools = AgentTools(client, [("hits", "gcounter")], call_timeout_s=LIMIT_S)
-            assert (await tools.execute("service_increment_hits", {}))["value"] == 1
+            assert (await patient.execute("service_increment_hits", {}))["value"] == 1
             proxy.stall()
             read, took = await _timed(tools, "service_read_hits", {})
             assert LIMIT_S <= took < LIMIT_S + SLACK_S, took
@@ -51,7 +54,7 @@ async def test_a_stalled_call_is_answered_at_the_limit(server: RunningServer) ->
             assert "may have been applied" in write["message"], write
             proxy.resume()
             # The client is still usable once the service answers again.
-            again = await tools.execute("service_read_hits", {})
+            again = await patient.execute("service_read_hits", {})
             assert again["ok"] is True and again["value"] in (1, 3), again
 
 
