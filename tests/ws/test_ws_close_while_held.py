@@ -129,3 +129,21 @@ async def test_what_is_read_while_held_is_bounded_and_then_handled(make_server: 
             snapshots += 1
     assert snapshots == len(DOCS)
     raw.close()
+
+
+@pytest.mark.parametrize("http_parser", ["httptools"])
+async def test_a_half_closed_peer_that_reads_nothing_is_dropped(make_server: Any) -> None:
+    """Not held (what waits for it is under the bound), its end of stream is
+    seen at once; the transport then waited for it to read what it held, and
+    with the keepalive done (closing), nothing ever dropped it."""
+    server = await make_server()
+    async with open_ws(server) as writer:
+        ack = await op(writer, "lw:mid", {"op": "set", "value": "x" * 40_000})
+        assert ack["kind"] == "ack", ack
+    raw, connection = await stalled_peer(server)
+    raw.send_message({"kind": "subscribe", "id": "lw:mid"})
+    await wait_for(lambda: connection.transport.get_write_buffer_size() > 10_000)
+    assert not connection._write_paused
+    raw.writer.write_eof()
+    await wait_for(lambda: connection._gone, CLOSE_TIMEOUT_S + WAIT_S)
+    raw.close()
