@@ -1,4 +1,4 @@
-// The CRDT ids "." and ".." are valid (docs/data-model.md#names) but cannot
+// The CRDT ids "." and ".." are valid (docs/data-model.md#identifiers) but cannot
 // be a path segment of a URL that fetch or EventSource takes: the WHATWG URL
 // parser drops them as dot segments, "%2E" spellings included, so
 // `history('.')` asked for /crdts/history, the read of the CRDT named
