@@ -1676,8 +1676,21 @@ function retryAfterSeconds(header, now = Date.now()) {
   const date = Date.parse(header);
   return Number.isNaN(date) ? void 0 : Math.max(0, (date - now) / 1e3);
 }
+var HTTP_TIMEOUT_MS = 1e4;
+async function readText(response, watch) {
+  if (!response.body) return response.text();
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  for (; ; ) {
+    const { value, done } = await reader.read();
+    if (done) return text + decoder.decode();
+    watch();
+    text += decoder.decode(value, { stream: true });
+  }
+}
 var HttpApi = class {
-  /** @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch}} config */
+  /** @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch, timeoutMs?: number}} config */
   constructor(config) {
     this.config = normalizeConfig(config);
     this._fetch = config.fetch ?? globalThis.fetch?.bind(globalThis);
@@ -1698,16 +1711,31 @@ var HttpApi = class {
       init.headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
     }
+    const timeoutMs = this.config.timeoutMs ?? HTTP_TIMEOUT_MS;
+    const abort = new AbortController();
+    let timer = null;
+    const watch = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => abort.abort(), timeoutMs);
+    };
+    init.signal = abort.signal;
     let response;
     let text;
     try {
+      watch();
       response = await this._fetch(url, init);
-      text = await response.text();
+      watch();
+      text = await readText(response, watch);
     } catch (err) {
+      if (abort.signal.aborted) {
+        throw new SyncdError("timeout", `no answer from the service within ${timeoutMs} ms: ${method} ${path}`, { status: 0, cause: err });
+      }
       throw new SyncdError("unavailable", `the service could not be reached: ${method} ${path}: ${err?.cause?.code ?? err?.message ?? err}`, {
         status: 0,
         cause: err
       });
+    } finally {
+      clearTimeout(timer);
     }
     let parsed = null;
     if (text) {
@@ -4285,6 +4313,7 @@ export {
   DEFAULT_MAX_RESULT_CHARS,
   Emitter,
   EventStream,
+  HTTP_TIMEOUT_MS,
   HttpApi,
   MAX_ORIGIN_LENGTH,
   MAX_TOOL_NAME_LENGTH,

@@ -17,8 +17,30 @@ export function retryAfterSeconds(header, now = Date.now()) {
   return Number.isNaN(date) ? undefined : Math.max(0, (date - now) / 1000);
 }
 
+/**
+ * The default `timeoutMs` of HTTP calls: how long the server may leave a
+ * request without a word (no answer yet, or nothing more of it), as the
+ * Python client's DEFAULT_TIMEOUT_S. An op is acknowledged in milliseconds;
+ * ten seconds means the service is stuck.
+ */
+export const HTTP_TIMEOUT_MS = 10_000;
+
+/** The answer's body as text, read under `watch` (re-armed at every chunk). */
+async function readText(response, watch) {
+  if (!response.body) return response.text();
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return text + decoder.decode();
+    watch();
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
 export class HttpApi {
-  /** @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch}} config */
+  /** @param {{baseUrl: string, token: string | (() => string | Promise<string>), namespace: string, fetch?: typeof fetch, timeoutMs?: number}} config */
   constructor(config) {
     this.config = normalizeConfig(config);
     this._fetch = config.fetch ?? globalThis.fetch?.bind(globalThis);
@@ -40,12 +62,27 @@ export class HttpApi {
       init.headers['content-type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
+    // No word from the server for timeoutMs (before the answer, or between
+    // its chunks) aborts the request: fetch itself waits for ever in a browser.
+    const timeoutMs = this.config.timeoutMs ?? HTTP_TIMEOUT_MS;
+    const abort = new AbortController();
+    let timer = null;
+    const watch = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => abort.abort(), timeoutMs);
+    };
+    init.signal = abort.signal;
     let response;
     let text;
     try {
+      watch();
       response = await this._fetch(url, init);
-      text = await response.text();
+      watch();
+      text = await readText(response, watch);
     } catch (err) {
+      if (abort.signal.aborted) {
+        throw new SyncdError('timeout', `no answer from the service within ${timeoutMs} ms: ${method} ${path}`, { status: 0, cause: err });
+      }
       // fetch rejects with a bare TypeError ("fetch failed") when the service
       // cannot be reached or the connection drops: a SyncdError like the rest,
       // status 0 (no answer), so callers branch on `code` alone.
@@ -53,6 +90,8 @@ export class HttpApi {
         status: 0,
         cause: err,
       });
+    } finally {
+      clearTimeout(timer);
     }
     let parsed = null;
     if (text) {

@@ -9,6 +9,8 @@ export interface ClientConfig {
   token: TokenSource;
   namespace: string;
   fetch?: typeof fetch;
+  /** HTTP calls: silence (no answer, or nothing more of it) after which one fails with a SyncdError `timeout` (status 0); default HTTP_TIMEOUT_MS. */
+  timeoutMs?: number;
   WebSocket?: unknown;
   EventSource?: unknown;
 }
@@ -363,6 +365,8 @@ export function decodeSseData(data: string): Delta;
  * streams cap it.
  */
 export const RETRY_AFTER_MAX_MS: 10000;
+/** The default `timeoutMs` of HTTP calls (ClientConfig), as the Python client's DEFAULT_TIMEOUT_S. */
+export const HTTP_TIMEOUT_MS: 10000;
 /**
  * The default `readTimeoutMs` of an EventStream (fetch transport): a stream
  * with nothing from the server (its pings included) for this long is taken

@@ -1,7 +1,7 @@
 // @syncd/client: the public surface.
 
 export { SyncdClient } from './client.js';
-export { HttpApi } from './http.js';
+export { HTTP_TIMEOUT_MS, HttpApi } from './http.js';
 export { CLOSE_TOKEN_ENDED, SyncSocket, wsUrl } from './ws.js';
 export { EventStream, READ_TIMEOUT_MS, RETRY_AFTER_MAX_MS, SseParser, decodeSseData, endError } from './sse.js';
 export { Subscription } from './subscription.js';
