@@ -290,8 +290,15 @@ class _ResumingStream(ABC):
             if code in _RETRY_CODES:
                 await self._lost(_retry_after(message.get("retry_after")))
                 return
+            # The body as an HTTP refusal's: the error, its message and what
+            # else it carries (the ``id`` a WebSocket refusal is about).
+            body = {key: value for key, value in message.items() if key != "kind"}
             error = service_error(
-                _CODE_STATUS.get(code, 400), code, str(message.get("message", ""))
+                _CODE_STATUS.get(code, 400),
+                code,
+                str(message.get("message", "")),
+                _retry_after(message.get("retry_after")),
+                body,
             )
             await self._close_failing(error)
             raise error
