@@ -374,7 +374,8 @@ class BaseSession:
                         self.held = True
                         self._emit(_PAUSE)
                     return
-                if not self.handling:
+                if self.held or (self.write_paused and not self.closing) or self._gone:
+                    # (``not self.handling``, inline: once per message.)
                     # Held by the message itself, or the peer is not reading:
                     # answering the rest of what it sent (a native subscribe
                     # is a whole snapshot) would buffer without bound.
