@@ -30,6 +30,13 @@ like a missing CRDT."""
 
 Answer = dict[str, Any]
 
+POOL_LIMITS: Final = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+"""No limit on the pool's connections: each SSE stream (``events``) holds one
+for as long as it lasts, and with httpx's default of 100, a hundred streams
+left no connection to the client's requests (each failed with PoolTimeout)
+nor to a further stream. The service bounds connections
+(``SERVICE_MAX_CONNECTIONS``). Idle ones kept: httpx's default."""
+
 
 class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
     """``AsyncClient(base_url, token, namespace)``; raises TokenParseError,
@@ -49,7 +56,7 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
         self.config = self.core.config
         self.timeout = timeout
         self._http = httpx.AsyncClient(
-            timeout=timeout, headers=self.core.headers, transport=transport
+            timeout=timeout, headers=self.core.headers, transport=transport, limits=POOL_LIMITS
         )
 
     @classmethod
