@@ -72,6 +72,8 @@ class H11Parser:
         self._line_whole = False
         """The request line of the head still coming is whole and mended
         (see ``_collapse_request_line_spaces``)."""
+        self._collapsed = 0
+        """Spaces that mending took out of it."""
         self._lines: _LinesSoFar | None = None
         """The field lines of the head or trailer section still coming."""
         self._fresh = 0
@@ -120,6 +122,7 @@ class H11Parser:
         self._framing_judged = 0
         self._newlines = self._newlines_at = 0
         self._line_whole = False
+        self._collapsed = 0
         self._lines = None
         data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
         self._fresh = len(data)
@@ -136,6 +139,13 @@ class H11Parser:
             if self._conn.their_state is h11.IDLE:
                 self._collapse_request_line_spaces()
                 head_data = self._conn.trailing_data[0]
+                limit = MAX_HEAD_BYTES - self._collapsed  # in what h11 holds
+                if len(head_data) > limit and head_data.find(b"\r\n\r\n", 0, limit) < 0:
+                    # The head is longer than MAX_HEAD_BYTES (raw bytes,
+                    # its blank line's too): answered for its first bytes
+                    # up to the limit, as llhttp's side answers it.
+                    self._failed = head_limit_refusal(bytes(head_data[:limit]))
+                    return self._failed
                 self._newlines += head_data.count(b"\n", self._newlines_at)
                 self._newlines_at = len(head_data)
                 limit_end = field_limit_end(head_data) if self._newlines > MAX_HEADERS else -1
@@ -360,7 +370,9 @@ class H11Parser:
         if words is None:
             return  # spaces at either end, or inside a part: h11 refuses it, as llhttp does
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-        conn.receive_data(b" ".join(words.groups()) + bytes(data[line_end:]))
+        line = b" ".join(words.groups())
+        self._collapsed = line_end - len(line)
+        conn.receive_data(line + bytes(data[line_end:]))
         if closed:
             conn.receive_data(b"")
         self._conn = conn
@@ -384,12 +396,6 @@ class H11Parser:
             self._failed = ParseError(431, "too many header fields")
             return self._failed
         headers: dict[str, str] = {}
-        # h11 bounds only heads that arrive incomplete; one that arrives whole
-        # in a single read is measured here so both parsers share the limit.
-        head_bytes = len(event.target) + sum(len(n) + len(v) + 4 for n, v in items)
-        if head_bytes > MAX_HEAD_BYTES:
-            self._failed = ParseError(431, "request head too large")
-            return self._failed
         for raw_name, raw_value in items:
             name = raw_name.decode("latin-1").lower()
             value = raw_value.decode("latin-1")
@@ -582,6 +588,20 @@ class _LinesSoFar:
         name = self.name
         value = bytes(data[start + self.colon + 1 :]) if name in _FRAMING_NAMES else b""
         return new, (name, value)
+
+
+def head_limit_refusal(head: bytes) -> ParseError:
+    """The answer to a head longer than MAX_HEAD_BYTES (from its request
+    line's first byte to its blank line's last), given its first
+    MAX_HEAD_BYTES bytes: the refusal of what is wrong in them, as if no more
+    had come (the version first, as ever), else 431. The first problem in
+    byte order wins, whichever parser reads it and wherever the reads are
+    cut: the limit is passed at the byte after these."""
+    judge = H11Parser(0)
+    judge.feed(head)
+    event = judge.next_event()
+    refusal = event if isinstance(event, ParseError) else None
+    return _version_first(head) or refusal or ParseError(431, "request head too large")
 
 
 def _field_limit_refusal(head: bytes) -> ParseError:

@@ -3,8 +3,10 @@
 llhttp parses everything it is given at once, so pipelined requests queue up
 here as complete requests. It refuses the request-smuggling shapes itself
 (Content-Length with Transfer-Encoding, duplicate Content-Length, bad chunk
-sizes); the head-size and header-count limits, which llhttp leaves to its
-embedder, are enforced in the callbacks below with the same numbers as h11.
+sizes); the header-count and head-size limits, which llhttp leaves to its
+embedder, are enforced here with the same numbers and answers as h11's side:
+the count in the callbacks below, the size by feeding llhttp no more of a
+head than MAX_HEAD_BYTES bytes (``_limit_cut``; llhttp reports no offsets).
 
 llhttp refuses a method it does not know while parsing, at its first byte
 that no known method has, where h11 takes any token: that request's head is
@@ -21,7 +23,7 @@ from typing import Final
 
 import httptools
 
-from syncd.http.h11_parser import H11Parser
+from syncd.http.h11_parser import H11Parser, head_limit_refusal
 from syncd.http.parser import (
     CLOSED,
     CONTINUE,
@@ -217,6 +219,29 @@ def _after_chunked_body(
     return None
 
 
+_MEASURED_HEAD_BOUND: Final = MAX_HEAD_BYTES + MAX_HEADERS + 1
+"""What the target and fields handed over (4 bytes a field besides its name
+and value) may measure in a head of at most MAX_HEAD_BYTES bytes (a field
+line ``a:b`` is 5 bytes, measured 6). ``_limit_cut`` keeps llhttp from
+reading past the limit; this bounds a head whose start it does not know
+(behind a stand-in head)."""
+
+
+def _run_without_blank_line(data: bytes, start: int) -> int | None:
+    """Where in ``data``, from ``start`` (a request boundary, or a blank
+    line's end) on, the first run of more than MAX_HEAD_BYTES bytes begins
+    that no blank line ends in (at ``start`` or at a blank line's end);
+    None if there is none. Jumps to the last blank line within reach, so a
+    read costs about a search per MAX_HEAD_BYTES."""
+    at = start
+    while len(data) - at > MAX_HEAD_BYTES:
+        found = data.rfind(b"\r\n\r\n", max(0, at - 3), at + MAX_HEAD_BYTES)
+        if found < 0 or found + 4 <= at:
+            return at if at > 0 else None
+        at = found + 4
+    return None
+
+
 _BLANK_LINES: Final = re.compile(b"\r\n\r\n")
 _LAST_CHUNK: Final = re.compile(rb"(?:^|\n)0+(?:;[^\r\n]*)?\r\n(?:[^\r\n]+\r\n)*\r\n")
 """A last chunk's line, its trailer fields and the blank line after them."""
@@ -290,6 +315,11 @@ class HttptoolsParser:
         self._body_tail = b""
         """The last bytes (up to 16) of a read that ended inside a body: where
         a chunked body ends when its end is cut in two (see _refused_head)."""
+        self._head_bound = 0
+        """After a read that ended inside a request's head: at most how many
+        bytes of it came (from its request line on), exactly if
+        ``_head_exact`` (see ``_limit_cut``)."""
+        self._head_exact = False
         self._tail = b""
         """The last bytes (up to 8) of a read that ended inside a request's
         head, empty after one that ended elsewhere in a request: where the
@@ -330,6 +360,33 @@ class HttptoolsParser:
             else:
                 self._closed = True
             return
+        while True:
+            cut = self._limit_cut(data)
+            if cut is None or cut >= len(data):
+                self._parse(data)
+                return
+            if cut:
+                self._parse(data[:cut])
+                data = data[cut:]
+                if self._failed is not None or self._judge is not None or self._upgraded:
+                    self.feed(data)  # (to the judge, or held after an upgrade)
+                    return
+            if self._head_bound == MAX_HEAD_BYTES and self._head_exact and self._in_head():
+                # The head goes on past the limit: answered for its bytes so
+                # far, as h11's side answers it (see head_limit_refusal).
+                head = self._head_so_far()
+                if head is None:
+                    self._failed = self._limit_refusal()
+                else:
+                    self._failed = head_limit_refusal(head[:MAX_HEAD_BYTES])
+                self._partial = None
+                return
+            if not cut:  # not expected: _limit_cut moves on or stops at the limit
+                self._parse(data)
+                return
+
+    def _parse(self, data: bytes) -> None:
+        """Feed llhttp ``data``, a read or part of one (see ``_limit_cut``)."""
         parser = self._parser
         # A request boundary before these bytes, or where the body in progress
         # ends in them (negative: unknown), and how many requests were
@@ -417,6 +474,16 @@ class HttptoolsParser:
             # between requests, as a request read whole does): its last bytes.
             whole = not at_boundary and len(self._queued_sizes) == queued
             if self._trailer_bytes < 0:
+                if whole:
+                    self._head_bound += len(data)
+                else:
+                    # The head began after the last blank line (it holds
+                    # none); exactly where is known only after a boundary.
+                    skipped = len(data) - len(data.lstrip(b"\r\n")) if at_boundary else 0
+                    blank = data.rfind(b"\r\n\r\n")
+                    start = max(blank + 4 if blank >= 0 else 0, skipped)
+                    self._head_bound = len(data) - start
+                    self._head_exact = at_boundary and len(self._queued_sizes) == queued
                 tail = self._tail = ((self._tail if whole else b"") + data)[-8:]
                 self._body_tail = b""
                 if tail[-4:] == b"\r\n\r\n" and self._url and self._parser.get_method() == b"PRI":
@@ -432,6 +499,75 @@ class HttptoolsParser:
                 self._body_tail = ((self._body_tail if whole else b"") + data)[-16:]
         if self._partial is not None and (self._failed is not None or self._judge is not None):
             self._partial = None
+
+    def _in_head(self) -> bool:
+        return self._in_message and self._trailer_bytes < 0
+
+    def _limit_cut(self, data: bytes) -> int | None:
+        """Where to cut ``data`` (a read) so that llhttp, fed the part before,
+        stops at a head's byte MAX_HEAD_BYTES (the rest would pass the limit:
+        ``feed`` answers it, see ``head_limit_refusal``), or where a blank
+        line after which such a head may start ends, to look again from
+        there; None when no head in ``data`` can pass the limit. A head holds
+        no blank line but its last, so one that passes the limit lies in more
+        than MAX_HEAD_BYTES bytes without one: reads without such a run (nearly
+        all) cost a length compare or a few searches."""
+        if self._held is not None or self._body_only or self._upgraded:
+            return None  # read behind a stand-in head: left to the measure in on_header
+        if self._in_head():
+            if self._head_bound + len(data) <= MAX_HEAD_BYTES:
+                return None
+            end = self._head_end(data)
+            length = len(data) if end is None else end
+            if self._head_bound + length > MAX_HEAD_BYTES and not self._head_exact:
+                head = self._head_so_far()
+                if head is None:
+                    return None  # where it began is unknown: the measure in on_header
+                self._head_bound = len(head)
+                self._head_exact = True
+            if self._head_bound + length > MAX_HEAD_BYTES:
+                return MAX_HEAD_BYTES - self._head_bound
+            if end is None:
+                return None
+            start = end
+        elif not self._in_message:
+            if len(data) <= MAX_HEAD_BYTES:
+                return None
+            skipped = len(data) - len(data.lstrip(b"\r\n"))
+            found = data.find(b"\r\n\r\n", skipped, skipped + MAX_HEAD_BYTES)
+            if found < 0:
+                return skipped + MAX_HEAD_BYTES  # (or the read ends first: fed whole)
+            start = found + 4
+        elif self._length >= 0:  # a body of known length: a boundary after it
+            left = self._length - self._size
+            return left if left > 0 and len(data) - left > MAX_HEAD_BYTES else None
+        else:  # a chunked body or its trailers: they end with a blank line
+            tail = self._body_tail
+            found = (tail + data).find(b"\r\n\r\n", max(0, len(tail) - 3))
+            if found < 0:
+                return None
+            start = found + 4 - len(tail)
+        return _run_without_blank_line(data, start)
+
+    def _head_so_far(self) -> bytes | None:
+        """The bytes of the head still coming, from its request line on
+        (without what came before it in its first read), if they are known
+        (see ``_keep_partial``)."""
+        if self._partial is None:
+            return None
+        first = self._partial[0]
+        if self._partial_skip:
+            first = first[_message_start(first, self._partial_skip) :]
+            self._partial[0] = first
+            self._partial_skip = 0
+        first = first.lstrip(b"\r\n")
+        self._partial[0] = first
+        self._partial_bytes = sum(len(part) for part in self._partial)
+        return b"".join(self._partial)
+
+    def _limit_refusal(self) -> ParseError:
+        refusal = self._version_first(431, "request head too large")
+        return ParseError(refusal.status, refusal.message)
 
     @staticmethod
     def _from_boundary(
@@ -769,7 +905,7 @@ class HttptoolsParser:
     def on_url(self, url: bytes) -> None:
         self._url += url
         self._head_bytes += len(url)
-        if self._head_bytes > MAX_HEAD_BYTES:
+        if self._head_bytes > _MEASURED_HEAD_BOUND:
             raise _Refused(431, "request head too large")
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -778,7 +914,7 @@ class HttptoolsParser:
             return
         head_bytes = self._head_bytes + len(name) + len(value) + 4
         self._head_bytes = head_bytes
-        if head_bytes > MAX_HEAD_BYTES:
+        if head_bytes > _MEASURED_HEAD_BOUND:
             raise self._version_first(431, "request head too large")
         count = self._header_count + 1
         self._header_count = count

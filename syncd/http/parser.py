@@ -30,8 +30,9 @@ from typing import Final, Protocol
 
 from syncd.http.request import Request
 
-# Same bound h11 uses by default: a whole request head (request line and
-# headers) larger than this is refused with 431.
+# A request head (its bytes from the request line's first to the blank
+# line's last) longer than this is answered for its first MAX_HEAD_BYTES
+# bytes: what is wrong in them, else 431 (see h11_parser.head_limit_refusal).
 MAX_HEAD_BYTES: Final = 16 * 1024
 # More header lines than any real client sends; bounds per-request work.
 MAX_HEADERS: Final = 100
