@@ -165,6 +165,18 @@ def test_a_close_split_across_reads_is_found_once_whole() -> None:
     assert [type(a) for a in h.take()] == [Leaving, Finish] and h.messages == [b"x" * 300]
 
 
+def test_a_close_behind_a_held_fragmented_message_is_found() -> None:
+    h = Harness()
+    h.session.write_paused = True
+    close = client_frame(0x8, CLOSE_GOING_AWAY.to_bytes(2, "big"))
+    first = client_frame(0x2, b"ab", fin=False)
+    ping = client_frame(0x9, b"p")  # a control frame between the fragments
+    h.session.data_received(first + ping + client_frame(0x0, b"cd") + close, 1.0)
+    kinds = [type(a) for a in h.take()]
+    # The pong is still emitted; the adapter, told Leaving, writes nothing.
+    assert kinds == [Leaving, Send, Finish] and h.messages == [b"abcd"]
+
+
 def test_an_end_of_stream_behind_held_messages_handles_them() -> None:
     h = Harness()
     h.session.write_paused = True
