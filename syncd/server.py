@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import importlib
 import logging
 import os
@@ -15,7 +16,7 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, NoReturn, cast
 
 from syncd import __version__
@@ -133,13 +134,7 @@ class Server:
             )
             factory = handshakes.protocol
         try:
-            self._server = await loop.create_server(
-                factory,
-                host=self.settings.host,
-                port=self.settings.port,
-                reuse_address=True,
-                backlog=LISTEN_BACKLOG,
-            )
+            self._server = await listen(loop, factory, self.settings.host, self.settings.port)
         except OSError as exc:
             # syncd serve checked the address before opening anything, but
             # it can be taken (or go) while the store recovers.
@@ -267,6 +262,65 @@ class Server:
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._hurry.wait(), drain)
+
+
+SHARED_PORT_ATTEMPTS: Final = 8
+"""Port 0 on a host with several addresses: how many times a free port of
+the first address is tried on the others before the start gives up (each
+try fails only when another process has that port on another address)."""
+
+
+async def listen(
+    loop: asyncio.AbstractEventLoop,
+    factory: Callable[[], asyncio.BaseProtocol],
+    host: str | Sequence[str],
+    port: int,
+) -> asyncio.Server:
+    """Listen on every address ``host`` resolves to, at ``port``. Port 0 is
+    one free port for all of them: the loop would pick one per address
+    (``localhost``: 127.0.0.1 and ::1 on two ports), and the one port the
+    start's line and ``READY=1`` name would reach only the first. The free
+    port the first address got is then asked for on all of them."""
+    server = await loop.create_server(
+        factory,
+        host=host,
+        port=port,
+        reuse_address=True,
+        backlog=LISTEN_BACKLOG,
+        start_serving=port != 0,
+    )
+    for _ in range(SHARED_PORT_ATTEMPTS):
+        ports = [int(sock.getsockname()[1]) for sock in server.sockets]
+        if port != 0 or len(set(ports)) == 1:
+            await server.start_serving()
+            return server
+        # Not serving yet: nobody connected to these sockets.
+        server.close()
+        await server.wait_closed()
+        try:
+            server = await loop.create_server(
+                factory,
+                host=host,
+                port=ports[0],
+                reuse_address=True,
+                backlog=LISTEN_BACKLOG,
+                start_serving=False,
+            )
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            # Another process has that port on another address: a new one.
+            server = await loop.create_server(
+                factory,
+                host=host,
+                port=0,
+                reuse_address=True,
+                backlog=LISTEN_BACKLOG,
+                start_serving=False,
+            )
+    server.close()
+    await server.wait_closed()
+    raise OSError(errno.EADDRINUSE, "no free port is free on every address of the host")
 
 
 class _TlsHandshakes:
