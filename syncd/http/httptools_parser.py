@@ -144,6 +144,13 @@ def _coding_head_end(data: bytes) -> int | None:
         start = end
 
 
+def _length_value(digits: str) -> int:
+    """A Content-Length's digits as a number: leading zeros and all (RFC 9110
+    8.6, 1*DIGIT; llhttp takes them), which int() alone refuses past 4,300
+    digits (Python's bound on decimal strings) with a ValueError."""
+    return int(digits.lstrip("0") or "0")
+
+
 class _Completions:
     """A parser's protocol that only counts completed requests (``_message_start``)."""
 
@@ -977,7 +984,7 @@ class HttptoolsParser:
             self._current = held  # the stand-in head: its body is the held request's
             length = held.headers.get("content-length")
             if length is not None and "transfer-encoding" not in held.headers:
-                self._length = int(length)  # where its body ends (see feed's ``left``)
+                self._length = _length_value(length)  # where its body ends (see feed's ``left``)
             return
         headers = self._headers
         parser = self._parser
@@ -1005,7 +1012,7 @@ class HttptoolsParser:
                 raise _Refused(400, "both Content-Length and Transfer-Encoding")
             if not (length.isascii() and length.isdigit()):
                 raise _Refused(400, "bad Content-Length")
-            size = self._length = int(length)
+            size = self._length = _length_value(length)
             if size > self._max_body:
                 raise _Refused(413, body_too_large(self._max_body))
         method = parser.get_method().decode("ascii")
