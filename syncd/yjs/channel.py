@@ -83,7 +83,6 @@ from syncd.ws.base_session import Action, Send
 from syncd.ws.framing import (
     CLOSE_BAD_DATA,
     CLOSE_INTERNAL_ERROR,
-    CLOSE_NORMAL,
     CLOSE_PROTOCOL_ERROR,
     CLOSE_TOKEN_EXPIRED,
 )
@@ -124,6 +123,12 @@ T = TypeVar("T")
 
 CLOSE_POLICY: Final = 1008
 CLOSE_TRY_AGAIN: Final = 1013
+CLOSE_DOCUMENT_DELETED: Final = 4410
+"""The document was deleted: in y-websocket's 4400-4499 range (3.1 and
+later), which mirrors HTTP's 4xx (410 Gone), the provider does not
+reconnect and emits ``closed`` with the code and reason. On a normal close
+it reconnected at once and sent its copy, which created the document again.
+(A Hocuspocus close message carries a reason only.)"""
 
 RATE_RETRY_MIN_S: Final = 0.05
 RATE_RETRY_MAX_S: Final = 1.0
@@ -670,7 +675,7 @@ class YjsChannel(DeliverEach):
             return
         data = delta.delta
         if data.get("kind") == "deleted":
-            self._owner.close_document(self, CLOSE_NORMAL, "document deleted")
+            self._owner.close_document(self, CLOSE_DOCUMENT_DELETED, "document deleted")
             return
         if data.get("kind") == "op":
             if data.get("ts", 0) >= self.until:

@@ -8,7 +8,7 @@ import http from 'node:http';
 import * as Y from 'yjs';
 import { WebsocketProvider } from 'y-websocket';
 import WebSocket from 'ws';
-import { eventually, serverMissing, startServer } from './helpers.js';
+import { ADMIN, eventually, serverMissing, startServer } from './helpers.js';
 
 const skip = serverMissing() ?? false;
 const NS = 'yjs';
@@ -132,6 +132,31 @@ describe('y-websocket against syncd', { skip }, () => {
     await eventually(() => !pb.awareness.getStates().has(a.clientID), 5000, 'awareness removed');
     done(pb);
     a.destroy();
+  });
+
+  test('a deleted document stays deleted: its providers are told and do not send it back', async () => {
+    const a = new Y.Doc();
+    const pa = provider(server, 'deleted', a, token);
+    await synced(pa);
+    const closes = [];
+    pa.on('connection-close', (event) => closes.push(event?.code));
+    const terminal = [];
+    pa.on('closed', (event) => terminal.push(event));
+    a.getText('t').insert(0, 'to be deleted');
+    const url = `${server.url}/v1/namespaces/${NS}/crdts/yd:deleted`;
+    const read = () => fetch(`${url}?root=t`, { headers: { authorization: `Bearer ${token}` } });
+    await eventually(async () => (await (await read()).json()).value === 'to be deleted', 5000, 'written');
+    const gone = await fetch(url, { method: 'DELETE', headers: { authorization: `Bearer ${ADMIN}` } });
+    assert.equal(gone.status, 204);
+    await eventually(() => closes.length > 0, 5000, 'the close');
+    // A close code in y-websocket's 4400-4499 range: the provider does not reconnect.
+    assert.deepEqual(closes, [4410]);
+    assert.deepEqual(terminal, [{ code: 4410, reason: 'document deleted' }]);
+    // Its first reconnects would have come after 0.2, 0.4 and 0.8 s, sending its copy back.
+    await new Promise((res) => setTimeout(res, 1500));
+    assert.equal(pa.wsconnected || pa.wsconnecting, false);
+    assert.equal((await read()).status, 404);
+    done(pa);
   });
 
   test('a bad token is refused at the handshake', async () => {
