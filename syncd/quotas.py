@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 import msgpack
@@ -224,6 +224,9 @@ class Quotas:
             held = entry.state_bytes + waiting
             if held + growth <= limit:
                 return growth, moved
+        growth = self._unrepeated(plan, entry, growth)
+        if held + growth <= limit:
+            return growth, moved
         deleting = self._deletion_growth(plan, entry, limit + _headroom(limit) - held)
         if deleting is None:
             raise crdt_too_large(
@@ -248,6 +251,7 @@ class Quotas:
             used = max(0, used + self._measure(entry))
             counted = 0
         held = used + counted + waiting
+        growth = self._unrepeated(plan, entry, growth)
         if held + growth <= limit:
             return growth
         deleting = self._deletion_growth(plan, entry, limit + _headroom(limit) - held)
@@ -257,6 +261,35 @@ class Quotas:
                 f"take it past SERVICE_NAMESPACE_MAX_BYTES ({limit})"
             )
         return max(growth, deleting)
+
+    def _unrepeated(self, plan: Plan, entry: Entry | None, growth: int) -> int:
+        """``growth`` without the ops of ``plan`` that repeat an ``op_id``
+        (one the CRDT remembers, or an earlier op's of the plan): they apply
+        nothing and are answered as the first time (docs/data-model.md#op-ids),
+        so the retry of an op that filled its CRDT or namespace is not refused.
+        Looked at only before a refusal: the op path pays nothing for it."""
+        if entry is None:
+            return growth
+        known = entry.op_ids.get
+        seen: set[str] = set()
+        fresh: list[int] = []
+        for i, op in enumerate(plan.ops):
+            op_id = op.get("op_id")
+            if op_id is None:
+                fresh.append(i)
+            elif op_id not in seen:
+                seen.add(op_id)
+                if known(op_id) is None:
+                    fresh.append(i)
+        if len(fresh) == len(plan.ops):
+            return growth
+        return self.growth(
+            replace(
+                plan,
+                ops=[plan.ops[i] for i in fresh],
+                op_names=[plan.op_names[i] for i in fresh],
+            )
+        )
 
     def _measure(self, entry: Entry) -> int:
         """Measure ``entry`` again; how far its size moved."""
