@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -381,7 +382,7 @@ class HttpProtocol(asyncio.Protocol):
 
     def _dispatch(self, request: Request) -> None:
         self._state.to(BUSY)
-        request.started = self._loop.time()
+        request.started = time.perf_counter()
         trusted = self._ctx.trusted_proxies
         request.client = (
             client_address(self._peer, request.headers, trusted) if trusted else self._peer
@@ -454,7 +455,7 @@ class HttpProtocol(asyncio.Protocol):
         if ctx.on_response is not None:
             ctx.on_response(response.status)
         if request is not None and ctx.on_request is not None:
-            ctx.on_request(request, response.status, self._loop.time() - request.started)
+            ctx.on_request(request, response.status, time.perf_counter() - request.started)
         self._task = None
         if not keep_alive:
             self._close_after_answer(LINGER_IDLE_S, LINGER_TOTAL_S)
@@ -480,7 +481,7 @@ class HttpProtocol(asyncio.Protocol):
         if ctx.on_response is not None:
             ctx.on_response(response.status)
         if ctx.on_request is not None:
-            ctx.on_request(request, response.status, self._loop.time() - request.started)
+            ctx.on_request(request, response.status, time.perf_counter() - request.started)
         self._task = None
         if request.method == "HEAD" or self._peer_eof:
             # The head GET would get, and no body: the stream is its body, and
@@ -516,7 +517,7 @@ class HttpProtocol(asyncio.Protocol):
         if ctx.on_response is not None:
             ctx.on_response(101)
         if ctx.on_request is not None:
-            ctx.on_request(request, 101, self._loop.time() - request.started)
+            ctx.on_request(request, 101, time.perf_counter() - request.started)
         trailing = self._parser.trailing_data() if self._parser is not None else b""
         self._state.to(UPGRADED)
         self._cancel_timer()
