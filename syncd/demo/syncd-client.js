@@ -3324,7 +3324,8 @@ function wsUrl(baseUrl, namespace, token) {
   url.searchParams.set("token", token);
   return url.toString();
 }
-var SUBSCRIPTION_GOES_ON = /* @__PURE__ */ new Set(["rate_limited", "unavailable", "internal"]);
+var START_FAILED = /* @__PURE__ */ new Set(["unavailable", "internal"]);
+var SUBSCRIPTION_GOES_ON = /* @__PURE__ */ new Set(["rate_limited", ...START_FAILED]);
 var PRESENCE_DEFAULT_TTL_MS = 3e4;
 var PRESENCE_MIN_TTL_MS = 1e3;
 function presenceOps(id, body) {
@@ -3618,6 +3619,11 @@ var SyncSocket = class extends Emitter {
         }
         const sub = msg.id !== void 0 ? this._subs.get(msg.id) : void 0;
         if (sub && err.code === "rate_limited") this._subscribeLater(sub, retryAfter);
+        if (sub && START_FAILED.has(err.code)) {
+          sub._startFailures = (sub._startFailures ?? 0) + 1;
+          const backoffMs = Math.min(this.options.maxReconnectMs, 1e3 * 2 ** (sub._startFailures - 1));
+          this._subscribeLater(sub, retryAfter ?? backoffMs / 1e3);
+        }
         if (!sub) {
           this.emit("error", err);
           return;
@@ -3627,7 +3633,10 @@ var SyncSocket = class extends Emitter {
         return;
       }
       case "synced": {
-        this._subs.get(msg.id)?.handleSynced(msg);
+        const sub = this._subs.get(msg.id);
+        if (!sub) return;
+        sub._startFailures = 0;
+        sub.handleSynced(msg);
         return;
       }
       case "pong":

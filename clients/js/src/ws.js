@@ -10,7 +10,10 @@
 // The server ends each subscription's start (snapshot, replay, or nothing when
 // it was up to date) with a `synced` message, which sets `synced`. The last
 // presence `update` acked per id (the server left it when the old connection
-// closed) is sent again, unless left or run out.
+// closed) is sent again, unless left or run out. A subscription whose start
+// the server could not read (`unavailable`: its store away) is asked for
+// again on the same connection, with backoff; one it ends or refuses for
+// good (`forbidden`: the rule granting the read expired) ends with that error.
 //
 // A token that ends on an open connection (docs/permissions.md#when-access-ends):
 // each subscription gets an `error` and the server closes with 4401. With a
@@ -61,11 +64,17 @@ export function wsUrl(baseUrl, namespace, token) {
 }
 
 /**
- * Error codes about a subscription after which it goes on: a subscribe over
- * the rate limit (sent again after `retry_after`), and a start the server
- * could not read (its store away: the next reconnect subscribes again).
+ * Error codes of a subscription's start the server could not read (its store
+ * away): the server dropped the subscription, and asking again may work.
  */
-const SUBSCRIPTION_GOES_ON = new Set(['rate_limited', 'unavailable', 'internal']);
+const START_FAILED = new Set(['unavailable', 'internal']);
+
+/**
+ * Error codes about a subscription after which it goes on: a subscribe over
+ * the rate limit (sent again after `retry_after`), and a start that failed
+ * (sent again with backoff).
+ */
+const SUBSCRIPTION_GOES_ON = new Set(['rate_limited', ...START_FAILED]);
 
 /** A presence `update` without `ttl_ms` lasts this long (syncd/crdt/presence.py DEFAULT_TTL_MS). */
 const PRESENCE_DEFAULT_TTL_MS = 30_000;
@@ -432,6 +441,13 @@ export class SyncSocket extends Emitter {
         // server: ask again once the limit allows (still reported, as a
         // refused op is).
         if (sub && err.code === 'rate_limited') this._subscribeLater(sub, retryAfter);
+        if (sub && START_FAILED.has(err.code)) {
+          // The server could not read the start (its store away) and dropped
+          // the subscription: ask again, later at each failure in a row.
+          sub._startFailures = (sub._startFailures ?? 0) + 1;
+          const backoffMs = Math.min(this.options.maxReconnectMs, 1000 * 2 ** (sub._startFailures - 1));
+          this._subscribeLater(sub, retryAfter ?? backoffMs / 1000);
+        }
         if (!sub) {
           this.emit('error', err);
           return;
@@ -448,7 +464,10 @@ export class SyncSocket extends Emitter {
       }
       case 'synced': {
         // The end of a subscription's start (docs/protocol.md#resuming).
-        this._subs.get(msg.id)?.handleSynced(msg);
+        const sub = this._subs.get(msg.id);
+        if (!sub) return;
+        sub._startFailures = 0;
+        sub.handleSynced(msg);
         return;
       }
       case 'pong':
