@@ -274,10 +274,16 @@ def host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-BIND_REFUSALS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES})
+BIND_REFUSALS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES, errno.EAFNOSUPPORT})
 """Bind errors SERVICE_BIND causes: an address in use, one this machine does
-not have, a port this user may not listen on."""
+not have, a port this user may not listen on, an IPv6 address on a kernel
+without IPv6."""
 PRIVILEGED_PORT_HINT = " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
+
+
+def ipv4_instead(port: int) -> str:
+    """What an IPv6 SERVICE_BIND on a host without IPv6 is told to write."""
+    return f"{host_port('0.0.0.0', port)} listens on every IPv4 address"
 
 
 def bind_refusal(error: OSError, host: str, port: int) -> str | None:
@@ -286,7 +292,11 @@ def bind_refusal(error: OSError, host: str, port: int) -> str | None:
     is not one the setting causes."""
     if error.errno not in BIND_REFUSALS:
         return None
-    hint = PRIVILEGED_PORT_HINT if error.errno == errno.EACCES and 0 < port < 1024 else ""
+    hint = ""
+    if error.errno == errno.EACCES and 0 < port < 1024:
+        hint = PRIVILEGED_PORT_HINT
+    elif error.errno == errno.EAFNOSUPPORT:
+        hint = f" (this host has no IPv6: {ipv4_instead(port)})"
     # os.strerror: the loop's own bind error carries a longer text of its own.
     return f"cannot listen on {host_port(host, port)}: {os.strerror(error.errno)}{hint}"
 

@@ -12,6 +12,8 @@ before it binds, and ends the same way (:mod:`syncd.store.pg_start`).
 from __future__ import annotations
 
 import argparse
+import errno
+import ipaddress
 import logging
 import os
 import socket
@@ -24,7 +26,9 @@ from syncd.config import (
     ConfigError,
     bind_refusal,
     from_env,
+    host_port,
     ineffective_variables,
+    ipv4_instead,
     unknown_variables,
 )
 
@@ -118,9 +122,26 @@ def bind_problem(host: str, port: int) -> str | None:
     except (OSError, UnicodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         return f"cannot resolve {host!r}: {reason}"
+    if _ipv6_switched_off(host):
+        return (
+            f"cannot listen on {host_port(host, port)}: this host has no IPv6 address"
+            f" (IPv6 is switched off): {ipv4_instead(port)}"
+        )
+    unsupported: str | None = None
+    """An address the kernel has no socket for (no IPv6 in it): a refusal
+    only when every address is one."""
+    bindable = False
     for family, kind, proto, _, address in addresses:
         try:
-            with socket.socket(family, kind, proto) as sock:
+            sock = socket.socket(family, kind, proto)
+        except OSError as exc:
+            if exc.errno == errno.EAFNOSUPPORT and unsupported is None:
+                # The loop leaves out such an address (localhost's ::1).
+                unsupported = bind_refusal(exc, str(address[0]), port)
+            continue  # anything else: the server's own bind reports it
+        bindable = True
+        try:
+            with sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
@@ -130,7 +151,24 @@ def bind_problem(host: str, port: int) -> str | None:
             if refusal is not None:
                 return refusal
             # Anything else: the server's own bind reports it.
-    return None
+    return None if bindable else unsupported
+
+
+IPV6_ADDRESSES = Path("/proc/net/if_inet6")
+"""Linux lists every IPv6 address of the host's interfaces here, one a line."""
+
+
+def _ipv6_switched_off(host: str) -> bool:
+    """``host`` is the IPv6 wildcard (``[::]``) and no interface has an IPv6
+    address (``net.ipv6.conf.all.disable_ipv6=1``, as in many containers).
+    Its bind succeeds, but no client could connect: the socket takes IPv6
+    only. False where the addresses cannot be listed (not Linux)."""
+    try:
+        if not ipaddress.IPv6Address(host.partition("%")[0]).is_unspecified:
+            return False
+        return IPV6_ADDRESSES.read_bytes().strip() == b""
+    except (ValueError, OSError):
+        return False
 
 
 def data_dir_problem(path: Path, *, written: bool) -> str | None:

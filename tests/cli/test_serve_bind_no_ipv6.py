@@ -1,0 +1,100 @@
+"""SERVICE_BIND on IPv6 on a host without IPv6. With IPv6 switched off
+(``net.ipv6.conf.all.disable_ipv6=1``, as many containers and hardened hosts
+have it), ``[::]:3000`` still bound: the start said "listening on
+[::]:3000" and the service was ready, yet nothing could reach it (the socket
+is IPv6 only, and no interface has an IPv6 address). On a kernel without
+IPv6 at all (``ipv6.disable=1``) the bind failed with EAFNOSUPPORT, which
+was no bind refusal: exit 1 and a bare OS error after the store was opened.
+Both are now one line naming SERVICE_BIND, exit 2, before anything is
+opened, saying what to write instead."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from syncd.config import bind_refusal
+from tests.conftest import SIGNING_KEY_HEX
+
+
+def test_a_kernel_without_ipv6_is_a_bind_refusal() -> None:
+    refusal = bind_refusal(OSError(errno.EAFNOSUPPORT, "x"), "::", 3000)
+    assert refusal == (
+        "cannot listen on [::]:3000: Address family not supported by protocol"
+        " (this host has no IPv6: 0.0.0.0:3000 listens on every IPv4 address)"
+    )
+
+
+def _can_make_namespaces() -> bool:
+    return os.geteuid() == 0 and shutil.which("ip") is not None
+
+
+@pytest.fixture
+def without_ipv6() -> Iterator[str]:
+    """A network namespace whose interfaces (its loopback) have IPv6 off."""
+    name = f"syncd-no6-{uuid.uuid4().hex[:8]}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a network namespace: {made.stderr.decode().strip()}")
+    try:
+        for command in (
+            ["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"],
+            ["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+            ["ip", "link", "set", "lo", "up"],
+        ):
+            subprocess.run(["ip", "netns", "exec", name, *command], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def run_in(namespace: str, data_dir: Path, bind: str) -> subprocess.CompletedProcess[bytes]:
+    """``python -m syncd`` in ``namespace``, stopped (SIGTERM) after
+    :data:`RUN_S` if it starts."""
+    return subprocess.run(
+        [*IN_NAMESPACE, namespace, "timeout", "--preserve-status", str(RUN_S), *SYNCD],
+        env={
+            **os.environ,
+            "SERVICE_BIND": bind,
+            "SERVICE_DATA_DIR": str(data_dir),
+            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
+        },
+        capture_output=True,
+        timeout=RUN_S + 20,
+    )
+
+
+RUN_S = 3
+IN_NAMESPACE = ("ip", "netns", "exec")
+SYNCD = (sys.executable, "-m", "syncd")
+
+
+@pytest.mark.skipif(not _can_make_namespaces(), reason="needs root and ip netns")
+@pytest.mark.parametrize("bind", ["[::]:0", "[::]:3000"])
+def test_the_ipv6_wildcard_without_ipv6_is_one_line(
+    tmp_path: Path, without_ipv6: str, bind: str
+) -> None:
+    data_dir = tmp_path / "data"
+    proc = run_in(without_ipv6, data_dir, bind)
+    assert proc.returncode == 2, proc.stderr
+    port = bind.rpartition(":")[2]
+    assert proc.stderr.decode().strip().splitlines() == [
+        f"syncd: SERVICE_BIND: cannot listen on {bind}: this host has no IPv6 address"
+        f" (IPv6 is switched off): 0.0.0.0:{port} listens on every IPv4 address"
+    ]
+    assert not data_dir.exists()  # refused before the store was opened
+
+
+@pytest.mark.skipif(not _can_make_namespaces(), reason="needs root and ip netns")
+def test_ipv4_without_ipv6_still_starts(tmp_path: Path, without_ipv6: str) -> None:
+    proc = run_in(without_ipv6, tmp_path / "data", "0.0.0.0:0")
+    assert proc.returncode == 0, proc.stderr
+    assert b"listening on 0.0.0.0:" in proc.stderr
