@@ -56,6 +56,9 @@ class H11Parser:
         """The bytes h11 reads next (after a chunk's CRLF) are a chunk line."""
         self._chunk_crlf_due = b""
         """What h11 has still to skip, unread, of the CRLF after a chunk's data."""
+        self._chunk_line_settled = False
+        """The chunk line still coming was judged so far and ends in an
+        extension's token (see ``_chunk_line_refusal``)."""
         self._trailers_next = False
         """The bytes h11 reads next are the trailer section."""
         self._line_judged = False
@@ -74,6 +77,12 @@ class H11Parser:
         (see ``_collapse_request_line_spaces``)."""
         self._collapsed = 0
         """Spaces that mending took out of it."""
+        self._line_searched = 0
+        """Bytes of it searched for its end while it was not whole."""
+        self._target_from = 0
+        """While it is not whole: the bytes judged so far, if they end in a
+        target that more of its characters cannot make wrong (see
+        ``_settled_target``); 0 otherwise."""
         self._lines: _LinesSoFar | None = None
         """The field lines of the head or trailer section still coming."""
         self._fresh = 0
@@ -117,12 +126,14 @@ class H11Parser:
         self._size = 0
         self._chunk_line_next = False
         self._chunk_crlf_due = b""
+        self._chunk_line_settled = False
         self._trailers_next = False
         self._line_judged = False
         self._framing_judged = 0
         self._newlines = self._newlines_at = 0
         self._line_whole = False
         self._collapsed = 0
+        self._line_searched = self._target_from = 0
         self._lines = None
         data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
         self._fresh = len(data)
@@ -194,9 +205,19 @@ class H11Parser:
                     # request line or field name may hold as soon as it has
                     # read that.
                     # (The line judged whole, its version was judged with it.)
-                    refusal = (
-                        None if self._line_judged else _version_first(head_data, early=True)
-                    ) or self._head_so_far_refusal(head_data)
+                    target_from = self._target_from
+                    if target_from and _VISIBLE.fullmatch(head_data, target_from) is not None:
+                        refusal = None  # more of a target that more cannot make wrong
+                        self._target_from = len(head_data)
+                    else:
+                        refusal = (
+                            None if self._line_judged else _version_first(head_data, early=True)
+                        ) or self._head_so_far_refusal(head_data)
+                        settled = refusal is None and not self._line_whole
+                        if settled and _settled_target(head_data):
+                            self._target_from = len(head_data)
+                        else:
+                            self._target_from = 0
                     if refusal is not None:
                         self._failed = refusal
                         return refusal
@@ -265,10 +286,25 @@ class H11Parser:
             if not due.startswith(pending[:start]):
                 return ParseError(400, "a chunk's data does not end with CRLF")
             self._chunk_crlf_due = due[start:]  # h11 skips these bytes next
+        fresh = self._fresh
+        if (
+            self._chunk_line_settled
+            and fresh <= len(pending) - start
+            and _TOKENS.fullmatch(pending, len(pending) - fresh) is not None
+        ):
+            return None  # more of an extension's token: taken so far, as before
         end = pending.find(b"\r\n", start)
         if end < 0:
-            return _chunk_line_so_far_refusal(bytes(pending[start : start + MAX_HEAD_BYTES]))
+            so_far = bytes(pending[start : start + MAX_HEAD_BYTES])
+            refusal = _chunk_line_so_far_refusal(so_far)
+            # In an extension's token (a name, a value, or quoted), more of
+            # a token keeps it one llhttp takes so far.
+            self._chunk_line_settled = (
+                refusal is None and b";" in so_far and so_far[-1:] in _TOKEN_BYTES
+            )
+            return refusal
         self._chunk_line_next = False
+        self._chunk_line_settled = False
         line = _CHUNK_LINE.fullmatch(bytes(pending[start:end]))
         if line is None or int(line.group(1), 16) > _MAX_LLHTTP_NUMBER:
             return ParseError(400, "malformed chunk line")
@@ -360,8 +396,9 @@ class H11Parser:
         if self._line_whole:
             return
         data, closed = self._conn.trailing_data
-        line_end = data.find(b"\r\n")
+        line_end = data.find(b"\r\n", max(0, self._line_searched - 1))  # none before
         if line_end < 0:
+            self._line_searched = len(data)
             return
         self._line_whole = True
         if data.find(b"  ", 0, line_end) < 0:
@@ -500,6 +537,36 @@ def _version_first(buffered: bytes | bytearray, early: bool = False) -> ParseErr
     if early and version in _VERSIONS_READ_ON:
         return refusal
     return refusal or version_refusal(version)
+
+
+def _settled_target(buffered: bytes | bytearray) -> bool:
+    """Whether a request line not yet ended, judged fine so far, ends in a
+    target that more visible characters cannot make one that
+    ``_line_so_far_refusal`` refuses: an origin form (or "*..."), or an
+    authority that has ended (absolute form, CONNECT). Then only what comes
+    after it needs judging, so that a long target trickled in costs about
+    what it costs whole."""
+    if b"\n" in buffered:
+        return False
+    words = _REQUEST_LINE_SO_FAR.fullmatch(bytes(buffered))
+    if words is None:
+        return False
+    method, target, after = words.groups()
+    if not target or after is not None:
+        return False
+    if method != b"CONNECT" and target[:1] in (b"/", b"*"):
+        return True
+    if method == b"CONNECT":
+        authority = target
+    else:
+        absolute = _ABSOLUTE_FORM.match(target)
+        if absolute is None:
+            return False
+        authority = target[absolute.end() :]
+    return _AUTHORITY_END.search(authority) is not None
+
+
+_VISIBLE = re.compile(rb"[\x21-\x7e]*")
 
 
 def _line_so_far_refusal(line: bytes) -> ParseError | None:
@@ -799,6 +866,7 @@ _SCHEME_SO_FAR = re.compile(rb"[A-Za-z]*(?::/?)?")
 _FIELD = re.compile(rb"^(" + _TOKEN + rb"+):([^\n]*)\n", re.MULTILINE)
 """A whole field line: its name, and its value and CR."""
 _TOKENS = re.compile(_TOKEN + rb"*")
+_TOKEN_BYTES = frozenset(bytes([c]) for c in range(256) if re.fullmatch(_TOKEN, bytes([c])))
 _FRAMING_NAMES = frozenset({b"content-length", b"transfer-encoding"})
 _LENGTH_VALUE = re.compile(rb"[ \t]*[0-9]+[ \t]*\r")
 _LENGTH_VALUE_SO_FAR = re.compile(rb"[ \t]*(?:[0-9]+[ \t]*\r?)?")
