@@ -22,7 +22,15 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from syncd.cli import backup, keygen, mcp, serve, token, verify
-from syncd.cli.command import INTERRUPTED, PARSER, RUN, Command, CommandParser, UsageError
+from syncd.cli.command import (
+    BROKEN_PIPE,
+    INTERRUPTED,
+    PARSER,
+    RUN,
+    Command,
+    CommandParser,
+    UsageError,
+)
 from syncd.cli.version import VersionAction
 
 COMMANDS: tuple[Command, ...] = (serve, keygen, token, backup, verify, mcp)
@@ -44,6 +52,24 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     ``os.environ``); the exit status. No command means ``serve``."""
     args = list(sys.argv[1:] if argv is None else argv)
     environ = os.environ if env is None else env
+    try:
+        code = _main(args, environ)
+        # Flushed here, not at exit, where a reader gone is a message of the
+        # interpreter's ("Exception ignored ...") and exit status 120.
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # Whoever read stdout has gone (`syncd verify DIR | head -1`): what it
+        # did not read it did not want. No traceback; stdout goes nowhere from
+        # now on, so the interpreter's own flush at exit finds nothing to say.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE
+    return code
+
+
+def _main(args: list[str], environ: Mapping[str, str]) -> int:
     parser = build_parser(environ)
     try:
         ns, extra = parser.parse_known_args(args)

@@ -27,6 +27,10 @@ Run = Callable[[argparse.Namespace, Mapping[str, str]], int]
 INTERRUPTED: Final = 130
 """The exit status after Ctrl-C: 128 + SIGINT, what a shell reports for it."""
 
+BROKEN_PIPE: Final = 141
+"""The exit status when stdout's reader has gone: 128 + SIGPIPE, what a shell
+reports for a command that a closed pipe ended (``yes | head -1``'s yes)."""
+
 RUN = "command_run"
 PARSER = "command_parser"
 """Namespace attributes :func:`add_command` sets: the function and the parser of
