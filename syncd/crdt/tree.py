@@ -100,12 +100,18 @@ class Tree:
     REVERTIBLE: ClassVar[bool] = True
     REVERT_BASE: ClassVar[bool] = True
 
-    __slots__ = ("_children", "_log", "_nodes", "_pending", "_upto")
+    __slots__ = ("_children", "_heights", "_kid_heights", "_log", "_nodes", "_pending", "_upto")
 
     def __init__(self) -> None:
         self._nodes: dict[str, Node] = {ROOT: (None, None, {})}
         self._children: dict[str, set[str]] = {}
         """parent id -> child ids (an index over ``_nodes``)."""
+        self._heights: dict[str, int] = {}
+        """id -> levels below it (absent: none, a leaf). Kept as children come
+        and go, so that a move checks the depth it makes without walking the
+        subtree it carries (a batch of moves of a large subtree held the loop)."""
+        self._kid_heights: dict[str, dict[int, int]] = {}
+        """parent id -> {a child's height + 1: how many children have it}."""
         self._upto = 0
         """Every op with counter 1 … upto has been applied."""
         self._log: list[_LogEntry] = []
@@ -219,13 +225,39 @@ class Tree:
         return depth
 
     def _height(self, node_id: str) -> int:
-        height = 0
-        level = [node_id]
+        """Levels below ``node_id`` (0: a leaf)."""
+        return self._heights.get(node_id, 0)
+
+    def _count(self, parent: str, gone: int, came: int) -> None:
+        """A child entry (a child's height + 1; 0: none) of ``parent`` goes
+        and one comes; carry the heights that change up the ancestors."""
+        heights, kid_heights, nodes = self._heights, self._kid_heights, self._nodes
         while True:
-            level = [c for n in level for c in self._children.get(n, ())]
-            if not level:
-                return height
-            height += 1
+            counts = kid_heights.get(parent)
+            if counts is None:
+                counts = kid_heights[parent] = {}
+            if gone:
+                left = counts[gone] - 1
+                if left:
+                    counts[gone] = left
+                else:
+                    del counts[gone]
+            if came:
+                counts[came] = counts.get(came, 0) + 1
+            before = heights.get(parent, 0)
+            after = max(counts) if counts else 0
+            if not counts:
+                del kid_heights[parent]
+            if after == before:
+                return
+            if after:
+                heights[parent] = after
+            else:
+                del heights[parent]
+            node = nodes.get(parent)
+            if node is None or node[0] is None:
+                return
+            parent, gone, came = node[0], before + 1, after + 1
 
     def _subtree(self, node_id: str) -> list[str]:
         """``node_id`` and its descendants, parents before children."""
@@ -329,8 +361,12 @@ class Tree:
         if old is not None and old[0] != node[0] and old[0] is not None:
             self._unlink(old[0], node_id)
         self._nodes[node_id] = node
-        if node[0] is not None:
-            self._children.setdefault(node[0], set()).add(node_id)
+        parent = node[0]
+        if parent is not None:
+            siblings = self._children.setdefault(parent, set())
+            if node_id not in siblings:
+                siblings.add(node_id)
+                self._count(parent, 0, self._heights.get(node_id, 0) + 1)
 
     def _remove(self, node_id: str) -> None:
         old = self._nodes.pop(node_id)
@@ -342,6 +378,7 @@ class Tree:
         siblings.discard(node_id)
         if not siblings:
             del self._children[parent]
+        self._count(parent, self._heights.get(node_id, 0) + 1, 0)
 
     def answer(self, delta: Mapping[str, Any]) -> dict[str, Any]:
         return {}
@@ -509,6 +546,7 @@ class Tree:
             mine = [entry.op for entry in self._log]
             base = other.clone()
             self._nodes, self._children = base._nodes, base._children
+            self._heights, self._kid_heights = base._heights, base._kid_heights
             self._upto, self._log, self._pending = base._upto, base._log, base._pending
         else:
             mine = []
@@ -519,6 +557,8 @@ class Tree:
         new = type(self)()
         new._nodes = dict(self._nodes)
         new._children = {parent: set(kids) for parent, kids in self._children.items()}
+        new._heights = dict(self._heights)
+        new._kid_heights = {parent: dict(counts) for parent, counts in self._kid_heights.items()}
         new._upto = self._upto
         # Entries' undo lists are replaced on redo, never edited, so they can be shared.
         new._log = [_LogEntry(e.ts, e.op, e.undo) for e in self._log]

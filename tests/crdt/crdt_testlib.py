@@ -121,7 +121,8 @@ def subset(data: st.DataObject, n: int, label: str) -> list[int]:
 
 
 def check_tree_invariant(crdt: Crdt) -> None:
-    """Every node's parent chain ends at the root: no cycle, nothing dangling."""
+    """Every node's parent chain ends at the root: no cycle, nothing dangling;
+    every node's kept height is its subtree's."""
     if not isinstance(crdt, Tree):
         return
     for node in crdt.node_ids():
@@ -132,6 +133,17 @@ def check_tree_invariant(crdt: Crdt) -> None:
             parent = crdt.parent_of(node)
             assert parent is not None and parent in crdt, f"{node} dangles"
             node = parent
+    # The heights a move's depth check reads are those of the tree as it is.
+    height = dict.fromkeys(crdt.node_ids(), 0)
+    for node in crdt.node_ids():
+        below = 0
+        while node != ROOT:
+            node = crdt.parent_of(node)
+            below += 1
+            if height[node] < below:
+                height[node] = below
+    for node, levels in height.items():
+        assert crdt._height(node) == levels, (node, crdt._height(node), levels)
 
 
 def dependent_updates(client_id: int = 77) -> tuple[Doc[Any], bytes, bytes]:

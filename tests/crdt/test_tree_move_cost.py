@@ -1,0 +1,60 @@
+"""tree: a move costs the same however large the subtree it carries.
+
+A move checks that it keeps the tree within MAX_TREE_DEPTH, which needs the
+height of the moved subtree. That height was found by walking the whole
+subtree on every move, so one batch of 1000 moves of a node with tens of
+thousands of descendants (an ordinary write token can build one) held the
+event loop for seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.http.support import issue, op
+
+MOVES = 200
+"""Moves per timed batch (each one to the other parent and back)."""
+
+
+@pytest.fixture
+def http_parser() -> str:
+    return "httptools"
+
+
+async def _moves_time(client: httpx.AsyncClient, headers: dict[str, str], width: int) -> float:
+    """The best of three batches of MOVES moves of a node with ``width`` children."""
+    crdt_id = f"tr:wide-{width}"
+    r = await op(client, headers, crdt_id, [{"op": "add", "id": "X"}, {"op": "add", "id": "Y"}])
+    assert r.status_code == 200, r.text
+    for start in range(0, width, 1000):
+        adds = [{"op": "add", "id": f"n{i}", "parent": "X"} for i in range(start, start + 1000)]
+        r = await op(client, headers, crdt_id, adds)
+        assert r.status_code == 200, r.text
+    moves = [
+        {"op": "move", "id": "X", "parent": "Y" if i % 2 == 0 else "root"} for i in range(MOVES)
+    ]
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        r = await op(client, headers, crdt_id, moves)
+        best = min(best, time.perf_counter() - started)
+        assert r.status_code == 200, r.text
+    return best
+
+
+async def test_moving_a_large_subtree_costs_no_more_than_a_small_one(
+    make_server: Callable[..., Any],
+) -> None:
+    server = await make_server(rate_limit=1_000_000)
+    async with httpx.AsyncClient(base_url=server.url, timeout=120) as client:
+        headers = await issue(client)
+        small = await _moves_time(client, headers, 1000)
+        large = await _moves_time(client, headers, 16000)
+    # Walking the subtree made the large batch about 16 times as slow.
+    assert large < 4 * small, (small, large)
