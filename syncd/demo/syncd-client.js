@@ -4,7 +4,7 @@ var __defProp = Object.defineProperty;
 var __defNormalProp = (obj, key, value) => key in obj ? __defProp(obj, key, { enumerable: true, configurable: true, writable: true, value }) : obj[key] = value;
 var __publicField = (obj, key, value) => __defNormalProp(obj, typeof key !== "symbol" ? key + "" : key, value);
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/utils/utf8.mjs
+// node_modules/@msgpack/msgpack/dist.esm/utils/utf8.mjs
 function utf8Count(str) {
   const strLength = str.length;
   let byteLength = 0;
@@ -135,7 +135,7 @@ function utf8Decode(bytes, inputOffset, byteLength) {
   }
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/ExtData.mjs
+// node_modules/@msgpack/msgpack/dist.esm/ExtData.mjs
 var ExtData = class {
   constructor(type, data) {
     __publicField(this, "type");
@@ -145,7 +145,7 @@ var ExtData = class {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/DecodeError.mjs
+// node_modules/@msgpack/msgpack/dist.esm/DecodeError.mjs
 var DecodeError = class _DecodeError extends Error {
   constructor(message) {
     super(message);
@@ -159,7 +159,7 @@ var DecodeError = class _DecodeError extends Error {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/utils/int.mjs
+// node_modules/@msgpack/msgpack/dist.esm/utils/int.mjs
 var UINT32_MAX = 4294967295;
 function setUint64(view, offset, value) {
   const high = value / 4294967296;
@@ -184,7 +184,7 @@ function getUint64(view, offset) {
   return high * 4294967296 + low;
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/timestamp.mjs
+// node_modules/@msgpack/msgpack/dist.esm/timestamp.mjs
 var EXT_TIMESTAMP = -1;
 var TIMESTAMP32_MAX_SEC = 4294967296 - 1;
 var TIMESTAMP64_MAX_SEC = 17179869184 - 1;
@@ -264,7 +264,7 @@ var timestampExtension = {
   decode: decodeTimestampExtension
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/ExtensionCodec.mjs
+// node_modules/@msgpack/msgpack/dist.esm/ExtensionCodec.mjs
 var _ExtensionCodec = class _ExtensionCodec {
   constructor() {
     // ensures ExtensionCodecType<X> matches ExtensionCodec<X>
@@ -327,7 +327,7 @@ var _ExtensionCodec = class _ExtensionCodec {
 __publicField(_ExtensionCodec, "defaultCodec", new _ExtensionCodec());
 var ExtensionCodec = _ExtensionCodec;
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/utils/typedArrays.mjs
+// node_modules/@msgpack/msgpack/dist.esm/utils/typedArrays.mjs
 function isArrayBufferLike(buffer) {
   return buffer instanceof ArrayBuffer || typeof SharedArrayBuffer !== "undefined" && buffer instanceof SharedArrayBuffer;
 }
@@ -343,7 +343,7 @@ function ensureUint8Array(buffer) {
   }
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/Encoder.mjs
+// node_modules/@msgpack/msgpack/dist.esm/Encoder.mjs
 var DEFAULT_MAX_DEPTH = 100;
 var DEFAULT_INITIAL_BUFFER_SIZE = 2048;
 var Encoder = class _Encoder {
@@ -746,18 +746,18 @@ var Encoder = class _Encoder {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/encode.mjs
+// node_modules/@msgpack/msgpack/dist.esm/encode.mjs
 function encode(value, options) {
   const encoder = new Encoder(options);
   return encoder.encodeSharedRef(value);
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/utils/prettyByte.mjs
+// node_modules/@msgpack/msgpack/dist.esm/utils/prettyByte.mjs
 function prettyByte(byte) {
   return `${byte < 0 ? "-" : ""}0x${Math.abs(byte).toString(16).padStart(2, "0")}`;
 }
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/CachedKeyDecoder.mjs
+// node_modules/@msgpack/msgpack/dist.esm/CachedKeyDecoder.mjs
 var DEFAULT_MAX_KEY_LENGTH = 16;
 var DEFAULT_MAX_LENGTH_PER_KEY = 16;
 var CachedKeyDecoder = class {
@@ -813,7 +813,7 @@ var CachedKeyDecoder = class {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/Decoder.mjs
+// node_modules/@msgpack/msgpack/dist.esm/Decoder.mjs
 var STATE_ARRAY = "array";
 var STATE_MAP_KEY = "map_key";
 var STATE_MAP_VALUE = "map_value";
@@ -1443,7 +1443,7 @@ var Decoder = class _Decoder {
   }
 };
 
-// ../../../../work/main/clients/js/node_modules/@msgpack/msgpack/dist.esm/decode.mjs
+// node_modules/@msgpack/msgpack/dist.esm/decode.mjs
 function decode(buffer, options) {
   const decoder = new Decoder(options);
   return decoder.decode(buffer);
