@@ -682,6 +682,8 @@ class CrdtService:
                     "crdt_id": record["id"],
                     "source": source,
                     "seq": record["seq"],
+                    # The CRDT's life: a deleted id written to again starts at seq 1.
+                    "epoch": record.get("epoch"),
                     "op_type": op_name,
                     "client_id": record["client_id"],
                     "timestamp_ms": record["ts"],

@@ -51,10 +51,13 @@ SIGNATURE_HEADER = "X-Service-Signature"
 
 # The fields the caller must give; the dispatcher adds timestamp_ms and event_id.
 _CALLER_FIELDS = ("ns", "crdt_id", "source", "seq", "op_type", "client_id")
-# Given when the op has one (its attribution, docs/data-model.md#origins; at
-# most syncd.crdt.validate.ORIGIN_MAX_LEN characters, checked on the op path,
-# so an event stays small); absent from the payload otherwise.
-_OPTIONAL_FIELDS = ("origin",)
+# ``epoch``: the CRDT's life (docs/protocol.md), which a receiver needs to
+# order by seq: a deleted id written to again starts over at seq 1.
+# ``origin``: given when the op has one (its attribution,
+# docs/data-model.md#origins; at most syncd.crdt.validate.ORIGIN_MAX_LEN
+# characters, checked on the op path, so an event stays small).
+# Each is absent from the payload when not given.
+_OPTIONAL_FIELDS = ("epoch", "origin")
 
 
 class PostFn(Protocol):
@@ -223,9 +226,9 @@ class WebhookDispatcher:
     def enqueue(self, event: dict[str, Any]) -> bool:
         """Queue one event; False when it was not queued. Never blocks or raises.
 
-        ``event`` holds ns, crdt_id, source ("http" or "ws"), seq, op_type and
-        client_id, and the op's origin when it has one; timestamp_ms and
-        event_id are filled in when missing.
+        ``event`` holds ns, crdt_id, source ("http", "ws" or "yjs"), seq,
+        op_type and client_id, the CRDT's epoch, and the op's origin when it
+        has one; timestamp_ms and event_id are filled in when missing.
         """
         try:
             if self._closed or self._queue.full():
