@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import ipaddress
 import json
 import os
 import shutil
@@ -76,10 +77,22 @@ def _default_url(env: Mapping[str, str]) -> str:
         host, port = parse_bind(bind)
     except ValueError as exc:
         raise ValueError(f"SERVICE_BIND {bind!r}: {exc} (or give --url)") from None
-    if host in ("0.0.0.0", "::", ""):
-        host = "127.0.0.1"
+    host = _loopback_for(host)
     scheme = "https" if env.get("SERVICE_TLS_CERT") else "http"
     return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+def _loopback_for(host: str) -> str:
+    """The address to reach a server listening on ``host`` from this machine:
+    the loopback of its family for an any-address. A server on ``[::]`` listens
+    on IPv6 only (its socket is IPV6_V6ONLY), so 127.0.0.1 would be refused."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host  # a name: the server listens on what it resolves to
+    if not address.is_unspecified:
+        return host
+    return "::1" if address.version == 6 else "127.0.0.1"
 
 
 def _bad_url(url: str) -> str | None:
