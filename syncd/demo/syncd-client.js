@@ -2423,6 +2423,7 @@ var Subscription = class extends Emitter {
     if (verdict === "gap" || verdict === "new_life") {
       if (!this._resyncing) {
         this._resyncing = true;
+        this.synced = false;
         this.emit("gap", { have: this.seq, got: delta.seq, verdict });
         this._resync(this, verdict === "new_life");
       }

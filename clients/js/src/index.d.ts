@@ -249,8 +249,9 @@ export class Subscription extends Emitter {
    * Whether the subscription's start (a snapshot, or the replay of what it
    * missed, even when that was nothing) has all arrived since it was last
    * (re)subscribed: the server's `synced` message, which ends every start,
-   * came. False from a disconnect until then; each change to true emits
-   * `synced` (once per connection).
+   * came. False from a disconnect, or from a gap (a missed delta, which
+   * resubscribes), until then; each change to true emits `synced` (once per
+   * connection, and once more after each gap).
    */
   synced: boolean;
   /** undefined: none asked for; null: none yet, or none of this type (a `ydoc`). */

@@ -28,8 +28,8 @@ export class Subscription extends Emitter {
      * Whether this subscription's start (a snapshot, the replay of what it
      * missed, or nothing when it was up to date) has all arrived since it was
      * (re)subscribed: the server ends every start with a `synced` message
-     * (docs/protocol.md#resuming). False from a disconnect until then; each
-     * change to true emits `synced`.
+     * (docs/protocol.md#resuming). False from a disconnect, or a gap (which
+     * resubscribes), until then; each change to true emits `synced`.
      */
     this.synced = false;
     this.replica = replica === false ? undefined : null;
@@ -92,6 +92,8 @@ export class Subscription extends Emitter {
     if (verdict === 'gap' || verdict === 'new_life') {
       if (!this._resyncing) {
         this._resyncing = true;
+        // Behind, and resubscribed: not synced until that start is in.
+        this.synced = false;
         this.emit('gap', { have: this.seq, got: delta.seq, verdict });
         this._resync(this, verdict === 'new_life');
       }
