@@ -2490,10 +2490,18 @@ var RETRY_AFTER_MAX_MS = 1e4;
 var READ_TIMEOUT_MS = 45e3;
 var END_EVENT = "end";
 var SYNCED_EVENT = "synced";
+var MAX_EVENT_CHARS = 64 * 1024 * 1024;
+function eventTooLarge(max) {
+  return new SyncdError("message_too_large", `an SSE event is longer than ${max} characters`);
+}
 var LINE_END = /\r\n|\r|\n/g;
 var SseParser = class {
-  constructor() {
+  /** @param {number} [maxEventChars] the longest event taken (SyncdError `message_too_large` past it) */
+  constructor(maxEventChars = MAX_EVENT_CHARS) {
+    this._max = maxEventChars;
     this._partial = [];
+    this._partialChars = 0;
+    this._dataChars = 0;
     this._skipLf = false;
     this._data = [];
     this._event = "";
@@ -2513,23 +2521,32 @@ var SseParser = class {
         this._partial.push(line);
         line = this._partial.join("");
         this._partial = [];
+        this._partialChars = 0;
       }
       pos = LINE_END.lastIndex;
       if (pos === chunk.length && m[0] === "\r") this._skipLf = true;
       this._line(line, events);
     }
-    if (pos < chunk.length) this._partial.push(chunk.slice(pos));
+    if (pos < chunk.length) {
+      this._partial.push(chunk.slice(pos));
+      this._partialChars += chunk.length - pos;
+      if (this._partialChars + this._dataChars > this._max) throw eventTooLarge(this._max);
+    }
     return events;
   }
   _line(line, events) {
     if (line === "") {
       if (this._data.length) events.push({ event: this._event || "message", data: this._data.join("\n") });
       this._data = [];
+      this._dataChars = 0;
       this._event = "";
     } else if (line.startsWith(":")) {
       return;
     } else if (line.startsWith("data:")) {
-      this._data.push(line.slice(line[5] === " " ? 6 : 5));
+      const value = line.slice(line[5] === " " ? 6 : 5);
+      this._data.push(value);
+      this._dataChars += value.length + 1;
+      if (this._dataChars > this._max) throw eventTooLarge(this._max);
     } else if (line.startsWith("event:")) {
       this._event = line.slice(line[6] === " " ? 7 : 6);
     }
@@ -2563,7 +2580,13 @@ var EventStream = class extends Emitter {
     super();
     this.config = normalizeConfig(config);
     crdtPath(this.config, id);
-    this.options = { minReconnectMs: 100, maxReconnectMs: 5e3, readTimeoutMs: READ_TIMEOUT_MS, ...options };
+    this.options = {
+      minReconnectMs: 100,
+      maxReconnectMs: 5e3,
+      readTimeoutMs: READ_TIMEOUT_MS,
+      maxEventChars: MAX_EVENT_CHARS,
+      ...options
+    };
     const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
     const transport = options.transport ?? "auto";
     const canFetch = typeof (config.fetch ?? globalThis.fetch) === "function";
@@ -2720,7 +2743,7 @@ var EventStream = class extends Emitter {
         });
       }
       this._setState("open");
-      const parser = new SseParser();
+      const parser = new SseParser(this.options.maxEventChars);
       const decoder = new TextDecoder();
       const reader = response.body.getReader();
       for (; ; ) {
@@ -2742,7 +2765,8 @@ var EventStream = class extends Emitter {
     } catch (err) {
       if (this._abort !== abort || this.state === "closed") return;
       this._abort = null;
-      if (err instanceof SyncdError && isFinal(err.status)) {
+      abort.abort();
+      if (err instanceof SyncdError && (isFinal(err.status) || err.code === "message_too_large")) {
         this._fail(err);
         return;
       }
@@ -4325,6 +4349,7 @@ export {
   EventStream,
   HTTP_TIMEOUT_MS,
   HttpApi,
+  MAX_EVENT_CHARS,
   MAX_ORIGIN_LENGTH,
   MAX_TOOL_NAME_LENGTH,
   MIN_MAX_RESULT_CHARS,

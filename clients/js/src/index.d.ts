@@ -351,7 +351,11 @@ export function wsUrl(baseUrl: string, namespace: string, token: string): string
 /** The close code of a token that expired or was revoked while the socket was open. */
 export const CLOSE_TOKEN_ENDED: 4401;
 
+/** The longest SSE event a stream takes (characters): past it, a SyncdError `message_too_large` ends the stream. */
+export const MAX_EVENT_CHARS: 67108864;
 export class SseParser {
+  /** `maxEventChars` (default MAX_EVENT_CHARS): past it, `events()` throws a SyncdError `message_too_large`. */
+  constructor(maxEventChars?: number);
   /** Each complete event: `event` is `'message'` for a delta, `'end'` for the stream's last. */
   events(chunk: string): { event: string; data: string }[];
   /** The data of each complete delta (unnamed) event. */
@@ -385,6 +389,8 @@ export class EventStream extends Emitter {
       maxReconnectMs?: number;
       /** Fetch transport: silence (no event, no ping) after which the stream is reopened; default READ_TIMEOUT_MS. */
       readTimeoutMs?: number;
+      /** Fetch transport: the longest event taken; past it the stream ends with `message_too_large`. Default MAX_EVENT_CHARS. */
+      maxEventChars?: number;
       EventSource?: unknown;
     },
   );

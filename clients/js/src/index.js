@@ -3,7 +3,7 @@
 export { SyncdClient } from './client.js';
 export { HTTP_TIMEOUT_MS, HttpApi } from './http.js';
 export { CLOSE_TOKEN_ENDED, SyncSocket, wsUrl } from './ws.js';
-export { EventStream, READ_TIMEOUT_MS, RETRY_AFTER_MAX_MS, SseParser, decodeSseData, endError } from './sse.js';
+export { EventStream, MAX_EVENT_CHARS, READ_TIMEOUT_MS, RETRY_AFTER_MAX_MS, SseParser, decodeSseData, endError } from './sse.js';
 export { Subscription } from './subscription.js';
 export { Emitter } from './emitter.js';
 export { classifyDelta, advance, resumeFields } from './stream.js';

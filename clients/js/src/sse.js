@@ -51,6 +51,19 @@ export const END_EVENT = 'end';
 /** The name of the event that ends the stream's start (the snapshot or replay, or nothing). */
 export const SYNCED_EVENT = 'synced';
 
+/**
+ * Characters of one event (a snapshot of a large document, base64), as the
+ * Python client's MAX_EVENT_BYTES: bounds the memory a broken or hostile
+ * server (or proxy) can make the client hold; past it the stream ends with
+ * a SyncdError `message_too_large`.
+ */
+export const MAX_EVENT_CHARS = 64 * 1024 * 1024;
+
+/** The error of an event past its parser's bound: reopening would only fetch it again. */
+function eventTooLarge(max) {
+  return new SyncdError('message_too_large', `an SSE event is longer than ${max} characters`);
+}
+
 /** A line end of SSE: CRLF, CR or LF. */
 const LINE_END = /\r\n|\r|\n/g;
 
@@ -67,9 +80,14 @@ const LINE_END = /\r\n|\r|\n/g;
  * LF starting the next chunk is that line end's, not a blank line).
  */
 export class SseParser {
-  constructor() {
-    /** The unfinished line's pieces. */
+  /** @param {number} [maxEventChars] the longest event taken (SyncdError `message_too_large` past it) */
+  constructor(maxEventChars = MAX_EVENT_CHARS) {
+    this._max = maxEventChars;
+    /** The unfinished line's pieces, and their length. */
     this._partial = [];
+    this._partialChars = 0;
+    /** Characters of the event's data lines so far. */
+    this._dataChars = 0;
     /** The last chunk ended with a CR: an LF starting the next one belongs to it. */
     this._skipLf = false;
     this._data = [];
@@ -91,12 +109,17 @@ export class SseParser {
         this._partial.push(line);
         line = this._partial.join('');
         this._partial = [];
+        this._partialChars = 0;
       }
       pos = LINE_END.lastIndex;
       if (pos === chunk.length && m[0] === '\r') this._skipLf = true;
       this._line(line, events);
     }
-    if (pos < chunk.length) this._partial.push(chunk.slice(pos));
+    if (pos < chunk.length) {
+      this._partial.push(chunk.slice(pos));
+      this._partialChars += chunk.length - pos;
+      if (this._partialChars + this._dataChars > this._max) throw eventTooLarge(this._max);
+    }
     return events;
   }
 
@@ -104,11 +127,15 @@ export class SseParser {
     if (line === '') {
       if (this._data.length) events.push({ event: this._event || 'message', data: this._data.join('\n') });
       this._data = [];
+      this._dataChars = 0;
       this._event = '';
     } else if (line.startsWith(':')) {
       return;
     } else if (line.startsWith('data:')) {
-      this._data.push(line.slice(line[5] === ' ' ? 6 : 5));
+      const value = line.slice(line[5] === ' ' ? 6 : 5);
+      this._data.push(value);
+      this._dataChars += value.length + 1;
+      if (this._dataChars > this._max) throw eventTooLarge(this._max);
     } else if (line.startsWith('event:')) {
       this._event = line.slice(line[6] === ' ' ? 7 : 6);
     }
@@ -156,7 +183,13 @@ export class EventStream extends Emitter {
     // An id with no path is refused here, as SyncSocket.subscribe refuses it:
     // at the first request it was a TypeError retried at every backoff, for ever.
     crdtPath(this.config, id);
-    this.options = { minReconnectMs: 100, maxReconnectMs: 5000, readTimeoutMs: READ_TIMEOUT_MS, ...options };
+    this.options = {
+      minReconnectMs: 100,
+      maxReconnectMs: 5000,
+      readTimeoutMs: READ_TIMEOUT_MS,
+      maxEventChars: MAX_EVENT_CHARS,
+      ...options,
+    };
     const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
     const transport = options.transport ?? 'auto';
     const canFetch = typeof (config.fetch ?? globalThis.fetch) === 'function';
@@ -328,7 +361,7 @@ export class EventStream extends Emitter {
         });
       }
       this._setState('open');
-      const parser = new SseParser();
+      const parser = new SseParser(this.options.maxEventChars);
       const decoder = new TextDecoder();
       const reader = response.body.getReader();
       for (;;) {
@@ -351,7 +384,9 @@ export class EventStream extends Emitter {
     } catch (err) {
       if (this._abort !== abort || this.state === 'closed') return;
       this._abort = null;
-      if (err instanceof SyncdError && isFinal(err.status)) {
+      // The answer may still be coming (an event past the bound): no more of it.
+      abort.abort();
+      if (err instanceof SyncdError && (isFinal(err.status) || err.code === 'message_too_large')) {
         this._fail(err);
         return;
       }
