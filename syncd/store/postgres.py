@@ -987,6 +987,9 @@ class PostgresStore:
                     self._answer_all(batch, StoreUnavailable("the database is unavailable"))
                     return
                 left = deadline - loop.time()
+                # Until the pool hands out a connection, a failure is a busy
+                # pool (every connection in use), not a lost server.
+                checking_out = True
                 try:
                     if left <= 0:
                         raise TimeoutError("the batch's time is up")
@@ -996,6 +999,7 @@ class PostgresStore:
                         abort_after(conn, left),
                         self._ending_stalled_holders(conn),
                     ):
+                        checking_out = False
                         await self._commit_on(conn, keys, batch, applied, optimistic=optimistic)
                     return
                 except asyncio.CancelledError as exc:
@@ -1027,7 +1031,7 @@ class PostgresStore:
                         retried = True
                         await self.pool.reset()
                         continue
-                    self._failed(batch, applied, exc)
+                    self._failed(batch, applied, exc, checking_out=checking_out)
                     return
 
     @contextlib.asynccontextmanager
@@ -1093,17 +1097,30 @@ class PostgresStore:
                 write.future.set_exception(error)
 
     def _failed(
-        self, batch: list[_Write], applied: dict[Key, Row | None], exc: BaseException
+        self,
+        batch: list[_Write],
+        applied: dict[Key, Row | None],
+        exc: BaseException,
+        *,
+        checking_out: bool = False,
     ) -> None:
+        """Answer the batch 503 and undo what it applied. ``checking_out``: it
+        failed waiting for a pooled connection (all of them busy with other
+        requests): the node is not marked unreachable for that (readiness
+        503 and every write refused until the next probe), the probe, asked
+        for now, decides whether the server is away."""
         self.stats.failures += 1
         log.warning(
-            "commit of %d requests failed: %s", len(batch), str(exc).strip() or type(exc).__name__
+            "commit of %d requests failed%s: %s",
+            len(batch),
+            " waiting for a free database connection" if checking_out else "",
+            str(exc).strip() or type(exc).__name__,
         )
         follower = self.follower
         assert follower is not None
         for key, row in applied.items():
             follower.commit_failed(key, row)
-        if isinstance(exc, NETWORK_ERRORS):
+        if isinstance(exc, NETWORK_ERRORS) and not checking_out:
             self._up = False
         follower.trouble()
         self._answer_all(batch, StoreUnavailable("the database is unavailable"))
@@ -1378,11 +1395,13 @@ class PostgresStore:
         async with self.locks.hold(key):
             if not self.ready:
                 raise StoreUnavailable("the database is unavailable")
+            checking_out = True  # a failure until then is a busy pool (see _failed)
             try:
                 async with (
                     self._connection() as conn,
                     self._ending_stalled_holders(conn),
                 ):
+                    checking_out = False
                     ended: str | None = None
                     async with conn.transaction():
                         cur = await conn.execute(
@@ -1408,7 +1427,7 @@ class PostgresStore:
             except Exception as exc:
                 self.stats.failures += 1
                 log.warning("delete of %s/%s failed: %s", ns, crdt_id, exc)
-                if isinstance(exc, NETWORK_ERRORS):
+                if isinstance(exc, NETWORK_ERRORS) and not checking_out:
                     self._up = False
                 follower.trouble()
                 raise StoreUnavailable("the database is unavailable") from None
