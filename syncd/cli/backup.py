@@ -11,22 +11,25 @@ when all is well, 1 when the transfer or the copy is bad, 2 on bad usage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import ipaddress
 import json
 import os
 import shutil
+import signal
 import sys
 import tarfile
 import tempfile
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
-from syncd.cli.command import INTERRUPTED, Commands, add_command
+from syncd.cli.command import INTERRUPTED, TERMINATED, Commands, add_command
 from syncd.cli.verify import LAYOUT, UNPACKING, verify_dir
 from syncd.config import DEFAULT_BIND, parse_bind
 
@@ -208,6 +211,13 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         _undo(dest, created)  # the parents it made before failing
         print(f"syncd backup: cannot create {dest}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    with _sigterm_as_interrupt():
+        return _take(request, url, dest, created)
+
+
+def _take(request: urllib.request.Request, url: str, dest: Path, created: list[Path]) -> int:
+    """Download, unpack and verify the backup into ``dest`` (made, with the
+    parents in ``created``); the exit status."""
     try:
         problem = _download(request, url, dest)
         if problem is None:
@@ -217,24 +227,55 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         # Writing the copy failed: a full disk, a file size limit, a directory
         # that is not writable. What was written is no backup.
         problem = f"cannot write the copy into {dest}: {exc.strerror or exc}"
-    except KeyboardInterrupt:
-        # Ctrl-C: what was written is no backup; one line, not a traceback.
-        return _interrupted(dest, created)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C or SIGTERM: what was written is no backup; one line, not a traceback.
+        return _interrupted(dest, created, exc)
     if problem is not None:
         print(f"syncd backup: {problem}", file=sys.stderr)
         _undo(dest, created)
         return 1
     try:
         return verify_dir(dest)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # The last step: a copy not verified is no backup to keep (one that
         # exits 0 is one that restores), so Ctrl-C here is undone as before.
-        return _interrupted(dest, created)
+        return _interrupted(dest, created, exc)
 
 
-def _interrupted(dest: Path, created: list[Path]) -> int:
-    """Ctrl-C: undo what was written, say so in one line."""
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, taken as Ctrl-C is: the polite stop of ``timeout``, ``kill``
+    and a systemd unit's stop, which killed the command where it stood and
+    left a half-unpacked copy in ``DEST``."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`_Terminated` meanwhile (where signals can be
+    handled: the main thread); the previous handler is put back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(dest: Path, created: list[Path], stop: KeyboardInterrupt) -> int:
+    """Ctrl-C or SIGTERM: undo what was written, say so in one line; the
+    shell's status for the signal. A SIGTERM meanwhile is ignored, so that
+    the undoing is not itself cut short."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # until _sigterm_as_interrupt ends
     _undo(dest, created)
+    if isinstance(stop, _Terminated):
+        print(f"syncd backup: terminated; {dest} is as it was", file=sys.stderr)
+        return TERMINATED
     print(f"syncd backup: interrupted; {dest} is as it was", file=sys.stderr)
     return INTERRUPTED
 
