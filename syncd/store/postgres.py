@@ -1074,7 +1074,13 @@ class PostgresStore:
     async def _end_stalled_holders(self, waiter: int) -> None:
         while True:
             try:
-                async with self.pool.connection() as other:
+                # A connection of its own, not a pooled one: the pool may be
+                # all taken by requests waiting for the very locks the stalled
+                # session holds (deletes of its CRDTs at once), and none came
+                # free until they gave up at their deadline, the session left
+                # in place for the next ones.
+                other = await self.pool.connect()
+                try:
                     cur = await other.execute(_END_STALLED_HOLDERS, (waiter, self._stalled_peer_s))
                     for pid, application, client, ended in await cur.fetchall():
                         log.warning(
@@ -1087,7 +1093,9 @@ class PostgresStore:
                             self._stalled_peer_s,
                             "" if ended else "; refused",
                         )
-            except psycopg.Error as exc:
+                finally:
+                    await other.close()
+            except (psycopg.Error, OSError) as exc:
                 log.warning("could not end a stalled session holding a row lock: %s", exc)
             await asyncio.sleep(self._stalled_peer_s)
 
