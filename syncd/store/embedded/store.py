@@ -109,6 +109,7 @@ from syncd.store.tail import REPLAY_TAIL_PER_CRDT
 
 __all__ = [
     "FSYNC_MODES",
+    "HEALTH_PROBE_INTERVAL_S",
     "MAX_BATCH_BYTES",
     "PROBE_INTERVAL_S",
     "SNAPSHOT_EVERY_BYTES",
@@ -124,6 +125,13 @@ FSYNC_MODES = ("batch", "always", "never")
 
 PROBE_INTERVAL_S = 1.0
 """How often a failed store tries the disk again."""
+HEALTH_PROBE_INTERVAL_S = 5.0
+"""How often a store that wrote nothing meanwhile proves that its disk takes
+writes (a probe page written and fsynced in the log's directory): without
+it, a disk that filled up, turned read-only or failed while the node was
+idle showed only at the next op, and /health/ready said 200 until then. A
+store that wrote a batch in the interval has its proof already: nothing is
+added to the op path."""
 
 
 def _wall_ms() -> int:
@@ -145,6 +153,7 @@ class FileStore:
         max_batch_bytes: int = MAX_BATCH_BYTES,
         replay_tail_per_crdt: int = REPLAY_TAIL_PER_CRDT,
         probe_interval: float = PROBE_INTERVAL_S,
+        health_probe_interval: float = HEALTH_PROBE_INTERVAL_S,
         on_written: Callable[[int], None] | None = None,
         on_commit: Callable[[float], None] | None = None,
         on_failure: Callable[[BaseException], None] | None = None,
@@ -158,8 +167,11 @@ class FileStore:
     ) -> None:
         if fsync not in FSYNC_MODES:
             raise ValueError(f"unknown fsync mode {fsync!r}; expected one of {FSYNC_MODES}")
-        if min(segment_bytes, snapshot_every_bytes, max_batch_bytes) < 1 or probe_interval <= 0:
-            raise ValueError("sizes and the probe interval must be positive")
+        if (
+            min(segment_bytes, snapshot_every_bytes, max_batch_bytes) < 1
+            or min(probe_interval, health_probe_interval) <= 0
+        ):
+            raise ValueError("sizes and the probe intervals must be positive")
         self.data_dir = os.fspath(data_dir)
         self.fsync_mode = fsync
         self.on_failure = on_failure
@@ -170,6 +182,7 @@ class FileStore:
         self._log_runway = log_runway
         self._tail_per_crdt = replay_tail_per_crdt
         self._probe_interval = probe_interval
+        self._health_probe_interval = health_probe_interval
         self._opener = opener
         self._history = FileStoreHistory(
             os.path.join(self.data_dir, "history"),
@@ -187,6 +200,7 @@ class FileStore:
         self._snap_io: IoThread | None = None
         self._writer: LogWriter | None = None
         self._prober: asyncio.Task[None] | None = None
+        self._health_prober: asyncio.Task[None] | None = None
         self._creating: dict[str, dict[str, int]] = {}
         """Per namespace, the CRDTs whose first record is queued or being
         written (how many such appends each): not in the index yet, counted by
@@ -267,6 +281,7 @@ class FileStore:
             self._enter_failure(error)
         if self._history.broken:
             self._start_probing()
+        self._health_prober = asyncio.create_task(self._health_loop(), name="syncd-disk-health")
         log.info(
             "opened %s: snapshot at log sequence %d with %d entries, %d records after it, "
             "last durable sequence %d",
@@ -473,10 +488,11 @@ class FileStore:
         async with self._compaction.lock:  # a running snapshot still needs the flusher
             pass
         await self._commit.drain()
-        if self._prober is not None:
-            self._prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._prober
+        for prober in (self._prober, self._health_prober):
+            if prober is not None:
+                prober.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await prober
         writer = self._writer
         assert writer is not None and self._io is not None
         loop = asyncio.get_running_loop()
@@ -673,6 +689,38 @@ class FileStore:
                     await self._reopen_history()
             except Exception:
                 log.exception("storage probe crashed")
+
+    async def _health_loop(self) -> None:
+        """Every ``health_probe_interval`` in which no record was written: a
+        probe write (:meth:`LogWriter.probe`, in the log's I/O thread, in turn
+        with the batches). One that fails is a failure of the store, as a
+        failed batch is: writes are refused and ``ready`` is False until the
+        failure's prober finds the disk taking writes again."""
+        state = self._state
+        stats = self.stats
+        written = stats.records_written
+        while not state.closing:
+            await asyncio.sleep(self._health_probe_interval)
+            if stats.records_written != written:
+                written = stats.records_written
+                continue  # a batch reached the disk meanwhile: proof enough
+            if not self.ready:
+                continue  # recovering, or failed already: its own prober tries the disk
+            assert self._io is not None and self._writer is not None
+            try:
+                await self._io.run(asyncio.get_running_loop(), self._writer.probe)
+            except OSError as exc:
+                if not self.ready or state.closing:
+                    continue  # a batch failed meanwhile, and says so itself
+                log.error(
+                    "the data directory %s takes no writes (%s): /health/ready answers 503"
+                    " and writes are refused until it does",
+                    self.data_dir,
+                    exc,
+                )
+                self._enter_failure(exc)
+            except Exception:
+                log.exception("storage health probe crashed")
 
     async def _reopen_history(self) -> bool:
         """Read the broken history back from the log (``history.reopen``), once
