@@ -52,8 +52,10 @@ from typing import Any
 from syncd.crdt.rga.ids import format_id
 
 RUN_MAX = 512
-"""Typing extends a run only up to this many elements, because extending a
-text run copies its string: it bounds that copy, and the copy a split makes."""
+"""Visible elements per run: typing extends a run only up to this many, and a
+longer insert (or a stored run) is cut into runs of this many, because
+extending a text run copies its string and splitting a run copies what
+follows the cut: it bounds both copies."""
 
 BLOCK_MAX = 32
 """Runs per block before the block splits in two. Small blocks make the scan
@@ -695,8 +697,22 @@ class RunSeq:
         """Put new elements before ``runs[ri]`` of block ``bi`` (``content`` None: deleted ones).
 
         Extends the run before that point when the new elements continue its
-        chain. Returns the run now holding them, and its block and position.
+        chain. Returns the run now holding them (the last of them), and its
+        block and position.
         """
+        if n > RUN_MAX and content is not None:
+            # Visible runs of at most RUN_MAX elements each: a split copies
+            # what follows it, and deleting every other element of one long
+            # insert (one op of ids) copied the rest of it per element.
+            step = 0
+            while n - step > RUN_MAX:
+                _, bi, ri = self._place(
+                    bi, ri, client, counter + step, RUN_MAX, content[step : step + RUN_MAX], origin
+                )
+                ri += 1
+                step += RUN_MAX
+                origin = (client, counter + step - 1)
+            return self._place(bi, ri, client, counter + step, n - step, content[step:], origin)
         blk = self._blocks[bi]
         runs = blk.runs
         vis = 0 if content is None else n
@@ -1019,6 +1035,8 @@ class RunSeq:
 
     def _load(self, runs: list[Run]) -> None:
         """Replace the whole sequence by ``runs`` (document order, fresh objects)."""
+        if any(run.vis > RUN_MAX for run in runs):
+            runs = _bounded(runs)
         half = BLOCK_MAX // 2
         blocks: list[Block] = []
         bvis: list[int] = []
@@ -1057,6 +1075,24 @@ class RunSeq:
         for run in self._runs():
             if run.origin is not None and self._lookup(*run.origin) is None:
                 raise ValueError(f"rga state: unknown origin {format_id(*run.origin)}")
+
+
+def _bounded(runs: list[Run]) -> list[Run]:
+    """``runs`` with every visible one longer than ``RUN_MAX`` cut into runs
+    of ``RUN_MAX`` (the last shorter), as :meth:`RunSeq._place` makes them: a
+    state shows each chain as one run, however long."""
+    out: list[Run] = []
+    for run in runs:
+        n = run.n
+        if not run.vis or n <= RUN_MAX:
+            out.append(run)
+            continue
+        client, counter, content, origin = run.client, run.counter, run.content, run.origin
+        for step in range(0, n, RUN_MAX):
+            k = min(RUN_MAX, n - step)
+            out.append(Run(client, counter + step, k, k, content[step : step + k], origin, run.blk))
+            origin = (client, counter + step + k - 1)
+    return out
 
 
 def _counter_of(run: Run) -> int:
