@@ -163,7 +163,10 @@ class YjsProvider:
         return message.to_bytes() + body
 
     def _local_update(self, event: Any) -> None:
-        if not self._applying:
+        # Not while disconnected: the next connection's sync covers every
+        # edit made meanwhile (and throws the queue away), so queueing them
+        # only held memory for as long as the outage lasted.
+        if not self._applying and self._ws is not None:
             self._outbox.put_nowait(create_update_message(event.update))
 
     async def _run(self) -> None:
