@@ -60,9 +60,16 @@ import msgpack
 
 # The growth bound's numbers are the engine's, which counts a replayed op
 # the same way (it sits below this module, so it cannot import them from here).
-from syncd.crdt.engine import FIXED_GROWTH, OP_GROWTH_OVERHEAD, REMEASURE_MIN_BYTES, Engine
+from syncd.crdt.base import OpContext
+from syncd.crdt.engine import (
+    FIXED_GROWTH,
+    OP_GROWTH_OVERHEAD,
+    REMEASURE_MIN_BYTES,
+    Engine,
+    state_bytes,
+)
 from syncd.crdt.ydoc import YDoc, deletion_ranges
-from syncd.errors import crdt_too_large, quota_exceeded
+from syncd.errors import ApiError, crdt_too_large, quota_exceeded
 
 if TYPE_CHECKING:
     from syncd.crdt.engine import Entry, Plan
@@ -102,6 +109,15 @@ DELETION_HEADROOM_DIVISOR: Final = 16
 least), its ranges counted at :data:`DELETION_RANGE_GROWTH`: a document at
 its limit can be trimmed over Yjs, and never grows past the limit and its
 headroom."""
+
+EXACT_GROWTH_MAX_BYTES: Final = 64 * 1024
+"""A CRDT of at most this size has an op that its growth bound would refuse
+applied to a copy of it, and the copy measured, before the op is refused:
+the state decides, so an op that replaces what it writes (a presence
+heartbeat, a register's set) passes when what it makes fits. A clone and
+an encode of this much cost tens of microseconds, on the refusal path
+only; a larger CRDT is refused on the bound (Yjs documents have the
+deletion allowance instead)."""
 
 _NOTHING: Final[frozenset[str]] = frozenset()
 
@@ -170,10 +186,12 @@ class Quotas:
                 total += len(pack(op)) + OP_GROWTH_OVERHEAD
         return total
 
-    def check(self, plan: Plan, usage: Usage | None) -> int:
+    def check(self, plan: Plan, usage: Usage | None, client_id: int | None = None) -> int:
         """Raise when ``plan`` would pass a limit (nothing is applied yet);
         else its growth bound. ``usage``: the namespace's, when namespace
-        quotas are on."""
+        quotas are on; ``client_id``: the writer, for an op the bound would
+        refuse to be tried on a copy (:data:`EXACT_GROWTH_MAX_BYTES`; None:
+        the bound decides)."""
         fixed = FIXED_GROWTH.get(plan.type_name)  # growth()'s first case, without its call
         growth = fixed * len(plan.ops) if fixed is not None else self.growth(plan)
         entry = self._engine.lookup((plan.ns, plan.id))
@@ -190,7 +208,7 @@ class Quotas:
         # yet (see _step); taken before a measure here moves one of them.
         unwritten = self._unwritten(plan.ns, plan.id, usage) if self._step and usage else 0
         if limits.max_crdt_bytes and held + growth > limits.max_crdt_bytes:
-            growth, moved = self._past_crdt_limit(plan, entry, waiting, growth)
+            growth, moved = self._past_crdt_limit(plan, entry, waiting, growth, client_id)
         if usage is None:
             return growth
         creating = entry is None
@@ -206,12 +224,12 @@ class Quotas:
                 )
         if limits.namespace_max_bytes:
             used = usage.bytes + unwritten + moved + self._waiting_elsewhere(plan.ns, plan.id)
-            growth = self._check_namespace(plan, entry, waiting, growth, used)
+            growth = self._check_namespace(plan, entry, waiting, growth, used, client_id)
         self._creating = (plan.ns, plan.id, usage.crdts) if creating else None
         return growth
 
     def _past_crdt_limit(
-        self, plan: Plan, entry: Entry | None, waiting: int, growth: int
+        self, plan: Plan, entry: Entry | None, waiting: int, growth: int, client_id: int | None
     ) -> tuple[int, int]:
         """An op whose bound passes ``SERVICE_MAX_CRDT_BYTES`` on the size
         counted: the growth bound to count (a deletion's may be more than the
@@ -224,7 +242,7 @@ class Quotas:
             held = entry.state_bytes + waiting
             if held + growth <= limit:
                 return growth, moved
-        growth = self._unrepeated(plan, entry, growth)
+        growth = self._least_growth(plan, entry, growth, client_id)
         if held + growth <= limit:
             return growth, moved
         deleting = self._deletion_growth(plan, entry, limit + _headroom(limit) - held)
@@ -236,7 +254,13 @@ class Quotas:
         return max(growth, deleting), moved
 
     def _check_namespace(
-        self, plan: Plan, entry: Entry | None, waiting: int, growth: int, used: int
+        self,
+        plan: Plan,
+        entry: Entry | None,
+        waiting: int,
+        growth: int,
+        used: int,
+        client_id: int | None,
     ) -> int:
         """``SERVICE_NAMESPACE_MAX_BYTES``, the namespace holding ``used``
         bytes as measured: the growth bound to count. As for the CRDT limit,
@@ -251,7 +275,7 @@ class Quotas:
             used = max(0, used + self._measure(entry))
             counted = 0
         held = used + counted + waiting
-        growth = self._unrepeated(plan, entry, growth)
+        growth = self._least_growth(plan, entry, growth, client_id)
         if held + growth <= limit:
             return growth
         deleting = self._deletion_growth(plan, entry, limit + _headroom(limit) - held)
@@ -262,12 +286,16 @@ class Quotas:
             )
         return max(growth, deleting)
 
-    def _unrepeated(self, plan: Plan, entry: Entry | None, growth: int) -> int:
-        """``growth`` without the ops of ``plan`` that repeat an ``op_id``
-        (one the CRDT remembers, or an earlier op's of the plan): they apply
-        nothing and are answered as the first time (docs/data-model.md#op-ids),
-        so the retry of an op that filled its CRDT or namespace is not refused.
-        Looked at only before a refusal: the op path pays nothing for it."""
+    def _least_growth(
+        self, plan: Plan, entry: Entry | None, growth: int, client_id: int | None
+    ) -> int:
+        """Before a refusal: the least growth ``plan`` can be counted at on
+        the CRDT as it is. The ops that repeat an ``op_id`` (one the CRDT
+        remembers, or an earlier op's of the plan) apply nothing and are
+        answered as the first time (docs/data-model.md#op-ids), so the retry
+        of an op that filled its CRDT or namespace is not refused; and on a
+        CRDT of at most :data:`EXACT_GROWTH_MAX_BYTES` the others are applied
+        to a copy, whose growth is measured. The op path pays nothing for it."""
         if entry is None:
             return growth
         known = entry.op_ids.get
@@ -281,15 +309,36 @@ class Quotas:
                 seen.add(op_id)
                 if known(op_id) is None:
                     fresh.append(i)
-        if len(fresh) == len(plan.ops):
-            return growth
-        return self.growth(
-            replace(
+        if len(fresh) < len(plan.ops):
+            plan = replace(
                 plan,
                 ops=[plan.ops[i] for i in fresh],
                 op_names=[plan.op_names[i] for i in fresh],
             )
-        )
+            growth = self.growth(plan)
+        if growth and client_id is not None:
+            growth = min(growth, self._growth_on_a_copy(plan, entry, client_id))
+        return growth
+
+    def _growth_on_a_copy(self, plan: Plan, entry: Entry, client_id: int) -> int:
+        """How much ``plan``'s ops grow a copy of ``entry``'s CRDT, written by
+        ``client_id`` now; infinite for a CRDT past
+        :data:`EXACT_GROWTH_MAX_BYTES`, a Yjs document, or ops the CRDT
+        refuses (the apply then refuses them with its own message)."""
+        crdt = entry.crdt
+        if isinstance(crdt, YDoc) or entry.state_bytes > EXACT_GROWTH_MAX_BYTES:
+            return _UNKNOWN
+        before = state_bytes(crdt.state())
+        if before > EXACT_GROWTH_MAX_BYTES:  # grown past it since its measure
+            return _UNKNOWN
+        copy = crdt.clone()
+        now = self._engine.now_ms()
+        try:
+            for i, op in enumerate(plan.ops, start=entry.seq + 1):
+                copy.apply_op(op, OpContext(client_id, now, i))
+        except ApiError:
+            return _UNKNOWN
+        return max(0, state_bytes(copy.state()) - before)
 
     def _measure(self, entry: Entry) -> int:
         """Measure ``entry`` again; how far its size moved."""
@@ -409,6 +458,10 @@ class Quotas:
         if not docs:
             del self._waiting[ns]
         return total
+
+
+_UNKNOWN: Final = 1 << 62
+"""What :meth:`Quotas._growth_on_a_copy` answers when it cannot say."""
 
 
 def _headroom(limit: int) -> int:

@@ -281,7 +281,7 @@ class CrdtService:
         if quotas.on:
             # Checked before anything is applied: a refused op changes nothing.
             usage = self.store.usage_now(plan.ns) if quotas.namespaces_on else None
-            growth = quotas.check(plan, usage)
+            growth = quotas.check(plan, usage, client_id)
             result = self.engine.apply(plan, client_id, measure=measure)
             quotas.applied(plan, growth)
         else:

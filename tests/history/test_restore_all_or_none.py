@@ -32,8 +32,10 @@ async def test_a_restore_refused_part_way_applies_nothing_and_a_retry_applies_al
                 r = await op(client, h, "or:s", batch)
                 assert r.status_code == 200, r.text
     await first.server.shutdown()
-    # Again with a quota that leaves room for the restore's first batch of
-    # adds (by the quota's own bound for it) but not for all of them.
+    # Again with a quota that leaves room for about two thirds of the
+    # restore's adds: less than the bound of its first MAX_BATCH_OPS, and
+    # less than what all of them grow the set by (the quotas try an op the
+    # bound refuses on a copy of a small CRDT: syncd/quotas.py).
     server = await make_server(data_dir=tmp_path / "d", rate_limit=10**7, namespace_max_bytes=QUOTA)
     service = server.app.service
     body = {"seq": COUNT, "op_id": "undo-1"}
@@ -45,7 +47,7 @@ async def test_a_restore_refused_part_way_applies_nothing_and_a_retry_applies_al
         h = await issue(client)
         bound = service.quotas.growth(service.engine.plan("app", "or:s", adds))
         held = (await client.get("/v1/namespaces/app/usage", headers=ADMIN_HEADERS)).json()
-        pad_len = QUOTA - held["bytes"] - bound - 30_000
+        pad_len = QUOTA - held["bytes"] - bound + 30_000
         pad = await op(client, h, "lw:pad", {"op": "set", "value": "x" * pad_len})
         assert pad.status_code == 200, pad.text
         refused = await client.post(f"{BASE}/or:s/restore", json=body, headers=h)
