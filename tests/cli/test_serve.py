@@ -229,3 +229,17 @@ def test_a_second_syncd_on_a_data_directory_in_use_is_one_line(
     assert lines[0].startswith("syncd: the data directory") and "in use" in lines[0]
     assert not (data / "admin_token").exists()
     assert first.proc.poll() is None  # the first one serves on
+
+
+def test_the_unit_does_not_restart_a_refused_start() -> None:
+    """Exit 2 is a refusal a restart cannot cure (a bad setting, a data
+    directory in use or damaged, a database that refuses the node).
+    Restart=on-failure restarted it every RestartSec for ever: each try takes
+    longer than StartLimitIntervalSec / StartLimitBurst (10 s / 5, systemd's
+    defaults), so the start limit never stopped it, and the journal filled
+    with the same line every two seconds."""
+    unit = (ROOT / "systemd" / "syncd.service").read_text()
+    settings = [line.split("=", 1) for line in unit.splitlines() if "=" in line]
+    values = {key: value for key, value in settings if not key.startswith("#")}
+    assert values["Restart"] == "on-failure"
+    assert "2" in values["RestartPreventExitStatus"].split()
