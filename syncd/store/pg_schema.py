@@ -163,11 +163,21 @@ class SchemaTooNewError(RuntimeError):
     """The database was migrated by a newer syncd than this one."""
 
 
+class NoSchemaError(RuntimeError):
+    """No schema of the connection's search_path exists: nowhere to make the tables."""
+
+
 async def current_schema(conn: PgConn) -> str:
-    cur = await conn.execute("SELECT current_schema()")
+    cur = await conn.execute("SELECT current_schema(), current_setting('search_path')")
     row = await cur.fetchone()
     if row is None or row[0] is None:
-        raise RuntimeError("the connection has no current schema (check search_path)")
+        # current_schema() is null when none of search_path's schemas exists
+        # (a URL's options=-csearch_path=... naming one not created yet).
+        path = row[1] if row is not None else ""
+        raise NoSchemaError(
+            f"no schema of its search_path ({path}) exists:"
+            " create it (CREATE SCHEMA) or name one that exists"
+        )
     return str(row[0])
 
 

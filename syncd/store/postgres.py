@@ -116,7 +116,7 @@ from syncd.store.base import (
 )
 from syncd.store.history_index import DEFAULT_RETENTION, Retention
 from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool, abort_after
-from syncd.store.pg_schema import SchemaTooNewError, current_schema, migrate
+from syncd.store.pg_schema import NoSchemaError, SchemaTooNewError, current_schema, migrate
 from syncd.store.pg_start import DatabaseSetupError, keep_trying
 
 __all__ = [
@@ -595,10 +595,10 @@ class PostgresStore:
         # attempt fails with the server's reason, which keep_trying judges.
         conn = await self.pool.connect()
         try:
-            self.schema = await current_schema(conn)
             try:
+                self.schema = await current_schema(conn)
                 await migrate(conn, publication=self._publication)
-            except SchemaTooNewError as exc:
+            except (NoSchemaError, SchemaTooNewError) as exc:
                 raise DatabaseSetupError(self._setting, str(exc)) from None
             await self.newest_gid(conn)
         finally:

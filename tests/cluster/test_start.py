@@ -101,6 +101,18 @@ def test_a_url_without_the_password_is_one_line_and_exit_2(
     assert "no password supplied" in lines[0]
 
 
+def test_a_search_path_without_an_existing_schema_is_one_line_and_exit_2(
+    replica_pg: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    url = f"{replica_pg.url}/postgres?options=-csearch_path%3Dsyncd_missing"
+    code, lines = refused_start(serve_env(tmp_path, DATABASE_URL=url))
+    assert code == 2
+    assert lines == [
+        "syncd: DATABASE_URL: no schema of its search_path (syncd_missing) exists:"
+        " create it (CREATE SCHEMA) or name one that exists"
+    ]
+
+
 def test_wal_connstr_on_a_replica_wal_level_is_one_line_and_exit_2(
     replica_pg: ThrowawayPostgres, tmp_path: Path
 ) -> None:
