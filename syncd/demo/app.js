@@ -28,8 +28,9 @@ const $ = (id) => document.getElementById(id);
 // -- identity and token --------------------------------------------------------
 
 let tokenInfo = null;
-async function token() {
-  if (!tokenInfo || tokenInfo.expires_at - Date.now() < TOKEN_MARGIN_MS) {
+// `fresh`: a new token even if the one held has time left (the server ended it: revoked).
+async function token({ fresh = false } = {}) {
+  if (fresh || !tokenInfo || tokenInfo.expires_at - Date.now() < TOKEN_MARGIN_MS) {
     const response = await fetch('token', { cache: 'no-store' });
     if (!response.ok) throw new Error(`demo token: HTTP ${response.status}`);
     tokenInfo = await response.json();
@@ -301,6 +302,7 @@ const rich = await mountEditor({
   token,
   user: { name, color },
   placeholder: 'Write here; others see it as you type.',
+  status: $('rich-status'),
 });
 
 window.syncdDemo = {
