@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn, Protocol, TypeAlias
 
+from syncd.cli.journal import ERROR_PREFIX, stderr_is_journal
+
 Run = Callable[[argparse.Namespace, Mapping[str, str]], int]
 """Runs a parsed command with the environment; returns the exit status."""
 
@@ -94,8 +96,10 @@ def add_command(
 
 
 def fail(prog: str, message: str) -> int:
-    """Print ``prog: message`` as one line on stderr; the exit status of a refusal (2)."""
-    print(f"{prog}: {message}", file=sys.stderr)
+    """Print ``prog: message`` as one line on stderr (an error to the journal,
+    under systemd); the exit status of a refusal (2)."""
+    prefix = ERROR_PREFIX if stderr_is_journal() else ""
+    print(f"{prefix}{prog}: {message}", file=sys.stderr)
     return 2
 
 

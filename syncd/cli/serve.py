@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from syncd.cli.command import Commands, add_command, fail, missing_extra
+from syncd.cli.journal import JOURNAL_FORMAT, JournalFormatter, stderr_is_journal
 from syncd.config import (
     ConfigError,
     bind_refusal,
@@ -66,11 +67,14 @@ def register(commands: Commands) -> None:
 
 
 def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    """Log to stderr; under systemd, each line with its priority for the
+    journal, which stamps it itself (:mod:`syncd.cli.journal`)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if stderr_is_journal():
+        handler.setFormatter(JournalFormatter(JOURNAL_FORMAT))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), handlers=[handler])
 
 
 DESCRIPTOR_RESERVE = 256
