@@ -665,7 +665,7 @@ class RevertService:
             # before it applied and durable, and a repeat of the request
             # answered as a duplicate of a revert never whole.
             usage = service.store.usage_now(ns) if quotas.namespaces_on else None
-            quotas.check(plan, usage)
+            quotas.check(plan, usage, principal.client_id)
         records: list[Record] = []
         seq = applied = 0
         try:
