@@ -13,7 +13,16 @@ fi
 echo "ensure-nginx: installing nginx-light from Debian"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# policy-rc.d 101: the package must not start a system nginx service.
-printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
-trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+# policy-rc.d 101: the package must not start a system nginx service. A
+# policy-rc.d the machine has already (a container image's, an admin's) is
+# put back afterwards, not deleted.
+policy=/usr/sbin/policy-rc.d
+if [ -e "$policy" ]; then
+    saved=$(mktemp)
+    cp -p "$policy" "$saved"
+    trap 'cp -p "$saved" "$policy"; rm -f "$saved"' EXIT
+else
+    trap 'rm -f "$policy"' EXIT
+fi
+printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy"
 apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
