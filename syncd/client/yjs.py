@@ -18,6 +18,13 @@ renewed within 30 s) and announces it again after each reconnect (a state
 cleared with ``set_awareness(None)`` stays cleared); ``awareness`` holds the
 room's, emptied while disconnected.
 
+The token may be a function (plain or async) called before each connect, so
+a provider whose token ends on an open connection (close 4401, or 4403 when
+its read rule ends) goes on with a new one; a fixed token is refused at the
+next handshake (401 or 403, ``refused``) and the provider stops. When the
+document is deleted (close 4410) the provider stops, ``closed`` says so, and
+it does not send its copy back.
+
 Needs ``websockets`` (the ``syncd[client]`` extra) and pycrdt.
 """
 
@@ -25,9 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Final, Self
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -67,6 +76,18 @@ AWARENESS_RENEW_S: Final = 15.0
 _FINAL_STATUSES: Final = frozenset({400, 401, 403, 404, 409})
 """Handshake refusals that another try would only meet again."""
 
+CLOSE_DOCUMENT_DELETED: Final = 4410
+"""The server's close when the document is deleted (y-websocket's final
+range, 4400-4499). Reconnecting would send our copy and create it again."""
+
+_FINAL_CLOSES: Final = frozenset({CLOSE_DOCUMENT_DELETED})
+"""Closes after which the provider stops. Not 4401 (the token ended) nor 4403
+(its read rule ended): a token function may give a new one, and a fixed
+token is refused at the next handshake, which stops the provider there."""
+
+TokenSource = str | Callable[[], str | Awaitable[str]]
+"""A token, or a function (plain or async) giving the one to connect with."""
+
 _SYNC_STEP2: Final = 1
 _MESSAGE_AUTH: Final = 2
 
@@ -87,11 +108,14 @@ class YjsProvider:
         ns: str,
         room: str,
         doc: Doc[Any],
-        token: str,
+        token: TokenSource,
         *,
         awareness_renew_s: float = AWARENESS_RENEW_S,
     ) -> None:
-        self.url = yjs_url(base_url, ns, room, token)
+        self._where = (base_url, ns, room)
+        self._token = token
+        self.url = yjs_url(base_url, ns, room, token) if isinstance(token, str) else ""
+        """The URL of the last connect (its token included)."""
         self.doc = doc
         self.synced = asyncio.Event()
         """Set once the server's step 2 has arrived (after each reconnect too)."""
@@ -103,6 +127,9 @@ class YjsProvider:
         """The HTTP status when the handshake was refused for good (400,
         401, 403, 404, 409): then it stops. A refusal worth retrying (429,
         5xx) is retried (after its Retry-After) and leaves this None."""
+        self.closed: tuple[int, str] | None = None
+        """The server's close (code, reason) that stopped the provider: the
+        document was deleted (4410, ``document deleted``)."""
         self.clocks: dict[int, int] = {}
         """The newest awareness clock seen of each awareness client."""
         self._local_state: Any = None
@@ -169,13 +196,30 @@ class YjsProvider:
         if not self._applying and self._ws is not None:
             self._outbox.put_nowait(create_update_message(event.update))
 
+    async def _current_url(self) -> str:
+        token = self._token
+        if not isinstance(token, str):
+            given = token()
+            token = await given if inspect.isawaitable(given) else given
+        self.url = yjs_url(*self._where, token)
+        return self.url
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         delay = RECONNECT_MIN_S
         while True:
             opened_at: float | None = None
             try:
-                async with connect(self.url, max_size=None) as ws:
+                url = await self._current_url()
+            except Exception:
+                # The caller's function (its own service away, say): asked
+                # again after the backoff, as a failed connect is retried.
+                log.warning("the Yjs provider's token function failed", exc_info=True)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_S)
+                continue
+            try:
+                async with connect(url, max_size=None) as ws:
                     opened_at = loop.time()
                     await self._session(ws)
             except InvalidStatus as exc:
@@ -191,7 +235,13 @@ class YjsProvider:
                 wait = retry_after_s(exc.response.headers.get("retry-after"))
                 if wait is not None:
                     delay = max(delay, min(wait, RETRY_AFTER_MAX_S))
-            except (OSError, ConnectionClosed, WebSocketException) as exc:
+            except ConnectionClosed as exc:
+                if exc.rcvd is not None and exc.rcvd.code in _FINAL_CLOSES:
+                    self.closed = (exc.rcvd.code, exc.rcvd.reason)
+                    log.warning("syncd closed the Yjs connection for good: %s", exc)
+                    return
+                log.info("Yjs connection lost (%s); reconnecting", exc)
+            except (OSError, WebSocketException) as exc:
                 log.info("Yjs connection lost (%s); reconnecting", exc)
             finally:
                 self._ws = None
