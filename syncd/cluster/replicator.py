@@ -56,8 +56,10 @@ a commit (the sender died in between).
 
 *The replication stream* (``SERVICE_WAL_CONNSTR``) is checked before the
 node starts (``check_source``): a server whose ``wal_level`` is not
-``logical`` could never give it a slot, so that stops the start like a bad
-setting instead of a warning every few seconds. Once running, its state
+``logical`` could never give it a slot, and a stream of another database
+than DATABASE_URL's would never carry this deployment's ops, so either stops
+the start like a bad setting instead of a warning every few seconds (or a
+stream said to be up that brings nothing). Once running, its state
 (``wal_state``: ``off``, ``connecting``, ``streaming``) is a gauge and part of
 ``/health/ready``'s body. The node takes writes whatever that state:
 records too large to notify then reach the others when they next read the
@@ -314,12 +316,14 @@ class Replicator:
     async def check_source(self) -> None:
         """Before ``start``: wait until the replication source accepts a
         connection like the stream's, and refuse a server that cannot stream
+        or a stream of another database than DATABASE_URL's, which would never
+        see this deployment's ops while it said ``streaming``
         (``DatabaseSetupError`` naming SERVICE_WAL_CONNSTR). Nothing to do
         without it."""
         wal = self._wal_settings
         if wal is None:
             return
-        level = await keep_trying(
+        level, source = await keep_trying(
             lambda: asyncio.to_thread(server_wal_level, wal.connstr),
             setting=WAL_SETTING,
             errors=SOURCE_ERRORS,
@@ -331,6 +335,13 @@ class Replicator:
                 f"the server's wal_level is {level or 'unknown'}; the replication stream"
                 f" needs wal_level = {NEEDED_WAL_LEVEL} (set it and restart PostgreSQL),"
                 " or leave SERVICE_WAL_CONNSTR unset",
+            )
+        database = await self._store.database()
+        if source != database:
+            raise DatabaseSetupError(
+                WAL_SETTING,
+                f"it reaches database {source!r}, DATABASE_URL database {database!r}:"
+                " the stream reads the changes of one database, so it must name DATABASE_URL's",
             )
 
     def start(self) -> None:

@@ -13,8 +13,9 @@ slot existed.
 
 Before the node starts, :func:`server_wal_level` makes one connection the way
 the stream does (the credentials, the REPLICATION attribute) and reads the
-server's ``wal_level``: the replicator refuses to start on anything but
-``logical`` (``Replicator.check_source``), since no slot could ever be made.
+server's ``wal_level`` and the database it would decode: the replicator
+refuses to start on anything but ``logical`` (no slot could ever be made) and
+on another database than DATABASE_URL's (``Replicator.check_source``).
 Once running, :attr:`WalConsumer.streaming` says whether the stream is up
 (the ``service_cluster_wal_stream_state`` gauge, ``/health/ready``).
 """
@@ -65,10 +66,12 @@ FEEDBACK_EVERY: Final = 64
 server's keepalives), so the slot's restart point keeps moving."""
 
 
-def server_wal_level(dsn: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> str:
-    """The ``wal_level`` of the server behind ``dsn``, read on a logical
-    replication connection like the stream's (so a role without REPLICATION,
-    or a refused password, fails here). Blocks: run it in a thread."""
+def server_wal_level(dsn: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> tuple[str, str]:
+    """The ``wal_level`` of the server behind ``dsn`` and the database the
+    stream would decode (logical decoding reads one database's changes),
+    read on a logical replication connection like the stream's (so a role
+    without REPLICATION, or a refused password, fails here). Blocks: run it
+    in a thread."""
     conn = psycopg2.connect(
         dsn,
         connection_factory=psycopg2.extras.LogicalReplicationConnection,
@@ -78,7 +81,11 @@ def server_wal_level(dsn: str, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> st
         cur = conn.cursor()
         cur.execute("SHOW wal_level")
         row = cur.fetchone()
-        return str(row[0]) if row is not None else ""
+        level = str(row[0]) if row is not None else ""
+        cur.execute("IDENTIFY_SYSTEM")  # systemid, timeline, xlogpos, dbname
+        row = cur.fetchone()
+        database = str(row[3]) if row is not None and row[3] is not None else ""
+        return level, database
     finally:
         conn.close()
 

@@ -604,6 +604,27 @@ class PostgresStore:
         finally:
             await conn.close()
 
+    async def database(self) -> str:
+        """The name of the database ``database_url`` reaches (``current_database()``),
+        waiting for an unreachable server as :meth:`open` does."""
+
+        async def once() -> str:
+            conn = await self.pool.connect()
+            try:
+                cur = await conn.execute("SELECT current_database()")
+                row = await cur.fetchone()
+                return str(row[0]) if row is not None else ""
+            finally:
+                await conn.close()
+
+        return await keep_trying(
+            once,
+            setting=self._setting,
+            errors=(psycopg.Error, OSError),
+            transient=NETWORK_ERRORS,
+            give_up_after_s=self._open_timeout,
+        )
+
     def set_snapshot_source(self, source: SnapshotSource, entry: EntrySource | None = None) -> None:
         """Unused: each commit writes the snapshots (and checkpoints) that fall due itself."""
 

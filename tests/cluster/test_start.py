@@ -126,6 +126,27 @@ def test_wal_connstr_on_a_replica_wal_level_is_one_line_and_exit_2(
     assert not bound(env)
 
 
+def test_wal_connstr_naming_another_database_is_one_line_and_exit_2(
+    tmp_path: Path, cluster_db: str
+) -> None:
+    """Logical decoding reads one database: a stream on another one (the
+    server's ``postgres``) never sees this deployment's ops, yet said
+    ``streaming`` while large ops reached other nodes only at a reconcile."""
+    env = serve_env(
+        tmp_path,
+        DATABASE_URL=database_url(cluster_db),
+        SERVICE_WAL_CONNSTR=database_url("postgres"),
+    )
+    code, lines = refused_start(env)
+    assert code == 2
+    assert lines == [
+        f"syncd: SERVICE_WAL_CONNSTR: it reaches database 'postgres', DATABASE_URL"
+        f" database {cluster_db!r}: the stream reads the changes of one database,"
+        " so it must name DATABASE_URL's"
+    ]
+    assert not bound(env)
+
+
 def test_a_refused_password_in_wal_connstr_names_that_variable(
     replica_pg: ThrowawayPostgres, tmp_path: Path
 ) -> None:
