@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from syncd.auth.admin import AdminSecret
@@ -88,6 +88,9 @@ class App:
         )
         self.backup: admin.Backup | None = None
         """The embedded store's online backup (None on PostgreSQL)."""
+        self.storage_stalled: Callable[[], bool] = lambda: False
+        """The embedded store's disk has not answered a probe write in time
+        (/health/ready 503); never on PostgreSQL, whose own probe times out."""
         self.store: Store = self._make_store(dict(store_options or {}))
         self.revocations = Revocations(
             self.auth.revocations, self._make_revocation_store(), wall_clock_ms
@@ -277,6 +280,7 @@ class App:
             **options,
         )
         self.backup = store.backup_plan
+        self.storage_stalled = lambda: store.stalled
         return store
 
     def _make_revocation_store(self) -> RevocationStore:
@@ -374,7 +378,7 @@ class App:
 
     @property
     def ready(self) -> bool:
-        return self.service.writable
+        return self.service.writable and not self.storage_stalled()
 
     @property
     def wal_last_seq(self) -> int:

@@ -201,6 +201,7 @@ class FileStore:
         self._writer: LogWriter | None = None
         self._prober: asyncio.Task[None] | None = None
         self._health_prober: asyncio.Task[None] | None = None
+        self._stalled = False
         self._creating: dict[str, dict[str, int]] = {}
         """Per namespace, the CRDTs whose first record is queued or being
         written (how many such appends each): not in the index yet, counted by
@@ -708,7 +709,7 @@ class FileStore:
                 continue  # recovering, or failed already: its own prober tries the disk
             assert self._io is not None and self._writer is not None
             try:
-                await self._io.run(asyncio.get_running_loop(), self._writer.probe)
+                await self._answered(self._io.run(asyncio.get_running_loop(), self._writer.probe))
             except OSError as exc:
                 if not self.ready or state.closing:
                     continue  # a batch failed meanwhile, and says so itself
@@ -721,6 +722,34 @@ class FileStore:
                 self._enter_failure(exc)
             except Exception:
                 log.exception("storage health probe crashed")
+
+    @property
+    def stalled(self) -> bool:
+        """The disk has not answered a probe write for ``health_probe_interval``
+        (a hung fsync): /health/ready says 503 meanwhile. Writes are not
+        refused for it: a disk that is only slow answers them late."""
+        return self._stalled
+
+    async def _answered(self, probe: asyncio.Future[None]) -> None:
+        """Wait for ``probe`` (queued behind any batch in flight); past
+        ``health_probe_interval`` the store is :attr:`stalled` until it returns."""
+        # Its outcome is read even when the wait is cancelled (close()).
+        probe.add_done_callback(lambda done: done.cancelled() or done.exception())
+        finished, _ = await asyncio.wait((probe,), timeout=self._health_probe_interval)
+        if not finished:
+            self._stalled = True
+            log.error(
+                "the data directory %s has not answered a write for %g s:"
+                " /health/ready answers 503 until it does",
+                self.data_dir,
+                self._health_probe_interval,
+            )
+            try:
+                await asyncio.wait((probe,))
+            finally:
+                self._stalled = False
+            log.warning("the data directory %s answers writes again", self.data_dir)
+        probe.result()
 
     async def _reopen_history(self) -> bool:
         """Read the broken history back from the log (``history.reopen``), once
