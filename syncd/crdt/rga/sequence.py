@@ -57,6 +57,10 @@ longer insert (or a stored run) is cut into runs of this many, because
 extending a text run copies its string and splitting a run copies what
 follows the cut: it bounds both copies."""
 
+INDEX_CHUNK = 256
+"""Runs per chunk of a client's id index (:class:`ClientRuns`), up to twice
+this before a chunk splits: what a run coming or going moves there."""
+
 BLOCK_MAX = 32
 """Runs per block before the block splits in two. Small blocks make the scan
 inside a block short; large ones make walking across blocks short. Anything
@@ -95,6 +99,105 @@ class Run:
         self.origin = origin
         """The first element's origin; each later element's origin is its predecessor."""
         self.blk = blk
+
+
+class ClientRuns:
+    """One client's runs sorted by first counter, for :meth:`RunSeq._lookup`.
+
+    Kept in chunks of at most ``2 * INDEX_CHUNK`` runs (each a list of first
+    counters and a list of runs) with the first counter of each chunk, so
+    that a run coming or going (every split, every join of deleted runs)
+    moves at most a chunk's entries: in one flat list it moved every later
+    one, and one delete of tens of thousands of ids took seconds per op."""
+
+    __slots__ = ("firsts", "keys", "runs")
+
+    def __init__(self, runs: list[Run]) -> None:
+        """``runs``: at least one, sorted by first counter."""
+        step = INDEX_CHUNK
+        self.runs = [runs[i : i + step] for i in range(0, len(runs), step)]
+        self.keys = [[run.counter for run in chunk] for chunk in self.runs]
+        self.firsts = [keys[0] for keys in self.keys]
+
+    def find(self, counter: int) -> Run | None:
+        """The run with the greatest first counter at most ``counter``."""
+        keys = self.keys[-1]
+        if counter >= keys[-1]:
+            # The client's newest run: what fresh deltas name.
+            return self.runs[-1][-1]
+        ci = bisect_right(self.firsts, counter) - 1
+        if ci < 0:
+            return None
+        keys = self.keys[ci]
+        return self.runs[ci][bisect_right(keys, counter) - 1]
+
+    def next_key(self, counter: int) -> int | None:
+        """The smallest first counter at least ``counter`` (None: none is)."""
+        firsts = self.firsts
+        ci = bisect_right(firsts, counter) - 1
+        if ci < 0:
+            return firsts[0]
+        keys = self.keys[ci]
+        pos = bisect_left(keys, counter)
+        if pos < len(keys):
+            return keys[pos]
+        return firsts[ci + 1] if ci + 1 < len(firsts) else None
+
+    def add(self, run: Run) -> None:
+        counter = run.counter
+        keys = self.keys[-1]
+        if keys[-1] < counter:
+            keys.append(counter)
+            self.runs[-1].append(run)
+            ci = len(self.keys) - 1
+        else:
+            ci = bisect_right(self.firsts, counter) - 1
+            if ci < 0:
+                ci = 0
+            keys = self.keys[ci]
+            pos = bisect_right(keys, counter)
+            keys.insert(pos, counter)
+            self.runs[ci].insert(pos, run)
+            if pos == 0:
+                self.firsts[ci] = counter
+        if len(keys) > 2 * INDEX_CHUNK:
+            runs = self.runs[ci]
+            self.keys.insert(ci + 1, keys[INDEX_CHUNK:])
+            self.runs.insert(ci + 1, runs[INDEX_CHUNK:])
+            self.firsts.insert(ci + 1, keys[INDEX_CHUNK])
+            del keys[INDEX_CHUNK:]
+            del runs[INDEX_CHUNK:]
+
+    def remove(self, run: Run) -> bool:
+        """Take ``run`` out; False when no run of the client is left."""
+        counter = run.counter
+        ci = bisect_right(self.firsts, counter) - 1
+        keys = self.keys[ci]
+        pos = bisect_left(keys, counter)
+        del keys[pos]
+        del self.runs[ci][pos]
+        if not keys:
+            del self.keys[ci]
+            del self.runs[ci]
+            del self.firsts[ci]
+            return bool(self.keys)
+        if pos == 0:
+            self.firsts[ci] = keys[0]
+        return True
+
+    def rekey(self, run: Run, counter: int) -> None:
+        """``run`` now starts at ``counter``, lower, with no run of the client
+        starting in between."""
+        ci = bisect_right(self.firsts, run.counter) - 1
+        keys = self.keys[ci]
+        pos = bisect_left(keys, run.counter)
+        keys[pos] = counter
+        if pos == 0:
+            self.firsts[ci] = counter
+
+    def __iter__(self) -> Iterator[Run]:
+        for chunk in self.runs:
+            yield from chunk
 
 
 class Block:
@@ -145,8 +248,8 @@ class RunSeq:
         """Visible elements in all."""
         self._max = 0
         """The greatest counter seen (the Lamport clock)."""
-        self._ids: dict[int, tuple[list[int], list[Run]]] | None = None
-        """client -> (first counters, runs), both sorted by counter. Built on the
+        self._ids: dict[int, ClientRuns] | None = None
+        """client -> its runs sorted by first counter. Built on the
         first lookup by id and kept up to date from then on; a document edited
         only by index (the common case) never pays for it."""
         self._fbi = 0
@@ -405,7 +508,7 @@ class RunSeq:
 
     # -- the id index ------------------------------------------------------
 
-    def _index(self) -> dict[int, tuple[list[int], list[Run]]]:
+    def _index(self) -> dict[int, ClientRuns]:
         ids = self._ids
         if ids is None:
             by_client: dict[int, list[Run]] = {}
@@ -419,7 +522,7 @@ class RunSeq:
             ids = {}
             for client, lst in by_client.items():
                 lst.sort(key=_counter_of)
-                ids[client] = ([run.counter for run in lst], lst)
+                ids[client] = ClientRuns(lst)
             self._ids = ids
         return ids
 
@@ -429,39 +532,25 @@ class RunSeq:
             return
         entry = ids.get(run.client)
         if entry is None:
-            ids[run.client] = ([run.counter], [run])
-            return
-        keys, runs = entry
-        if not keys or keys[-1] < run.counter:
-            keys.append(run.counter)
-            runs.append(run)
+            ids[run.client] = ClientRuns([run])
         else:
-            pos = bisect_right(keys, run.counter)
-            keys.insert(pos, run.counter)
-            runs.insert(pos, run)
+            entry.add(run)
 
     def _index_remove(self, run: Run) -> None:
-        if self._ids is None:
+        ids = self._ids
+        if ids is None:
             return
-        keys, runs = self._ids[run.client]
-        pos = bisect_left(keys, run.counter)
-        del keys[pos]
-        del runs[pos]
+        if not ids[run.client].remove(run):
+            del ids[run.client]
 
     def _lookup(self, client: int, counter: int) -> tuple[Run, int] | None:
         """The run holding element ``(client, counter)`` and the element's offset in it."""
         entry = self._index().get(client)
         if entry is None:
             return None
-        keys, runs = entry
-        if counter >= keys[-1]:
-            # The client's newest run: what fresh deltas name.
-            run = runs[-1]
-        else:
-            pos = bisect_right(keys, counter) - 1
-            if pos < 0:
-                return None
-            run = runs[pos]
+        run = entry.find(counter)
+        if run is None:
+            return None
         off = counter - run.counter
         if off >= run.n:
             return None
@@ -519,10 +608,7 @@ class RunSeq:
         run.n = k
         blk.runs.insert(ri + 1, second)
         if self._ids is not None:
-            keys, runs = self._ids[run.client]
-            pos = bisect_right(keys, run.counter)
-            keys.insert(pos, counter)
-            runs.insert(pos, second)
+            self._ids[client].add(second)
         if self._hot is run:
             # The hot run now ends earlier; its end index is no longer known.
             self._drop_hot()
@@ -962,8 +1048,7 @@ class RunSeq:
         ):
             # The elements join the deleted run after them (repeated backspace).
             if self._ids is not None:
-                keys = self._ids[client][0]
-                keys[bisect_left(keys, nxt.counter)] = first
+                self._ids[client].rekey(nxt, first)
             nxt.counter = first
             nxt.n += count
             nxt.origin = (client, first - 1)
@@ -1017,9 +1102,8 @@ class RunSeq:
                 counter += run.n - off
                 continue
             entry = self._index().get(client)
-            keys = entry[0] if entry is not None else []
-            pos = bisect_left(keys, counter)
-            stop = min(end, keys[pos]) if pos < len(keys) else end
+            key = entry.next_key(counter) if entry is not None else None
+            stop = end if key is None else min(end, key)
             k = counter - first
             part = None if content is None else content[k : k + stop - counter]
             self._integrate(
@@ -1068,7 +1152,7 @@ class RunSeq:
 
     def _check_loaded(self) -> None:
         """Refuse a state whose ids overlap or whose origins are missing."""
-        for _, runs in self._index().values():
+        for runs in self._index().values():
             for a, b in pairwise(runs):
                 if a.counter + a.n > b.counter:
                     raise ValueError(f"rga state: element {format_id(b.client, b.counter)} twice")
