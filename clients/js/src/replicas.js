@@ -186,6 +186,28 @@ class TreeReplica {
     if (state?.nodes) {
       this.nodes = new Map(Object.entries(state.nodes).map(([id, n]) => [id, [n[0], n[1], n[2]]]));
     }
+    // parent id -> Set of child ids, an index over `nodes` (syncd/crdt/tree.py
+    // _children): a delete's subtree is found without scanning every node
+    // for each of its nodes.
+    this.kids = new Map();
+    for (const [id, n] of this.nodes) if (n[0] !== null) this._link(n[0], id);
+  }
+  _link(parent, id) {
+    const kids = this.kids.get(parent);
+    if (kids) kids.add(id);
+    else this.kids.set(parent, new Set([id]));
+  }
+  _unlink(parent, id) {
+    const kids = this.kids.get(parent);
+    if (!kids) return;
+    kids.delete(id);
+    if (!kids.size) this.kids.delete(parent);
+  }
+  _set(id, node) {
+    const old = this.nodes.get(id);
+    if (old && old[0] !== null && old[0] !== node[0]) this._unlink(old[0], id);
+    this.nodes.set(id, node);
+    if (node[0] !== null) this._link(node[0], id);
   }
   _isAncestor(ancestor, id) {
     while (id != null) {
@@ -199,7 +221,8 @@ class TreeReplica {
   _subtree(id) {
     const out = [id];
     for (let i = 0; i < out.length; i++) {
-      for (const [kid, n] of this.nodes) if (n[0] === out[i]) out.push(kid);
+      const kids = this.kids.get(out[i]);
+      if (kids) for (const kid of kids) out.push(kid);
     }
     return out;
   }
@@ -208,12 +231,16 @@ class TreeReplica {
     const node = this.nodes.get(d.id);
     if (d.op === 'add' || d.op === 'move') {
       if (d.id === ROOT || !this.nodes.has(d.parent) || this._isAncestor(d.id, d.parent)) return;
-      if (d.op === 'add') this.nodes.set(d.id, [d.parent, d.pos ?? null, d.data ?? {}]);
-      else if (node) this.nodes.set(d.id, [d.parent, d.pos ?? null, node[2]]);
+      if (d.op === 'add') this._set(d.id, [d.parent, d.pos ?? null, d.data ?? {}]);
+      else if (node) this._set(d.id, [d.parent, d.pos ?? null, node[2]]);
     } else if (d.op === 'update') {
       if (node) this.nodes.set(d.id, [node[0], node[1], d.data]);
     } else if (d.op === 'delete' && node && d.id !== ROOT) {
-      for (const n of this._subtree(d.id)) this.nodes.delete(n);
+      for (const n of this._subtree(d.id)) {
+        this._unlink(this.nodes.get(n)[0], n);
+        this.nodes.delete(n);
+        this.kids.delete(n);
+      }
     }
   }
   view() {
