@@ -343,7 +343,36 @@ def parse_bind(value: str) -> tuple[str, int]:
     port = int(port_text)
     if not 0 <= port <= 65535:
         raise ValueError(f"port {port} is outside 0-65535")
+    _check_tcp_address(host, port)
     return host, port
+
+
+_BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+
+
+def _check_tcp_address(host: str, port: int) -> None:
+    """Refuse an address literal no TCP client can connect to (ValueError):
+    the IPv4 ones bound, and the node said it listened while nobody could
+    reach it; the IPv6 ones failed the bind with EINVAL after the store was
+    opened. A host name is left to the bind."""
+    written = host.partition("%")[0]
+    try:
+        address = ipaddress.ip_address(written)
+    except ValueError:
+        return
+    every = "0.0.0.0" if address.version == 4 else "[::]"
+    unicast = (
+        f"TCP listens on a unicast address ({every} listens on every IPv{address.version} address)"
+    )
+    if address.is_multicast:
+        raise ValueError(f"{written} is a multicast address: {unicast}")
+    if address == _BROADCAST:
+        raise ValueError(f"{written} is the broadcast address: {unicast}")
+    mapped = getattr(address, "ipv4_mapped", None)
+    if mapped is not None:
+        raise ValueError(
+            f"{written} is an IPv4 address in IPv6 form: write it as {host_port(str(mapped), port)}"
+        )
 
 
 def _int(
