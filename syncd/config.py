@@ -14,6 +14,7 @@ import ipaddress
 import os
 import re
 import secrets
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,6 +280,46 @@ BIND_REFUSALS = frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES, 
 not have, a port this user may not listen on, an IPv6 address on a kernel
 without IPv6."""
 PRIVILEGED_PORT_HINT = " (a port below 1024 needs root or CAP_NET_BIND_SERVICE)"
+
+
+MISSING_ADDRESS = frozenset({errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT})
+"""Bind errors of an address this machine does not have (or whose family its
+kernel lacks): a host name's other addresses are listened on without it."""
+
+
+def present_addresses(host: str) -> str | list[str]:
+    """What the server listens on for SERVICE_BIND's ``host``: an address as
+    written; for a host name, the addresses it resolves to that this machine
+    has, as literals. ``localhost`` is also ::1 in most /etc/hosts, and with
+    IPv6 switched off the bind of ::1 (so the start) was refused. The name
+    itself when none is here, or it does not resolve: its bind says why."""
+    try:
+        ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        pass
+    else:
+        return host
+    try:
+        found = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return host
+    present: list[str] = []
+    for family, kind, proto, _, address in found:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)  # port 0: only whether the address is here
+        except OSError as exc:
+            if exc.errno in MISSING_ADDRESS:
+                continue
+        literal = str(address[0])
+        scope = address[3] if len(address) == 4 else 0  # an IPv6 address's zone
+        if scope:
+            literal = f"{literal}%{scope}"
+        if literal not in present:
+            present.append(literal)
+    return present or host
 
 
 def ipv4_instead(port: int) -> str:

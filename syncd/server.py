@@ -23,7 +23,7 @@ from syncd import __version__
 from syncd.app import App
 from syncd.auth.admin import AdminSecretError
 from syncd.collector import settle_after_start
-from syncd.config import Settings, bind_refusal, host_port
+from syncd.config import Settings, bind_refusal, host_port, present_addresses
 from syncd.http.access import AccessLog
 from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import MAX_REFUSED_LINGERING, HttpProtocol, ServerContext
@@ -134,7 +134,8 @@ class Server:
             )
             factory = handshakes.protocol
         try:
-            self._server = await listen(loop, factory, self.settings.host, self.settings.port)
+            hosts = present_addresses(self.settings.host)
+            self._server = await listen(loop, factory, hosts, self.settings.port)
         except OSError as exc:
             # syncd serve checked the address before opening anything, but
             # it can be taken (or go) while the store recovers.

@@ -12,7 +12,6 @@ before it binds, and ends the same way (:mod:`syncd.store.pg_start`).
 from __future__ import annotations
 
 import argparse
-import errno
 import ipaddress
 import logging
 import os
@@ -24,6 +23,7 @@ from pathlib import Path
 from syncd.cli.command import Commands, add_command, fail, missing_extra
 from syncd.cli.journal import JOURNAL_FORMAT, JournalFormatter, stderr_is_journal
 from syncd.config import (
+    MISSING_ADDRESS,
     ConfigError,
     bind_refusal,
     from_env,
@@ -131,31 +131,28 @@ def bind_problem(host: str, port: int) -> str | None:
             f"cannot listen on {host_port(host, port)}: this host has no IPv6 address"
             f" (IPv6 is switched off): {ipv4_instead(port)}"
         )
-    unsupported: str | None = None
-    """An address the kernel has no socket for (no IPv6 in it): a refusal
-    only when every address is one."""
-    bindable = False
+    missing: str | None = None
+    """The first address this machine does not have (or whose family its
+    kernel lacks): the server listens on a name's other addresses without it
+    (:func:`syncd.config.present_addresses`); refused only when none is left."""
+    present = False
     for family, kind, proto, _, address in addresses:
         try:
-            sock = socket.socket(family, kind, proto)
-        except OSError as exc:
-            if exc.errno == errno.EAFNOSUPPORT and unsupported is None:
-                # The loop leaves out such an address (localhost's ::1).
-                unsupported = bind_refusal(exc, str(address[0]), port)
-            continue  # anything else: the server's own bind reports it
-        bindable = True
-        try:
-            with sock:
+            with socket.socket(family, kind, proto) as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
                 sock.bind(address)
         except OSError as exc:
             refusal = bind_refusal(exc, str(address[0]), port)
+            if exc.errno in MISSING_ADDRESS:
+                missing = missing or refusal
+                continue
             if refusal is not None:
                 return refusal
             # Anything else: the server's own bind reports it.
-    return None if bindable else unsupported
+        present = True
+    return None if present else missing
 
 
 IPV6_ADDRESSES = Path("/proc/net/if_inet6")

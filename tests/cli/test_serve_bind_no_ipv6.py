@@ -98,3 +98,50 @@ def test_ipv4_without_ipv6_still_starts(tmp_path: Path, without_ipv6: str) -> No
     proc = run_in(without_ipv6, tmp_path / "data", "0.0.0.0:0")
     assert proc.returncode == 0, proc.stderr
     assert b"listening on 0.0.0.0:" in proc.stderr
+
+
+HOSTS = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
+"""Debian's /etc/hosts: localhost is ::1 as well as 127.0.0.1."""
+
+
+@pytest.mark.skipif(not _can_make_namespaces(), reason="needs root and ip netns")
+def test_a_name_is_served_on_the_addresses_this_host_has(tmp_path: Path, without_ipv6: str) -> None:
+    """SERVICE_BIND=localhost:3000 with IPv6 switched off and ::1 in
+    /etc/hosts (Debian's, most container images') was refused: "cannot
+    listen on [::1]:3000: Cannot assign requested address", exit 2. An
+    address of a name that this host does not have is left out (nginx and Go
+    refuse or skip the same way); the name is refused only when it has none
+    here."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text(HOSTS)
+    check = (
+        "import socket, sys, time, urllib.request\n"
+        "for _ in range(200):\n"
+        "    try:\n"
+        "        answer = urllib.request.urlopen('http://127.0.0.1:%s/health/live' % sys.argv[1])\n"
+        "        sys.exit(0 if answer.status == 200 else 1)\n"
+        "    except OSError:\n"
+        "        time.sleep(0.05)\n"
+        "sys.exit(1)\n"
+    )
+    port = "38977"
+    script = (
+        f"mount --bind {hosts} /etc/hosts && "
+        f"( {' '.join(SYNCD)} & echo $! > {tmp_path}/pid; wait ) & "
+        f'{sys.executable} -c "$CHECK" {port}; status=$?; '
+        f"kill -TERM $(cat {tmp_path}/pid); wait; exit $status"
+    )
+    proc = subprocess.run(
+        [*IN_NAMESPACE, without_ipv6, "unshare", "-m", "sh", "-c", script],
+        env={
+            **os.environ,
+            "CHECK": check,
+            "SERVICE_BIND": f"localhost:{port}",
+            "SERVICE_DATA_DIR": str(tmp_path / "data"),
+            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
+        },
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"listening on localhost:{port}".encode() in proc.stderr
