@@ -466,22 +466,32 @@ class Tree:
                         too_deep.append(i)
                 elif not target._do(delta) and not marked:
                     skipped.append(i)
-            pins: set[int] = set()
+            # The marked ops not kept that touched a skipped op's node or
+            # parent before it. Found through the latest skipped op naming
+            # each node, in one pass over the window: a scan of the window
+            # before every skipped op was quadratic (thousands of others'
+            # adds under a node the writer added took a minute).
+            # (A parent of None, an update's or a delete's, meets the
+            # earlier ones that have none, as the scan matched them.)
+            reach: dict[str | None, int] = {}
             for i in skipped:
                 delta = window[i][0]
-                refs = {delta["id"], delta.get("parent")}
-                for j in range(i):
-                    if not kept[j]:
-                        earlier = window[j][0]
-                        if earlier["id"] in refs or earlier.get("parent") in refs:
-                            pins.add(j)
-            for i in too_deep:
-                # Deep only without the writer's earlier moves or deletes (one
-                # lifted a subtree, or took nodes out of the one moved): where
-                # they are is not known by ids, so every one before it stays.
-                pins.update(
-                    j for j in range(i) if not kept[j] and window[j][0]["op"] in ("move", "delete")
-                )
+                reach[delta["id"]] = i
+                reach[delta.get("parent")] = i
+            # Deep only without the writer's earlier moves or deletes (one
+            # lifted a subtree, or took nodes out of the one moved): where
+            # they are is not known by ids, so every one before it stays.
+            deep = max(too_deep, default=0)
+            pins: set[int] = set()
+            if reach or deep:
+                for j in range(max(skipped, default=0)):
+                    if kept[j]:
+                        continue
+                    earlier = window[j][0]
+                    lifts = j < deep and earlier["op"] in ("move", "delete")
+                    named = reach.get(earlier["id"], -1) > j
+                    if lifts or named or reach.get(earlier.get("parent"), -1) > j:
+                        pins.add(j)
             if not pins:
                 return self.restore_ops(target)
             for j in pins:
