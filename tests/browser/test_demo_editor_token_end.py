@@ -10,6 +10,7 @@ closed, and the page says so."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -86,13 +87,16 @@ def test_the_editor_reconnects_after_its_token_is_revoked(
     browser.call("open", page="Ann", url=f"{server.url}/demo/?room={rm}&name=Ann")
     browser.call("wait", page="Ann", js="window.syncdDemo.state().rich.synced")
     client_id = browser.call("eval", page="Ann", js="window.syncdDemo.clientId")
+    params = "window.syncdDemo.rich.provider.params.token"
+    revoked_token = browser.call("eval", page="Ann", js=params)
     revoked = httpx.post(
         f"{server.url}/v1/namespaces/demo/revocations",
         headers={"authorization": f"Bearer {ADMIN}"},
         json={"client_id": client_id},
     )
     assert revoked.status_code == 200, revoked.text
-    browser.call("wait", page="Ann", js="!window.syncdDemo.state().rich.connected")
+    # Closed (4401 'token revoked'), then on again with another token.
+    browser.call("wait", page="Ann", js=f"{params} !== {json.dumps(revoked_token)}")
     browser.call("focus", page="Ann", selector=RICH)
     browser.call("type", page="Ann", text="still here")
     try:
