@@ -28,12 +28,17 @@ const $ = (id) => document.getElementById(id);
 // -- identity and token --------------------------------------------------------
 
 let tokenInfo = null;
+// The client ids of this page's tokens: presence entries are kept under the
+// writer's, and every demo token has a new one (the socket reconnects with a
+// renewed token every quarter of an hour), so this page's entry is under any.
+const mine = new Set();
 // `fresh`: a new token even if the one held has time left (the server ended it: revoked).
 async function token({ fresh = false } = {}) {
   if (fresh || !tokenInfo || tokenInfo.expires_at - Date.now() < TOKEN_MARGIN_MS) {
     const response = await fetch('token', { cache: 'no-store' });
     if (!response.ok) throw new Error(`demo token: HTTP ${response.status}`);
     tokenInfo = await response.json();
+    mine.add(tokenInfo.client_id);
   }
   return tokenInfo.token;
 }
@@ -211,18 +216,18 @@ document.addEventListener('selectionchange', () => {
 
 function others() {
   const value = here.value() ?? {};
-  return Object.entries(value).map(([cid, data]) => ({ cid: Number(cid), ...data }));
+  return Object.entries(value).map(([cid, data]) => ({ cid: Number(cid), ...data, self: mine.has(Number(cid)) }));
 }
 
 function renderPresence() {
-  const people = others().sort((a, b) => (a.cid === clientId ? -1 : b.cid === clientId ? 1 : String(a.name).localeCompare(String(b.name))));
+  const people = others().sort((a, b) => (a.self ? -1 : b.self ? 1 : String(a.name).localeCompare(String(b.name))));
   $('presence').replaceChildren(
     ...people.map((p) => {
       const li = document.createElement('li');
       li.dataset.clientId = String(p.cid);
-      if (p.cid === clientId) li.className = 'self';
+      if (p.self) li.className = 'self';
       li.style.setProperty('--c', safeColor(p.color));
-      li.append(dot(safeColor(p.color)), document.createTextNode(p.cid === clientId ? `${p.name} (you)` : String(p.name)));
+      li.append(dot(safeColor(p.color)), document.createTextNode(p.self ? `${p.name} (you)` : String(p.name)));
       return li;
     }),
   );
@@ -258,7 +263,7 @@ function renderCarets() {
   const value = text.value;
   const chars = Array.from(value);
   const marks = others()
-    .filter((p) => p.cid !== clientId && 'cursor' in p)
+    .filter((p) => !p.self && 'cursor' in p)
     .map((p) => ({ at: Math.min(text.indexOfRef(p.cursor), chars.length), p }))
     .sort((a, b) => a.at - b.at);
   const nodes = [];
