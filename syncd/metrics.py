@@ -23,6 +23,7 @@ seen before count under ``crdt_id="#other"`` (:data:`OVERFLOW_CRDT_ID`), and
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from bisect import bisect_left
@@ -575,16 +576,33 @@ class UsageCollector(Collector):
             "Sum of the namespace's CRDT sizes (what SERVICE_NAMESPACE_MAX_BYTES bounds)",
             labels=["ns"],
         )
-        found = sorted(self._usages().items(), key=lambda kv: -kv[1].bytes)
-        for ns, usage in found[: self._max]:
+        usages = self._usages()
+        # The largest by bytes, in one pass (ties in the mapping's order, as
+        # a stable sort keeps them): a scrape runs in the event loop, and
+        # sorting every namespace, then summing the rest in that scattered
+        # order, cost some sixty passes over them (0.6 s per scrape with
+        # 300,000 namespaces, 4 s with a million).
+        shown = heapq.nlargest(self._max, usages.items(), key=_by_bytes)
+        for ns, usage in shown:
             crdts.add_metric([ns], usage.crdts)
             size.add_metric([ns], usage.bytes)
-        rest = found[self._max :]
-        if rest:
-            crdts.add_metric([OTHER_NAMESPACES], sum(u.crdts for _, u in rest))
-            size.add_metric([OTHER_NAMESPACES], sum(u.bytes for _, u in rest))
+        if len(usages) > len(shown):
+            total_crdts = total_bytes = 0
+            for usage in usages.values():
+                total_crdts += usage.crdts
+                total_bytes += usage.bytes
+            crdts.add_metric(
+                [OTHER_NAMESPACES], total_crdts - sum(usage.crdts for _, usage in shown)
+            )
+            size.add_metric(
+                [OTHER_NAMESPACES], total_bytes - sum(usage.bytes for _, usage in shown)
+            )
         yield crdts
         yield size
+
+
+def _by_bytes(item: tuple[str, Any]) -> Any:
+    return item[1].bytes
 
 
 class ConnectionCollector(Collector):

@@ -4,6 +4,8 @@ labels and buckets, and right after real ops over WebSocket and HTTP."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -21,6 +23,7 @@ from syncd.metrics import (
     OTHER_NAMESPACES,
     OVERFLOW_CRDT_ID,
     Metrics,
+    UsageCollector,
 )
 from syncd.store.base import StoreStats
 from tests.conftest import RunningServer
@@ -381,3 +384,52 @@ async def test_namespaces_past_the_series_cap_share_ns_other(make_server: Any) -
         assert series["n0"] == series[f"n{MAX_NAMESPACE_SERIES - 1}"] == 1
         assert series[OTHER_NAMESPACES] == extra
         assert sum(series.values()) == MAX_NAMESPACE_SERIES + extra
+
+
+class _Usage:
+    __slots__ = ("bytes", "crdts")
+
+    def __init__(self, crdts: int, size: int) -> None:
+        self.crdts = crdts
+        self.bytes = size
+
+
+def test_the_usage_gauges_show_the_largest_namespaces_and_sum_the_rest() -> None:
+    usages = {f"ns{i}": _Usage(i % 7 + 1, (i * 7919) % 100_003) for i in range(5000)}
+    got = {
+        (s.name, s.labels["ns"]): s.value
+        for family in UsageCollector(lambda: usages, 1000).collect()
+        for s in family.samples
+    }
+    largest = sorted(usages.items(), key=lambda kv: -kv[1].bytes)[:1000]
+    shown = {ns for ns, _ in largest}
+    for ns, usage in largest:
+        assert got[("service_namespace_bytes", ns)] == usage.bytes
+        assert got[("service_namespace_crdts", ns)] == usage.crdts
+    rest = [u for ns, u in usages.items() if ns not in shown]
+    assert got[("service_namespace_bytes", "#other")] == sum(u.bytes for u in rest)
+    assert got[("service_namespace_crdts", "#other")] == sum(u.crdts for u in rest)
+    assert len(got) == 2 * 1001
+
+
+def test_a_scrape_with_many_namespaces_costs_about_one_pass_over_them() -> None:
+    """The usage gauges sorted every namespace at every scrape, then summed
+    the rest in that order, all in the event loop: with 300,000 namespaces
+    0.6 s per scrape (4 s with a million), some sixty passes over
+    them. The largest 1000 are picked in one pass now."""
+    usages = {
+        f"tenant-{i}": _Usage(1 + i % 3, (i * 2654435761) % 1_000_003) for i in range(300_000)
+    }
+    collector = UsageCollector(lambda: usages, 1000)
+
+    def best(run: Callable[[], object]) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    one_pass = best(lambda: sum(u.bytes + u.crdts for u in usages.values()))
+    scrape = best(lambda: list(collector.collect()))
+    assert scrape < 20 * one_pass, (one_pass, scrape)  # before: some 60 times
