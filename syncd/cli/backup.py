@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
-from syncd.cli.command import INTERRUPTED, TERMINATED, Commands, add_command
+from syncd.cli.command import INTERRUPTED, Commands, add_command
 from syncd.cli.verify import LAYOUT, UNPACKING, verify_dir
 from syncd.config import DEFAULT_BIND, parse_bind
 
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         _undo(dest, created)  # the parents it made before failing
         print(f"syncd backup: cannot create {dest}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    with _sigterm_as_interrupt():
+    with _stop_signals_as_interrupt():
         return _take(request, url, dest, created)
 
 
@@ -228,7 +228,7 @@ def _take(request: urllib.request.Request, url: str, dest: Path, created: list[P
         # that is not writable. What was written is no backup.
         problem = f"cannot write the copy into {dest}: {exc.strerror or exc}"
     except KeyboardInterrupt as exc:
-        # Ctrl-C or SIGTERM: what was written is no backup; one line, not a traceback.
+        # Ctrl-C or a stop signal: what was written is no backup; one line, not a traceback.
         return _interrupted(dest, created, exc)
     if problem is not None:
         print(f"syncd backup: {problem}", file=sys.stderr)
@@ -242,40 +242,57 @@ def _take(request: urllib.request.Request, url: str, dest: Path, created: list[P
         return _interrupted(dest, created, exc)
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, taken as Ctrl-C is: the polite stop of ``timeout``, ``kill``
-    and a systemd unit's stop, which killed the command where it stood and
-    left a half-unpacked copy in ``DEST``."""
+STOP_SIGNALS: Final[dict[int, str]] = {signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+"""Signals taken as Ctrl-C is, with the word that says so: the polite stop
+of ``timeout``, ``kill`` and a systemd unit's stop, and the hangup of a
+terminal or SSH session that ran the command. They killed it where it stood,
+leaving a half-unpacked copy in ``DEST``."""
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise _Terminated
+class _Stopped(KeyboardInterrupt):
+    """One of :data:`STOP_SIGNALS` came."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises :class:`_Terminated` meanwhile (where signals can be
-    handled: the main thread); the previous handler is put back after."""
+def _stop_signals_as_interrupt() -> Iterator[None]:
+    """:data:`STOP_SIGNALS` raise :class:`_Stopped` meanwhile (where signals
+    can be handled: the main thread), but one ignored already stays ignored
+    (``nohup`` ignores SIGHUP); the previous handlers are put back after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    previous = {
+        sig: signal.signal(sig, _stop)
+        for sig in STOP_SIGNALS
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _interrupted(dest: Path, created: list[Path], stop: KeyboardInterrupt) -> int:
-    """Ctrl-C or SIGTERM: undo what was written, say so in one line; the
-    shell's status for the signal. A SIGTERM meanwhile is ignored, so that
-    the undoing is not itself cut short."""
+    """Ctrl-C or a stop signal: undo what was written, say so in one line;
+    the shell's status for the signal (128 + its number). Stop signals are
+    ignored meanwhile, so that the undoing is not itself cut short."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # until _sigterm_as_interrupt ends
+        for sig in STOP_SIGNALS:
+            if signal.getsignal(sig) is _stop:  # put back by _stop_signals_as_interrupt
+                signal.signal(sig, signal.SIG_IGN)
     _undo(dest, created)
-    if isinstance(stop, _Terminated):
-        print(f"syncd backup: terminated; {dest} is as it was", file=sys.stderr)
-        return TERMINATED
+    if isinstance(stop, _Stopped):
+        print(f"syncd backup: {STOP_SIGNALS[stop.signum]}; {dest} is as it was", file=sys.stderr)
+        return 128 + stop.signum
     print(f"syncd backup: interrupted; {dest} is as it was", file=sys.stderr)
     return INTERRUPTED
 

@@ -29,9 +29,6 @@ Run = Callable[[argparse.Namespace, Mapping[str, str]], int]
 INTERRUPTED: Final = 130
 """The exit status after Ctrl-C: 128 + SIGINT, what a shell reports for it."""
 
-TERMINATED: Final = 143
-"""The exit status after SIGTERM: 128 + SIGTERM, what a shell reports for it."""
-
 BROKEN_PIPE: Final = 141
 """The exit status when stdout's reader has gone: 128 + SIGPIPE, what a shell
 reports for a command that a closed pipe ended (``yes | head -1``'s yes)."""
