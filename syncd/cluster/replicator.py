@@ -157,6 +157,17 @@ CATCH_UP_CHUNK: Final = 10_000
 """Keys per statement of a catch-up: a node may hold or serve a million CRDTs,
 and one array of them all (and its answer) would sit in memory at once."""
 
+
+def table_readers(pool_size: int) -> int:
+    """How many CRDTs the replicator reads from the tables at once, outside the
+    op path (a catch-up, a gap, a reference): half the pool, at least one. A
+    catch-up that found thousands of CRDTs behind read them all at once: the
+    reads queued for the pool with the op path's batches, those still waiting
+    after the pool's wait (4 s) failed, each with a warning, and were read
+    again by the next catch-up, and the writes meanwhile waited behind them."""
+    return max(1, pool_size // 2)
+
+
 RECONNECT_MIN_S: Final = 0.1
 RECONNECT_MAX_S: Final = 2.0
 """Backoff between reconnect attempts while PostgreSQL is unreachable."""
@@ -279,6 +290,9 @@ class Replicator:
         let go (``_freed``), not in a task: usually a batch of this node's,
         whose read under the row locks covers most of what was queued."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._readers = asyncio.Semaphore(table_readers(store.pool.size))
+        """Taken by each queue drain before its CRDT's lock (see table_readers):
+        a drain waiting for its turn holds no lock the op path needs."""
         self._supervisor: asyncio.Task[None] | None = None
         self._catching_up: asyncio.Task[None] | None = None
         self._catch_up_again = False
@@ -689,7 +703,7 @@ class Replicator:
 
     async def _drain(self, key: Key) -> None:
         try:
-            async with self._store.locks.hold(key):
+            async with self._readers, self._store.locks.hold(key):
                 queue = self._pending[key]
                 while queue:
                     if not self._try_apply(key, queue[0]):

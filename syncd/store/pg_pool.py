@@ -89,6 +89,8 @@ class PgPool:
         if size < 1:
             raise ValueError("pool size must be at least 1")
         self._conninfo = conninfo
+        self.size = size
+        """The most pooled connections at once."""
         self._connect_timeout = connect_timeout_s
         self._pool: AsyncConnectionPool[PgConn] = AsyncConnectionPool(
             conninfo,

@@ -1,0 +1,69 @@
+"""A catch-up that finds many CRDTs behind (a node that missed a busy minute)
+reads them a few at a time, not all at once: each read waited for a pooled
+connection in one queue with the op path, those still waiting after the
+pool's 4 s failed (a warning each, and the catch-up ran again for them,
+twice the reads in all), and a write meanwhile waited behind them all.
+In-process nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from syncd.app import App
+from tests.store.pgnodes import NS, StartNode, eventually, load, op, settled
+
+pytestmark = pytest.mark.timeout(240)
+
+BEHIND = 5000
+"""CRDTs the node misses writes to: more than one pooled connection reads in 4 s."""
+CONCURRENCY = 200
+
+
+async def _each(app: App, crdt_ids: list[str], body: dict[str, Any]) -> None:
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(crdt_id: str) -> None:
+        async with gate:
+            if body:
+                await op(app, crdt_id, body)
+            else:
+                await load(app, crdt_id)
+
+    await asyncio.gather(*(one(c) for c in crdt_ids))
+
+
+async def test_a_catch_up_of_many_crdts_reads_each_once_and_leaves_room_for_writes(
+    start_node: StartNode, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = await start_node("a")
+    b = await start_node("b", pool_size=1)
+    await settled(a)
+    await settled(b)
+    cluster = b.cluster
+    assert cluster is not None
+    crdt_ids = [f"gc:k{i}" for i in range(BEHIND)]
+    await _each(a, crdt_ids, {"op": "increment"})
+    await _each(b, crdt_ids, {})
+    # b misses what a writes next (as while away), then catches up.
+    cluster._offer_records = lambda records: None  # type: ignore[method-assign]
+    await _each(a, crdt_ids, {"op": "increment"})
+    caplog.clear()
+    syncs = cluster.stats.syncs
+    cluster.request_catch_up()
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    assert (await op(b, "gc:meanwhile", {"op": "increment"})).seq == 1
+    assert time.monotonic() - started < 1.0
+    await eventually(
+        lambda: all(b.engine.get(NS, c).seq == 2 for c in crdt_ids),  # type: ignore[union-attr]
+        timeout=120,
+    )
+    failed = [
+        r.getMessage() for r in caplog.records if "from the database failed" in r.getMessage()
+    ]
+    assert failed == []
+    assert cluster.stats.syncs - syncs == BEHIND + 1  # and gc:meanwhile's load
