@@ -471,13 +471,15 @@ class Tree:
             # each node, in one pass over the window: a scan of the window
             # before every skipped op was quadratic (thousands of others'
             # adds under a node the writer added took a minute).
-            # (A parent of None, an update's or a delete's, meets the
-            # earlier ones that have none, as the scan matched them.)
+            # An update or a delete names no parent: its None names no node
+            # (it matched every earlier update and delete, so one dependent
+            # update kept all of the writer's updates and deletes before it).
             reach: dict[str | None, int] = {}
             for i in skipped:
                 delta = window[i][0]
                 reach[delta["id"]] = i
                 reach[delta.get("parent")] = i
+            reach.pop(None, None)
             # Deep only without the writer's earlier moves or deletes (one
             # lifted a subtree, or took nodes out of the one moved): where
             # they are is not known by ids, so every one before it stays.
