@@ -11,19 +11,26 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from syncd import __version__
 
 
 def version_text(env: Mapping[str, str]) -> str:
+    from syncd.config import ParserChoice
     from syncd.http.parsers import available_parsers, resolve_parser_name
 
     choice = env.get("SERVICE_HTTP_PARSER") or "auto"
-    try:
-        parser = resolve_parser_name(choice)
-    except ValueError:
-        parser = f"{choice} (not installed)"
+    choices = get_args(ParserChoice)
+    if choice not in choices:
+        # What serve refuses to start with: no parser's name at all, not a
+        # parser missing from this install.
+        parser = f"{choice!r} is not a parser ({', '.join(choices)})"
+    else:
+        try:
+            parser = resolve_parser_name(choice)
+        except ValueError:
+            parser = f"{choice} (not installed)"
     return (
         f"syncd {__version__} (http parser: {parser}; available: {', '.join(available_parsers())})"
     )

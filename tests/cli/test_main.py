@@ -79,3 +79,15 @@ def test_usage_errors_exit_2(
     assert main(argv, env={}) == 2
     err = capsys.readouterr().err
     assert prefix in err and err.startswith("usage: ")
+
+
+@pytest.mark.parametrize("choice", ["HTTPTOOLS", "bogus", " h11"])
+def test_version_with_a_parser_setting_serve_refuses(
+    choice: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It said "HTTPTOOLS (not installed)" beside "available: h11, httptools":
+    # the setting is no parser's name, which is why serve refuses it.
+    assert main(["--version"], env={"SERVICE_HTTP_PARSER": choice}) == 0
+    out = capsys.readouterr().out
+    assert f"http parser: {choice!r} is not a parser (auto, h11, httptools)" in out, out
+    assert "not installed" not in out
