@@ -191,7 +191,7 @@ class H11Parser:
                         if closed:
                             self._conn.receive_data(b"")
                         head_data = b""
-                        self._newlines = self._newlines_at = 0
+                        self._mended()
                         continue
                 refusal = ParseError(exc.error_status_hint, _reason(exc))
                 if self._head is None:
@@ -413,7 +413,13 @@ class H11Parser:
         if closed:
             conn.receive_data(b"")
         self._conn = conn
+        self._mended()
+
+    def _mended(self) -> None:
+        """The bytes h11 holds were mended (shorter): what was judged of them
+        by offset is judged again."""
         self._newlines = self._newlines_at = 0
+        self._framing_judged = 0
 
     def _on_head(self, event: h11.Request) -> Event | None:
         # raw_items() is a plain list: iterating h11's Headers goes through

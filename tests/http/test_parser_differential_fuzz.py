@@ -273,6 +273,15 @@ FOUND: list[tuple[str, list[bytes], list[object]]] = [
         [b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: " + b"0" * 4400 + b"3\r\n\r\nabc" + _GET],
         [_POSTED, _GOT],
     ),
+    # Mended (zeros dropped) after its head was judged in part: judged again.
+    (
+        "length of 23 digits, cut, then a request",
+        [
+            b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: " + b"0" * 22 + b"3\r",
+            b"\n\r\nabcPOST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+        ],
+        [_POSTED, _POSTED],
+    ),
     # Past 64 bits a length is no number to llhttp (400), not one too large (413).
     (
         "length past 64 bits",
