@@ -253,8 +253,16 @@ class ApplyResult:
 def _merge_extra(into: dict[str, Any], extra: dict[str, Any]) -> None:
     for key, value in extra.items():
         held = into.get(key)
-        if isinstance(held, list) and isinstance(value, list):
-            into[key] = held + value
+        if isinstance(value, list):
+            if isinstance(held, list):
+                # Extended in place: a new list per op copied every id of the
+                # batch's earlier ops again (1000 inserts of 1000 characters
+                # took seconds).
+                held.extend(value)
+            else:
+                # A copy of its own to extend: ``value`` is also an op's
+                # answer that the op-id memory holds.
+                into[key] = list(value)
         else:
             into[key] = value
 
