@@ -474,12 +474,16 @@ class Tree:
             # An update or a delete names no parent: its None names no node
             # (it matched every earlier update and delete, so one dependent
             # update kept all of the writer's updates and deletes before it).
+            # Nor does the root, always there and never moved: an op under it
+            # is skipped only for want of its own node (it kept every add
+            # under the root and every update of its data before it).
             reach: dict[str | None, int] = {}
             for i in skipped:
                 delta = window[i][0]
                 reach[delta["id"]] = i
                 reach[delta.get("parent")] = i
             reach.pop(None, None)
+            reach.pop(ROOT, None)
             # Deep only without the writer's earlier moves or deletes (one
             # lifted a subtree, or took nodes out of the one moved): where
             # they are is not known by ids, so every one before it stays.

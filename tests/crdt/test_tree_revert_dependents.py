@@ -61,3 +61,30 @@ async def test_a_dependent_update_keeps_only_the_add_it_needs(client: httpx.Asyn
             {"id": "todo", "data": {"title": "todo"}, "children": []},
         ],
     }
+
+
+async def test_a_dependent_move_to_the_root_keeps_only_the_moved_nodes_add(
+    client: httpx.AsyncClient,
+) -> None:
+    # The root is every top-level node's parent: taken for a node the move
+    # depends on, it kept every add under the root and every update of the
+    # root's data the writer made before it.
+    human = await issue(client, client_id=HUMAN)
+    agent = await issue(client, client_id=AGENT)
+    writes = [
+        (agent, {"op": "add", "id": "a"}),
+        (agent, {"op": "add", "id": "b"}),
+        (agent, {"op": "update", "id": "root", "data": {"title": "by the agent"}}),
+        (human, {"op": "move", "id": "b", "parent": "root", "pos": "m"}),
+    ]
+    for h, body in writes:
+        r = await op(client, h, "tr:top", body)
+        assert r.status_code == 200, r.text
+    r = await client.post(f"{BASE}/tr:top/revert", json={"client_id": AGENT}, headers=human)
+    assert r.status_code == 200, r.text
+    value = (await client.get(f"{BASE}/tr:top", headers=human)).json()["value"]
+    assert value == {
+        "id": "root",
+        "data": {},
+        "children": [{"id": "b", "data": {}, "children": []}],
+    }
