@@ -16,7 +16,11 @@ Two tiers keep that cheap:
 
 - *recent*: the last ``window`` ids, each with its answer (seq and the answer
   extras such as an rga insert's ``ids``), in an ``OrderedDict``: a repeat in
-  the common case is one dict lookup. About 250 bytes an id.
+  the common case is one dict lookup. About 250 bytes an id. An rga insert's
+  ``ids`` (one run of counters of one client, as many as it inserted: a
+  million for a megabyte of text) are held as that run (:class:`_IdRun`)
+  and spelt out again for a repeat and a snapshot, so that an answer costs
+  the same few bytes however long the insert was.
 - *aged*: ids that left the window while still younger than the TTL, as a
   64-bit hash and a seq. They gather in an *open* dict for ``BUCKET_SPAN_MS``
   of stamps, then are *sealed* into a bucket of two sorted ``array('q')``
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import re
 import sys
 from array import array
 from collections import OrderedDict
@@ -63,6 +68,61 @@ FILTER_BITS_PER_ID: Final = 16
 searches the buckets (measured with perf.studies.op_ids: a miss from ~15 us to ~1 us)."""
 
 _EMPTY: Final[dict[str, Any]] = {}
+
+PACK_MIN_IDS: Final = 8
+"""Answer ``ids`` lists at least this long are held as a run (:class:`_IdRun`)."""
+
+
+class _IdRun:
+    """An answer's ``ids`` that are one run, ``"<first>@<client>"`` to
+    ``"<first + count - 1>@<client>"`` (an rga insert's), as that run."""
+
+    __slots__ = ("client", "count", "first")
+
+    def __init__(self, client: str, first: int, count: int) -> None:
+        self.client = client
+        self.first = first
+        self.count = count
+
+    def ids(self) -> list[str]:
+        tail = f"@{self.client}"
+        return [f"{counter}{tail}" for counter in range(self.first, self.first + self.count)]
+
+
+_RUN_END: Final = re.compile(r"(0|[1-9][0-9]*)@(0|-?[1-9][0-9]*)")
+"""An id as :meth:`_IdRun.ids` spells it (ASCII digits, no leading zeros)."""
+
+
+def _run_end(element: Any) -> tuple[int, str] | None:
+    """``(counter, client)`` of an id spelt as :meth:`_IdRun.ids` spells it."""
+    if type(element) is not str:
+        return None
+    found = _RUN_END.fullmatch(element)
+    if found is None:
+        return None
+    return int(found[1]), found[2]
+
+
+def _packed(extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` with its ``ids`` held as a run when they are one (the ends
+    and the count say so: the one answer with ``ids``, an rga insert's, is
+    always one run); else ``extra`` itself."""
+    ids = extra.get("ids")
+    if type(ids) is not list or len(ids) < PACK_MIN_IDS:
+        return extra
+    first, last = _run_end(ids[0]), _run_end(ids[-1])
+    if first is None or last is None or first[1] != last[1] or last[0] - first[0] != len(ids) - 1:
+        return extra
+    return {**extra, "ids": _IdRun(first[1], first[0], len(ids))}
+
+
+def _unpacked(extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` as it was answered (its ``ids`` spelt out)."""
+    ids = extra.get("ids")
+    if type(ids) is _IdRun:
+        return {**extra, "ids": ids.ids()}
+    return extra
+
 
 Hit = tuple[int, dict[str, Any]]
 """The first answer of an op_id: its seq and its answer extras."""
@@ -111,7 +171,7 @@ class _Bucket:
         hashes = self.hashes
         i = bisect.bisect_left(hashes, h)
         if i < len(hashes) and hashes[i] == h:
-            return self.seqs[i], self.extras.get(h, _EMPTY)
+            return self.seqs[i], _unpacked(self.extras.get(h, _EMPTY))
         return None
 
 
@@ -155,7 +215,7 @@ class OpIdMemory:
         """The first answer of ``op_id`` if it is remembered."""
         hit = self.recent.get(op_id)
         if hit is not None:
-            return hit[0], hit[1]
+            return hit[0], _unpacked(hit[1])
         if not self._open and not self._sealed:
             return None
         h = op_id_hash(op_id)
@@ -164,7 +224,7 @@ class OpIdMemory:
             return None
         seq = self._open.get(h)
         if seq is not None:
-            return seq, self._open_extras.get(h, _EMPTY)
+            return seq, _unpacked(self._open_extras.get(h, _EMPTY))
         for bucket in self._sealed:
             found = bucket.get(h)
             if found is not None:
@@ -177,7 +237,7 @@ class OpIdMemory:
         """Note ``op_id``'s first answer, stamped ``ts``; ids that leave the last
         ``window`` move to the aged tier while younger than ``ttl_ms``."""
         recent = self.recent
-        recent[op_id] = (seq, extra, ts)
+        recent[op_id] = (seq, _packed(extra) if extra else extra, ts)
         if len(recent) <= window:
             return
         horizon = ts - ttl_ms
@@ -245,7 +305,9 @@ class OpIdMemory:
         """``(recent, aged)`` as msgpack-able lists: recent ``[op_id, seq, extra,
         ts]`` oldest first; aged buckets ``[newest, hashes, seqs, [[hash, extra]...]]``
         with the columns as little-endian int64 bytes."""
-        recent = [[op_id, seq, extra, ts] for op_id, (seq, extra, ts) in self.recent.items()]
+        recent = [
+            [op_id, seq, _unpacked(extra), ts] for op_id, (seq, extra, ts) in self.recent.items()
+        ]
         buckets = list(self._sealed)
         if self._open:
             buckets.append(_Bucket.seal(self._open_newest, self._open, self._open_extras))
@@ -254,7 +316,7 @@ class OpIdMemory:
                 b.newest,
                 _column_bytes(b.hashes),
                 _column_bytes(b.seqs),
-                [[h, x] for h, x in b.extras.items()],
+                [[h, _unpacked(x)] for h, x in b.extras.items()],
             ]
             for b in buckets
         ]
@@ -272,6 +334,8 @@ class OpIdMemory:
         for i, item in enumerate(items):
             op_id, seq, extra = item[0], item[1], item[2]
             ts = item[3] if len(item) > 3 else 0
+            if extra:
+                extra = _packed(extra)
             if i >= keep_from:
                 memory.recent[op_id] = (seq, extra, ts)
             elif ts > horizon:
@@ -281,7 +345,7 @@ class OpIdMemory:
             if newest <= horizon:
                 continue
             memory._sealed.append(
-                _Bucket(newest, _column(hashes), _column(seqs), {h: x for h, x in extras})
+                _Bucket(newest, _column(hashes), _column(seqs), {h: _packed(x) for h, x in extras})
             )
         memory._sealed.sort(key=lambda b: b.newest)
         if memory._open or memory._sealed:
