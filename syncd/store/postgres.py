@@ -439,6 +439,12 @@ _WRITE_BATCH: Final = (
     " (SELECT count(pg_notify(%(channel)b, p)) FROM unnest(%(notify)b::text[]) AS p)"
 )
 _NOTIFY: Final = "SELECT count(pg_notify(%b, p)) FROM unnest(%b::text[]) AS p"
+# The placeholder rows _LOCK_ROWS made for new CRDTs that the batch did not
+# create after all (every request on them refused): gone with the commit.
+_DROP_PLACEHOLDERS: Final = (
+    "DELETE FROM crdts c USING unnest(%b::text[], %b::text[]) AS k(ns, id)"
+    " WHERE c.ns = k.ns AND c.id = k.id AND c.epoch = '' AND c.seq = 0"
+)
 # The sessions of this role that hold a lock the given backend waits for and
 # have waited for their own client (inside a transaction) since their last
 # statement began, longer than the given seconds: ended (see STALLED_PEER_S).
@@ -1208,6 +1214,15 @@ class PostgresStore:
                     await conn.execute("ROLLBACK")  # refusals and op_id repeats only
                 else:
                     gid_cur = await self._write(conn, writes)
+                    unwritten = [key for key in keys if key not in writes]
+                    if unwritten:
+                        # A refused creation (a quota) must not leave its
+                        # placeholder row for ever when the rest commits.
+                        await conn.execute(
+                            _DROP_PLACEHOLDERS,
+                            ([k[0] for k in unwritten], [k[1] for k in unwritten]),
+                            prepare=False,
+                        )
         except BaseException:
             self._created(created, committed=False)
             raise
