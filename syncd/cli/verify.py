@@ -68,7 +68,9 @@ def _not_a_data_dir(path: Path) -> str | None:
     if not path.exists():
         return f"{path}: no such directory"
     if not path.is_dir():
-        if _is_tar(path):
+        # Only a regular file may be a saved tar: opening a FIFO to look
+        # waits for a writer for ever, and a device (/dev/zero) may never end.
+        if path.is_file() and _is_tar(path):
             # What POST /v1/admin/backup answers, saved as is.
             return f"{path}: a tar, not a directory: unpack it (tar -xf) and verify the directory"
         return f"{path}: not a directory"
