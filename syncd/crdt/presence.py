@@ -107,7 +107,13 @@ class Presence:
         check_fields(op, FIELDS[name])
         cid = ctx.client_id
         previous = self._records.get(cid)
-        stamp = next_stamp(ctx.now_ms, previous[0] if previous is not None else None)
+        # Never below the horizon: a clock behind it (stepped back across a
+        # restart, a node far behind the one that moved it) would stamp a
+        # record that counts as pruned, and every replica would drop the op
+        # it just acknowledged. Its expiry stays the server's time.
+        stamp = max(
+            next_stamp(ctx.now_ms, previous[0] if previous is not None else None), self._horizon
+        )
         delta: dict[str, Any]
         if name == "update":
             ttl_ms = int_field(op, "ttl_ms", MIN_TTL_MS, MAX_TTL_MS, DEFAULT_TTL_MS)
