@@ -448,11 +448,14 @@ _DROP_PLACEHOLDERS: Final = (
 # The sessions of this role that hold a lock the given backend waits for and
 # have waited for their own client (inside a transaction) since their last
 # statement began, longer than the given seconds: ended (see STALLED_PEER_S).
+# Waiting for the client is waiting for its next statement (ClientRead) or for
+# it to take the answer (ClientWrite: frozen while a large one, a snapshot
+# read under the row locks, was on its way).
 _END_STALLED_HOLDERS: Final = (
     "SELECT b.pid, b.application_name, host(b.client_addr), pg_terminate_backend(b.pid) "
     "FROM pg_stat_activity b "
     "WHERE b.pid = ANY(pg_blocking_pids(%s)) AND b.usename = session_user"
-    " AND b.wait_event = 'ClientRead' AND b.xact_start IS NOT NULL"
+    " AND b.wait_event IN ('ClientRead', 'ClientWrite') AND b.xact_start IS NOT NULL"
     " AND b.state_change < clock_timestamp() - make_interval(secs => %s)"
 )
 

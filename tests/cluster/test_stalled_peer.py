@@ -65,3 +65,22 @@ async def test_a_delete_waits_for_a_frozen_holder_only_for_a_bounded_time(
     finally:
         holder.close()
     assert (await op(a, "gc:hot", {"op": "increment"})).seq == 1  # a new life
+
+
+async def test_a_node_frozen_while_reading_a_large_answer_holds_up_the_others_only_briefly(
+    start_node: StartNode, pg_url: str
+) -> None:
+    """Frozen while its session sends it a large answer (a snapshot read under
+    the row locks): the session waits to write (ClientWrite), not to read,
+    and was never ended; every batch on its CRDTs waited out its deadline."""
+    a = await start_node("a", commit_timeout_s=3.0, stalled_peer_s=STALLED_PEER_S)
+    assert (await op(a, "gc:hot", {"op": "increment"})).seq == 1
+    holder = frozen_holder(pg_url)
+    holder.pgconn.send_query(b"SELECT repeat('x', 50000000)")  # never read
+    try:
+        started = time.monotonic()
+        answer = await op(a, "gc:hot", {"op": "increment"})
+        assert answer.seq == 2
+        assert time.monotonic() - started < 2.0
+    finally:
+        holder.close()
