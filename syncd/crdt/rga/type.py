@@ -34,6 +34,7 @@ everything and names the field at fault.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self
 
@@ -302,11 +303,18 @@ class Rga:
         a restore applies nothing when the value equals the one then."""
         if shown_json(self.view(0)["value"]) == shown_json(target.view(0)["value"]):
             return []
-        then: dict[tuple[int, int], Any] = {}
+        # What the target shows, per client: its visible runs by first counter.
+        # Runs, not elements: deleted elements, which a run of any length
+        # holds in a few bytes (a megabyte of text typed and deleted, again
+        # and again), cost nothing here (one step per element took seconds).
+        then: dict[int, list[tuple[int, int, Any]]] = {}
         for run in target._seq.runs():
             if run.vis:
-                for k in range(run.n):
-                    then[(run.client, run.counter + k)] = run.content[k]
+                then.setdefault(run.client, []).append((run.counter, run.n, run.content))
+        firsts: dict[int, list[int]] = {}
+        for client, spans in then.items():
+            spans.sort(key=lambda span: span[0])
+            firsts[client] = [span[0] for span in spans]
         deletes: list[str] = []
         inserts: list[dict[str, Any]] = []
         pending: list[Any] = []
@@ -322,21 +330,32 @@ class Rga:
                 pending.clear()
 
         for run in self._seq.runs():
-            for k in range(run.n):
-                key = (run.client, run.counter + k)
-                element = format_id(*key)
-                if key in then:
+            client = run.client
+            spans = then.get(client, [])
+            starts = firsts.get(client, [])
+            counter, end = run.counter, run.counter + run.n
+            at = bisect_right(starts, counter) - 1
+            while counter < end:
+                # The stretch from ``counter`` that the target shows (inside
+                # span ``at``), or that it does not (up to the next span).
+                if at >= 0 and counter < spans[at][0] + spans[at][1]:
+                    first, n, content = spans[at]
+                    stop = min(end, first + n)
                     if run.vis:
                         flush()
                     else:
                         if not pending:
                             after = prev
-                        pending.append(then[key])
+                        pending.extend(content[counter - first : stop - first])
                 else:
+                    stop = min(end, starts[at + 1]) if at + 1 < len(starts) else end
                     flush()
                     if run.vis:
-                        deletes.append(element)
-                prev = element
+                        deletes += [format_id(client, c) for c in range(counter, stop)]
+                counter = stop
+                prev = format_id(client, stop - 1)
+                if at + 1 < len(starts) and starts[at + 1] <= counter:
+                    at += 1
         flush()
         if deletes:
             inserts.append({"op": "delete", "ids": deletes})
