@@ -22,6 +22,7 @@ from typing import Any, Final, NoReturn, cast
 from syncd import __version__
 from syncd.app import App
 from syncd.auth.admin import AdminSecretError
+from syncd.cli.command import fail
 from syncd.collector import settle_after_start
 from syncd.config import Settings, bind_refusal, host_port, present_addresses
 from syncd.http.access import AccessLog
@@ -541,8 +542,7 @@ async def _serve(settings: Settings) -> int:
     try:
         server = Server(settings)
     except TlsError as exc:
-        print(f"syncd: {exc}", file=sys.stderr)
-        return 2
+        return fail("syncd", str(exc))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
@@ -567,9 +567,8 @@ async def _serve(settings: Settings) -> int:
         # admin_token file that cannot be used, or a database that refuses
         # this node (no such database, a refused password, a wal_level that
         # cannot stream), or a listening address refused: one line naming
-        # it, like a bad setting.
-        print(f"syncd: {exc}", file=sys.stderr)
-        return 2
+        # it, like a bad setting (an error for the journal, under systemd).
+        return fail("syncd", str(exc))
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -74,3 +74,24 @@ def test_another_stream_or_none_changes_nothing(tmp_path: Path) -> None:
         assert lines and all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in lines), lines
     env = {**_base(tmp_path), "SERVICE_BIND": "nope", "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX}
     assert _serve(tmp_path, env, "other") == ["syncd: SERVICE_BIND: 'nope': expected host:port"]
+
+
+def test_a_data_directory_in_use_is_an_error_for_the_journal(tmp_path: Path) -> None:
+    """The refusals the server itself finds once it opens the store (a data
+    directory in use, damaged; a database that refuses the node) are errors
+    for the journal too, like the ones syncd serve finds before."""
+    base = {**_base(tmp_path), "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX}
+    port = free_port()
+    env = {**os.environ, **base, "SERVICE_BIND": f"127.0.0.1:{port}"}
+    env.pop("JOURNAL_STREAM", None)
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "syncd", "serve"], env=env, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_ready(port, holder)
+        lines = _serve(tmp_path, {**base, "SERVICE_BIND": f"127.0.0.1:{free_port()}"}, "self")
+    finally:
+        holder.send_signal(signal.SIGTERM)
+        holder.wait(timeout=30)
+    assert len(lines) >= 1 and lines[-1].startswith("<3>syncd: "), lines
+    assert "in use" in lines[-1], lines
