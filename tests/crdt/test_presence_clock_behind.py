@@ -19,11 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import syncd.crdt.clock
 from syncd.crdt.presence import MAX_TTL_MS, Presence
 from tests.conftest import ADMIN
-from tests.crdt.crdt_testlib import ctx, roundtrip_msgpack
+from tests.crdt.crdt_testlib import PROPERTY, ctx, roundtrip_msgpack
 from tests.ws.support import mint
 
 T = 1_700_000_000_000
@@ -91,3 +93,20 @@ async def test_after_a_restart_with_the_clock_behind_a_new_entry_shows(
         assert r.status_code == 200, r.text
         read = (await http.get(PATH)).json()
         assert read["value"].get("5") == {"after": True}, read
+
+
+@PROPERTY
+@given(data=st.data())
+def test_every_acknowledged_update_shows_at_the_servers_time_whatever_the_clock_does(
+    data: st.DataObject,
+) -> None:
+    p, now = Presence.new(), T
+    for i in range(data.draw(st.integers(1, 30), label="ops")):
+        now += data.draw(st.sampled_from([0, 1, 1500, 60_000, 400_000, -1, -400_000, -900_000]))
+        client = data.draw(st.integers(1, 3), label="client")
+        if data.draw(st.booleans(), label="leave"):
+            p.apply_op({"op": "leave"}, ctx(client, now))
+            assert str(client) not in p.view(now)["value"]
+        else:
+            p.apply_op({"op": "update", "data": {"i": i}}, ctx(client, now))
+            assert p.view(now)["value"][str(client)] == {"i": i}
