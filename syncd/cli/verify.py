@@ -3,7 +3,8 @@
 It reads what a restart would read (snapshots, log records, history files,
 and a backup's manifest) so that damage shows before it is needed, and
 prints the report of :func:`syncd.store.verify.verify`. Exit 0 when all is
-well, 1 when something is damaged, 2 on bad usage.
+well, 1 when something is damaged, 2 on bad usage or when files this user
+may not read are all that stands in the way (no damage found in the rest).
 """
 
 from __future__ import annotations
@@ -46,12 +47,13 @@ def register(commands: Commands) -> None:
 
 
 def verify_dir(path: str | Path) -> int:
-    """Print the report on ``path``; 0 when it is whole, 1 when it is damaged."""
+    """Print the report on ``path``; 0 when it is whole, 1 when it is damaged,
+    2 when files this user may not read keep it from knowing."""
     from syncd.store.embedded.verify import verify
 
     report = verify(str(path))
     print(report.text())
-    return 0 if report.ok else 1
+    return report.exit_status
 
 
 def not_a_data_dir(path: Path) -> str | None:

@@ -36,6 +36,14 @@ from syncd.store.embedded.log import StoreCorruptError
 from syncd.store.embedded.recovery import read_only_scan, special_files
 from syncd.store.embedded.snapshot import list_snapshots, read_snapshot
 
+ACCESS_ERRNOS: Final = frozenset({errno.EACCES, errno.EPERM})
+"""A file this user may not read: no damage, and nothing to say whether it is
+whole (verify run as another user than the one that owns the directory)."""
+
+UNREADABLE_EXIT: Final = 2
+"""The exit status of a report with files it could not read and no damage
+found: what verify could not do, as a refusal is, not damage (exit 1)."""
+
 MAX_UNLISTED_NAMED: Final = 20
 """Files not in a backup's manifest named one by one in the report; past
 this many (a backup unpacked over something else), the rest are counted."""
@@ -65,26 +73,58 @@ class Report:
     last_lsn: int = 0
     history_files: int = 0
     history_records: int = 0
-    manifest: bool = False
+    manifest: str = "none"
+    """none, checked, or unreadable (not read, or not one verify can check)."""
     problems: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    """Files this user may not read: neither damage nor known to be whole."""
+    _named: set[str] = field(default_factory=set, repr=False)
+    """The files :meth:`file_problem` has reported (absolute, normalized)."""
     notes: list[str] = field(default_factory=list)
     """What is worth knowing and is no damage (the copy is still OK)."""
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.unreadable
+
+    @property
+    def exit_status(self) -> int:
+        """0 when whole, 1 when damaged, :data:`UNREADABLE_EXIT` when only
+        files this user may not read stand in the way of knowing."""
+        if self.problems:
+            return 1
+        return UNREADABLE_EXIT if self.unreadable else 0
+
+    def file_problem(self, filename: str, exc: OSError) -> None:
+        """What an OSError reading ``filename`` says, once per file however
+        many of the reads (the manifest's check, the snapshot, log and
+        history reads) hit it; ``filename`` is absolute or relative to the
+        checked directory, and named as the first read to fail gave it."""
+        key = os.path.normpath(os.path.join(self.path, filename))
+        if key in self._named:
+            return
+        self._named.add(key)
+        line = f"{filename}: {exc.strerror or exc}"
+        (self.unreadable if exc.errno in ACCESS_ERRNOS else self.problems).append(line)
 
     def text(self) -> str:
+        verdict = "DAMAGED" if self.problems else "NOT CHECKED" if self.unreadable else "OK"
         lines = [
-            f"{self.path}: {'OK' if self.ok else 'DAMAGED'}",
+            f"{self.path}: {verdict}",
             f"  snapshot: {self._snapshot_text()}",
             f"  log: {self.segments} segments, {self.records} records after the snapshot"
             + (f" (sequences {self.first_lsn}..{self.last_lsn})" if self.records else ""),
             f"  history: {self.history_files} files, {self.history_records} records",
-            f"  manifest: {'checked' if self.manifest else 'none'}",
+            f"  manifest: {self.manifest}",
         ]
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  problem: {p}" for p in self.problems]
+        lines += [f"  unreadable: {u}" for u in self.unreadable]
+        if self.unreadable:
+            lines.append(
+                "  note: files this user may not read are not checked: run syncd verify as"
+                " the user that owns the directory (the service user), or as root"
+            )
         return "\n".join(lines)
 
     def _snapshot_text(self) -> str:
@@ -167,7 +207,6 @@ def _verify_pass(path: str) -> Report:
             )
     manifest_path = os.path.join(path, MANIFEST)
     if os.path.exists(manifest_path):
-        report.manifest = True
         _check_manifest(path, manifest_path, report, leftover)
     snap_dir = os.path.join(path, "snapshots")
     if os.path.isdir(snap_dir):
@@ -179,17 +218,17 @@ def _verify_pass(path: str) -> Report:
                 continue
             except OSError as exc:
                 # A directory, or a file that may not be read, under a snapshot's name.
-                report.problems.append(f"{snap_path}: {exc.strerror or exc}")
+                report.file_problem(exc.filename or snap_path, exc)
                 continue
             if not report.snapshot_lsn:
                 report.snapshot_lsn = lsn
                 report.snapshot_entries = len(snapshot.entries)
     try:
         scan = read_only_scan(path)
-    except (StoreCorruptError, OSError) as exc:
+    except OSError as exc:
+        report.file_problem(exc.filename or path, exc)
+    except StoreCorruptError as exc:
         problem = str(exc)
-        if isinstance(exc, OSError) and exc.filename and exc.strerror:
-            problem = f"{exc.filename}: {exc.strerror}"
         if problem not in report.problems:  # a snapshot's damage, found again
             report.problems.append(problem)
     else:
@@ -203,7 +242,7 @@ def _verify_pass(path: str) -> Report:
             files, records, damage = HistoryFiles.check(history_dir)
         except OSError as exc:
             # A directory, or a file that may not be read, under a history file's name.
-            report.problems.append(f"{exc.filename or history_dir}: {exc.strerror or exc}")
+            report.file_problem(exc.filename or history_dir, exc)
         else:
             report.history_files = files
             report.history_records = records
@@ -237,9 +276,11 @@ def _special_files(path: str) -> list[str]:
 def _check_manifest(path: str, manifest_path: str, report: Report, leftover: bool) -> None:
     """``leftover``: the empty staging directory beside the manifest is not
     counted as a directory the backup did not take."""
-    entries = _read_manifest(manifest_path, report)
+    entries = _read_manifest(path, manifest_path, report)
     if entries is None:
+        report.manifest = "unreadable"
         return
+    report.manifest = "checked"
     listed: set[str] = set()
     for entry in entries:
         rel = entry["path"]
@@ -248,12 +289,15 @@ def _check_manifest(path: str, manifest_path: str, report: Report, leftover: boo
     _check_unlisted(path, listed, report, leftover)
 
 
-def _read_manifest(manifest_path: str, report: Report) -> list[dict[str, Any]] | None:
+def _read_manifest(path: str, manifest_path: str, report: Report) -> list[dict[str, Any]] | None:
     """The manifest's file entries, or None with the problem reported."""
     try:
         with open(manifest_path) as f:
             manifest = json.load(f)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        report.file_problem(MANIFEST, exc)
+        return None
+    except ValueError as exc:
         report.problems.append(f"{MANIFEST}: unreadable ({exc})")
         return None
     except RecursionError:
@@ -306,7 +350,7 @@ def _check_entry(file_path: str, rel: str, entry: dict[str, Any], report: Report
         if exc.errno == errno.ELOOP:
             report.problems.append(f"{rel}: a symbolic link, not the file the backup took")
         else:
-            report.problems.append(f"{rel}: {exc.strerror or exc}")
+            report.file_problem(rel, exc)
         return
     digest = hashlib.sha256()
     size = 0
@@ -319,7 +363,7 @@ def _check_entry(file_path: str, rel: str, entry: dict[str, Any], report: Report
                 digest.update(chunk)
                 size += len(chunk)
     except OSError as exc:
-        report.problems.append(f"{rel}: {exc.strerror or exc}")
+        report.file_problem(rel, exc)
         return
     if size != entry["bytes"]:
         report.problems.append(f"{rel}: {size} bytes, the manifest says {entry['bytes']}")
