@@ -78,6 +78,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+import psycopg
 from psycopg import sql
 
 from syncd.cluster.listen import NotifyReader
@@ -144,6 +145,29 @@ writing optimistically and doing it again on a conflict."""
 LISTEN_TICK_S: Final = 0.25
 """The listener looks up from its notifications this often (probe, trouble)."""
 
+
+LISTENER_APPLICATION: Final = "syncd-listen"
+"""The application_name of every node's LISTEN connection (see STALLED_LISTENER_S)."""
+
+STALLED_LISTENER_S: Final = 30.0
+"""A node's LISTEN session (``LISTENER_APPLICATION``, this database role) that
+has been blocked this long sending notifications to its node, which has not
+probed in that time either (a live node probes every PROBE_INTERVAL_S), is
+ended by any other node. Its node is frozen (SIGSTOP, a paused VM) or cut
+off, and PostgreSQL keeps every notification from the oldest one such a
+session has not taken, for every node: its queue (8 GB by default) filled at
+the cluster's write rate, and once full every commit that notifies failed,
+on every node. The frozen node reconnects and catches up when it wakes."""
+
+LISTENER_CHECK_S: Final = 10.0
+"""How often a node looks for such sessions (one query on its LISTEN connection)."""
+
+_END_STALLED_LISTENERS: Final = (
+    "SELECT pid, host(client_addr), pg_terminate_backend(pid) FROM pg_stat_activity"
+    " WHERE usename = session_user AND application_name = %s AND pid <> pg_backend_pid()"
+    " AND wait_event = 'ClientWrite'"
+    " AND state_change < clock_timestamp() - make_interval(secs => %s)"
+)
 
 WAL_SETTING: Final = "SERVICE_WAL_CONNSTR"
 
@@ -281,6 +305,8 @@ class Replicator:
         self._sender = f"{node_id}.{secrets.token_hex(3)}"
         self._wal_settings = wal
         self._probe_interval = probe_interval_s
+        self._stalled_listener_s = STALLED_LISTENER_S
+        self._listener_check_s = LISTENER_CHECK_S
         self._reconcile_interval = reconcile_interval_s
         self.channel = ""
         self._closed = False
@@ -820,7 +846,7 @@ class Replicator:
             listener: PgConn | None = None
             reader: NotifyReader | None = None
             try:
-                listener = await store.pool.connect()
+                listener = await store.pool.connect(application_name=LISTENER_APPLICATION)
                 # Before LISTEN: what psycopg reads during a query goes to _on_notify too.
                 reader = NotifyReader(listener, self._on_notify)
                 await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
@@ -834,6 +860,7 @@ class Replicator:
                 delay = RECONNECT_MIN_S
                 next_probe = time.monotonic() + self._probe_interval
                 next_reconcile = time.monotonic() + self._reconcile_interval
+                listeners_checked = time.monotonic()
                 reader.start()
                 while not self._closed:
                     await reader.wait(LISTEN_TICK_S)
@@ -847,6 +874,10 @@ class Replicator:
                         if trouble:
                             store.set_reachable(True)
                             self.request_catch_up()
+                    if time.monotonic() - listeners_checked >= self._listener_check_s:
+                        async with reader.paused():
+                            await self._end_stalled_listeners(listener)
+                        listeners_checked = time.monotonic()
                     if time.monotonic() >= next_reconcile:
                         next_reconcile = time.monotonic() + self._reconcile_interval
                         self.request_catch_up(everything=False)
@@ -884,6 +915,34 @@ class Replicator:
             abort_after(conn, PROBE_TIMEOUT_S),
         ):
             await self._store.newest_gid(conn)
+
+    async def _end_stalled_listeners(self, conn: PgConn) -> None:
+        """End other nodes' LISTEN sessions stuck sending to a frozen node (see
+        STALLED_LISTENER_S), on the listener's connection as the probe is."""
+        async with (
+            asyncio.timeout(PROBE_TIMEOUT_S + ABORT_GRACE_S),
+            abort_after(conn, PROBE_TIMEOUT_S),
+        ):
+            try:
+                cur = await conn.execute(
+                    _END_STALLED_LISTENERS, (LISTENER_APPLICATION, self._stalled_listener_s)
+                )
+                stalled = await cur.fetchall()
+            except psycopg.ProgrammingError as exc:
+                # Refused (a privilege a managed server withholds): not a lost
+                # connection, which would make the node reconnect at every check.
+                log.warning("could not look for stalled LISTEN sessions: %s", exc)
+                return
+            for pid, client, ended in stalled:
+                log.warning(
+                    "ended PostgreSQL session %s (client %s): a node's LISTEN session,"
+                    " unable to send it notifications for more than %.0f s (a node"
+                    " frozen?); PostgreSQL kept every notification since for every node%s",
+                    pid,
+                    client or "local",
+                    self._stalled_listener_s,
+                    "" if ended else "; refused",
+                )
 
     def request_catch_up(self, *, everything: bool = True) -> None:
         """Compare the CRDTs this node uses with their rows in the tables soon:

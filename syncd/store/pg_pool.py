@@ -106,10 +106,18 @@ class PgPool:
         self._closed = False
         self._checking: asyncio.Task[None] | None = None
 
-    async def connect(self) -> PgConn:
-        """A new connection outside the pool (the listener's, a migration's)."""
+    async def connect(self, *, application_name: str | None = None) -> PgConn:
+        """A new connection outside the pool (the listener's, a migration's),
+        named ``application_name`` when given (else as the URL says)."""
+        if application_name is None:
+            return await AsyncConnection.connect(
+                self._conninfo, autocommit=True, connect_timeout=self._connect_timeout
+            )
         return await AsyncConnection.connect(
-            self._conninfo, autocommit=True, connect_timeout=self._connect_timeout
+            self._conninfo,
+            autocommit=True,
+            connect_timeout=self._connect_timeout,
+            application_name=application_name,
         )
 
     @contextlib.asynccontextmanager
