@@ -314,6 +314,11 @@ class RunSeq:
         self._sync()
         return [run.content for blk in self._blocks for run in blk.runs if run.vis]
 
+    def run_count(self) -> int:
+        """How many runs hold the elements (what the sequence's memory grows with)."""
+        self._sync()
+        return sum(len(blk.runs) for blk in self._blocks)
+
     def runs_per_block(self) -> list[int]:
         """How many runs each block holds (for tests of the block limit)."""
         self._sync()

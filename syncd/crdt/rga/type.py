@@ -275,6 +275,10 @@ class Rga:
             return {"value": values, "text": "".join(values)}
         return {"value": values}
 
+    def run_count(self) -> int:
+        """Runs in the sequence (syncd.crdt.engine's memory estimate counts them)."""
+        return self._seq.run_count()
+
     def ids(self) -> list[str]:
         """The ids of the visible elements, in order (for clients and tests)."""
         return [
