@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import tarfile
 import tempfile
@@ -36,6 +37,11 @@ from syncd.config import DEFAULT_BIND, parse_bind
 REQUEST_TIMEOUT_S: Final = 600.0
 """How long one read may wait: the server answers once everything queued is
 durable, and the stream may pause while the server's disk is busy."""
+
+CONNECT_TIMEOUT_S: Final = 10.0
+"""How long the connection to the server may take: a host that does not answer
+(down, or a firewall dropping packets) is named after this, not after the
+kernel's SYN retries (about 2 minutes) or :data:`REQUEST_TIMEOUT_S`."""
 
 DOWNLOAD_CHUNK_BYTES: Final = 1024 * 1024
 
@@ -56,7 +62,14 @@ def register(commands: Commands) -> None:
         "--url", help="the server (default: from SERVICE_BIND, https with SERVICE_TLS_CERT)"
     )
     parser.add_argument(
-        "--token", help="the root admin secret (default: SERVICE_ADMIN_TOKEN or the data dir's)"
+        "--token",
+        help="the root admin secret (default: SERVICE_ADMIN_TOKEN or the data dir's);"
+        " other users of the machine see it in ps: prefer SERVICE_ADMIN_TOKEN or --token-file",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="read the root admin secret from this file (one line)",
     )
     parser.add_argument(
         "--without-admin-token",
@@ -137,6 +150,13 @@ def _bad_max_rate(rate: float | None) -> str | None:
     return max_rate_problem(rate)
 
 
+def read_token_file(path: str) -> str:
+    """A secret kept in a file (``--token-file``): its text without the line
+    end an editor or ``echo`` adds; OSError when it cannot be read."""
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        return f.read().removesuffix("\n").removesuffix("\r")
+
+
 def _default_token(env: Mapping[str, str]) -> str | None:
     token = env.get("SERVICE_ADMIN_TOKEN")
     if token:
@@ -163,9 +183,25 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if in_use:
         print(f"syncd backup: {dest} must be a new or empty directory", file=sys.stderr)
         return 2
-    token = args.token or _default_token(env)
+    if args.token and args.token_file:
+        print("syncd backup: give --token or --token-file, not both", file=sys.stderr)
+        return 2
+    if args.token_file:
+        try:
+            token: str | None = read_token_file(args.token_file)
+        except OSError as exc:
+            print(
+                f"syncd backup: --token-file {args.token_file}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return 2
+    else:
+        token = args.token or _default_token(env)
     if not token:
-        print("syncd backup: no admin token (--token or SERVICE_ADMIN_TOKEN)", file=sys.stderr)
+        print(
+            "syncd backup: no admin token (SERVICE_ADMIN_TOKEN, --token-file or --token)",
+            file=sys.stderr,
+        )
         return 2
     from syncd.auth.admin import sendable_in_a_header
 
@@ -322,6 +358,13 @@ def _download(request: urllib.request.Request, url: str, dest: Path) -> str | No
                     _write(tar_file, chunk)
         except urllib.error.HTTPError as exc:
             return _refusal(url, exc.code, exc.read(), exc.headers.get("location"))
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, _ConnectTimeout):
+                return (
+                    f"{url}: no connection within {CONNECT_TIMEOUT_S:g} s (the host does not"
+                    " answer: is it up and the address right, or does a firewall drop it?)"
+                )
+            return f"{url}: {exc}"
         except _WriteError as exc:
             raise exc.error from None  # the local copy, not the transfer: run() says so
         except OSError as exc:
@@ -406,7 +449,51 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER: Final = urllib.request.build_opener(_NoRedirects)
+class _ConnectTimeout(TimeoutError):
+    """The connection to the server took longer than :data:`CONNECT_TIMEOUT_S`."""
+
+
+def _connect(
+    address: tuple[str, int], timeout: float | None = None, source: Any = None
+) -> socket.socket:
+    """``socket.create_connection`` with at most :data:`CONNECT_TIMEOUT_S` for
+    the connect; the socket then waits ``timeout`` (the read timeout) on each read."""
+    limit = CONNECT_TIMEOUT_S if timeout is None else min(timeout, CONNECT_TIMEOUT_S)
+    try:
+        sock = socket.create_connection(address, limit, source)
+    except TimeoutError as exc:
+        raise _ConnectTimeout(str(exc)) from None
+    sock.settimeout(timeout)
+    return sock
+
+
+class _HTTPConnection(http.client.HTTPConnection):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._create_connection = _connect
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._create_connection = _connect
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_HTTPConnection, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(
+            _HTTPSConnection,
+            req,
+            context=self._context,  # type: ignore[attr-defined]
+        )
+
+
+_OPENER: Final = urllib.request.build_opener(_NoRedirects, _HTTPHandler, _HTTPSHandler)
 
 
 def _refusal(url: str, status: int, body: bytes, location: str | None = None) -> str:

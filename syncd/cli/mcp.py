@@ -4,7 +4,8 @@
               [--origin ORIGIN] [--max-result-chars N]
 
 ``--base-url``, ``--token`` and ``--namespace`` default to ``SYNCD_BASE_URL``,
-``SYNCD_TOKEN`` and ``SYNCD_NAMESPACE``. The server itself is
+``SYNCD_TOKEN`` and ``SYNCD_NAMESPACE``; ``--token-file PATH`` reads the token
+from a file (a token on the command line is visible to every user in ``ps``). The server itself is
 :mod:`syncd.client.mcp_server`; this module turns the command line into its
 arguments. It imports the client only when the command runs, since the
 client needs the ``mcp`` extra and every other command must work without
@@ -41,7 +42,14 @@ def register(commands: Commands) -> None:
     )
     base_url, token, namespace = ENV_NAMES
     parser.add_argument("--base-url", help=f"service URL (default ${base_url})")
-    parser.add_argument("--token", help=f"bearer token (default ${token})")
+    parser.add_argument(
+        "--token",
+        help=f"bearer token (default ${token}); other users of the machine see it in ps:"
+        f" prefer ${token} or --token-file",
+    )
+    parser.add_argument(
+        "--token-file", metavar="PATH", help="read the bearer token from this file (one line)"
+    )
     parser.add_argument("--namespace", help=f"namespace (default ${namespace})")
     parser.add_argument(
         "--crdt",
@@ -88,7 +96,18 @@ def settings(
     UsageError or ValueError when incomplete."""
     base_url_env, token_env, namespace_env = ENV_NAMES
     base_url = args.base_url or env.get(base_url_env)
-    token = args.token or env.get(token_env)
+    token_file = args.token_file
+    if args.token and token_file:
+        raise UsageError("give --token or --token-file, not both")
+    if token_file:
+        from syncd.cli.backup import read_token_file
+
+        try:
+            token: str | None = read_token_file(token_file)
+        except OSError as exc:
+            raise UsageError(f"--token-file {token_file}: {exc.strerror or exc}") from None
+    else:
+        token = args.token or env.get(token_env)
     namespace = args.namespace or env.get(namespace_env)
     missing = [
         flag
