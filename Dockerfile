@@ -36,10 +36,11 @@ VOLUME ["/data"]
 EXPOSE 3000
 USER syncd
 
-# slim has no curl: ask /health/live with the standard library, on the port
-# SERVICE_BIND names.
+# syncd health asks /health/ready where SERVICE_BIND listens (0.0.0.0 on
+# 127.0.0.1, [::] on [::1], any other address as it is), over https when
+# SERVICE_TLS_CERT is set; exit 0 or 1.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('SERVICE_BIND', '0.0.0.0:3000').rpartition(':')[2]; sys.exit(0 if urllib.request.urlopen(f'http://127.0.0.1:{port}/health/live', timeout=2).status == 200 else 1)"]
+    CMD ["syncd", "health"]
 
 # SIGTERM (docker stop) ends syncd gracefully with exit code 0.
 STOPSIGNAL SIGTERM

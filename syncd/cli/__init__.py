@@ -6,6 +6,7 @@
     syncd backup      online backup of a running server    syncd.cli.backup
     syncd verify      check a data directory or backup     syncd.cli.verify
     syncd mcp         CRDTs as MCP tools over stdio        syncd.cli.mcp
+    syncd health      is the local server ready? (exit 0/1) syncd.cli.health
     syncd --version   the version and HTTP parser          syncd.cli.version
 
 Each module's ``register`` adds its subparser (so ``syncd <command> --help``
@@ -21,7 +22,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from syncd.cli import backup, keygen, mcp, serve, token, verify
+from syncd.cli import backup, health, keygen, mcp, serve, token, verify
 from syncd.cli.command import (
     BROKEN_PIPE,
     INTERRUPTED,
@@ -33,7 +34,7 @@ from syncd.cli.command import (
 )
 from syncd.cli.version import VersionAction
 
-COMMANDS: tuple[Command, ...] = (serve, keygen, token, backup, verify, mcp)
+COMMANDS: tuple[Command, ...] = (serve, keygen, token, backup, verify, mcp, health)
 """In the order ``syncd --help`` lists them."""
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from syncd.cli import COMMANDS, main
 
-NAMES = ("serve", "keygen", "token", "backup", "verify", "mcp")
+NAMES = ("serve", "keygen", "token", "backup", "verify", "mcp", "health")
 
 
 def test_help_lists_every_command() -> None:

@@ -1,0 +1,134 @@
+"""``syncd health``: ask the server on this machine whether it is ready.
+
+A container's health check (the Dockerfile's ``HEALTHCHECK``) or any local
+probe, reading the settings ``syncd serve`` reads: the address from
+``SERVICE_BIND`` (an any-address is asked on the loopback of its family:
+``0.0.0.0`` on 127.0.0.1, ``[::]`` on ::1, whose socket takes IPv6 only), the
+scheme from ``SERVICE_TLS_CERT`` (the TLS port answers nothing else). It
+asks ``/health/ready`` and exits 0 on a 200, 1 on anything else (a refused
+connection, a timeout, a 503 while starting or draining, a bad setting): a
+container engine reads exit 1 as unhealthy, and keeps 2 for itself.
+
+Over TLS, the loopback is asked without checking the certificate (it is this
+machine's own server; a renewed certificate on disk that the server has not
+reloaded yet must not make it unhealthy); another address is checked
+against ``SERVICE_TLS_CERT`` itself (each certificate in the file trusted as
+it is, the host name not checked: the address is the one ``SERVICE_BIND``
+names, not the name the certificate is for).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import ipaddress
+import ssl
+import sys
+from collections.abc import Mapping
+from typing import Final
+
+from syncd.cli.command import Commands, add_command
+from syncd.config import DEFAULT_BIND, parse_bind
+
+HEALTH_TIMEOUT_S: Final = 2.0
+"""How long the connection and the answer may take together, each: below the
+Dockerfile's ``HEALTHCHECK --timeout`` (3 s), so that a server that does not
+answer is reported here in one line rather than killed by the engine."""
+
+READY_PATH: Final = "/health/ready"
+
+UNHEALTHY: Final = 1
+"""The exit status of every failure: Docker reserves 2."""
+
+
+def register(commands: Commands) -> None:
+    add_command(
+        commands,
+        "health",
+        run,
+        help="ask the local server's /health/ready (a container health check); exit 0 or 1",
+        description="Ask the server that SERVICE_BIND and SERVICE_TLS_CERT describe, on this "
+        "machine, for /health/ready: exit 0 when it answers 200, 1 otherwise.",
+    )
+
+
+def local_address(env: Mapping[str, str]) -> tuple[str, int]:
+    """Where the server ``SERVICE_BIND`` describes is reached from this
+    machine; ValueError naming the setting when it is bad."""
+    bind = env.get("SERVICE_BIND") or DEFAULT_BIND
+    try:
+        host, port = parse_bind(bind)
+    except ValueError as exc:
+        raise ValueError(f"SERVICE_BIND {bind!r}: {exc}") from None
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return host, port  # a name: the server listens on what it resolves to
+    if address.is_unspecified:
+        return ("::1" if address.version == 6 else "127.0.0.1"), port
+    return host, port
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.partition("%")[0]).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def tls_context(host: str, cert_file: str) -> ssl.SSLContext:
+    """What a TLS connection to ``host`` checks (see the module's text)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.set_alpn_protocols(["http/1.1"])
+    context.check_hostname = False
+    if _is_loopback(host):
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    context.load_verify_locations(cafile=cert_file)
+    # The server's own certificate is the trust anchor, not only a CA above it.
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context
+
+
+def check(env: Mapping[str, str]) -> str | None:
+    """Why the local server is not ready, or None when it answers 200."""
+    host, port = local_address(env)
+    cert_file = env.get("SERVICE_TLS_CERT")
+    shown = f"[{host}]" if ":" in host else host
+    url = f"{'https' if cert_file else 'http'}://{shown}:{port}{READY_PATH}"
+    connection: http.client.HTTPConnection
+    if cert_file:
+        try:
+            context = tls_context(host, cert_file)
+        except (OSError, ssl.SSLError) as exc:
+            return f"SERVICE_TLS_CERT {cert_file}: {exc}"
+        connection = http.client.HTTPSConnection(
+            host, port, timeout=HEALTH_TIMEOUT_S, context=context
+        )
+    else:
+        connection = http.client.HTTPConnection(host, port, timeout=HEALTH_TIMEOUT_S)
+    try:
+        connection.request("GET", READY_PATH, headers={"Connection": "close"})
+        response = connection.getresponse()
+        body = response.read(1024)
+    except TimeoutError:
+        return f"{url}: no answer within {HEALTH_TIMEOUT_S:g} s"
+    except (OSError, http.client.HTTPException) as exc:
+        return f"{url}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+    finally:
+        connection.close()
+    if response.status != 200:
+        text = body.decode("utf-8", "replace").strip().replace("\n", " ")[:200]
+        return f"{url}: {response.status} {text}".rstrip()
+    return None
+
+
+def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    try:
+        problem = check(env)
+    except ValueError as exc:
+        problem = str(exc)
+    if problem is not None:
+        print(f"syncd health: {problem}", file=sys.stderr)
+        return UNHEALTHY
+    return 0
