@@ -245,7 +245,13 @@ class Tree:
             if came:
                 counts[came] = counts.get(came, 0) + 1
             before = heights.get(parent, 0)
-            after = max(counts) if counts else 0
+            if came > before:
+                after = came
+            elif gone == before and gone not in counts:
+                # The entry that made the height went: the next one does.
+                after = max(counts) if counts else 0
+            else:
+                after = before
             if not counts:
                 del kid_heights[parent]
             if after == before:
