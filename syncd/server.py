@@ -44,6 +44,11 @@ LISTEN_BACKLOG: Final = 4096
 # How often graceful shutdown looks again for connections still answering.
 SHUTDOWN_POLL_S: Final = 0.02
 
+STOP_MARGIN_S: Final = 30.0
+"""Beyond the stop's planned waits (drain, shutdown timeout, webhook drain),
+what ``STOPPING=1`` asks systemd to wait for besides: closing the store (the
+flush, extended further while it makes progress)."""
+
 TLS_HANDSHAKES_PAST_LIMIT: Final = MAX_REFUSED_LINGERING
 """TLS connections still in their handshake count toward SERVICE_MAX_CONNECTIONS
 with the open ones. Past the limit this many more may finish theirs, to read
@@ -99,6 +104,8 @@ class Server:
         self._cut_short = asyncio.Event()
         """A stop signal during the shutdown: no more waiting for anyone."""
         self.notifier = Notifier()
+        self._ready = False
+        """READY=1 was sent: a SIGHUP's reload is announced (RELOADING=1)."""
         self.certificates: Certificates | None = None
         if settings.tls_cert is not None and settings.tls_key is not None:
             certificates = self.certificates = Certificates(settings.tls_cert, settings.tls_key)
@@ -115,7 +122,13 @@ class Server:
         return self.ctx.connection_count + (handshakes.pending if handshakes is not None else 0)
 
     async def start(self) -> None:
-        await self.app.start()
+        # Under systemd, a long recovery (a large data dir after a crash) is
+        # not killed at TimeoutStartSec while it makes progress.
+        self.notifier.start_extending("recovering storage")
+        try:
+            await self.app.start()
+        finally:
+            self.notifier.stop_extending()
         loop = asyncio.get_running_loop()
         ctx = self.ctx
         factory: Callable[[], asyncio.BaseProtocol]
@@ -155,8 +168,30 @@ class Server:
             self.parser_name,
             self.settings.fsync,
         )
-        self.notifier.ready(f"listening on port {self.port}")
+        self.notifier.ready(self._status())
+        self._ready = True
         self.notifier.start_watchdog()
+
+    def _status(self) -> str:
+        return f"listening on port {self.port}"
+
+    def reload(self) -> None:
+        """SIGHUP (systemctl reload): a renewed certificate for new
+        handshakes, nobody dropped; announced to systemd (RELOADING=1, then
+        READY=1 when done, whether the reload worked or not) once the server
+        is ready and until it stops. Without TLS there is nothing to reload,
+        but SIGHUP's default action would kill the server on the spot."""
+        announce = self._ready and not self.app.stopping
+        if announce:
+            self.notifier.reloading()
+        try:
+            if self.certificates is not None:
+                self.certificates.reload()
+            else:
+                _nothing_to_reload()
+        finally:
+            if announce:
+                self.notifier.ready(self._status())
 
     def request_stop(self) -> None:
         """SIGTERM or SIGINT: the first stops the server; another one during
@@ -185,7 +220,11 @@ class Server:
         """Drain (serve on, not ready, each answer closing its connection),
         then stop accepting, let in-flight requests finish up to the deadline
         (or until another stop signal), flush storage."""
-        self.notifier.stopping()
+        settings = self.settings
+        drain = settings.shutdown_drain_s if not self._hurry.is_set() else 0.0
+        self.notifier.stopping(
+            drain + settings.shutdown_timeout_s + settings.webhook_drain_s + STOP_MARGIN_S
+        )
         self.notifier.stop_watchdog()
         # /health/ready is 503 from here on, on every connection, those open
         # before the signal included: nothing may call the node ready again.
@@ -228,7 +267,15 @@ class Server:
             )
         # Not cut short: it flushes the store, and acknowledged writes must stay
         # durable (the webhook drain in it ends early, see request_stop).
-        await self.app.close()
+        # (The webhook drain is in it too: planned, at least that long.)
+        self.notifier.start_extending(
+            "closing storage",
+            0.0 if cut_short.is_set() else settings.webhook_drain_s + STOP_MARGIN_S,
+        )
+        try:
+            await self.app.close()
+        finally:
+            self.notifier.stop_extending()
         log.info("syncd stopped")
 
     def _cut_connections(self) -> None:
@@ -546,13 +593,7 @@ async def _serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
-    # systemctl reload: a renewed certificate for new handshakes, nobody
-    # dropped. Without TLS there is nothing to reload, but SIGHUP's default
-    # action would kill the server on the spot, every connection with it.
-    certificates = server.certificates
-    loop.add_signal_handler(
-        signal.SIGHUP, certificates.reload if certificates is not None else _nothing_to_reload
-    )
+    loop.add_signal_handler(signal.SIGHUP, server.reload)
     try:
         started = await _start_unless_stopped(server)
     except (
