@@ -157,7 +157,15 @@ def register(
         crdt_id = check_crdt_id(request.params["id"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         body = request.json(json_max_depth)
-        check_ops_named(crdt_id, body)
+        try:
+            check_ops_named(crdt_id, body)
+        except ApiError:
+            # The permission's 403 comes before the ops' shapes (docs/http-api.md,
+            # "Applying ops"), as for a refusal of the engine's plan.
+            auth.check_may_write(principal, crdt_id)
+            if "return" in request.known_query(OPS_PARAMS):
+                auth.check_read(principal, crdt_id)
+            raise
         if request.query_string:
             query = request.known_query(OPS_PARAMS)
             if query.get("return", RETURN_STATE) != RETURN_STATE:
