@@ -59,6 +59,18 @@ deletes a wait can meet; a life older still is waited for until the timeout
 (it is not known to be over, as a life the replica has not reached yet is not)."""
 
 
+def _copy(value: Any) -> Any:
+    """A copy of a JSON value the caller may change: its lists and dicts anew,
+    its strings, numbers and the like shared (they cannot change). Cheaper
+    than ``copy.deepcopy``, which keeps a memo of every object it meets."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [_copy(item) for item in value]
+    return value
+
+
 class ReplicaLagError(ClientError):
     """A :meth:`Replica.changes` reader fell more than its buffer behind."""
 
@@ -172,11 +184,14 @@ class Replica:
         return None if view is None else view["value"]
 
     def view(self) -> dict[str, Any] | None:
-        """The read answer computed locally: ``{"id","type","seq","epoch","value",...}``."""
+        """The read answer computed locally: ``{"id","type","seq","epoch","value",...}``.
+
+        A copy, the caller's to change: the CRDT's view holds the values it
+        keeps (a register's value, a set's elements, a node's data)."""
         if self.crdt is None:
             return None
         head = {"id": self.id, "type": self.type, "seq": self.seq, "epoch": self.epoch}
-        head.update(self.crdt.view(self._clock_ms()))
+        head.update(_copy(self.crdt.view(self._clock_ms())))
         return head
 
     def state(self) -> Any:
@@ -186,16 +201,24 @@ class Replica:
         a Yjs document's carries the updates that wait for their
         dependencies (merged in, and listed under ``pending``). Its integrated
         document alone would lose them wherever this state is loaded: the op
-        delta that lets one in carries only its dependency."""
-        return None if self.crdt is None else replica_state(self.crdt)
+        delta that lets one in carries only its dependency. A copy, the
+        caller's to change, as :meth:`view`'s."""
+        return None if self.crdt is None else _copy(replica_state(self.crdt))
 
     # -- applying -------------------------------------------------------------
 
     def apply(self, delta: Mapping[str, Any]) -> bool:
         """Apply one delta (snapshot, op or deleted); False when it is not for
-        this replica or does not follow on from its seq."""
+        this replica or does not follow on from its seq.
+
+        The replica keeps a copy of what it takes from ``delta`` (a CRDT holds
+        on to the values in the states and ops it loads), so the caller, and
+        the callbacks and readers of :meth:`changes` given ``delta``, may
+        change it afterwards."""
         if delta.get("id") != self.id:
             return False
+        given = delta
+        delta = _copy(delta)
         kind = delta.get("kind")
         if kind == "snapshot":
             type_name = delta.get("type") or self.type
@@ -226,7 +249,7 @@ class Replica:
             self._enter_life(None)
         else:
             return False
-        self._notify(dict(delta))
+        self._notify(dict(given))
         return True
 
     def _enter_life(self, epoch: str | None) -> None:
