@@ -365,10 +365,19 @@ class CrdtService:
             raise unavailable()
         if await self.residency.ensure(ns, crdt_id) is None:
             return False
-        record = self.engine.delete(ns, crdt_id)
-        if record is None:
-            return False
-        self.quotas.forget(ns, crdt_id)
+        if self.stages:
+            deleted = self.engine.delete(ns, crdt_id)
+            if deleted is None:
+                return False
+            self.quotas.forget(ns, crdt_id)
+            record = deleted
+        else:
+            # A shared store ends the life under the CRDT's lock and drops it
+            # from memory there, after the commit (Follower.ended). Dropped
+            # here, a write batch already holding that lock read the life
+            # back from the rows and fanned its ops out again, or applied to
+            # no entry and started a life the delete then ended.
+            record = {"kind": "deleted", "ns": ns, "id": crdt_id}
         key = (ns, crdt_id)
         done = self.loop.create_future()
         deleting = self.residency.deleting
@@ -648,7 +657,7 @@ class CrdtService:
         except StoreUnavailable:
             # A shared store's failed write leaves memory behind the rows at
             # worst, never ahead of them: the CRDTs it touched were dropped
-            # (a delete drops its CRDT before it writes) and are read back
+            # (a delete's CRDT stays as the rows still have it) and are read back
             # from the rows on next use, as after a failed commit. Only a
             # local store's log can be behind what memory holds.
             if not self.store.shared:
