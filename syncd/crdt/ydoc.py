@@ -59,7 +59,7 @@ from pycrdt._pycrdt import get_update as _raw_get_update
 from pycrdt._transaction import hash_origin
 
 from syncd.crdt.base import JSON, Base, OpContext, Step
-from syncd.crdt.validate import check_fields, op_fields, op_name, required
+from syncd.crdt.validate import check_fields, es_number, op_fields, op_name, required
 from syncd.crdt.window import Window
 from syncd.errors import ApiError, invalid_op, not_restorable
 
@@ -1137,15 +1137,36 @@ def _json(value: Any) -> Any:
     """A map's or an array's values as JSON can hold them: binary
     (``Uint8Array``) as base64, as the API gives binary; a float JSON has no
     word for (NaN, the infinities) as null, as ``JSON.stringify`` writes it;
-    a subdocument as ``{"guid"}``."""
+    a whole number as the integer JavaScript writes (:func:`_number`); a
+    subdocument as ``{"guid"}``."""
     if isinstance(value, dict):
         return {key: _json(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_json(item) for item in value]
     if isinstance(value, (bytes, bytearray)):
         return b64(bytes(value))
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
+    if isinstance(value, float):
+        return _number(value)
     if isinstance(value, Doc):
         return {"guid": value.guid}
+    return value
+
+
+_PLAIN_BELOW: Final = 1e21
+"""Whole numbers below this in magnitude JavaScript writes without an
+exponent (``Number.prototype.toString``); from here on it writes ``1e+21``,
+as Python does."""
+
+
+def _number(value: float) -> float | int | None:
+    """A Yjs number as JSON: Yjs has one number type and Yrs hands every one
+    to Python as a float, so the ``1`` a client set would read ``1.0``. A
+    whole number is the integer whose digits JavaScript writes
+    (:func:`~syncd.crdt.validate.es_number`, as canonical JSON writes numbers:
+    ``1.0`` is ``1``, ``-0.0`` is ``0``, ``1e16`` is ``10000000000000000``);
+    other floats stay floats, NaN and the infinities are null."""
+    if not math.isfinite(value):
+        return None
+    if value.is_integer() and -_PLAIN_BELOW < value < _PLAIN_BELOW:
+        return int(es_number(value))
     return value

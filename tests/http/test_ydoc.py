@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator
+import json
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from pycrdt import Doc, Map, Text
+from pycrdt import Array, Doc, Map, Text
 
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
@@ -156,3 +160,81 @@ async def test_the_snapshot_holds_the_merged_document_not_the_updates(make_serve
     fresh.apply_update(merged)
     assert str(fresh.get("content", type=Text)) == str(text)
     await client.aclose()
+
+
+_JS_CLIENT = Path(__file__).resolve().parents[2] / "clients" / "js"
+
+_JS_WRITER = """
+const Y = require('yjs');
+const doc = new Y.Doc();
+doc.clientID = 7;
+const meta = doc.getMap('meta');
+meta.set('count', 1);
+meta.set('big', 2 ** 40);
+meta.set('half', 1.5);
+meta.set('neg', -3);
+meta.set('huge', 1e16);
+meta.set('nested', { n: 2, list: [3, 0.25] });
+doc.getArray('list').push([1, 2.5, -0]);
+process.stdout.write(Buffer.from(Y.encodeStateAsUpdate(doc)).toString('base64'));
+"""
+
+
+def _js_update() -> str:
+    """The document as the JS Yjs client (the one clients/js tests with) writes it."""
+    node = shutil.which("node")
+    if node is None or not (_JS_CLIENT / "node_modules" / "yjs").is_dir():
+        pytest.skip("node or clients/js/node_modules/yjs is not installed")
+    done = subprocess.run(
+        [node, "-e", _JS_WRITER],
+        cwd=_JS_CLIENT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _py_update() -> str:
+    doc: Doc[Any] = Doc(client_id=7)
+    with doc.transaction():
+        meta = doc.get("meta", type=Map)
+        meta.update({"count": 1, "big": 2**40, "half": 1.5, "neg": -3, "huge": 10**16})
+        meta["nested"] = {"n": 2, "list": [3, 0.25]}
+        doc.get("list", type=Array).extend([1, 2.5, -0.0])
+    return base64.b64encode(doc.get_update()).decode()
+
+
+def _typed(text: str) -> Any:
+    """The answer with each JSON number that has a fraction or an exponent
+    marked: 1 and 1.0 compare equal in Python, not as the text a client reads."""
+    return json.loads(text, parse_float=lambda s: ("float", float(s)))
+
+
+@pytest.mark.parametrize("writer", [_js_update, _py_update], ids=["yjs", "pycrdt"])
+async def test_whole_numbers_in_maps_and_arrays_read_as_integers(
+    client: httpx.AsyncClient, writer: Callable[[], str]
+) -> None:
+    """Yjs has one number type; Yrs hands every number to Python as a float,
+    and a read wrote 1 as 1.0. Numbers read as JavaScript writes them
+    (docs/data-model.md: as canonical JSON writes them): 1 is 1, -0 is 0."""
+    update = writer()
+    h = await issue(client)
+    r = await op(client, h, "yd:nums", {"op": "update", "update": update})
+    assert r.status_code == 200, r.text
+    for at in ("", "&at=1"):
+        r = await client.get(f"{BASE}/yd:nums?root=meta&as=map{at}", headers=h)
+        assert r.status_code == 200, r.text
+        assert _typed(r.text)["value"] == {
+            "count": 1,
+            "big": 2**40,
+            "half": ("float", 1.5),
+            "neg": -3,
+            "huge": 10**16,
+            "nested": {"n": 2, "list": [3, ("float", 0.25)]},
+        }, r.text
+        r = await client.get(f"{BASE}/yd:nums?root=list&as=array{at}", headers=h)
+        assert r.status_code == 200, r.text
+        assert _typed(r.text)["value"] == [1, ("float", 2.5), 0], r.text
