@@ -392,6 +392,12 @@ class Replica:
         except Exception as exc:
             error = self._error = exc
             log.warning("replica %s stopped: %r", self.id, exc)
+            # Stopped by a delta it could not apply, the stream is still
+            # connected (and would reconnect): nothing reads it any more.
+            if self._stream is stream:
+                self._stream = None
+                with contextlib.suppress(Exception):
+                    await stream.aclose()
         finally:
             self._started.set()
             for feed in self._feeds:
