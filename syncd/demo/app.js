@@ -20,6 +20,10 @@ const HEARTBEAT_MS = 10000; // ... at this rhythm
 const CURSOR_THROTTLE_MS = 120; // cursor moves shared at most this often
 const PRESENCE_REFRESH_MS = 2000; // re-check expiry of entries whose owner vanished
 const TOKEN_MARGIN_MS = 60000; // fetch a new demo token this long before the old one ends
+// The token endpoint gives an address 20 tokens a minute: visitors behind one
+// NAT can run out. Its 429 says when to ask again (Retry-After, in seconds).
+const TOKEN_RETRY_DEFAULT_S = 5; // without a usable Retry-After
+const TOKEN_RETRY_MAX_S = 120; // a longer one is waited in steps of this
 
 const ANIMALS = ['Otter', 'Heron', 'Lynx', 'Badger', 'Falcon', 'Marten', 'Ibex', 'Puffin', 'Gecko', 'Bison', 'Wombat', 'Orca'];
 
@@ -32,15 +36,52 @@ let tokenInfo = null;
 // writer's, and every demo token has a new one (the socket reconnects with a
 // renewed token every quarter of an hour), so this page's entry is under any.
 const mine = new Set();
+// One fetch at a time: the socket and the rich-text editor may both ask.
+let fetching = null;
 // `fresh`: a new token even if the one held has time left (the server ended it: revoked).
 async function token({ fresh = false } = {}) {
   if (fresh || !tokenInfo || tokenInfo.expires_at - Date.now() < TOKEN_MARGIN_MS) {
+    fetching ??= fetchToken().finally(() => {
+      fetching = null;
+    });
+    await fetching;
+  }
+  return tokenInfo.token;
+}
+
+// A 429 is waited out, with a visible message, then asked again: the page
+// threw on it and never loaded.
+async function fetchToken() {
+  for (;;) {
     const response = await fetch('token', { cache: 'no-store' });
+    if (response.status === 429) {
+      await waitToRetry(retryAfterSeconds(response));
+      continue;
+    }
     if (!response.ok) throw new Error(`demo token: HTTP ${response.status}`);
     tokenInfo = await response.json();
     mine.add(tokenInfo.client_id);
+    $('wait').hidden = true;
+    return;
   }
-  return tokenInfo.token;
+}
+
+function retryAfterSeconds(response) {
+  const value = Number.parseInt(response.headers.get('Retry-After') ?? '', 10);
+  if (!Number.isFinite(value) || value < 1) return TOKEN_RETRY_DEFAULT_S;
+  return Math.min(value, TOKEN_RETRY_MAX_S);
+}
+
+async function waitToRetry(seconds) {
+  const wait = $('wait');
+  wait.hidden = false;
+  for (let left = seconds; left > 0; left -= 1) {
+    wait.textContent =
+      `Too many demo visitors from your network right now (${left} s until the next try); ` +
+      'the page goes on by itself.';
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  wait.textContent = 'Trying again…';
 }
 
 const first = await token();

@@ -52,13 +52,15 @@ async function run(c) {
       p.on('pageerror', (e) => logs.push(`${c.page}: pageerror ${e.message}`));
       pages.set(c.page, p);
       await p.goto(c.url);
+      // wait: false: the page may not connect at once (a test of its waiting).
+      if (c.wait === false) return null;
       await p.waitForFunction(() => window.syncdDemo?.state().status === 'open', null, { timeout: DEFAULT_TIMEOUT_MS });
       return null;
     }
     case 'eval':
       return page(c.page).evaluate(c.js);
     case 'wait':
-      await page(c.page).waitForFunction(c.js, null, { timeout: c.timeout ?? DEFAULT_TIMEOUT_MS, polling: 50 });
+      await page(c.page).waitForFunction(c.js, null, { timeout: c.timeout_ms ?? c.timeout ?? DEFAULT_TIMEOUT_MS, polling: 50 });
       return null;
     case 'click':
       await page(c.page).click(c.selector);
