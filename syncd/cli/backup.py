@@ -453,11 +453,11 @@ class _ConnectTimeout(TimeoutError):
     """The connection to the server took longer than :data:`CONNECT_TIMEOUT_S`."""
 
 
-def _connect(
-    address: tuple[str, int], timeout: float | None = None, source: Any = None
-) -> socket.socket:
+def _connect(address: tuple[str, int], timeout: Any = None, source: Any = None) -> socket.socket:
     """``socket.create_connection`` with at most :data:`CONNECT_TIMEOUT_S` for
     the connect; the socket then waits ``timeout`` (the read timeout) on each read."""
+    if not isinstance(timeout, (int, float)):  # http.client's "the default" sentinel
+        timeout = socket.getdefaulttimeout()
     limit = CONNECT_TIMEOUT_S if timeout is None else min(timeout, CONNECT_TIMEOUT_S)
     try:
         sock = socket.create_connection(address, limit, source)
