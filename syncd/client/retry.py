@@ -110,8 +110,15 @@ def with_retries_sync(
     base_s: float = RETRY_BASE_S,
     max_s: float = RETRY_MAX_S,
     sleep: Callable[[float], Any] = time.sleep,
+    deadline: float | None = None,
 ) -> T:
-    """The blocking twin of :func:`with_retries`."""
+    """The blocking twin of :func:`with_retries`.
+
+    ``deadline`` (a :func:`time.monotonic` time) bounds the waits between
+    tries, as ``asyncio.timeout`` bounds the async one's: a wait that would
+    end past it waits until it and raises TimeoutError (a blocking call
+    cannot be cancelled from outside; the calls themselves are bounded by
+    :meth:`syncd.client.sync.Client.deadline`)."""
     if attempts < 1:
         raise ValueError("attempts must be >= 1")
     key = op_id or new_op_id()
@@ -122,5 +129,9 @@ def with_retries_sync(
         except (TransportError, ServiceError) as exc:
             if attempt == attempts or not retryable(exc):
                 raise
-            sleep(_delay(exc, backoff))
+            delay = _delay(exc, backoff)
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                sleep(max(0.0, deadline - time.monotonic()))
+                raise TimeoutError("the deadline passed while waiting to try again") from exc
+            sleep(delay)
     raise AssertionError("unreachable")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import queue
 import threading
 import time
@@ -38,6 +39,26 @@ waits (the WebSocket then applies backpressure to the service)."""
 
 STREAM_JOIN_S: Final = 10.0
 """How long ``close`` waits for the background thread to finish."""
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """The end of a :meth:`Client.deadline` block, a :func:`time.monotonic` time."""
+
+    at: float
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def expired(self) -> bool:
+        return self.remaining() <= 0
+
+
+_deadline: contextvars.ContextVar[Deadline | None] = contextvars.ContextVar(
+    "syncd_client_deadline", default=None
+)
+"""The innermost :meth:`Client.deadline` in force (per thread: each thread
+has its own context)."""
 
 
 class Client(OpHelpers[Answer]):
@@ -87,13 +108,42 @@ class Client(OpHelpers[Answer]):
     ) -> None:
         self.close()
 
+    @contextlib.contextmanager
+    def deadline(self, seconds: float) -> Iterator[Deadline]:
+        """Every request and every wait between retries made in this block,
+        in this thread, ends within ``seconds`` from now (or by an outer
+        block's deadline, when earlier); past it they raise TimeoutError.
+
+        Each request's timeout is cut to the time left, so a stalled service
+        holds the block ``seconds`` at most (an answer trickling in a few
+        bytes at a time can take one more such timeout); the blocking
+        twin of wrapping async calls in ``asyncio.timeout``."""
+        ends = Deadline(time.monotonic() + seconds)
+        outer = _deadline.get()
+        if outer is not None and outer.at < ends.at:
+            ends = outer
+        token = _deadline.set(ends)
+        try:
+            yield ends
+        finally:
+            _deadline.reset(token)
+
     def _send(
         self, method: str, url: str, *, params: dict[str, str] | None = None, json: Any = None
     ) -> httpx.Response:
         self.core.check_token()
+        ends = _deadline.get()
+        timeout: Any = httpx.USE_CLIENT_DEFAULT
+        if ends is not None:
+            left = ends.remaining()
+            if left <= 0:
+                raise TimeoutError(f"{method} {url}: the deadline passed before it was sent")
+            timeout = min(self.timeout, left)
         try:
-            return self._http.request(method, url, params=params, json=json)
+            return self._http.request(method, url, params=params, json=json, timeout=timeout)
         except httpx.TransportError as exc:
+            if ends is not None and ends.expired():
+                raise TimeoutError(f"{method} {url}: the deadline passed: {exc!r}") from exc
             raise TransportError(f"{method} {url}: {exc!r}") from exc
 
     def fetch(self, crdt_id: str, *, crdt_format: bool = False) -> Answer:
@@ -149,6 +199,7 @@ class Client(OpHelpers[Answer]):
             lambda _key: self.apply(crdt_id, sent, return_state=return_state, origin=origin),
             op_id=key,
             attempts=attempts,
+            deadline=current_deadline(),
         )
 
     def history(
@@ -231,6 +282,13 @@ class Client(OpHelpers[Answer]):
             timeout=self.timeout,
             clock_ms=self._clock_ms,
         )
+
+
+def current_deadline() -> float | None:
+    """The :func:`time.monotonic` end of the :meth:`Client.deadline` block in
+    force in this thread, if any (for :func:`with_retries_sync`)."""
+    ends = _deadline.get()
+    return None if ends is None else ends.at
 
 
 @dataclass(frozen=True, slots=True)

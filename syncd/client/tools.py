@@ -58,6 +58,7 @@ from syncd.client.errors import (
     TransportError,
 )
 from syncd.client.retry import RETRY_ATTEMPTS, new_op_id, with_retries, with_retries_sync
+from syncd.client.sync import current_deadline
 from syncd.client.ydoc_read import (
     DEFAULT_KIND,
     MAX_ROOT_NAME,
@@ -784,7 +785,16 @@ class _ToolSet:
         crdts: Iterable[tuple[str, str]],
         origin: str | None = None,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
+        if (
+            type(call_timeout_s) not in (int, float)
+            or not math.isfinite(call_timeout_s)
+            or call_timeout_s <= 0
+        ):
+            raise ValueError(f"call_timeout_s {call_timeout_s!r}: a number of seconds above 0")
+        self.call_timeout_s = float(call_timeout_s)
+        """The longest one call takes before a ``timeout`` result."""
         if origin is not None and (
             not isinstance(origin, str)
             or not 1 <= len(origin) <= ORIGIN_MAX_LEN
@@ -804,6 +814,25 @@ class _ToolSet:
 
     def openai(self) -> list[dict[str, Any]]:
         return openai_tools(self.tools)
+
+    def _timed_out(self, name: str) -> Result:
+        tool = self._by_name.get(name)
+        if tool is not None and tool.action in WRITING_ACTIONS:
+            # Stopped between sending an op and its answer, the op may be in:
+            # a new call makes a new op_id, and an increment would count twice.
+            effect = (
+                "the change may have been applied or not: read the value (or the history "
+                "tool) before calling again"
+            )
+        else:
+            effect = "nothing was changed"
+        result = _error(
+            "timeout",
+            f"the call took longer than {self.call_timeout_s:g} s (the service is slow or "
+            f"busy) and was stopped; {effect}. Try again in {TIMEOUT_RETRY_S:g} s.",
+        )
+        result["retry_after_s"] = TIMEOUT_RETRY_S
+        return result
 
     def anthropic(self) -> list[dict[str, Any]]:
         return anthropic_tools(self.tools)
@@ -912,17 +941,9 @@ class AgentTools(_ToolSet):
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
-        if (
-            type(call_timeout_s) not in (int, float)
-            or not math.isfinite(call_timeout_s)
-            or call_timeout_s <= 0
-        ):
-            raise ValueError(f"call_timeout_s {call_timeout_s!r}: a number of seconds above 0")
-        super().__init__(crdts, origin, max_result_chars)
+        super().__init__(crdts, origin, max_result_chars, call_timeout_s)
         self.client = client
         self.attempts = attempts
-        self.call_timeout_s = float(call_timeout_s)
-        """The longest one call takes before a ``timeout`` result."""
 
     async def execute(self, name: str, arguments: Any = None) -> Result:
         """Run one tool call; a JSON-serializable result, never an exception for
@@ -937,25 +958,6 @@ class AgentTools(_ToolSet):
             if not limit.expired():
                 raise
             return self._timed_out(name)
-
-    def _timed_out(self, name: str) -> Result:
-        tool = self._by_name.get(name)
-        if tool is not None and tool.action in WRITING_ACTIONS:
-            # Stopped between sending an op and its answer, the op may be in:
-            # a new call makes a new op_id, and an increment would count twice.
-            effect = (
-                "the change may have been applied or not: read the value (or the history "
-                "tool) before calling again"
-            )
-        else:
-            effect = "nothing was changed"
-        result = _error(
-            "timeout",
-            f"the call took longer than {self.call_timeout_s:g} s (the service is slow or "
-            f"busy) and was stopped; {effect}. Try again in {TIMEOUT_RETRY_S:g} s.",
-        )
-        result["retry_after_s"] = TIMEOUT_RETRY_S
-        return result
 
     async def _execute(self, name: str, arguments: Any) -> Result:
         try:
@@ -1026,12 +1028,25 @@ class SyncAgentTools(_ToolSet):
         attempts: int = RETRY_ATTEMPTS,
         origin: str | None = None,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
-        super().__init__(crdts, origin, max_result_chars)
+        super().__init__(crdts, origin, max_result_chars, call_timeout_s)
         self.client = client
         self.attempts = attempts
 
     def execute(self, name: str, arguments: Any = None) -> Result:
+        """:meth:`AgentTools.execute`, blocking: a call still running after
+        :attr:`call_timeout_s` (each request's timeout is cut to the time
+        left, and no retry waits past it) is answered with a ``timeout`` error."""
+        with self.client.deadline(self.call_timeout_s) as limit:
+            try:
+                return self._execute(name, arguments)
+            except TimeoutError:
+                if not limit.expired():
+                    raise
+                return self._timed_out(name)
+
+    def _execute(self, name: str, arguments: Any) -> Result:
         try:
             tool = self.resolve(name)
             client = self.client
@@ -1066,6 +1081,7 @@ class SyncAgentTools(_ToolSet):
                     ),
                     op_id=new_op_id(),
                     attempts=self.attempts,
+                    deadline=current_deadline(),
                 )
                 view = client.fetch(tool.crdt_id)
                 return revert_result(answer, self.value_result(tool, view))
@@ -1075,6 +1091,7 @@ class SyncAgentTools(_ToolSet):
                     lambda key: client.restore(tool.crdt_id, seq, op_id=key),
                     op_id=new_op_id(),
                     attempts=self.attempts,
+                    deadline=current_deadline(),
                 )
                 return self.value_result(tool, client.fetch(tool.crdt_id))
             op = plan_op(tool, arguments)
