@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from syncd.crdt.engine import MAX_BATCH_OPS, MAX_LIST_LIMIT, export_entry
-from syncd.errors import ApiError, StoreUnavailable, bad_request, unavailable
+from syncd.errors import ApiError, StoreUnavailable, bad_request, forbidden, unavailable
 from syncd.quotas import measure_unmeasured
 
 if TYPE_CHECKING:
@@ -49,6 +49,10 @@ log = logging.getLogger("syncd.service")
 RECOVERY_POLL_S: Final = 0.2
 
 T = TypeVar("T")
+
+Withdrawal = Callable[["Entry | None"], bool]
+"""Whether what a withdrawal takes back is still the principal's, asked of the
+CRDT's entry where the op is ordered (see :meth:`CrdtService.apply_ops`)."""
 
 
 def _always() -> bool:
@@ -124,15 +128,19 @@ class CrdtService:
         *,
         marks: dict[str, Any] | None = None,
         most: int = MAX_BATCH_OPS,
-        withdrawal: bool = False,
+        withdrawal: Withdrawal | None = None,
     ) -> ApplyResult:
         """Apply ``body`` as ``principal``, every op or none, in one store
         commit (one transaction on PostgreSQL); ``marks`` are fields the
         server adds to each record (a revert's ``reverts``, syncd/revert.py);
         ``most`` bounds the ops of ``body`` (``Engine.plan``). ``withdrawal``:
-        the server takes back what the principal wrote itself (a closed
-        WebSocket's presence ``leave``), which its write rules do not decide:
-        one that expired since must not keep the entry until its TTL."""
+        the principal takes back what it wrote itself (a WebSocket's presence
+        ``leave``), which its write rules do not decide (one that expired
+        since must not keep the entry until its TTL); applied only while
+        ``withdrawal(entry)`` holds of the CRDT's entry where the op is
+        ordered (on a shared store under the CRDT's lock, once caught up with
+        other nodes: a newer write of theirs is seen), else 403 with nothing
+        written."""
         store = self.store
         if store.shared and self.quotas.namespaces_on:
             await store.usage(ns)  # fresh enough figures for the check in apply()
@@ -146,7 +154,7 @@ class CrdtService:
             self.auth.check_may_write(principal, crdt_id)
             raise
         plan.marks = marks
-        if not withdrawal:
+        if withdrawal is None:
             self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
@@ -155,11 +163,15 @@ class CrdtService:
         if self.stages:
             # Applied in this step (what was loaded is still here) and queued
             # with it: memory and log move together.
+            if withdrawal is not None:
+                self._check_withdrawal(plan, withdrawal)
             result = self._timed_apply(plan, client_id)
             await self._once_durable(self._append_soon(result.records), result.records, source)
             return result
 
         def apply() -> ApplyResult:
+            if withdrawal is not None:
+                self._check_withdrawal(plan, withdrawal)
             return self._timed_apply(plan, client_id)
 
         # The store calls apply() when it orders this request: a local store
@@ -269,6 +281,14 @@ class CrdtService:
         if not self.writable:
             raise unavailable()
         return self._timed_apply(plan, principal.client_id, measure)
+
+    def _check_withdrawal(self, plan: Plan, withdrawal: Withdrawal) -> None:
+        """403 unless what ``plan`` takes back is still the principal's."""
+        if not withdrawal(self.engine.get(plan.ns, plan.id)):
+            raise forbidden(
+                "the entry is no longer this connection's to take back"
+                " (written since by another connection, or its CRDT deleted)"
+            )
 
     async def persist(self, records: list[dict[str, Any]], source: str) -> None:
         """Make staged ``records`` durable, then (after the caller's answer) fan out,

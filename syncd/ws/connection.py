@@ -47,7 +47,10 @@ the same principal, through the service: durable and broadcast; each only
 while the CRDT is in the life the connection wrote it in (a deleted presence
 is not brought back by a leave), and only while the entry is the one it wrote
 (the stamp its last write carried is still the entry's: another connection of
-the same client shares the entry, and may have written it since).
+the same client shares the entry, and may have written it since). Both are
+asked where the leave is ordered (``CrdtService.apply_ops``'s withdrawal: on
+PostgreSQL under the CRDT's lock, once caught up with the other nodes), not
+only of this node's memory before.
 """
 
 from __future__ import annotations
@@ -72,11 +75,11 @@ if TYPE_CHECKING:
     from syncd.auth.authenticator import Authenticator, Principal
     from syncd.config import Settings
     from syncd.crdt.base import Crdt
-    from syncd.crdt.engine import ApplyResult, Engine
+    from syncd.crdt.engine import ApplyResult, Engine, Entry
     from syncd.http.protocol import ServerContext
     from syncd.hub import Hub
     from syncd.metrics import Metrics
-    from syncd.service import CrdtService
+    from syncd.service import CrdtService, Withdrawal
     from syncd.store.base import Store
 
 log = logging.getLogger("syncd.ws")
@@ -134,6 +137,21 @@ def _written_since(crdt: Crdt, client_id: int, stamp: int | None) -> bool:
         return False
     held = crdt.stamp_of(client_id)
     return held is not None and held > stamp
+
+
+def _still_ours(client_id: int, epoch: str | None, stamp: int | None) -> Withdrawal:
+    """Whether an entry is still the one this connection wrote: the CRDT in
+    the life it wrote it in (a deleted presence is not brought back by a
+    leave), and no other connection of the same client wrote it since."""
+
+    def ours(entry: Entry | None) -> bool:
+        return (
+            entry is not None
+            and entry.epoch == epoch
+            and not _written_since(entry.crdt, client_id, stamp)
+        )
+
+    return ours
 
 
 class WsConnection(BaseConnection):
@@ -467,26 +485,24 @@ class WsConnection(BaseConnection):
         if inflight:
             await asyncio.wait(inflight)
         service = self._app.service
+        client_id = self.principal.client_id
         for crdt_id, epoch, stamp, op in self.session.disconnect_ops_stamped():
             try:
-                entry = await service.ensure(self.ns, crdt_id)
-                if entry is None or entry.epoch != epoch:
+                ours = _still_ours(client_id, epoch, stamp)
+                if not ours(await service.ensure(self.ns, crdt_id)):
                     # Deleted since we wrote it (and maybe made anew by
-                    # others): nothing of ours is left in it, and the op
-                    # would start a new life for nothing.
-                    continue
-                if _written_since(entry.crdt, self.principal.client_id, stamp):
-                    # Another connection of the same client (a second tab, or
-                    # our own reconnect) wrote the shared entry after us: it
-                    # is theirs now, and theirs to leave. No await between
-                    # this check and the apply on a local store; on
-                    # PostgreSQL it sees what this node holds (another node's
-                    # newer write may not have reached it yet).
+                    # others: the op would start a new life for nothing), or
+                    # another connection of the same client (a second tab,
+                    # or our own reconnect) wrote the shared entry after us:
+                    # it is theirs now, and theirs to leave. Skipped quietly
+                    # as this node sees it; asked again where the leave is
+                    # ordered (on PostgreSQL, once caught up with the other
+                    # nodes, whose newer write may not have reached us yet).
                     continue
                 # A withdrawal of our own entry, not a write of new data: the
                 # rule that granted the writes may have expired since.
                 await service.apply_ops(
-                    self.ns, crdt_id, dict(op), self.principal, "ws", withdrawal=True
+                    self.ns, crdt_id, dict(op), self.principal, "ws", withdrawal=ours
                 )
             except ApiError as exc:
                 log.info("disconnect op on %s/%s refused: %s", self.ns, crdt_id, exc.message)

@@ -88,23 +88,35 @@ async def test_the_tab_that_wrote_last_takes_the_entry_with_it(server: RunningSe
 async def test_on_postgres_a_newer_write_on_another_node_keeps_the_entry(
     make_server: Any, pg_url: str
 ) -> None:
-    """Across nodes the check is what the closing connection's node holds:
-    here B's write on node b has reached node a before A closes (a write
-    still on its way would not be seen, and A's leave would go)."""
+    """Across nodes the check is made where the leave is ordered: under the
+    CRDT's lock, once node a has caught up with the rows. Here B's write on
+    node b has not reached node a when A closes (node a holds the CRDT's
+    lock meanwhile, as a notification still on its way would leave it
+    behind); A's leave is refused once node a reads it, and B's entry stays.
+    Before, the check read node a's memory first and A's leave removed it."""
     node_a: RunningServer = await make_server(database_url=pg_url, node_id="pr-a")
     node_b: RunningServer = await make_server(database_url=pg_url, node_id="pr-b")
     token = mint(client_id=CID)
     mine = {str(CID): {"tab": "b"}}
+    key = ("demo", "pr:nodes")
+    locks = node_a.app.store.locks  # type: ignore[attr-defined]
     async with (
         httpx.AsyncClient(base_url=node_b.url, headers=HEADERS) as http,
         open_ws(node_b, token) as b,
     ):
         async with open_ws(node_a, token) as a:
             await op(a, "pr:nodes", {"op": "update", "data": {"tab": "a"}})
-            await op(b, "pr:nodes", {"op": "update", "data": {"tab": "b"}})
-            await eventually(
-                lambda: (node_a.app.engine.read("demo", "pr:nodes") or {}).get("value") == mine
-            )
+            await locks.acquire(key)
+            try:
+                await op(b, "pr:nodes", {"op": "update", "data": {"tab": "b"}})
+                await asyncio.sleep(0.2)  # node a heard of it: queued behind the lock
+                held = node_a.app.engine.read(*key)
+                assert held is not None and held["value"] == {str(CID): {"tab": "a"}}
+            except BaseException:
+                locks.release(key)
+                raise
+        await asyncio.sleep(0.3)  # A's leave waits for the lock
+        locks.release(key)
         await _settled()
         assert await _value(http, "pr:nodes") == mine
-        assert node_a.app.engine.read("demo", "pr:nodes")["value"] == mine  # type: ignore[index]
+        await eventually(lambda: (node_a.app.engine.read(*key) or {}).get("value") == mine)
