@@ -258,6 +258,7 @@ class CrdtService:
         *,
         marks: dict[str, Any] | None = None,
         measure: bool = True,
+        withdrawal: Withdrawal | None = None,
     ) -> ApplyResult:
         """Plan, authorize and apply ``body`` in memory (local stores only).
 
@@ -268,7 +269,8 @@ class CrdtService:
         must have been made resident (:meth:`ensure`) and held there
         (``residency.hold``) by the caller. ``marks`` as for :meth:`apply_ops`;
         ``measure`` as for ``Engine.apply`` (False: the caller stages a run of
-        ops as one batch and has ``Engine.measure_if_due`` called after it).
+        ops as one batch and has ``Engine.measure_if_due`` called after it);
+        ``withdrawal`` as for :meth:`apply_ops` (asked of memory, now).
         """
         try:
             plan = self.engine.plan(ns, crdt_id, body)
@@ -277,9 +279,12 @@ class CrdtService:
             self.auth.check_may_write(principal, crdt_id)
             raise
         plan.marks = marks
-        self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
+        if withdrawal is None:
+            self.auth.check_write(principal, crdt_id, plan.type_name, plan.mask)
         if not self.writable:
             raise unavailable()
+        if withdrawal is not None:
+            self._check_withdrawal(plan, withdrawal)
         return self._timed_apply(plan, principal.client_id, measure)
 
     def _check_withdrawal(self, plan: Plan, withdrawal: Withdrawal) -> None:

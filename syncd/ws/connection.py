@@ -50,7 +50,9 @@ is not brought back by a leave), and only while the entry is the one it wrote
 the same client shares the entry, and may have written it since). Both are
 asked where the leave is ordered (``CrdtService.apply_ops``'s withdrawal: on
 PostgreSQL under the CRDT's lock, once caught up with the other nodes), not
-only of this node's memory before.
+only of this node's memory before. An explicit ``leave`` the write rules
+refuse (the V2 rule that granted the writes expired) is such a withdrawal
+too when this connection owes it.
 """
 
 from __future__ import annotations
@@ -432,7 +434,15 @@ class WsConnection(BaseConnection):
                     session.fail(staged, unreadable[staged.crdt_id])
                     continue
                 try:
-                    result = service.stage(ns, staged.crdt_id, staged.body, principal)
+                    try:
+                        result = service.stage(ns, staged.crdt_id, staged.body, principal)
+                    except ApiError as exc:
+                        withdrawal = self._withdrawal(exc, staged)
+                        if withdrawal is None:
+                            raise
+                        result = service.stage(
+                            ns, staged.crdt_id, staged.body, principal, withdrawal=withdrawal
+                        )
                 except ApiError as exc:
                     session.fail(staged, exc)
                 except Exception:
@@ -465,10 +475,24 @@ class WsConnection(BaseConnection):
 
     async def _apply_one(self, staged: StagedOp) -> None:
         session = self.session
+        service = self._app.service
         try:
-            result = await self._app.service.apply_ops(
-                self.ns, staged.crdt_id, staged.body, self.principal, "ws"
-            )
+            try:
+                result = await service.apply_ops(
+                    self.ns, staged.crdt_id, staged.body, self.principal, "ws"
+                )
+            except ApiError as exc:
+                withdrawal = self._withdrawal(exc, staged)
+                if withdrawal is None:
+                    raise
+                result = await service.apply_ops(
+                    self.ns,
+                    staged.crdt_id,
+                    staged.body,
+                    self.principal,
+                    "ws",
+                    withdrawal=withdrawal,
+                )
         except ApiError as exc:
             session.fail(staged, exc)
         except Exception:
@@ -480,6 +504,18 @@ class WsConnection(BaseConnection):
             session.drop(staged)
             # From here rather than as a done callback: no extra loop pass per op.
             session.answers_ready()
+
+    def _withdrawal(self, refused: ApiError, staged: StagedOp) -> Withdrawal | None:
+        """An explicit leave refused by the write rules (the V2 rule that
+        granted the writes expired) is a withdrawal all the same, as the one
+        sent at the close is, when this connection owes it: of the entry it
+        wrote, in the same life (see :func:`_still_ours`). None otherwise."""
+        if refused.status != 403:
+            return None
+        owed = self.session.owed(staged.crdt_id, staged.body)
+        if owed is None:
+            return None
+        return _still_ours(self.principal.client_id, *owed)
 
     async def _after_disconnect(self, inflight: list[asyncio.Task[None]]) -> None:
         if inflight:

@@ -317,6 +317,16 @@ class Session(BaseSession):
             return []
         return [(crdt_id, epoch, stamp, op) for crdt_id, (epoch, stamp, op) in sorted(ops.items())]
 
+    def owed(self, crdt_id: str, body: Any) -> tuple[str | None, int | None] | None:
+        """(the epoch, the stamp) of the disconnect op this connection owes
+        ``crdt_id``, when ``body`` is that op alone (presence's explicit
+        ``leave``, sent ahead of the close); None otherwise."""
+        ops = self._disconnect_ops
+        owed = ops.get(crdt_id) if ops else None
+        if owed is None or type(body) is not dict or body.get("op") != owed[2]["op"]:
+            return None
+        return owed[0], owed[1]
+
     def disconnect_ops(self) -> list[tuple[str, str | None, Mapping[str, Any]]]:
         """:meth:`disconnect_ops_stamped` without the stamps."""
         return [(crdt_id, epoch, op) for crdt_id, epoch, _, op in self.disconnect_ops_stamped()]
