@@ -3010,6 +3010,9 @@ var WRITER = {
   client_id: { type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: "Optional: only this writer's changes (its client id)." },
   origin: { type: "string", minLength: 1, maxLength: MAX_ORIGIN_LENGTH, description: "Optional: only the changes made with this origin (a task, e.g. agent:x-1)." }
 };
+var DEFAULT_CALL_TIMEOUT_MS = 3e4;
+var TIMEOUT_RETRY_S = 5;
+var WRITING_ACTIONS = /* @__PURE__ */ new Set(["increment", "set", "add", "restore", "revert"]);
 var MAX_HISTORY_LIMIT = 50;
 var CRDT_ID2 = /^[A-Za-z0-9._:~@+=-]{1,256}$/;
 var MAX_TOOL_NAME_LENGTH = 64;
@@ -3265,12 +3268,40 @@ async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
   if (view === null || view === void 0) return null;
   return boundValue(view, type, { offset, maxChars, readMore });
 }
-async function executeTool(http, crdts, name, input = {}, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS } = {}) {
-  return execute(http, toolIndex(crdts).index, name, input, { origin, maxChars: checkLimit(maxResultChars) });
+async function executeTool(http, crdts, name, input = {}, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS } = {}) {
+  const limits = { origin, maxChars: checkLimit(maxResultChars), callTimeoutMs: checkCallTimeout(callTimeoutMs) };
+  return execute(http, toolIndex(crdts).index, name, input, limits);
 }
-async function execute(http, index, name, input, { origin, maxChars }) {
+function checkCallTimeout(ms) {
+  if (typeof ms !== "number" || !Number.isFinite(ms) || ms <= 0) {
+    throw new TypeError(`callTimeoutMs ${String(ms)}: a number of milliseconds above 0`);
+  }
+  return ms;
+}
+async function withinLimit(call, ms, action) {
+  let timer;
+  const limit = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      const effect = WRITING_ACTIONS.has(action) ? "the change may have been applied or not: read the value (or the history tool) before calling again" : "nothing was changed";
+      const message = `the call took longer than ${ms / 1e3} s (the service is slow or busy) and was stopped; ${effect}. Try again in ${TIMEOUT_RETRY_S} s.`;
+      reject(new SyncdError("timeout", message, { status: 0, retryAfter: TIMEOUT_RETRY_S }));
+    }, ms);
+  });
+  const running = call();
+  try {
+    return await Promise.race([running, limit]);
+  } finally {
+    clearTimeout(timer);
+    running.catch(() => {
+    });
+  }
+}
+async function execute(http, index, name, input, { origin, maxChars, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS }) {
   const found = typeof name === "string" ? index.get(name) : void 0;
   if (!found) throw new SyncdError("unknown_tool", `no tool named ${JSON.stringify(name)}`);
+  return withinLimit(() => run(http, found, name, input, { origin, maxChars }), callTimeoutMs, found.action);
+}
+async function run(http, found, name, input, { origin, maxChars }) {
   const { action, crdtId, type } = found;
   const given = input ?? {};
   if (typeof given !== "object" || Array.isArray(given)) throw new SyncdError("invalid_op", "the tool input must be an object");
@@ -3336,13 +3367,19 @@ async function execute(http, index, name, input, { origin, maxChars }) {
       throw new SyncdError("unknown_tool", name);
   }
 }
-function createAgentTools(http, crdts, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS } = {}) {
+function createAgentTools(http, crdts, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS } = {}) {
   if (origin !== void 0 && (typeof origin !== "string" || !origin || origin.length > MAX_ORIGIN_LENGTH)) {
     throw new TypeError(`origin: a string of 1 to ${MAX_ORIGIN_LENGTH} characters`);
   }
   const maxChars = checkLimit(maxResultChars);
+  const limitMs = checkCallTimeout(callTimeoutMs);
   const { index, definitions } = toolIndex(crdts);
-  return { definitions, maxResultChars: maxChars, execute: (name, input) => execute(http, index, name, input, { origin, maxChars }) };
+  return {
+    definitions,
+    maxResultChars: maxChars,
+    callTimeoutMs: limitMs,
+    execute: (name, input) => execute(http, index, name, input, { origin, maxChars, callTimeoutMs: limitMs })
+  };
 }
 
 // src/ws.js
@@ -4368,6 +4405,7 @@ var CollabText = class extends Emitter {
 export {
   CLOSE_TOKEN_ENDED,
   CollabText,
+  DEFAULT_CALL_TIMEOUT_MS,
   DEFAULT_MAX_RESULT_CHARS,
   Emitter,
   EventStream,

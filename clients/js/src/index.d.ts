@@ -463,6 +463,8 @@ export const MAX_TOOL_NAME_LENGTH: number;
 export const DEFAULT_MAX_RESULT_CHARS: number;
 /** The smallest `maxResultChars` accepted. */
 export const MIN_MAX_RESULT_CHARS: number;
+/** The longest one tool call takes by default (30 s) before a SyncdError `timeout` with `retryAfter`. */
+export const DEFAULT_CALL_TIMEOUT_MS: number;
 export function toolName(action: ToolAction, crdtId: string): string;
 export function parseToolName(name: string): { action: ToolAction; crdtId: string } | null;
 export function buildTools(crdts: Array<[crdtId: string, type: CrdtType]>): ToolDefinition[];
@@ -472,14 +474,22 @@ export function executeTool(
   crdts: Array<[string, CrdtType]>,
   name: string,
   input?: Record<string, unknown>,
-  options?: { origin?: string; maxResultChars?: number },
+  options?: { origin?: string; maxResultChars?: number; callTimeoutMs?: number },
 ): Promise<unknown>;
-/** With `{origin}`, every op the tools make carries that origin; `maxResultChars` bounds every result. */
+/**
+ * With `{origin}`, every op the tools make carries that origin; `maxResultChars` bounds every result;
+ * a call running longer than `callTimeoutMs` throws a SyncdError `timeout` (with `retryAfter`).
+ */
 export function createAgentTools(
   http: HttpApi,
   crdts: Array<[string, CrdtType]>,
-  options?: { origin?: string; maxResultChars?: number },
-): { definitions: ToolDefinition[]; maxResultChars: number; execute(name: string, input?: Record<string, unknown>): Promise<unknown> };
+  options?: { origin?: string; maxResultChars?: number; callTimeoutMs?: number },
+): {
+  definitions: ToolDefinition[];
+  maxResultChars: number;
+  callTimeoutMs: number;
+  execute(name: string, input?: Record<string, unknown>): Promise<unknown>;
+};
 
 export class SyncdClient {
   constructor(config: ClientConfig, options?: { socket?: SocketOptions });
@@ -520,7 +530,10 @@ export class SyncdClient {
   send(id: string, op: Op | Op[]): Promise<Ack>;
   /** An SSE stream, closed by close(); throws a SyncdError `closed` after close(). */
   events(id: string, options?: ConstructorParameters<typeof EventStream>[2]): EventStream;
-  agentTools(crdts: Array<[string, CrdtType]>, options?: { origin?: string; maxResultChars?: number }): ReturnType<typeof createAgentTools>;
+  agentTools(
+    crdts: Array<[string, CrdtType]>,
+    options?: { origin?: string; maxResultChars?: number; callTimeoutMs?: number },
+  ): ReturnType<typeof createAgentTools>;
   /** Close the socket (even one not made yet) and every stream events() made, for good; HTTP calls still work. */
   close(): void;
 }

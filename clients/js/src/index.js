@@ -17,6 +17,7 @@ export { canonicalJson } from './canonical.js';
 export {
   buildTools,
   createAgentTools,
+  DEFAULT_CALL_TIMEOUT_MS,
   DEFAULT_MAX_RESULT_CHARS,
   executeTool,
   MAX_ORIGIN_LENGTH,

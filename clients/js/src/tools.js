@@ -37,6 +37,21 @@ const WRITER = {
   origin: { type: 'string', minLength: 1, maxLength: MAX_ORIGIN_LENGTH, description: 'Optional: only the changes made with this origin (a task, e.g. agent:x-1).' },
 };
 
+/**
+ * The longest one tool call takes by default before it is given up with a
+ * SyncdError `timeout` (the Python tools' DEFAULT_CALL_TIMEOUT_S): each
+ * request waits up to the client's `timeoutMs` of silence, and an answer
+ * trickling in resets it, while MCP hosts give up on a tool call after 60 s
+ * with an error that tells the model nothing.
+ */
+export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+
+/** How long a call that timed out tells the model to wait (`retryAfter`, seconds). */
+const TIMEOUT_RETRY_S = 5;
+
+/** The actions whose call may have changed a CRDT when it was given up. */
+const WRITING_ACTIONS = new Set(['increment', 'set', 'add', 'restore', 'revert']);
+
 /** Changes one history call returns at most. */
 export const MAX_HISTORY_LIMIT = 50;
 
@@ -391,13 +406,61 @@ async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
  * than `maxResultChars` characters of JSON (default 16000) comes back as a
  * page with `truncated`, `next_offset` and a `message`.
  */
-export async function executeTool(http, crdts, name, input = {}, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS } = {}) {
-  return execute(http, toolIndex(crdts).index, name, input, { origin, maxChars: checkLimit(maxResultChars) });
+export async function executeTool(
+  http,
+  crdts,
+  name,
+  input = {},
+  { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS } = {},
+) {
+  const limits = { origin, maxChars: checkLimit(maxResultChars), callTimeoutMs: checkCallTimeout(callTimeoutMs) };
+  return execute(http, toolIndex(crdts).index, name, input, limits);
 }
 
-async function execute(http, index, name, input, { origin, maxChars }) {
+function checkCallTimeout(ms) {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0) {
+    throw new TypeError(`callTimeoutMs ${String(ms)}: a number of milliseconds above 0`);
+  }
+  return ms;
+}
+
+/**
+ * `call()`, or a SyncdError `timeout` once it has run `ms`: it says whether
+ * the CRDT may have changed and when to try again (`retryAfter`). The request
+ * under way is left to end by itself (within the client's `timeoutMs` of
+ * silence); its answer is dropped.
+ */
+async function withinLimit(call, ms, action) {
+  let timer;
+  const limit = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      // Given up between sending an op and its answer, the op may be in: a
+      // new call is a new op, and an increment would count twice.
+      const effect = WRITING_ACTIONS.has(action)
+        ? 'the change may have been applied or not: read the value (or the history tool) before calling again'
+        : 'nothing was changed';
+      const message =
+        `the call took longer than ${ms / 1000} s (the service is slow or busy) and was stopped; ` +
+        `${effect}. Try again in ${TIMEOUT_RETRY_S} s.`;
+      reject(new SyncdError('timeout', message, { status: 0, retryAfter: TIMEOUT_RETRY_S }));
+    }, ms);
+  });
+  const running = call();
+  try {
+    return await Promise.race([running, limit]);
+  } finally {
+    clearTimeout(timer);
+    running.catch(() => {}); // a late failure of the call given up is nobody's
+  }
+}
+
+async function execute(http, index, name, input, { origin, maxChars, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS }) {
   const found = typeof name === 'string' ? index.get(name) : undefined;
   if (!found) throw new SyncdError('unknown_tool', `no tool named ${JSON.stringify(name)}`);
+  return withinLimit(() => run(http, found, name, input, { origin, maxChars }), callTimeoutMs, found.action);
+}
+
+async function run(http, found, name, input, { origin, maxChars }) {
   const { action, crdtId, type } = found;
   const given = input ?? {};
   if (typeof given !== 'object' || Array.isArray(given)) throw new SyncdError('invalid_op', 'the tool input must be an object');
@@ -469,13 +532,25 @@ async function execute(http, index, name, input, { origin, maxChars }) {
 /**
  * Definitions and an executor bound to one client and one list of pairs.
  * `{origin: 'agent:task-1'}`: every op the tools make carries that origin;
- * `{maxResultChars}`: the longest result (default 16000 characters of JSON).
+ * `{maxResultChars}`: the longest result (default 16000 characters of JSON);
+ * `{callTimeoutMs}`: the longest one call takes (default 30 s) before it
+ * throws a SyncdError `timeout` with `retryAfter`.
  */
-export function createAgentTools(http, crdts, { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS } = {}) {
+export function createAgentTools(
+  http,
+  crdts,
+  { origin, maxResultChars = DEFAULT_MAX_RESULT_CHARS, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS } = {},
+) {
   if (origin !== undefined && (typeof origin !== 'string' || !origin || origin.length > MAX_ORIGIN_LENGTH)) {
     throw new TypeError(`origin: a string of 1 to ${MAX_ORIGIN_LENGTH} characters`);
   }
   const maxChars = checkLimit(maxResultChars);
+  const limitMs = checkCallTimeout(callTimeoutMs);
   const { index, definitions } = toolIndex(crdts);
-  return { definitions, maxResultChars: maxChars, execute: (name, input) => execute(http, index, name, input, { origin, maxChars }) };
+  return {
+    definitions,
+    maxResultChars: maxChars,
+    callTimeoutMs: limitMs,
+    execute: (name, input) => execute(http, index, name, input, { origin, maxChars, callTimeoutMs: limitMs }),
+  };
 }
