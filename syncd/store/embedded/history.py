@@ -66,6 +66,11 @@ INLINE_READ_FRAMES: Final = 32
 cache a frame is a few microseconds, while the hop to the I/O thread and
 back costs tens (perf.studies.zipf: the misses of a cache a fifth of the CRDTs
 large). More frames, or a compaction running, go to the I/O thread."""
+COPY_CHUNK_BYTES: Final = 1024 * 1024
+"""Compaction appends the frames it copies at most about this much at a time:
+a batch's frames wait for the append in progress (``HistoryFiles.append``),
+so this bounds how long a commit waits behind a copy (a millisecond or so)."""
+
 
 Written = tuple[bytes, Record, int]
 """A frame, the record it holds (for a checkpoint, ``{"kind": "checkpoint",
@@ -600,8 +605,7 @@ class FileStoreHistory:
         if self.broken:
             return None
         try:
-            start = self.files.plan(len(data), nframes)
-            self.files.write(start, data)
+            start = self.files.append(data, nframes)
         except OSError as exc:
             self.fail(exc)
             return None
@@ -872,17 +876,23 @@ class FileStoreHistory:
 
     def _copy(self, live: list[int]) -> dict[int, int]:
         frames = list(self.files.read_frames(sorted(live)))
-        if not frames:
-            return {}
-        data = b"".join(f for _, f in frames)
-        start = self.files.plan(len(data), len(frames))
-        self.files.write(start, data)
-        self.files.sync()
         moved: dict[int, int] = {}
-        pos = start
-        for old, f in frames:
-            moved[old] = pos
-            pos += len(f)
+        # Appended a chunk at a time: the log's thread waits for the append
+        # in progress before it appends a batch's frames (HistoryFiles.append).
+        i = 0
+        while i < len(frames):
+            j, size = i, 0
+            while j < len(frames) and (j == i or size + len(frames[j][1]) <= COPY_CHUNK_BYTES):
+                size += len(frames[j][1])
+                j += 1
+            chunk = frames[i:j]
+            pos = self.files.append(b"".join(f for _, f in chunk), len(chunk))
+            for old, f in chunk:
+                moved[old] = pos
+                pos += len(f)
+            i = j
+        if moved:
+            self.files.sync()
         return moved
 
     # -- reading -------------------------------------------------------------------

@@ -239,6 +239,8 @@ class HistoryFiles:
         self._mutex = threading.Lock()
         """Appends (the log's I/O thread) and compaction's copies (another) share
         the active segment, the file descriptors and the dirty set."""
+        self._appending = threading.Lock()
+        """Held by :meth:`append` from its plan until its bytes are written."""
 
     # -- opening -------------------------------------------------------------
 
@@ -418,6 +420,21 @@ class HistoryFiles:
             start = position(self._active, self._planned)
             self._planned += nbytes
             self._frames[self._active] += frames
+            return start
+
+    def append(self, data: bytes, frames: int) -> int:
+        """Plan and write ``data`` (``frames`` whole frames) at the head; where it
+        went. One append at a time, from its plan until its bytes are written:
+        the log's thread appends each batch's frames and compaction's thread
+        copies live frames, and a write planned after one still being written
+        could land first; a process killed in the unfinished one then left torn
+        bytes with good frames after them (or at the end of a segment before
+        the last), which every start and ``syncd verify`` took for damage. So
+        whatever a kill cuts short is the history's last bytes, a torn tail
+        that a start cuts."""
+        with self._appending:
+            start = self.plan(len(data), frames)
+            self.write(start, data)
             return start
 
     def write(self, pos: int, data: bytes) -> None:
