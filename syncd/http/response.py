@@ -75,6 +75,13 @@ def json_response(obj: Any, status: int = 200, headers: Headers = ()) -> Respons
     return Response(status, dumps(obj), JSON_TYPE, headers)
 
 
+BEARER_CHALLENGE: Final = b"Bearer"
+"""``WWW-Authenticate`` of a 401 that got no credentials (RFC 6750 3)."""
+INVALID_TOKEN_CHALLENGE: Final = b'Bearer error="invalid_token"'
+"""``WWW-Authenticate`` of a 401 whose credentials were refused: unparseable,
+a bad signature, expired or revoked (RFC 6750 3.1)."""
+
+
 def error_response(
     status: int,
     code: str,
@@ -82,6 +89,11 @@ def error_response(
     headers: Headers = (),
     extra: dict[str, Any] | None = None,
 ) -> Response:
+    if status == 401:
+        # RFC 9110 15.5.2: a 401 names the scheme it wants, for generic
+        # clients and proxies (a browser shows no dialog for Bearer).
+        challenge = BEARER_CHALLENGE if code == "missing_token" else INVALID_TOKEN_CHALLENGE
+        headers = ((b"www-authenticate", challenge), *headers)
     body: dict[str, Any] = {"error": code, "message": message}
     if extra:
         body.update(extra)
