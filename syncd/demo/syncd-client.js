@@ -2993,6 +2993,155 @@ function boundHistory(answer, { maxChars, readMore }) {
   return build(count);
 }
 
+// src/yroots.js
+var TEXT = new TextDecoder("utf-8", { fatal: true });
+var UpdateError = class extends Error {
+};
+var Reader = class {
+  constructor(bytes) {
+    this.bytes = bytes;
+    this.pos = 0;
+  }
+  byte() {
+    if (this.pos >= this.bytes.length) throw new UpdateError("the update ends early");
+    return this.bytes[this.pos++];
+  }
+  uint() {
+    let value = 0;
+    let scale = 1;
+    for (; ; ) {
+      const b = this.byte();
+      value += (b & 127) * scale;
+      if (b < 128) return value;
+      scale *= 128;
+      if (scale > 2 ** 56) throw new UpdateError("a number too large");
+    }
+  }
+  skipInt() {
+    while (this.byte() & 128) ;
+  }
+  skip(count) {
+    if (count > this.bytes.length - this.pos) throw new UpdateError("the update ends early");
+    this.pos += count;
+  }
+  string() {
+    const length = this.uint();
+    const start = this.pos;
+    this.skip(length);
+    return TEXT.decode(this.bytes.subarray(start, this.pos));
+  }
+  skipString() {
+    this.skip(this.uint());
+  }
+  /** Step over one lib0 "any" value (ContentAny, a subdocument's options). */
+  skipAny(depth = 0) {
+    if (depth > 1e3) throw new UpdateError("a value nested too deep");
+    const tag = this.byte();
+    switch (tag) {
+      case 127:
+      // undefined
+      case 126:
+      // null
+      case 121:
+      // false
+      case 120:
+        return;
+      case 125:
+        return this.skipInt();
+      case 124:
+        return this.skip(4);
+      case 123:
+      case 122:
+        return this.skip(8);
+      case 119:
+      case 116:
+        return this.skipString();
+      // a string, or bytes: both length-prefixed
+      case 118: {
+        for (let n = this.uint(); n > 0; n--) {
+          this.skipString();
+          this.skipAny(depth + 1);
+        }
+        return;
+      }
+      case 117: {
+        for (let n = this.uint(); n > 0; n--) this.skipAny(depth + 1);
+        return;
+      }
+      default:
+        throw new UpdateError(`an unknown value tag ${tag}`);
+    }
+  }
+};
+function skipContent(reader, kind) {
+  switch (kind) {
+    case 1:
+      return void reader.uint();
+    case 2:
+      for (let n = reader.uint(); n > 0; n--) reader.skipString();
+      return;
+    case 3:
+    // binary
+    case 4:
+    // string
+    case 5:
+      return reader.skipString();
+    case 6:
+      reader.skipString();
+      return reader.skipString();
+    case 7: {
+      const ref = reader.uint();
+      if (ref === 3 || ref === 5) reader.skipString();
+      return;
+    }
+    case 8:
+      for (let n = reader.uint(); n > 0; n--) reader.skipAny();
+      return;
+    case 9:
+      reader.skipString();
+      return reader.skipAny();
+    default:
+      throw new UpdateError(`an unknown content kind ${kind}`);
+  }
+}
+function byCodePoint(a, b) {
+  const x = Array.from(a, (c) => c.codePointAt(0));
+  const y = Array.from(b, (c) => c.codePointAt(0));
+  for (let i = 0; i < Math.min(x.length, y.length); i++) if (x[i] !== y[i]) return x[i] - y[i];
+  return x.length - y.length;
+}
+function yjsRootNames(bytes) {
+  const reader = new Reader(bytes);
+  const names = /* @__PURE__ */ new Set();
+  try {
+    for (let clients = reader.uint(); clients > 0; clients--) {
+      let structs = reader.uint();
+      reader.uint();
+      reader.uint();
+      for (; structs > 0; structs--) {
+        const info = reader.byte();
+        const kind = info & 31;
+        if (kind === 0 || kind === 10) {
+          reader.uint();
+          continue;
+        }
+        if (info & 128) reader.uint(), reader.uint();
+        if (info & 64) reader.uint(), reader.uint();
+        if ((info & 192) === 0) {
+          if (reader.uint() === 1) names.add(reader.string());
+          else reader.uint(), reader.uint();
+          if (info & 32) reader.skipString();
+        }
+        skipContent(reader, kind);
+      }
+    }
+  } catch (err) {
+    if (err instanceof UpdateError || err instanceof TypeError) return null;
+    throw err;
+  }
+  return [...names].sort(byCodePoint);
+}
+
 // src/tools.js
 var TOOL_PREFIX = "service_";
 var TOOL_ACTIONS = Object.freeze({
@@ -3061,7 +3210,7 @@ var OFFSET = {
   minimum: 0,
   description: "Optional: where to start, for a value that came back cut short (its next_offset): characters of a text, elements of a list, entries of a map."
 };
-var YDOC_READ = " It is a Yjs document: name a root type with 'root' and how to read it with 'as' (text, map, array or xml) to get its content; without 'root' the binary document is left out.";
+var YDOC_READ = " It is a Yjs document: name a root type with 'root' and how to read it with 'as' (text, map, array or xml) to get its content. Without 'root' it lists the roots (many of them in pages, read on with offset as for a value).";
 var YDOC_ROOT = {
   root: {
     type: "string",
@@ -3222,6 +3371,54 @@ function rootOf(type, args) {
   }
   return { root, as };
 }
+var ROOTS_HINT = "A Yjs document: read one of its roots with root=NAME and as=text, map, array or xml (TipTap and ProseMirror keep theirs in root 'default', read as xml; a Yjs update does not say which kind a root is).";
+function ydocRoots(view) {
+  if (!view || typeof view.value !== "string") return null;
+  let names;
+  try {
+    names = yjsRootNames(base64Decode(view.value));
+  } catch {
+    return null;
+  }
+  if (names === null) return null;
+  const out = {};
+  for (const key of ["id", "type", "seq", "epoch"]) if (key in view) out[key] = view[key];
+  out.roots = names;
+  out.message = names.length ? ROOTS_HINT : "The Yjs document is empty: it has no roots.";
+  return out;
+}
+function boundRoots(whole, { offset, maxChars, readMore }) {
+  if (offset === 0 && resultSize(whole) <= maxChars) return whole;
+  const roots = whole.roots;
+  const total = roots.length;
+  const start = Math.min(offset, total);
+  const page2 = (count) => {
+    const end = start + Math.max(count, 1);
+    let what;
+    if (start >= total) what = `offset ${offset} is past the end: the document has ${total} roots.`;
+    else if (count === 0) what = `The root name at offset ${start} is too long to show.`;
+    else what = `These are roots ${start} to ${start + count - 1} of ${total}.`;
+    if (end < total) what += ` Read on with ${readMore} and offset=${end} for more root names.`;
+    return {
+      ...whole,
+      roots: roots.slice(start, start + count),
+      truncated: true,
+      offset: start,
+      next_offset: end < total ? end : null,
+      total,
+      unit: "elements",
+      message: `${what} ${ROOTS_HINT}`
+    };
+  };
+  let low = 0;
+  let high = total - start;
+  while (low < high) {
+    const mid = Math.floor((low + high + 1) / 2);
+    if (resultSize(page2(mid)) <= maxChars) low = mid;
+    else high = mid - 1;
+  }
+  return page2(low);
+}
 function ydocWithoutRoot(view) {
   if (!view) return view;
   const { value: _update, state_vector: _vector, ...rest } = view;
@@ -3263,7 +3460,11 @@ async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
     readMore = `${readMore} (root=${rootHint}, as=${JSON.stringify(view.as)})`;
   } else {
     view = at === void 0 ? await http.read(crdtId) : await http.at(crdtId, at);
-    if (type === "ydoc") view = ydocWithoutRoot(view);
+    if (type === "ydoc") {
+      const roots = ydocRoots(view);
+      if (roots) return boundRoots(roots, { offset, maxChars, readMore });
+      view = ydocWithoutRoot(view);
+    }
   }
   if (view === null || view === void 0) return null;
   return boundValue(view, type, { offset, maxChars, readMore });

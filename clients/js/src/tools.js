@@ -10,8 +10,10 @@
 // op's `type` field. Every result fits `maxResultChars` (bounded.js): a larger
 // value comes back as a page saying how to read on with `offset`.
 
-import { DEFAULT_MAX_RESULT_CHARS, boundHistory, boundValue, checkLimit } from './bounded.js';
+import { base64Decode } from './base64.js';
+import { DEFAULT_MAX_RESULT_CHARS, boundHistory, boundValue, checkLimit, resultSize } from './bounded.js';
 import { SyncdError } from './errors.js';
+import { yjsRootNames } from './yroots.js';
 
 export { DEFAULT_MAX_RESULT_CHARS, MIN_MAX_RESULT_CHARS } from './bounded.js';
 
@@ -135,7 +137,8 @@ const OFFSET = {
 
 const YDOC_READ =
   " It is a Yjs document: name a root type with 'root' and how to read it with 'as' (text, map, array " +
-  "or xml) to get its content; without 'root' the binary document is left out.";
+  "or xml) to get its content. Without 'root' it lists the roots (many of them in pages, read on with " +
+  'offset as for a value).';
 
 const YDOC_ROOT = {
   root: {
@@ -329,6 +332,70 @@ function rootOf(type, args) {
   return { root, as };
 }
 
+const ROOTS_HINT =
+  'A Yjs document: read one of its roots with root=NAME and as=text, map, array or xml ' +
+  "(TipTap and ProseMirror keep theirs in root 'default', read as xml; a Yjs update does " +
+  'not say which kind a root is).';
+
+/**
+ * A ydoc's view without a root named, as the Python tools answer it: its root
+ * names (`roots`, decoded from its update) and how to read one; null when the
+ * update cannot be read here.
+ */
+function ydocRoots(view) {
+  if (!view || typeof view.value !== 'string') return null;
+  let names;
+  try {
+    names = yjsRootNames(base64Decode(view.value));
+  } catch {
+    return null; // not base64
+  }
+  if (names === null) return null;
+  const out = {};
+  for (const key of ['id', 'type', 'seq', 'epoch']) if (key in view) out[key] = view[key];
+  out.roots = names;
+  out.message = names.length ? ROOTS_HINT : 'The Yjs document is empty: it has no roots.';
+  return out;
+}
+
+/**
+ * The root names of `whole` (ydocRoots): all of them when they fit, else (or
+ * from an `offset`) the page of them from `offset` that fits, paged as a
+ * list value is (by elements, with `next_offset`).
+ */
+function boundRoots(whole, { offset, maxChars, readMore }) {
+  if (offset === 0 && resultSize(whole) <= maxChars) return whole;
+  const roots = whole.roots;
+  const total = roots.length;
+  const start = Math.min(offset, total);
+  const page = (count) => {
+    const end = start + Math.max(count, 1);
+    let what;
+    if (start >= total) what = `offset ${offset} is past the end: the document has ${total} roots.`;
+    else if (count === 0) what = `The root name at offset ${start} is too long to show.`;
+    else what = `These are roots ${start} to ${start + count - 1} of ${total}.`;
+    if (end < total) what += ` Read on with ${readMore} and offset=${end} for more root names.`;
+    return {
+      ...whole,
+      roots: roots.slice(start, start + count),
+      truncated: true,
+      offset: start,
+      next_offset: end < total ? end : null,
+      total,
+      unit: 'elements',
+      message: `${what} ${ROOTS_HINT}`,
+    };
+  };
+  let low = 0;
+  let high = total - start; // the most root names that fit: a binary search
+  while (low < high) {
+    const mid = Math.floor((low + high + 1) / 2);
+    if (resultSize(page(mid)) <= maxChars) low = mid;
+    else high = mid - 1;
+  }
+  return page(low);
+}
+
 /** A ydoc's view without a root named: its binary update left out, and how to read it. */
 function ydocWithoutRoot(view) {
   if (!view) return view;
@@ -391,7 +458,11 @@ async function readValue(http, crdtId, type, args, { at, maxChars, readMore }) {
     readMore = `${readMore} (root=${rootHint}, as=${JSON.stringify(view.as)})`;
   } else {
     view = at === undefined ? await http.read(crdtId) : await http.at(crdtId, at);
-    if (type === 'ydoc') view = ydocWithoutRoot(view);
+    if (type === 'ydoc') {
+      const roots = ydocRoots(view);
+      if (roots) return boundRoots(roots, { offset, maxChars, readMore });
+      view = ydocWithoutRoot(view);
+    }
   }
   if (view === null || view === undefined) return null;
   return boundValue(view, type, { offset, maxChars, readMore });
