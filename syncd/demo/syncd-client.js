@@ -2403,9 +2403,14 @@ var Subscription = class extends Emitter {
     this._resyncing = false;
     this.closed = false;
   }
-  /** The read view of the local replica (`{value, ...}`), or null before the first snapshot / when absent. */
+  /**
+   * The read view of the local replica (`{value, ...}`), or null before the
+   * first snapshot / when absent. A copy, the caller's to change: the
+   * replica's view holds the values it keeps (a register's value, a set's
+   * elements, a node's data).
+   */
   view(nowMs) {
-    return this.replica ? this.replica.view(nowMs) : null;
+    return this.replica ? structuredClone(this.replica.view(nowMs)) : null;
   }
   /** The plain value (the view's `value`), or null. */
   value(nowMs) {
@@ -2465,7 +2470,7 @@ var Subscription = class extends Emitter {
         this.replica = this._newReplica(null);
       } else {
         if (verdict === "first" || !this.replica) this.replica = this._newReplica(null);
-        this.replica?.applyDelta(delta.op);
+        if (this.replica) this.replica.applyDelta(structuredClone(delta.op));
       }
     }
     this.emit("delta", delta, verdict);
@@ -2479,7 +2484,7 @@ var Subscription = class extends Emitter {
    */
   _newReplica(state) {
     if (!this.type) return null;
-    if (hasReplica(this.type)) return createReplica(this.type, state);
+    if (hasReplica(this.type)) return createReplica(this.type, structuredClone(state));
     if (this._askedReplica && !this._toldNoReplica) {
       this._toldNoReplica = true;
       this.emit("error", noReplicaError(this.id, this.type));

@@ -263,6 +263,7 @@ export class Subscription extends Emitter {
    * that granted its read expired). `close` was emitted then.
    */
   closed: boolean;
+  /** The local replica's read view, a copy the caller may change; null before the first snapshot or without a replica. */
   view(nowMs?: number): { value: unknown; [extra: string]: unknown } | null;
   value(nowMs?: number): any;
   resumeFields(): { since?: number; epoch?: string };

@@ -42,9 +42,14 @@ export class Subscription extends Emitter {
     this.closed = false;
   }
 
-  /** The read view of the local replica (`{value, ...}`), or null before the first snapshot / when absent. */
+  /**
+   * The read view of the local replica (`{value, ...}`), or null before the
+   * first snapshot / when absent. A copy, the caller's to change: the
+   * replica's view holds the values it keeps (a register's value, a set's
+   * elements, a node's data).
+   */
   view(nowMs) {
-    return this.replica ? this.replica.view(nowMs) : null;
+    return this.replica ? structuredClone(this.replica.view(nowMs)) : null;
   }
 
   /** The plain value (the view's `value`), or null. */
@@ -105,13 +110,16 @@ export class Subscription extends Emitter {
     this.epoch = next.epoch;
     if (delta.type) this.type = delta.type;
     if (this._wantReplica) {
+      // The replica keeps its own copy of what it takes from the delta (it
+      // holds on to the values in states and ops), so the listeners given
+      // the delta below may change it.
       if (verdict === 'snapshot') {
         this.replica = this._newReplica(delta.state ?? null);
       } else if (verdict === 'deleted') {
         this.replica = this._newReplica(null);
       } else {
         if (verdict === 'first' || !this.replica) this.replica = this._newReplica(null);
-        this.replica?.applyDelta(delta.op);
+        if (this.replica) this.replica.applyDelta(structuredClone(delta.op));
       }
     }
     this.emit('delta', delta, verdict);
@@ -126,7 +134,7 @@ export class Subscription extends Emitter {
    */
   _newReplica(state) {
     if (!this.type) return null;
-    if (hasReplica(this.type)) return createReplica(this.type, state);
+    if (hasReplica(this.type)) return createReplica(this.type, structuredClone(state));
     if (this._askedReplica && !this._toldNoReplica) {
       this._toldNoReplica = true;
       this.emit('error', noReplicaError(this.id, this.type));
