@@ -22,7 +22,6 @@ from typing import Any, Final, NoReturn, cast
 from syncd import __version__
 from syncd.app import App
 from syncd.auth.admin import AdminSecretError
-from syncd.cli.command import fail
 from syncd.collector import settle_after_start
 from syncd.config import Settings, bind_refusal, host_port, present_addresses
 from syncd.http.access import AccessLog
@@ -30,6 +29,7 @@ from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import MAX_REFUSED_LINGERING, HttpProtocol, ServerContext
 from syncd.http.request import Request
 from syncd.http.response import error_response, render
+from syncd.journal import refuse
 from syncd.sdnotify import Notifier
 from syncd.store.embedded.store import StoreCorruptError, StoreLockedError
 from syncd.store.pg_start import DatabaseSetupError
@@ -589,7 +589,7 @@ async def _serve(settings: Settings) -> int:
     try:
         server = Server(settings)
     except TlsError as exc:
-        return fail("syncd", str(exc))
+        return refuse("syncd", str(exc))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.request_stop)
@@ -609,7 +609,7 @@ async def _serve(settings: Settings) -> int:
         # this node (no such database, a refused password, a wal_level that
         # cannot stream), or a listening address refused: one line naming
         # it, like a bad setting (an error for the journal, under systemd).
-        return fail("syncd", str(exc))
+        return refuse("syncd", str(exc))
     except OSError as exc:
         log.error("cannot start: %s", exc)
         return 1

@@ -17,11 +17,10 @@ usage and ``error:`` line (exit 2 as well).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn, Protocol, TypeAlias
 
-from syncd.cli.journal import ERROR_PREFIX, stderr_is_journal
+from syncd.journal import refuse
 
 Run = Callable[[argparse.Namespace, Mapping[str, str]], int]
 """Runs a parsed command with the environment; returns the exit status."""
@@ -95,9 +94,7 @@ def add_command(
 def fail(prog: str, message: str) -> int:
     """Print ``prog: message`` as one line on stderr (an error to the journal,
     under systemd); the exit status of a refusal (2)."""
-    prefix = ERROR_PREFIX if stderr_is_journal() else ""
-    print(f"{prefix}{prog}: {message}", file=sys.stderr)
-    return 2
+    return refuse(prog, message)
 
 
 def missing_extra(what: str, extra: str, exc: ImportError) -> int:

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from syncd.cli.command import Commands, add_command, fail, missing_extra
-from syncd.cli.journal import JOURNAL_FORMAT, JournalFormatter, stderr_is_journal
 from syncd.config import (
     MISSING_ADDRESS,
     ConfigError,
@@ -32,6 +31,7 @@ from syncd.config import (
     ipv4_instead,
     unknown_variables,
 )
+from syncd.journal import JOURNAL_FORMAT, JournalFormatter, stderr_is_journal
 
 EPILOG = """\
 settings:
@@ -68,7 +68,7 @@ def register(commands: Commands) -> None:
 
 def configure_logging(level: str) -> None:
     """Log to stderr; under systemd, each line with its priority for the
-    journal, which stamps it itself (:mod:`syncd.cli.journal`)."""
+    journal, which stamps it itself (:mod:`syncd.journal`)."""
     handler = logging.StreamHandler(sys.stderr)
     if stderr_is_journal():
         handler.setFormatter(JournalFormatter(JOURNAL_FORMAT))

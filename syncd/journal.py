@@ -60,3 +60,12 @@ class JournalFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         prefix = f"<{priority(record.levelno)}>"
         return "\n".join(prefix + line for line in super().format(record).split("\n"))
+
+
+def refuse(prog: str, message: str) -> int:
+    """Print ``prog: message`` as one line on stderr (an error to the journal,
+    under systemd); the exit status of a refusal (2). The CLI's commands and
+    the server's start (refusals found once the store is open) share it."""
+    prefix = ERROR_PREFIX if stderr_is_journal() else ""
+    print(f"{prefix}{prog}: {message}", file=sys.stderr)
+    return 2
