@@ -36,9 +36,12 @@ A CRDT stays while:
 A store that cannot load on demand (``loads_on_demand`` False) keeps every
 CRDT resident: nothing is evicted, and ``ensure`` finds what the engine has.
 
-*Deletes.* A delete drops the CRDT from memory before its record is durable;
-until then the store still shows the old life, so a load of that key waits
-for the delete to finish (``deleting``).
+*Deletes.* On a local store a delete drops the CRDT from memory at once,
+before its record is durable; on PostgreSQL it stays until the store ends
+its life under the CRDT's lock, after the commit (a write batch holding the
+lock then still finds it). Either way the store shows the old life until
+the delete is durable, so a load of that key waits for the delete to finish
+(``deleting``).
 """
 
 from __future__ import annotations
