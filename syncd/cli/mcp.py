@@ -1,7 +1,7 @@
 """``syncd mcp``: serve CRDTs as tools to an MCP client over stdio.
 
     syncd mcp --base-url URL --token TOKEN --namespace NS --crdt ID[:TYPE] [--crdt ...]
-              [--origin ORIGIN] [--max-result-chars N]
+              [--origin ORIGIN] [--max-result-chars N] [--call-timeout-s SECONDS]
 
 ``--base-url``, ``--token`` and ``--namespace`` default to ``SYNCD_BASE_URL``,
 ``SYNCD_TOKEN`` and ``SYNCD_NAMESPACE``; ``--token-file PATH`` reads the token
@@ -70,6 +70,13 @@ def register(commands: Commands) -> None:
         help="the longest tool result, in characters of JSON; a larger value comes back in "
         "pages the model reads on with offset (default 16000, at least 1000)",
     )
+    parser.add_argument(
+        "--call-timeout-s",
+        type=float,
+        metavar="SECONDS",
+        help="the longest a tool call may take, retries and Retry-After waits included; past "
+        "it the call is answered with the tool error timeout (default 30)",
+    )
 
 
 def parse_crdt(text: str) -> tuple[str, str]:
@@ -132,15 +139,25 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         from syncd.client.aio import AsyncClient
         from syncd.client.errors import TokenError
         from syncd.client.mcp_server import serve
-        from syncd.client.tools import AgentTools, build_tools
+        from syncd.client.bounded import DEFAULT_MAX_RESULT_CHARS
+        from syncd.client.tools import DEFAULT_CALL_TIMEOUT_S, AgentTools, build_tools
     except ImportError as exc:
         return missing_extra(PROG, "mcp", exc)
     try:
         base_url, token, namespace, crdts = settings(args, env)
         build_tools(crdts)  # refuse bad ids before the token check and any I/O
         client = AsyncClient(base_url, token, namespace)
-        limit = {} if args.max_result_chars is None else {"max_result_chars": args.max_result_chars}
-        tools = AgentTools(client, crdts, origin=args.origin, **limit)
+        tools = AgentTools(
+            client,
+            crdts,
+            origin=args.origin,
+            max_result_chars=(
+                DEFAULT_MAX_RESULT_CHARS if args.max_result_chars is None else args.max_result_chars
+            ),
+            call_timeout_s=(
+                DEFAULT_CALL_TIMEOUT_S if args.call_timeout_s is None else args.call_timeout_s
+            ),
+        )
     except (UsageError, ValueError, TokenError) as exc:
         return fail(PROG, str(exc))
     try:

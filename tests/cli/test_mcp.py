@@ -150,3 +150,14 @@ def test_a_bad_result_limit_exits_2_before_any_io() -> None:
     with contextlib.redirect_stderr(err):
         assert main(["mcp", *args], env={}) == 2
     assert err.getvalue().startswith("syncd mcp: max_result_chars 10: a whole number, at least")
+
+
+@needs_client
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_a_bad_call_timeout_exits_2_before_any_io(value: str) -> None:
+    args = ["--base-url", "http://h", "--token", make_token(), "--namespace", NS]
+    args += ["--crdt", "gc:a", f"--call-timeout-s={value}"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["mcp", *args], env={}) == 2
+    assert err.getvalue().startswith("syncd mcp: call_timeout_s ")
