@@ -137,9 +137,9 @@ def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """0 when the MCP client hangs up, 2 on a usage, token or tool error."""
     try:
         from syncd.client.aio import AsyncClient
+        from syncd.client.bounded import DEFAULT_MAX_RESULT_CHARS
         from syncd.client.errors import TokenError
         from syncd.client.mcp_server import serve
-        from syncd.client.bounded import DEFAULT_MAX_RESULT_CHARS
         from syncd.client.tools import DEFAULT_CALL_TIMEOUT_S, AgentTools, build_tools
     except ImportError as exc:
         return missing_extra(PROG, "mcp", exc)
