@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from pycrdt import Doc
 
-from syncd.crdt.ydoc import ROOT_KINDS, root_view
+from syncd.crdt.ydoc import ROOT_KINDS, kinds_with_content, root_view
 
 MAX_ROOT_NAME: Final = 256
 """The longest root name, as the service's ``?root=`` takes."""
@@ -79,7 +79,7 @@ def root_read(view: Mapping[str, Any], root: str, kind: str) -> dict[str, Any]:
         # A root read as another kind than its own is empty (a map read as
         # text, the default): say how it reads, or the model takes the root
         # for empty.
-        others = _kinds_with_content(binascii.a2b_base64(view["value"]), root)
+        others = kinds_with_content(binascii.a2b_base64(view["value"]), root)
         if others:
             out["message"] = (
                 f"Read as {kind}, this root is empty, but read as {' or '.join(others)} "
@@ -87,29 +87,6 @@ def root_read(view: Mapping[str, Any], root: str, kind: str) -> dict[str, Any]:
                 f"call again with as={others[0]!r}."
             )
     return out
-
-
-def _kinds_with_content(update: bytes, root: str) -> list[str]:
-    """The kinds root ``root`` reads as with something in it, the likeliest
-    first: an XML fragment reads as an array of its children's XML too, but
-    is one."""
-    found: dict[str, Any] = {}
-    for kind in ROOT_KINDS:
-        try:
-            value = root_view(update, root, kind)
-        except ValueError:
-            continue
-        if value:
-            found[kind] = value
-    array = found.get("array")
-    if (
-        "xml" in found
-        and array
-        and all(isinstance(item, str) and item.startswith("<") for item in array)
-    ):
-        del found["array"]
-        found = {"xml": found.pop("xml"), **found}
-    return list(found)
 
 
 __all__ = [

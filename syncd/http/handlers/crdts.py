@@ -20,7 +20,7 @@ from syncd.auth.authenticator import Authenticator, Principal
 from syncd.crdt.engine import ApplyResult, Engine
 from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
 from syncd.crdt.validate import check_origin, with_origin
-from syncd.crdt.ydoc import ROOT_KINDS, YDoc, root_view
+from syncd.crdt.ydoc import ROOT_KINDS, YDoc, kinds_with_content, root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
 from syncd.http.handlers.history import parse_seq
@@ -140,17 +140,23 @@ def register(
                 raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
             type_name, epoch, seq, encoded = taken
         value = root_view(encoded, name, kind)
-        return json_response(
-            {
-                "id": crdt_id,
-                "type": type_name,
-                "seq": seq,
-                "epoch": epoch,
-                "root": name,
-                "as": kind,
-                "value": value,
-            }
-        )
+        answer = {
+            "id": crdt_id,
+            "type": type_name,
+            "seq": seq,
+            "epoch": epoch,
+            "root": name,
+            "as": kind,
+            "value": value,
+        }
+        if not value:
+            # A Yjs update does not say which kind a root is: a map read as
+            # text (the default) is empty. Say which kinds show its content,
+            # or the reader takes the root for empty.
+            content_as = kinds_with_content(encoded, name)
+            if content_as:
+                answer["content_as"] = content_as
+        return json_response(answer)
 
     def ops(request: Request) -> Deferred | Awaitable[Response]:
         ns = check_namespace(request.params["ns"])
