@@ -1106,17 +1106,34 @@ def root_view(update: bytes, name: str, kind: str) -> Any:
     Read from a scratch copy: asking a Yjs document for a root type fixes that
     root's type, which must not happen to the live one on a read.
     """
+    if kind == "array":
+        return [_plain(item) for item in _array_items(update, name)]
     doc: Doc[Any] = Doc()
     doc.apply_update(update)
     if kind == "text":
         return str(doc.get(name, type=Text))
     if kind == "map":
         return _plain(doc.get(name, type=Map))
-    if kind == "array":
-        return _plain(doc.get(name, type=Array))
     if kind == "xml":
         return str(doc.get(name, type=XmlFragment))
     raise ValueError(kind)
+
+
+def _array_items(update: bytes, name: str) -> list[Any]:
+    """The items of root ``name`` read as an array, in one pass: the insert
+    a new document's array reports as the update integrates. pycrdt reads an
+    array one index at a time, each from the array's start, so iterating a
+    long one cost time quadratic in its items: a text of 200,000 characters
+    in 2,000 pieces took 2.4 s as an array, one of 2 MB four minutes."""
+    doc: Doc[Any] = Doc()
+    array = doc.get(name, type=Array)
+    deltas: list[list[dict[str, Any]]] = []
+    subscription = array.observe(lambda event: deltas.append(event.delta))
+    try:
+        doc.apply_update(update)
+    finally:
+        array.unobserve(subscription)
+    return [item for delta in deltas for change in delta for item in change.get("insert", ())]
 
 
 def kinds_with_content(update: bytes, name: str) -> list[str]:
