@@ -368,9 +368,14 @@ class H11Parser:
         else:
             # Not before what was searched at the last read (see _held_body_refusal).
             blank = _BLANK_LINE.search(pending, max(start, len(pending) - self._fresh - 2))
+            end = len(pending) if blank is None else blank.end()
+            if end - start > MAX_HEAD_BYTES:
+                # Longer than MAX_HEAD_BYTES (raw bytes, its blank line's
+                # too): answered for its first bytes up to the limit, as
+                # llhttp's side answers it.
+                return trailer_limit_refusal(bytes(pending[start : start + MAX_HEAD_BYTES]))
             if blank is None:
                 return _trailers_so_far_refusal(self._lines_so_far(), pending, start)
-            end = blank.end()
         self._trailers_next = False
         section = pending[start:end]
         if section.count(b"\n") != section.count(b"\r\n"):
@@ -677,6 +682,19 @@ def head_limit_refusal(head: bytes) -> ParseError:
     return _version_first(head) or refusal or ParseError(431, "request head too large")
 
 
+def trailer_limit_refusal(section: bytes) -> ParseError:
+    """The answer to a trailer section longer than MAX_HEAD_BYTES (from the
+    last chunk's line end to its blank line's last byte), given its first
+    MAX_HEAD_BYTES bytes: the refusal of what is wrong in them, as if no
+    more had come, else 431. As for a head (``head_limit_refusal``), the
+    first problem in byte order wins whichever parser reads it and wherever
+    the reads are cut."""
+    judge = H11Parser(0)
+    judge.feed(_CHUNKED_STAND_IN + b"0\r\n" + section)
+    event = judge.next_event()
+    return event if isinstance(event, ParseError) else ParseError(431, TRAILERS_TOO_LARGE)
+
+
 def _field_limit_refusal(head: bytes) -> ParseError:
     """The answer to a head whose field line past MAX_HEADERS is whole, the
     head up to that line's end (see ``field_limit_end``): what is refused in
@@ -930,6 +948,8 @@ _H11_CHUNK_DIGITS = 20
 _H11_LENGTH_DIGITS = 20
 """The most digits h11 reads in a Content-Length."""
 """The most hex digits h11 reads in a chunk size."""
+TRAILERS_TOO_LARGE = "request trailers too large"
+"""The 431's message for a trailer section past MAX_HEAD_BYTES."""
 _CHUNKED_STAND_IN = b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n"
 """A head with chunked framing, for a fresh h11 to read a body behind."""
 _MAX_LLHTTP_NUMBER = 2**64 - 1

@@ -23,7 +23,7 @@ from typing import Final
 
 import httptools
 
-from syncd.http.h11_parser import H11Parser, head_limit_refusal
+from syncd.http.h11_parser import TRAILERS_TOO_LARGE, H11Parser, head_limit_refusal
 from syncd.http.parser import (
     CLOSED,
     CONTINUE,
@@ -234,7 +234,7 @@ reading past the limit; this bounds a head whose start it does not know
 (behind a stand-in head)."""
 
 
-def _run_without_blank_line(data: bytes, start: int) -> int | None:
+def _run_without_blank_line(data: bytes, start: int, from_start: bool = False) -> int | None:
     """Where in ``data``, from ``start`` (a request boundary, or a blank
     line's end) on, the first run of more than MAX_HEAD_BYTES bytes begins
     that no blank line ends in (at ``start`` or at a blank line's end);
@@ -244,12 +244,21 @@ def _run_without_blank_line(data: bytes, start: int) -> int | None:
     while len(data) - at > MAX_HEAD_BYTES:
         found = data.rfind(b"\r\n\r\n", max(0, at - 3), at + MAX_HEAD_BYTES)
         if found < 0 or found + 4 <= at:
-            return at if at > 0 else None
+            return at if at > 0 or from_start else None
         at = found + 4
     return None
 
 
+_MEASURED_TRAILER_BOUND: Final = 2 * MAX_HEAD_BYTES
+"""What the trailer fields handed over (4 bytes a field besides its name and
+value) may measure in a section of at most MAX_HEAD_BYTES bytes (a field
+line ``a:`` is 4 bytes, measured 5): ``_trailer_cut`` keeps llhttp from
+reading past the limit. Behind a stand-in head (``_read_held_body``), where
+reads are not cut, the measure itself is held to MAX_HEAD_BYTES, as before."""
 _BLANK_LINES: Final = re.compile(b"\r\n\r\n")
+_FIELD_START: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+:")
+"""A field line's name and colon (a chunk line has no colon but in a quoted
+extension, after a ";")."""
 _LAST_CHUNK: Final = re.compile(rb"(?:^|\n)0+(?:;[^\r\n]*)?\r\n(?:[^\r\n]+\r\n)*\r\n")
 """A last chunk's line, its trailer fields and the blank line after them."""
 _AFTER_CHUNKED_TRIES: Final = 16
@@ -288,6 +297,7 @@ class HttptoolsParser:
         "_body_framing",
         "_body_only",
         "_body_tail",
+        "_chunk_at",
         "_closed",
         "_current",
         "_eof_after_upgrade",
@@ -309,6 +319,7 @@ class HttptoolsParser:
         "_partial_skip",
         "_queued_bytes",
         "_queued_sizes",
+        "_section",
         "_size",
         "_tail",
         "_trailer_bytes",
@@ -365,6 +376,14 @@ class HttptoolsParser:
         bytes of it came (from its request line on), exactly if
         ``_head_exact`` (see ``_limit_cut``)."""
         self._head_exact = False
+        self._chunk_at = -1
+        """The body bytes read when llhttp last read a chunk line whole
+        (``on_chunk_header``), -1 once that chunk is complete: equal to
+        ``_size`` while nothing has been read after that line (no data yet,
+        or the trailer section)."""
+        self._section = -1
+        """Bytes of the trailer section read so far, from the last chunk's
+        line end (see ``_trailers_so_far``); -1 outside one."""
         self._tail = b""
         """The last bytes (up to 8) of a read that ended inside a request's
         head, empty after one that ended elsewhere in a request: where the
@@ -430,6 +449,12 @@ class HttptoolsParser:
                 else:
                     self._failed = head_limit_refusal(head[:MAX_HEAD_BYTES])
                 self._partial = None
+                return
+            if self._section == MAX_HEAD_BYTES and self._in_message and self._failed is None:
+                # The trailer section goes on past the limit: answered for
+                # its first MAX_HEAD_BYTES bytes, which llhttp took (see
+                # h11_parser.trailer_limit_refusal).
+                self._failed = ParseError(431, TRAILERS_TOO_LARGE)
                 return
             if not cut:  # not expected: _limit_cut moves on or stops at the limit
                 self._parse(data)
@@ -547,6 +572,10 @@ class HttptoolsParser:
             else:
                 self._tail = b""
                 self._body_tail = ((self._body_tail if whole else b"") + data)[-16:]
+                if self._chunk_at == self._size:  # a chunk line, then nothing or trailers
+                    self._section = self._trailers_so_far(data)
+                else:
+                    self._section = -1
         if self._partial is not None and (self._failed is not None or self._judge is not None):
             self._partial = None
 
@@ -592,12 +621,59 @@ class HttptoolsParser:
             left = self._length - self._size
             return left if left > 0 and len(data) - left > MAX_HEAD_BYTES else None
         else:  # a chunked body or its trailers: they end with a blank line
+            cut = self._trailer_cut(data)
             tail = self._body_tail
             found = (tail + data).find(b"\r\n\r\n", max(0, len(tail) - 3))
             if found < 0:
-                return None
-            start = found + 4 - len(tail)
+                return cut
+            head_cut = _run_without_blank_line(data, found + 4 - len(tail))
+            return cut if head_cut is None or (cut is not None and cut < head_cut) else head_cut
         return _run_without_blank_line(data, start)
+
+    def _trailer_cut(self, data: bytes) -> int | None:
+        """For a read in a chunked body: where to cut it so that llhttp, fed
+        the part before, stops at a trailer section's byte MAX_HEAD_BYTES
+        (``feed`` answers the rest, as for a head), or at a point to look
+        again from; None when no trailer section in ``data`` can pass the
+        limit. A section holds no blank line but its last, so one that
+        begins in ``data`` passes the limit only in a run of more than
+        MAX_HEAD_BYTES bytes without one; where it begins is known only once
+        llhttp has read its last chunk's line (``_trailers_so_far``)."""
+        section = self._section
+        if section < 0:  # not in one: it begins in data, if at all
+            if len(data) <= MAX_HEAD_BYTES:
+                return None
+            run = _run_without_blank_line(data, 0, from_start=True)
+            return None if run is None else run + MAX_HEAD_BYTES
+        left = MAX_HEAD_BYTES - section
+        if len(data) <= left:
+            return None
+        # Its last bytes so far (after the last chunk's CRLF): where its
+        # blank line ends when it is cut in two.
+        before = (b"\r\n" + self._body_tail[len(self._body_tail) - section :])[-3:]
+        found = (before + data).find(b"\r\n\r\n")
+        if found >= 0 and found + 4 - len(before) <= left:
+            return None  # it ends within the limit
+        return left
+
+    def _trailers_so_far(self, data: bytes) -> int:
+        """After ``data`` (a read or part of one) was fed in a chunked body,
+        with nothing read after the last chunk line llhttp read whole: bytes
+        of the trailer section so far (0 also right after a line of a chunk
+        with data). Unless the section began earlier, the line's end is in
+        ``data`` (``on_chunk_header`` reset ``_section``), and every whole
+        line after it is a trailer field llhttp took, which no chunk line
+        looks like: the last whole line that is no field (or the first
+        line of ``data``) is that chunk line."""
+        if self._section >= 0:
+            return self._section + len(data)
+        line_end = data.rfind(b"\n") + 1
+        while line_end > 0:
+            start = data.rfind(b"\n", 0, line_end - 1) + 1
+            if start == 0 or _FIELD_START.match(data, start) is None:
+                return len(data) - line_end
+            line_end = start
+        return len(data)  # not expected: the chunk line's end is in data
 
     def _head_so_far(self) -> bytes | None:
         """The bytes of the head still coming, from its request line on
@@ -1012,8 +1088,8 @@ class HttptoolsParser:
         request its head did not, and a trailer ``Host`` would be a duplicate.
         Bounded like a head (h11 refuses a longer incomplete trailer section)."""
         self._trailer_bytes += len(name) + len(value) + 4
-        if self._trailer_bytes > MAX_HEAD_BYTES:
-            raise _Refused(431, "request trailers too large")
+        if self._trailer_bytes > (MAX_HEAD_BYTES if self._body_only else _MEASURED_TRAILER_BOUND):
+            raise _Refused(431, TRAILERS_TOO_LARGE)
         if trailer_closes(name, value):
             # llhttp itself takes this one: it refuses whatever follows on the
             # connection, so the connection closes after the answer.
@@ -1076,6 +1152,13 @@ class HttptoolsParser:
         ):
             request.expect_continue = True
             self._events.append(CONTINUE)
+
+    def on_chunk_header(self) -> None:
+        self._chunk_at = self._size
+        self._section = -1
+
+    def on_chunk_complete(self) -> None:
+        self._chunk_at = self._section = -1
 
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
