@@ -253,8 +253,8 @@ _MEASURED_TRAILER_BOUND: Final = 2 * MAX_HEAD_BYTES
 """What the trailer fields handed over (4 bytes a field besides its name and
 value) may measure in a section of at most MAX_HEAD_BYTES bytes (a field
 line ``a:`` is 4 bytes, measured 5): ``_trailer_cut`` keeps llhttp from
-reading past the limit. Behind a stand-in head (``_read_held_body``), where
-reads are not cut, the measure itself is held to MAX_HEAD_BYTES, as before."""
+reading past the limit, behind a stand-in head too (``_read_held_body``);
+this is a bound should it not."""
 _BLANK_LINES: Final = re.compile(b"\r\n\r\n")
 _FIELD_START: Final = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+:")
 """A field line's name and colon (a chunk line has no colon but in a quoted
@@ -572,7 +572,9 @@ class HttptoolsParser:
             else:
                 self._tail = b""
                 self._body_tail = ((self._body_tail if whole else b"") + data)[-16:]
-                if self._chunk_at == self._size:  # a chunk line, then nothing or trailers
+                if held_body is not None:
+                    pass  # (its trailer section was followed as it was read)
+                elif self._chunk_at == self._size:  # a chunk line, then nothing or trailers
                     self._section = self._trailers_so_far(data)
                 else:
                     self._section = -1
@@ -592,6 +594,8 @@ class HttptoolsParser:
         than MAX_HEAD_BYTES bytes without one: reads without such a run (nearly
         all) cost a length compare or a few searches."""
         if self._held is not None or self._body_only or self._upgraded:
+            if self._body_only and self._length < 0 and not self._upgraded:
+                return self._trailer_cut(data)  # a held chunked body: its trailers
             return None  # read behind a stand-in head: left to the measure in on_header
         if self._in_head():
             if self._head_bound + len(data) <= MAX_HEAD_BYTES:
@@ -939,16 +943,33 @@ class HttptoolsParser:
         self._parser = httptools.HttpRequestParser(self)
         self._body_only = True
         head = b"POST / HTTP/1.1\r\nhost: x\r\n" + self._body_framing + b"\r\n\r\n"
+        fed = 0  # of rest
         try:
-            self._parser.feed_data(head + rest)
+            self._parser.feed_data(head)
+            self._body_tail = b""
+            while self._in_message and self._length < 0 and fed < len(rest):
+                # A chunked body: its trailer section is held to the limit
+                # as in ``feed`` (see ``_trailer_cut``).
+                cut = self._trailer_cut(rest[fed:])
+                piece = rest[fed:] if cut is None else rest[fed : fed + cut]
+                self._parser.feed_data(piece)
+                fed += len(piece)
+                if not self._in_message:
+                    break
+                self._body_tail = (self._body_tail + piece)[-16:]
+                self._section = self._trailers_so_far(piece) if self._chunk_at == self._size else -1
+                if self._section == MAX_HEAD_BYTES and fed < len(rest):
+                    raise _Refused(431, TRAILERS_TOO_LARGE)
+            if fed < len(rest):
+                self._parser.feed_data(rest[fed:])
         except httptools.HttpParserUpgrade as exc:
             # A later upgrade request in the same read: the bytes from it on
-            # (the offset counts the stand-in head too).
-            offset = exc.args[0] if exc.args else len(head) + len(rest)
+            # (the offset is in rest[fed:], the part fed last).
+            after = rest[fed + exc.args[0] :] if exc.args else b""
             if self._held is not None:
-                return (head + rest)[offset:]  # with a body of its own
+                return after  # with a body of its own
             self._upgraded = True
-            self._trailing = (head + rest)[offset:]
+            self._trailing = after
         return None
 
     def next_event(self) -> Event:
@@ -1088,7 +1109,7 @@ class HttptoolsParser:
         request its head did not, and a trailer ``Host`` would be a duplicate.
         Bounded like a head (h11 refuses a longer incomplete trailer section)."""
         self._trailer_bytes += len(name) + len(value) + 4
-        if self._trailer_bytes > (MAX_HEAD_BYTES if self._body_only else _MEASURED_TRAILER_BOUND):
+        if self._trailer_bytes > _MEASURED_TRAILER_BOUND:
             raise _Refused(431, TRAILERS_TOO_LARGE)
         if trailer_closes(name, value):
             # llhttp itself takes this one: it refuses whatever follows on the

@@ -62,6 +62,18 @@ _TRICKY = b"\r\n0\r\nX: y\r\n" + b"a:b\r\n" * (M // 5) + b'0;e="q:r"\r\n'
 _TRICKY_CHUNKS = b"%x\r\n%s\r\n" % (len(_TRICKY), _TRICKY)
 _TRICKY_GOT = ("POST", "/a", "", _TRICKY)
 
+
+def tab_coding(data: bytes) -> bytes:
+    """A coding llhttp does not take ("chunked" and a tab): the body is read
+    behind a stand-in head."""
+    return data.replace(b"chunked", b"chunked\t", 1)
+
+
+def upgrade_offer(data: bytes) -> bytes:
+    """An upgrade offer with the body (read behind a stand-in head too)."""
+    return data.replace(b"Host: x\r\n", b"Host: x\r\nConnection: upgrade\r\nUpgrade: h2c\r\n", 1)
+
+
 CASES: list[tuple[str, bytes, list[object]]] = [
     ("no trailers", chunked(b"\r\n"), [GOT]),
     ("at the limit", chunked(section(M)), [GOT]),
@@ -90,6 +102,11 @@ CASES: list[tuple[str, bytes, list[object]]] = [
     ("long chunk data, past the limit", chunked(section(M + 1), _TRICKY_CHUNKS), [431]),
     ("then a request, at the limit", chunked(section(M)) + _NEXT, [GOT, GOT_Y]),
     ("after a request, past the limit", _NEXT + chunked(section(M + 1)), [GOT_Y, 431]),
+    ("chunked and a tab, at the limit", tab_coding(chunked(section(M))), [GOT]),
+    ("chunked and a tab, past the limit", tab_coding(chunked(section(M + 1))), [431]),
+    ("an upgrade offer, at the limit", upgrade_offer(chunked(section(M))), [GOT]),
+    ("an upgrade offer, past the limit", upgrade_offer(chunked(section(M + 1))), [431]),
+    ("an upgrade offer, short fields past", upgrade_offer(chunked(short_fields(M + 1))), [431]),
 ]
 
 
@@ -149,7 +166,8 @@ def _near_the_limit(rng: random.Random) -> bytes:
     chunks = rng.choice([b"3\r\nabc\r\n", _TRICKY_CHUNKS, b"1\r\na\r\n" * 50])
     last = rng.choice([b"0", b"000", b'0;e="a:b"', b"0;x"])
     prefix = rng.choice([b"", b"\r\n", _NEXT, _NEXT * 3])
-    return prefix + chunked(trailers, chunks, last) + rng.choice([b"", _NEXT])
+    framing = rng.choice([lambda data: data, lambda data: data, tab_coding, upgrade_offer])
+    return prefix + framing(chunked(trailers, chunks, last)) + rng.choice([b"", _NEXT])
 
 
 SEEDS = range(4)
