@@ -7,6 +7,7 @@ to await the next one it wants."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,9 +16,12 @@ import websockets
 from pycrdt import Decoder, Doc, Encoder, Text
 
 from syncd.auth.permissions import Rule, V2Permissions
+from syncd.wire import WS_OPCODE_BINARY
 from syncd.yjs import hocuspocus
+from syncd.yjs.connection import YjsConnection
+from syncd.yjs.protocol import sync_step1
 from tests.conftest import RunningServer
-from tests.ws.support import NS, mint
+from tests.ws.support import NS, RawWs, client_frame, mint, wait_for
 
 WAIT_S = 5.0
 """Upper bound on any one answer (a wait for the limit is about a second)."""
@@ -108,3 +112,26 @@ def text_of(update: bytes) -> str:
     doc: Doc[Any] = Doc()
     doc.apply_update(update)
     return str(doc.get("content", type=Text))
+
+
+async def stalled_yjs_peer(server: RunningServer, token: str) -> tuple[RawWs, YjsConnection]:
+    """A y-websocket peer of ROOM with small socket buffers on both ends (so
+    the server cannot hand the kernel much), its step 1 sent, and the
+    server's connection."""
+    before = set(server.app.server_ctx.other_connections)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
+    raw = RawWs(reader, writer)
+    status, _ = await raw.handshake("", path=f"/v1/namespaces/{NS}/yjs/{ROOM}?token={token}")
+    assert status == 101
+    await wait_for(lambda: set(server.app.server_ctx.other_connections) - before)
+    (connection,) = set(server.app.server_ctx.other_connections) - before
+    assert isinstance(connection, YjsConnection)
+    connection.transport.get_extra_info("socket").setsockopt(
+        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+    )
+    raw.send(client_frame(WS_OPCODE_BINARY, sync_step1(b"\x00")))
+    return raw, connection

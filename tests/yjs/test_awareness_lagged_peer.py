@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from typing import Any
 
 import httpx
@@ -23,11 +22,9 @@ from pycrdt import Awareness, Decoder, Doc, Encoder, Text
 
 from syncd.crdt.ydoc import b64
 from syncd.wire import WS_OPCODE_BINARY
-from syncd.yjs.connection import YjsConnection
-from syncd.yjs.protocol import awareness_message, sync_step1
-from tests.conftest import RunningServer
-from tests.ws.support import NS, RawWs, client_frame, mint, wait_for
-from tests.yjs.support import ROOM
+from syncd.yjs.protocol import awareness_message
+from tests.ws.support import NS, mint, wait_for
+from tests.yjs.support import ROOM, stalled_yjs_peer
 
 DOC = f"yd:{ROOM}"
 BOUND = 16 * 1024
@@ -48,28 +45,6 @@ def _update(client: int, clock: int, state: dict[str, Any] | None) -> bytes:
     encoder.write_var_uint(clock)
     encoder.write_var_string(json.dumps(state))
     return encoder.to_bytes()
-
-
-async def _stalled_peer(server: RunningServer, token: str) -> tuple[RawWs, YjsConnection]:
-    """A y-websocket peer with small socket buffers on both ends, its step 1
-    sent, and the server's connection."""
-    before = set(server.app.server_ctx.other_connections)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
-    raw = RawWs(reader, writer)
-    status, _ = await raw.handshake("", path=f"/v1/namespaces/{NS}/yjs/{ROOM}?token={token}")
-    assert status == 101
-    await wait_for(lambda: set(server.app.server_ctx.other_connections) - before)
-    (connection,) = set(server.app.server_ctx.other_connections) - before
-    assert isinstance(connection, YjsConnection)
-    connection.transport.get_extra_info("socket").setsockopt(
-        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-    )
-    raw.send(client_frame(WS_OPCODE_BINARY, sync_step1(b"\x00")))
-    return raw, connection
 
 
 def _peer_states(awareness: Awareness) -> dict[int, Any]:
@@ -99,7 +74,7 @@ async def test_a_lagged_peer_gets_the_rooms_current_awareness_once_it_drains(
             assert r.status_code == 200, r.text
 
         await edit(0)
-        raw, connection = await _stalled_peer(server, token)
+        raw, connection = await stalled_yjs_peer(server, token)
         room = connection.channel.room
         async with (
             websockets.connect(url, ping_interval=None, max_queue=None) as leaving,

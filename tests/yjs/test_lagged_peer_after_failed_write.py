@@ -13,7 +13,6 @@ read until the test says.
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -22,39 +21,15 @@ from pycrdt import Doc, Text, handle_sync_message
 
 from syncd.crdt.ydoc import b64
 from syncd.wire import WS_OPCODE_BINARY
-from syncd.yjs.connection import YjsConnection
-from syncd.yjs.protocol import sync_step1
 from tests.store.support import ENOSPC, gated_server
-from tests.ws.support import NS, RawWs, client_frame, mint, wait_for
-from tests.yjs.support import ROOM
+from tests.ws.support import NS, mint, wait_for
+from tests.yjs.support import ROOM, stalled_yjs_peer
 
 DOC = f"yd:{ROOM}"
 BOUND = 16 * 1024
 """The subscriber buffer: a peer with more than this unread is skipped."""
 EDIT_CHARS = 2000
 CATCH_UP_S = 5.0
-
-
-async def _stalled_peer(server: Any, token: str) -> tuple[RawWs, YjsConnection]:
-    """A y-websocket peer with small socket buffers on both ends (so the server
-    cannot hand the kernel much), its step 1 sent, and the server's connection."""
-    before = set(server.app.server_ctx.other_connections)
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=1024)
-    raw = RawWs(reader, writer)
-    status, _ = await raw.handshake("", path=f"/v1/namespaces/{NS}/yjs/{ROOM}?token={token}")
-    assert status == 101
-    await wait_for(lambda: set(server.app.server_ctx.other_connections) - before)
-    (connection,) = set(server.app.server_ctx.other_connections) - before
-    assert isinstance(connection, YjsConnection)
-    connection.transport.get_extra_info("socket").setsockopt(
-        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-    )
-    raw.send(client_frame(WS_OPCODE_BINARY, sync_step1(b"\x00")))
-    return raw, connection
 
 
 async def test_a_lagged_peer_catches_up_on_a_document_a_failed_write_dropped(
@@ -79,7 +54,7 @@ async def test_a_lagged_peer_catches_up_on_a_document_a_failed_write_dropped(
                 )
 
             assert (await edit(0)).status_code == 200
-            raw, connection = await _stalled_peer(server, token)
+            raw, connection = await stalled_yjs_peer(server, token)
             channel = connection.channel
             edits = 1
             while not connection.write_paused:
