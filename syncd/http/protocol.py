@@ -448,6 +448,10 @@ class HttpProtocol(asyncio.Protocol):
         extra: Headers = ()
         if request is not None and ctx.extra_headers is not None:
             extra = ctx.extra_headers(request)
+        if keep_alive and request is not None and request.http_version != "1.1":
+            # A 1.0 client keeps the connection only if the answer says so
+            # (RFC 9112 appendix C.2.2); a 1.1 one does unless told otherwise.
+            extra += _KEEP_ALIVE
         head_only = request is not None and request.method == "HEAD"
         transport = self._transport
         if transport is not None and not transport.is_closing():  # _write, inline
@@ -688,6 +692,8 @@ class HttpProtocol(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
 
+
+_KEEP_ALIVE: Final[Headers] = ((b"connection", b"keep-alive"),)
 
 _PARSE_CODES = {
     413: "payload_too_large",
