@@ -863,8 +863,16 @@ class PostgresStore:
                 complete = len(records) == seq - base and (
                     not records or records[0]["seq"] == base + 1
                 )
-                if not complete:
+                oldest = None
+                if complete and found is None and not records:
+                    # Seq 0, the empty state: a base only while the life's ops
+                    # are held from seq 1 (a pruned one answered it, and a
+                    # restore to it took the CRDT back past what is retained).
                     oldest = await self._oldest(conn, key, latest)
+                    complete = oldest == 0
+                if not complete:
+                    if oldest is None:
+                        oldest = await self._oldest(conn, key, latest)
                     raise history_expired(
                         f"{ns}/{crdt_id}: the history before seq {oldest} is no longer retained",
                         oldest,
