@@ -110,6 +110,17 @@ class Request:
         return parse_json(self.body, max_depth)
 
 
+def decimal_digits(text: str) -> str | None:
+    """A query number's significant digits: ``text`` without its leading
+    zeros ("0" for zeros alone), or None when it is not ASCII decimal digits.
+    Bounds on digits apply to this, so leading zeros are taken however many
+    there are, as the parsers take them in Content-Length (RFC 9112 allows
+    them there); the length is checked before ``int()`` sees the text."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    return text.lstrip("0") or "0"
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

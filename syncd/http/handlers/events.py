@@ -70,7 +70,7 @@ from syncd.crdt.engine import Engine
 from syncd.errors import ApiError, bad_request
 from syncd.http.feed import FEED_SLICE_BYTES, Feed, Piece
 from syncd.http.protocol import WRITE_HIGH_WATER
-from syncd.http.request import Request
+from syncd.http.request import Request, decimal_digits
 from syncd.http.response import StreamResponse, StreamSink, dumps
 from syncd.http.router import Router
 from syncd.http.timers import EXPIRY_RESOLUTION_S, INTERVAL_SLOTS, Slot, Wheel
@@ -540,13 +540,12 @@ def register(
         since_text = query.get("since")
         since: int | None = None
         if since_text is not None:
-            if not (
-                since_text.isascii() and since_text.isdigit() and len(since_text) <= MAX_SEQ_DIGITS
-            ):
+            digits = decimal_digits(since_text)
+            if digits is None or len(digits) > MAX_SEQ_DIGITS:
                 raise bad_request(
                     f"since: an integer of at most {MAX_SEQ_DIGITS} digits is required"
                 )
-            since = int(since_text)
+            since = int(digits)
         epoch = query.get("epoch")
         if request.method == "HEAD":
             # The head a GET gets, with no body (the connection never starts a

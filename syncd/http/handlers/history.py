@@ -13,7 +13,7 @@ from syncd.crdt.validate import check_origin, json_int
 from syncd.errors import bad_request
 from syncd.history.reads import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, Writer
 from syncd.history.service import HistoryService
-from syncd.http.request import Request
+from syncd.http.request import Request, decimal_digits
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router
 from syncd.ids import check_crdt_id, check_namespace
@@ -38,28 +38,31 @@ page it would not get, so it is refused instead of answered with the newest."""
 
 def parse_seq(text: str | None, name: str) -> int:
     """A seq in a query (0 to ``MAX_QUERY_SEQ``), or 400 naming it."""
-    if text is None or not (text.isascii() and text.isdigit()) or len(text) > _MAX_SEQ_DIGITS:
+    digits = decimal_digits(text) if text is not None else None
+    if digits is None or len(digits) > _MAX_SEQ_DIGITS:
         raise bad_request(f"{name}: an integer seq from 0 to {MAX_QUERY_SEQ} is required")
-    return int(text)
+    return int(digits)
 
 
 def parse_limit(text: str, most: int = MAX_HISTORY_LIMIT) -> int:
     """A page size in ``?limit=`` (1 to ``most``: ``/history``'s, or the
     listing's), or 400 naming it."""
+    digits = decimal_digits(text)
     if (
-        not (text.isascii() and text.isdigit())
-        or len(text) > len(str(most))  # so int() never sees a huge text
-        or not 1 <= int(text) <= most
+        digits is None
+        or len(digits) > len(str(most))  # so int() never sees a huge text
+        or not 1 <= int(digits) <= most
     ):
         raise bad_request(f"limit: an integer from 1 to {most} is required")
-    return int(text)
+    return int(digits)
 
 
 def parse_client_id(text: str) -> int:
     """A ``?client_id=`` filter: a client id (0 to ``MAX_CLIENT_ID``), or 400."""
-    if not (text.isascii() and text.isdigit()) or len(text) > _MAX_SEQ_DIGITS:
+    digits = decimal_digits(text)
+    if digits is None or len(digits) > _MAX_SEQ_DIGITS:
         raise bad_request(f"client_id: an integer from 0 to {MAX_CLIENT_ID} is required")
-    value = int(text)
+    value = int(digits)
     if value > MAX_CLIENT_ID:
         raise bad_request(f"client_id: an integer from 0 to {MAX_CLIENT_ID} is required")
     return value
