@@ -799,7 +799,9 @@ class PostgresStore:
                 cur = await conn.execute(
                     "SELECT record FROM ops WHERE ns = %s AND id = %s AND epoch = %s"
                     " AND seq < %s ORDER BY seq DESC LIMIT %s",
-                    (*key, before if before is not None else 2**62, limit),
+                    # Up to the seq this node has applied: another node's
+                    # newer ops are not in the state the answer is about.
+                    (*key, latest + 1 if before is None else min(before, latest + 1), limit),
                 )
                 rows = await cur.fetchall()
                 oldest = await self._oldest(conn, key, latest)
@@ -817,8 +819,8 @@ class PostgresStore:
                 oldest = await self._oldest(conn, key, latest)
                 cur = await conn.execute(
                     "SELECT seq, writer, tag, record FROM ops WHERE ns = %s AND id = %s"
-                    " AND epoch = %s AND seq >= %s ORDER BY seq LIMIT %s",
-                    (*key, oldest + 1 if since is None else since, most),
+                    " AND epoch = %s AND seq >= %s AND seq <= %s ORDER BY seq LIMIT %s",
+                    (*key, oldest + 1 if since is None else since, latest, most),
                 )
                 rows = await cur.fetchall()
         except (psycopg.Error, OSError, TimeoutError) as exc:

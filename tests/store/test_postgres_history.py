@@ -46,3 +46,23 @@ async def test_the_state_at_seq_0_of_a_whole_history_is_empty(start_node: StartN
         await op(a, "pn:x", {"op": "increment", "amount": 1})
     at = await a.history.read_at(NS, "pn:x", 0, full=False)
     assert (at["seq"], at["value"]) == (0, 0)
+
+
+async def test_history_reads_stop_at_the_seq_the_reader_is_at(start_node: StartNode) -> None:
+    # A node answers /history, and takes a revert's window, at the seq it has
+    # applied (`latest`): ops another node committed since are not yet in its
+    # state. Read past it, a page headed "seq": 3 listed ops 4 and 5 (and ?at=5
+    # on that node was 400, in the future), as the embedded store never does.
+    a = await start_node("a")
+    for _ in range(5):
+        await op(a, "pn:x", {"op": "increment", "amount": 1})
+    entry = a.engine.get(NS, "pn:x")
+    assert entry is not None and entry.seq == 5
+    records, oldest = await a.store.history(NS, "pn:x", entry.epoch, 3, None, 100)
+    assert ([r["seq"] for r in records], oldest) == ([3, 2, 1], 0)
+    records, _ = await a.store.history(NS, "pn:x", entry.epoch, 3, 10, 100)
+    assert [r["seq"] for r in records] == [3, 2, 1]
+    held, oldest = await a.store.history_window(NS, "pn:x", entry.epoch, 3, None, 100)
+    assert (held.seqs, oldest) == ([1, 2, 3], 0)
+    held, _ = await a.store.history_window(NS, "pn:x", entry.epoch, 3, 2, 100)
+    assert held.seqs == [2, 3]
