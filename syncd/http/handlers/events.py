@@ -253,10 +253,13 @@ class SseSubscriber(DeliverEach):
                 return  # already covered by the snapshot or replay
             if delta.delta.get("ts", 0) >= self._until:
                 return  # made after the read ended; the expiry timer ends the stream
-            self._last_seq = delta.seq
-            self._epoch = delta.delta.get("epoch")
         elif self._read_over():
-            return  # a "deleted" has no ts: made now, after the read ended
+            return  # a "deleted" or a snapshot has no ts: made now, after the read ended
+        # Where the reader is now: a snapshot the hub fans out (a cluster node
+        # reloading the CRDT) may be behind what the stream sent, and the ops
+        # after it are new ones at those seqs; a "deleted" ends the life.
+        self._last_seq = delta.seq if kind != "deleted" else -1
+        self._epoch = delta.delta.get("epoch")
         # While the snapshot is fed, the transport holds views of the shared
         # state, not this stream's own bytes: what waits behind it counts.
         feed = self._feed
