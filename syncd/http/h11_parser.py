@@ -235,7 +235,10 @@ class H11Parser:
             elif isinstance(event, h11.Data):
                 self._size += len(event.data)
                 if self._size > self._max_body:
-                    self._failed = ParseError(413, body_too_large(self._max_body))
+                    refused = self._head
+                    self._failed = ParseError(
+                        413, body_too_large(self._max_body), refused.headers if refused else None
+                    )
                     return self._failed
                 self._body = add_body(self._body, event.data)
                 if event.chunk_end:
@@ -462,7 +465,7 @@ class H11Parser:
                 # h11 takes 20 digits, llhttp a number within 64 bits.
                 self._failed = ParseError(400, "bad Content-Length")
             else:
-                self._failed = ParseError(413, body_too_large(self._max_body))
+                self._failed = ParseError(413, body_too_large(self._max_body), headers)
             return self._failed
         if method not in KNOWN_METHODS:
             refusal = method_refusal(method)

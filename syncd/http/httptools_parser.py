@@ -280,9 +280,10 @@ def _message_start(data: bytes, completed: int) -> int:
 
 
 class _Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self.status = status
         self.message = message
+        self.headers = headers  # ParseError.headers
 
 
 class HttptoolsParser:
@@ -483,7 +484,7 @@ class HttptoolsParser:
                     return
                 held_body = data[offset:]
         except _Refused as exc:
-            self._fail(exc.status, exc.message)
+            self._fail(exc.status, exc.message, exc.headers)
         except httptools.HttpParserCallbackError as exc:
             self._fail_callback(exc)
         except httptools.HttpParserError as exc:
@@ -893,7 +894,7 @@ class HttptoolsParser:
             try:
                 more = self._read_held_body(rest)
             except _Refused as exc:
-                self._fail(exc.status, exc.message)
+                self._fail(exc.status, exc.message, exc.headers)
                 return
             except httptools.HttpParserCallbackError as exc:
                 self._fail_callback(exc)
@@ -1025,14 +1026,14 @@ class HttptoolsParser:
     def trailing_data(self) -> bytes:
         return self._trailing
 
-    def _fail(self, status: int, message: str) -> None:
-        self._failed = ParseError(status, message)
+    def _fail(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self._failed = ParseError(status, message, headers)
 
     def _fail_callback(self, exc: httptools.HttpParserCallbackError) -> None:
         """A callback raised: its own refusal, or a malformed request."""
         cause = exc.__context__
         if isinstance(cause, _Refused):
-            self._fail(cause.status, cause.message)
+            self._fail(cause.status, cause.message, cause.headers)
         else:
             self._fail(400, "malformed request")
 
@@ -1154,7 +1155,7 @@ class HttptoolsParser:
                 raise _Refused(400, "bad Content-Length")
             size = self._length = _length_value(length)
             if size > self._max_body:
-                raise _Refused(413, body_too_large(self._max_body))
+                raise _Refused(413, body_too_large(self._max_body), headers)
         method = parser.get_method().decode("ascii")
         request = request_from_head(method, url.decode("latin-1"), headers, version)
         self._current = request
@@ -1184,7 +1185,8 @@ class HttptoolsParser:
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
         if self._size > self._max_body:
-            raise _Refused(413, body_too_large(self._max_body))
+            # The current request's fields (a held request's, not its stand-in's).
+            raise _Refused(413, body_too_large(self._max_body), self._current.headers)
         self._body = add_body(self._body, body)
 
     def on_message_complete(self) -> None:

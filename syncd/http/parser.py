@@ -82,11 +82,16 @@ CLOSED: Final = _Sentinel("CLOSED")
 
 
 class ParseError:
-    __slots__ = ("message", "status")
+    __slots__ = ("headers", "message", "status")
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         self.status = status
         self.message = message
+        self.headers = headers
+        """The refused request's header fields where its whole head was read
+        and taken (a body over the limit: 413), so that the answer carries
+        what an answer to that request would (CORS); None for a refusal of
+        the head itself, whose fields are not to be trusted or not all read."""
 
     def __repr__(self) -> str:
         return f"ParseError({self.status}, {self.message!r})"

@@ -369,6 +369,7 @@ class HttpProtocol(asyncio.Protocol):
                             event.status,
                             _PARSE_CODES.get(event.status, "bad_request"),
                             event.message,
+                            self._refusal_headers(event),
                         ),
                         None,
                         keep_alive=False,
@@ -379,6 +380,16 @@ class HttpProtocol(asyncio.Protocol):
                 self._dispatch(event)
         finally:
             self._processing = False
+
+    def _refusal_headers(self, refusal: ParseError) -> Headers:
+        """What an answer to the refused request would carry besides (CORS:
+        a page on an allowed origin reads its 413 instead of a network
+        error), where the parser read and took its whole head."""
+        extra_headers = self._ctx.extra_headers
+        if refusal.headers is None or extra_headers is None:
+            return ()
+        # A request of its fields alone: all extra_headers reads of one.
+        return extra_headers(Request("", "", "", refusal.headers, b"", "1.1", False))
 
     def _dispatch(self, request: Request) -> None:
         self._state.to(BUSY)
