@@ -4,7 +4,10 @@ or a snapshot. Shared by the SSE stream and the WebSocket ``subscribe``.
 A client that resumes names the life (``epoch``) and the last seq it has; when
 this node still holds that life and the store still has every op after that
 seq, the client gets exactly those ops, else one snapshot delta of the whole
-state. Either way it then receives live deltas, deduplicated by seq.
+state. Either way it then receives live deltas, deduplicated by seq. A seq
+ahead of this node's is the store's to judge: on a shared store another node
+may have made it (this one follows a little behind), and the client is up to
+date with the ops after it; else it is ahead of every node, and gets a snapshot.
 
 The start is decided, and the snapshot taken, where what memory holds of the
 CRDT is durable (:meth:`CrdtService.durable_state`): never from ops in flight,
@@ -73,20 +76,22 @@ async def start_from(
     apart (it has no seq)."""
     engine = service.engine
     replay: Start[S] = Start(records=None, snapshot=None)  # "read the ops after since"
+    held = -1
+    """Where memory is when the client is ahead of it (-1: it is not)."""
 
     def decide() -> Start[S]:
+        nonlocal held
         if covered is not None:
             covered()
         entry = engine.get(ns, crdt_id)
-        if (
-            since is not None
-            and epoch is not None
-            and entry is not None
-            and entry.epoch == epoch
-            and since <= entry.seq
-        ):
+        if since is not None and epoch is not None and entry is not None and entry.epoch == epoch:
             # entry.seq is durable here: "up to date" never counts an op in flight.
-            return Start(records=[], snapshot=None) if since == entry.seq else replay
+            if since == entry.seq:
+                return Start(records=[], snapshot=None)
+            # Ahead: this node may follow a shared store a little behind the
+            # node the client had its ops from; the store tells.
+            held = entry.seq if since > entry.seq else -1
+            return replay
         return Start(records=None, snapshot=snapshot())
 
     while True:
@@ -96,7 +101,15 @@ async def start_from(
         # Epoch and since known here: read what the store holds after since
         # (only durable records; the rest come as deltas, deduplicated by seq).
         assert since is not None and epoch is not None
-        records = await service.store.ops_since(ns, crdt_id, epoch, since)
-        if records is not None:
-            return Start(records=records, snapshot=None)
+        if held < 0:
+            records = await service.store.ops_since(ns, crdt_id, epoch, since)
+            if records is not None:
+                return Start(records=records, snapshot=None)
+        else:
+            # The store has the client's seq: it is up to date with the ops
+            # after it, and this node's own deltas up to since are skipped by
+            # seq. Else it is ahead of every node (ops a crash took back).
+            records = await service.store.ops_since(ns, crdt_id, epoch, held)
+            if records and records[-1]["seq"] >= since:
+                return Start(records=[r for r in records if r["seq"] > since], snapshot=None)
         since = None  # no longer held: a snapshot
