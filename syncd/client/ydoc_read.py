@@ -3,7 +3,7 @@
 The read view of a ``ydoc`` is one binary Yjs update in base64: exact, and
 of no use to a language model. The agent tools decode it here, with the
 function the service's ``?root=NAME&as=KIND`` read uses
-(:func:`syncd.crdt.ydoc.root_view`), so that a tool call can name a root type
+(:func:`syncd.crdt.ydoc.read_root_view`), so that a tool call can name a root type
 and how to read it and get text, JSON or XML back. Decoding on the client
 works for every id a ``ydoc`` can have: the service's ``?root=`` read takes
 only ``yd:`` ids.
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from pycrdt import Doc
 
-from syncd.crdt.ydoc import ROOT_KINDS, kinds_with_content, root_view
+from syncd.crdt.ydoc import ROOT_KINDS, read_root_view
 
 MAX_ROOT_NAME: Final = 256
 """The longest root name, as the service's ``?root=`` takes."""
@@ -68,24 +68,22 @@ def root_read(view: Mapping[str, Any], root: str, kind: str) -> dict[str, Any]:
         have = ", ".join(repr(name) for name in roots) or "none"
         raise YdocReadError(f"the Yjs document has no root {root!r}; its roots: {have}")
     try:
-        value = root_view(binascii.a2b_base64(view["value"]), root, kind)
+        value, others = read_root_view(binascii.a2b_base64(view["value"]), root, kind)
     except ValueError as exc:
         # pycrdt cannot give some content in some kinds (an XML element read
         # as an array): say so, and how else to read it.
         raise YdocReadError(f"root {root!r} cannot be read as {kind}: {exc}; try as=xml") from None
     out = {name: view[name] for name in ("id", "type", "seq", "epoch") if name in view}
     out.update(root=root, **{"as": kind}, value=value)
-    if not value:
+    if others:
         # A root read as another kind than its own is empty (a map read as
-        # text, the default): say how it reads, or the model takes the root
-        # for empty.
-        others = kinds_with_content(binascii.a2b_base64(view["value"]), root)
-        if others:
-            out["message"] = (
-                f"Read as {kind}, this root is empty, but read as {' or '.join(others)} "
-                f"it is not (a Yjs update does not say which kind a root is): "
-                f"call again with as={others[0]!r}."
-            )
+        # text, the default; only an empty value has others): say how it
+        # reads, or the model takes the root for empty.
+        out["message"] = (
+            f"Read as {kind}, this root is empty, but read as {' or '.join(others)} "
+            f"it is not (a Yjs update does not say which kind a root is): "
+            f"call again with as={others[0]!r}."
+        )
     return out
 
 

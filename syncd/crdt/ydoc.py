@@ -1100,32 +1100,44 @@ def _integrate(doc: Doc[Any], updates: Sequence[bytes], origin: str | None) -> b
     return state_vector
 
 
-def root_view(update: bytes, name: str, kind: str) -> Any:
-    """The JSON view of root type ``name`` read as ``kind`` (one of ROOT_KINDS).
+def read_root_view(update: bytes, name: str, kind: str) -> tuple[Any, list[str]]:
+    """The JSON view of root type ``name`` read as ``kind`` (one of
+    ROOT_KINDS) and, when it is empty, the kinds that show its content
+    (:func:`kinds_with_content`): the service's ``?root=`` read, from one
+    decode of ``update`` (it cost one for the view and up to four more for
+    the kinds).
 
     Read from a scratch copy: asking a Yjs document for a root type fixes that
-    root's type, which must not happen to the live one on a read.
+    root's type, which must not happen to the live one on a read. In the
+    scratch copy reading the root as several kinds in turn gives what a copy
+    of its own per kind gives (pycrdt 0.14, as pinned; tests/crdt/test_ydoc.py).
     """
-    if kind == "array":
-        return [_plain(item) for item in _array_items(update, name)]
-    doc: Doc[Any] = Doc()
-    doc.apply_update(update)
-    if kind == "text":
-        return str(doc.get(name, type=Text))
-    if kind == "map":
-        return _plain(doc.get(name, type=Map))
-    if kind == "xml":
-        return str(doc.get(name, type=XmlFragment))
-    raise ValueError(kind)
+    if kind not in ROOT_KINDS:
+        raise ValueError(kind)
+    doc, items = _decoded(update, name, arrays=kind == "array")
+    value = _view(doc, items, name, kind)
+    return value, ([] if value else _kinds(doc, name))
 
 
-def _array_items(update: bytes, name: str) -> list[Any]:
-    """The items of root ``name`` read as an array, in one pass: the insert
-    a new document's array reports as the update integrates. pycrdt reads an
-    array one index at a time, each from the array's start, so iterating a
-    long one cost time quadratic in its items: a text of 200,000 characters
-    in 2,000 pieces took 2.4 s as an array, one of 2 MB four minutes."""
+def root_view(update: bytes, name: str, kind: str) -> Any:
+    """The JSON view of root type ``name`` read as ``kind`` (one of ROOT_KINDS)."""
+    if kind not in ROOT_KINDS:
+        raise ValueError(kind)
+    doc, items = _decoded(update, name, arrays=kind == "array")
+    return _view(doc, items, name, kind)
+
+
+def _decoded(update: bytes, name: str, arrays: bool) -> tuple[Doc[Any], list[Any] | None]:
+    """A scratch document of ``update`` and, when ``arrays``, the items of root
+    ``name`` read as an array, in one pass: the insert a new document's
+    array reports as the update integrates. pycrdt reads an array one index
+    at a time, each from the array's start, so iterating a long one cost
+    time quadratic in its items: a text of 200,000 characters in 2,000
+    pieces took 2.4 s as an array, one of 2 MB four minutes."""
     doc: Doc[Any] = Doc()
+    if not arrays:
+        doc.apply_update(update)
+        return doc, None
     array = doc.get(name, type=Array)
     deltas: list[list[dict[str, Any]]] = []
     subscription = array.observe(lambda event: deltas.append(event.delta))
@@ -1133,31 +1145,40 @@ def _array_items(update: bytes, name: str) -> list[Any]:
         doc.apply_update(update)
     finally:
         array.unobserve(subscription)
-    return [item for delta in deltas for change in delta for item in change.get("insert", ())]
+    return doc, [item for delta in deltas for change in delta for item in change.get("insert", ())]
+
+
+def _view(doc: Doc[Any], items: list[Any] | None, name: str, kind: str) -> Any:
+    if kind == "array":
+        assert items is not None
+        return [_plain(item) for item in items]
+    if kind == "text":
+        return str(doc.get(name, type=Text))
+    if kind == "map":
+        return _plain(doc.get(name, type=Map))
+    return str(doc.get(name, type=XmlFragment))
 
 
 def kinds_with_content(update: bytes, name: str) -> list[str]:
     """The kinds (of ROOT_KINDS) root type ``name`` reads as with something
-    in it, the likeliest first; none for a root the document does not have.
+    in it, the likeliest first; none for a root the document does not have."""
+    return _kinds(_decoded(update, name, arrays=False)[0], name)
+
+
+def _kinds(doc: Doc[Any], name: str) -> list[str]:
+    """:func:`kinds_with_content` of a scratch document.
 
     A Yjs update does not say which kind a root is, so a root read as another
     kind than its own reads empty (a map read as text): this says how to read
     it. An XML fragment also reads as an array of its children, but is one:
-    xml comes first and that array is left out. Each kind is tried on a
-    scratch copy of its own (reading fixes a root's kind in a document), and
-    without making its view: a long text's array view costs time quadratic
-    in its length (pycrdt reads an array one index at a time, each from the
-    start), 2.4 s for 200,000 characters."""
-    doc: Doc[Any] = Doc()
-    doc.apply_update(update)
-    if name not in set(doc.keys()):  # Doc has no typed __contains__
-        return []
+    xml comes first and that array is left out. Each kind is tested without
+    making its view: a long text's array view costs time quadratic in its
+    length (pycrdt reads an array one index at a time, each from the start),
+    2.4 s for 200,000 characters. A root the document does not have reads
+    empty as every kind."""
     found: list[str] = []
     fragment_children = False
     for kind in ROOT_KINDS:
-        if kind != ROOT_KINDS[0]:  # the first reuses the copy made above
-            doc = Doc()
-            doc.apply_update(update)
         if kind == "text":
             shows = bool(str(doc.get(name, type=Text)))
         elif kind == "map":

@@ -6,6 +6,7 @@ import base64
 import json
 import shutil
 import subprocess
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -313,3 +314,36 @@ async def test_a_text_typed_in_pieces_reads_as_an_array_of_its_characters(
     r = await client.get(f"{BASE}/yd:long?root=content&as=array", headers=h)
     assert r.status_code == 200, r.text
     assert "".join(r.json()["value"]) == content
+
+
+async def test_a_root_read_decodes_the_document_once_and_a_large_one_off_the_event_loop(
+    client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A root read decoded the whole document on the event loop, once for the
+    value and up to four times more for ``content_as`` (0.37 s for 2 MB,
+    seconds near the CRDT limit, every other request waiting). It decodes
+    it once, and a large one in a thread."""
+    h = await issue(client)
+    await _typed_text(client, h, "yd:small", 2)
+    content = await _typed_text(client, h, "yd:large", 1000)  # 100 KB: decoded in a thread
+    calls: list[bool] = []
+    apply_update = Doc.apply_update
+
+    def counted(doc: Doc[Any], update: bytes) -> None:
+        calls.append(threading.current_thread() is threading.main_thread())
+        apply_update(doc, update)
+
+    monkeypatch.setattr(Doc, "apply_update", counted)
+    for crdt_id in ("yd:small", "yd:large"):
+        for query, kinds in (("as=map", ["text", "array", "xml"]), ("as=text", None)):
+            calls.clear()
+            r = await client.get(f"{BASE}/{crdt_id}?root=content&{query}", headers=h)
+            assert r.status_code == 200, r.text
+            assert r.json().get("content_as") == kinds, r.text
+            assert len(calls) == 1, (crdt_id, query, calls)
+            if crdt_id == "yd:large":
+                assert calls == [False], (crdt_id, query, calls)
+    calls.clear()
+    r = await client.get(f"{BASE}/yd:large?root=content&as=array&at=1", headers=h)
+    assert "".join(r.json()["value"]) == content
+    assert calls[-1] is False, calls  # before it, the past's rebuild (syncd.history)

@@ -20,7 +20,7 @@ from syncd.auth.authenticator import Authenticator, Principal
 from syncd.crdt.engine import ApplyResult, Engine
 from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
 from syncd.crdt.validate import check_origin, with_origin
-from syncd.crdt.ydoc import ROOT_KINDS, YDoc, kinds_with_content, root_view
+from syncd.crdt.ydoc import ROOT_KINDS, YDoc, read_root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
 from syncd.http.handlers.history import parse_seq
@@ -37,6 +37,16 @@ READ_PARAMS: Final = ("at", "format", "root", "as")
 OPS_PARAMS: Final = ("return", "origin")
 RETURN_STATE: Final = "state"
 """``?return=``'s one value on the ops route: the answer carries the state after the ops."""
+ROOT_READ_THREAD_BYTES: Final = 64 * 1024
+"""A Yjs document at least this large (its update) is decoded for a
+``?root=`` read in a thread: Yrs decodes one of 2 MB in about a tenth of a
+second and lets the GIL go while it does, and a document near the CRDT size
+limit takes seconds, every other request on the event loop waiting. Smaller
+ones are decoded in place (a thread hop would cost more than the decode)."""
+MAX_ROOT_READ_THREADS: Final = 2
+"""``?root=`` reads decoding in threads at once, at most: each holds a decoded
+copy of its document (several times its update) outside the engine's memory
+budget, so many at once must not multiply that; the rest wait their turn."""
 FULL_FORMAT: Final = "crdt"
 """``?format=``'s one value: the mergeable state instead of the view."""
 
@@ -71,6 +81,7 @@ def register(
     history: HistoryService,
     json_max_depth: int,
 ) -> None:
+    root_read_threads = asyncio.Semaphore(MAX_ROOT_READ_THREADS)
 
     def read(request: Request) -> Response | Awaitable[Response]:
         ns = check_namespace(request.params["ns"])
@@ -139,7 +150,11 @@ def register(
             if taken is None:
                 raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
             type_name, epoch, seq, encoded = taken
-        value = root_view(encoded, name, kind)
+        if len(encoded) < ROOT_READ_THREAD_BYTES:
+            value, content_as = read_root_view(encoded, name, kind)
+        else:
+            async with root_read_threads:
+                value, content_as = await asyncio.to_thread(read_root_view, encoded, name, kind)
         answer = {
             "id": crdt_id,
             "type": type_name,
@@ -149,13 +164,12 @@ def register(
             "as": kind,
             "value": value,
         }
-        if not value:
+        if content_as:
             # A Yjs update does not say which kind a root is: a map read as
-            # text (the default) is empty. Say which kinds show its content,
-            # or the reader takes the root for empty.
-            content_as = kinds_with_content(encoded, name)
-            if content_as:
-                answer["content_as"] = content_as
+            # text (the default) is empty. Say which kinds show its content
+            # (only an empty value has them), or the reader takes the root
+            # for empty.
+            answer["content_as"] = content_as
         return json_response(answer)
 
     def ops(request: Request) -> Deferred | Awaitable[Response]:
