@@ -534,6 +534,22 @@ class Engine:
         extra: dict[str, Any] = {}
         repeat_seq = 0
         marks = plan.marks
+        if marks:
+            # A revert's or a restore's ops (the only marked ones) are one
+            # request, applied whole or not at all: one of its op ids applied
+            # already makes all of them a repeat. The same request computed on
+            # another node on a later state has more ops; applying those past
+            # the first one's took back what the first had left.
+            hits = [
+                hit
+                for op in plan.ops
+                if (op_id := op.get("op_id")) is not None and (hit := held.get(op_id)) is not None
+            ]
+            if hits:
+                for hit in hits:
+                    _merge_extra(extra, hit[1])
+                seen = max(hit[0] for hit in hits)
+                return ApplyResult([], seen, len(plan.ops), True, extra, False)
         for i, op in enumerate(plan.ops):
             op_id = op.get("op_id")
             if op_id is not None:

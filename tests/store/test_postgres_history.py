@@ -4,12 +4,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
+from syncd.app import App
 from syncd.auth import ROOT
 from syncd.errors import ApiError
 from syncd.store.history_index import Retention
-from tests.store.pgnodes import NS, StartNode, op
+from tests.store.pgnodes import NS, StartNode, eventually, load, op
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,3 +70,57 @@ async def test_history_reads_stop_at_the_seq_the_reader_is_at(start_node: StartN
     assert (held.seqs, oldest) == ([1, 2, 3], 0)
     held, _ = await a.store.history_window(NS, "pn:x", entry.epoch, 3, 2, 100)
     assert held.seqs == [2, 3]
+
+
+async def test_a_restore_retried_on_another_node_is_a_repeat_whole(
+    start_node: StartNode,
+) -> None:
+    # A client's restore with op_id "r1" is computed on node a at seq 6 (two
+    # ops) and its retry on node b at seq 7, after a concurrent add of "y"
+    # (three ops). a commits first; b's first two op ids were then repeats
+    # and its third was applied: the retry answered "applied": 3 and took back
+    # "y", which the restore the client asked for had left alone. A repeat
+    # applies nothing (docs/http-api.md, "Restore").
+    a = await start_node("a")
+    b = await start_node("b")
+    for element in (0, 1, 2, 3, "x"):
+        await op(a, "or:s", {"op": "add", "element": element})
+    await op(a, "or:s", {"op": "remove", "element": 0})
+    await load(b, "or:s")
+    await eventually(lambda: seq_of(b) == 6)
+    a_go, b_go = asyncio.Event(), asyncio.Event()
+    hold_until(a, a_go)
+    first = asyncio.create_task(a.history.restore(NS, "or:s", 4, ROOT, "r1", "http"))
+    await eventually(lambda: a_go in HELD)
+    await op(b, "or:s", {"op": "add", "element": "y"})
+    hold_until(b, b_go)
+    second = asyncio.create_task(b.history.restore(NS, "or:s", 4, ROOT, "r1", "http"))
+    await eventually(lambda: b_go in HELD)
+    a_go.set()
+    assert (await first)["applied"] == 2
+    b_go.set()
+    assert (await second)["duplicate"] is True
+    await eventually(lambda: seq_of(a) == seq_of(b) == 9)
+    read = a.engine.read(NS, "or:s")
+    assert read is not None and sorted(map(str, read["value"])) == ["0", "1", "2", "3", "y"]
+
+
+HELD: set[asyncio.Event] = set()
+
+
+def seq_of(app: App) -> int:
+    entry = app.engine.get(NS, "or:s")
+    return -1 if entry is None else entry.seq
+
+
+def hold_until(app: App, go: asyncio.Event) -> None:
+    """Hold the node's next op request (the restore's ops, computed) until ``go``."""
+    apply_ops = app.service.apply_ops
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        app.service.apply_ops = apply_ops  # type: ignore[method-assign]
+        HELD.add(go)
+        await go.wait()
+        return await apply_ops(*args, **kwargs)
+
+    app.service.apply_ops = held  # type: ignore[method-assign]
