@@ -498,7 +498,8 @@ class SseSubscriber(DeliverEach):
 
 def within(records: list[dict[str, Any]], bound: int) -> list[EncodedDelta] | None:
     """``records`` as events, or None when together they pass ``bound`` bytes
-    (a stream owing more than that is ended: see :meth:`SseSubscriber._write`)."""
+    (a stream owing more than that falls behind and resyncs with a snapshot:
+    see :meth:`SseSubscriber._write`)."""
     encoded: list[EncodedDelta] = []
     size = 0
     for record in records:
