@@ -12,6 +12,7 @@ import pytest
 from syncd.app import App
 from syncd.auth import ROOT
 from syncd.errors import ApiError
+from syncd.history import Writer
 from syncd.store.history_index import Retention
 from tests.store.pgnodes import NS, StartNode, eventually, load, op
 
@@ -103,6 +104,39 @@ async def test_a_restore_retried_on_another_node_is_a_repeat_whole(
     await eventually(lambda: seq_of(a) == seq_of(b) == 9)
     read = a.engine.read(NS, "or:s")
     assert read is not None and sorted(map(str, read["value"])) == ["0", "1", "2", "3", "y"]
+
+
+async def test_a_revert_retried_on_another_node_is_a_repeat_whole(
+    start_node: StartNode,
+) -> None:
+    # As above, for a revert of a writer (docs/revert.md): the retry, computed
+    # after the writer's next op, took that op back too, past the repeat.
+    a = await start_node("a")
+    b = await start_node("b")
+    for element in (0, 1, 2):
+        await op(a, "or:s", {"op": "add", "element": element})
+    for element in ("ag1", "ag2"):
+        await op(a, "or:s", {"op": "add", "element": element, "origin": "agent"})
+    await load(b, "or:s")
+    await eventually(lambda: seq_of(b) == 5)
+    agent = Writer(origin="agent")
+    a_go, b_go = asyncio.Event(), asyncio.Event()
+    hold_until(a, a_go)
+    first = asyncio.create_task(a.reverts.revert(NS, "or:s", agent, None, None, ROOT, "v1", "http"))
+    await eventually(lambda: a_go in HELD)
+    await op(b, "or:s", {"op": "add", "element": "ag3", "origin": "agent"})
+    hold_until(b, b_go)
+    second = asyncio.create_task(
+        b.reverts.revert(NS, "or:s", agent, None, None, ROOT, "v1", "http")
+    )
+    await eventually(lambda: b_go in HELD)
+    a_go.set()
+    assert (await first)["applied"] == 2
+    b_go.set()
+    assert (await second).get("duplicate") is True
+    await eventually(lambda: seq_of(a) == seq_of(b) == 8)
+    read = a.engine.read(NS, "or:s")
+    assert read is not None and sorted(map(str, read["value"])) == ["0", "1", "2", "ag3"]
 
 
 HELD: set[asyncio.Event] = set()
