@@ -118,6 +118,11 @@ class H11Parser:
     def trailing_data(self) -> bytes:
         return bytes(self._conn.trailing_data[0])
 
+    def continue_head(self) -> Request:
+        head = self._head  # one request at a time: CONTINUE came from its head
+        assert head is not None
+        return head
+
     def start_next_cycle(self) -> None:
         data, closed = self._conn.trailing_data
         self._conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)

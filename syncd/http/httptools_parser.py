@@ -303,6 +303,7 @@ class HttptoolsParser:
         "_current",
         "_eof_after_upgrade",
         "_events",
+        "_expecting",
         "_failed",
         "_head_bound",
         "_head_bytes",
@@ -333,6 +334,8 @@ class HttptoolsParser:
         self._max_body = max_body
         self._parser = httptools.HttpRequestParser(self)
         self._events: deque[Event] = deque()
+        self._expecting: Request | None = None
+        """The request of the last CONTINUE handed out (``continue_head``)."""
         self._queued_sizes: deque[int] = deque()
         """Sizes (see ``buffered``) of the requests in ``_events``, in order."""
         self._queued_bytes = 0
@@ -978,6 +981,13 @@ class HttptoolsParser:
             event = self._events.popleft()
             if isinstance(event, Request):
                 self._queued_bytes -= self._queued_sizes.popleft()
+            elif event is CONTINUE:
+                # Its request is the next event if it is complete, else the
+                # one llhttp is still reading (nothing comes between them).
+                events = self._events
+                head = events[0] if events else self._current
+                assert isinstance(head, Request)
+                self._expecting = head
             return event
         if self._failed is not None:
             return self._failed
@@ -995,6 +1005,11 @@ class HttptoolsParser:
         if self._closed:
             return CLOSED
         return NEED_DATA
+
+    def continue_head(self) -> Request:
+        head = self._expecting
+        assert head is not None
+        return head
 
     def start_next_cycle(self) -> None:
         """llhttp moves from message to message itself, except past an upgrade

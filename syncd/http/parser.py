@@ -8,7 +8,8 @@ Events are:
 
 - a complete :class:`~syncd.http.request.Request` (head and whole body);
 - ``CONTINUE``: the client sent ``Expect: 100-continue`` and waits for a
-  ``100 Continue`` before sending the body (given at most once per request);
+  ``100 Continue`` before sending the body (given at most once per request;
+  :meth:`HttpParser.continue_head` is that request, its body not yet read);
 - a :class:`ParseError` with the status to answer (400, 413, 431, 501, 505); the
   connection answers it and closes, since the byte stream can no longer be
   trusted (request smuggling starts where a parser guesses);
@@ -140,6 +141,11 @@ class HttpParser(Protocol):
 
     def start_next_cycle(self) -> None:
         """The current request has been answered; move on to the next."""
+        ...
+
+    def continue_head(self) -> Request:
+        """The request whose ``CONTINUE`` was the last event (its head; the
+        body may not have come): what the connection routes before the 100."""
         ...
 
     def in_progress(self) -> bool:

@@ -358,6 +358,8 @@ class HttpProtocol(asyncio.Protocol):
                             self._arm(deadline)
                     return
                 if event is CONTINUE:
+                    if self._continue_refused(parser.continue_head()):
+                        return
                     self._write(CONTINUE_BYTES)
                     continue
                 if event is PEER_CLOSED:
@@ -380,6 +382,25 @@ class HttpProtocol(asyncio.Protocol):
                 self._dispatch(event)
         finally:
             self._processing = False
+
+    def _continue_refused(self, head: Request) -> bool:
+        """Before a 100 Continue: a request no route takes is answered now
+        (404, 405), so its client does not upload a body for nothing, and the
+        connection closes after it (RFC 9110 10.1.1: what body comes anyway
+        is read and discarded while it lingers). Only routing is checked
+        here: the token is checked by the handler, once, where its rate is
+        counted."""
+        try:
+            self._ctx.router.match_route(head.method, head.path)
+        except ApiError as exc:
+            head.started = time.perf_counter()
+            trusted = self._ctx.trusted_proxies
+            head.client = (
+                client_address(self._peer, head.headers, trusted) if trusted else self._peer
+            )
+            self._send(_api_error_response(exc), head, keep_alive=False)
+            return True
+        return False
 
     def _refusal_headers(self, refusal: ParseError) -> Headers:
         """What an answer to the refused request would carry besides (CORS:
