@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import shutil
+import socket
+import struct
 import subprocess
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,7 @@ import httpx
 import pytest
 from pycrdt import Array, Doc, Map, Text, XmlElement, XmlFragment
 
+from syncd.http.handlers import crdts
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
 
@@ -347,3 +352,45 @@ async def test_a_root_read_decodes_the_document_once_and_a_large_one_off_the_eve
     r = await client.get(f"{BASE}/yd:large?root=content&as=array&at=1", headers=h)
     assert "".join(r.json()["value"]) == content
     assert calls[-1] is False, calls  # before it, the past's rebuild (syncd.history)
+
+
+async def test_root_reads_whose_clients_left_still_count_against_the_decoding_threads(
+    server: RunningServer, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most MAX_ROOT_READ_THREADS ``?root=`` reads decode in threads at
+    once, each holding a decoded copy of its document: a client that left
+    (its request cancelled) gave its turn back while its decode went on, so
+    clients that ask and hang up could run as many at once as the default
+    executor has threads."""
+    h = await issue(client)
+    await _typed_text(client, h, "yd:large", 1000)  # decoded in a thread
+    running, most = 0, 0
+    lock = threading.Lock()
+    apply_update = Doc.apply_update
+
+    def slow(doc: Doc[Any], update: bytes) -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.3)  # a large document's decode, long enough to overlap
+        apply_update(doc, update)
+        with lock:
+            running -= 1
+
+    monkeypatch.setattr(Doc, "apply_update", slow)
+    request = (
+        f"GET {BASE}/yd:large?root=content&as=map HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: {h['authorization']}\r\n\r\n"
+    ).encode()
+    for _ in range(5):
+        with socket.create_connection(("127.0.0.1", server.port)) as sock:
+            sock.sendall(request)
+            await asyncio.sleep(0.05)  # the read starts its decode
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await asyncio.sleep(0.02)  # the reset reaches the server: the read is cancelled
+    while running:
+        await asyncio.sleep(0.05)
+    assert most <= crdts.MAX_ROOT_READ_THREADS, most
+    r = await client.get(f"{BASE}/yd:large?root=content&as=map", headers=h)
+    assert r.status_code == 200 and r.json()["content_as"] == ["text", "array", "xml"], r.text

@@ -13,6 +13,7 @@ common case, is answered at once after one look at the store
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Mapping
 from typing import Any, Final, TypeVar
 
@@ -82,6 +83,33 @@ def register(
     json_max_depth: int,
 ) -> None:
     root_read_threads = asyncio.Semaphore(MAX_ROOT_READ_THREADS)
+
+    async def in_root_read_thread(encoded: bytes, name: str, kind: str) -> tuple[Any, list[str]]:
+        """``read_root_view`` in a thread, one of MAX_ROOT_READ_THREADS. The
+        turn is given back when the decode ends, not when the request does:
+        a client that hangs up cancels its request, not the thread, and its
+        decoded copy is held until the thread ends."""
+        await root_read_threads.acquire()
+        loop = asyncio.get_running_loop()
+
+        def decode() -> tuple[Any, list[str]]:
+            try:
+                return read_root_view(encoded, name, kind)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(root_read_threads.release)
+
+        try:
+            decoding = loop.run_in_executor(None, decode)
+        except BaseException:
+            root_read_threads.release()
+            raise
+        # Taken when no request waits for it (a client that hung up), so
+        # that asyncio does not log it as never retrieved.
+        decoding.add_done_callback(lambda done: done.cancelled() or done.exception())
+        # Shielded: cancelling the executor's future could drop a decode not
+        # started yet, and its turn with it.
+        return await asyncio.shield(decoding)
 
     def read(request: Request) -> Response | Awaitable[Response]:
         ns = check_namespace(request.params["ns"])
@@ -153,8 +181,7 @@ def register(
         if len(encoded) < ROOT_READ_THREAD_BYTES:
             value, content_as = read_root_view(encoded, name, kind)
         else:
-            async with root_read_threads:
-                value, content_as = await asyncio.to_thread(read_root_view, encoded, name, kind)
+            value, content_as = await in_root_read_thread(encoded, name, kind)
         answer = {
             "id": crdt_id,
             "type": type_name,
