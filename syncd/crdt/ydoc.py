@@ -1151,7 +1151,7 @@ def _decoded(update: bytes, name: str, arrays: bool) -> tuple[Doc[Any], list[Any
 def _view(doc: Doc[Any], items: list[Any] | None, name: str, kind: str) -> Any:
     if kind == "array":
         assert items is not None
-        return [_plain(item) for item in items]
+        return [_plain(item, 2) for item in items]
     if kind == "text":
         return str(doc.get(name, type=Text))
     if kind == "map":
@@ -1198,21 +1198,43 @@ def _kinds(doc: Doc[Any], name: str) -> list[str]:
     return found
 
 
-def _plain(value: Any) -> Any:
+MAX_VIEW_DEPTH: Final = 256
+"""Levels of maps and arrays (Yjs types or JSON values in them, the root the
+first) a root's JSON view holds at most: it is built, and written as JSON,
+by recursion, and arrays in arrays 3,000 deep (an update of 39 KB) raised
+RecursionError. Deeper than an editor's data nests; the XML of a fragment
+is written by Yrs, not here, and has no such bound."""
+
+
+class ViewTooDeep(ValueError):
+    """A root's JSON view would nest deeper than :data:`MAX_VIEW_DEPTH`."""
+
+
+def _deeper(depth: int) -> int:
+    """The level of what a map or an array at ``depth`` holds."""
+    if depth > MAX_VIEW_DEPTH:
+        raise ViewTooDeep(f"nested deeper than {MAX_VIEW_DEPTH} levels of maps and arrays")
+    return depth + 1
+
+
+def _plain(value: Any, depth: int = 1) -> Any:
     """A root read as a map or an array, as ``to_py`` gives it, except that an
     XML type anywhere in it (a root that holds XML, read as an array; an
     XmlElement kept in a map) is its XML text: ``to_py`` raises for those,
-    and a read must answer, not fail with a 500."""
+    and a read must answer, not fail with a 500. ``depth``: the level of
+    ``value``, the root the first (:data:`MAX_VIEW_DEPTH`)."""
     if isinstance(value, (XmlFragment, XmlElement, XmlText, Text)):
         return str(value)
     if isinstance(value, Map):
+        below = _deeper(depth)
         # Taken first: pycrdt's items() holds a transaction open while it
         # yields, and reading an array held in the map changes the document.
         entries = list(value.items())
-        return {key: _plain(item) for key, item in entries}
+        return {key: _plain(item, below) for key, item in entries}
     if isinstance(value, Array):
-        return [_plain(item) for item in _nested_items(value)]
-    return _json(value)
+        below = _deeper(depth)
+        return [_plain(item, below) for item in _nested_items(value)]
+    return _json(value, depth)
 
 
 INDEXED_ITEMS_AT_MOST: Final = 64
@@ -1255,16 +1277,18 @@ def _nested_items(array: Array[Any]) -> list[Any]:
     return items if len(items) == length else list(array)
 
 
-def _json(value: Any) -> Any:
+def _json(value: Any, depth: int) -> Any:
     """A map's or an array's values as JSON can hold them: binary
     (``Uint8Array``) as base64, as the API gives binary; a float JSON has no
     word for (NaN, the infinities) as null, as ``JSON.stringify`` writes it;
     a whole number as the integer JavaScript writes (:func:`_number`); a
-    subdocument as ``{"guid"}``."""
+    subdocument as ``{"guid"}``. ``depth``: its level (:func:`_plain`)."""
     if isinstance(value, dict):
-        return {key: _json(item) for key, item in value.items()}
+        below = _deeper(depth)
+        return {key: _json(item, below) for key, item in value.items()}
     if isinstance(value, list):
-        return [_json(item) for item in value]
+        below = _deeper(depth)
+        return [_json(item, below) for item in value]
     if isinstance(value, (bytes, bytearray)):
         return b64(bytes(value))
     if isinstance(value, float):

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from pycrdt import Array, Doc, Map, Text, XmlElement, XmlFragment
 
+from syncd.crdt import ydoc
 from syncd.http.handlers import crdts
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
@@ -394,3 +395,37 @@ async def test_root_reads_whose_clients_left_still_count_against_the_decoding_th
     assert most <= crdts.MAX_ROOT_READ_THREADS, most
     r = await client.get(f"{BASE}/yd:large?root=content&as=map", headers=h)
     assert r.status_code == 200 and r.json()["content_as"] == ["text", "array", "xml"], r.text
+
+
+@pytest.mark.parametrize("nesting", ["types", "json"])
+async def test_a_root_nested_too_deep_for_a_json_view_is_400_not_500(
+    client: httpx.AsyncClient, nesting: str
+) -> None:
+    """A root read as a map or an array is built by recursion, as its JSON is
+    written: arrays in arrays 3,000 deep (an update of 39 KB) or a JSON value
+    nested as deep in one map entry raised RecursionError, a 500. Past
+    MAX_VIEW_DEPTH levels the read is refused, saying how else to read it;
+    a root as deep as that reads."""
+    doc: Doc[Any] = Doc(client_id=4)
+    for name, depth in (("deep", 3000), ("fits", ydoc.MAX_VIEW_DEPTH)):
+        root = doc.get(name, type=Map)
+        if nesting == "json":
+            value: Any = 1
+            for _ in range(depth - 1):  # the root map is the first level
+                value = [value]
+            root["k"] = value
+        else:
+            held: Any = root
+            for _ in range(depth - 1):
+                held["k"] = Map()
+                held = held["k"]
+    h = await issue(client)
+    update = base64.b64encode(doc.get_update()).decode()
+    r = await op(client, h, "yd:deep", {"op": "update", "update": update})
+    assert r.status_code == 200, r.text
+    r = await client.get(f"{BASE}/yd:deep?root=deep&as=map", headers=h)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == "bad_request", r.text
+    assert "format=crdt" in r.json()["message"], r.text
+    r = await client.get(f"{BASE}/yd:deep?root=fits&as=map", headers=h)
+    assert r.status_code == 200, r.text

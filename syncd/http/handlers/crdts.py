@@ -21,7 +21,7 @@ from syncd.auth.authenticator import Authenticator, Principal
 from syncd.crdt.engine import ApplyResult, Engine
 from syncd.crdt.types import check_ops_named, type_for_id, with_type_list
 from syncd.crdt.validate import check_origin, with_origin
-from syncd.crdt.ydoc import ROOT_KINDS, YDoc, read_root_view
+from syncd.crdt.ydoc import ROOT_KINDS, ViewTooDeep, YDoc, read_root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
 from syncd.http.handlers.history import parse_seq
@@ -178,10 +178,16 @@ def register(
             if taken is None:
                 raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
             type_name, epoch, seq, encoded = taken
-        if len(encoded) < ROOT_READ_THREAD_BYTES:
-            value, content_as = read_root_view(encoded, name, kind)
-        else:
-            value, content_as = await in_root_read_thread(encoded, name, kind)
+        try:
+            if len(encoded) < ROOT_READ_THREAD_BYTES:
+                value, content_as = read_root_view(encoded, name, kind)
+            else:
+                value, content_as = await in_root_read_thread(encoded, name, kind)
+        except ViewTooDeep as exc:
+            raise bad_request(
+                f"root: {name!r} read as {kind} is {exc}, more than a JSON view holds; "
+                "read the whole document with ?format=crdt and decode it with a Yjs library"
+            ) from None
         answer = {
             "id": crdt_id,
             "type": type_name,
