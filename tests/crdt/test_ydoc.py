@@ -330,6 +330,12 @@ def test_a_state_past_one_updates_limit_round_trips_and_a_damaged_one_is_refused
     assert refused.value.status == 400
 
 
+ROOTS_OF_EACH_KIND: Final = ("text", "map", "array", "xml-element", "xml-text")
+"""The names of :func:`_roots_of_each_kind`'s updates, as the tests' ids: the
+updates themselves hold a random client id, and ids that differ between
+pytest-xdist's workers stop the run."""
+
+
 def _roots_of_each_kind() -> list[bytes]:
     """One update per kind of root ``r``: a text, a map, an array (of a value,
     binary and a map), an XML fragment of an element, one of a text."""
@@ -365,7 +371,7 @@ def _alone(update: bytes, kind: str) -> Any:
     return _seen(doc.get("r", type=_TYPES[kind]), kind)
 
 
-@pytest.mark.parametrize("update", _roots_of_each_kind())
+@pytest.mark.parametrize("update", _roots_of_each_kind(), ids=ROOTS_OF_EACH_KIND)
 @pytest.mark.parametrize("kind", ROOT_KINDS)
 def test_one_decode_reads_a_root_as_every_kind_as_a_copy_of_its_own_would(
     update: bytes, kind: str
