@@ -48,6 +48,21 @@ def outcome(parser_name: str, reads: list[bytes]) -> list[object]:
     return seen
 
 
+def answers_when_cut(data: bytes, rng: random.Random, near: list[int]) -> set[str]:
+    """What both parsers answer ``data`` fed whole and cut at random four
+    times, each time also at one of ``near`` (cut points near a limit):
+    one answer when they agree whatever the cuts."""
+    answers = set()
+    for _ in range(4):
+        cuts = set(rng.sample(range(1, len(data)), rng.choice((0, 1, 2, 5))))
+        cuts.add(rng.choice(near))
+        points = sorted(cuts)
+        reads = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+        for parser_name in PARSERS:
+            answers.add(repr(outcome(parser_name, [*reads, b""])))
+    return answers
+
+
 def head(size: int, line: bytes = b"GET /a HTTP/1.1", field: bytes = b"X-F: ") -> bytes:
     """A head of ``size`` bytes: ``line``, Host, then one long field."""
     start = line + b"\r\nHost: x\r\n" + field
@@ -177,14 +192,7 @@ def test_both_parsers_answer_heads_near_the_limit_alike(seed: int) -> None:
     rng = random.Random(seed)
     for _ in range(CASES_PER_SEED):
         data = _near_the_limit(rng)
-        answers = set()
-        for _ in range(4):
-            cuts = set(rng.sample(range(1, len(data)), rng.choice((0, 1, 2, 5))))
-            cuts.add(rng.choice(_cuts_near_the_limit(data)))
-            points = sorted(cuts)
-            reads = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
-            for parser_name in PARSERS:
-                answers.add(repr(outcome(parser_name, [*reads, b""])))
+        answers = answers_when_cut(data, rng, _cuts_near_the_limit(data))
         assert len(answers) == 1, (data[:60], answers)
 
 
