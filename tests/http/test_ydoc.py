@@ -429,3 +429,46 @@ async def test_a_root_nested_too_deep_for_a_json_view_is_400_not_500(
     assert "format=crdt" in r.json()["message"], r.text
     r = await client.get(f"{BASE}/yd:deep?root=fits&as=map", headers=h)
     assert r.status_code == 200, r.text
+
+
+def _nested_elements(parent: Any, levels: int) -> None:
+    """``levels`` XmlElements, each in the one before, the first in ``parent``."""
+    for _ in range(levels):
+        parent = parent.children.append(XmlElement("p"))
+
+
+async def test_xml_nested_too_deep_to_render_is_400_and_the_server_lives(
+    spawn_server: Any,
+) -> None:
+    """Yrs writes a fragment's XML by recursion on the native stack: XML
+    elements nested 40,000 deep (an update of 343 KB, a normal write) read
+    as xml, or as anything else (content_as rendered it), or held in a map,
+    overflowed it and the server died (SIGSEGV) for everyone. Past
+    MAX_XML_DEPTH levels the read is refused, saying how else to read it,
+    and xml still shows in content_as; a root as deep as that reads. In a
+    server of its own: before the fix it died, and pytest with it would."""
+    doc: Doc[Any] = Doc(client_id=4)
+    with doc.transaction():
+        _nested_elements(doc.get("deep", type=XmlFragment), 40_000)
+        _nested_elements(doc.get("fits", type=XmlFragment), ydoc.MAX_XML_DEPTH - 1)
+        held = XmlFragment()
+        doc.get("held", type=Map)["k"] = held
+        _nested_elements(held, 40_000)
+    server = spawn_server({})
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        h = await issue(client)
+        update = base64.b64encode(doc.get_update()).decode()
+        r = await op(client, h, "yd:deep", {"op": "update", "update": update})
+        assert r.status_code == 200, r.text
+        for root, kind in (("deep", "xml"), ("held", "map")):
+            r = await client.get(f"{BASE}/yd:deep?root={root}&as={kind}", headers=h)
+            assert r.status_code == 400, (root, kind, r.text)
+            assert r.json()["error"] == "bad_request", r.text
+            assert "format=crdt" in r.json()["message"], r.text
+        r = await client.get(f"{BASE}/yd:deep?root=deep&as=map", headers=h)
+        assert r.status_code == 200, r.text
+        assert r.json()["value"] == {} and r.json()["content_as"][0] == "xml", r.text
+        r = await client.get(f"{BASE}/yd:deep?root=fits&as=xml", headers=h)
+        assert r.status_code == 200, r.text
+        assert r.json()["value"].startswith("<p><p>"), r.text[:200]
+        assert server.proc.poll() is None, server.log()
