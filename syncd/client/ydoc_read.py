@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from pycrdt import Doc
 
-from syncd.crdt.ydoc import ROOT_KINDS, read_root_view
+from syncd.crdt.ydoc import ROOT_KINDS, ViewTooDeep, read_root_view
 
 MAX_ROOT_NAME: Final = 256
 """The longest root name, as the service's ``?root=`` takes."""
@@ -69,6 +69,12 @@ def root_read(view: Mapping[str, Any], root: str, kind: str) -> dict[str, Any]:
         raise YdocReadError(f"the Yjs document has no root {root!r}; its roots: {have}")
     try:
         value, others = read_root_view(binascii.a2b_base64(view["value"]), root, kind)
+    except ViewTooDeep as exc:
+        # No kind shows it: not "try as=xml", which the XML itself can be.
+        raise YdocReadError(
+            f"root {root!r} read as {kind} is {exc}, more than can be shown; "
+            "decode the document's update with a Yjs library"
+        ) from None
     except ValueError as exc:
         # pycrdt cannot give some content in some kinds (an XML element read
         # as an array): say so, and how else to read it.

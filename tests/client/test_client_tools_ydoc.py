@@ -11,6 +11,8 @@ from pycrdt import Doc, Map, Text, XmlElement, XmlFragment, XmlText
 
 from syncd.client import AgentTools, AsyncClient, build_tools
 from syncd.client.bounded import MIN_MAX_RESULT_CHARS, size
+from syncd.client.ydoc_read import YdocReadError, root_read
+from syncd.crdt import ydoc
 from tests.client.conftest import NS, make_token
 from tests.conftest import RunningServer
 
@@ -102,3 +104,23 @@ def test_the_ydoc_tools_take_root_and_as() -> None:
     assert "Yjs" in read.description and "root" in read.description
     assert {"at", "offset", "root", "as"} <= set(history.input_schema["properties"])
     assert revert.name == "service_revert_yd_notes"
+
+
+def test_a_ydoc_root_too_deep_to_show_says_so_not_to_read_it_as_xml() -> None:
+    """A root nested past what a view holds (ydoc.MAX_XML_DEPTH levels of XML,
+    MAX_VIEW_DEPTH of maps and arrays) cannot be shown: the tool said to try
+    as=xml, also for the XML read as xml, which cannot help."""
+    doc: Doc[Any] = Doc()
+    with doc.transaction():
+        node: Any = doc.get("default", type=XmlFragment)
+        for _ in range(ydoc.MAX_XML_DEPTH):
+            node = node.children.append(XmlElement("p"))
+        held: Any = doc.get("meta", type=Map)
+        for _ in range(ydoc.MAX_VIEW_DEPTH):
+            held["k"] = Map()
+            held = held["k"]
+    view = {"value": base64.b64encode(doc.get_update()).decode()}
+    for root, kind in (("default", "xml"), ("meta", "map")):
+        with pytest.raises(YdocReadError) as raised:
+            root_read(view, root, kind)
+        assert "as=xml" not in str(raised.value) and "deeper than" in str(raised.value)
