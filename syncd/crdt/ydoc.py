@@ -59,6 +59,7 @@ from pycrdt._pycrdt import XmlText as _RawXmlText
 from pycrdt._pycrdt import get_update as _raw_get_update
 from pycrdt._transaction import hash_origin
 
+from syncd.crdt import ydoc_nesting
 from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.validate import check_fields, es_number, op_fields, op_name, required
 from syncd.crdt.window import Window
@@ -108,6 +109,12 @@ def check_update(update: bytes, field: str = "update") -> None:
 
 
 def check_decodes(update: bytes, field: str) -> None:
+    if ydoc_nesting.too_deep(update):
+        # Yrs would decode it by recursion past its stack: the process dies.
+        raise invalid_op(
+            f"{field}: holds a value (arrays and objects) nested deeper than "
+            f"{ydoc_nesting.MAX_VALUE_DEPTH} levels"
+        )
     try:
         get_state(update)  # decodes the whole update; the document is not touched
     except ValueError:

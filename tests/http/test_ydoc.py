@@ -19,7 +19,7 @@ import httpx
 import pytest
 from pycrdt import Array, Doc, Map, Text, XmlElement, XmlFragment
 
-from syncd.crdt import ydoc
+from syncd.crdt import ydoc, ydoc_nesting
 from syncd.http.handlers import crdts
 from tests.conftest import RunningServer
 from tests.http.support import issue, op
@@ -471,4 +471,36 @@ async def test_xml_nested_too_deep_to_render_is_400_and_the_server_lives(
         r = await client.get(f"{BASE}/yd:deep?root=fits&as=xml", headers=h)
         assert r.status_code == 200, r.text
         assert r.json()["value"].startswith("<p><p>"), r.text[:200]
+        assert server.proc.poll() is None, server.log()
+
+
+def _nested_value_update(levels: int) -> bytes:
+    """A Yjs update (v1) setting key "k" of root map "m" to arrays nested
+    ``levels`` deep around a null, written byte by byte: pycrdt and Yjs build
+    a value that deep by recursion."""
+    item = bytes([0x28, 1, 1]) + b"m" + bytes([1]) + b"k"  # any, in root "m", key "k"
+    value = bytes([117, 1]) * levels + bytes([126])  # [[…[null]…]]
+    return bytes([1, 1, 4, 0]) + item + bytes([1]) + value + bytes([0])
+
+
+async def test_a_value_nested_too_deep_for_yrs_is_refused_and_the_server_lives(
+    spawn_server: Any,
+) -> None:
+    """Yrs decodes a value of an update by recursion on the native stack:
+    arrays in arrays 30,000 deep, an update of 60 KB, killed the server
+    (SIGSEGV) on the write, before anything was stored. Past
+    MAX_VALUE_DEPTH levels the update is refused (400 invalid_op); one that
+    deep is taken. In a server of its own: before the fix it died."""
+    server = spawn_server({})
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        h = await issue(client)
+        deep = base64.b64encode(_nested_value_update(30_000)).decode()
+        r = await op(client, h, "yd:value", {"op": "update", "update": deep})
+        assert r.status_code == 400 and r.json()["error"] == "invalid_op", r.text
+        assert str(ydoc_nesting.MAX_VALUE_DEPTH) in r.json()["message"], r.text
+        fits = _nested_value_update(ydoc_nesting.MAX_VALUE_DEPTH)
+        r = await op(
+            client, h, "yd:value", {"op": "update", "update": base64.b64encode(fits).decode()}
+        )
+        assert r.status_code == 200, r.text
         assert server.proc.poll() is None, server.log()

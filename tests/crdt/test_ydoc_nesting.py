@@ -1,0 +1,69 @@
+"""syncd.crdt.ydoc_nesting: the depth of an update's values, read without Yrs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pycrdt import Array, Doc, Map, Text, XmlElement, XmlFragment, XmlText
+
+from syncd.crdt import ydoc_nesting
+from syncd.crdt.ydoc_nesting import too_deep
+
+
+def _every_kind_of_content() -> bytes:
+    doc: Doc[Any] = Doc(client_id=3)
+    text = doc.get("t", type=Text)
+    text.insert(0, "hello world")
+    text.insert(5, " 😀 é")
+    del text[0:2]
+    text.format(0, 3, {"bold": True})
+    text.insert_embed(1, {"image": "u"})
+    values = doc.get("m", type=Map)
+    for i, value in enumerate([1, 2.5, -3, 10**15, -2.5e300, "s", None, True, False, b"\x01"]):
+        values[f"k{i}"] = value
+    values["nested"] = {"a": [1, {"b": b"zz"}], "c": -5}
+    values["doc"] = Doc()
+    array = doc.get("a", type=Array)
+    array.extend([1, "x", Map({"a": 1}), Array([1, 2]), Text("hi")])
+    del array[0]
+    element = doc.get("x", type=XmlFragment).children.append(XmlElement("p", {"class": "c"}))
+    element.children.append(XmlText("hi")).insert_embed(1, {"img": "u"})
+    return doc.get_update()
+
+
+def test_an_update_of_every_kind_of_content_is_read_to_its_end() -> None:
+    """The walk reads each struct as Yrs does: it ends where the delete set
+    starts, and that reads to the update's last byte."""
+    update = _every_kind_of_content()
+    reader = ydoc_nesting._Reader(update)
+    assert ydoc_nesting._structs_too_deep(reader, 3) is False  # {"a": [1, {…}]}: 3 levels
+    for _ in range(reader.var_uint()):
+        reader.var_uint()
+        for _ in range(reader.var_uint()):
+            reader.var_uint()
+            reader.var_uint()
+    assert reader.pos == len(update)
+    assert ydoc_nesting._structs_too_deep(ydoc_nesting._Reader(update), 2) is True
+
+
+@pytest.mark.parametrize("kind", ["array", "object"])
+def test_a_value_as_deep_as_the_bound_passes_one_deeper_does_not(kind: str) -> None:
+    def nested(levels: int) -> Any:
+        value: Any = 1
+        for _ in range(levels):
+            value = [value, "s"] if kind == "array" else {"k": value, "z": 2.5}
+        return value
+
+    for levels in (7, 8):
+        doc: Doc[Any] = Doc()
+        doc.get("m", type=Map)["v"] = nested(levels)
+        update = doc.get_update()
+        assert ydoc_nesting._structs_too_deep(ydoc_nesting._Reader(update), 7) is (levels > 7)
+
+
+def test_a_short_or_unreadable_update_is_not_too_deep() -> None:
+    """Under two bytes a level it is not walked; what it cannot read, Yrs
+    reads and refuses, as before."""
+    assert too_deep(b"\x00\x00") is False
+    assert too_deep(b"\x01" * (4 * ydoc_nesting.MAX_VALUE_DEPTH)) is False
