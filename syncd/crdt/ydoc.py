@@ -152,6 +152,8 @@ def deletion_ranges(text: Any, state_vector: bytes, most: int) -> int | None:
         return None
     try:
         update = binascii.a2b_base64(text, strict_mode=True)
+        if ydoc_nesting.too_deep(update):
+            return None  # Yrs would decode it past its stack (check_decodes)
         if update[:1] != b"\x00":
             update = _new_to(update, state_vector)
         if update[:1] != b"\x00":

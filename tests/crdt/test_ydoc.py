@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import binascii
 import random
+import subprocess
+import sys
 from typing import Any, Final
 
 import msgpack
@@ -392,3 +394,30 @@ def test_one_decode_reads_a_root_as_every_kind_as_a_copy_of_its_own_would(
     assert bool(value) == (kind in shows)
     assert kinds == ([] if value else kinds_with_content(update, "r"))
     assert set(kinds) <= set(shows)
+
+
+def test_deletion_ranges_of_an_update_nested_too_deep_for_yrs_is_none() -> None:
+    """The quotas ask deletion_ranges about an update before it is applied
+    (and checked): it handed the update to Yrs (get_update), which decodes a
+    value by recursion on the native stack, and arrays in arrays 30,000 deep
+    (60 KB) killed the process. Now None (refused, as an update it does not
+    read). In a process of its own: before the fix it died."""
+    levels = 30_000
+    update = (
+        bytes([1, 1, 4, 0, 0x28, 1, 1])
+        + b"m"
+        + bytes([1])
+        + b"k"
+        + bytes([1])
+        + bytes([117, 1]) * levels
+        + bytes([126, 0])
+    )  # root map "m", key "k": [[…[null]…]]
+    text = base64.b64encode(update).decode()
+    code = (
+        "import sys; from syncd.crdt.ydoc import deletion_ranges; "
+        "print(deletion_ranges(sys.stdin.read(), b'\\x00', 10))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "None"), done
