@@ -74,6 +74,7 @@ from pycrdt import get_update, merge_updates
 
 from syncd.auth.authenticator import NO_END_MS
 from syncd.auth.revocations import TOKEN_REVOKED_MESSAGE
+from syncd.crdt import ydoc_nesting
 from syncd.crdt.engine import mask_bit
 from syncd.crdt.ydoc import MAX_UPDATE_BYTES, YDoc
 from syncd.errors import ApiError
@@ -768,6 +769,8 @@ class YjsChannel(DeliverEach):
         doc = self._document()
         if doc is None or len(update) > MAX_UPDATE_BYTES:
             return False
+        if ydoc_nesting.too_deep(update):
+            return False  # Yrs would decode it past its stack: the usual path refuses it
         state_vector = doc.state_vector()
         try:
             rest = get_update(update, state_vector)

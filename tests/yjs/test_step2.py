@@ -229,3 +229,46 @@ async def test_at_the_size_limit_a_provider_with_nothing_new_still_connects(
             await asyncio.wait_for(ws.recv(), 0.5)
     assert ws.close_code is None
     await ws.close()
+
+
+async def test_a_step2_nested_too_deep_for_yrs_is_refused_and_the_server_lives(
+    spawn_server: Any,
+) -> None:
+    """Whether a peer's step 2 brings anything new was asked of Yrs
+    (get_update) before the update was checked: Yrs decodes a value by
+    recursion on the native stack, and arrays in arrays 30,000 deep (60 KB)
+    killed the server. Now it is refused as any write of it is. In a server
+    of its own: before the fix it died."""
+    server = spawn_server({})
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+        headers = await issue(client)
+        doc: Doc[Any] = Doc()
+        doc.get("content", type=Text).insert(0, "hello")
+        r = await client.post(
+            f"{CRDT}/ops",
+            json={"op": "update", "update": base64.b64encode(doc.get_update()).decode()},
+            headers=headers,
+        )
+        assert r.status_code == 200, r.text
+        deep = (
+            bytes([1, 1, 4, 0, 0x28, 1, 1])
+            + b"m"
+            + bytes([1])
+            + b"k"
+            + bytes([1])
+            + bytes([117, 1]) * 30_000
+            + bytes([126, 0])
+        )  # root map "m", key "k": [[…[null]…]]
+        ws = await websockets.connect(
+            f"ws://127.0.0.1:{server.port}/v1/namespaces/app/yjs/notes?token={_token(headers)}"
+        )
+        try:
+            while (await asyncio.wait_for(ws.recv(), WAIT_S))[:2] != b"\x00\x00":
+                pass  # until our step 1, which the step 2 answers
+            await ws.send(sync_step2(deep))
+            await asyncio.sleep(0.5)
+        finally:
+            await ws.close()
+        assert server.proc.poll() is None, server.log()
+        r = await client.get(f"{CRDT}?root=m&as=map", headers=headers)
+        assert r.status_code == 200 and r.json()["value"] == {}, r.text
