@@ -60,6 +60,7 @@ def test_a_value_as_deep_as_the_bound_passes_one_deeper_does_not(kind: str) -> N
         doc.get("m", type=Map)["v"] = nested(levels)
         update = doc.get_update()
         assert ydoc_nesting._structs_too_deep(ydoc_nesting._Reader(update), 7) is (levels > 7)
+        assert too_deep(update, 7) is (levels > 7)
 
 
 def test_a_short_or_unreadable_update_is_not_too_deep() -> None:
@@ -67,3 +68,5 @@ def test_a_short_or_unreadable_update_is_not_too_deep() -> None:
     reads and refuses, as before."""
     assert too_deep(b"\x00\x00") is False
     assert too_deep(b"\x01" * (4 * ydoc_nesting.MAX_VALUE_DEPTH)) is False
+    # Nine arrays in one another, past eight: nine tags, so walked.
+    assert too_deep(b"\x01\x01\x04\x00\x28\x01\x01m\x01k\x01" + b"\x75\x01" * 9 + b"\x7e\x00", 8)
