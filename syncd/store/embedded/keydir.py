@@ -255,8 +255,12 @@ class KeyDir(HistoryIndex):
 
     def __init__(self, flush_lives: int = FLUSH_LIVES, cached_lives: int = CACHED_LIVES) -> None:
         super().__init__()
-        if flush_lives < 1 or cached_lives < 0:
-            raise ValueError("flush_lives must be positive and cached_lives not negative")
+        if flush_lives < 1 or cached_lives < 1:
+            # A life read back from the table goes into the clean cache and
+            # is changed there by the caller (add_op, add_checkpoint, ...):
+            # with no room it was evicted at once, the change was lost, and
+            # the next flush deleted the key's row.
+            raise ValueError("flush_lives and cached_lives must be positive")
         self.flush_lives = flush_lives
         self.cached_lives = cached_lives
         self.table: Table | None = None

@@ -428,3 +428,15 @@ async def test_a_backup_carries_the_table_and_starts_from_it(
         ]
     finally:
         await restored.close()
+
+
+@pytest.mark.parametrize(("flush", "cached"), [(0, 10), (10, 0), (10, -1)])
+def test_a_key_directory_without_room_for_a_life_it_reads_back_is_refused(
+    flush: int, cached: int
+) -> None:
+    """A life read back from the table is cached before the caller changes it;
+    with ``cached_lives=0`` it was evicted at once, the change (an op) was
+    lost from the index and the next flush deleted the key's row (found by a
+    seeded KeyDir checker in 20 steps; the server's default is 16,384)."""
+    with pytest.raises(ValueError, match="must be positive"):
+        KeyDir(flush_lives=flush, cached_lives=cached)
