@@ -408,7 +408,7 @@ class YDoc:
     REVERTIBLE: ClassVar[bool] = True
     REVERT_BASE: ClassVar[bool] = True
 
-    __slots__ = ("_base", "_doc", "_pending", "_since", "_since_bytes")
+    __slots__ = ("_base", "_depths", "_doc", "_pending", "_since", "_since_bytes")
 
     def __init__(self, update: bytes = b"") -> None:
         self._doc: Doc[Any] = Doc()
@@ -422,6 +422,9 @@ class YDoc:
         self._since: list[bytes] = []
         """… and every update applied after it, in order."""
         self._since_bytes = 0
+        self._depths: ydoc_nesting.TypeDepths | None = None
+        """How deep each item sits (:meth:`_check_nesting`); None: read
+        from the document when next needed."""
 
     @classmethod
     def new(cls) -> Self:
@@ -437,11 +440,33 @@ class YDoc:
         check_fields(op, UPDATE_FIELDS)
         text = required(op, "update")
         update = decode_update(text)
+        runs = self._check_nesting(update)
         self._apply(update)
+        if self._depths is not None:
+            self._depths.record(runs)
         return {"op": "update", "update": text}
+
+    def _check_nesting(self, update: bytes) -> list[tuple[int, int, int, int]]:
+        """Refuse ``update`` if a type in it would nest deeper than
+        MAX_TYPE_DEPTH: Yrs deletes a type's children by recursion on the
+        native stack, so a later delete of a chain that deep kills the
+        process. Its items' levels, to record once it is applied. Only ops
+        are refused: what is stored already (deltas, snapshots) loads."""
+        depths = self._depths
+        if depths is None:
+            depths = self._depths = ydoc_nesting.TypeDepths()
+            depths.record(depths.deepest(self._doc.get_update())[1])
+        deepest, runs = depths.deepest(update)
+        if deepest > ydoc_nesting.MAX_TYPE_DEPTH:
+            raise invalid_op(
+                f"update: nests Yjs types (maps, arrays, texts, XML) deeper than "
+                f"{ydoc_nesting.MAX_TYPE_DEPTH} levels"
+            )
+        return runs
 
     def apply_delta(self, delta: Mapping[str, Any]) -> None:
         self._apply(binascii.a2b_base64(delta["update"]))
+        self._depths = None  # read again from the document when next needed
 
     def _apply(self, update: bytes) -> None:
         if update == EMPTY_UPDATE:
@@ -503,6 +528,7 @@ class YDoc:
         self._since_bytes = 0
 
     def _rebuild(self) -> None:
+        self._depths = None
         doc: Doc[Any] = Doc()
         if self._base:
             doc.apply_update(self._base)
@@ -691,6 +717,7 @@ class YDoc:
         return [] if pending is None else [entry.update for entry in pending]
 
     def merge(self, other: Self) -> None:
+        self._depths = None  # read again from the document when next needed
         self._apply(other.encoded())
         self._wait(other._waiting())
 
@@ -699,6 +726,8 @@ class YDoc:
         # replaces the document (syncd/crdt/engine.py).
         copy = type(self)(self.encoded())
         copy._wait(self._waiting())
+        if self._depths is not None:
+            copy._depths = self._depths.copy()
         return copy
 
     def revert_ops(self, window: Sequence[Step], base: Base | None) -> list[dict[str, Any]]:

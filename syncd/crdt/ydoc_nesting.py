@@ -1,4 +1,5 @@
-"""How deep the JSON values of a Yjs update nest, read without Yrs.
+"""How deep the JSON values of a Yjs update nest, read without Yrs; and
+how deep its types would nest in a document (:class:`TypeDepths`).
 
 Yrs decodes a value of a Yjs update (lib0's ``Any``: what a client sets in a
 map or pushes to an array) by recursion on the native stack, where no
@@ -15,6 +16,8 @@ as an update (malformed, truncated, a content kind it does not know) is
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import pairwise
 from typing import Final
 
 MAX_VALUE_DEPTH: Final = 4096
@@ -168,3 +171,221 @@ def _value_too_deep(reader: _Reader, most: int) -> bool:
         open_[-1][0] -= 1
         if open_[-1][1]:
             reader.skip_buffer()  # the entry's key
+
+
+MAX_TYPE_DEPTH: Final = 4096
+"""Levels of Yjs types (maps, arrays, texts, XML) nested in one another that
+a document may hold, a root's children the first. Yrs deletes a type's
+children by recursion on the native stack: XML elements nested 40,000 deep
+(a 343 KB update, taken as a normal write) made a 6-byte update deleting
+the top one kill the server (SIGSEGV); 20,000 did not. The same bound as
+:data:`MAX_VALUE_DEPTH` and a read's ``MAX_XML_DEPTH``."""
+
+_ROOT: Final = 0
+_PARENT: Final = 1
+_ORIGIN: Final = 2
+
+
+class TypeDepths:
+    """How deep each item of a document sits: the level of the type it is in
+    (a root's items 0), by item id. An update alone cannot say how deep its
+    types nest (an item's parent, or its origin, can be an item of the
+    document), so a document keeps this beside itself and :meth:`deepest`
+    reads an update against it. Kept as runs of clocks at one level, per
+    client: a client typing into one paragraph adds to one run."""
+
+    __slots__ = ("_runs",)
+
+    def __init__(self) -> None:
+        self._runs: dict[int, tuple[list[int], list[int], list[int]]] = {}
+        """client -> (starts, ends, levels), sorted by start, not overlapping."""
+
+    def copy(self) -> TypeDepths:
+        copy = TypeDepths()
+        copy._runs = {
+            client: (starts[:], ends[:], levels[:])
+            for client, (starts, ends, levels) in self._runs.items()
+        }
+        return copy
+
+    def level(self, client: int, clock: int) -> int | None:
+        runs = self._runs.get(client)
+        if runs is None:
+            return None
+        starts, ends, levels = runs
+        at = bisect_right(starts, clock) - 1
+        if at < 0 or clock >= ends[at]:
+            return None
+        return levels[at]
+
+    def _add(self, client: int, start: int, end: int, level: int) -> None:
+        runs = self._runs.get(client)
+        if runs is None:
+            self._runs[client] = ([start], [end], [level])
+            return
+        starts, ends, levels = runs
+        if start >= ends[-1]:  # the usual case: a client's next items
+            if start == ends[-1] and levels[-1] == level:
+                ends[-1] = end
+            else:
+                starts.append(start)
+                ends.append(end)
+                levels.append(level)
+            return
+        at = bisect_right(starts, start)
+        if (at and start < ends[at - 1]) or (at < len(starts) and end > starts[at]):
+            return  # items it has (an update sent again): their levels stand
+        starts.insert(at, start)
+        ends.insert(at, end)
+        levels.insert(at, level)
+
+    def deepest(self, update: bytes) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """The deepest level a type of ``update`` would nest at (0: it has
+        none), and its items' runs to :meth:`record` once it is applied.
+        (0, []) for an update it does not read (Yrs refuses it)."""
+        try:
+            structs = _item_structs(_Reader(update))
+        except (IndexError, ValueError):
+            return 0, []
+        return self._resolve(structs)
+
+    def record(self, runs: list[tuple[int, int, int, int]]) -> None:
+        for client, start, end, level in runs:
+            self._add(client, start, end, level)
+
+    def _resolve(
+        self, structs: list[tuple[int, int, int, int, int, int, bool]]
+    ) -> tuple[int, list[tuple[int, int, int, int]]]:
+        if len(structs) == 1:  # the usual update (a keystroke): nothing to index
+            client, start, end, kind, ref_client, ref_clock, is_type = structs[0]
+            level = 0
+            if kind != _ROOT:
+                level = self.level(ref_client, ref_clock) or 0
+                level += kind == _PARENT
+            return (level + 1 if is_type else 0), [(client, start, end, level)]
+        # Index of the update's own items, to find a reference among them.
+        own: dict[int, tuple[list[int], list[int]]] = {}
+        for index, (client, start, _, _, _, _, _) in enumerate(structs):
+            starts_idx = own.setdefault(client, ([], []))
+            starts_idx[0].append(start)
+            starts_idx[1].append(index)
+        for starts, indexes in own.values():
+            if any(a > b for a, b in pairwise(starts)):
+                pairs = sorted(zip(starts, indexes, strict=True))
+                starts[:] = [p[0] for p in pairs]
+                indexes[:] = [p[1] for p in pairs]
+
+        def find(client: int, clock: int) -> int | None:
+            entry = own.get(client)
+            if entry is None:
+                return None
+            at = bisect_right(entry[0], clock) - 1
+            if at < 0:
+                return None
+            index = entry[1][at]
+            if clock >= structs[index][2]:
+                return None
+            return index
+
+        levels: list[int | None] = [None] * len(structs)
+        deepest = 0
+        for first in range(len(structs)):
+            if levels[first] is not None:
+                continue
+            stack = [first]
+            levels[first] = -1  # being resolved (a cycle: malformed, level 0)
+            while stack:
+                index = stack[-1]
+                _, _, _, kind, ref_client, ref_clock, _ = structs[index]
+                if kind == _ROOT:
+                    level = 0
+                else:
+                    found = find(ref_client, ref_clock)
+                    if found is not None:
+                        base = levels[found]
+                        if base is None:
+                            levels[found] = -1
+                            stack.append(found)
+                            continue
+                        base = max(base, 0)
+                    else:
+                        # Not in the document (yet): Yrs holds the item as
+                        # pending. Counted from 0: a chain sent in pieces,
+                        # last first, is not bounded (not handled yet).
+                        base = self.level(ref_client, ref_clock) or 0
+                    level = base + 1 if kind == _PARENT else base
+                levels[index] = level
+                if structs[index][6] and level + 1 > deepest:
+                    deepest = level + 1
+                stack.pop()
+        runs = [
+            (client, start, end, max(level or 0, 0))
+            for (client, start, end, *_), level in zip(structs, levels, strict=True)
+        ]
+        return deepest, runs
+
+
+def _item_structs(reader: _Reader) -> list[tuple[int, int, int, int, int, int, bool]]:
+    """The items of an update: (client, start, end, reference kind, the
+    referenced id's client and clock, whether it is a type)."""
+    out: list[tuple[int, int, int, int, int, int, bool]] = []
+    for _ in range(reader.var_uint()):  # clients
+        structs = reader.var_uint()
+        client = reader.var_uint()
+        clock = reader.var_uint()
+        for _ in range(structs):
+            info = reader.byte()
+            ref = info & 0x1F
+            if ref in (0, 10):  # GC, Skip: a length, no parent
+                clock += reader.var_uint()
+                continue
+            kind, ref_client, ref_clock = _ROOT, 0, 0
+            if info & 0x80:  # origin id: the same parent
+                kind = _ORIGIN
+                ref_client = reader.var_uint()
+                ref_clock = reader.var_uint()
+            if info & 0x40:  # right origin id: the same parent
+                right_client = reader.var_uint()
+                right_clock = reader.var_uint()
+                if kind == _ROOT:
+                    kind, ref_client, ref_clock = _ORIGIN, right_client, right_clock
+            if not info & 0xC0:  # no origins: the parent
+                if reader.var_uint() == 1:
+                    reader.skip_buffer()  # a root's name
+                else:
+                    kind = _PARENT
+                    ref_client = reader.var_uint()
+                    ref_clock = reader.var_uint()
+                if info & 0x20:
+                    reader.skip_buffer()  # the key in a map
+            length = _content_length(reader, ref)
+            out.append((client, clock, clock + length, kind, ref_client, ref_clock, ref == 7))
+            clock += length
+    return out
+
+
+def _content_length(reader: _Reader, ref: int) -> int:
+    """Reads an item's content; its length in clocks."""
+    if ref == 1:  # deleted: a length
+        return reader.var_uint()
+    if ref == 2:  # JSON: strings
+        count = reader.var_uint()
+        for _ in range(count):
+            reader.skip_buffer()
+        return count
+    if ref == 4:  # a string: its length in UTF-16 code units
+        size = reader.var_uint()
+        start = reader.pos
+        reader.skip(size)
+        raw = reader.data[start : reader.pos]
+        if raw.isascii():
+            return size
+        text = raw.decode("utf-8", "surrogatepass")
+        return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+    if ref == 8:  # values
+        count = reader.var_uint()
+        for _ in range(count):
+            _value_too_deep(reader, 1 << 30)
+        return count
+    _content_too_deep(reader, ref, 1 << 30)
+    return 1

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 from pycrdt import Array, Doc, Map, Text, XmlElement, XmlFragment, XmlText
 
 from syncd.crdt import ydoc_nesting
+from syncd.crdt.base import OpContext
+from syncd.crdt.ydoc import YDoc
 from syncd.crdt.ydoc_nesting import too_deep
+from syncd.errors import ApiError
 
 
 def _every_kind_of_content() -> bytes:
@@ -70,3 +74,69 @@ def test_a_short_or_unreadable_update_is_not_too_deep() -> None:
     assert too_deep(b"\x01" * (4 * ydoc_nesting.MAX_VALUE_DEPTH)) is False
     # Nine arrays in one another, past eight: nine tags, so walked.
     assert too_deep(b"\x01\x01\x04\x00\x28\x01\x01m\x01k\x01" + b"\x75\x01" * 9 + b"\x7e\x00", 8)
+
+
+def _chain(parent: Any, levels: int) -> Any:
+    for _ in range(levels):
+        parent = parent.children.append(XmlElement("p"))
+    return parent
+
+
+def _op(update: bytes) -> dict[str, Any]:
+    return {"op": "update", "update": base64.b64encode(update).decode()}
+
+
+def test_type_nesting_is_bounded_across_updates_and_clients() -> None:
+    """A type's depth comes from the document: a chain hung from an earlier
+    update's type (its parent), or put after one of another client's items
+    (its origin: the parent is the origin's), counts from there."""
+    most = ydoc_nesting.MAX_TYPE_DEPTH
+    doc: Doc[Any] = Doc(client_id=4)
+    with doc.transaction():
+        leaf = _chain(doc.get("x", type=XmlFragment), most - 10)
+    first = doc.get_update()
+    ydoc = YDoc()
+    ydoc.apply_op(_op(first), OpContext(1, 0, 1))
+    state = doc.get_state()
+    with doc.transaction():
+        _chain(leaf, 11)
+    with pytest.raises(ApiError, match=str(most)):
+        ydoc.apply_op(_op(doc.get_update(state)), OpContext(1, 0, 2))
+    other: Doc[Any] = Doc(client_id=9)
+    other.apply_update(first)
+    state = other.get_state()
+    node: Any = other.get("x", type=XmlFragment)
+    for _ in range(most - 11):
+        node = node.children[0]
+    with other.transaction():
+        sibling = node.children.append(XmlElement("q"))  # after client 4's element
+        _chain(sibling, 11)
+    with pytest.raises(ApiError, match=str(most)):
+        ydoc.apply_op(_op(other.get_update(state)), OpContext(1, 0, 3))
+    copy = ydoc.clone()  # the levels go with it, or come again from the document
+    for each in (ydoc, copy, YDoc.from_state(ydoc.state())):
+        each.apply_op(_op(_chain_update(first, 10)), OpContext(1, 0, 4))  # 4096: taken
+        with pytest.raises(ApiError, match=str(most)):
+            each.apply_op(_op(_chain_update(first, 11)), OpContext(1, 0, 5))
+
+
+def _chain_update(first: bytes, levels: int) -> bytes:
+    """An update putting ``levels`` elements under the deepest of ``first``'s."""
+    doc: Doc[Any] = Doc(client_id=7)
+    doc.apply_update(first)
+    state = doc.get_state()
+    node: Any = doc.get("x", type=XmlFragment)
+    while len(node.children):
+        node = node.children[0]
+    with doc.transaction():
+        _chain(node, levels)
+    return doc.get_update(state)
+
+
+def test_a_string_counts_its_clocks_in_utf16() -> None:
+    """Yjs counts a string item's clocks in UTF-16 code units: an emoji two.
+    Counted wrong, a later item's origin would miss and count from 0."""
+    doc: Doc[Any] = Doc(client_id=3)
+    doc.get("t", type=Text).insert(0, "a😀é")
+    _, runs = ydoc_nesting.TypeDepths().deepest(doc.get_update())
+    assert runs == [(3, 0, 4, 0)]

@@ -449,18 +449,24 @@ async def test_xml_nested_too_deep_to_render_is_400_and_the_server_lives(
     server of its own: before the fix it died, and pytest with it would."""
     doc: Doc[Any] = Doc(client_id=4)
     with doc.transaction():
-        _nested_elements(doc.get("deep", type=XmlFragment), 40_000)
+        # As deep as a write may nest types (ydoc_nesting.MAX_TYPE_DEPTH):
+        # past MAX_XML_DEPTH levels of XML, the fragment the first.
+        _nested_elements(doc.get("deep", type=XmlFragment), ydoc_nesting.MAX_TYPE_DEPTH)
         _nested_elements(doc.get("fits", type=XmlFragment), ydoc.MAX_XML_DEPTH - 1)
         held = XmlFragment()
         doc.get("held", type=Map)["k"] = held
-        _nested_elements(held, 40_000)
+        _nested_elements(held, ydoc_nesting.MAX_TYPE_DEPTH - 1)
     server = spawn_server({})
     async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
         h = await issue(client)
         update = base64.b64encode(doc.get_update()).decode()
         r = await op(client, h, "yd:deep", {"op": "update", "update": update})
         assert r.status_code == 200, r.text
-        for root, kind in (("deep", "xml"), ("held", "map")):
+        # A fragment held in a map (a type itself) can no longer be written
+        # past MAX_XML_DEPTH levels of XML: as deep as a write may nest, it reads.
+        r = await client.get(f"{BASE}/yd:deep?root=held&as=map", headers=h)
+        assert r.status_code == 200, r.text
+        for root, kind in (("deep", "xml"),):
             r = await client.get(f"{BASE}/yd:deep?root={root}&as={kind}", headers=h)
             assert r.status_code == 400, (root, kind, r.text)
             assert r.json()["error"] == "bad_request", r.text
@@ -471,6 +477,81 @@ async def test_xml_nested_too_deep_to_render_is_400_and_the_server_lives(
         r = await client.get(f"{BASE}/yd:deep?root=fits&as=xml", headers=h)
         assert r.status_code == 200, r.text
         assert r.json()["value"].startswith("<p><p>"), r.text[:200]
+        assert server.proc.poll() is None, server.log()
+
+
+@pytest.mark.parametrize("kind", ["xml", "map"])
+async def test_types_nested_too_deep_to_delete_are_refused_and_the_server_lives(
+    spawn_server: Any, kind: str
+) -> None:
+    """Yrs deletes a type's children by recursion on the native stack: XML
+    elements (or maps) nested 40,000 deep, a 343 KB update, were taken as a
+    normal write, and then a 6-byte update deleting the top one killed the
+    server (SIGSEGV) for everyone. Past MAX_TYPE_DEPTH levels the write is
+    refused (400 invalid_op), also when its chain hangs from a type an
+    earlier write made; one that deep is taken, and deleted. In a server of
+    its own: before the fix it died."""
+    doc: Doc[Any] = Doc(client_id=5)
+
+    def chain(parent: Any, levels: int) -> Any:
+        for _ in range(levels):
+            if kind == "xml":
+                parent = parent.children.append(XmlElement("p"))
+            else:
+                parent["k"] = Map()
+                parent = parent["k"]
+        return parent
+
+    def root() -> Any:
+        return doc.get("r", type=XmlFragment if kind == "xml" else Map)
+
+    def bottom() -> Any:
+        node = root()
+        while True:
+            if kind == "xml":
+                if not len(node.children):
+                    return node
+                node = node.children[0]
+            elif "k" not in node:
+                return node
+            else:
+                node = node["k"]
+
+    def write(update: bytes) -> Any:
+        text = base64.b64encode(update).decode()
+        return op(client, h, f"yd:{kind}", {"op": "update", "update": text})
+
+    server = spawn_server({})
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        h = await issue(client)
+        with doc.transaction():
+            top = chain(root(), 2000)
+        r = await write(doc.get_update())
+        assert r.status_code == 200, r.text
+        state = doc.get_state()
+        deep = Doc(client_id=6)
+        deep.apply_update(doc.get_update())
+        with doc.transaction():
+            chain(top, 38_000)  # 40,000 in all, hung from the first write's
+        r = await write(doc.get_update(state))
+        assert r.status_code == 400 and r.json()["error"] == "invalid_op", r.text
+        assert str(ydoc_nesting.MAX_TYPE_DEPTH) in r.json()["message"], r.text
+        doc = deep  # as the server has it
+        state = doc.get_state()
+        with doc.transaction():
+            chain(bottom(), ydoc_nesting.MAX_TYPE_DEPTH - 2000)
+        r = await write(doc.get_update(state))
+        assert r.status_code == 200, r.text
+        state = doc.get_state()
+        with doc.transaction():
+            if kind == "xml":
+                del root().children[0]
+            else:
+                del root()["k"]
+        r = await write(doc.get_update(state))
+        assert r.status_code == 200, r.text
+        r = await client.get(f"{BASE}/yd:{kind}", headers=h)
+        assert r.status_code == 200, r.text
         assert server.proc.poll() is None, server.log()
 
 
