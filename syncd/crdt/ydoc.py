@@ -440,13 +440,13 @@ class YDoc:
         check_fields(op, UPDATE_FIELDS)
         text = required(op, "update")
         update = decode_update(text)
-        runs = self._check_nesting(update)
+        levels = self._check_nesting(update)
         self._apply(update)
         if self._depths is not None:
-            self._depths.record(runs)
+            self._depths.record(levels)
         return {"op": "update", "update": text}
 
-    def _check_nesting(self, update: bytes) -> list[tuple[int, int, int, int]]:
+    def _check_nesting(self, update: bytes) -> ydoc_nesting.Levels:
         """Refuse ``update`` if a type in it would nest deeper than
         MAX_TYPE_DEPTH: Yrs deletes a type's children by recursion on the
         native stack, so a later delete of a chain that deep kills the
@@ -455,14 +455,15 @@ class YDoc:
         depths = self._depths
         if depths is None:
             depths = self._depths = ydoc_nesting.TypeDepths()
-            depths.record(depths.deepest(self._doc.get_update())[1])
-        deepest, runs = depths.deepest(update)
-        if deepest > ydoc_nesting.MAX_TYPE_DEPTH:
+            for each in (self._doc.get_update(), *self._waiting()):
+                depths.record(depths.deepest(each))
+        levels = depths.deepest(update)
+        if levels.deepest > ydoc_nesting.MAX_TYPE_DEPTH:
             raise invalid_op(
                 f"update: nests Yjs types (maps, arrays, texts, XML) deeper than "
                 f"{ydoc_nesting.MAX_TYPE_DEPTH} levels"
             )
-        return runs
+        return levels
 
     def apply_delta(self, delta: Mapping[str, Any]) -> None:
         self._apply(binascii.a2b_base64(delta["update"]))

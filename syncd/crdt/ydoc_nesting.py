@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import pairwise
-from typing import Final
+from typing import Final, NamedTuple
 
 MAX_VALUE_DEPTH: Final = 4096
 """Levels of arrays and objects (the value the first) a value of an update
@@ -184,6 +184,23 @@ the top one kill the server (SIGSEGV); 20,000 did not. The same bound as
 _ROOT: Final = 0
 _PARENT: Final = 1
 _ORIGIN: Final = 2
+_UNKNOWN: Final = -2
+"""The level of an item whose parent or origin is not in the document yet."""
+
+Struct = tuple[int, int, int, int, int, int, bool]
+"""An item of an update: client, first and end clock, the kind of its
+reference (root, parent, origin), the referenced id, whether it is a type."""
+
+
+class Levels(NamedTuple):
+    """What :meth:`TypeDepths.deepest` read of an update."""
+
+    deepest: int
+    """The deepest level a type of it would nest at; 0: it has none."""
+    runs: list[tuple[int, int, int, int]]
+    """Its items' levels: client, first and end clock, level."""
+    waiting: list[Struct]
+    """Items whose level waits for an item not in the document yet."""
 
 
 class TypeDepths:
@@ -194,11 +211,16 @@ class TypeDepths:
     reads an update against it. Kept as runs of clocks at one level, per
     client: a client typing into one paragraph adds to one run."""
 
-    __slots__ = ("_runs",)
+    __slots__ = ("_runs", "_waiting")
 
     def __init__(self) -> None:
         self._runs: dict[int, tuple[list[int], list[int], list[int]]] = {}
         """client -> (starts, ends, levels), sorted by start, not overlapping."""
+        self._waiting: list[Struct] = []
+        """Items that refer to an item not in the document yet: Yrs holds
+        them as pending. Read again with each update, so that the one that
+        lets them in is refused if they then nest too deep; bounded as
+        what Yrs holds is (the quotas count it)."""
 
     def copy(self) -> TypeDepths:
         copy = TypeDepths()
@@ -206,6 +228,7 @@ class TypeDepths:
             client: (starts[:], ends[:], levels[:])
             for client, (starts, ends, levels) in self._runs.items()
         }
+        copy._waiting = self._waiting[:]
         return copy
 
     def level(self, client: int, clock: int) -> int | None:
@@ -239,30 +262,31 @@ class TypeDepths:
         ends.insert(at, end)
         levels.insert(at, level)
 
-    def deepest(self, update: bytes) -> tuple[int, list[tuple[int, int, int, int]]]:
-        """The deepest level a type of ``update`` would nest at (0: it has
-        none), and its items' runs to :meth:`record` once it is applied.
-        (0, []) for an update it does not read (Yrs refuses it)."""
+    def deepest(self, update: bytes) -> Levels:
+        """What ``update`` would nest, read with the items still waiting, to
+        :meth:`record` once it is applied. Nothing for an update it does not
+        read (Yrs refuses it)."""
         try:
             structs = _item_structs(_Reader(update))
         except (IndexError, ValueError):
-            return 0, []
-        return self._resolve(structs)
+            return Levels(0, [], self._waiting)
+        return self._resolve([*self._waiting, *structs] if self._waiting else structs)
 
-    def record(self, runs: list[tuple[int, int, int, int]]) -> None:
-        for client, start, end, level in runs:
+    def record(self, levels: Levels) -> None:
+        for client, start, end, level in levels.runs:
             self._add(client, start, end, level)
+        self._waiting = levels.waiting
 
-    def _resolve(
-        self, structs: list[tuple[int, int, int, int, int, int, bool]]
-    ) -> tuple[int, list[tuple[int, int, int, int]]]:
+    def _resolve(self, structs: list[Struct]) -> Levels:
         if len(structs) == 1:  # the usual update (a keystroke): nothing to index
             client, start, end, kind, ref_client, ref_clock, is_type = structs[0]
             level = 0
             if kind != _ROOT:
-                level = self.level(ref_client, ref_clock) or 0
-                level += kind == _PARENT
-            return (level + 1 if is_type else 0), [(client, start, end, level)]
+                known = self.level(ref_client, ref_clock)
+                if known is None:
+                    return Levels(0, [], structs)
+                level = known + (kind == _PARENT)
+            return Levels(level + 1 if is_type else 0, [(client, start, end, level)], [])
         # Index of the update's own items, to find a reference among them.
         own: dict[int, tuple[list[int], list[int]]] = {}
         for index, (client, start, _, _, _, _, _) in enumerate(structs):
@@ -307,28 +331,31 @@ class TypeDepths:
                             levels[found] = -1
                             stack.append(found)
                             continue
-                        base = max(base, 0)
+                        if base == -1:
+                            base = 0  # a cycle: malformed (Yrs refuses it)
                     else:
-                        # Not in the document (yet): Yrs holds the item as
-                        # pending. Counted from 0: a chain sent in pieces,
-                        # last first, is not bounded (not handled yet).
-                        base = self.level(ref_client, ref_clock) or 0
-                    level = base + 1 if kind == _PARENT else base
+                        base = self.level(ref_client, ref_clock)
+                        if base is None:
+                            base = _UNKNOWN  # not in the document yet: it waits
+                    level = base if base == _UNKNOWN or kind != _PARENT else base + 1
                 levels[index] = level
                 if structs[index][6] and level + 1 > deepest:
                     deepest = level + 1
                 stack.pop()
-        runs = [
-            (client, start, end, max(level or 0, 0))
-            for (client, start, end, *_), level in zip(structs, levels, strict=True)
-        ]
-        return deepest, runs
+        runs: list[tuple[int, int, int, int]] = []
+        waiting: list[Struct] = []
+        for struct, found_level in zip(structs, levels, strict=True):
+            if found_level == _UNKNOWN:
+                waiting.append(struct)
+            else:
+                runs.append((struct[0], struct[1], struct[2], max(found_level or 0, 0)))
+        return Levels(deepest, runs, waiting)
 
 
-def _item_structs(reader: _Reader) -> list[tuple[int, int, int, int, int, int, bool]]:
+def _item_structs(reader: _Reader) -> list[Struct]:
     """The items of an update: (client, start, end, reference kind, the
     referenced id's client and clock, whether it is a type)."""
-    out: list[tuple[int, int, int, int, int, int, bool]] = []
+    out: list[Struct] = []
     for _ in range(reader.var_uint()):  # clients
         structs = reader.var_uint()
         client = reader.var_uint()
@@ -337,7 +364,10 @@ def _item_structs(reader: _Reader) -> list[tuple[int, int, int, int, int, int, b
             info = reader.byte()
             ref = info & 0x1F
             if ref in (0, 10):  # GC, Skip: a length, no parent
-                clock += reader.var_uint()
+                length = reader.var_uint()
+                if ref == 0:  # what refers to a collected item is collected too
+                    out.append((client, clock, clock + length, _ROOT, 0, 0, False))
+                clock += length
                 continue
             kind, ref_client, ref_clock = _ROOT, 0, 0
             if info & 0x80:  # origin id: the same parent

@@ -138,5 +138,27 @@ def test_a_string_counts_its_clocks_in_utf16() -> None:
     Counted wrong, a later item's origin would miss and count from 0."""
     doc: Doc[Any] = Doc(client_id=3)
     doc.get("t", type=Text).insert(0, "a😀é")
-    _, runs = ydoc_nesting.TypeDepths().deepest(doc.get_update())
+    runs = ydoc_nesting.TypeDepths().deepest(doc.get_update()).runs
     assert runs == [(3, 0, 4, 0)]
+
+
+def test_a_chain_sent_in_pieces_last_first_is_bounded_when_it_comes_in() -> None:
+    """Pieces of a chain whose parent is not in the document yet wait (Yrs
+    holds them as pending) and have no level yet: the update that lets
+    them in, and so nests past the bound, is the one refused."""
+    most = ydoc_nesting.MAX_TYPE_DEPTH
+    doc: Doc[Any] = Doc(client_id=4)
+    pieces = []
+    node: Any = doc.get("x", type=XmlFragment)
+    for _ in range(3):
+        state = doc.get_state()
+        with doc.transaction():
+            node = _chain(node, most // 2)
+        pieces.append(doc.get_update(state))
+    ydoc = YDoc()
+    for i, piece in enumerate(reversed(pieces[1:])):
+        ydoc.apply_op(_op(piece), OpContext(1, 0, i + 1))  # they wait
+    assert ydoc.pending_bytes() > 0
+    with pytest.raises(ApiError, match=str(most)):
+        ydoc.apply_op(_op(pieces[0]), OpContext(1, 0, 3))
+    assert not str(ydoc.doc.get("x", type=XmlFragment))  # nothing came in
