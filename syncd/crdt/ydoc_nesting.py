@@ -349,6 +349,8 @@ class TypeDepths:
                 waiting.append(struct)
             else:
                 runs.append((struct[0], struct[1], struct[2], max(found_level or 0, 0)))
+        if len(waiting) > 1:  # once each: an update sent again adds none
+            waiting = list(dict.fromkeys(waiting))
         return Levels(deepest, runs, waiting)
 
 

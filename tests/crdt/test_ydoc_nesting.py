@@ -159,6 +159,9 @@ def test_a_chain_sent_in_pieces_last_first_is_bounded_when_it_comes_in() -> None
     for i, piece in enumerate(reversed(pieces[1:])):
         ydoc.apply_op(_op(piece), OpContext(1, 0, i + 1))  # they wait
     assert ydoc.pending_bytes() > 0
+    waiting = ydoc._depths._waiting[:] if ydoc._depths is not None else None
+    ydoc.apply_op(_op(pieces[2]), OpContext(1, 0, 3))  # sent again: waits once
+    assert ydoc._depths is not None and ydoc._depths._waiting == waiting
     with pytest.raises(ApiError, match=str(most)):
-        ydoc.apply_op(_op(pieces[0]), OpContext(1, 0, 3))
+        ydoc.apply_op(_op(pieces[0]), OpContext(1, 0, 4))
     assert not str(ydoc.doc.get("x", type=XmlFragment))  # nothing came in
