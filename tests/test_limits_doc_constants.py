@@ -38,9 +38,14 @@ def read_elsewhere_in_package(name: str, path: str) -> bool:
     if len(re.findall(rf"\b{name}\b", own)) > 1:
         return True
     importer = re.compile(rf"from {re.escape(module)} import [^\n]*\b{name}\b|\(\s*[^)]*\b{name}\b")
+    package, _, leaf = module.rpartition(".")
     for other in (ROOT / "syncd").rglob("*.py"):
         text = other.read_text()
         if f"from {module} import" in text and importer.search(text):
+            return True
+        # The module imported whole (from syncd.crdt import ydoc_nesting), the
+        # constant read through it.
+        if f"from {package} import" in text and re.search(rf"\b{leaf}\.{name}\b", text):
             return True
     return False
 
