@@ -96,7 +96,7 @@ def decode_update(text: Any, field: str = "update") -> bytes:
         raise too_large(f"{field}: over {MAX_UPDATE_BYTES} bytes")
     try:
         update = binascii.a2b_base64(text, strict_mode=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or a str with a character past ASCII
         raise invalid_op(f"{field}: not valid base64") from None
     check_update(update, field)
     return update
