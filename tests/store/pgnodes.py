@@ -47,12 +47,16 @@ def sql_conn(url: str) -> psycopg.Connection[Any]:
     return psycopg.connect(url, autocommit=True)
 
 
-def refuse_inserts(url: str) -> None:
-    """Make every insert into ``ops`` fail (a trigger): commits fail after apply()."""
+def refuse_inserts(url: str, after_s: float = 0.0) -> None:
+    """Make every insert into ``ops`` fail (a trigger): commits fail after
+    apply(), ``after_s`` seconds into the insert (a test that must see the
+    commit under way, its ops applied in memory, gets that long to look:
+    a refusal at once could be undone before the test's next loop step on a
+    loaded machine)."""
     with sql_conn(url) as conn:
         conn.execute(
             "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN RAISE EXCEPTION 'refused'; END $$"
+            f"$$ BEGIN PERFORM pg_sleep({float(after_s)!r}); RAISE EXCEPTION 'refused'; END $$"
         )
         conn.execute(
             "CREATE TRIGGER refuse BEFORE INSERT ON ops FOR EACH ROW EXECUTE FUNCTION refuse()"

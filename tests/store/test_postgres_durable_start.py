@@ -31,6 +31,10 @@ from tests.store.pgnodes import (
 
 pytestmark = pytest.mark.timeout(60)
 
+UNDER_WAY_S = 0.5
+"""How long a refused commit stays under way, its ops applied in memory, for
+the tests to look at it (see ``refuse_inserts``)."""
+
 
 async def _once(check: Callable[[], bool]) -> None:
     """Every loop step until ``check()``: catches a commit between apply and answer."""
@@ -52,7 +56,7 @@ async def test_a_snapshot_is_never_of_an_op_whose_commit_then_fails(
 ) -> None:
     a = await start_node("a")
     await op(a, "gc:s", {"op": "increment"})
-    refuse_inserts(pg_url)
+    refuse_inserts(pg_url, after_s=UNDER_WAY_S)
     failing: asyncio.Task[Any] = asyncio.create_task(
         op(a, "gc:s", {"op": "increment", "amount": 100})
     )
@@ -71,7 +75,7 @@ async def test_up_to_date_is_never_at_a_seq_being_committed(
     a = await start_node("a")
     await op(a, "gc:u", {"op": "increment"})
     epoch = a.engine.get(NS, "gc:u").epoch  # type: ignore[union-attr]
-    refuse_inserts(pg_url)
+    refuse_inserts(pg_url, after_s=UNDER_WAY_S)
     failing: asyncio.Task[Any] = asyncio.create_task(
         op(a, "gc:u", {"op": "increment", "amount": 100})
     )
