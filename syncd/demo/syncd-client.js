@@ -2517,6 +2517,14 @@ function decodeSseData(data) {
 }
 var RETRY_AFTER_MAX_MS = 1e4;
 var READ_TIMEOUT_MS = 45e3;
+var MAX_TIMER_MS = 2 ** 31 - 1;
+function positiveBound(name, value, fallback) {
+  if (value === void 0) return fallback;
+  if (typeof value !== "number" || !(value > 0)) {
+    throw new RangeError(`${name} must be a positive number (Infinity for no bound), not ${String(value)}`);
+  }
+  return value;
+}
 var END_EVENT = "end";
 var SYNCED_EVENT = "synced";
 var MAX_EVENT_CHARS = 64 * 1024 * 1024;
@@ -2525,9 +2533,9 @@ function eventTooLarge(max) {
 }
 var LINE_END = /\r\n|\r|\n/g;
 var SseParser = class {
-  /** @param {number} [maxEventChars] the longest event taken (SyncdError `message_too_large` past it) */
-  constructor(maxEventChars = MAX_EVENT_CHARS) {
-    this._max = maxEventChars;
+  /** @param {number} [maxEventChars] the longest event taken (SyncdError `message_too_large` past it; Infinity for none) */
+  constructor(maxEventChars) {
+    this._max = positiveBound("maxEventChars", maxEventChars, MAX_EVENT_CHARS);
     this._partial = [];
     this._partialChars = 0;
     this._dataChars = 0;
@@ -2612,9 +2620,9 @@ var EventStream = class extends Emitter {
     this.options = {
       minReconnectMs: 100,
       maxReconnectMs: 5e3,
-      readTimeoutMs: READ_TIMEOUT_MS,
-      maxEventChars: MAX_EVENT_CHARS,
-      ...options
+      ...options,
+      readTimeoutMs: positiveBound("readTimeoutMs", options.readTimeoutMs, READ_TIMEOUT_MS),
+      maxEventChars: positiveBound("maxEventChars", options.maxEventChars, MAX_EVENT_CHARS)
     };
     const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
     const transport = options.transport ?? "auto";
@@ -2746,6 +2754,8 @@ var EventStream = class extends Emitter {
     let timedOut = false;
     const waitForMore = () => {
       clearTimeout(this._silentTimer);
+      this._silentTimer = null;
+      if (this.options.readTimeoutMs > MAX_TIMER_MS) return;
       this._silentTimer = setTimeout(() => {
         this._silentTimer = null;
         if (this._abort !== abort) return;

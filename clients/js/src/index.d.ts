@@ -355,7 +355,7 @@ export const CLOSE_TOKEN_ENDED: 4401;
 /** The longest SSE event a stream takes (characters): past it, a SyncdError `message_too_large` ends the stream. */
 export const MAX_EVENT_CHARS: 67108864;
 export class SseParser {
-  /** `maxEventChars` (default MAX_EVENT_CHARS): past it, `events()` throws a SyncdError `message_too_large`. */
+  /** `maxEventChars` (default MAX_EVENT_CHARS; Infinity for none; else a positive number, or a RangeError): past it, `events()` throws a SyncdError `message_too_large`. */
   constructor(maxEventChars?: number);
   /** Each complete event: `event` is `'message'` for a delta, `'end'` for the stream's last. */
   events(chunk: string): { event: string; data: string }[];
@@ -388,9 +388,9 @@ export class EventStream extends Emitter {
       replica?: boolean;
       minReconnectMs?: number;
       maxReconnectMs?: number;
-      /** Fetch transport: silence (no event, no ping) after which the stream is reopened; default READ_TIMEOUT_MS. */
+      /** Fetch transport: silence (no event, no ping) after which the stream is reopened; default READ_TIMEOUT_MS, Infinity for never; else a positive number, or a RangeError. */
       readTimeoutMs?: number;
-      /** Fetch transport: the longest event taken; past it the stream ends with `message_too_large`. Default MAX_EVENT_CHARS. */
+      /** Fetch transport: the longest event taken; past it the stream ends with `message_too_large`. Default MAX_EVENT_CHARS, Infinity for none; else a positive number, or a RangeError. */
       maxEventChars?: number;
       EventSource?: unknown;
     },

@@ -45,6 +45,29 @@ export const RETRY_AFTER_MAX_MS = 10_000;
  */
 export const READ_TIMEOUT_MS = 45_000;
 
+/**
+ * The longest delay a timer holds (ms): setTimeout takes a longer one, and
+ * Infinity, as 1 ms. A readTimeoutMs past it sets no timer: the stream is
+ * never taken as dead for its silence.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * A bound given as an option (`readTimeoutMs`, `maxEventChars`): `undefined`
+ * (not given, or passed on by a wrapper that was not given it) is `fallback`,
+ * Infinity no bound; anything else but a positive number is refused where
+ * the stream (or parser) is made. Taken as it came, NaN bounded nothing (no
+ * length is greater) and 0, undefined or Infinity timed every stream out at
+ * once (setTimeout's 1 ms), reopening it for ever.
+ */
+function positiveBound(name, value, fallback) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value > 0)) {
+    throw new RangeError(`${name} must be a positive number (Infinity for no bound), not ${String(value)}`);
+  }
+  return value;
+}
+
 /** The name of the stream's last event when its read ends. */
 export const END_EVENT = 'end';
 
@@ -80,9 +103,9 @@ const LINE_END = /\r\n|\r|\n/g;
  * LF starting the next chunk is that line end's, not a blank line).
  */
 export class SseParser {
-  /** @param {number} [maxEventChars] the longest event taken (SyncdError `message_too_large` past it) */
-  constructor(maxEventChars = MAX_EVENT_CHARS) {
-    this._max = maxEventChars;
+  /** @param {number} [maxEventChars] the longest event taken (SyncdError `message_too_large` past it; Infinity for none) */
+  constructor(maxEventChars) {
+    this._max = positiveBound('maxEventChars', maxEventChars, MAX_EVENT_CHARS);
     /** The unfinished line's pieces, and their length. */
     this._partial = [];
     this._partialChars = 0;
@@ -186,9 +209,9 @@ export class EventStream extends Emitter {
     this.options = {
       minReconnectMs: 100,
       maxReconnectMs: 5000,
-      readTimeoutMs: READ_TIMEOUT_MS,
-      maxEventChars: MAX_EVENT_CHARS,
       ...options,
+      readTimeoutMs: positiveBound('readTimeoutMs', options.readTimeoutMs, READ_TIMEOUT_MS),
+      maxEventChars: positiveBound('maxEventChars', options.maxEventChars, MAX_EVENT_CHARS),
     };
     const ES = options.EventSource ?? config.EventSource ?? globalThis.EventSource;
     const transport = options.transport ?? 'auto';
@@ -334,6 +357,8 @@ export class EventStream extends Emitter {
     let timedOut = false;
     const waitForMore = () => {
       clearTimeout(this._silentTimer);
+      this._silentTimer = null;
+      if (this.options.readTimeoutMs > MAX_TIMER_MS) return;
       this._silentTimer = setTimeout(() => {
         this._silentTimer = null;
         if (this._abort !== abort) return;
