@@ -85,6 +85,7 @@ from syncd.crdt.types import crdt_class
 from syncd.crdt.window import BaseNeeded, Window
 from syncd.errors import ApiError, bad_request, history_expired, not_found, not_revertible
 from syncd.history.reads import Writer
+from syncd.history.restore import remember_no_op
 
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
@@ -579,7 +580,7 @@ class RevertService:
             "until_seq": end,
         }
         if not matched:
-            return answer
+            return self._no_op(entry, op_id, answer)
         base = None
         if crdt_class(entry.type).REVERT_BASE:
             base = (await self._history.base_at(ns, crdt_id, start - 1))[1]
@@ -606,7 +607,7 @@ class RevertService:
             ops = _applicable(entry, ops, principal.client_id, self._service.engine.now_ms())
         if not ops:
             answer["seq"] = entry.seq
-            return answer
+            return self._no_op(entry, op_id, answer)
         ops = [{**op, "origin": REVERT_ORIGIN} for op in ops]
         if op_id is None and not self._service.stages:
             # Several nodes may take the same revert at once (a client's retry
@@ -636,6 +637,16 @@ class RevertService:
             # the CRDT's row lock): answered as a repeat noticed before is.
             return {"ok": True, "seq": result.seq, "duplicate": True}
         answer["applied"], answer["seq"] = result.applied, result.seq
+        return answer
+
+    def _no_op(self, entry: Entry, op_id: str | None, answer: dict[str, Any]) -> dict[str, Any]:
+        """``answer``, for a revert that applies nothing, once its ``op_id``
+        is remembered: a retry is a repeat, not a revert of what the writer
+        wrote since (the first was answered for the state it found)."""
+        if op_id is not None:
+            current = self._service.engine.get(entry.ns, entry.id)
+            if current is not None and current.epoch == entry.epoch:
+                remember_no_op(self._service.engine, current, op_id, answer["seq"], {})
         return answer
 
     async def _stage(

@@ -19,7 +19,10 @@ take it back a second time. The restore's own ops are its caller's write.
 
 With an ``op_id`` the ops carry ``<op_id>/<i>``; a restore whose first op id
 the engine has seen already answers as the first did (:func:`repeated`), so a
-client may retry one safely. Without one, on a store shared by nodes, the
+client may retry one safely. A restore that changes nothing (the state is
+already the target's) applies no op, and remembers its op_id all the same
+(:func:`remember_no_op`): its retry after others wrote is a repeat, not a
+restore that takes their writes back. Without one, on a store shared by nodes, the
 ops carry one derived from what they were computed on (:func:`derived_op_id`),
 so that the same restore taken by two nodes at once is applied once.
 
@@ -30,7 +33,8 @@ reason where it has one (its ``restore_ops`` raises), else 409
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.types import crdt_class
 from syncd.errors import not_restorable
@@ -38,7 +42,7 @@ from syncd.errors import not_restorable
 if TYPE_CHECKING:
     from syncd.auth.authenticator import Principal
     from syncd.crdt.base import Crdt
-    from syncd.crdt.engine import Entry
+    from syncd.crdt.engine import Engine, Entry
     from syncd.service import CrdtService
     from syncd.store.base import Record
 
@@ -50,9 +54,36 @@ def check_restorable(entry: Entry) -> None:
         raise not_restorable(f"{entry.type} cannot be restored")
 
 
-def repeated(entry: Entry, op_id: str | None) -> tuple[int, int] | None:
+NO_OP_RESTORED: Final = "restored"
+"""The answer extra under which a restore that applied nothing remembers the
+seq it restored (:func:`remember_no_op`): it has no record whose mark says."""
+
+
+def remember_no_op(
+    engine: Engine, entry: Entry, op_id: str, seq: int, extra: dict[str, Any]
+) -> None:
+    """Remember ``op_id`` for a restore or a revert that applied nothing,
+    answered at ``seq``: as ``<op_id>/0`` of that seq, so that its retry is
+    a repeat (:func:`repeated`, ``RevertService``) answered as the first was.
+    A retry after others wrote would otherwise be a new request computed on
+    their writes: a restore taking them back, a revert taking back the
+    writer's newer ops, though the first was answered.
+
+    Held in memory only: op_ids reach the log, other nodes and a restart
+    through their ops' records, and the store has no record that changes
+    nothing. So it lasts while the CRDT stays in this node's memory (a snapshot taken meanwhile keeps it); a
+    restart, an eviction, or a retry sent to another node of a PostgreSQL
+    cluster finds it gone, and the retry is a new request. Remembered as the
+    newest of the recent tier without trimming it (the engine's window and
+    TTL are its own): the engine's next op_id trims the tier to its window."""
+    entry.op_ids.remember(f"{op_id}/0", seq, extra, engine.now_ms(), sys.maxsize, 0)
+
+
+def repeated(entry: Entry, op_id: str | None) -> tuple[int, int, int | None] | None:
     """The seqs of the first and the last op of a restore with this
-    ``op_id`` applied already (the last one still remembered), or None."""
+    ``op_id`` applied already (the last one still remembered), and the seq a
+    restore that applied nothing restored (:data:`NO_OP_RESTORED`, else
+    None), or None."""
     if op_id is None:
         return None
     first = entry.op_ids.get(f"{op_id}/0")
@@ -62,7 +93,8 @@ def repeated(entry: Entry, op_id: str | None) -> tuple[int, int] | None:
     i, last = 0, 0
     while (seen := entry.op_ids.get(f"{op_id}/{i}")) is not None:
         i, last = i + 1, seen[0]
-    return first[0], last
+    noted = first[1].get(NO_OP_RESTORED)
+    return first[0], last, noted if isinstance(noted, int) else None
 
 
 def repeat_answer(last: int, restored: int) -> dict[str, Any]:
@@ -93,6 +125,8 @@ async def apply_restore(
     ``target`` (its state at ``seq``); the restore's answer."""
     ops = entry.crdt.restore_ops(target)
     if not ops:
+        if op_id is not None:
+            remember_no_op(service.engine, entry, op_id, entry.seq, {NO_OP_RESTORED: seq})
         return {"ok": True, "seq": entry.seq, "applied": 0, "restored": seq}
     if op_id is None and not service.stages:
         # Several nodes may take the same restore at once (a client's retry

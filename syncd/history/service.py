@@ -217,13 +217,21 @@ class HistoryService:
         return await apply_restore(self._service, entry, target, seq, principal, op_id, source)
 
     async def _repeat(
-        self, ns: str, crdt_id: str, entry: Entry, seen: tuple[int, int], asked: int
+        self,
+        ns: str,
+        crdt_id: str,
+        entry: Entry,
+        seen: tuple[int, int, int | None],
+        asked: int,
     ) -> dict[str, Any]:
         """The answer to a restore whose op_id was used already (``seen``:
-        the seqs of its first and last op): the seq the first one restored,
-        read off its first op's mark, not the one the repeat names (a repeat
-        naming another seq was told a restore it never got was done)."""
-        first, last = seen
+        the seqs of its first and last op, and what a restore that applied
+        nothing restored): the seq the first one restored, read off its first
+        op's mark, not the one the repeat names (a repeat naming another seq
+        was told a restore it never got was done)."""
+        first, last, noted = seen
+        if noted is not None:  # applied nothing: no record, no mark
+            return repeat_answer(last, noted)
         record = None
         _, epoch, latest = await self.durable(ns, crdt_id)
         if epoch == entry.epoch and first <= latest:
