@@ -384,21 +384,26 @@ class HttpProtocol(asyncio.Protocol):
             self._processing = False
 
     def _continue_refused(self, head: Request) -> bool:
-        """Before a 100 Continue: a request no route takes is answered now
-        (404, 405), so its client does not upload a body for nothing, and the
-        connection closes after it (RFC 9110 10.1.1: what body comes anyway
-        is read and discarded while it lingers). Only routing is checked
-        here: the token is checked by the handler, once, where its rate is
-        counted."""
+        """Before a 100 Continue: a request no route takes (404, 405), or
+        that its route's guard refuses (a missing or bad token: 401, no
+        permission: 403; see syncd.http.handlers.guards), is answered now,
+        so its client does not upload a body for nothing, and the connection
+        closes after it (RFC 9110 10.1.1: what body comes anyway is read and
+        discarded while it lingers)."""
         try:
-            self._ctx.router.match_route(head.method, head.path)
-        except ApiError as exc:
+            route, params = self._ctx.router.match_route(head.method, head.path)
+            guard = route.guard
+            if guard is not None:
+                head.route = route.kind
+                head.params = params
+                guard(head)
+        except Exception as exc:
             head.started = time.perf_counter()
             trusted = self._ctx.trusted_proxies
             head.client = (
                 client_address(self._peer, head.headers, trusted) if trusted else self._peer
             )
-            self._send(_api_error_response(exc), head, keep_alive=False)
+            self._send(_failure_response(exc, head), head, keep_alive=False)
             return True
         return False
 

@@ -32,6 +32,7 @@ class Request:
         "method",
         "params",
         "path",
+        "principal",
         "query_string",
         "route",
         "started",
@@ -64,6 +65,10 @@ class Request:
         """The peer's IP address (set by the connection; empty when unknown)."""
         self.route = "none"
         """The matched route's class (syncd.http.router.route_class), for metrics."""
+        self.principal: Any = None
+        """Who the route's guard authenticated before a ``100 Continue``
+        (``syncd.auth.authenticator.Principal``; None: no guard ran), so the
+        handler neither authenticates again nor counts the rate twice."""
         self.started = 0.0
         """``time.perf_counter()`` when the whole request had been read: the
         loop's clock (uvloop's) counts whole milliseconds, too coarse for the

@@ -23,6 +23,10 @@ from syncd.http.response import Deferred, Response, StreamResponse, Upgrade
 
 HandlerResult = Response | StreamResponse | Upgrade | Deferred
 Handler = Callable[[Request], HandlerResult | Awaitable[HandlerResult]]
+Guard = Callable[[Request], None]
+"""What a route checks of a request's head alone (its token and permission),
+raising ApiError to refuse it: run before a ``100 Continue``, so a client that
+may not send the body is told so before it uploads it (RFC 9110 10.1.1)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,10 @@ class Route:
     request histogram and of nothing else."""
     names: tuple[str, ...] = ()
     """The parameters' names, in the order of ``params``."""
+    guard: Guard | None = None
+    """Checked before a ``100 Continue`` (see :data:`Guard`); the handler
+    checks again with the body (a guard may leave what it found on the
+    request, e.g. ``Request.principal``, so the rate is counted once)."""
 
 
 UNMATCHED: Final = "none"
@@ -120,12 +128,12 @@ class Router:
         self._shapes: dict[int, list[_Shape]] = {}
         self._routes: list[Route] = []
 
-    def add(self, method: str, pattern: str, handler: Handler) -> None:
+    def add(self, method: str, pattern: str, handler: Handler, guard: Guard | None = None) -> None:
         segments = _segments(pattern)
         params = tuple(i for i, s in enumerate(segments) if s.startswith("{") and s.endswith("}"))
         names = tuple(segments[i][1:-1] for i in params)
         route = Route(
-            method, pattern, handler, segments, params, route_class(method, pattern), names
+            method, pattern, handler, segments, params, route_class(method, pattern), names, guard
         )
         self._routes.append(route)
         if not params:

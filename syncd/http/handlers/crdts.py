@@ -24,6 +24,7 @@ from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, ViewTooDeep, YDoc, read_root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
+from syncd.http.handlers.guards import authenticated, may_write_guard
 from syncd.http.handlers.history import parse_seq
 from syncd.http.handlers.listing import parse_listing_query
 from syncd.http.request import Request
@@ -208,7 +209,7 @@ def register(
     def ops(request: Request) -> Deferred | Awaitable[Response]:
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
-        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        principal = authenticated(auth, request, ns)
         body = request.json(json_max_depth)
         try:
             check_ops_named(crdt_id, body)
@@ -323,4 +324,4 @@ def register(
     router.add("GET", "/v1/namespaces/{ns}/crdts", listing)
     router.add("GET", "/v1/namespaces/{ns}/crdts/{id}", read)
     router.add("DELETE", "/v1/namespaces/{ns}/crdts/{id}", delete)
-    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/ops", ops)
+    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/ops", ops, may_write_guard(auth))

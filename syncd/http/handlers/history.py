@@ -13,6 +13,7 @@ from syncd.crdt.validate import check_origin, json_int
 from syncd.errors import bad_request
 from syncd.history.reads import DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT, Writer
 from syncd.history.service import HistoryService
+from syncd.http.handlers.guards import authenticated, may_write_guard
 from syncd.http.request import Request, decimal_digits
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router
@@ -100,7 +101,7 @@ def register(
     async def restore(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
-        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        principal = authenticated(auth, request, ns)
         body: Any = request.json(json_max_depth)
         if type(body) is not dict:
             raise bad_request('body: an object {"seq": N} is required')
@@ -121,4 +122,4 @@ def register(
         return json_response(await history.restore(ns, crdt_id, seq, principal, op_id, "http"))
 
     router.add("GET", "/v1/namespaces/{ns}/crdts/{id}/history", listing)
-    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/restore", restore)
+    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/restore", restore, may_write_guard(auth))

@@ -10,6 +10,7 @@ from syncd.auth.tokens import MAX_CLIENT_ID
 from syncd.crdt.validate import check_origin, json_int
 from syncd.errors import bad_request
 from syncd.history.reads import Writer
+from syncd.http.handlers.guards import authenticated, may_write_guard
 from syncd.http.handlers.history import MAX_OP_ID
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
@@ -62,7 +63,7 @@ def register(
     async def revert(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
-        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        principal = authenticated(auth, request, ns)
         writer, since, until, op_id = parse_body(request.json(json_max_depth))
         # Write permission on the id, before any work (each op is checked again).
         # First without the type: an id it may not write is 403 even when absent.
@@ -72,4 +73,4 @@ def register(
             await reverts.revert(ns, crdt_id, writer, since, until, principal, op_id, "http")
         )
 
-    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/revert", revert)
+    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/revert", revert, may_write_guard(auth))

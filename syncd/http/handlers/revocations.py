@@ -18,6 +18,7 @@ from syncd.auth.revocations import (
     revocations_json,
 )
 from syncd.errors import not_found
+from syncd.http.handlers.guards import admin_guard, authenticated
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router
@@ -31,7 +32,7 @@ def register(
 ) -> None:
     async def revoke(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
-        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        principal = authenticated(auth, request, ns)
         auth.check_admin(principal, ns)
         parsed = parse_revoke_body(request.json(json_max_depth))
         revocation = await revocations.revoke(ns, parsed)
@@ -52,6 +53,6 @@ def register(
             raise not_found(f"no revocation of client {client_id} in namespace {ns!r}")
         return Response(204, b"", None)
 
-    router.add("POST", PATH, revoke)
+    router.add("POST", PATH, revoke, admin_guard(auth))
     router.add("GET", PATH, listing)
     router.add("DELETE", PATH + "/{client_id}", lift)

@@ -11,6 +11,7 @@ import time
 from syncd.auth.authenticator import Authenticator
 from syncd.auth.issue import describe, issue, parse_issue_body
 from syncd.auth.tokens import SigningKey
+from syncd.http.handlers.guards import admin_guard, authenticated, own_admin_guard
 from syncd.http.request import Request
 from syncd.http.response import Response, json_response
 from syncd.http.router import Router
@@ -28,7 +29,7 @@ def register(
 
     def issue_in_namespace(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
-        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        principal = authenticated(auth, request, ns)
         auth.check_admin(principal, ns)
         body = request.json(json_max_depth)
         now_ms = time.time_ns() // 1_000_000
@@ -38,7 +39,7 @@ def register(
         return json_response({"token": issue(signing_key, parsed, now_ms)})
 
     def issue_agent(request: Request) -> Response:
-        principal = auth.authenticate(request.headers.get("authorization"), None)
+        principal = authenticated(auth, request, None)
         # Admin of its own namespace first, before the body is read: a token
         # that may issue nowhere is 403 whatever it sends, as on the other
         # route, and learns nothing from the body's validation.
@@ -56,6 +57,6 @@ def register(
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         return json_response(describe(principal))
 
-    router.add("POST", "/v1/namespaces/{ns}/tokens", issue_in_namespace)
-    router.add("POST", "/v1/tokens", issue_agent)
+    router.add("POST", "/v1/namespaces/{ns}/tokens", issue_in_namespace, admin_guard(auth))
+    router.add("POST", "/v1/tokens", issue_agent, own_admin_guard(auth))
     router.add("GET", "/v1/namespaces/{ns}/tokens/me", me)
