@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import errno
 import importlib
+import ipaddress
 import logging
 import os
 import platform
@@ -329,7 +330,14 @@ async def listen(
     one free port for all of them: the loop would pick one per address
     (``localhost``: 127.0.0.1 and ::1 on two ports), and the one port the
     start's line and ``READY=1`` name would reach only the first. The free
-    port the first address got is then asked for on all of them."""
+    port the first address got is then asked for on all of them.
+
+    The IPv6 wildcard (``[::]``) is one dual-stack socket
+    (:func:`dual_stack_socket`), as in nginx and Go: IPv4 clients too."""
+    if isinstance(host, str) and _is_ipv6_wildcard(host):
+        sock = dual_stack_socket(port)
+        if sock is not None:
+            return await loop.create_server(factory, sock=sock, backlog=LISTEN_BACKLOG)
     server = await loop.create_server(
         factory,
         host=host,
@@ -370,6 +378,30 @@ async def listen(
     server.close()
     await server.wait_closed()
     raise OSError(errno.EADDRINUSE, "no free port is free on every address of the host")
+
+
+def _is_ipv6_wildcard(host: str) -> bool:
+    """``host`` is ``::`` (SERVICE_BIND ``[::]:PORT``), without a zone."""
+    try:
+        return ipaddress.IPv6Address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def dual_stack_socket(port: int) -> socket.socket | None:
+    """A listening socket on ``[::]:port`` that takes IPv4 clients too (as
+    ``::ffff:a.b.c.d``), or None where the host cannot make one (a kernel
+    that keeps IPv6 sockets IPv6 only): the loop's own bind then. The loop's
+    create_server sets IPV6_V6ONLY on every IPv6 socket, so ``[::]`` took
+    IPv6 clients only: an IPv4 client of ``[::]:3000`` was refused, where
+    nginx, Go and most servers (and SERVICE_BIND's documented meaning, every
+    address) serve both. A bind error (the port taken on either family)
+    keeps its errno, as the loop's does."""
+    if not socket.has_dualstack_ipv6():
+        return None
+    return socket.create_server(
+        ("::", port), family=socket.AF_INET6, backlog=LISTEN_BACKLOG, dualstack_ipv6=True
+    )
 
 
 class _TlsHandshakes:

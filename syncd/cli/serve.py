@@ -120,7 +120,8 @@ def bind_problem(host: str, port: int) -> str | None:
     bind would find them after the store is opened (an exit 1 and a bare OS
     error); found first, they are one line naming SERVICE_BIND. Each address
     is bound and let go at once, as the server will bind it (SO_REUSEADDR,
-    IPv6 sockets IPv6 only)."""
+    IPv6 sockets IPv6 only but ``[::]``'s, which takes IPv4 too:
+    :func:`syncd.server.dual_stack_socket`, so an IPv4 port in use is found)."""
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError) as exc:
@@ -141,7 +142,8 @@ def bind_problem(host: str, port: int) -> str | None:
             with socket.socket(family, kind, proto) as sock:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    dual = address[0] == "::" and socket.has_dualstack_ipv6()
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if dual else 1)
                 sock.bind(address)
         except OSError as exc:
             refusal = bind_refusal(exc, str(address[0]), port)
