@@ -16,11 +16,20 @@ reported it (:meth:`Catalogue.note_size`), summed per namespace as it
 changes. A CRDT whose size the store does not know (written before a crash,
 after the last hint, and not used since) is *unmeasured*: counted, not
 summed, until the engine reports it.
+
+Metrics (syncd/metrics.py) read the sum over every namespace and the
+namespaces with the most bytes at each scrape; summing or ranking a million
+namespaces there took half a second of the event loop. So the catalogue also
+keeps a :class:`UsageBoard`, told of each namespace's usage as it changes:
+running totals (a scrape reads them in O(1)) and a short list of the
+namespaces that may rank among the largest (a scrape ranks only those).
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -45,6 +54,123 @@ class Usage:
     """The sum of their sizes (the unmeasured ones left out)."""
     unmeasured: int = 0
     """Live CRDTs whose size is not known yet (not in ``bytes``)."""
+
+
+LARGEST_KEPT: Final = 1000
+"""Namespaces a :class:`UsageBoard` can name as the largest by bytes: what
+metrics show as series of their own (``MAX_NAMESPACE_SERIES`` in
+syncd/metrics.py). The board keeps up to twice as many candidates, so that
+trimming them (a sort of ``2 * LARGEST_KEPT``) happens once per
+``LARGEST_KEPT`` namespaces that grow past the smallest kept."""
+
+Counts = tuple[int, int, int]
+"""A namespace's (crdts, bytes, unmeasured), as :class:`Usage` holds them."""
+
+
+class UsageBoard:
+    """The sum of every namespace's usage, and the namespaces with the most
+    bytes, kept up to date as usages change (:meth:`change`), so reading them
+    does not walk every namespace.
+
+    A namespace counts (in the totals and the ranking) while it holds a live
+    CRDT, as :meth:`Catalogue.usages` lists it.
+
+    The ranking: ``_candidates`` maps up to ``2 * keep`` namespaces to their
+    bytes, and ``_floor`` bounds the bytes of every counted namespace outside
+    it. A namespace that grows past the floor joins; when the candidates
+    pass ``2 * keep``, the ``keep`` largest stay and the floor rises to the
+    largest of those let go. :meth:`largest` ranks the candidates only; that
+    is exact while ``k`` of them hold at least the floor. When the largest
+    shrink below it (deletes, compaction), :attr:`stale` says so, and the
+    owner hands every namespace to :meth:`rebuild` (one pass, rare).
+    """
+
+    __slots__ = ("_candidates", "_floor", "bytes", "crdts", "keep", "namespaces", "unmeasured")
+
+    def __init__(self, keep: int = LARGEST_KEPT) -> None:
+        if keep < 1:
+            raise ValueError("keep must be at least 1")
+        self.keep = keep
+        self.namespaces = 0
+        """Namespaces that hold a live CRDT."""
+        self.crdts = 0
+        self.bytes = 0
+        self.unmeasured = 0
+        self._candidates: dict[str, int] = {}
+        self._floor = -1
+        """At least the bytes of every counted namespace not a candidate."""
+
+    def change(self, ns: str, before: Counts, after: Counts) -> None:
+        """``ns``'s usage went from ``before`` to ``after``."""
+        if before[0] > 0:
+            self.namespaces -= 1
+            self.crdts -= before[0]
+            self.bytes -= before[1]
+            self.unmeasured -= before[2]
+        candidates = self._candidates
+        if after[0] > 0:
+            self.namespaces += 1
+            self.crdts += after[0]
+            self.bytes += after[1]
+            self.unmeasured += after[2]
+            if after[1] > self._floor or ns in candidates:
+                candidates[ns] = after[1]
+                if len(candidates) > 2 * self.keep:
+                    self._trim()
+        elif ns in candidates:
+            del candidates[ns]
+
+    def load(self, usages: Iterable[tuple[str, Counts]]) -> None:
+        """Start again from every namespace's usage (a store opening from a
+        saved table of them): one pass."""
+        self.namespaces = self.crdts = self.bytes = self.unmeasured = 0
+        self._candidates = {}
+        self._floor = -1
+        for ns, counts in usages:
+            self.change(ns, (0, 0, 0), counts)
+
+    def _trim(self) -> None:
+        """Keep the ``keep`` largest candidates; the floor covers the rest."""
+        kept = heapq.nlargest(self.keep, self._candidates.items(), key=_second)
+        names = {ns for ns, _ in kept}
+        for ns, size in self._candidates.items():
+            if ns not in names and size > self._floor:
+                self._floor = size
+        self._candidates = dict(kept)
+
+    def largest(self, k: int) -> list[str]:
+        """The (at most ``k``, at most ``keep``) namespaces with the most
+        bytes, largest first, ties in no set order: exact unless
+        :attr:`stale`."""
+        ranked = heapq.nlargest(min(k, self.keep), self._candidates.items(), key=_second)
+        return [ns for ns, _ in ranked]
+
+    @property
+    def stale(self) -> bool:
+        """Whether a counted namespace outside the candidates may hold more
+        bytes than one that :meth:`largest` names: fewer than ``keep`` of them
+        (fewer than all, when fewer are counted) hold at least the floor."""
+        candidates = self._candidates
+        if len(candidates) >= self.namespaces:
+            return False  # every counted namespace is a candidate
+        floor = self._floor
+        return sum(1 for size in candidates.values() if size >= floor) < self.keep
+
+    def rebuild(self, usages: Iterable[tuple[str, int]]) -> None:
+        """Rank afresh from every counted namespace's (name, bytes)."""
+        self._candidates = {}
+        self._floor = -1
+        candidates = self._candidates
+        for ns, size in usages:
+            if size > self._floor:
+                candidates[ns] = size
+                if len(candidates) > 2 * self.keep:
+                    self._trim()
+                    candidates = self._candidates
+
+
+def _second(item: tuple[str, int]) -> int:
+    return item[1]
 
 
 class _Namespace:
@@ -72,12 +198,17 @@ class _Namespace:
             self.stale = 0
         return self.sorted
 
+    def counts(self) -> Counts:
+        return (len(self.types), self.bytes, self.unmeasured)
+
 
 class Catalogue:
     """Every live CRDT of a store: namespace -> id -> type."""
 
     def __init__(self) -> None:
         self._spaces: dict[str, _Namespace] = {}
+        self.board = UsageBoard()
+        """Every namespace's usage summed, and the largest (for metrics)."""
 
     def __len__(self) -> int:
         return sum(len(space.types) for space in self._spaces.values())
@@ -87,6 +218,7 @@ class Catalogue:
         space = self._spaces.get(ns)
         if space is None:
             space = self._spaces[ns] = _Namespace()
+        before = space.counts()
         if crdt_id not in space.types:
             space.added.add(crdt_id)
             space.types[crdt_id] = type_name
@@ -94,13 +226,16 @@ class Catalogue:
                 space.unmeasured += 1
         else:
             space.types[crdt_id] = type_name
+        self.board.change(ns, before, space.counts())
         if size != UNMEASURED:
             self.note_size(ns, crdt_id, size)
 
     def remove(self, ns: str, crdt_id: str) -> None:
         space = self._spaces.get(ns)
-        if space is None or space.types.pop(crdt_id, None) is None:
+        if space is None or crdt_id not in space.types:
             return
+        before = space.counts()
+        del space.types[crdt_id]
         size = space.sizes.pop(crdt_id, None)
         if size is None:
             space.unmeasured -= 1
@@ -110,12 +245,14 @@ class Catalogue:
             space.added.discard(crdt_id)
         else:
             space.stale += 1
+        self.board.change(ns, before, space.counts())
 
     def note_size(self, ns: str, crdt_id: str, size: int) -> None:
         """The engine's size of a CRDT now."""
         space = self._spaces.get(ns)
         if space is None:
             space = self._spaces[ns] = _Namespace()
+        before = space.counts()
         held = space.sizes.get(crdt_id)
         if held is None:
             if crdt_id in space.types:
@@ -124,17 +261,20 @@ class Catalogue:
         else:
             space.bytes += size - held
         space.sizes[crdt_id] = size
+        self.board.change(ns, before, space.counts())
 
     def unmeasure(self, ns: str, crdt_id: str) -> None:
         """Forget a CRDT's size (records of it were found after the hint)."""
         space = self._spaces.get(ns)
         if space is None:
             return
+        before = space.counts()
         size = space.sizes.pop(crdt_id, None)
         if size is not None:
             space.bytes -= size
             if crdt_id in space.types:
                 space.unmeasured += 1
+            self.board.change(ns, before, space.counts())
 
     def size_of(self, ns: str, crdt_id: str) -> int:
         space = self._spaces.get(ns)
@@ -150,6 +290,21 @@ class Catalogue:
     def usages(self) -> dict[str, Usage]:
         """Every namespace that holds a CRDT."""
         return {ns: self.usage(ns) for ns, space in self._spaces.items() if space.types}
+
+    def usage_total(self) -> tuple[int, Usage]:
+        """How many namespaces hold a CRDT, and their usages summed: O(1)."""
+        board = self.board
+        return board.namespaces, Usage(board.crdts, board.bytes, board.unmeasured)
+
+    def largest_usages(self, k: int) -> list[tuple[str, Usage]]:
+        """The (at most ``k``, at most :data:`LARGEST_KEPT`) namespaces with
+        the most bytes and their usages, largest first: ranks the board's
+        few candidates, or every namespace once after the largest shrank
+        (:attr:`UsageBoard.stale`)."""
+        board = self.board
+        if board.stale:
+            board.rebuild((ns, space.bytes) for ns, space in self._spaces.items() if space.types)
+        return [(ns, self.usage(ns)) for ns in board.largest(k)]
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` live CRDTs without a size."""
@@ -196,4 +351,13 @@ class Catalogue:
         return out
 
 
-__all__ = ["MAX_SCAN", "UNMEASURED", "Catalogue", "Listed", "Usage"]
+__all__ = [
+    "LARGEST_KEPT",
+    "MAX_SCAN",
+    "UNMEASURED",
+    "Catalogue",
+    "Counts",
+    "Listed",
+    "Usage",
+    "UsageBoard",
+]
