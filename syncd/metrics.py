@@ -28,7 +28,7 @@ import math
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from prometheus_client import (
     CollectorRegistry,
@@ -557,12 +557,43 @@ class ResidentCollector(Collector):
         )
 
 
-class UsageCollector(Collector):
-    """Each namespace's live CRDTs and bytes (the quotas), read when scraped."""
+class UsageSummary(Protocol):
+    """What a store keeps up to date of its namespaces' usage as it changes
+    (``Catalogue`` in syncd/store/catalogue.py), so that a scrape reads it
+    without walking every namespace. Usages are ``Usage``: ``.crdts`` and
+    ``.bytes``."""
 
-    def __init__(self, usages: Callable[[], Mapping[str, Any]], max_series: int) -> None:
+    def usage_total(self) -> tuple[int, Any]:
+        """How many namespaces hold a CRDT, and their usages summed."""
+        ...
+
+    def largest_usages(self, k: int) -> list[tuple[str, Any]]:
+        """At most ``k`` namespaces with the most bytes, and their usages."""
+        ...
+
+
+NAMESPACES_DOC: Final = "Namespaces that hold a live CRDT"
+
+
+class UsageCollector(Collector):
+    """Each namespace's live CRDTs and bytes (the quotas), read when scraped:
+    the :data:`MAX_NAMESPACE_SERIES` largest by bytes under their own ``ns``,
+    the rest summed under ``ns="#other"``, and ``service_namespaces``.
+
+    With a ``summary`` (running totals and a short list of the largest, kept
+    by the store as usages change), a scrape costs the same however many
+    namespaces there are. Without one it walks ``usages()``, every
+    namespace, once per scrape: 0.5 s of the event loop at a million."""
+
+    def __init__(
+        self,
+        usages: Callable[[], Mapping[str, Any]],
+        max_series: int,
+        summary: UsageSummary | None = None,
+    ) -> None:
         self._usages = usages
         self._max = max_series
+        self._summary = summary
 
     def describe(self) -> Iterator[Metric]:
         return iter(())
@@ -576,6 +607,35 @@ class UsageCollector(Collector):
             "Sum of the namespace's CRDT sizes (what SERVICE_NAMESPACE_MAX_BYTES bounds)",
             labels=["ns"],
         )
+        if self._summary is not None:
+            namespaces = self._from_summary(self._summary, crdts, size)
+        else:
+            namespaces = self._from_every_usage(crdts, size)
+        yield crdts
+        yield size
+        yield GaugeMetricFamily("service_namespaces", NAMESPACES_DOC, value=namespaces)
+
+    def _from_summary(
+        self, summary: UsageSummary, crdts: GaugeMetricFamily, size: GaugeMetricFamily
+    ) -> int:
+        """Fill the gauges from ``summary``: O(:data:`MAX_NAMESPACE_SERIES`);
+        returns the number of namespaces."""
+        shown = summary.largest_usages(self._max)
+        namespaces, total = summary.usage_total()
+        for ns, usage in shown:
+            crdts.add_metric([ns], usage.crdts)
+            size.add_metric([ns], usage.bytes)
+        if namespaces > len(shown):
+            crdts.add_metric(
+                [OTHER_NAMESPACES], total.crdts - sum(usage.crdts for _, usage in shown)
+            )
+            size.add_metric(
+                [OTHER_NAMESPACES], total.bytes - sum(usage.bytes for _, usage in shown)
+            )
+        return namespaces
+
+    def _from_every_usage(self, crdts: GaugeMetricFamily, size: GaugeMetricFamily) -> int:
+        """Fill the gauges from ``usages()``, every namespace; returns how many."""
         usages = self._usages()
         # The largest by bytes, in one pass (ties in the mapping's order, as
         # a stable sort keeps them): a scrape runs in the event loop, and
@@ -597,8 +657,7 @@ class UsageCollector(Collector):
             size.add_metric(
                 [OTHER_NAMESPACES], total_bytes - sum(usage.bytes for _, usage in shown)
             )
-        yield crdts
-        yield size
+        return len(usages)
 
 
 def _by_bytes(item: tuple[str, Any]) -> Any:
@@ -752,12 +811,17 @@ class Metrics:
         return seconds.observe
 
     def watch_usage(
-        self, usages: Callable[[], Mapping[str, Any]], limits: Mapping[str, int]
+        self,
+        usages: Callable[[], Mapping[str, Any]],
+        limits: Mapping[str, int],
+        summary: UsageSummary | None = None,
     ) -> None:
-        """Per-namespace usage gauges (read when scraped) and the quota limits
-        (``limits``: setting name -> value; 0 is no limit)."""
+        """Per-namespace usage gauges (read when scraped; from ``summary``
+        when the store keeps one, so a scrape does not walk every namespace)
+        and the quota limits (``limits``: setting name -> value; 0 is no
+        limit)."""
         r = self.registry
-        r.register(UsageCollector(usages, MAX_NAMESPACE_SERIES))
+        r.register(UsageCollector(usages, MAX_NAMESPACE_SERIES, summary))
         quota = Gauge(
             "service_quota_limit",
             "A quota setting (0: no limit), by its name",

@@ -397,7 +397,7 @@ class _Usage:
 def test_the_usage_gauges_show_the_largest_namespaces_and_sum_the_rest() -> None:
     usages = {f"ns{i}": _Usage(i % 7 + 1, (i * 7919) % 100_003) for i in range(5000)}
     got = {
-        (s.name, s.labels["ns"]): s.value
+        (s.name, s.labels.get("ns", "")): s.value
         for family in UsageCollector(lambda: usages, 1000).collect()
         for s in family.samples
     }
@@ -409,7 +409,8 @@ def test_the_usage_gauges_show_the_largest_namespaces_and_sum_the_rest() -> None
     rest = [u for ns, u in usages.items() if ns not in shown]
     assert got[("service_namespace_bytes", "#other")] == sum(u.bytes for u in rest)
     assert got[("service_namespace_crdts", "#other")] == sum(u.crdts for u in rest)
-    assert len(got) == 2 * 1001
+    assert got[("service_namespaces", "")] == len(usages)
+    assert len(got) == 2 * 1001 + 1
 
 
 def test_a_scrape_with_many_namespaces_costs_about_one_pass_over_them() -> None:
