@@ -3,11 +3,18 @@
 A container's health check (the Dockerfile's ``HEALTHCHECK``) or any local
 probe, reading the settings ``syncd serve`` reads: the address from
 ``SERVICE_BIND`` (an any-address is asked on the loopback of its family:
-``0.0.0.0`` on 127.0.0.1, ``[::]`` on ::1, whose socket takes IPv6 only), the
-scheme from ``SERVICE_TLS_CERT`` (the TLS port answers nothing else). It
-asks ``/health/ready`` and exits 0 on a 200, 1 on anything else (a refused
-connection, a timeout, a 503 while starting or draining, a bad setting): a
-container engine reads exit 1 as unhealthy, and keeps 2 for itself.
+``0.0.0.0`` on 127.0.0.1, ``[::]`` on ::1), the scheme from
+``SERVICE_TLS_CERT`` (the TLS port answers nothing else). It asks
+``/health/ready`` and exits 0 on a 200 or on the 503 of a graceful drain
+(``draining``), 1 on anything else (a refused connection, a timeout, a 503
+while storage takes no writes, a bad setting): a container engine reads exit
+1 as unhealthy, and keeps 2 for itself.
+
+A drain (SIGTERM, SERVICE_SHUTDOWN_DRAIN_S) is a healthy process finishing
+its work: readiness says 503 so that load balancers send new work elsewhere,
+but the container is not unhealthy. Counted as unhealthy, a drain longer
+than ``--interval`` times ``--retries`` marked the container unhealthy, and
+an orchestrator that replaces unhealthy containers killed it mid-drain.
 
 Over TLS, the loopback is asked without checking the certificate (it is this
 machine's own server; a renewed certificate on disk that the server has not
@@ -22,6 +29,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import ipaddress
+import json
 import ssl
 import sys
 from collections.abc import Mapping
@@ -37,6 +45,9 @@ answer is reported here in one line rather than killed by the engine."""
 
 READY_PATH: Final = "/health/ready"
 
+DRAINING: Final = "draining"
+"""``/health/ready``'s status (with a 503) from SIGTERM on: healthy here."""
+
 UNHEALTHY: Final = 1
 """The exit status of every failure: Docker reserves 2."""
 
@@ -48,7 +59,8 @@ def register(commands: Commands) -> None:
         run,
         help="ask the local server's /health/ready (a container health check); exit 0 or 1",
         description="Ask the server that SERVICE_BIND and SERVICE_TLS_CERT describe, on this "
-        "machine, for /health/ready: exit 0 when it answers 200, 1 otherwise.",
+        "machine, for /health/ready: exit 0 when it answers 200 (or 503 draining: a graceful "
+        "stop is under way), 1 otherwise.",
     )
 
 
@@ -117,10 +129,21 @@ def check(env: Mapping[str, str]) -> str | None:
         return f"{url}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
     finally:
         connection.close()
-    if response.status != 200:
+    if response.status != 200 and not _draining(response.status, body):
         text = body.decode("utf-8", "replace").strip().replace("\n", " ")[:200]
         return f"{url}: {response.status} {text}".rstrip()
     return None
+
+
+def _draining(status: int, body: bytes) -> bool:
+    """The answer is readiness's 503 of a graceful drain (see the module's text)."""
+    if status != 503:
+        return False
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and answer.get("status") == DRAINING
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
