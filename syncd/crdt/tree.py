@@ -445,12 +445,14 @@ class Tree:
         that gets skipped depended on a marked one (it moved a node under one
         that a marked op added, updated a node a marked move took out of a
         cycle's way, ...): the marked ops that touched its node or its parent
-        before it are kept too, and the replay runs again, until no unmarked
-        op is skipped or no marked op is left to keep. An add or move that
-        would put a node deeper than :data:`MAX_TREE_DEPTH` there is skipped
-        too (the server would refuse it, and so the restore's op that
-        reaches it): it depended on the marked moves and deletes before it,
-        which are all kept. Their adds, moves, updates and deletes are then
+        before it are kept too, and the replay runs again, until no kept op
+        is skipped or no marked op is left to keep. A kept marked op that is
+        skipped depends in turn on the marked ops before it (an add under a
+        node the writer added higher up): they are kept as for the others'.
+        An add or move that would put a node deeper than
+        :data:`MAX_TREE_DEPTH` there is skipped too (the server would refuse
+        it, and so the restore's op that reaches it): it depended on the
+        marked moves and deletes before it, which are all kept. Their adds, moves, updates and deletes are then
         undone where nothing depends on them."""
         if base is None:
             raise ValueError("a tree's revert reads the base")
@@ -461,16 +463,20 @@ class Tree:
             target = start.clone()
             skipped: list[int] = []
             too_deep: list[int] = []
-            for i, (delta, marked) in enumerate(window):
+            # A kept op of the writer's that is skipped counts as the others'
+            # do: it is kept because they depend on it, and it depends in
+            # turn on the writer's earlier ops on its node and parent (an add
+            # under a node the writer added above). Left out, it was skipped,
+            # the others' op with it, and the revert deleted their node.
+            for i, (delta, _) in enumerate(window):
                 if not kept[i]:
                     continue
                 if target._too_deep(delta):
                     # The server refuses it there, so a restore's op to reach
                     # it would be refused too (400, part of the revert applied).
-                    if not marked:
-                        skipped.append(i)
-                        too_deep.append(i)
-                elif not target._do(delta) and not marked:
+                    skipped.append(i)
+                    too_deep.append(i)
+                elif not target._do(delta):
                     skipped.append(i)
             # The marked ops not kept that touched a skipped op's node or
             # parent before it. Found through the latest skipped op naming
