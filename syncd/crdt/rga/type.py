@@ -40,7 +40,7 @@ from typing import Any, ClassVar, Self
 
 from syncd.crdt.base import JSON, Base, OpContext, Step
 from syncd.crdt.rga import revert
-from syncd.crdt.rga.ids import IdRuns, format_id, parse_id, parse_ids, rle_ids
+from syncd.crdt.rga.ids import IdRuns, format_id, id_ranges, parse_id
 from syncd.crdt.rga.sequence import MAX_COUNTER, Origin, RunSeq
 from syncd.crdt.rga.wire import insert_delta, ranges_of, state_run
 from syncd.crdt.validate import check_fields, check_json, op_fields, shown_json
@@ -217,7 +217,7 @@ class Rga:
         elif type(ids) is not list or not ids:
             raise invalid_op("ids: must be a non-empty array of element ids")
         else:
-            ranges = rle_ids(parse_ids(ids, "ids"))
+            ranges = id_ranges(ids, "ids")
         seq = self._seq
         # Checked a range at a time (a revert deletes thousands of ids, mostly
         # in long runs); an unknown one is named as the first in the op's order.
