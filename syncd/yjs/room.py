@@ -120,7 +120,13 @@ def awareness_clients(update: bytes, max_state_bytes: int | None = None) -> set[
             # Read as pycrdt will, before it applies any: it applies an update
             # client by client, so a bad state after good ones left those in
             # the room, announced by no connection and removed by nothing.
-            json.loads(state.decode("utf-8"))
+            try:
+                json.loads(state.decode("utf-8"))
+            except RecursionError:
+                # JSON nested past the interpreter's recursion limit (the state
+                # bound lets ~32,000 levels in): malformed as far as the room
+                # goes, not an error that tears the connection down with 1002.
+                raise ValueError("an awareness state nested too deep") from None
             present.add(client)
     return present
 
