@@ -43,6 +43,7 @@ it.
 from __future__ import annotations
 
 import bisect
+import logging
 import re
 from array import array
 from collections.abc import Iterator
@@ -51,6 +52,8 @@ from typing import Final
 
 from syncd.errors import ApiError, history_expired
 
+log = logging.getLogger("syncd.store")
+
 CHECKPOINT_MIN_BYTES: Final = 16 * 1024
 """Op bytes between two checkpoints of a CRDT with a small state: rebuilding
 replays at most about this many bytes of ops (a few hundred small ops, about a
@@ -58,6 +61,12 @@ millisecond), while checkpoints of a counter cost a few bytes per 16 KiB."""
 
 _RETENTION_RE: Final = re.compile(r"^\s*(\d+)\s*(ops|s|m|h|d)\s*$")
 _UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+GAP_WARNINGS_KEPT: Final = 4096
+"""CRDTs whose gap the index has logged, remembered so each is logged once
+(:meth:`HistoryIndex.add_op`). A gap while the server runs is a bug, so
+there should be none; the bound keeps a bug that makes one at every op from
+growing memory with the CRDT count (past it, the oldest may be logged again)."""
 
 DEFAULT_RETENTION: Final = "1000ops"
 """See docs/operations.md#history-and-retention for the disk this costs."""
@@ -169,6 +178,12 @@ class HistoryIndex:
 
     def __init__(self) -> None:
         self._lives: dict[Key, Life] = {}
+        self.recovering = False
+        """Whether the index is being built from what a start (or a re-read)
+        found on disk, where a gap is expected (records lost with a damaged
+        file): only outside it does :meth:`add_op` log one."""
+        self._gaps_logged: dict[Key, None] = {}
+        """The CRDTs whose gap was logged, oldest first (see GAP_WARNINGS_KEPT)."""
 
     def __len__(self) -> int:
         return len(self._lives)
@@ -227,6 +242,8 @@ class HistoryIndex:
             return None  # held already (a copy read back after its original)
         if (life.seqs or life.cp_seqs) and seq != latest + 1:
             # A gap: what came before cannot be rebuilt past it.
+            if not self.recovering:
+                self._log_gap(key, life, seq)
             life = _successor(life, epoch)
             self._put(key, life)
         else:
@@ -238,6 +255,28 @@ class HistoryIndex:
         life.tags.append(tag)
         life.since_checkpoint += size
         return life
+
+    def _log_gap(self, key: Key, life: Life, seq: int, what: str = "op") -> None:
+        """Log (once per CRDT) a gap met while the server runs: every op reaches
+        the index in seq order, so one means a bug, and reads of the CRDT's
+        state before ``seq`` answer 410 as if retention had dropped them."""
+        if key in self._gaps_logged:
+            return
+        self._gaps_logged[key] = None
+        if len(self._gaps_logged) > GAP_WARNINGS_KEPT:
+            del self._gaps_logged[next(iter(self._gaps_logged))]
+        log.warning(
+            "history of %s/%s (life %s): %s %d follows seq %d (held from %s, checkpoints %s); "
+            "a new life starts there and the state before it can no longer be rebuilt",
+            key[0],
+            key[1],
+            life.epoch,
+            what,
+            seq,
+            life.latest,
+            life.seqs[0] if life.seqs else "none",
+            life.cp_seqs.tolist()[-4:],
+        )
 
     def add_checkpoint(
         self, ns: str, crdt_id: str, epoch: str, seq: int, pos: int, size: int

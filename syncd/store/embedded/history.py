@@ -257,6 +257,20 @@ class FileStoreHistory:
         main log holds past it, and a checkpoint from the snapshot for every
         CRDT whose history does not reach the snapshot (a first start, or lost
         files)."""
+        # Gaps are expected here (records lost with a damaged file), not
+        # once the store runs: add_op logs only those.
+        self.index.recovering = True
+        try:
+            self._load(snapshot_entries, main_after, main_last)
+        finally:
+            self.index.recovering = False
+
+    def _load(
+        self,
+        snapshot_entries: Iterable[dict[str, Any]],
+        main_after: Callable[[int], Iterable[tuple[int, Record]]],
+        main_last: int,
+    ) -> None:
         table = hint_file.open_table(self.directory, self.files.numbers())
         if table is not None and not self._hint_fits(table.header):
             log.warning("history index hint is ahead of the history files; reading them all")
