@@ -2527,7 +2527,7 @@ function positiveBound(name, value, fallback) {
 }
 var END_EVENT = "end";
 var SYNCED_EVENT = "synced";
-var MAX_EVENT_CHARS = 64 * 1024 * 1024;
+var MAX_EVENT_CHARS = 128 * 1024 * 1024;
 function eventTooLarge(max) {
   return new SyncdError("message_too_large", `an SSE event is longer than ${max} characters`);
 }

@@ -352,8 +352,12 @@ export function wsUrl(baseUrl: string, namespace: string, token: string): string
 /** The close code of a token that expired or was revoked while the socket was open. */
 export const CLOSE_TOKEN_ENDED: 4401;
 
-/** The longest SSE event a stream takes (characters): past it, a SyncdError `message_too_large` ends the stream. */
-export const MAX_EVENT_CHARS: 67108864;
+/**
+ * The longest SSE event a stream takes (characters): past it, a SyncdError
+ * `message_too_large` ends the stream. Twice the server's default
+ * SERVICE_MAX_CRDT_BYTES: a snapshot of a CRDT at that limit, in base64, fits.
+ */
+export const MAX_EVENT_CHARS: 134217728;
 export class SseParser {
   /** `maxEventChars` (default MAX_EVENT_CHARS; Infinity for none; else a positive number, or a RangeError): past it, `events()` throws a SyncdError `message_too_large`. */
   constructor(maxEventChars?: number);

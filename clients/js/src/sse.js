@@ -75,12 +75,18 @@ export const END_EVENT = 'end';
 export const SYNCED_EVENT = 'synced';
 
 /**
- * Characters of one event (a snapshot of a large document, base64), as the
- * Python client's MAX_EVENT_BYTES: bounds the memory a broken or hostile
- * server (or proxy) can make the client hold; past it the stream ends with
- * a SyncdError `message_too_large`.
+ * Characters of one event: bounds the memory a broken or hostile server (or
+ * proxy) can make the client hold; past it the stream ends with a SyncdError
+ * `message_too_large`. Twice the server's default SERVICE_MAX_CRDT_BYTES
+ * (64 MiB, syncd/quotas.py DEFAULT_MAX_CRDT_BYTES), 128 Mi: a snapshot event
+ * is its state in base64, 4 characters per 3 bytes, and the state may pass
+ * the limit (a Yjs delete-only update by a sixteenth of it, a Yjs document's
+ * waiting updates listed beside it), so half as much again is left for
+ * those. At the limit's bytes a 63 MiB orset the server held (an 84 Mi
+ * character snapshot) ended every stream of it. A server with a larger
+ * SERVICE_MAX_CRDT_BYTES needs `maxEventChars` set to match.
  */
-export const MAX_EVENT_CHARS = 64 * 1024 * 1024;
+export const MAX_EVENT_CHARS = 128 * 1024 * 1024;
 
 /** The error of an event past its parser's bound: reopening would only fetch it again. */
 function eventTooLarge(max) {

@@ -1,5 +1,5 @@
-// One SSE event is bounded (MAX_EVENT_CHARS, 64 Mi characters, as the Python
-// client's MAX_EVENT_BYTES; `maxEventChars` to set it): a stream whose event
+// One SSE event is bounded (MAX_EVENT_CHARS, 128 Mi characters, twice the
+// server's default SERVICE_MAX_CRDT_BYTES; `maxEventChars` to set it): a stream whose event
 // passes it (a broken or hostile server or proxy, never ending a line or an
 // event) ends with a SyncdError `message_too_large` instead of holding all of
 // it in memory, and is not reopened (it would only be sent again). A real
@@ -19,7 +19,7 @@ before(async () => {
 after(() => server?.close());
 
 test('the parser refuses an event past its bound, in one line or in several', () => {
-  assert.equal(MAX_EVENT_CHARS, 64 * 1024 * 1024);
+  assert.equal(MAX_EVENT_CHARS, 128 * 1024 * 1024);
   const tooLong = (fn) => assert.throws(fn, (err) => err.code === 'message_too_large');
   const p = new SseParser(100);
   assert.deepEqual(p.events(`data: ${'a'.repeat(90)}\n\n`), [{ event: 'message', data: 'a'.repeat(90) }]);
