@@ -2525,6 +2525,13 @@ function positiveBound(name, value, fallback) {
   }
   return value;
 }
+function delayOption(name, value, fallback) {
+  if (value === void 0) return fallback;
+  if (typeof value !== "number" || !(value >= 0 && value <= MAX_TIMER_MS)) {
+    throw new RangeError(`${name} must be a number of ms from 0 to ${MAX_TIMER_MS}, not ${String(value)}`);
+  }
+  return value;
+}
 var END_EVENT = "end";
 var SYNCED_EVENT = "synced";
 var MAX_EVENT_CHARS = 128 * 1024 * 1024;
@@ -2618,9 +2625,9 @@ var EventStream = class extends Emitter {
     this.config = normalizeConfig(config);
     crdtPath(this.config, id);
     this.options = {
-      minReconnectMs: 100,
-      maxReconnectMs: 5e3,
       ...options,
+      minReconnectMs: delayOption("minReconnectMs", options.minReconnectMs, 100),
+      maxReconnectMs: delayOption("maxReconnectMs", options.maxReconnectMs, 5e3),
       readTimeoutMs: positiveBound("readTimeoutMs", options.readTimeoutMs, READ_TIMEOUT_MS),
       maxEventChars: positiveBound("maxEventChars", options.maxEventChars, MAX_EVENT_CHARS)
     };

@@ -390,7 +390,9 @@ export class EventStream extends Emitter {
     options?: {
       transport?: 'auto' | 'eventsource' | 'fetch';
       replica?: boolean;
+      /** The first reconnect delay, doubled per failed attempt up to maxReconnectMs; default 100. From 0 to 2^31 - 1, or a RangeError. */
       minReconnectMs?: number;
+      /** Default 5000. From 0 to 2^31 - 1, or a RangeError. */
       maxReconnectMs?: number;
       /** Fetch transport: silence (no event, no ping) after which the stream is reopened; default READ_TIMEOUT_MS, Infinity for never; else a positive number, or a RangeError. */
       readTimeoutMs?: number;

@@ -68,6 +68,22 @@ function positiveBound(name, value, fallback) {
   return value;
 }
 
+/**
+ * A reconnect delay given as an option (`minReconnectMs`, `maxReconnectMs`):
+ * `undefined` is `fallback`; anything else but a number from 0 to
+ * MAX_TIMER_MS is refused where the stream is made. Taken as it came,
+ * undefined made every delay NaN, and NaN, Infinity or a delay past
+ * MAX_TIMER_MS is 1 ms to setTimeout: a refused stream asked again at once,
+ * for ever.
+ */
+function delayOption(name, value, fallback) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(value >= 0 && value <= MAX_TIMER_MS)) {
+    throw new RangeError(`${name} must be a number of ms from 0 to ${MAX_TIMER_MS}, not ${String(value)}`);
+  }
+  return value;
+}
+
 /** The name of the stream's last event when its read ends. */
 export const END_EVENT = 'end';
 
@@ -213,9 +229,9 @@ export class EventStream extends Emitter {
     // at the first request it was a TypeError retried at every backoff, for ever.
     crdtPath(this.config, id);
     this.options = {
-      minReconnectMs: 100,
-      maxReconnectMs: 5000,
       ...options,
+      minReconnectMs: delayOption('minReconnectMs', options.minReconnectMs, 100),
+      maxReconnectMs: delayOption('maxReconnectMs', options.maxReconnectMs, 5000),
       readTimeoutMs: positiveBound('readTimeoutMs', options.readTimeoutMs, READ_TIMEOUT_MS),
       maxEventChars: positiveBound('maxEventChars', options.maxEventChars, MAX_EVENT_CHARS),
     };
