@@ -286,6 +286,18 @@ class HistoryIndex:
         if life is None or life.epoch != epoch:
             life = _successor(life, epoch)
             self._put(key, life)
+        elif seq > life.latest and (life.seqs or life.cp_seqs):
+            # Past every op held: the ops between are not held, so the life
+            # starts afresh here, with this checkpoint its base. Appended to
+            # the old one instead, ``latest`` stayed at its last op and the
+            # next op (seq + 1) was taken for a gap: a life with no base, and
+            # every read of the CRDT 410. A start meets this where retention
+            # and compaction dropped the ops after a key directory table's
+            # row (the frames after the table's end begin at the checkpoint).
+            if not self.recovering:
+                self._log_gap(key, life, seq, "checkpoint")
+            life = _successor(life, epoch)
+            self._put(key, life)
         life.pending_checkpoint = False
         if life.cp_seqs and seq <= life.cp_seqs[-1]:
             return

@@ -93,3 +93,30 @@ def test_a_start_that_meets_a_gap_on_disk_does_not_log_it_but_a_later_one_is(
     assert "op 9 follows seq 6" in line
     history.files.close()
     history.index.close()
+
+
+def test_a_checkpoint_past_every_op_held_is_the_base_of_a_new_life(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A checkpoint newer than the ops held (a start's table row older than
+    the frames after it, see embedded/test_hint_behind_compaction.py) starts
+    the life afresh with it as base: the op after it is no gap, and the
+    state at the checkpoint and after can be rebuilt."""
+    caplog.set_level(logging.WARNING, logger="syncd.store")
+    index = HistoryIndex()
+    index.recovering = True
+    for seq in (1, 2, 3):
+        index.add_op(NS, "gc:a", "e1", seq, 0, seq * 100, 50)
+    index.add_checkpoint(NS, "gc:a", "e1", 200, 20_000, 50)
+    index.add_op(NS, "gc:a", "e1", 201, 0, 20_100, 50)
+    life = index.get(NS, "gc:a")
+    assert life is not None
+    assert (life.oldest, life.latest, list(life.seqs)) == (200, 201, [201])
+    assert index.base(NS, "gc:a", "e1", 201, 200) == (20_000, [])
+    assert index.base(NS, "gc:a", "e1", 201, 201) == (20_000, [20_100])
+    assert index.holds(NS, "gc:a", "e1", 201)
+    assert gap_lines(caplog) == [], "during a start: expected, not logged"
+    index.recovering = False
+    index.add_checkpoint(NS, "gc:a", "e1", 300, 30_000, 50)
+    (line,) = gap_lines(caplog)
+    assert "checkpoint 300 follows seq 201" in line
