@@ -643,6 +643,9 @@ async def _serve(settings: Settings) -> int:
         # it, like a bad setting (an error for the journal, under systemd).
         return refuse("syncd", str(exc))
     except OSError as exc:
+        refusal = start_refusal(exc)
+        if refusal is not None:
+            return refuse("syncd", refusal)
         log.error("cannot start: %s", exc)
         return 1
     if not started:
@@ -652,6 +655,37 @@ async def _serve(settings: Settings) -> int:
     await server.wait_stopped()
     await server.shutdown()
     _exit(0)
+
+
+_NOT_ITS_USER: Final = (
+    "the data directory and its files must belong to the user syncd runs as"
+    " (were they made by another, such as root?)"
+)
+_IN_THE_WAY: Final = "not what syncd keeps there: move it out of the data directory"
+REFUSED_START_ERRNOS: Final = {
+    errno.EACCES: _NOT_ITS_USER,
+    errno.EPERM: _NOT_ITS_USER,
+    errno.EROFS: "the data directory must be on a writable file system",
+    errno.EEXIST: _IN_THE_WAY,
+    errno.ENOTDIR: _IN_THE_WAY,
+    errno.EISDIR: _IN_THE_WAY,
+}
+"""The errors of a start (opening the store's files) that no restart cures,
+each with what to do: a refusal (exit 2, one line), which the unit does not
+restart (RestartPreventExitStatus=2). They exited 1, and systemd restarted
+the node every RestartSec for ever, the same error in the journal each time.
+Any other error (no space left, too many open files, an I/O error) may pass:
+exit 1, restarted (within the unit's start limit)."""
+
+
+def start_refusal(error: OSError) -> str | None:
+    """The one line of a start that failed with ``error`` when it is one of
+    :data:`REFUSED_START_ERRNOS`, or None (exit 1, restarted)."""
+    if error.errno is None or error.errno not in REFUSED_START_ERRNOS:
+        return None
+    what = f"{error.filename}: " if error.filename else ""
+    reason = error.strerror or os.strerror(error.errno)
+    return f"cannot start: {what}{reason} ({REFUSED_START_ERRNOS[error.errno]})"
 
 
 def _nothing_to_reload() -> None:
