@@ -449,6 +449,9 @@ class Tree:
         is skipped or no marked op is left to keep. A kept marked op that is
         skipped depends in turn on the marked ops before it (an add under a
         node the writer added higher up): they are kept as for the others'.
+        A move skipped as a cycle depends also on the marked moves of the
+        nodes between it and its new parent (the writer lifted one of them,
+        and what hung below it, out of the moved node's subtree).
         An add or move that would put a node deeper than
         :data:`MAX_TREE_DEPTH` there is skipped too (the server would refuse
         it, and so the restore's op that reaches it): it depended on the
@@ -463,6 +466,12 @@ class Tree:
             target = start.clone()
             skipped: list[int] = []
             too_deep: list[int] = []
+            # The nodes between a skipped move's node and its new parent,
+            # below it there (a cycle), and the latest such move: a move of
+            # the writer's of one of them before it took it out of the way
+            # (the other writer moved a under c once the writer had lifted b,
+            # with c, out of a), and stays.
+            lifted: dict[str, int] = {}
             # A kept op of the writer's that is skipped counts as the others'
             # do: it is kept because they depend on it, and it depends in
             # turn on the writer's earlier ops on its node and parent (an add
@@ -478,6 +487,9 @@ class Tree:
                     too_deep.append(i)
                 elif not target._do(delta):
                     skipped.append(i)
+                    if delta["op"] == "move":
+                        for n in target._cycle_path(delta["id"], delta["parent"]):
+                            lifted[n] = i
             # The marked ops not kept that touched a skipped op's node or
             # parent before it. Found through the latest skipped op naming
             # each node, in one pass over the window: a scan of the window
@@ -501,19 +513,34 @@ class Tree:
             # they are is not known by ids, so every one before it stays.
             deep = max(too_deep, default=0)
             pins: set[int] = set()
-            if reach or deep:
+            if reach or deep or lifted:
                 for j in range(max(skipped, default=0)):
                     if kept[j]:
                         continue
                     earlier = window[j][0]
                     lifts = j < deep and earlier["op"] in ("move", "delete")
                     named = reach.get(earlier["id"], -1) > j
+                    if earlier["op"] == "move" and lifted.get(earlier["id"], -1) > j:
+                        named = True
                     if lifts or named or reach.get(earlier.get("parent"), -1) > j:
                         pins.add(j)
             if not pins:
                 return self.restore_ops(target)
             for j in pins:
                 kept[j] = True
+
+    def _cycle_path(self, node_id: str, parent: str) -> list[str]:
+        """The nodes from ``parent`` up to ``node_id``, without it, when
+        ``node_id`` is above ``parent`` (a move of it there is a cycle); else
+        none. At most :data:`MAX_TREE_DEPTH` of them."""
+        if not self._is_ancestor(node_id, parent):
+            return []
+        path: list[str] = []
+        at: str | None = parent
+        while at is not None and at != node_id:
+            path.append(at)
+            at = self._nodes[at][0]
+        return path
 
     # -- views and state --------------------------------------------------
 
