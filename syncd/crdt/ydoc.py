@@ -34,10 +34,12 @@ after a failed apply rebuilds the document from those, and refuses the op.
 
 from __future__ import annotations
 
+import asyncio
 import binascii
 import contextlib
 import math
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Self, cast
 
@@ -82,6 +84,35 @@ EMPTY_UPDATE: Final = b"\x00\x00"
 """A Yjs update that carries nothing (what an up-to-date peer sends)."""
 
 ROOT_KINDS: Final = ("text", "map", "array", "xml")
+
+NESTING_THREAD_BYTES: Final = 64 * 1024
+"""A document from this size has its type depths (:meth:`YDoc._check_nesting`)
+read in a thread before its first write from a Yjs socket
+(:meth:`YDoc.read_nesting`): the read walks every item of the document in
+Python, about 1 s of CPU for a 4 MB document of 230,000 map entries, which
+held the event loop (every connection) at the first write after a load.
+Smaller documents are read at the write, a few milliseconds at most."""
+
+_nesting_readers: list[ThreadPoolExecutor] = []
+"""The one thread that reads documents' type depths, made when first needed:
+the read is Python holding the GIL, so a second thread would only slow the
+event loop further, and one read at a time bounds the updates held for it."""
+
+
+def _nesting_reader() -> ThreadPoolExecutor:
+    if not _nesting_readers:
+        _nesting_readers.append(
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="syncd-ydoc-nesting")
+        )
+    return _nesting_readers[0]
+
+
+def _read_depths(update: bytes, waiting: Sequence[bytes]) -> ydoc_nesting.TypeDepths:
+    """The type depths of a document: its full update, then what waits."""
+    depths = ydoc_nesting.TypeDepths()
+    for each in (update, *waiting):
+        depths.record(depths.deepest(each))
+    return depths
 
 
 def too_large(message: str) -> ApiError:
@@ -408,7 +439,16 @@ class YDoc:
     REVERTIBLE: ClassVar[bool] = True
     REVERT_BASE: ClassVar[bool] = True
 
-    __slots__ = ("_base", "_depths", "_doc", "_pending", "_since", "_since_bytes")
+    __slots__ = (
+        "_base",
+        "_changes",
+        "_depths",
+        "_doc",
+        "_nesting_reading",
+        "_pending",
+        "_since",
+        "_since_bytes",
+    )
 
     def __init__(self, update: bytes = b"") -> None:
         self._doc: Doc[Any] = Doc()
@@ -425,6 +465,11 @@ class YDoc:
         self._depths: ydoc_nesting.TypeDepths | None = None
         """How deep each item sits (:meth:`_check_nesting`); None: read
         from the document when next needed."""
+        self._changes = 0
+        """Counts the document's changes: a read of the depths in a thread
+        that the document changed under is dropped (:meth:`read_nesting`)."""
+        self._nesting_reading: tuple[int, asyncio.Future[ydoc_nesting.TypeDepths]] | None = None
+        """The read of the depths under way in a thread, and at which change."""
 
     @classmethod
     def new(cls) -> Self:
@@ -454,9 +499,7 @@ class YDoc:
         are refused: what is stored already (deltas, snapshots) loads."""
         depths = self._depths
         if depths is None:
-            depths = self._depths = ydoc_nesting.TypeDepths()
-            for each in (self._doc.get_update(), *self._waiting()):
-                depths.record(depths.deepest(each))
+            depths = self._depths = _read_depths(self._doc.get_update(), self._waiting())
         levels = depths.deepest(update)
         if levels.deepest > ydoc_nesting.MAX_TYPE_DEPTH:
             raise invalid_op(
@@ -465,13 +508,46 @@ class YDoc:
             )
         return levels
 
+    async def read_nesting(self) -> None:
+        """Have the type depths of a document of :data:`NESTING_THREAD_BYTES`
+        or more read in a thread, if not known, so that its next write does
+        not read them on the event loop. Exact all the same: a read the
+        document changed under (a delta, a rebuild) is dropped, and the
+        write reads them itself. Callers of one document share one read; one
+        caller cancelled does not cancel it."""
+        if self._depths is not None:
+            return
+        reading = self._nesting_reading
+        if reading is None or reading[0] != self._changes:
+            update = self._doc.get_update()
+            if len(update) < NESTING_THREAD_BYTES:
+                return
+            future = asyncio.wrap_future(
+                _nesting_reader().submit(_read_depths, update, self._waiting())
+            )
+            reading = self._nesting_reading = (self._changes, future)
+        changes, future = reading
+        depths = await asyncio.shield(future)
+        if self._nesting_reading is reading:
+            self._nesting_reading = None
+        if self._depths is None and self._changes == changes:
+            self._depths = depths
+
     def apply_delta(self, delta: Mapping[str, Any]) -> None:
-        self._apply(binascii.a2b_base64(delta["update"]))
-        self._depths = None  # read again from the document when next needed
+        update = binascii.a2b_base64(delta["update"])
+        depths = self._depths
+        # Kept up to date as for an op (a delta is an update written before):
+        # dropped, the whole document was read again at the next op, on the
+        # event loop, after each delta of another node.
+        levels = depths.deepest(update) if depths is not None else None
+        self._apply(update)
+        if levels is not None and depths is not None and self._depths is depths:
+            depths.record(levels)
 
     def _apply(self, update: bytes) -> None:
         if update == EMPTY_UPDATE:
             return
+        self._changes += 1
         before = self._doc.get_state() if self._pending is not None else None
         try:
             self._doc.apply_update(update)
@@ -530,6 +606,7 @@ class YDoc:
 
     def _rebuild(self) -> None:
         self._depths = None
+        self._changes += 1
         doc: Doc[Any] = Doc()
         if self._base:
             doc.apply_update(self._base)
@@ -694,6 +771,7 @@ class YDoc:
                 with contextlib.suppress(ApiError):
                     self._apply(update)
             return
+        self._changes += 1
         try:
             self._doc.apply_update(merge_updates(*updates))
         except BaseException as exc:  # pyo3's PanicException derives from BaseException

@@ -807,6 +807,7 @@ class YjsChannel(DeliverEach):
         applied = False
         try:
             await self._within_rate(principal)
+            await self._read_nesting()
             await ctx.service.apply_ops(self.ns, self.crdt_id, body, principal, "yjs")
             applied = True
         except ApiError as exc:
@@ -825,6 +826,18 @@ class YjsChannel(DeliverEach):
             # what that handles at once must not overtake it.
             self._owner.update_done(self, applied)
             self._owner.update_finished()
+
+    async def _read_nesting(self) -> None:
+        """The document's type depths read in a thread when not known (the
+        first write since it was loaded) and it is large: read at the write,
+        on the event loop, they held every connection for up to a second
+        (:meth:`YDoc.read_nesting`)."""
+        ctx = self._ctx
+        entry = ctx.engine.get(self.ns, self.crdt_id)
+        if entry is None and ctx.service.store.loads_on_demand:
+            entry = await ctx.service.ensure(self.ns, self.crdt_id)
+        if entry is not None and isinstance(entry.crdt, YDoc):
+            await entry.crdt.read_nesting()
 
     async def _within_rate(self, principal: Principal) -> None:
         """Count the update against the token's rate limit; over it, wait."""
