@@ -72,7 +72,10 @@ def run_in(namespace: str, data_dir: Path, bind: str) -> subprocess.CompletedPro
     )
 
 
-RUN_S = 3
+RUN_S = 10
+"""Seconds a start in the namespace is given before SIGTERM: a refused one ends
+within it, a good one is serving by then (3 s was too short on a loaded machine:
+the import alone took that long, and a refusal was stopped before it exited)."""
 IN_NAMESPACE = ("ip", "netns", "exec")
 SYNCD = (sys.executable, "-m", "syncd")
 
