@@ -92,7 +92,8 @@ class ParseError:
         """The refused request's header fields where its whole head was read
         and taken (a body over the limit: 413), so that the answer carries
         what an answer to that request would (CORS); None for a refusal of
-        the head itself, whose fields are not to be trusted or not all read."""
+        the head itself, whose fields are not to be trusted or not all read
+        (the connection then reads its Origin alone: ``origin_in_head``)."""
 
     def __repr__(self) -> str:
         return f"ParseError({self.status}, {self.message!r})"
@@ -105,6 +106,35 @@ LIST_BLANKS: Final = " \t"
 """What surrounds a member of a field's list (RFC 9110 5.6.1: OWS, SP and
 HTAB), as h11 and llhttp read it: not every character ``str.strip`` takes
 for a space (latin-1 NEL and NBSP are field bytes like any other)."""
+
+
+_VISIBLE_ASCII: Final = frozenset(range(0x21, 0x7F))
+
+
+def origin_in_head(head: bytes) -> str | None:
+    """The ``Origin`` of a refused request, read from the raw bytes its head
+    starts (what came of it in one read), where it can be read for certain:
+    one whole field line named ``Origin`` (a name as sent, no space before
+    its colon) whose value is visible ASCII, as every origin's serialization
+    is (RFC 6454 6.2). None when there is none, two of them, or the line is
+    cut or malformed: an answer carries no CORS header for a guess. Only the
+    first MAX_HEAD_BYTES bytes, up to the head's blank line, are looked at.
+    Run for a refusal only, never for a request that parses."""
+    head = head[:MAX_HEAD_BYTES].lstrip(b"\r\n")  # empty lines before a request line
+    ends = [i for i in (head.find(b"\n\r\n"), head.find(b"\n\n")) if i >= 0]
+    if ends:
+        head = head[: min(ends) + 1]
+    lines = head.split(b"\n")[1:-1]  # past the request line; the last is cut (or empty)
+    found: str | None = None
+    count = 0
+    for line in lines:
+        name, colon, value = line.partition(b":")
+        if colon and name.lower() == b"origin":
+            count += 1
+            value = value.rstrip(b"\r").strip(b" \t")
+            if value and _VISIBLE_ASCII.issuperset(value):
+                found = value.decode("ascii")
+    return found if count == 1 else None
 
 
 def body_too_large(limit: int) -> str:

@@ -62,7 +62,7 @@ from syncd.http.connstate import (
     Phase,
 )
 from syncd.http.parser import CLOSED as PEER_CLOSED
-from syncd.http.parser import CONTINUE, NEED_DATA, HttpParser, ParseError
+from syncd.http.parser import CONTINUE, NEED_DATA, HttpParser, ParseError, origin_in_head
 from syncd.http.parsers import make_parser
 from syncd.http.request import Request
 from syncd.http.response import (
@@ -171,6 +171,7 @@ class HttpProtocol(asyncio.Protocol):
         "_ctx",
         "_deadline",
         "_drain_waiters",
+        "_head_read",
         "_linger_budget",
         "_linger_end",
         "_linger_idle",
@@ -218,6 +219,10 @@ class HttpProtocol(asyncio.Protocol):
         """How long lingering waits for the peer's next bytes or its EOF."""
         self._unsent_mark = 0
         self._refused = False
+        self._head_read = b""
+        """The read a request still in progress began at its first byte (empty
+        once it is complete, or when it began inside an earlier read): where
+        a parse refusal's answer finds the request's Origin (CORS)."""
 
     # -- asyncio.Protocol ------------------------------------------------
 
@@ -264,6 +269,7 @@ class HttpProtocol(asyncio.Protocol):
             timer = self._timer
             if timer is None or timer.when() > deadline:
                 self._arm(deadline)
+            self._head_read = data  # a reference, no copy; dropped when it is complete
         parser.feed(data)
         if self._state.phase is IDLE:
             self._process()
@@ -409,15 +415,22 @@ class HttpProtocol(asyncio.Protocol):
 
     def _refusal_headers(self, refusal: ParseError) -> Headers:
         """What an answer to the refused request would carry besides (CORS:
-        a page on an allowed origin reads its 413 instead of a network
-        error), where the parser read and took its whole head."""
+        a page on an allowed origin reads its 400, 413, 431, 501 or 505
+        instead of a network error): from its fields where the parser read
+        and took its whole head, else from the Origin that can be read in
+        the raw bytes it began with (``origin_in_head``)."""
         extra_headers = self._ctx.extra_headers
-        if refusal.headers is None or extra_headers is None:
+        if extra_headers is None:
             return ()
+        fields = refusal.headers
+        if fields is None:
+            origin = origin_in_head(self._head_read) if self._head_read else None
+            fields = {} if origin is None else {"origin": origin}
         # A request of its fields alone: all extra_headers reads of one.
-        return extra_headers(Request("", "", "", refusal.headers, b"", "1.1", False))
+        return extra_headers(Request("", "", "", fields, b"", "1.1", False))
 
     def _dispatch(self, request: Request) -> None:
+        self._head_read = b""
         self._state.to(BUSY)
         request.started = time.perf_counter()
         trusted = self._ctx.trusted_proxies
