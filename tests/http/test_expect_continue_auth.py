@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import httpx
 
@@ -113,3 +114,32 @@ async def test_a_token_that_expires_during_the_upload_is_refused(server: Running
         assert status == 401 and json.loads(answer)["error"] == "token_expired", answer
     finally:
         writer.close()
+
+
+async def test_a_guarded_request_counts_once_against_the_rate(make_server: Any) -> None:
+    """The guard authenticates (counting the rate) and the handler takes its
+    principal: four requests under a limit of four all get their 100 and
+    their 200 (counted twice, the third would be refused), and the fifth is
+    told 429 before its 100."""
+    srv = await make_server(rate_limit=4)
+    async with httpx.AsyncClient(base_url=srv.url) as client:
+        r = await client.post(
+            "/v1/namespaces/app/tokens",
+            json={"client_id": 9, "permissions": {"read": ["*"], "write": ["*"]}},
+            headers=ADMIN_HEADERS,
+        )
+        token = "Bearer " + r.json()["token"]
+    body = json.dumps({"op": "increment"}).encode()
+    reader, writer = await open_raw(srv.port)
+    try:
+        for _ in range(4):
+            writer.write(_head(OPS, token, len(body)))
+            interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 2)
+            assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(body)
+            status, _, answer = await asyncio.wait_for(read_response(reader), 5)
+            assert status == 200, answer
+    finally:
+        writer.close()
+    answer = await _refused_before_body(srv.port, OPS, token)
+    assert answer.startswith(b"429 ") and json.loads(answer[4:])["error"] == "rate_limited", answer
