@@ -2,7 +2,8 @@
 request is routed, so a client waiting for it is told 404 or 405 at once
 instead of uploading its whole body first; that answer closes the
 connection (the body it may still send is read and discarded). A routed
-request gets its 100, then its answer (both parsers)."""
+request gets its 100, then its answer (both parsers). The token check
+before the 100 is tested in test_expect_continue_auth.py."""
 
 from __future__ import annotations
 
