@@ -36,8 +36,8 @@ VOLUME ["/data"]
 EXPOSE 3000
 USER syncd
 
-# syncd health asks /health/ready where SERVICE_BIND listens (0.0.0.0 on
-# 127.0.0.1, [::] on [::1], any other address as it is), over https when
+# syncd health asks /health/ready where SERVICE_BIND listens (0.0.0.0 and [::],
+# dual-stack, on 127.0.0.1, any other address as it is), over https when
 # SERVICE_TLS_CERT is set; exit 0 when ready or draining (a graceful stop
 # under way is no unhealthy container), 1 otherwise.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \

@@ -2,8 +2,8 @@
 
 A container's health check (the Dockerfile's ``HEALTHCHECK``) or any local
 probe, reading the settings ``syncd serve`` reads: the address from
-``SERVICE_BIND`` (an any-address is asked on the loopback of its family:
-``0.0.0.0`` on 127.0.0.1, ``[::]`` on ::1), the scheme from
+``SERVICE_BIND`` (an any-address is asked on the loopback: ``0.0.0.0`` and
+``[::]``, whose socket is dual-stack, on 127.0.0.1), the scheme from
 ``SERVICE_TLS_CERT`` (the TLS port answers nothing else). It asks
 ``/health/ready`` and exits 0 on a 200 or on the 503 of a graceful drain
 (``draining``), 1 on anything else (a refused connection, a timeout, a 503
@@ -30,6 +30,7 @@ import argparse
 import http.client
 import ipaddress
 import json
+import socket
 import ssl
 import sys
 from collections.abc import Mapping
@@ -77,7 +78,10 @@ def local_address(env: Mapping[str, str]) -> tuple[str, int]:
     except ValueError:
         return host, port  # a name: the server listens on what it resolves to
     if address.is_unspecified:
-        return ("::1" if address.version == 6 else "127.0.0.1"), port
+        # [::] is dual-stack where the host can make it so (syncd.server.dual_stack_socket):
+        # 127.0.0.1 reaches it even with IPv6 switched off, where ::1 is no address.
+        ipv6_only = address.version == 6 and not socket.has_dualstack_ipv6()
+        return ("::1" if ipv6_only else "127.0.0.1"), port
     return host, port
 
 

@@ -163,9 +163,14 @@ IPV6_ADDRESSES = Path("/proc/net/if_inet6")
 
 def _ipv6_switched_off(host: str) -> bool:
     """``host`` is the IPv6 wildcard (``[::]``) and no interface has an IPv6
-    address (``net.ipv6.conf.all.disable_ipv6=1``, as in many containers).
-    Its bind succeeds, but no client could connect: the socket takes IPv6
-    only. False where the addresses cannot be listed (not Linux)."""
+    address (``net.ipv6.conf.all.disable_ipv6=1``, as in many containers)
+    and this host cannot make a dual-stack socket. Its bind succeeds, but no
+    client could connect: the socket takes IPv6 only. Where the socket is
+    dual-stack (:func:`syncd.server.dual_stack_socket`, Linux's) IPv4
+    clients reach it there: no refusal. False where the addresses cannot be
+    listed (not Linux)."""
+    if socket.has_dualstack_ipv6():
+        return False
     try:
         if not ipaddress.IPv6Address(host.partition("%")[0]).is_unspecified:
             return False
