@@ -21,9 +21,18 @@ from typing import Any, Final, NamedTuple
 
 import msgpack
 
-MAX_EVENT_BYTES: Final = 64 * 1024 * 1024
-"""Bytes of one event (a snapshot of a large document, base64): bounds the
-memory a broken or hostile server can make the client hold."""
+MAX_EVENT_BYTES: Final = 128 * 1024 * 1024
+"""Bytes of one event: bounds the memory a broken or hostile server (or
+proxy) can make the client hold; past it the stream ends with a
+``MessageTooLargeError``. Twice the server's default SERVICE_MAX_CRDT_BYTES
+(64 MiB, syncd/quotas.py DEFAULT_MAX_CRDT_BYTES), 128 MiB: a snapshot event
+is its state in base64, 4 bytes per 3, and the state may pass the limit (a
+Yjs delete-only update by a sixteenth of it, DELETION_HEADROOM_DIVISOR), so
+half as much again is left for those. At the limit's bytes a CRDT near the
+limit, which the server held and served, ended every stream of it. A server
+with a larger SERVICE_MAX_CRDT_BYTES needs ``max_event_bytes`` (on
+``events()`` and ``SseParser``) set to match; the JS client's
+MAX_EVENT_CHARS is the same bound."""
 
 
 MESSAGE: Final = "message"

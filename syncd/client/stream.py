@@ -81,7 +81,11 @@ class StreamClient(Protocol):
 
 MAX_MESSAGE_BYTES: Final = MAX_EVENT_BYTES
 """One WebSocket message (a snapshot of a large document): bounds the memory
-a broken or hostile server can make the client hold."""
+a broken or hostile server can make the client hold. As an SSE event's
+bound, twice the server's default SERVICE_MAX_CRDT_BYTES: a snapshot's state
+may pass that limit by a sixteenth (a Yjs delete-only update), which a
+bound of the limit's bytes refused; ``max_message_bytes`` sets it for a
+server with a larger limit."""
 
 SSE_READ_TIMEOUT_S: Final = 45.0
 """Silence after which an SSE stream counts as dead: three missed 15 s pings."""
