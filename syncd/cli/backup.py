@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
-import ipaddress
 import json
 import os
 import shutil
@@ -31,8 +30,8 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from syncd.cli.command import INTERRUPTED, Commands, add_command
+from syncd.cli.health import local_address
 from syncd.cli.verify import LAYOUT, UNPACKING, verify_dir
-from syncd.config import DEFAULT_BIND, parse_bind
 
 REQUEST_TIMEOUT_S: Final = 600.0
 """How long one read may wait: the server answers once everything queued is
@@ -87,28 +86,14 @@ def register(commands: Commands) -> None:
 def _default_url(env: Mapping[str, str]) -> str:
     """The server's URL from SERVICE_BIND, https when SERVICE_TLS_CERT is set (the
     server then serves nothing but TLS: plain HTTP there is closed unanswered);
-    ValueError naming the setting when it is bad."""
-    bind = env.get("SERVICE_BIND") or DEFAULT_BIND
+    ValueError naming the setting when it is bad. The address is the one
+    ``syncd health`` asks (127.0.0.1 for ``[::]``, which is dual-stack)."""
     try:
-        host, port = parse_bind(bind)
+        host, port = local_address(env)
     except ValueError as exc:
-        raise ValueError(f"SERVICE_BIND {bind!r}: {exc} (or give --url)") from None
-    host = _loopback_for(host)
+        raise ValueError(f"{exc} (or give --url)") from None
     scheme = "https" if env.get("SERVICE_TLS_CERT") else "http"
     return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
-
-
-def _loopback_for(host: str) -> str:
-    """The address to reach a server listening on ``host`` from this machine:
-    the loopback of its family for an any-address. A server on ``[::]`` listens
-    on IPv6 only (its socket is IPV6_V6ONLY), so 127.0.0.1 would be refused."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host  # a name: the server listens on what it resolves to
-    if not address.is_unspecified:
-        return host
-    return "::1" if address.version == 6 else "127.0.0.1"
 
 
 def _bad_url(url: str) -> str | None:

@@ -1,6 +1,8 @@
 """``syncd backup`` without ``--url``, run with the environment of a server
-that listens on ``SERVICE_BIND=[::]:PORT``. That socket is IPv6 only, so the
-default URL must be ``http://[::1]:PORT``: ``127.0.0.1`` is refused."""
+that listens on ``SERVICE_BIND=[::]:PORT``. That socket is dual-stack, so the
+default URL is ``http://127.0.0.1:PORT``, which also reaches it where IPv6
+is switched off and ``::1`` is no address (the address ``syncd health``
+asks); ``[::1]:PORT`` stays ``[::1]``."""
 
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ def _has_ipv6_loopback() -> bool:
     return True
 
 
-def test_the_wildcard_addresses_map_to_their_own_family_loopback() -> None:
+def test_the_wildcard_addresses_map_to_the_loopback_that_reaches_them() -> None:
     assert _default_url({"SERVICE_BIND": "0.0.0.0:3000"}) == "http://127.0.0.1:3000"
-    assert _default_url({"SERVICE_BIND": "[::]:3000"}) == "http://[::1]:3000"
+    wildcard = "127.0.0.1" if socket.has_dualstack_ipv6() else "[::1]"
+    assert _default_url({"SERVICE_BIND": "[::]:3000"}) == f"http://{wildcard}:3000"
     assert _default_url({"SERVICE_BIND": "[::1]:3000"}) == "http://[::1]:3000"
     assert _default_url({}) == "http://127.0.0.1:3000"
 
