@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from syncd.crdt.engine import MAX_BATCH_OPS, MAX_LIST_LIMIT, export_entry
+from syncd.crdt.ydoc import DeletedYDocs, YDoc
 from syncd.errors import ApiError, StoreUnavailable, bad_request, forbidden, unavailable
 from syncd.quotas import measure_unmeasured
 
@@ -94,6 +95,9 @@ class CrdtService:
         back after the rebuild."""
         self._writes: set[asyncio.Task[None]] = set()
         """A shared store's writes in flight (see :meth:`_shared_write`)."""
+        self.deleted_ydocs = DeletedYDocs()
+        """Yjs documents deleted lately, which a Yjs socket's update from a
+        stale editor must not create again (:meth:`delete`, syncd/yjs/channel.py)."""
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -388,8 +392,15 @@ class CrdtService:
     async def delete(self, ns: str, crdt_id: str) -> bool:
         if not self.writable:
             raise unavailable()
-        if await self.residency.ensure(ns, crdt_id) is None:
+        entry = await self.residency.ensure(ns, crdt_id)
+        if entry is None:
             return False
+        if isinstance(entry.crdt, YDoc):
+            # Taken before the engine forgets it: a stale editor's copy of the
+            # document is told from a new one by it (DeletedYDocs). Kept from
+            # now on: were the delete to fail, the document exists and is
+            # written to as before (only a write that would create it is asked).
+            self.deleted_ydocs.remember(ns, crdt_id, entry.crdt.state_vector())
         if self.stages:
             deleted = self.engine.delete(ns, crdt_id)
             if deleted is None:

@@ -38,7 +38,9 @@ import asyncio
 import binascii
 import contextlib
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Self, cast
@@ -113,6 +115,113 @@ def _read_depths(update: bytes, waiting: Sequence[bytes]) -> ydoc_nesting.TypeDe
     for each in (update, *waiting):
         depths.record(depths.deepest(each))
     return depths
+
+
+DELETED_DOC_MEMORY_S: Final = 600.0
+"""How long a node remembers a Yjs document it deleted (:class:`DeletedYDocs`):
+an editor still open on it reconnects and sends its copy back within this,
+to be refused instead of creating the document again. Ten minutes covers a
+provider's reconnects many times over (Hocuspocus backs off to 30 s,
+y-websocket to 2.5 s) and a network outage or a laptop lid of a few
+minutes; an editor away for longer creates it again, as before."""
+
+DELETED_DOCS_KEPT: Final = 10_000
+"""Deleted documents a node remembers at most, the oldest forgotten first:
+a bulk delete of a namespace does not grow memory without bound."""
+
+DELETED_DOCS_BYTES: Final = 16 * 1024 * 1024
+"""The bytes of state vectors a node remembers at most, the oldest
+forgotten first: a state vector is about ten bytes per client that ever
+wrote to the document, so one of a document of a million writers is ~10 MB."""
+
+
+class DeletedYDocs:
+    """Yjs documents this node deleted lately, each with its state vector at
+    the deletion, to tell a stale editor's copy of one from a new document.
+
+    A Yjs provider keeps its copy of a deleted document and sends all of it
+    (its sync step 2, or an update) whenever it connects again; Hocuspocus's
+    provider cannot be told to stop. Written, it creates the document again
+    with the deleted content. While a document is remembered (up to
+    ``memory_s``; ``kept`` and ``most_bytes`` bound how many), an update
+    from a Yjs socket that would create it again is refused when it carries
+    a client of the deleted document: an item below its clock there (content
+    of the deleted document) or past it (that editor's later edits, made on
+    top of the deleted content, which Yrs would hold pending for ever). An
+    update with no items but a delete set deletes only what the document
+    held, and is refused too. A fresh editor (a new Y.Doc: new client ids)
+    creates the document as always, and so does any HTTP write, which is
+    not asked. Per node and in memory: another node of a cluster, or this
+    one after a restart, does not know of the deletion."""
+
+    __slots__ = ("_bytes", "_docs", "_now", "kept", "memory_s", "most_bytes")
+
+    def __init__(
+        self,
+        memory_s: float = DELETED_DOC_MEMORY_S,
+        kept: int = DELETED_DOCS_KEPT,
+        most_bytes: int = DELETED_DOCS_BYTES,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.memory_s = memory_s
+        self.kept = kept
+        self.most_bytes = most_bytes
+        self._now = now
+        self._docs: OrderedDict[tuple[str, str], tuple[float, bytes]] = OrderedDict()
+        """(ns, id) -> (when it is forgotten, its state vector), oldest first."""
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def remember(self, ns: str, crdt_id: str, state_vector: bytes) -> None:
+        """``ns``/``crdt_id`` was deleted at ``state_vector``."""
+        self.forget(ns, crdt_id)
+        docs = self._docs
+        docs[(ns, crdt_id)] = (self._now() + self.memory_s, state_vector)
+        self._bytes += len(state_vector)
+        while docs and (len(docs) > self.kept or self._bytes > self.most_bytes):
+            self._bytes -= len(docs.popitem(last=False)[1][1])
+        self._expire()
+
+    def forget(self, ns: str, crdt_id: str) -> None:
+        held = self._docs.pop((ns, crdt_id), None)
+        if held is not None:
+            self._bytes -= len(held[1])
+
+    def _expire(self) -> None:
+        docs = self._docs
+        now = self._now()
+        while docs:
+            key, (until, state_vector) = next(iter(docs.items()))
+            if until > now:
+                return
+            del docs[key]
+            self._bytes -= len(state_vector)
+
+    def brings_back(self, ns: str, crdt_id: str, update: bytes) -> bool:
+        """Whether ``update``, written to ``ns``/``crdt_id`` where it does not
+        exist, would bring back a document deleted lately (see the class).
+        False for an update that is not one, or too large or deep for Yrs to
+        read safely: the write refuses it as usual."""
+        if not self._docs:
+            return False
+        self._expire()
+        held = self._docs.get((ns, crdt_id))
+        if held is None or update == EMPTY_UPDATE:
+            return False
+        if len(update) > MAX_UPDATE_BYTES or ydoc_nesting.too_deep(update):
+            return False
+        try:
+            writers = _clocks(get_state(update))
+            deleted = _clocks(held[1])
+        except BaseException as exc:  # Yrs on peer bytes (pyo3 panics too)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            return False
+        if not writers:
+            return True  # a delete set alone: of the deleted document's items
+        return any(client in deleted for client in writers)
 
 
 def too_large(message: str) -> ApiError:

@@ -55,6 +55,15 @@ the connection then (:data:`CLOSE_TOKEN_EXPIRED` or
 :data:`CLOSE_READ_EXPIRED`), and deltas of ops made from then on (by their
 ``ts``) are never sent, even before the timer has had its turn.
 
+A deleted document is not created again by an editor that still holds a
+copy of it: a provider sends its whole copy whenever it connects again (its
+step 2, or an update), and Hocuspocus's provider cannot be told not to. For
+a while after this node deleted it (:class:`~syncd.crdt.ydoc.DeletedYDocs`),
+an update that would create the document and carries a client of the
+deleted one closes the channel with :data:`CLOSE_DOCUMENT_DELETED` and
+"document deleted", as the deletion did, and writes nothing; a fresh editor
+(new client ids) creates it, as an HTTP write does.
+
 A revoked token (docs/permissions.md#revoking-tokens) closes the connection
 at once with :data:`CLOSE_TOKEN_EXPIRED` and the reason ``token revoked``: each
 channel is registered with the authenticator's revocation table while it is
@@ -129,7 +138,8 @@ CLOSE_DOCUMENT_DELETED: Final = 4410
 later), which mirrors HTTP's 4xx (410 Gone), the provider does not
 reconnect and emits ``closed`` with the code and reason. On a normal close
 it reconnected at once and sent its copy, which created the document again.
-(A Hocuspocus close message carries a reason only.)"""
+(A Hocuspocus close message carries a reason only: its provider reconnects,
+and its copy is refused with the same close, see the module docstring.)"""
 
 RATE_RETRY_MIN_S: Final = 0.05
 RATE_RETRY_MAX_S: Final = 1.0
@@ -795,11 +805,11 @@ class YjsChannel(DeliverEach):
             echo = self._echo = {}
         echo[text] = echo.get(text, 0) + 1
         self._owner.update_started()
-        task = asyncio.get_running_loop().create_task(self._commit(text, self.principal))
+        task = asyncio.get_running_loop().create_task(self._commit(text, update, self.principal))
         _tasks.add(task)
         task.add_done_callback(_tasks.discard)
 
-    async def _commit(self, text: str, principal: Principal) -> None:
+    async def _commit(self, text: str, update: bytes, principal: Principal) -> None:
         ctx = self._ctx
         body = {"op": "update", "update": text}
         if self.origin is not None:
@@ -807,7 +817,11 @@ class YjsChannel(DeliverEach):
         applied = False
         try:
             await self._within_rate(principal)
-            await self._read_nesting()
+            if not await self._read_nesting(update):
+                self._forget_echo(text)
+                if not self.closed:
+                    self._owner.close_document(self, CLOSE_DOCUMENT_DELETED, "document deleted")
+                return
             await ctx.service.apply_ops(self.ns, self.crdt_id, body, principal, "yjs")
             applied = True
         except ApiError as exc:
@@ -827,17 +841,30 @@ class YjsChannel(DeliverEach):
             self._owner.update_done(self, applied)
             self._owner.update_finished()
 
-    async def _read_nesting(self) -> None:
+    async def _read_nesting(self, update: bytes) -> bool:
         """The document's type depths read in a thread when not known (the
         first write since it was loaded) and it is large: read at the write,
         on the event loop, they held every connection for up to a second
-        (:meth:`YDoc.read_nesting`)."""
+        (:meth:`YDoc.read_nesting`).
+
+        False when ``update`` must not be written: the document does not
+        exist, and the update is a stale editor's copy of it as this node
+        deleted it lately (:class:`~syncd.crdt.ydoc.DeletedYDocs`), which
+        would create it again. Where the document exists, what is
+        remembered of its deletion no longer matters (an HTTP write, or a
+        fresh editor, created it again) and is forgotten."""
         ctx = self._ctx
         entry = ctx.engine.get(self.ns, self.crdt_id)
         if entry is None and ctx.service.store.loads_on_demand:
             entry = await ctx.service.ensure(self.ns, self.crdt_id)
-        if entry is not None and isinstance(entry.crdt, YDoc):
+        deleted = ctx.service.deleted_ydocs
+        if entry is None:
+            return not deleted.brings_back(self.ns, self.crdt_id, update)
+        if deleted:
+            deleted.forget(self.ns, self.crdt_id)
+        if isinstance(entry.crdt, YDoc):
             await entry.crdt.read_nesting()
+        return True
 
     async def _within_rate(self, principal: Principal) -> None:
         """Count the update against the token's rate limit; over it, wait."""
