@@ -30,6 +30,7 @@ import argparse
 import http.client
 import ipaddress
 import json
+import signal
 import socket
 import ssl
 import sys
@@ -40,9 +41,12 @@ from syncd.cli.command import Commands, add_command
 from syncd.config import DEFAULT_BIND, parse_bind
 
 HEALTH_TIMEOUT_S: Final = 2.0
-"""How long the connection and the answer may take together, each: below the
+"""How long the connection and the whole answer may take together: below the
 Dockerfile's ``HEALTHCHECK --timeout`` (3 s), so that a server that does not
-answer is reported here in one line rather than killed by the engine."""
+answer is reported here in one line rather than killed by the engine. One
+bound for the whole check (a timer, see :func:`run`), not a socket timeout
+per read: a server that trickled its answer a byte at a time kept each read
+under its timeout and held the check for as long as it liked."""
 
 READY_PATH: Final = "/health/ready"
 
@@ -150,11 +154,21 @@ def _draining(status: int, body: bytes) -> bool:
     return isinstance(answer, dict) and answer.get("status") == DRAINING
 
 
+def _out_of_time(signum: int, frame: object) -> None:
+    raise TimeoutError
+
+
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    # The CLI's main thread: SIGALRM ends the check wherever it waits.
+    previous = signal.signal(signal.SIGALRM, _out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, HEALTH_TIMEOUT_S)
     try:
         problem = check(env)
     except ValueError as exc:
         problem = str(exc)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     if problem is not None:
         print(f"syncd health: {problem}", file=sys.stderr)
         return UNHEALTHY
