@@ -3734,6 +3734,7 @@ var SyncSocket = class extends Emitter {
       for (const [, p] of pending) {
         p.burst = ws;
         p.sentOn = ws;
+        p.firstSentAt ?? (p.firstSentAt = Date.now());
         this._send(p.message);
       }
       this._announcePresence(pending.map(([, p]) => p.message));
@@ -4010,9 +4011,14 @@ var SyncSocket = class extends Emitter {
   }
   /**
    * Keep the presence this socket set (acked), for _announcePresence; an
-   * announce (`keepUntil`) keeps the end its entry had.
+   * announce (`keepUntil`) keeps the end its entry had. An update's TTL is
+   * counted from `sentAt`, when the op first went out: the server stamps it
+   * on arrival, no earlier, so the entry is kept no longer than the server
+   * keeps it. Counted from the ack, its end was late by the op's round trip
+   * and the answer's wait (over 100 ms on a loaded machine), and every
+   * announce after a reconnect carried that much more than the app gave.
    */
-  _notePresence(id, body, keepUntil) {
+  _notePresence(id, body, keepUntil, sentAt) {
     for (const o of presenceOps(id, body)) {
       if (o.op === "leave") this._presence.delete(id);
       else {
@@ -4020,7 +4026,7 @@ var SyncSocket = class extends Emitter {
         const held = this._presence.get(id);
         if (op.data === void 0 && held?.op.data !== void 0 && held.until > Date.now()) op.data = held.op.data;
         const ttl = typeof op.ttl_ms === "number" ? op.ttl_ms : PRESENCE_DEFAULT_TTL_MS;
-        this._presence.set(id, { op, until: keepUntil ?? Date.now() + ttl });
+        this._presence.set(id, { op, until: keepUntil ?? (sentAt ?? Date.now()) + ttl });
       }
     }
   }
@@ -4134,14 +4140,17 @@ var SyncSocket = class extends Emitter {
     if (unreadable) return Promise.reject(unreadable);
     return new Promise((resolve, reject) => {
       const acked = (answer) => {
-        this._notePresence(id, body, keepUntil);
+        this._notePresence(id, body, keepUntil, pending.firstSentAt);
         resolve(answer);
       };
-      const pending = { message, size: sized.size, resolve: acked, reject, sentOn: null };
+      const pending = { message, size: sized.size, resolve: acked, reject, sentOn: null, firstSentAt: void 0 };
       this._pending.set(ref, pending);
       if (this.state === "idle") this.connect().catch(() => {
       });
-      else if (this._send(message)) pending.sentOn = this._ws;
+      else if (this._send(message)) {
+        pending.sentOn = this._ws;
+        pending.firstSentAt = Date.now();
+      }
     });
   }
   /** Ops sent and not yet acknowledged. */
