@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,12 @@ ROUNDS = int(os.environ.get("SYNCD_CRASH_ROUNDS", "20"))
 AUTH = {"authorization": f"Bearer {ADMIN}"}
 SETS = ("or:crash-a", "or:crash-b")
 COUNTERS = ("gc:crash-a", "gc:crash-b")
+FIRST_ACK_WAIT_S = 30.0
+"""How long a round waits for the writers' first acknowledgement before its
+random moment to the kill starts: on a loaded machine the first writes of a
+fresh server took longer than that moment (0.05-0.6 s), rounds killed the
+server before any write was answered and the test failed, 'the writers
+barely wrote'. The wait is bounded: a server that answers none fails."""
 
 
 @dataclass
@@ -114,6 +121,19 @@ async def check(url: str, model: Model) -> None:
             assert model.count_acked[crdt] <= value <= model.count_attempted[crdt], crdt
 
 
+def acked_total(model: Model) -> int:
+    return sum(len(s) for s in model.acked.values()) + sum(model.count_acked.values())
+
+
+async def first_ack(model: Model, before: int, writers: list[asyncio.Task[None]]) -> None:
+    """Until a write of this round is acknowledged (see FIRST_ACK_WAIT_S)."""
+    deadline = time.monotonic() + FIRST_ACK_WAIT_S
+    while acked_total(model) <= before:
+        if any(w.done() for w in writers) or time.monotonic() > deadline:
+            return  # a writer failed (gather raises it) or none was answered (the check fails)
+        await asyncio.sleep(0.01)
+
+
 async def test_sigkill_under_concurrent_writers_loses_nothing_acknowledged(
     spawn_server: Any, tmp_path: Path
 ) -> None:
@@ -137,11 +157,12 @@ async def test_sigkill_under_concurrent_writers_loses_nothing_acknowledged(
             )
             for n in range(2)
         ]
+        await first_ack(model, total_acked, writers)
         await asyncio.sleep(rng.uniform(0.05, 0.6))
         server.proc.kill()  # SIGKILL, mid-write
         await asyncio.gather(*writers)
         server.proc.wait(10)
-        total_acked = sum(len(s) for s in model.acked.values()) + sum(model.count_acked.values())
+        total_acked = acked_total(model)
     server = spawn_server(env)
     await check(server.url, model)
     assert total_acked > ROUNDS * 5, "the writers barely wrote; the harness tested nothing"
