@@ -3613,15 +3613,39 @@ var DEFAULTS = Object.freeze({
   /** First reconnect delay; doubles per failed attempt up to maxReconnectMs. */
   minReconnectMs: 100,
   maxReconnectMs: 5e3,
-  /** A ping this often keeps idle connections open through proxies ... */
+  /** A ping this often keeps idle connections open through proxies ... (Infinity: no pings, nor the check below) */
   pingIntervalMs: 15e3,
-  /** ... and a connection silent for this long after a ping is taken as dead. */
+  /** ... and a connection silent for this long after a ping is taken as dead. (Infinity: never) */
   pongTimeoutMs: 1e4,
-  /** A gap's resubscribe that brings nothing within this long is sent again. */
+  /** A gap's resubscribe that brings nothing within this long is sent again. (Infinity: never) */
   resyncTimeoutMs: 5e3,
-  /** A connection attempt not open after this long is abandoned and retried. */
+  /** A connection attempt not open after this long is abandoned and retried. (Infinity: never) */
   connectTimeoutMs: 1e4
 });
+var MAX_TIMER_MS2 = 2 ** 31 - 1;
+var TIMEOUT_OPTIONS = ["pingIntervalMs", "pongTimeoutMs", "resyncTimeoutMs", "connectTimeoutMs"];
+var DELAY_OPTIONS = ["minReconnectMs", "maxReconnectMs"];
+function socketOptions(options) {
+  const checked = { ...DEFAULTS, ...options };
+  for (const name of TIMEOUT_OPTIONS) {
+    const value = options[name];
+    if (value === void 0) checked[name] = DEFAULTS[name];
+    else if (typeof value !== "number" || !(value > 0)) {
+      throw new RangeError(`${name} must be a positive number of ms (Infinity for off), not ${String(value)}`);
+    }
+  }
+  for (const name of DELAY_OPTIONS) {
+    const value = options[name];
+    if (value === void 0) checked[name] = DEFAULTS[name];
+    else if (typeof value !== "number" || !(value >= 0 && value <= MAX_TIMER_MS2)) {
+      throw new RangeError(`${name} must be a number of ms from 0 to ${MAX_TIMER_MS2}, not ${String(value)}`);
+    }
+  }
+  return checked;
+}
+function timerUnlessOff(fn, ms) {
+  return ms > MAX_TIMER_MS2 ? null : setTimeout(fn, ms);
+}
 function randomId() {
   const bytes = new Uint8Array(8);
   globalThis.crypto.getRandomValues(bytes);
@@ -3661,7 +3685,7 @@ var SyncSocket = class extends Emitter {
   constructor(config, options = {}) {
     super();
     this.config = normalizeConfig(config);
-    this.options = { ...DEFAULTS, ...options };
+    this.options = socketOptions(options);
     this._WebSocket = config.WebSocket ?? options.WebSocket ?? globalThis.WebSocket;
     if (typeof this._WebSocket !== "function") {
       throw new TypeError("no WebSocket implementation: pass config.WebSocket (Node 20: run with --experimental-websocket)");
@@ -3773,7 +3797,7 @@ var SyncSocket = class extends Emitter {
       if (this._ws === ws) this._lost(new SyncdError("connection_lost", "connection failed"));
     };
     clearTimeout(this._connectTimer);
-    this._connectTimer = setTimeout(() => {
+    this._connectTimer = timerUnlessOff(() => {
       if (this._ws === ws && this.state !== "open") this._lost(new SyncdError("timeout", "connection timed out"));
     }, this.options.connectTimeoutMs);
   }
@@ -3838,6 +3862,7 @@ var SyncSocket = class extends Emitter {
   _startPing() {
     this._stopPing();
     const { pingIntervalMs, pongTimeoutMs } = this.options;
+    if (pingIntervalMs > MAX_TIMER_MS2) return;
     this._pingTimer = setInterval(() => {
       if (Date.now() - this._lastHeard > pingIntervalMs + pongTimeoutMs) {
         this._lost(new SyncdError("timeout", "no answer to ping"));
@@ -4070,7 +4095,7 @@ var SyncSocket = class extends Emitter {
     this._send({ kind: "unsubscribe", id: sub.id });
     this._sendSubscribe(sub, fresh);
     clearTimeout(sub._resyncTimer);
-    sub._resyncTimer = setTimeout(() => {
+    sub._resyncTimer = timerUnlessOff(() => {
       if (!sub.closed && sub._resyncing && this.state === "open") this._resync(sub, false);
     }, this.options.resyncTimeoutMs);
   }

@@ -39,15 +39,61 @@ export const DEFAULTS = Object.freeze({
   /** First reconnect delay; doubles per failed attempt up to maxReconnectMs. */
   minReconnectMs: 100,
   maxReconnectMs: 5000,
-  /** A ping this often keeps idle connections open through proxies ... */
+  /** A ping this often keeps idle connections open through proxies ... (Infinity: no pings, nor the check below) */
   pingIntervalMs: 15000,
-  /** ... and a connection silent for this long after a ping is taken as dead. */
+  /** ... and a connection silent for this long after a ping is taken as dead. (Infinity: never) */
   pongTimeoutMs: 10000,
-  /** A gap's resubscribe that brings nothing within this long is sent again. */
+  /** A gap's resubscribe that brings nothing within this long is sent again. (Infinity: never) */
   resyncTimeoutMs: 5000,
-  /** A connection attempt not open after this long is abandoned and retried. */
+  /** A connection attempt not open after this long is abandoned and retried. (Infinity: never) */
   connectTimeoutMs: 10000,
 });
+
+/**
+ * The longest delay a timer holds (ms): setTimeout and setInterval take a
+ * longer one, and Infinity, NaN or undefined, as 1 ms. A period or timeout
+ * past it starts no timer: what it bounds is off.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** The options that are a period or timeout (ms): Infinity (or past MAX_TIMER_MS) turns each off. */
+const TIMEOUT_OPTIONS = ['pingIntervalMs', 'pongTimeoutMs', 'resyncTimeoutMs', 'connectTimeoutMs'];
+/** The options that are a reconnect delay (ms): never off, so from 0 to MAX_TIMER_MS. */
+const DELAY_OPTIONS = ['minReconnectMs', 'maxReconnectMs'];
+
+/**
+ * The socket's options, each timer's checked where the socket is made:
+ * `undefined` (not given, or passed on by a wrapper that was not given it) is
+ * the default; a period or timeout is a positive number, Infinity for off; a
+ * reconnect delay a number from 0 to MAX_TIMER_MS; anything else a
+ * RangeError. Taken as they came, each became a 1 ms timer: a ping every
+ * millisecond (pingIntervalMs Infinity or undefined), every connection
+ * abandoned at once (connectTimeoutMs), a NaN reconnect delay (undefined)
+ * asking again at once, for ever.
+ */
+function socketOptions(options) {
+  const checked = { ...DEFAULTS, ...options };
+  for (const name of TIMEOUT_OPTIONS) {
+    const value = options[name];
+    if (value === undefined) checked[name] = DEFAULTS[name];
+    else if (typeof value !== 'number' || !(value > 0)) {
+      throw new RangeError(`${name} must be a positive number of ms (Infinity for off), not ${String(value)}`);
+    }
+  }
+  for (const name of DELAY_OPTIONS) {
+    const value = options[name];
+    if (value === undefined) checked[name] = DEFAULTS[name];
+    else if (typeof value !== 'number' || !(value >= 0 && value <= MAX_TIMER_MS)) {
+      throw new RangeError(`${name} must be a number of ms from 0 to ${MAX_TIMER_MS}, not ${String(value)}`);
+    }
+  }
+  return checked;
+}
+
+/** setTimeout(fn, ms), or no timer (null) when `ms` is past what a timer holds: off. */
+function timerUnlessOff(fn, ms) {
+  return ms > MAX_TIMER_MS ? null : setTimeout(fn, ms);
+}
 
 function randomId() {
   const bytes = new Uint8Array(8);
@@ -117,7 +163,7 @@ export class SyncSocket extends Emitter {
   constructor(config, options = {}) {
     super();
     this.config = normalizeConfig(config);
-    this.options = { ...DEFAULTS, ...options };
+    this.options = socketOptions(options);
     this._WebSocket = config.WebSocket ?? options.WebSocket ?? globalThis.WebSocket;
     if (typeof this._WebSocket !== 'function') {
       throw new TypeError('no WebSocket implementation: pass config.WebSocket (Node 20: run with --experimental-websocket)');
@@ -259,7 +305,7 @@ export class SyncSocket extends Emitter {
       if (this._ws === ws) this._lost(new SyncdError('connection_lost', 'connection failed'));
     };
     clearTimeout(this._connectTimer);
-    this._connectTimer = setTimeout(() => {
+    this._connectTimer = timerUnlessOff(() => {
       if (this._ws === ws && this.state !== 'open') this._lost(new SyncdError('timeout', 'connection timed out'));
     }, this.options.connectTimeoutMs);
   }
@@ -333,6 +379,8 @@ export class SyncSocket extends Emitter {
   _startPing() {
     this._stopPing();
     const { pingIntervalMs, pongTimeoutMs } = this.options;
+    // No pings: nothing asks for an answer, so silence is never taken as death.
+    if (pingIntervalMs > MAX_TIMER_MS) return;
     this._pingTimer = setInterval(() => {
       if (Date.now() - this._lastHeard > pingIntervalMs + pongTimeoutMs) {
         this._lost(new SyncdError('timeout', 'no answer to ping'));
@@ -609,7 +657,7 @@ export class SyncSocket extends Emitter {
     this._send({ kind: 'unsubscribe', id: sub.id });
     this._sendSubscribe(sub, fresh);
     clearTimeout(sub._resyncTimer);
-    sub._resyncTimer = setTimeout(() => {
+    sub._resyncTimer = timerUnlessOff(() => {
       if (!sub.closed && sub._resyncing && this.state === 'open') this._resync(sub, false);
     }, this.options.resyncTimeoutMs);
   }
