@@ -148,9 +148,20 @@ class CrdtService:
         store = self.store
         if store.shared and self.quotas.namespaces_on:
             await store.usage(ns)  # fresh enough figures for the check in apply()
-        if (ns, crdt_id) not in self.engine and store.loads_on_demand:
-            # No await from here to apply() on a local store: what is loaded stays.
-            await self.residency.ensure(ns, crdt_id)
+        # engine.lookup, not "in engine": Engine.__contains__ is a Python call.
+        entry = self.engine.lookup((ns, crdt_id))
+        if entry is None and store.loads_on_demand:
+            # No await from here to apply() on a local store (but a YDoc's
+            # depth read, after which it is loaded again if dropped): what is
+            # loaded stays.
+            entry = await self.residency.ensure(ns, crdt_id)
+        if entry is not None and type(entry.crdt) is YDoc:
+            # Its type depths, read in a thread when not known and it is large:
+            # read at its first write after a load, on the event loop, they
+            # held every connection for up to a second (YDoc.read_nesting).
+            await entry.crdt.read_nesting()
+            if (ns, crdt_id) not in self.engine and store.loads_on_demand:
+                await self.residency.ensure(ns, crdt_id)  # dropped meanwhile: loaded again
         try:
             plan = self.engine.plan(ns, crdt_id, body, most=most)
         except ApiError:
@@ -213,8 +224,11 @@ class CrdtService:
         store = self.store
         engine = self.engine
         # engine.lookup, not "in engine": Engine.__contains__ is a Python call.
-        if store.shared or (engine.lookup((ns, crdt_id)) is None and store.loads_on_demand):
+        entry = engine.lookup((ns, crdt_id))
+        if store.shared or (entry is None and store.loads_on_demand):
             return None
+        if entry is not None and type(entry.crdt) is YDoc and entry.crdt.nesting_unread:
+            return None  # its type depths are read first, in a thread (apply_ops)
         # stage(), inline: once per request.
         try:
             plan = engine.plan(ns, crdt_id, body)

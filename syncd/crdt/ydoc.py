@@ -617,6 +617,12 @@ class YDoc:
             )
         return levels
 
+    @property
+    def nesting_unread(self) -> bool:
+        """Whether the type depths are not known: the next write reads them
+        all (:meth:`read_nesting` first has them read in a thread)."""
+        return self._depths is None
+
     async def read_nesting(self) -> None:
         """Have the type depths of a document of :data:`NESTING_THREAD_BYTES`
         or more read in a thread, if not known, so that its next write does
