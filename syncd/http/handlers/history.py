@@ -113,7 +113,8 @@ def register(
         if seq is None or seq < 0:
             raise bad_request("seq: a non-negative integer is required")
         op_id = body.get("op_id")
-        if op_id is not None and (type(op_id) is not str or not 1 <= len(op_id) <= MAX_OP_ID):
+        # Absent is no op_id; null is no string, and refused as one (revert.FIELDS).
+        if "op_id" in body and (type(op_id) is not str or not 1 <= len(op_id) <= MAX_OP_ID):
             raise bad_request(f"op_id: must be a string of 1 to {MAX_OP_ID} characters")
         # Write permission on the id, before any work (each op is checked again).
         # First without the type: an id it may not write is 403 even when absent.

@@ -19,10 +19,15 @@ from syncd.ids import check_crdt_id, check_namespace
 from syncd.revert import RevertService
 
 FIELDS: Final = ("client_id", "origin", "since_seq", "until_seq", "op_id")
+"""A revert body's fields. Each is optional, and absent means its default:
+``null`` is no value of any of them (the document types each as a string or
+an integer) and is refused naming the field, not read as absent. Read as
+absent, ``{"client_id": 8, "origin": null}`` took back all of client 8's
+ops, where its caller had meant to narrow them to one origin."""
 
 
 def _seq(body: dict[str, Any], name: str, low: int) -> int | None:
-    if body.get(name) is None:
+    if name not in body:
         return None
     value = json_int(body[name])
     if value is None or value < low:
@@ -37,22 +42,22 @@ def parse_body(body: Any) -> tuple[Writer, int | None, int | None, str | None]:
     unknown = sorted(str(key) for key in body if key not in FIELDS)
     if unknown:
         raise bad_request(f"{unknown[0]}: unknown field; a revert takes {', '.join(FIELDS)}")
+    if body.get("client_id") is None and body.get("origin") is None:
+        raise bad_request("client_id, origin: a revert names whose ops to take back (one or both)")
     client_id = None
-    if body.get("client_id") is not None:
+    if "client_id" in body:
         client_id = json_int(body["client_id"])
         if client_id is None or not 0 <= client_id <= MAX_CLIENT_ID:
             raise bad_request(f"client_id: an integer from 0 to {MAX_CLIENT_ID} is required")
     origin = None
-    if body.get("origin") is not None:
+    if "origin" in body:
         origin = check_origin(body["origin"], error=bad_request)
-    if client_id is None and origin is None:
-        raise bad_request("client_id, origin: a revert names whose ops to take back (one or both)")
     since = _seq(body, "since_seq", 1)
     until = _seq(body, "until_seq", 0)
     if since is not None and until is not None and until < since:
         raise bad_request(f"until_seq: {until} is before since_seq {since}")
     op_id = body.get("op_id")
-    if op_id is not None and (type(op_id) is not str or not 1 <= len(op_id) <= MAX_OP_ID):
+    if "op_id" in body and (type(op_id) is not str or not 1 <= len(op_id) <= MAX_OP_ID):
         raise bad_request(f"op_id: must be a string of 1 to {MAX_OP_ID} characters")
     return Writer(client_id, origin), since, until, op_id
 
