@@ -39,6 +39,7 @@ from typing import Final
 from syncd.auth.admin import ADMIN_TOKEN_FILE
 from syncd.auth.authenticator import Authenticator, rate_limited
 from syncd.errors import ApiError, bad_request
+from syncd.http.handlers.guards import authenticated, root_admin_guard
 from syncd.http.request import Request
 from syncd.http.response import StreamResponse, StreamSink
 from syncd.http.router import Router
@@ -134,7 +135,7 @@ def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> N
 
     async def backup_route(request: Request) -> StreamResponse:
         nonlocal running
-        principal = auth.authenticate(request.headers.get("authorization"), None)
+        principal = authenticated(auth, request, None)
         auth.check_admin(principal, None)
         if backup is None:
             raise _unsupported()
@@ -188,7 +189,7 @@ def register(router: Router, *, auth: Authenticator, backup: Backup | None) -> N
             headers += (CHUNKED,)
         return StreamResponse(start, TAR_TYPE, headers, abort=release)
 
-    router.add("POST", BACKUP_PATH, backup_route)
+    router.add("POST", BACKUP_PATH, backup_route, root_admin_guard(auth))
 
 
 _tasks: set[asyncio.Task[None]] = set()

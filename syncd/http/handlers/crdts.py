@@ -24,12 +24,12 @@ from syncd.crdt.validate import check_origin, with_origin
 from syncd.crdt.ydoc import ROOT_KINDS, ViewTooDeep, YDoc, read_root_view
 from syncd.errors import ApiError, bad_request, not_found, type_mismatch
 from syncd.history.service import HistoryService
-from syncd.http.handlers.guards import authenticated, may_write_guard
+from syncd.http.handlers.guards import admin_guard, authenticated, may_write_guard
 from syncd.http.handlers.history import parse_seq
 from syncd.http.handlers.listing import parse_listing_query
 from syncd.http.request import Request
 from syncd.http.response import Deferred, Response, json_response
-from syncd.http.router import Router
+from syncd.http.router import Guard, Router
 from syncd.ids import check_crdt_id, check_namespace
 from syncd.service import CrdtService
 
@@ -72,6 +72,34 @@ def wants_full(query: Mapping[str, str]) -> bool:
     if value != FULL_FORMAT:
         raise bad_request(f"format: {FULL_FORMAT} is the only one (leave it out for the view)")
     return True
+
+
+def check_return(query: Mapping[str, str]) -> None:
+    """400 for a ``?return=`` other than ``state``."""
+    if query.get("return", RETURN_STATE) != RETURN_STATE:
+        raise bad_request(f"return: {RETURN_STATE} is the only one (leave it out)")
+
+
+def ops_guard(auth: Authenticator) -> Guard:
+    """The ops route's guard (before a ``100 Continue``): a token that may
+    write the id (``may_write_guard``), and the query, which the handler
+    refuses whatever ops the body holds: a repeated or bad ``?origin=`` or
+    ``?return=``, and with ``?return=state`` a token that may not read the
+    id (the answer holds its state)."""
+    write_guard = may_write_guard(auth)
+
+    def guard(request: Request) -> None:
+        write_guard(request)
+        if not request.query_string:
+            return
+        query = request.known_query(OPS_PARAMS)
+        check_return(query)
+        if "origin" in query:
+            check_origin(query["origin"], error=bad_request)
+        if "return" in query:
+            auth.check_read(request.principal, check_crdt_id(request.params["id"]))
+
+    return guard
 
 
 def register(
@@ -222,9 +250,8 @@ def register(
             raise
         if request.query_string:
             query = request.known_query(OPS_PARAMS)
-            if query.get("return", RETURN_STATE) != RETURN_STATE:
-                # Checked before anything is applied: a refused request changes nothing.
-                raise bad_request(f"return: {RETURN_STATE} is the only one (leave it out)")
+            # Checked before anything is applied: a refused request changes nothing.
+            check_return(query)
             if "origin" in query:
                 # The batch's origin: on every op that names none of its own.
                 body = with_origin(body, check_origin(query["origin"], error=bad_request))
@@ -315,7 +342,7 @@ def register(
     async def delete(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
-        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        principal = authenticated(auth, request, ns)
         auth.check_admin(principal, ns)
         if not await service.delete(ns, crdt_id):
             raise not_found(f"no CRDT {crdt_id!r} in namespace {ns!r}")
@@ -323,5 +350,5 @@ def register(
 
     router.add("GET", "/v1/namespaces/{ns}/crdts", listing)
     router.add("GET", "/v1/namespaces/{ns}/crdts/{id}", read)
-    router.add("DELETE", "/v1/namespaces/{ns}/crdts/{id}", delete)
-    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/ops", ops, may_write_guard(auth))
+    router.add("DELETE", "/v1/namespaces/{ns}/crdts/{id}", delete, admin_guard(auth))
+    router.add("POST", "/v1/namespaces/{ns}/crdts/{id}/ops", ops, ops_guard(auth))

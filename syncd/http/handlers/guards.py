@@ -12,6 +12,13 @@ request goes straight to its handler, which checks as it always has.
 A guard authenticates, which counts the token's rate, so it leaves the
 principal on the request and the handler takes it from there
 (:func:`authenticated`) rather than counting the same request twice.
+
+Every route a client may send a body to has one, whether or not it reads
+the body: the ops, restore, revert, token and revocation routes, the
+backup (root admin; it reads no body, but a client may send one) and the
+DELETE routes (namespace admin, as their handlers check). A guard checks
+only what its handler would refuse whatever the body: the ops route's
+query too (``?origin=``, ``?return=`` and the read permission it needs).
 """
 
 from __future__ import annotations
@@ -55,6 +62,17 @@ def admin_guard(auth: Authenticator) -> Guard:
         ns = check_namespace(request.params["ns"])
         principal = auth.authenticate(request.headers.get("authorization"), ns)
         auth.check_admin(principal, ns)
+        request.principal = principal
+
+    return guard
+
+
+def root_admin_guard(auth: Authenticator) -> Guard:
+    """For a route of the server as a whole (``/v1/admin/backup``): the root admin."""
+
+    def guard(request: Request) -> None:
+        principal = auth.authenticate(request.headers.get("authorization"), None)
+        auth.check_admin(principal, None)
         request.principal = principal
 
     return guard

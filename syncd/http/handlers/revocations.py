@@ -46,7 +46,7 @@ def register(
 
     async def lift(request: Request) -> Response:
         ns = check_namespace(request.params["ns"])
-        principal = auth.authenticate(request.headers.get("authorization"), ns)
+        principal = authenticated(auth, request, ns)
         auth.check_admin(principal, ns)
         client_id = parse_client_id_text(request.params["client_id"])
         if not await revocations.lift(ns, client_id):
@@ -55,4 +55,4 @@ def register(
 
     router.add("POST", PATH, revoke, admin_guard(auth))
     router.add("GET", PATH, listing)
-    router.add("DELETE", PATH + "/{client_id}", lift)
+    router.add("DELETE", PATH + "/{client_id}", lift, admin_guard(auth))
