@@ -290,14 +290,28 @@ export class Subscription extends Emitter {
   on(event: 'close', handler: (reason: Error) => void): Unsubscribe;
 }
 
+/**
+ * A SyncSocket's options. Each timer option left out or `undefined` (as a
+ * wrapper passes on one it was not given) is its default; any other value out
+ * of its bounds below is a RangeError where the socket is made (timers would
+ * take it as 1 ms).
+ */
 export interface SocketOptions {
+  /** The wire encoding; default 'msgpack'. */
   encoding?: 'msgpack' | 'json';
+  /** The first reconnect delay (ms), doubled per failed attempt up to maxReconnectMs; default 100. From 0 to 2^31 - 1, or a RangeError. */
   minReconnectMs?: number;
+  /** The longest reconnect delay (ms); default 5000. From 0 to 2^31 - 1, or a RangeError. */
   maxReconnectMs?: number;
+  /** A ping this often (ms) keeps an idle connection open through proxies; default 15000. A positive number, Infinity for off (no pings, nor the pong check); else a RangeError. */
   pingIntervalMs?: number;
+  /** A connection silent this long (ms) after a ping is taken as dead and reopened; default 10000. A positive number, Infinity for never; else a RangeError. */
   pongTimeoutMs?: number;
+  /** A gap's resubscribe that brings nothing within this long (ms) is sent again; default 5000. A positive number, Infinity for never; else a RangeError. */
   resyncTimeoutMs?: number;
+  /** A connection attempt not open after this long (ms) is abandoned and retried; default 10000. A positive number, Infinity for never; else a RangeError. */
   connectTimeoutMs?: number;
+  /** The WebSocket class, when the client's config names none; default globalThis.WebSocket. */
   WebSocket?: unknown;
 }
 export interface SubscribeOptions {
