@@ -588,6 +588,11 @@ class RevertService:
         if entry.seq != last and base is None:
             base = (await self._history.base_at(ns, crdt_id, start - 1))[1]
             entry = await self._same_life(ns, crdt_id, epoch)
+        # A large Yjs document's type depths, read in a thread when not known:
+        # read by the first op staged, on the event loop, they held every
+        # connection for up to a second (CrdtService.ensure_for_write).
+        await self._service.ensure_for_write(ns, crdt_id)
+        entry = await self._same_life(ns, crdt_id, epoch)
         # No await from here until the ops are staged (a local store) or handed
         # to the op path: the state they are computed on is the one they meet.
         try:

@@ -122,6 +122,25 @@ class CrdtService:
         """The CRDT in memory (loaded from the store if need be); None if there is none."""
         return await self.residency.ensure(ns, crdt_id)
 
+    async def ensure_for_write(self, ns: str, crdt_id: str) -> Entry | None:
+        """:meth:`ensure`, and for a Yjs document whose type depths are not
+        known (its first write since it was loaded) those depths read in a
+        thread when it is large (``YDoc.read_nesting``): read by the write,
+        on the event loop, they held every connection for up to a second.
+        Awaited before a write that then awaits nothing until it is applied
+        (:meth:`apply_ops`, :meth:`stage`'s callers); anything else costs a
+        lookup and one type test."""
+        # engine.lookup, not "in engine": Engine.__contains__ is a Python call.
+        entry = self.engine.lookup((ns, crdt_id))
+        loads = self.store.loads_on_demand
+        if entry is None and loads:
+            entry = await self.residency.ensure(ns, crdt_id)
+        if entry is not None and type(entry.crdt) is YDoc and entry.crdt.nesting_unread:
+            await entry.crdt.read_nesting()
+            if loads and self.engine.lookup((ns, crdt_id)) is not entry:
+                entry = await self.residency.ensure(ns, crdt_id)  # dropped meanwhile: loaded again
+        return entry
+
     async def apply_ops(
         self,
         ns: str,
@@ -150,18 +169,11 @@ class CrdtService:
             await store.usage(ns)  # fresh enough figures for the check in apply()
         # engine.lookup, not "in engine": Engine.__contains__ is a Python call.
         entry = self.engine.lookup((ns, crdt_id))
-        if entry is None and store.loads_on_demand:
-            # No await from here to apply() on a local store (but a YDoc's
-            # depth read, after which it is loaded again if dropped): what is
-            # loaded stays.
-            entry = await self.residency.ensure(ns, crdt_id)
-        if entry is not None and type(entry.crdt) is YDoc:
-            # Its type depths, read in a thread when not known and it is large:
-            # read at its first write after a load, on the event loop, they
-            # held every connection for up to a second (YDoc.read_nesting).
-            await entry.crdt.read_nesting()
-            if (ns, crdt_id) not in self.engine and store.loads_on_demand:
-                await self.residency.ensure(ns, crdt_id)  # dropped meanwhile: loaded again
+        if (entry is None and store.loads_on_demand) or (
+            entry is not None and type(entry.crdt) is YDoc
+        ):
+            # No await from here to apply() on a local store: what is loaded stays.
+            await self.ensure_for_write(ns, crdt_id)
         try:
             plan = self.engine.plan(ns, crdt_id, body, most=most)
         except ApiError:
@@ -280,7 +292,9 @@ class CrdtService:
     ) -> ApplyResult:
         """Plan, authorize and apply ``body`` in memory (local stores only).
 
-        The caller must hand the records to :meth:`persist` in the same loop
+        The CRDT's caller awaits :meth:`ensure_for_write` first (a large Yjs
+        document's type depths, else read here on the loop). The caller must
+        hand the records to :meth:`persist` in the same loop
         step (the store's snapshots rely on memory and log moving together),
         and answer only once that returns. Several staged results may share
         one ``persist``: one append, one wait for the group commit. The CRDT
