@@ -50,11 +50,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.engine import Entry
 from syncd.crdt.presence import Presence
+from syncd.crdt.ydoc import YDoc
 from syncd.errors import StoreUnavailable, unavailable
 
 if TYPE_CHECKING:
@@ -77,7 +79,50 @@ DEFAULT_MEMORY_BUDGET_MB: Final = 512
 about half a million small counters or 70,000 2 KB texts (estimated sizes;
 docs/operations.md#sizing-a-node)."""
 
+LOAD_THREAD_BYTES: Final = 64 * 1024
+"""A Yjs document whose stored copy (its checkpoint's update and the
+updates after it, base64) is this large or larger is built in a worker
+thread (:func:`_builder`), not on the event loop: Yrs's decode of a
+1.4 MB document and the replay after it took 0.3-0.6 s of the loop's CPU,
+every connection held meanwhile. Smaller ones load in a few milliseconds,
+less than the thread's hand-off is worth. pycrdt holds the GIL inside
+each Yrs call, so the loop still waits out the longest one (the
+checkpoint's apply, about 0.2 s at 1.4 MB); it runs between them, and
+between the Python steps at the interpreter's switch interval."""
+
+_builders: list[ThreadPoolExecutor] = []
+"""The one thread that builds large Yjs documents, made when first needed:
+the work holds the GIL, so a second thread would only slow the loop
+further, and one at a time bounds the memory of loads under way."""
+
 Key = tuple[str, str]
+
+
+def _builder() -> ThreadPoolExecutor:
+    if not _builders:
+        _builders.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="syncd-load"))
+    return _builders[0]
+
+
+def _builds_in_thread(base: dict[str, Any] | None, records: Sequence[dict[str, Any]]) -> bool:
+    """Whether a stored copy is a Yjs document of :data:`LOAD_THREAD_BYTES`
+    or more (one type test for any other CRDT)."""
+    if base is not None:
+        if base.get("type") != YDoc.TYPE:
+            return False
+        size = len(base["state"]["update"])
+    elif records and records[0].get("type") == YDoc.TYPE:
+        size = 0
+    else:
+        return False
+    for record in records:
+        if size >= LOAD_THREAD_BYTES:
+            break
+        op = record.get("op")
+        if isinstance(op, dict):
+            update = op.get("update")
+            size += len(update) if isinstance(update, str) else 0
+    return size >= LOAD_THREAD_BYTES
 
 
 class LoadAbandoned(Exception):
@@ -218,7 +263,10 @@ class Residency:
             return None
         base, records = loaded
         try:
-            entry = engine.load(ns, crdt_id, base, records)
+            if _builds_in_thread(base, records):
+                entry = await self._build(ns, crdt_id, base, records)
+            else:
+                entry = engine.load(ns, crdt_id, base, records)
         except Exception as exc:
             # A gap, or a record the engine cannot apply (a damaged or foreign
             # one: a TypeError from a delta of the wrong shape). What was
@@ -232,6 +280,26 @@ class Residency:
             self.on_load(time.perf_counter() - started)
         self.check()
         return entry
+
+    async def _build(
+        self,
+        ns: str,
+        crdt_id: str,
+        base: dict[str, Any] | None,
+        records: Sequence[dict[str, Any]],
+    ) -> Entry | None:
+        """``Engine.load`` in a worker thread, into an engine of its own that
+        nothing else sees, then made resident here (:data:`LOAD_THREAD_BYTES`).
+        Nothing applies to the CRDT meanwhile: every writer and reader of a
+        CRDT that is not resident waits for its load (:meth:`ensure`)."""
+        engine = self.engine
+        detached = engine.detached()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(_builder(), detached.load, ns, crdt_id, base, records)
+        entry = engine.touch(ns, crdt_id)
+        if entry is not None:
+            return entry  # made meanwhile (its first op), as after store.load
+        return engine.adopt(detached, ns, crdt_id)
 
     # -- evicting -----------------------------------------------------------------
 
@@ -361,6 +429,7 @@ class Residency:
 __all__ = [
     "DEFAULT_MEMORY_BUDGET_MB",
     "EVICT_TO",
+    "LOAD_THREAD_BYTES",
     "RETRY_S",
     "LoadAbandoned",
     "Residency",

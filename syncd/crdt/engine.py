@@ -294,6 +294,7 @@ class Engine:
         if op_id_window < 0 or op_id_ttl_ms < 0:
             raise ValueError("op_id_window and op_id_ttl_ms must be >= 0")
         self._clock = HybridClock(clock_ms)
+        self._clock_ms = clock_ms
         self._window = op_id_window
         self._ttl_ms = op_id_ttl_ms
         self._epoch_factory = epoch_factory
@@ -778,6 +779,39 @@ class Engine:
         entry = self.touch(ns, crdt_id)
         if entry is not None and entry.unsized_ops:
             self.resize(entry)  # measured as loaded: the quotas count from here
+        return entry
+
+    def detached(self) -> Engine:
+        """An engine of the same settings that holds nothing, for a
+        :meth:`load` in a worker thread (syncd/residency.py), which
+        :meth:`adopt` then brings in: nothing else sees it, so nothing
+        applies to the CRDT while it is built there."""
+        return Engine(
+            clock_ms=self._clock_ms,
+            op_id_window=self._window,
+            op_id_ttl_ms=self._ttl_ms,
+            epoch_factory=self._epoch_factory,
+        )
+
+    def adopt(self, detached: Engine, ns: str, crdt_id: str) -> Entry | None:
+        """Make the CRDT that :meth:`load` built in ``detached`` resident
+        here (replacing a held one), as loaded here: measured there (its
+        size counted now, its measure handed to ``on_measured``), its
+        records' stamps followed by this engine's clock. None when it
+        built none (a life that ended)."""
+        entry = detached.get(ns, crdt_id)
+        if entry is None:
+            return None
+        self._clock.observe(detached._clock.last)
+        key = (ns, crdt_id)
+        held = self._entries.pop(key, None)
+        if held is not None:
+            self.resident_bytes -= held.size
+        self._entries[key] = entry
+        self.resident_bytes += entry.size
+        measured = self.on_measured
+        if measured is not None:
+            measured(ns, crdt_id, entry.state_bytes)
         return entry
 
     def import_entry(self, entry: dict[str, Any]) -> None:
