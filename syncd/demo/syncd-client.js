@@ -1813,7 +1813,7 @@ var HttpApi = class {
    */
   restore(id, seq, { opId } = {}) {
     const body = { seq };
-    if (opId !== void 0) body.op_id = opId;
+    if (opId !== void 0 && opId !== null) body.op_id = opId;
     return this.request("POST", `${crdtPath(this.config, id)}/restore`, { body });
   }
   /**
@@ -1822,11 +1822,11 @@ var HttpApi = class {
    * 409 `not_revertible` for gcounter and presence; with `opId` a repeat answers as the first.
    */
   revert(id, { clientId, origin, sinceSeq, untilSeq, opId } = {}) {
-    if (clientId === void 0 && origin === void 0) {
+    if ((clientId === void 0 || clientId === null) && (origin === void 0 || origin === null)) {
       throw new TypeError("a revert names whose ops to take back: clientId, origin or both");
     }
     const fields = { client_id: clientId, origin, since_seq: sinceSeq, until_seq: untilSeq, op_id: opId };
-    const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== void 0));
+    const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== void 0 && v !== null));
     return this.request("POST", `${crdtPath(this.config, id)}/revert`, { body });
   }
   /** Delete a CRDT (namespace admin). */

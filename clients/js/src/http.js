@@ -176,7 +176,7 @@ export class HttpApi {
    */
   restore(id, seq, { opId } = {}) {
     const body = { seq };
-    if (opId !== undefined) body.op_id = opId;
+    if (opId !== undefined && opId !== null) body.op_id = opId;
     return this.request('POST', `${crdtPath(this.config, id)}/restore`, { body });
   }
 
@@ -186,11 +186,13 @@ export class HttpApi {
    * 409 `not_revertible` for gcounter and presence; with `opId` a repeat answers as the first.
    */
   revert(id, { clientId, origin, sinceSeq, untilSeq, opId } = {}) {
-    if (clientId === undefined && origin === undefined) {
+    // null is an absent option here, as in the Python client: the server
+    // refuses null as a field's value (400 naming it).
+    if ((clientId === undefined || clientId === null) && (origin === undefined || origin === null)) {
       throw new TypeError('a revert names whose ops to take back: clientId, origin or both');
     }
     const fields = { client_id: clientId, origin, since_seq: sinceSeq, until_seq: untilSeq, op_id: opId };
-    const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined));
+    const body = Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined && v !== null));
     return this.request('POST', `${crdtPath(this.config, id)}/revert`, { body });
   }
 

@@ -190,7 +190,12 @@ describe('tools against a real server', { skip: serverMissing() ?? false }, () =
     assert.equal(reverted.applied, 1);
     assert.equal((await client.read('notes')).text, 'hi');
     assert.equal((await client.revert('notes', { origin: 'bot', opId: 'js-r1' })).duplicate, true);
+    // null options are left out (the server refuses null as a field's value).
+    const nulls = { clientId: null, origin: 'bot', sinceSeq: null, untilSeq: null, opId: 'js-r1' };
+    assert.equal((await client.revert('notes', nulls)).duplicate, true);
+    assert.equal((await client.restore('notes', 1, { opId: null })).ok, true);
     assert.throws(() => client.revert('notes', {}), TypeError);
+    assert.throws(() => client.revert('notes', { clientId: null, origin: null }), TypeError);
     agentClient.close();
   });
 
