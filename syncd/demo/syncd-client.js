@@ -4228,6 +4228,7 @@ var SyncdClient = class {
     if (typeof this.config.token === "string") validateToken(this.config.token);
     this.http = new HttpApi(this.config);
     this._socketOptions = options.socket ?? {};
+    socketOptions(this._socketOptions);
     this._socket = null;
     this._streams = /* @__PURE__ */ new Set();
     this._closed = false;

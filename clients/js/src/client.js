@@ -10,7 +10,7 @@ import { ops } from './ops.js';
 import { EventStream } from './sse.js';
 import { decodeToken, validateToken } from './token.js';
 import { createAgentTools } from './tools.js';
-import { SyncSocket } from './ws.js';
+import { SyncSocket, socketOptions } from './ws.js';
 
 export class SyncdClient {
   /**
@@ -23,6 +23,10 @@ export class SyncdClient {
     if (typeof this.config.token === 'string') validateToken(this.config.token);
     this.http = new HttpApi(this.config);
     this._socketOptions = options.socket ?? {};
+    // Checked now, though the socket is made at its first use: a bad timer
+    // option is the caller's mistake, told where it was made, not at some
+    // later subscribe() or op().
+    socketOptions(this._socketOptions);
     this._socket = null;
     /** The SSE streams events() made and not closed yet: close() closes them. */
     this._streams = new Set();

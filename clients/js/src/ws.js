@@ -71,7 +71,7 @@ const DELAY_OPTIONS = ['minReconnectMs', 'maxReconnectMs'];
  * abandoned at once (connectTimeoutMs), a NaN reconnect delay (undefined)
  * asking again at once, for ever.
  */
-function socketOptions(options) {
+export function socketOptions(options) {
   const checked = { ...DEFAULTS, ...options };
   for (const name of TIMEOUT_OPTIONS) {
     const value = options[name];

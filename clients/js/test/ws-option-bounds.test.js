@@ -151,10 +151,8 @@ test('timer options out of bounds are a RangeError where the socket is made', ()
       );
     }
   }
-  // Through the client, whose socket is made at its first use.
+  // Through the client: checked when it is made, before its socket (client-socket-options.test.js).
   const valid = fakeToken({ namespace: 'ns1', client_id: 1, expires_at: Date.now() + 600_000, permissions: {} });
-  const client = new SyncdClient({ ...config, token: valid }, { socket: { pingIntervalMs: Number.NaN } });
-  assert.throws(() => client.socket, RangeError);
-  client.close();
+  assert.throws(() => new SyncdClient({ ...config, token: valid }, { socket: { pingIntervalMs: Number.NaN } }), RangeError);
   new SyncSocket(config, { minReconnectMs: 0, maxReconnectMs: 0, pongTimeoutMs: 2 ** 31 }).close();
 });
