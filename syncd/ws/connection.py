@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from syncd.catchup import start_from
 from syncd.crdt.presence import Presence
+from syncd.crdt.ydoc import YDoc
 from syncd.errors import ApiError
 from syncd.shared_states import SharedStates
 from syncd.ws.base_connection import BaseConnection, ConnectionTimers
@@ -418,12 +419,18 @@ class WsConnection(BaseConnection):
             held = {s.crdt_id for s in run}
             for crdt_id in held:
                 residency.hold(ns, crdt_id)
-            missing = {crdt_id for crdt_id in held if (ns, crdt_id) not in engine}
+            # Not in memory, or a Yjs document whose type depths are not read
+            # yet (its first write since it was loaded): ensure_for_write reads
+            # them in a thread, not in stage() on the event loop.
+            for crdt_id in held:
+                entry = engine.lookup((ns, crdt_id))
+                if entry is None or (type(entry.crdt) is YDoc and entry.crdt.nesting_unread):
+                    missing.add(crdt_id)
         unreadable: dict[str, ApiError | None] = {}
         try:
             for crdt_id in missing:
                 try:
-                    await service.ensure(ns, crdt_id)
+                    await service.ensure_for_write(ns, crdt_id)
                 except ApiError as exc:
                     unreadable[crdt_id] = exc
                 except Exception:
