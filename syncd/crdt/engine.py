@@ -378,6 +378,13 @@ class Engine:
         """The engine's hybrid clock (the time records are stamped with)."""
         return self._clock.now()
 
+    def remember_op_id(self, entry: Entry, op_id: str, seq: int, extra: dict[str, Any]) -> None:
+        """Remember ``op_id`` as answered at ``seq`` with ``extra``, under this
+        engine's window and TTL, for a request that applied no op (a restore
+        or revert that changed nothing: syncd.history.restore.remember_no_op).
+        In memory only: no record carries it."""
+        entry.op_ids.remember(op_id, seq, extra, self._clock.now(), self._window, self._ttl_ms)
+
     # -- writing ----------------------------------------------------------
 
     def plan(self, ns: str, crdt_id: str, body: Any, *, most: int = MAX_BATCH_OPS) -> Plan:

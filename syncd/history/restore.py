@@ -33,7 +33,6 @@ reason where it has one (its ``restore_ops`` raises), else 409
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, Final
 
 from syncd.crdt.types import crdt_class
@@ -73,10 +72,9 @@ def remember_no_op(
     through their ops' records, and the store has no record that changes
     nothing. So it lasts while the CRDT stays in this node's memory (a snapshot taken meanwhile keeps it); a
     restart, an eviction, or a retry sent to another node of a PostgreSQL
-    cluster finds it gone, and the retry is a new request. Remembered as the
-    newest of the recent tier without trimming it (the engine's window and
-    TTL are its own): the engine's next op_id trims the tier to its window."""
-    entry.op_ids.remember(f"{op_id}/0", seq, extra, engine.now_ms(), sys.maxsize, 0)
+    cluster finds it gone, and the retry is a new request. Remembered under
+    the engine's own op_id window and TTL, as an applied op's id is."""
+    engine.remember_op_id(entry, f"{op_id}/0", seq, extra)
 
 
 def repeated(entry: Entry, op_id: str | None) -> tuple[int, int, int | None] | None:
