@@ -20,16 +20,17 @@ summed, until the engine reports it.
 Metrics (syncd/metrics.py) read the sum over every namespace and the
 namespaces with the most bytes at each scrape; summing or ranking a million
 namespaces there took half a second of the event loop. So the catalogue also
-keeps a :class:`UsageBoard`, told of each namespace's usage as it changes:
-running totals (a scrape reads them in O(1)) and a short list of the
-namespaces that may rank among the largest (a scrape ranks only those).
+keeps a :class:`UsageBoard`: running totals, added to where a usage changes
+(a scrape reads them in O(1)), and the namespaces changed since the last
+scrape, which the scrape ranks against a short list of those that may rank
+among the largest.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -66,26 +67,48 @@ trimming them (a sort of ``2 * LARGEST_KEPT``) happens once per
 Counts = tuple[int, int, int]
 """A namespace's (crdts, bytes, unmeasured), as :class:`Usage` holds them."""
 
+BytesOf = Callable[[str], "int | None"]
+"""A namespace's bytes now, None when it holds no live CRDT (not counted)."""
+
 
 class UsageBoard:
     """The sum of every namespace's usage, and the namespaces with the most
-    bytes, kept up to date as usages change (:meth:`change`), so reading them
-    does not walk every namespace.
+    bytes, so that reading them (a metrics scrape) does not walk every
+    namespace.
 
     A namespace counts (in the totals and the ranking) while it holds a live
-    CRDT, as :meth:`Catalogue.usages` lists it.
+    CRDT, as ``usages()`` lists it.
+
+    The totals (:attr:`namespaces`, :attr:`crdts`, :attr:`bytes`,
+    :attr:`unmeasured`) are kept by the owner where a usage changes: a few
+    integer adds, as it already knows the change. The ranking is lazy, as it
+    is read once per scrape while usages change on every op that grows a
+    CRDT: the owner adds a namespace whose bytes or liveness changed to
+    :attr:`dirty` (one ``set.add``), and :meth:`largest` first re-ranks only
+    those (:meth:`settle`). A scrape costs O(namespaces changed since the
+    last one + ``keep``), the op path a set.add and a few adds.
 
     The ranking: ``_candidates`` maps up to ``2 * keep`` namespaces to their
-    bytes, and ``_floor`` bounds the bytes of every counted namespace outside
-    it. A namespace that grows past the floor joins; when the candidates
-    pass ``2 * keep``, the ``keep`` largest stay and the floor rises to the
-    largest of those let go. :meth:`largest` ranks the candidates only; that
-    is exact while ``k`` of them hold at least the floor. When the largest
-    shrink below it (deletes, compaction), :attr:`stale` says so, and the
-    owner hands every namespace to :meth:`rebuild` (one pass, rare).
+    bytes (as of the last settle), and ``_floor`` bounds the bytes of every
+    counted namespace outside it that is not dirty. A namespace settled past
+    the floor joins; when the candidates pass ``2 * keep``, the ``keep``
+    largest stay and the floor rises to the largest of those let go.
+    :meth:`largest` ranks the candidates only; that is exact while ``k`` of
+    them hold at least the floor. When the largest shrink below it (deletes,
+    compaction), :attr:`stale` says so, and every namespace is ranked again
+    (:meth:`rebuild`: one pass, rare).
     """
 
-    __slots__ = ("_candidates", "_floor", "bytes", "crdts", "keep", "namespaces", "unmeasured")
+    __slots__ = (
+        "_candidates",
+        "_floor",
+        "bytes",
+        "crdts",
+        "dirty",
+        "keep",
+        "namespaces",
+        "unmeasured",
+    )
 
     def __init__(self, keep: int = LARGEST_KEPT) -> None:
         if keep < 1:
@@ -96,38 +119,42 @@ class UsageBoard:
         self.crdts = 0
         self.bytes = 0
         self.unmeasured = 0
+        self.dirty: set[str] = set()
+        """Namespaces whose bytes or liveness changed since the last settle."""
         self._candidates: dict[str, int] = {}
         self._floor = -1
-        """At least the bytes of every counted namespace not a candidate."""
-
-    def change(self, ns: str, before: Counts, after: Counts) -> None:
-        """``ns``'s usage went from ``before`` to ``after``."""
-        if before[0] > 0:
-            self.namespaces -= 1
-            self.crdts -= before[0]
-            self.bytes -= before[1]
-            self.unmeasured -= before[2]
-        candidates = self._candidates
-        if after[0] > 0:
-            self.namespaces += 1
-            self.crdts += after[0]
-            self.bytes += after[1]
-            self.unmeasured += after[2]
-            if after[1] > self._floor or ns in candidates:
-                candidates[ns] = after[1]
-                if len(candidates) > 2 * self.keep:
-                    self._trim()
-        elif ns in candidates:
-            del candidates[ns]
+        """At least the bytes of every counted namespace not a candidate
+        (nor dirty)."""
 
     def load(self, usages: Iterable[tuple[str, Counts]]) -> None:
         """Start again from every namespace's usage (a store opening from a
         saved table of them): one pass."""
         self.namespaces = self.crdts = self.bytes = self.unmeasured = 0
-        self._candidates = {}
-        self._floor = -1
-        for ns, counts in usages:
-            self.change(ns, (0, 0, 0), counts)
+        self.dirty = set()
+        counted: list[tuple[str, int]] = []
+        for ns, (crdts, size, unmeasured) in usages:
+            if crdts > 0:
+                self.namespaces += 1
+                self.crdts += crdts
+                self.bytes += size
+                self.unmeasured += unmeasured
+                counted.append((ns, size))
+        self.rebuild(counted)
+
+    def settle(self, bytes_of: BytesOf) -> None:
+        """Rank the dirty namespaces against the candidates and the floor
+        (their bytes from ``bytes_of``), and clear :attr:`dirty`."""
+        candidates = self._candidates
+        for ns in self.dirty:
+            size = bytes_of(ns)
+            if size is None:
+                candidates.pop(ns, None)
+            elif size > self._floor or ns in candidates:
+                candidates[ns] = size
+                if len(candidates) > 2 * self.keep:
+                    self._trim()
+                    candidates = self._candidates
+        self.dirty.clear()
 
     def _trim(self) -> None:
         """Keep the ``keep`` largest candidates; the floor covers the rest."""
@@ -138,10 +165,16 @@ class UsageBoard:
                 self._floor = size
         self._candidates = dict(kept)
 
-    def largest(self, k: int) -> list[str]:
+    def largest(
+        self, k: int, bytes_of: BytesOf, every: Callable[[], Iterable[tuple[str, int]]]
+    ) -> list[str]:
         """The (at most ``k``, at most ``keep``) namespaces with the most
-        bytes, largest first, ties in no set order: exact unless
-        :attr:`stale`."""
+        bytes, largest first, ties in no set order: settles the dirty ones,
+        and ranks ``every`` counted namespace's (name, bytes) again when the
+        candidates fell :attr:`stale`."""
+        self.settle(bytes_of)
+        if self.stale:
+            self.rebuild(every())
         ranked = heapq.nlargest(min(k, self.keep), self._candidates.items(), key=_second)
         return [ns for ns, _ in ranked]
 
@@ -149,7 +182,8 @@ class UsageBoard:
     def stale(self) -> bool:
         """Whether a counted namespace outside the candidates may hold more
         bytes than one that :meth:`largest` names: fewer than ``keep`` of them
-        (fewer than all, when fewer are counted) hold at least the floor."""
+        (fewer than all, when fewer are counted) hold at least the floor.
+        Meaningful once settled."""
         candidates = self._candidates
         if len(candidates) >= self.namespaces:
             return False  # every counted namespace is a candidate
@@ -160,6 +194,7 @@ class UsageBoard:
         """Rank afresh from every counted namespace's (name, bytes)."""
         self._candidates = {}
         self._floor = -1
+        self.dirty.clear()
         candidates = self._candidates
         for ns, size in usages:
             if size > self._floor:
@@ -198,9 +233,6 @@ class _Namespace:
             self.stale = 0
         return self.sorted
 
-    def counts(self) -> Counts:
-        return (len(self.types), self.bytes, self.unmeasured)
-
 
 class Catalogue:
     """Every live CRDT of a store: namespace -> id -> type."""
@@ -218,15 +250,21 @@ class Catalogue:
         space = self._spaces.get(ns)
         if space is None:
             space = self._spaces[ns] = _Namespace()
-        before = space.counts()
         if crdt_id not in space.types:
+            board = self.board
+            if not space.types:
+                # Counted from now on, with the sizes noted before its first id.
+                board.namespaces += 1
+                board.bytes += space.bytes
+                board.dirty.add(ns)
             space.added.add(crdt_id)
             space.types[crdt_id] = type_name
+            board.crdts += 1
             if crdt_id not in space.sizes:
                 space.unmeasured += 1
+                board.unmeasured += 1
         else:
             space.types[crdt_id] = type_name
-        self.board.change(ns, before, space.counts())
         if size != UNMEASURED:
             self.note_size(ns, crdt_id, size)
 
@@ -234,47 +272,58 @@ class Catalogue:
         space = self._spaces.get(ns)
         if space is None or crdt_id not in space.types:
             return
-        before = space.counts()
+        board = self.board
         del space.types[crdt_id]
+        board.crdts -= 1
         size = space.sizes.pop(crdt_id, None)
         if size is None:
             space.unmeasured -= 1
+            board.unmeasured -= 1
         else:
             space.bytes -= size
+            board.bytes -= size
         if crdt_id in space.added:
             space.added.discard(crdt_id)
         else:
             space.stale += 1
-        self.board.change(ns, before, space.counts())
+        if not space.types:
+            # No longer counted: neither are the sizes of ids not indexed yet.
+            board.namespaces -= 1
+            board.bytes -= space.bytes
+        board.dirty.add(ns)
 
     def note_size(self, ns: str, crdt_id: str, size: int) -> None:
         """The engine's size of a CRDT now."""
         space = self._spaces.get(ns)
         if space is None:
             space = self._spaces[ns] = _Namespace()
-        before = space.counts()
         held = space.sizes.get(crdt_id)
-        if held is None:
-            if crdt_id in space.types:
-                space.unmeasured -= 1
-            space.bytes += size
-        else:
-            space.bytes += size - held
+        grown = size if held is None else size - held
+        space.bytes += grown
         space.sizes[crdt_id] = size
-        self.board.change(ns, before, space.counts())
+        if space.types:
+            board = self.board
+            board.bytes += grown
+            board.dirty.add(ns)
+            if held is None and crdt_id in space.types:
+                space.unmeasured -= 1
+                board.unmeasured -= 1
 
     def unmeasure(self, ns: str, crdt_id: str) -> None:
         """Forget a CRDT's size (records of it were found after the hint)."""
         space = self._spaces.get(ns)
         if space is None:
             return
-        before = space.counts()
         size = space.sizes.pop(crdt_id, None)
         if size is not None:
             space.bytes -= size
-            if crdt_id in space.types:
-                space.unmeasured += 1
-            self.board.change(ns, before, space.counts())
+            if space.types:
+                board = self.board
+                board.bytes -= size
+                board.dirty.add(ns)
+                if crdt_id in space.types:
+                    space.unmeasured += 1
+                    board.unmeasured += 1
 
     def size_of(self, ns: str, crdt_id: str) -> int:
         space = self._spaces.get(ns)
@@ -298,13 +347,19 @@ class Catalogue:
 
     def largest_usages(self, k: int) -> list[tuple[str, Usage]]:
         """The (at most ``k``, at most :data:`LARGEST_KEPT`) namespaces with
-        the most bytes and their usages, largest first: ranks the board's
-        few candidates, or every namespace once after the largest shrank
+        the most bytes and their usages, largest first: ranks the namespaces
+        changed since the last call against the board's few candidates, or
+        every namespace once after the largest shrank
         (:attr:`UsageBoard.stale`)."""
-        board = self.board
-        if board.stale:
-            board.rebuild((ns, space.bytes) for ns, space in self._spaces.items() if space.types)
-        return [(ns, self.usage(ns)) for ns in board.largest(k)]
+        names = self.board.largest(k, self._counted_bytes, self._every_counted_bytes)
+        return [(ns, self.usage(ns)) for ns in names]
+
+    def _counted_bytes(self, ns: str) -> int | None:
+        space = self._spaces.get(ns)
+        return space.bytes if space is not None and space.types else None
+
+    def _every_counted_bytes(self) -> Iterable[tuple[str, int]]:
+        return ((ns, space.bytes) for ns, space in self._spaces.items() if space.types)
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` live CRDTs without a size."""
