@@ -136,6 +136,7 @@ class App:
                 "SERVICE_NAMESPACE_MAX_CRDTS": limits.namespace_max_crdts,
                 "SERVICE_NAMESPACE_MAX_BYTES": limits.namespace_max_bytes,
             },
+            self.store,
         )
         self.history = HistoryService(engine=self.engine, store=self.store, service=self.service)
         self.reverts = RevertService(store=self.store, service=self.service, history=self.history)

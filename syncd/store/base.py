@@ -263,7 +263,21 @@ class Store(Protocol):
         ...
 
     def usages(self) -> dict[str, Usage]:
-        """What is known now of every namespace (for metrics; never waits)."""
+        """What is known now of every namespace that holds a CRDT (never
+        waits; a walk of them all: metrics read :meth:`usage_total` and
+        :meth:`largest_usages` instead)."""
+        ...
+
+    def usage_total(self) -> tuple[int, Usage]:
+        """How many namespaces :meth:`usages` lists, and their usages summed:
+        kept as usages change, so O(1) (a metrics scrape)."""
+        ...
+
+    def largest_usages(self, k: int) -> list[tuple[str, Usage]]:
+        """At most ``k`` (at most ``LARGEST_KEPT``) namespaces of
+        :meth:`usages` with the most bytes, largest first, and their usages:
+        O(namespaces changed since the last call + ``LARGEST_KEPT``), save
+        one walk of every namespace after the largest shrank."""
         ...
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:

@@ -113,6 +113,12 @@ class MemoryStore:
     def usages(self) -> dict[str, Usage]:
         return self._catalogue.usages()
 
+    def usage_total(self) -> tuple[int, Usage]:
+        return self._catalogue.usage_total()
+
+    def largest_usages(self, k: int) -> list[tuple[str, Usage]]:
+        return self._catalogue.largest_usages(k)
+
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
         return self._catalogue.unmeasured(limit)
 

@@ -91,7 +91,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -114,6 +114,7 @@ from syncd.store.base import (
     Usage,
     attribution,
 )
+from syncd.store.catalogue import UsageBoard
 from syncd.store.history_index import DEFAULT_RETENTION, Retention
 from syncd.store.pg_pool import DEFAULT_POOL_SIZE, PgConn, PgPool, abort_after
 from syncd.store.pg_schema import NoSchemaError, SchemaTooNewError, current_schema, migrate
@@ -546,7 +547,11 @@ class PostgresStore:
         self._sizes: dict[Key, int] = {}
         """Sizes the engine reported during the batch in flight (note_size)."""
         self._usage: dict[str, tuple[Usage, float]] = {}
-        """Each namespace's usage as last read, and when (time.monotonic)."""
+        """Each namespace's usage as last read, and when (time.monotonic):
+        changed only through :meth:`_hold_usage`, which keeps the board."""
+        self._usage_board = UsageBoard()
+        """``_usage`` summed over the namespaces holding a CRDT, and the
+        largest (for metrics)."""
         self._usage_reads: dict[str, asyncio.Future[Usage]] = {}
         self._creating: dict[str, int] = {}
         """CRDTs a batch in flight creates, by namespace: counted in _usage
@@ -726,7 +731,7 @@ class PostgresStore:
             # counted twice until the next read: never fewer than there are).
             missed += self._creating.get(ns, 0)
             found = Usage(found.crdts + missed, found.bytes, found.unmeasured)
-            self._usage[ns] = (found, time.monotonic())
+            self._hold_usage(ns, found, time.monotonic())
             reading.set_result(found)
             return found
         return await reading
@@ -752,10 +757,30 @@ class PostgresStore:
         held = self._usage.get(ns)
         if held is not None:
             usage, at = held
-            self._usage[ns] = (
+            self._hold_usage(
+                ns,
                 Usage(max(0, usage.crdts + crdts), max(0, usage.bytes + grown), usage.unmeasured),
                 at,
             )
+
+    def _hold_usage(self, ns: str, usage: Usage, at: float) -> None:
+        """``ns``'s usage is ``usage`` as of ``at``: the board's totals move by
+        the difference, and the namespace is ranked again at the next scrape."""
+        board = self._usage_board
+        held = self._usage.get(ns)
+        if held is not None and held[0].crdts > 0:
+            was = held[0]
+            board.namespaces -= 1
+            board.crdts -= was.crdts
+            board.bytes -= was.bytes
+            board.unmeasured -= was.unmeasured
+        if usage.crdts > 0:
+            board.namespaces += 1
+            board.crdts += usage.crdts
+            board.bytes += usage.bytes
+            board.unmeasured += usage.unmeasured
+        board.dirty.add(ns)
+        self._usage[ns] = (usage, at)
 
     def _read_usage_again(self, ns: str) -> None:
         """The next usage() reads the namespace's figures; until then they stay."""
@@ -783,7 +808,22 @@ class PostgresStore:
         return held[0] if held is not None else Usage()
 
     def usages(self) -> dict[str, Usage]:
-        return {ns: usage for ns, (usage, _) in self._usage.items()}
+        return {ns: usage for ns, (usage, _) in self._usage.items() if usage.crdts > 0}
+
+    def usage_total(self) -> tuple[int, Usage]:
+        board = self._usage_board
+        return board.namespaces, Usage(board.crdts, board.bytes, board.unmeasured)
+
+    def largest_usages(self, k: int) -> list[tuple[str, Usage]]:
+        names = self._usage_board.largest(k, self._counted_bytes, self._every_counted_bytes)
+        return [(ns, self._usage[ns][0]) for ns in names]
+
+    def _counted_bytes(self, ns: str) -> int | None:
+        held = self._usage.get(ns)
+        return held[0].bytes if held is not None and held[0].crdts > 0 else None
+
+    def _every_counted_bytes(self) -> Iterator[tuple[str, int]]:
+        return ((ns, u.bytes) for ns, (u, _) in self._usage.items() if u.crdts > 0)
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
         # Rows written before sizes were kept (schema version 4) are measured

@@ -39,7 +39,9 @@ sort of the overlay.
 
 Usage (the quotas': live CRDTs, bytes and unmeasured per namespace) is kept
 as running sums, from the table's header and every change to a type or size
-since (:meth:`KeyDir._account`).
+since (:meth:`KeyDir._account`), which also keeps their totals over every
+namespace and marks the namespace for the ranking of the largest
+(:class:`~syncd.store.catalogue.UsageBoard`, read by metrics).
 
 Compaction (embedded/history.py) trims and relocates the overlay on the loop
 and the table's rows in the I/O thread (:func:`table_positions`,
@@ -59,7 +61,7 @@ from typing import Final
 import msgpack
 
 from syncd.store.base import Usage
-from syncd.store.catalogue import MAX_SCAN, UNMEASURED
+from syncd.store.catalogue import MAX_SCAN, UNMEASURED, UsageBoard
 from syncd.store.embedded.hint import (
     Entry,
     Header,
@@ -275,6 +277,9 @@ class KeyDir(HistoryIndex):
         """The ids of the overlay's lives, per namespace, sorted (for
         listings): exactly the keys of ``_lives``."""
         self._usage: dict[str, list[int]] = {}
+        self.board = UsageBoard()
+        """``_usage`` summed over the namespaces that hold a live CRDT, and
+        the largest (for metrics)."""
         self._pending_sizes: dict[Key, int] = {}
         self._unmeasured_round: list[Key] | None = None
         """The overlay's unmeasured keys, sorted, as they were when the current
@@ -296,6 +301,7 @@ class KeyDir(HistoryIndex):
         """Start from ``table`` (at open, before anything is indexed)."""
         self.table = table
         self._usage = {ns: list(u) for ns, u in table.header.usage.items()}
+        self.board.load(table.header.usage.items())
 
     def close(self) -> None:
         if self.table is not None:
@@ -416,16 +422,27 @@ class KeyDir(HistoryIndex):
     # -- the catalogue: types, sizes, usage, listings --------------------------
 
     def _account(self, ns: str, life: Life, sign: int) -> None:
+        """``life`` counts (``sign`` 1) or no longer counts (-1) in ``ns``'s
+        usage, and in the board's totals; the namespace is ranked again at
+        the next scrape (a set.add: see :class:`UsageBoard`)."""
         if life.type_name is None:
             return
         u = self._usage.get(ns)
         if u is None:
             u = self._usage[ns] = [0, 0, 0]
-        u[0] += sign
+        board = self.board
+        crdts = u[0] + sign
+        u[0] = crdts
+        board.crdts += sign
+        if crdts == 0 or (crdts == 1 and sign > 0):
+            board.namespaces += sign  # its first live CRDT, or its last gone
         if life.size < 0:
             u[2] += sign
+            board.unmeasured += sign
         else:
             u[1] += sign * life.size
+            board.bytes += sign * life.size
+        board.dirty.add(ns)
 
     def note_type(self, ns: str, crdt_id: str, type_name: str, size: int = UNMEASURED) -> None:
         """The CRDT's type (``size``: known; else kept, or unmeasured when new)."""
@@ -494,6 +511,24 @@ class KeyDir(HistoryIndex):
 
     def usages(self) -> dict[str, Usage]:
         return {ns: Usage(u[0], u[1], u[2]) for ns, u in self._usage.items() if u[0]}
+
+    def usage_total(self) -> tuple[int, Usage]:
+        """How many namespaces hold a CRDT, and their usages summed: O(1)."""
+        board = self.board
+        return board.namespaces, Usage(board.crdts, board.bytes, board.unmeasured)
+
+    def largest_usages(self, k: int) -> list[tuple[str, Usage]]:
+        """The (at most ``k``, at most ``LARGEST_KEPT``) namespaces with the
+        most bytes and their usages, largest first (:meth:`UsageBoard.largest`)."""
+        names = self.board.largest(k, self._counted_bytes, self._every_counted_bytes)
+        return [(ns, self.usage(ns)) for ns in names]
+
+    def _counted_bytes(self, ns: str) -> int | None:
+        u = self._usage.get(ns)
+        return u[1] if u is not None and u[0] > 0 else None
+
+    def _every_counted_bytes(self) -> Iterator[tuple[str, int]]:
+        return ((ns, u[1]) for ns, u in self._usage.items() if u[0] > 0)
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` live CRDTs without a size, from where the last call

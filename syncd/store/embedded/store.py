@@ -335,6 +335,12 @@ class FileStore:
     def usages(self) -> dict[str, Usage]:
         return self._history.index.usages()
 
+    def usage_total(self) -> tuple[int, Usage]:
+        return self._history.index.usage_total()
+
+    def largest_usages(self, k: int) -> list[tuple[str, Usage]]:
+        return self._history.index.largest_usages(k)
+
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
         return self._history.index.unmeasured(limit)
 
