@@ -444,6 +444,24 @@ class KeyDir(HistoryIndex):
             board.bytes += sign * life.size
         board.dirty.add(ns)
 
+    def _resize(self, ns: str, life: Life, size: int) -> None:
+        """``life`` is ``size`` bytes now. A measured CRDT growing or
+        shrinking (the op path's case) moves its namespace's bytes and the
+        board's by the difference: a third of the instructions of taking it
+        out and counting it again."""
+        u = self._usage.get(ns) if life.type_name is not None else None
+        if u is None or life.size < 0 or size < 0:
+            self._account(ns, life, -1)
+            life.size = size
+            self._account(ns, life, 1)
+            return
+        grown = size - life.size
+        life.size = size
+        u[1] += grown
+        board = self.board
+        board.bytes += grown
+        board.dirty.add(ns)
+
     def note_type(self, ns: str, crdt_id: str, type_name: str, size: int = UNMEASURED) -> None:
         """The CRDT's type (``size``: known; else kept, or unmeasured when new)."""
         key = (ns, crdt_id)
@@ -479,9 +497,7 @@ class KeyDir(HistoryIndex):
             return
         if life.size == size:
             return
-        self._account(ns, life, -1)
-        life.size = size
-        self._account(ns, life, 1)
+        self._resize(ns, life, size)
         self._changed(key)
         if self.on_flush_due is not None and self.flush_due:
             self.on_flush_due()
