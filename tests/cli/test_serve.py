@@ -183,7 +183,13 @@ def test_database_url_without_the_postgres_extra_is_one_line(tmp_path: Path) -> 
     result = run_without(
         ["psycopg", "psycopg_pool"],
         ["serve"],
-        {"DATABASE_URL": "postgresql://u@127.0.0.1:1/db", "SERVICE_DATA_DIR": str(tmp_path)},
+        {
+            "DATABASE_URL": "postgresql://u@127.0.0.1:1/db",
+            "SERVICE_DATA_DIR": str(tmp_path),
+            # Any free port: the default 3000 may be taken on the machine, and
+            # the bind is checked first (its own one line).
+            "SERVICE_BIND": "127.0.0.1:0",
+        },
     )
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
