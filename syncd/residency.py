@@ -82,7 +82,9 @@ docs/operations.md#sizing-a-node)."""
 LOAD_THREAD_BYTES: Final = 64 * 1024
 """A Yjs document whose stored copy (its checkpoint's update and the
 updates after it, base64) is this large or larger is built in a worker
-thread (:func:`_builder`), not on the event loop: Yrs's decode of a
+thread (:func:`_builder`), not on the event loop, on a local store (on a
+shared one the load must be installed in the step that read it: see
+:meth:`Residency._load`): Yrs's decode of a
 1.4 MB document and the replay after it took 0.3-0.6 s of the loop's CPU,
 every connection held meanwhile. Smaller ones load in a few milliseconds,
 less than the thread's hand-off is worth. pycrdt holds the GIL inside
@@ -263,7 +265,12 @@ class Residency:
             return None
         base, records = loaded
         try:
-            if _builds_in_thread(base, records):
+            # Not on a shared store: its load hands over the entry in the
+            # step that releases the CRDT's lock, so that what the cluster
+            # layer heard meanwhile applies to it (PostgresStore.load); an
+            # await here, while the thread builds, let those ops go to a CRDT
+            # not yet resident, and the entry came up without them.
+            if not self.store.shared and _builds_in_thread(base, records):
                 entry = await self._build(ns, crdt_id, base, records)
             else:
                 entry = engine.load(ns, crdt_id, base, records)
