@@ -32,6 +32,7 @@ reconnect).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 from abc import ABC, abstractmethod
@@ -165,6 +166,13 @@ class _ResumingStream(ABC):
         or the service's ``retry_after``). Kept while a reader cancelled in
         the wait (its own read timeout) is away, so its next read waits the
         rest: it tried again at once, an attempt per read."""
+        self._attempt: asyncio.Task[None] | None = None
+        """The connection attempt under way (connect, request, the answer's
+        head): a task of the stream's own, so a reader cancelled in it (its
+        own read timeout, shorter than the server takes to answer) leaves it
+        running and its next read awaits the same attempt. Cancelled at the
+        reader's cancellation, a slow server got a new attempt per read and
+        was never connected to. Cancelled only by :meth:`aclose`."""
         self._connected = False
         self._closed = False
         self._failure: Exception | None = None
@@ -226,21 +234,48 @@ class _ResumingStream(ABC):
             await self._wait_to_retry()
             if self._closed:
                 return
+            attempt = self._attempt
+            if attempt is None:
+                attempt = self._attempt = asyncio.ensure_future(self._attempt_connection())
             try:
-                self._client.check_token()
-                await self._disconnect()  # what a cancelled attempt may have left
-                await self._connect()
+                # Shielded: the reader's cancellation leaves the attempt running.
+                await asyncio.shield(attempt)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if attempt.cancelled() and (task is None or not task.cancelling()):
+                    return  # aclose() (another task) ended the attempt: closed
+                raise
             except _Lost as lost:
+                self._attempt = None
                 await self._wait_to_retry(self._retry_later(lost.retry_after))
                 continue
             except Exception as exc:
                 # Final (refused, expired token). A cancellation is not: the
                 # caller may be timing out one read and come back for more.
+                self._attempt = None
                 await self._close_failing(exc)
                 raise
+            self._attempt = None
             self._connected = True
             self.connects += 1
             return
+
+    async def _attempt_connection(self) -> None:
+        self._client.check_token()
+        await self._disconnect()  # what a failed attempt may have left
+        await self._connect()
+
+    async def _end_attempt(self) -> None:
+        """Cancel the attempt under way and wait for it to end, so it leaves
+        no connection behind the stream's close."""
+        attempt, self._attempt = self._attempt, None
+        if attempt is None:
+            return
+        attempt.cancel()
+        await asyncio.wait([attempt])
+        if not attempt.cancelled():
+            with contextlib.suppress(Exception):
+                attempt.result()  # retrieved: its failure no longer matters
 
     def _unsynced(self, crdt_id: str | None = None) -> None:
         """Not synced (one id resubscribed, or every id: a new connection)."""
@@ -336,6 +371,7 @@ class _ResumingStream(ABC):
         self._closed = True
         self._connected = False
         self._unsynced()
+        await self._end_attempt()
         await self._disconnect()
 
     async def __aenter__(self) -> _ResumingStream:

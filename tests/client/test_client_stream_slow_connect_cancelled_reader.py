@@ -39,12 +39,6 @@ a second, some slack for a slow machine; cancelled reads made one per read."""
 
 VIAS = ["ws", "sse"]
 
-pytestmark = pytest.mark.xfail(
-    strict=True,
-    reason="not fixed yet: _ResumingStream._open (syncd/client/stream.py) runs the "
-    "attempt in the reader's task, so the reader's timeout cancels it",
-)
-
 
 class SlowProxy:
     """Forwards TCP to ``target_port`` only ``ANSWER_DELAY_S`` after accepting
