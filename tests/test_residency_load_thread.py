@@ -11,45 +11,26 @@ measures where the CPU is spent, not how long the loop waits."""
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import httpx
-from pycrdt import Doc, Map
 
 from syncd.residency import LOAD_THREAD_BYTES
 from tests.conftest import RunningServer
 from tests.ws.support import NS, mint
-
-ENTRIES: Final = 80_000
-"""Map entries of the document (one Yjs item each): about 1.4 MB."""
-
-CHUNK: Final = 20_000
-"""Entries written per HTTP op: within the body limit."""
+from tests.yjs.large_doc import WAIT_S, map_chunks
 
 LOOP_SHARE_AT_MOST: Final = 0.5
 """The most of the load's CPU the event loop's thread may spend."""
-
-WAIT_S: Final = 30.0
 
 CRDT: Final = f"/v1/namespaces/{NS}/crdts/yd:big"
 
 
 def _chunks() -> list[str]:
-    doc: Doc[Any] = Doc(client_id=41)
-    entries = doc.get("m", type=Map)
-    out: list[str] = []
-    state = b"\x00"
-    for start in range(0, ENTRIES, CHUNK):
-        with doc.transaction():
-            for i in range(start, start + CHUNK):
-                entries[f"k{i}"] = i
-        out.append(base64.b64encode(doc.get_update(state)).decode())
-        state = doc.get_state()
-    return out
+    return map_chunks(41)
 
 
 async def test_a_large_yjs_document_is_built_off_the_loop_when_loaded(

@@ -22,44 +22,24 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
-from pycrdt import Doc, Map
 
 from syncd.crdt.ydoc import NESTING_THREAD_BYTES
 from tests.conftest import RunningServer
 from tests.ws.support import NS, mint
-
-ENTRIES: Final = 80_000
-"""Map entries of the document (one Yjs item each): about 1.4 MB."""
-
-CHUNK: Final = 20_000
-"""Entries written per HTTP op: within the body limit."""
+from tests.yjs.large_doc import WAIT_S, keystroke, map_chunks
 
 LOOP_SHARE_AT_MOST: Final = 0.5
 """The most of the first write's CPU the event loop's thread may spend."""
-
-WAIT_S: Final = 30.0
 
 OPS: Final = f"/v1/namespaces/{NS}/crdts/yd:big/ops"
 
 
 def _chunks() -> list[str]:
-    doc: Doc[Any] = Doc(client_id=21)
-    entries = doc.get("m", type=Map)
-    out: list[str] = []
-    state = b"\x00"
-    for start in range(0, ENTRIES, CHUNK):
-        with doc.transaction():
-            for i in range(start, start + CHUNK):
-                entries[f"k{i}"] = i
-        out.append(base64.b64encode(doc.get_update(state)).decode())
-        state = doc.get_state()
-    return out
+    return map_chunks(21)
 
 
 def _keystroke() -> str:
-    doc: Doc[Any] = Doc(client_id=22)
-    doc.get("m", type=Map)["typed"] = 1
-    return base64.b64encode(doc.get_update()).decode()
+    return base64.b64encode(keystroke(22)).decode()
 
 
 async def test_the_first_http_write_after_a_load_reads_the_depths_off_the_loop(

@@ -20,17 +20,11 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
-from pycrdt import Doc, Map
 
 from syncd.crdt.ydoc import NESTING_THREAD_BYTES
 from tests.conftest import RunningServer
 from tests.ws.support import NS, mint
-
-ENTRIES: Final = 80_000
-"""Map entries of the document (one Yjs item each): about 1.4 MB."""
-
-CHUNK: Final = 20_000
-"""Entries written per HTTP op: within the body limit."""
+from tests.yjs.large_doc import WAIT_S, keystroke, map_chunks
 
 LOOP_SHARE_AT_MOST: Final = 0.75
 """The most of the revert's CPU the event loop's thread may spend. The
@@ -38,31 +32,17 @@ revert's own work stays on the loop (the document at the window's start,
 Yrs's undo): 0.44 s of 0.79 s measured with the depths read in a thread,
 0.89 s of 0.89 s with them read at the first op staged."""
 
-WAIT_S: Final = 30.0
-
 CRDT: Final = f"/v1/namespaces/{NS}/crdts/yd:big"
 
 REVERTED_CLIENT: Final = 32
 
 
 def _chunks() -> list[str]:
-    doc: Doc[Any] = Doc(client_id=31)
-    entries = doc.get("m", type=Map)
-    out: list[str] = []
-    state = b"\x00"
-    for start in range(0, ENTRIES, CHUNK):
-        with doc.transaction():
-            for i in range(start, start + CHUNK):
-                entries[f"k{i}"] = i
-        out.append(base64.b64encode(doc.get_update(state)).decode())
-        state = doc.get_state()
-    return out
+    return map_chunks(31)
 
 
 def _keystroke() -> str:
-    doc: Doc[Any] = Doc(client_id=REVERTED_CLIENT)
-    doc.get("m", type=Map)["typed"] = 1
-    return base64.b64encode(doc.get_update()).decode()
+    return base64.b64encode(keystroke(REVERTED_CLIENT)).decode()
 
 
 async def test_a_reverts_first_write_after_a_load_reads_the_depths_off_the_loop(

@@ -13,7 +13,6 @@ entries); in a thread, 0.04 s of 0.55 s."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,43 +20,23 @@ from typing import Any, Final
 
 import httpx
 import websockets
-from pycrdt import Doc, Map
 
 from syncd.crdt.ydoc import NESTING_THREAD_BYTES
 from syncd.yjs.protocol import sync_update
 from tests.conftest import RunningServer
 from tests.ws.support import NS, mint
-
-ENTRIES: Final = 80_000
-"""Map entries of the document (one Yjs item each): about 1.4 MB."""
-
-CHUNK: Final = 20_000
-"""Entries written per HTTP op: within the body limit."""
+from tests.yjs.large_doc import WAIT_S, keystroke, map_chunks
 
 LOOP_SHARE_AT_MOST: Final = 0.5
 """The most of the first write's CPU the event loop's thread may spend."""
 
-WAIT_S: Final = 30.0
-
 
 def _chunks() -> list[str]:
-    doc: Doc[Any] = Doc(client_id=11)
-    entries = doc.get("m", type=Map)
-    out: list[str] = []
-    state = b"\x00"
-    for start in range(0, ENTRIES, CHUNK):
-        with doc.transaction():
-            for i in range(start, start + CHUNK):
-                entries[f"k{i}"] = i
-        out.append(base64.b64encode(doc.get_update(state)).decode())
-        state = doc.get_state()
-    return out
+    return map_chunks(11)
 
 
 def _keystroke() -> bytes:
-    doc: Doc[Any] = Doc(client_id=12)
-    doc.get("m", type=Map)["typed"] = 1
-    return doc.get_update()
+    return keystroke(12)
 
 
 async def test_the_first_write_after_a_load_reads_the_depths_off_the_loop(
