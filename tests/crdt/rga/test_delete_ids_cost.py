@@ -32,9 +32,10 @@ RUNS = 1000
 RUN_LENGTH = 64
 """Elements per run: 64,000 ids in all."""
 
-JSON_FACTOR = 20
+JSON_FACTOR = 25
 """How many times ``json.loads`` of the op's body the delete may cost: about
-10 here, and about 40 when the ids were sorted one by one."""
+10 here on a quiet machine (21 was seen beside a loaded make test), and
+about 40 when the ids were sorted one by one."""
 
 
 def _best_cpu(make: Callable[[], Callable[[], Any]], runs: int = 5) -> float:
@@ -46,6 +47,18 @@ def _best_cpu(make: Callable[[], Callable[[], Any]], runs: int = 5) -> float:
         call()
         best = min(best, time.process_time() - start)
     return best
+
+
+def _best_cpu_interleaved(
+    makes: tuple[Callable[[], Callable[[], Any]], Callable[[], Callable[[], Any]]], runs: int = 7
+) -> tuple[float, float]:
+    """:func:`_best_cpu` of two calls taking turns, so that a burst of load
+    on the machine falls on both rather than on one."""
+    a, b = float("inf"), float("inf")
+    for _ in range(runs):
+        a = min(a, _best_cpu(makes[0], 1))
+        b = min(b, _best_cpu(makes[1], 1))
+    return a, b
 
 
 def _interleaved(runs: int, length: int) -> Rga:
@@ -68,8 +81,7 @@ def test_deleting_every_id_in_document_order_costs_about_reading_them() -> None:
     def decode() -> Callable[[], Any]:
         return lambda: json.loads(body)
 
-    took = _best_cpu(delete)
-    floor = _best_cpu(decode)
+    took, floor = _best_cpu_interleaved((delete, decode))
     assert took < JSON_FACTOR * floor, (took, floor)
     rga = base.clone()
     delta = rga.apply_op({"op": "delete", "ids": ids}, ctx())
