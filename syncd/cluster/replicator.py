@@ -315,6 +315,9 @@ class Replicator:
         """CRDTs whose queue in ``_pending`` waits for their lock's holder to
         let go (``_freed``), not in a task: usually a batch of this node's,
         whose read under the row locks covers most of what was queued."""
+        self._draining: set[Key] = set()
+        """CRDTs whose queue a drain is working through now (it holds their
+        lock): the item at the head of such a queue may be under way."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._readers = asyncio.Semaphore(table_readers(store.pool.size))
         """Taken by each queue drain before its CRDT's lock (see table_readers):
@@ -585,8 +588,22 @@ class Replicator:
                 if held is not None and row.live and held == (row.epoch, row.seq):
                     continue
                 behind += 1
+                if self._sync_queued(key):
+                    continue  # it reads the table when it runs: after this row
                 self._enqueue(key, _SYNC)
         return behind
+
+    def _sync_queued(self, key: Key) -> bool:
+        """A reload of ``key`` is queued and not yet under way. A catch-up
+        that finds the CRDT behind again (the last one's reloads still
+        waiting for their turn: a loaded node, a periodic reconcile right
+        after a reconnect's catch-up) then adds nothing: queued again, each
+        CRDT was read from the table twice, when the node could least
+        afford it."""
+        queue = self._pending.get(key)
+        if not queue or queue[-1] is not _SYNC:
+            return False
+        return len(queue) > 1 or key not in self._draining
 
     def _unfollow(self, keys: Sequence[Key]) -> None:
         """Stop following those of ``keys`` this node neither holds nor waits
@@ -731,6 +748,7 @@ class Replicator:
         try:
             async with self._readers, self._store.locks.hold(key):
                 queue = self._pending[key]
+                self._draining.add(key)
                 while queue:
                     if not self._try_apply(key, queue[0]):
                         # After this the engine equals the table, which already
@@ -742,6 +760,7 @@ class Replicator:
                 log.warning("reading %s/%s from the database failed: %s", key[0], key[1], exc)
                 self._trouble.set()  # the catch-up after the next good probe covers it
         finally:
+            self._draining.discard(key)
             self._pending.pop(key, None)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
