@@ -2549,9 +2549,28 @@ var SseParser = class {
     this._skipLf = false;
     this._data = [];
     this._event = "";
+    this.error = null;
   }
+  /**
+   * The events `chunk` completes. An event past the bound throws: at once
+   * when `chunk` completed none before it, else at the next call (`error`),
+   * after these are returned. They were whole events, and one chunk may hold
+   * several before an oversize one (a batch's deltas, read at once): thrown
+   * at once, they were lost with it.
+   */
   events(chunk) {
+    if (this.error !== null) throw this.error;
     const events = [];
+    try {
+      this._events(chunk, events);
+    } catch (err) {
+      if (err?.code !== "message_too_large") throw err;
+      this.error = err;
+      if (events.length === 0) throw err;
+    }
+    return events;
+  }
+  _events(chunk, events) {
     let pos = 0;
     if (this._skipLf && chunk.length > 0) {
       this._skipLf = false;
@@ -2576,7 +2595,6 @@ var SseParser = class {
       this._partialChars += chunk.length - pos;
       if (this._partialChars + this._dataChars > this._max) throw eventTooLarge(this._max);
     }
-    return events;
   }
   _line(line, events) {
     if (line === "") {
@@ -2806,6 +2824,7 @@ var EventStream = class extends Emitter {
             return;
           }
         }
+        if (parser.error !== null) throw parser.error;
       }
       throw new SyncdError("connection_lost", "event stream ended");
     } catch (err) {

@@ -375,7 +375,13 @@ export const MAX_EVENT_CHARS: 134217728;
 export class SseParser {
   /** `maxEventChars` (default MAX_EVENT_CHARS; Infinity for none; else a positive number, or a RangeError): past it, `events()` throws a SyncdError `message_too_large`. */
   constructor(maxEventChars?: number);
-  /** Each complete event: `event` is `'message'` for a delta, `'end'` for the stream's last. */
+  /**
+   * The `message_too_large` error once an event passed the bound: thrown by
+   * every later call. When the chunk that held it completed events before it,
+   * those were returned and this is set (check it after handling them).
+   */
+  error: SyncdError | null;
+  /** Each complete event: `event` is `'message'` for a delta, `'end'` for the stream's last. An event past the bound throws, after any events the same chunk completed before it were returned (see `error`). */
   events(chunk: string): { event: string; data: string }[];
   /** The data of each complete delta (unnamed) event. */
   feed(chunk: string): string[];

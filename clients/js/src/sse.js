@@ -137,10 +137,37 @@ export class SseParser {
     this._skipLf = false;
     this._data = [];
     this._event = '';
+    /**
+     * The SyncdError `message_too_large` of the event past the bound, once
+     * met: thrown by every later call (the parser takes nothing more). When
+     * the chunk that held it completed other events before it, those were
+     * returned first and this is the only news of it: a reader checks it
+     * once it has handled them, rather than wait for another chunk.
+     */
+    this.error = null;
   }
 
+  /**
+   * The events `chunk` completes. An event past the bound throws: at once
+   * when `chunk` completed none before it, else at the next call (`error`),
+   * after these are returned. They were whole events, and one chunk may hold
+   * several before an oversize one (a batch's deltas, read at once): thrown
+   * at once, they were lost with it.
+   */
   events(chunk) {
+    if (this.error !== null) throw this.error;
     const events = [];
+    try {
+      this._events(chunk, events);
+    } catch (err) {
+      if (err?.code !== 'message_too_large') throw err;
+      this.error = err;
+      if (events.length === 0) throw err;
+    }
+    return events;
+  }
+
+  _events(chunk, events) {
     let pos = 0;
     if (this._skipLf && chunk.length > 0) {
       this._skipLf = false;
@@ -165,7 +192,6 @@ export class SseParser {
       this._partialChars += chunk.length - pos;
       if (this._partialChars + this._dataChars > this._max) throw eventTooLarge(this._max);
     }
-    return events;
   }
 
   _line(line, events) {
@@ -426,6 +452,8 @@ export class EventStream extends Emitter {
             return;
           }
         }
+        // An event past the bound, behind the events just delivered.
+        if (parser.error !== null) throw parser.error;
       }
       throw new SyncdError('connection_lost', 'event stream ended');
     } catch (err) {
