@@ -15,6 +15,55 @@ export const PYTHON = process.env.SYNCD_PYTHON ?? join(REPO, '.venv', 'bin', 'py
 export const ADMIN = 'js-test-admin';
 const SIGNING_KEY = '22'.repeat(32);
 const START_TIMEOUT_MS = 20000;
+/** A stop's wait for the server to exit after SIGTERM (its graceful stop) before SIGKILL. */
+const STOP_TIMEOUT_MS = 10000;
+
+/**
+ * How syncd is run: `python -m syncd`, with a thread that ends it (SIGTERM,
+ * its graceful stop) once its stdin ends. Its stdin is a pipe from this
+ * process, which closes when this process is gone, however it went: a test
+ * file killed by the runner, a crash, a signal. The 'exit' handler below
+ * covers a process that exits; a killed one runs no handler at all.
+ */
+const LAUNCH = `
+import os, runpy, signal, sys, threading
+
+def _orphaned():
+    sys.stdin.buffer.read()
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=_orphaned, name="stdin-watch", daemon=True).start()
+runpy.run_module("syncd", run_name="__main__", alter_sys=True)
+`;
+
+/**
+ * The server processes started here and not yet exited, and the data
+ * directories not yet removed: at this process's exit the processes are
+ * killed and the directories removed, whatever path left them (a start that
+ * failed or timed out, a test that threw before its teardown was registered,
+ * a test timeout).
+ */
+const running = new Set();
+const dataDirs = new Set();
+
+/** Pids and data directories of every server this process started (for the helper's own tests). */
+export const launched = [];
+
+process.on('exit', () => {
+  for (const proc of running) {
+    try {
+      proc.kill('SIGKILL');
+    } catch {
+      // gone meanwhile
+    }
+  }
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function removeDataDir(dir) {
+  rmSync(dir, { recursive: true, force: true });
+  dataDirs.delete(dir);
+}
 
 /** Skip reason when no syncd can be started here, else null. */
 export function serverMissing() {
@@ -36,17 +85,37 @@ async function freePort() {
   });
 }
 
-/** Start syncd; `restart()` stops it and starts it again on the same port and data. */
-export async function startServer(env = {}) {
+/**
+ * Start syncd; `restart()` stops it and starts it again on the same port and
+ * data. A start that fails (the server exits, or is not ready within
+ * `startTimeoutMs`) stops what it started and removes the data directory
+ * before it throws: nobody holds the server to close it.
+ */
+export async function startServer(env = {}, { startTimeoutMs = START_TIMEOUT_MS } = {}) {
   const dataDir = mkdtempSync(join(tmpdir(), 'syncd-js-'));
-  const port = await freePort();
+  dataDirs.add(dataDir);
+  let port;
+  try {
+    port = await freePort();
+  } catch (err) {
+    removeDataDir(dataDir);
+    throw err;
+  }
   const server = {
     url: `http://127.0.0.1:${port}`,
     port,
     proc: null,
     log: '',
     async start() {
-      const proc = spawn(PYTHON, ['-m', 'syncd'], {
+      try {
+        await this._start();
+      } catch (err) {
+        await this.stop();
+        throw err;
+      }
+    },
+    async _start() {
+      const proc = spawn(PYTHON, ['-c', LAUNCH], {
         cwd: REPO,
         env: {
           ...process.env,
@@ -59,30 +128,48 @@ export async function startServer(env = {}) {
           SERVICE_LOG_LEVEL: 'warning',
           ...env,
         },
-        stdio: ['ignore', 'pipe', 'pipe'],
+        // stdin: the pipe whose end stops the server (LAUNCH).
+        stdio: ['pipe', 'pipe', 'pipe'],
       });
+      running.add(proc);
+      proc.once('exit', () => running.delete(proc));
+      launched.push({ pid: proc.pid, dataDir });
       proc.stdout.on('data', (d) => (server.log += d));
       proc.stderr.on('data', (d) => (server.log += d));
+      // An error of the pipe (the server gone first) is not this process's.
+      proc.stdin.on('error', () => {});
       this.proc = proc;
-      const deadline = Date.now() + START_TIMEOUT_MS;
+      const deadline = Date.now() + startTimeoutMs;
       while (Date.now() < deadline) {
-        if (proc.exitCode !== null) throw new Error(`syncd exited: ${server.log}`);
+        if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`syncd exited: ${server.log}`);
         try {
-          const r = await fetch(`${server.url}/health/live`);
+          // Bounded: a server that accepts and never answers does not outlast the deadline.
+          const r = await fetch(`${server.url}/health/live`, { signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
           if (r.ok) return;
         } catch {
           // not listening yet
         }
         await new Promise((r) => setTimeout(r, 50));
       }
-      throw new Error(`syncd did not start: ${server.log}`);
+      throw new Error(`syncd did not start in ${startTimeoutMs} ms: ${server.log}`);
     },
+    /** SIGTERM (its graceful stop), then SIGKILL after STOP_TIMEOUT_MS; resolves once it has exited. */
     async stop() {
       const proc = this.proc;
-      if (!proc || proc.exitCode !== null) return;
-      const exited = new Promise((r) => proc.once('exit', r));
-      proc.kill('SIGTERM');
-      await exited;
+      if (!proc) return;
+      if (proc.exitCode === null && proc.signalCode === null) {
+        const exited = new Promise((r) => proc.once('exit', r));
+        proc.kill('SIGTERM');
+        let timer;
+        const late = new Promise((r) => {
+          timer = setTimeout(r, STOP_TIMEOUT_MS, 'late');
+        });
+        if ((await Promise.race([exited, late])) === 'late') {
+          proc.kill('SIGKILL');
+          await exited;
+        }
+        clearTimeout(timer);
+      }
     },
     async restart() {
       await this.stop();
@@ -90,7 +177,7 @@ export async function startServer(env = {}) {
     },
     async close() {
       await this.stop();
-      rmSync(dataDir, { recursive: true, force: true });
+      removeDataDir(dataDir);
     },
     /** A token from the admin endpoint. */
     async token({ namespace = 'ns1', clientId = 7, ttlMs, read = ['*'], write = ['*'] } = {}) {
@@ -103,7 +190,12 @@ export async function startServer(env = {}) {
       return (await r.json()).token;
     },
   };
-  await server.start();
+  try {
+    await server.start();
+  } catch (err) {
+    removeDataDir(dataDir);
+    throw err;
+  }
   return server;
 }
 
