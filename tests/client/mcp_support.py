@@ -13,7 +13,14 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 ANSWER_TIMEOUT_S = 10
-"""Upper bound on waiting for one answer line (a loaded machine is slow to start Python)."""
+"""Upper bound on waiting for one answer line from a server already started."""
+
+START_TIMEOUT_S = 60
+"""Upper bound on waiting for the first answer (to ``initialize``): it comes
+once the subprocess's Python has started and imported syncd, the MCP SDK and
+httpx, about a second on a quiet machine, and more than ANSWER_TIMEOUT_S
+(10 s) on a loaded one (test_client_mcp_batches failed so). Only a bound:
+the wait ends as soon as the answer comes."""
 
 INIT = {
     "jsonrpc": "2.0",
@@ -73,7 +80,7 @@ async def answer(
     return answer
 
 
-async def initialize(proc: asyncio.subprocess.Process, timeout_s: float = ANSWER_TIMEOUT_S) -> None:
+async def initialize(proc: asyncio.subprocess.Process, timeout_s: float = START_TIMEOUT_S) -> None:
     """The MCP handshake: ``initialize``, its answer, then ``notifications/initialized``."""
     await send(proc, INIT)
     assert (await answer(proc, timeout_s))["id"] == 0

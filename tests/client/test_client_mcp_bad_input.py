@@ -27,12 +27,12 @@ class Session:
     async def send(self, line: str) -> None:
         await stdio.send_bytes(self.proc, line.encode() + b"\n")
 
-    async def answer(self) -> dict[str, Any]:
-        return await stdio.answer(self.proc)
+    async def answer(self, timeout_s: float = stdio.ANSWER_TIMEOUT_S) -> dict[str, Any]:
+        return await stdio.answer(self.proc, timeout_s)
 
-    async def call(self, line: str) -> dict[str, Any]:
+    async def call(self, line: str, timeout_s: float = stdio.ANSWER_TIMEOUT_S) -> dict[str, Any]:
         await self.send(line)
-        return await self.answer()
+        return await self.answer(timeout_s)
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ async def session(server: RunningServer) -> AsyncIterator[Session]:
     args += ["--crdt", "tags:orset", "--crdt", "yd:doc", "--max-result-chars", "1000"]
     async with stdio.mcp_process(args) as proc:
         session = Session(proc)
-        answer = await session.call(json.dumps(stdio.INIT))
+        answer = await session.call(json.dumps(stdio.INIT), stdio.START_TIMEOUT_S)
         assert "offset=next_offset" in answer["result"]["instructions"]
         await session.send(json.dumps(stdio.INITIALIZED))
         yield session

@@ -46,7 +46,7 @@ async def _session(server: RunningServer, version: str) -> AsyncIterator[Session
         session = Session(proc)
         init = {**stdio.INIT, "params": {**stdio.INIT["params"], "protocolVersion": version}}
         await session.send(init)
-        answer = await session.answer()
+        answer = await session.answer(stdio.START_TIMEOUT_S)  # the subprocess starting
         assert answer["result"]["protocolVersion"] == version
         await session.send(stdio.INITIALIZED)
         yield session
@@ -160,7 +160,7 @@ async def test_a_cancelled_request_leaves_the_rest_of_its_batch_answered(
                 "params": {**stdio.INIT["params"], "protocolVersion": BATCH_VERSION},
             }
             await session.send(init)
-            await session.answer()
+            await session.answer(stdio.START_TIMEOUT_S)  # the subprocess starting
             await session.send(stdio.INITIALIZED)
             await session.send([_request(1, "ping"), _add(2, "slow")])
             with pytest.raises(asyncio.TimeoutError):
