@@ -112,8 +112,9 @@ _VISIBLE_ASCII: Final = frozenset(range(0x21, 0x7F))
 
 
 def origin_in_head(head: bytes) -> str | None:
-    """The ``Origin`` of a refused request, read from the raw bytes its head
-    starts (what came of it in one read), where it can be read for certain:
+    """The ``Origin`` of a refused request, read from the raw bytes of its
+    head from its first byte on (across reads: the connection keeps them,
+    ``protocol.HEAD_KEEP_BYTES``), where it can be read for certain:
     one whole field line named ``Origin`` (a name as sent, no space before
     its colon) whose value is visible ASCII, as every origin's serialization
     is (RFC 6454 6.2). None when there is none, two of them, or the line is

@@ -34,6 +34,11 @@ the peer's EOF, once it has sent nothing for ``LINGER_IDLE_S``, or
 close). The bounds are on time, not bytes: a client uploading a body far over
 the limit must be able to send all of it and then read its 413.
 
+A parse refusal carries CORS headers (``extra_headers``) for an allowed Origin
+as other answers do, so a browser page reads it: from the refused request's
+raw head bytes, kept by reference from a request boundary across reads
+(``HEAD_KEEP_BYTES``; a pipelined one is found behind the requests before it).
+
 Backpressure: when the transport's write buffer passes its high-water mark,
 reading pauses until it drains (not a stream's: its EOF must end it, and
 what else it sends is discarded); ``connection_lost`` wakes every writer waiting
@@ -62,7 +67,14 @@ from syncd.http.connstate import (
     Phase,
 )
 from syncd.http.parser import CLOSED as PEER_CLOSED
-from syncd.http.parser import CONTINUE, NEED_DATA, HttpParser, ParseError, origin_in_head
+from syncd.http.parser import (
+    CONTINUE,
+    MAX_HEAD_BYTES,
+    NEED_DATA,
+    HttpParser,
+    ParseError,
+    origin_in_head,
+)
 from syncd.http.parsers import make_parser
 from syncd.http.request import Request
 from syncd.http.response import (
@@ -111,6 +123,13 @@ LINGER_TOTAL_S: Final = 30.0
 # closed at once rather than held.
 REFUSED_LINGER_S: Final = 0.5
 MAX_REFUSED_LINGERING: Final = 64
+# The reads kept from a request boundary on (by reference, not copied), where
+# a parse refusal's answer looks for the refused request's Origin: its head's
+# first MAX_HEAD_BYTES (all origin_in_head reads) behind as many bytes of the
+# pipelined requests before it. Past it, the Origin is not looked for: an
+# answer carries no CORS header for a guess (browsers, the clients CORS is
+# for, do not pipeline).
+HEAD_KEEP_BYTES: Final = 2 * MAX_HEAD_BYTES
 
 
 class ServerContext:
@@ -171,7 +190,9 @@ class HttpProtocol(asyncio.Protocol):
         "_ctx",
         "_deadline",
         "_drain_waiters",
+        "_head_kept",
         "_head_read",
+        "_head_skip",
         "_linger_budget",
         "_linger_end",
         "_linger_idle",
@@ -219,10 +240,18 @@ class HttpProtocol(asyncio.Protocol):
         """How long lingering waits for the peer's next bytes or its EOF."""
         self._unsent_mark = 0
         self._refused = False
-        self._head_read = b""
-        """The read a request still in progress began at its first byte (empty
-        once it is complete, or when it began inside an earlier read): where
-        a parse refusal's answer finds the request's Origin (CORS)."""
+        self._head_read: bytes | list[bytes] = b""
+        """The reads since the last request boundary (the first byte of a
+        read the parser held nothing before): one read, or a list of them
+        once more came (``_keep_read``, up to HEAD_KEEP_BYTES); empty when
+        nothing is in progress or where a request starts is no longer known.
+        Where a parse refusal's answer finds the refused request's Origin
+        (CORS: ``_refused_head``). References, never copies."""
+        self._head_skip = 0
+        """Requests dispatched from ``_head_read``'s bytes: the refused one
+        begins after them."""
+        self._head_kept = 0
+        """Bytes in ``_head_read`` once it is a list."""
 
     # -- asyncio.Protocol ------------------------------------------------
 
@@ -262,14 +291,18 @@ class HttpProtocol(asyncio.Protocol):
         parser = self._parser
         if self._stream is not None or parser is None:
             return  # a stream's client has nothing more to say; ignore it
-        if self._state.phase is IDLE and not parser.in_progress() and not self._write_paused:
-            # First byte of a new request: the header deadline starts now, once.
-            # (_set_deadline and _arm's usual case, inline: once per request.)
-            deadline = self._deadline = self._loop.time() + self._ctx.header_timeout
-            timer = self._timer
-            if timer is None or timer.when() > deadline:
-                self._arm(deadline)
-            self._head_read = data  # a reference, no copy; dropped when it is complete
+        if self._state.phase is IDLE and not parser.in_progress():
+            if not self._write_paused:
+                # First byte of a new request: the header deadline starts now, once.
+                # (_set_deadline and _arm's usual case, inline: once per request.)
+                deadline = self._deadline = self._loop.time() + self._ctx.header_timeout
+                timer = self._timer
+                if timer is None or timer.when() > deadline:
+                    self._arm(deadline)
+            self._head_read = data  # a reference, no copy; dropped once nothing is in progress
+            self._head_skip = 0
+        elif self._head_read:
+            self._keep_read(data)
         parser.feed(data)
         if self._state.phase is IDLE:
             self._process()
@@ -356,6 +389,7 @@ class HttpProtocol(asyncio.Protocol):
                     if parser.in_progress():
                         self._set_deadline_once(self._ctx.header_timeout)
                     else:
+                        self._head_read = b""  # the next read starts a request
                         # _set_deadline (writing is not paused here) and _arm's
                         # usual case, inline: once per request.
                         deadline = self._deadline = self._loop.time() + self._ctx.keepalive_timeout
@@ -418,19 +452,51 @@ class HttpProtocol(asyncio.Protocol):
         a page on an allowed origin reads its 400, 413, 431, 501 or 505
         instead of a network error): from its fields where the parser read
         and took its whole head, else from the Origin that can be read in
-        the raw bytes it began with (``origin_in_head``)."""
+        its raw bytes (``origin_in_head`` of ``_refused_head``)."""
+        if self._ctx.extra_headers is None:
+            return ()
+        if refusal.headers is not None:
+            return self._cors_headers(refusal.headers)
+        head = self._refused_head()
+        origin = origin_in_head(head) if head else None
+        return self._cors_headers({} if origin is None else {"origin": origin})
+
+    def _cors_headers(self, fields: dict[str, str]) -> Headers:
+        """What ``extra_headers`` gives a request of ``fields`` alone (all it
+        reads of one); nothing without a CORS policy."""
         extra_headers = self._ctx.extra_headers
         if extra_headers is None:
             return ()
-        fields = refusal.headers
-        if fields is None:
-            origin = origin_in_head(self._head_read) if self._head_read else None
-            fields = {} if origin is None else {"origin": origin}
-        # A request of its fields alone: all extra_headers reads of one.
         return extra_headers(Request("", "", "", fields, b"", "1.1", False))
 
+    def _keep_read(self, data: bytes) -> None:
+        """A read after the one a request boundary began: kept behind it
+        while what is kept is under HEAD_KEEP_BYTES; past that, nothing is
+        (where a later request starts is no longer known)."""
+        kept = self._head_read
+        if isinstance(kept, bytes):
+            self._head_kept = len(kept)
+            kept = self._head_read = [kept]
+        if self._head_kept >= HEAD_KEEP_BYTES:
+            self._head_read = b""
+            return
+        kept.append(data)
+        self._head_kept += len(data)
+
+    def _refused_head(self) -> bytes:
+        """The raw bytes of the request the parser refused, from its first
+        byte on (across reads; its first MAX_HEAD_BYTES are all that is read
+        of them), or b"" where they are not known. Only on the way to a
+        refusal's answer."""
+        kept = self._head_read
+        data = kept if isinstance(kept, bytes) else b"".join(kept)
+        if not data or not self._head_skip:
+            return data
+        start = _request_start(data, self._head_skip, self._ctx.max_body)
+        return b"" if start is None else data[start:]
+
     def _dispatch(self, request: Request) -> None:
-        self._head_read = b""
+        self._head_skip += 1
         self._state.to(BUSY)
         request.started = time.perf_counter()
         trusted = self._ctx.trusted_proxies
@@ -548,6 +614,7 @@ class HttpProtocol(asyncio.Protocol):
             return
         self._cancel_timer()  # no deadline while streaming (see the module docstring)
         self._parser = None  # and its last request: nothing more is read
+        self._head_read = b""  # nor refused
         sink = _Sink(self)
         self._stream = sink
         self._state.to(STREAMING)
@@ -573,6 +640,7 @@ class HttpProtocol(asyncio.Protocol):
         if ctx.on_request is not None:
             ctx.on_request(request, 101, time.perf_counter() - request.started)
         trailing = self._parser.trailing_data() if self._parser is not None else b""
+        self._head_read = b""
         self._state.to(UPGRADED)
         self._cancel_timer()
         self._ctx.connections.discard(self)
@@ -752,6 +820,25 @@ _PARSE_CODES = {
     505: "bad_request",
     501: "not_implemented",
 }
+
+
+def _request_start(data: bytes, completed: int, max_body: int) -> int | None:
+    """Where in ``data`` (received from a request boundary on) the request
+    after the first ``completed`` begins, or None if they do not parse: h11,
+    the reference parser, reads them again and holds exactly the bytes it
+    has not taken (llhttp reports no offsets). Only on the way to a refusal's
+    answer, for requests already read and answered once, at most
+    HEAD_KEEP_BYTES of them (and a read)."""
+    parser = make_parser("h11", max_body)
+    parser.feed(data)
+    for _ in range(completed):
+        event = parser.next_event()
+        if event is CONTINUE:
+            event = parser.next_event()
+        if not isinstance(event, Request):
+            return None
+        parser.start_next_cycle()
+    return len(data) - parser.buffered()
 
 
 def _upgrade_refusal(request: Request) -> str | None:
