@@ -7,7 +7,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -93,6 +93,8 @@ for (const how of ['exit', 'kill']) {
       if (how === 'exit') assert.equal(existsSync(dataDir), false, 'its data directory is left');
     } finally {
       reap([pid]);
+      // A killed process removes nothing: its server stops, its directory stays.
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 }
