@@ -34,10 +34,12 @@ the peer's EOF, once it has sent nothing for ``LINGER_IDLE_S``, or
 close). The bounds are on time, not bytes: a client uploading a body far over
 the limit must be able to send all of it and then read its 413.
 
-A parse refusal carries CORS headers (``extra_headers``) for an allowed Origin
-as other answers do, so a browser page reads it: from the refused request's
-raw head bytes, kept by reference from a request boundary across reads
-(``HEAD_KEEP_BYTES``; a pipelined one is found behind the requests before it).
+Refusals carry CORS headers (``extra_headers``) for an allowed Origin as other
+answers do, so a browser page reads them: a parse refusal's from the refused
+request's raw head bytes, kept by reference from a request boundary across
+reads (``HEAD_KEEP_BYTES``; a pipelined one is found behind the requests
+before it); a 503 at accept from the head it waits for briefly, within the
+bounds of the refused connections' linger (``REFUSED_HEAD_WAIT_S``).
 
 Backpressure: when the transport's write buffer passes its high-water mark,
 reading pauses until it drains (not a stream's: its EOF must end it, and
@@ -123,6 +125,14 @@ LINGER_TOTAL_S: Final = 30.0
 # closed at once rather than held.
 REFUSED_LINGER_S: Final = 0.5
 MAX_REFUSED_LINGERING: Final = 64
+# With a CORS policy, a refused connection's 503 waits for the head of the
+# request it came to send (its Origin), for at most this long and this many
+# bytes: a browser sends its request at once after connecting, and puts Origin
+# before the Cookie field that makes its heads long. The wait counts against
+# MAX_REFUSED_LINGERING, so under a flood it costs no more than the linger:
+# past that many, the 503 goes out at once (with Vary: Origin alone).
+REFUSED_HEAD_WAIT_S: Final = 0.25
+REFUSED_HEAD_BYTES: Final = 8 * 1024
 # The reads kept from a request boundary on (by reference, not copied), where
 # a parse refusal's answer looks for the refused request's Origin: its head's
 # first MAX_HEAD_BYTES (all origin_in_head reads) behind as many bytes of the
@@ -203,6 +213,7 @@ class HttpProtocol(asyncio.Protocol):
         "_processing",
         "_read_paused",
         "_refused",
+        "_refusing",
         "_state",
         "_stream",
         "_task",
@@ -252,6 +263,9 @@ class HttpProtocol(asyncio.Protocol):
         begins after them."""
         self._head_kept = 0
         """Bytes in ``_head_read`` once it is a list."""
+        self._refusing: bytes | None = None
+        """A connection refused at accept whose 503 waits for its head (the
+        bytes so far): ``REFUSED_HEAD_WAIT_S``; None otherwise."""
 
     # -- asyncio.Protocol ------------------------------------------------
 
@@ -267,11 +281,16 @@ class HttpProtocol(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         ctx = self._ctx
         if ctx.closing or ctx.connection_count >= ctx.max_connections:
-            reason = "server is shutting down" if ctx.closing else "too many connections"
-            transport.write(render(error_response(503, "unavailable", reason), keep_alive=False))
-            if ctx.on_response is not None:
-                ctx.on_response(503)
-            self._refuse()
+            self._parser = None  # nothing it sends is parsed
+            if ctx.extra_headers is not None and ctx.refused_lingering < MAX_REFUSED_LINGERING:
+                # Its Origin first, so that a page on an allowed origin can
+                # read the 503 (CORS): see REFUSED_HEAD_WAIT_S.
+                ctx.refused_lingering += 1
+                self._refused = True
+                self._refusing = b""
+                self._timer = self._loop.call_later(REFUSED_HEAD_WAIT_S, self._answer_refused)
+                return
+            self._answer_refused()
             return
         ctx.connections.add(self)
         self._set_deadline(self._ctx.header_timeout)
@@ -289,7 +308,9 @@ class HttpProtocol(asyncio.Protocol):
                 self._deadline = min(self._loop.time() + self._linger_idle, self._linger_end)
             return
         parser = self._parser
-        if self._stream is not None or parser is None:
+        if parser is None or self._stream is not None:
+            if self._refusing is not None:
+                self._read_refused(data)
             return  # a stream's client has nothing more to say; ignore it
         if self._state.phase is IDLE and not parser.in_progress():
             if not self._write_paused:
@@ -312,6 +333,9 @@ class HttpProtocol(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         self._peer_eof = True
         parser = self._parser
+        if self._refusing is not None:
+            self._answer_refused()  # with what came of its head; then closed
+            return None
         if self._state.phase is STREAMING or self._state.phase is LINGERING or parser is None:
             self._close()
             return None
@@ -494,6 +518,43 @@ class HttpProtocol(asyncio.Protocol):
             return data
         start = _request_start(data, self._head_skip, self._ctx.max_body)
         return b"" if start is None else data[start:]
+
+    def _read_refused(self, data: bytes) -> None:
+        """What a connection refused at accept sends while its 503 waits: its
+        head, up to REFUSED_HEAD_BYTES; the answer goes once the head is whole
+        (or the bytes so far are that many)."""
+        before = self._refusing
+        assert before is not None
+        head = (before + data)[:REFUSED_HEAD_BYTES]
+        self._refusing = head
+        since = max(0, len(before) - 2)  # a blank line may straddle the reads
+        if (
+            len(head) >= REFUSED_HEAD_BYTES
+            or head.find(b"\n\r\n", since) >= 0
+            or head.find(b"\n\n", since) >= 0
+        ):
+            self._answer_refused()
+
+    def _answer_refused(self) -> None:
+        """The 503 of a connection refused at accept (over SERVICE_MAX_CONNECTIONS,
+        or shutting down), with CORS headers for the Origin its head names
+        where one was waited for; then a brief linger (``_refuse``)."""
+        ctx = self._ctx
+        head = self._refusing
+        self._refusing = None
+        self._cancel_timer()
+        if self._transport is None or self._closed:
+            return
+        headers: Headers = ()
+        if ctx.extra_headers is not None:
+            origin = origin_in_head(head) if head else None
+            headers = self._cors_headers({} if origin is None else {"origin": origin})
+        reason = "server is shutting down" if ctx.closing else "too many connections"
+        response = error_response(503, "unavailable", reason, headers)
+        self._write(render(response, keep_alive=False))
+        if ctx.on_response is not None:
+            ctx.on_response(503)
+        self._refuse()
 
     def _dispatch(self, request: Request) -> None:
         self._head_skip += 1
@@ -726,14 +787,15 @@ class HttpProtocol(asyncio.Protocol):
             self._arm(min(self._loop.time() + idle, self._linger_end))
 
     def _refuse(self) -> None:
-        """After the 503 of a refused connection: linger briefly, within bounds."""
+        """After the 503 of a refused connection: linger briefly, within bounds
+        (one that waited for its head holds its place among them already)."""
         ctx = self._ctx
-        if ctx.refused_lingering >= MAX_REFUSED_LINGERING:
+        if not self._refused and ctx.refused_lingering >= MAX_REFUSED_LINGERING:
             self._close()
             return
         # A request or two, not a body upload: over the cap, shed it fast.
         self._close_after_answer(REFUSED_LINGER_S, REFUSED_LINGER_S, WRITE_LOW_WATER)
-        if self._state.phase is LINGERING:
+        if self._state.phase is LINGERING and not self._refused:
             ctx.refused_lingering += 1
             self._refused = True
 
