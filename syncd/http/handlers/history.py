@@ -103,6 +103,12 @@ def register(
         crdt_id = check_crdt_id(request.params["id"])
         principal = authenticated(auth, request, ns)
         body: Any = request.json(json_max_depth)
+        # Write permission on the id before what the body says (after its
+        # JSON), as the ops route orders them (docs/http-api.md, "Applying
+        # ops"): a token that may not write the id is 403 whatever the body
+        # holds, with Expect (its guard, before the 100) or without. First
+        # without the type: an id it may not write is 403 even when absent.
+        auth.check_may_write(principal, crdt_id)
         if type(body) is not dict:
             raise bad_request('body: an object {"seq": N} is required')
         unknown = sorted(str(key) for key in body if key not in RESTORE_FIELDS)
@@ -116,9 +122,7 @@ def register(
         # Absent is no op_id; null is no string, and refused as one (revert.FIELDS).
         if "op_id" in body and (type(op_id) is not str or not 1 <= len(op_id) <= MAX_OP_ID):
             raise bad_request(f"op_id: must be a string of 1 to {MAX_OP_ID} characters")
-        # Write permission on the id, before any work (each op is checked again).
-        # First without the type: an id it may not write is 403 even when absent.
-        auth.check_may_write(principal, crdt_id)
+        # With the type, before any work (each op is checked again).
         auth.check_write(principal, crdt_id, await history.type_of(ns, crdt_id), 0)
         return json_response(await history.restore(ns, crdt_id, seq, principal, op_id, "http"))
 

@@ -69,10 +69,15 @@ def register(
         ns = check_namespace(request.params["ns"])
         crdt_id = check_crdt_id(request.params["id"])
         principal = authenticated(auth, request, ns)
-        writer, since, until, op_id = parse_body(request.json(json_max_depth))
-        # Write permission on the id, before any work (each op is checked again).
-        # First without the type: an id it may not write is 403 even when absent.
+        body = request.json(json_max_depth)
+        # Write permission on the id before what the body says (after its
+        # JSON), as the ops route orders them (docs/http-api.md, "Applying
+        # ops"): a token that may not write the id is 403 whatever the body
+        # holds, with Expect (its guard, before the 100) or without. First
+        # without the type: an id it may not write is 403 even when absent.
         auth.check_may_write(principal, crdt_id)
+        writer, since, until, op_id = parse_body(body)
+        # With the type, before any work (each op is checked again).
         auth.check_write(principal, crdt_id, await reverts.type_of(ns, crdt_id), 0)
         return json_response(
             await reverts.revert(ns, crdt_id, writer, since, until, principal, op_id, "http")
