@@ -8,6 +8,11 @@ refusal worth retrying (a 429 with ``Retry-After``) made that read wait the
 whole backoff, or the whole ``Retry-After``, again, after it had passed
 while the reader was away. The wait now counts from the refusal.
 
+And a refusal that comes after :meth:`aclose` (another task closing the
+stream while its reader waits for the attempt) is nobody's: the waiting
+read ends the iteration. It raised the refusal of a stream its owner had
+already closed (a replica's ``close()`` logged it as the replica failing).
+
 The real server behind a proxy that holds each new connection
 100 ms (longer than the reader's read timeout), and a token
 limited to one request a second, so the stream's first request is refused
@@ -16,11 +21,13 @@ limited to one request a second, so the stream's first request is refused
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
 from syncd.auth.issue import issue_token
-from syncd.client import AsyncClient
+from syncd.auth.tokens import SigningKey
+from syncd.client import AsyncClient, ServiceError
 from syncd.client.stream import EventStream, Subscription
 from tests.client.conftest import HOUR_MS, KEY, NS, now_ms
 from tests.client.test_client_stream_slow_connect_cancelled_reader import slow_proxy
@@ -94,3 +101,42 @@ async def test_a_refusal_met_while_the_reader_was_away_is_not_waited_again(
     assert stream.connects == 1
     # Before: [~1.0], the Retry-After waited in full from the read after it passed.
     assert waits == [], waits
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="until _ResumingStream._open (syncd/client/stream.py) drops an "
+    "attempt's outcome that comes after aclose()",
+)
+@pytest.mark.parametrize("via", VIAS)
+async def test_a_refusal_after_aclose_ends_the_waiting_read(
+    server: RunningServer, via: str
+) -> None:
+    """The attempt is refused 401 (a token signed with another key: the
+    client cannot tell, the server can). A task awaiting the attempt task
+    itself is woken in the turn the attempt ends, before the reader (woken
+    through its shield, a turn later), and closes the stream there."""
+    token = issue_token(
+        SigningKey.generate(),
+        namespace=NS,
+        client_id=5,
+        ttl_ms=HOUR_MS,
+        permissions={"read": ["*"], "write": ["*"]},
+        now_ms=now_ms(),
+    )
+    async with (
+        slow_proxy(server.port) as proxy,
+        AsyncClient(f"http://127.0.0.1:{proxy.port}", token, NS) as client,
+    ):
+        stream = _open(client, via, f"gc:closed-{via}", asyncio.sleep)
+        reader = asyncio.ensure_future(anext(stream))
+        async with asyncio.timeout(WAIT_S):
+            while stream._attempt is None:
+                await asyncio.sleep(0)
+            attempt = stream._attempt
+            with contextlib.suppress(Exception):
+                await attempt  # woken in the turn it ends: the reader is not yet
+            assert isinstance(attempt.exception(), ServiceError)
+            await stream.aclose()
+            with pytest.raises(StopAsyncIteration):
+                await reader
