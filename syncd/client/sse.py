@@ -71,11 +71,33 @@ class SseParser:
         self._data: list[bytes] = []
         self._size = 0
         self._max = max_event_bytes
+        self.error: SseEventTooLarge | None = None
+        """The event past the bound, once met: raised by every later
+        :meth:`feed` (the parser takes nothing more). When the chunk that
+        held it completed other events before it, those were returned first
+        and this is the only news of it: a reader checks it before reading
+        on, so the stream ends without waiting for another chunk."""
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        """The events completed by ``chunk``."""
+        """The events completed by ``chunk``. An event past the bound raises
+        SseEventTooLarge: at once when ``chunk`` completed no event before
+        it, else at the next call (:attr:`error`), after these are returned:
+        they were whole events, and one chunk may hold several events before
+        an oversize one (a batch's deltas, read at once). Raised at once,
+        they were lost with it."""
+        if self.error is not None:
+            raise self.error
         self._buffer += chunk
         events: list[SseEvent] = []
+        try:
+            self._feed(events)
+        except SseEventTooLarge as exc:
+            self.error = exc
+            if not events:
+                raise
+        return events
+
+    def _feed(self, events: list[SseEvent]) -> None:
         start = 0
         scan = self._scanned
         buffer = self._buffer
@@ -92,7 +114,6 @@ class SseParser:
         self._scanned = max(len(buffer) - 1, 0)
         if len(buffer) + self._size > self._max:
             raise SseEventTooLarge(f"an SSE event is longer than {self._max} bytes")
-        return events
 
     def _line(self, line: bytes, events: list[SseEvent]) -> None:
         if not line:

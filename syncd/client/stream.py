@@ -39,7 +39,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final, NoReturn, Protocol
 
 import httpx
 import msgpack
@@ -245,25 +245,43 @@ class _ResumingStream(ABC):
                 if attempt.cancelled() and (task is None or not task.cancelling()):
                     return  # aclose() (another task) ended the attempt: closed
                 raise
-            except _Lost as lost:
+            except _Lost:
                 self._attempt = None
-                await self._wait_to_retry(self._retry_later(lost.retry_after))
+                # What is left of the wait the attempt set when it failed.
+                await self._wait_to_retry()
                 continue
             except Exception as exc:
                 # Final (refused, expired token). A cancellation is not: the
                 # caller may be timing out one read and come back for more.
                 self._attempt = None
+                if self._closed:
+                    return  # aclose() came first: the refusal is nobody's now
                 await self._close_failing(exc)
                 raise
             self._attempt = None
+            if self._closed:
+                return  # aclose() came first and closed what it connected
             self._connected = True
             self.connects += 1
             return
 
     async def _attempt_connection(self) -> None:
-        self._client.check_token()
-        await self._disconnect()  # what a failed attempt may have left
-        await self._connect()
+        """One attempt, in its own task (:attr:`_attempt`). A failure worth
+        retrying sets the next attempt's time here, as it happens: the read
+        that started the attempt may have been cancelled (its own timeout),
+        and the next one may come much later. Taken at that read, the
+        backoff, or the service's ``retry_after``, was waited in full again
+        after it had passed while the reader was away. A final error is kept
+        with the task for the next read, which raises it (the stream's end),
+        unless :meth:`aclose` drops it first."""
+        try:
+            self._client.check_token()
+            await self._disconnect()  # what a failed attempt may have left
+            await self._connect()
+        except _Lost as lost:
+            if not self._closed:
+                self._retry_later(lost.retry_after)
+            raise
 
     async def _end_attempt(self) -> None:
         """Cancel the attempt under way and wait for it to end, so it leaves
@@ -660,6 +678,9 @@ class EventStream(_ResumingStream):
         while not self._events:
             if self._chunks is None:
                 raise _Lost("not connected")
+            if (too_large := self._parser.error) is not None:
+                # The events the chunk held before it were all taken first.
+                await self._too_large(too_large)
             read = self._read
             if read is None:
                 read = self._read = asyncio.ensure_future(anext(self._chunks))
@@ -679,9 +700,7 @@ class EventStream(_ResumingStream):
                 raise
             except SseEventTooLarge as exc:
                 self._read = None
-                error = MessageTooLargeError(str(exc))
-                await self._close_failing(error)
-                raise error from None
+                await self._too_large(exc)
             except StopAsyncIteration:
                 self._read = None
                 raise _Lost("the stream ended") from None
@@ -689,6 +708,13 @@ class EventStream(_ResumingStream):
                 self._read = None
                 raise _Lost(repr(exc)) from exc
         return self._events.popleft()
+
+    async def _too_large(self, exc: SseEventTooLarge) -> NoReturn:
+        """End the stream: an event past ``max_event_bytes`` (reconnecting
+        would only fetch it again)."""
+        error = MessageTooLargeError(str(exc))
+        await self._close_failing(error)
+        raise error from None
 
     async def _resync(self, crdt_id: str) -> None:
         # SSE has no way back to the server: a new request, at once (no backoff).

@@ -23,12 +23,6 @@ from syncd.client.sse import SseEventTooLarge, SseParser, decode_delta
 from tests.client.conftest import NS, make_token
 from tests.conftest import RunningServer
 
-UNTIL_FIXED = pytest.mark.xfail(
-    strict=True,
-    reason="until SseParser.feed returns the events before an oversize one "
-    "(syncd/client/sse.py, syncd/client/stream.py)",
-)
-
 MAX_EVENT_BYTES = 4096
 LARGE_VALUE_CHARS = 8000
 """Over MAX_EVENT_BYTES once in base64 msgpack; the small value's event is far under."""
@@ -45,7 +39,6 @@ def _event(delta: dict[str, object]) -> bytes:
     return b"data: " + base64.b64encode(msgpack.packb(delta)) + b"\n\n"
 
 
-@UNTIL_FIXED
 def test_the_parser_returns_the_events_before_an_oversize_one() -> None:
     small = {"kind": "op", "id": "lw:x", "seq": 2}
     parser = SseParser(100)
@@ -57,7 +50,6 @@ def test_the_parser_returns_the_events_before_an_oversize_one() -> None:
         parser.feed(b"\n\n")
 
 
-@UNTIL_FIXED
 def test_the_parser_returns_the_events_before_an_oversize_line_in_one_chunk() -> None:
     small = {"kind": "op", "id": "lw:x", "seq": 2}
     parser = SseParser(100)
@@ -73,7 +65,6 @@ def test_an_oversize_event_alone_is_raised_at_once() -> None:
         parser.feed(b"data: " + b"A" * 200)
 
 
-@UNTIL_FIXED
 async def test_the_deltas_before_an_oversize_event_are_delivered(server: RunningServer) -> None:
     crdt_id = "lw:before-oversize"
     async with AsyncClient(server.url, make_token(2), NS) as client:

@@ -64,11 +64,6 @@ def _open(client: AsyncClient, via: str, crdt_id: str, sleep: object) -> Subscri
     return client.events(crdt_id, sleep=sleep)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="until _ResumingStream._attempt_connection (syncd/client/stream.py) "
-    "sets the retry time when the attempt fails",
-)
 @pytest.mark.parametrize("via", VIAS)
 async def test_a_refusal_met_while_the_reader_was_away_is_not_waited_again(
     server: RunningServer, via: str
@@ -103,11 +98,6 @@ async def test_a_refusal_met_while_the_reader_was_away_is_not_waited_again(
     assert waits == [], waits
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="until _ResumingStream._open (syncd/client/stream.py) drops an "
-    "attempt's outcome that comes after aclose()",
-)
 @pytest.mark.parametrize("via", VIAS)
 async def test_a_refusal_after_aclose_ends_the_waiting_read(
     server: RunningServer, via: str

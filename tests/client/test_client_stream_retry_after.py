@@ -70,5 +70,7 @@ async def test_a_rate_limited_websocket_upgrade_waits_too(server: RunningServer)
             async with asyncio.timeout(2 * RETRY_AFTER_MAX_S):
                 snapshot = await anext(sub)
     assert snapshot["kind"] == "snapshot" and snapshot["seq"] == 1
-    assert waits and waits[0] >= 1.0  # the server's Retry-After is whole seconds, at least 1
+    # The server's Retry-After is whole seconds, at least 1, counted from
+    # the refusal: what is left of it when the read takes the refusal.
+    assert waits and waits[0] >= 0.99
     assert sub.connects == 1
