@@ -156,6 +156,16 @@ class UsageBoard:
                     candidates = self._candidates
         self.dirty.clear()
 
+    def forget(self, ns: str) -> None:
+        """``ns`` is no longer counted, nor will :meth:`settle` be asked about
+        it (its owner dropped it, the totals less its figures already): out of
+        the ranking and of :attr:`dirty`, as if it had never been counted. The
+        floor stays: it still bounds the namespaces outside the candidates;
+        one dropped from among the largest leaves fewer of them at least that
+        high, and :attr:`stale` then has every namespace ranked again."""
+        self.dirty.discard(ns)
+        self._candidates.pop(ns, None)
+
     def _trim(self) -> None:
         """Keep the ``keep`` largest candidates; the floor covers the rest."""
         kept = heapq.nlargest(self.keep, self._candidates.items(), key=_second)

@@ -77,6 +77,13 @@ nothing is in flight on it: the rows are the truth. Each history read
 (``history``, ``history_window``, ``history_base``) is one such transaction
 too, so that a write or a trim between its statements cannot tear it.
 
+*Usage.* For the namespace quotas a node reads a namespace's figures (an
+aggregate over its rows) at most every ``USAGE_REFRESH_S`` and adds what it
+writes itself in between. It keeps the figures of ``USAGE_CACHE_MAX``
+namespaces, and past that only those used lately or with work under way:
+the namespace gauges of metrics are of the namespaces this node used
+lately, not of the database.
+
 ``wal_last_seq`` is the ops table's global identity (``ops.gid``): the newest
 this node committed or saw.
 
@@ -160,6 +167,28 @@ again: one aggregate over the namespace's rows per second at most, and a
 cluster may pass a namespace quota by what its nodes write within it. Between
 reads this node adds what it writes itself."""
 
+USAGE_CACHE_MAX: Final = 10_000
+"""Namespaces whose usage a node keeps (``PostgresStore._usage``), beyond those
+in use. A node reads a namespace's figures for the quota checks of its writes
+(and for ``GET .../usage``); kept for ever, a node that served many
+namespaces over its life held an entry for each of them, against the rule
+that a node's memory follows what is in use. Past this, the figures used
+longest ago are dropped once idle (:data:`USAGE_IDLE_S`) with nothing in
+flight on them, and read again when the namespace is next used. About
+240 bytes an entry with a 15-character name (measured): 2.4 MB at the
+bound; a namespace that comes back costs one aggregate read, as one whose
+figures are stale does."""
+
+USAGE_IDLE_S: Final = 10.0
+"""How long a namespace's figures go unused (no ``usage()`` call) before they
+may be dropped past :data:`USAGE_CACHE_MAX`. Stale for the quotas already after
+:data:`USAGE_REFRESH_S`; kept longer because a write checks its quotas
+against them (``usage_now``, which cannot wait for a read) some steps after
+its ``usage()``: a load or a commit in flight on the namespace keeps them
+(``_in_flight``), this covers the steps between (a large Yjs document's
+nesting read in a thread), so that a check never finds them gone and
+counts the namespace as empty."""
+
 OPS_SINCE_MAX: Final = 10_000
 """A replay longer than this is not read; the subscriber gets a snapshot."""
 
@@ -219,6 +248,17 @@ class Row:
     @property
     def live(self) -> bool:
         return not self.deleted and self.seq > 0
+
+
+@dataclass(slots=True, eq=False)
+class _HeldUsage:
+    """A namespace's usage as this node knows it."""
+
+    usage: Usage
+    at: float
+    """When it was read (``time.monotonic``; -inf: read it again at the next use)."""
+    used: float
+    """When ``usage()`` last asked for it (the order of ``PostgresStore._usage``)."""
 
 
 class KeyedLocks:
@@ -503,11 +543,20 @@ class PostgresStore:
         on_written: Callable[[int], None] | None = None,
         history_retention: Retention | None = None,
         on_commit: Callable[[float], None] | None = None,
+        usage_cache_max: int = USAGE_CACHE_MAX,
+        usage_idle_s: float = USAGE_IDLE_S,
     ) -> None:
-        if snapshot_every < 1 or ops_retained < 0 or max_batch_writes < 1 or gather_wait_s < 0:
+        if (
+            snapshot_every < 1
+            or ops_retained < 0
+            or max_batch_writes < 1
+            or gather_wait_s < 0
+            or usage_cache_max < 1
+            or usage_idle_s < 0
+        ):
             raise ValueError(
-                "snapshot_every and max_batch_writes must be >= 1, ops_retained and"
-                " gather_wait_s >= 0"
+                "snapshot_every, max_batch_writes and usage_cache_max must be >= 1,"
+                " ops_retained, gather_wait_s and usage_idle_s >= 0"
             )
         self.pool = PgPool(database_url, pool_size)
         self._publication = publication
@@ -548,9 +597,16 @@ class PostgresStore:
         self._last_gid = 0
         self._sizes: dict[Key, int] = {}
         """Sizes the engine reported during the batch in flight (note_size)."""
-        self._usage: dict[str, tuple[Usage, float]] = {}
-        """Each namespace's usage as last read, and when (time.monotonic):
-        changed only through :meth:`_hold_usage`, which keeps the board."""
+        self._usage: dict[str, _HeldUsage] = {}
+        """Each namespace's usage as last read (and what this node wrote
+        since), least recently used first: changed only through
+        :meth:`_hold_usage` and :meth:`_drop_usage`, which keep the board;
+        bounded by :meth:`_trim_usage`."""
+        self._usage_max = usage_cache_max
+        self._usage_idle_s = usage_idle_s
+        self._in_flight: dict[str, int] = {}
+        """Loads and commits under way, by namespace: their figures are kept
+        (a commit's apply() checks the quotas against them)."""
         self._usage_board = UsageBoard()
         """``_usage`` summed over the namespaces holding a CRDT, and the
         largest (for metrics)."""
@@ -671,11 +727,16 @@ class PostgresStore:
                 )
             loaded = (snapshot, records)
 
+        # A write loads its CRDT between its usage() and its commit: the
+        # namespace's figures are kept meanwhile (_trim_usage).
+        self._pin(ns)
         try:
             async with self.locks.hold(key):
                 await self.read_key(key, then)
         except NETWORK_ERRORS:
             raise StoreUnavailable("the database is unavailable") from None
+        finally:
+            self._unpin(ns)
         return loaded
 
     def holds(self, ns: str, crdt_id: str, epoch: str, seq: int) -> bool:
@@ -711,9 +772,13 @@ class PostgresStore:
         self._sizes[(ns, crdt_id)] = size
 
     async def usage(self, ns: str) -> Usage:
-        held = self._usage.get(ns)
-        if held is not None and time.monotonic() - held[1] < USAGE_REFRESH_S:
-            return held[0]
+        now = time.monotonic()
+        held = self._usage.pop(ns, None)
+        if held is not None:
+            self._usage[ns] = held  # the most recently used last
+            held.used = now
+            if now - held.at < USAGE_REFRESH_S:
+                return held.usage
         reading = self._usage_reads.get(ns)
         if reading is None:
             reading = asyncio.get_running_loop().create_future()
@@ -733,7 +798,11 @@ class PostgresStore:
             # counted twice until the next read: never fewer than there are).
             missed += self._creating.get(ns, 0)
             found = Usage(found.crdts + missed, found.bytes, found.unmeasured)
-            self._hold_usage(ns, found, time.monotonic())
+            now = time.monotonic()
+            self._hold_usage(ns, found, now)
+            held = self._usage[ns] = self._usage.pop(ns)  # used now: last
+            held.used = now
+            self._trim_usage()
             reading.set_result(found)
             return found
         return await reading
@@ -758,20 +827,21 @@ class PostgresStore:
         """What this node wrote, added to the namespace's usage until it is read again."""
         held = self._usage.get(ns)
         if held is not None:
-            usage, at = held
+            usage = held.usage
             self._hold_usage(
                 ns,
                 Usage(max(0, usage.crdts + crdts), max(0, usage.bytes + grown), usage.unmeasured),
-                at,
+                held.at,
             )
 
     def _hold_usage(self, ns: str, usage: Usage, at: float) -> None:
         """``ns``'s usage is ``usage`` as of ``at``: the board's totals move by
-        the difference, and the namespace is ranked again at the next scrape."""
+        the difference, and the namespace is ranked again at the next scrape.
+        A namespace not held yet is held last (used now)."""
         board = self._usage_board
         held = self._usage.get(ns)
-        if held is not None and held[0].crdts > 0:
-            was = held[0]
+        if held is not None and held.usage.crdts > 0:
+            was = held.usage
             board.namespaces -= 1
             board.crdts -= was.crdts
             board.bytes -= was.bytes
@@ -782,13 +852,68 @@ class PostgresStore:
             board.bytes += usage.bytes
             board.unmeasured += usage.unmeasured
         board.dirty.add(ns)
-        self._usage[ns] = (usage, at)
+        if held is None:
+            self._usage[ns] = _HeldUsage(usage, at, time.monotonic())
+        else:
+            held.usage = usage
+            held.at = at
+
+    def _drop_usage(self, ns: str) -> None:
+        """Forget ``ns``'s usage: the board as if it had never been held."""
+        was = self._usage.pop(ns).usage
+        board = self._usage_board
+        if was.crdts > 0:
+            board.namespaces -= 1
+            board.crdts -= was.crdts
+            board.bytes -= was.bytes
+            board.unmeasured -= was.unmeasured
+        board.forget(ns)
+
+    def _trim_usage(self) -> None:
+        """Past ``usage_cache_max`` namespaces held, drop the least recently
+        used whose figures are stale (read over ``USAGE_REFRESH_S`` ago, so
+        the next usage() reads them anyway) and idle (``usage_idle_s``), and
+        that nothing is under way on: a read, a creation counted but not
+        committed (``_creating``, ``_created_while_read``), a load or a commit
+        (``_in_flight``). Stops at the first entry used lately (so is every
+        one after it): O(dropped + kept busy ones). The figures used lately
+        are kept past the bound: a node's memory follows what is in use."""
+        usage = self._usage
+        excess = len(usage) - self._usage_max
+        if excess <= 0:
+            return
+        now = time.monotonic()
+        idle = now - self._usage_idle_s
+        stale = now - USAGE_REFRESH_S
+        busy = (self._usage_reads, self._creating, self._created_while_read, self._in_flight)
+        dropped: list[str] = []
+        for ns, held in usage.items():
+            if held.used > idle:
+                break
+            if held.at > stale or any(ns in pending for pending in busy):
+                continue
+            dropped.append(ns)
+            if len(dropped) == excess:
+                break
+        for ns in dropped:
+            self._drop_usage(ns)
+
+    def _pin(self, ns: str) -> None:
+        """A load or a commit on ``ns`` is under way: keep its figures."""
+        self._in_flight[ns] = self._in_flight.get(ns, 0) + 1
+
+    def _unpin(self, ns: str) -> None:
+        left = self._in_flight[ns] - 1
+        if left:
+            self._in_flight[ns] = left
+        else:
+            del self._in_flight[ns]
 
     def _read_usage_again(self, ns: str) -> None:
         """The next usage() reads the namespace's figures; until then they stay."""
         held = self._usage.get(ns)
         if held is not None:
-            self._usage[ns] = (held[0], -math.inf)
+            held.at = -math.inf
 
     def _created(self, namespaces: list[str], committed: bool) -> None:
         """The creations counted by _note_write are committed, or not written
@@ -807,10 +932,12 @@ class PostgresStore:
 
     def usage_now(self, ns: str) -> Usage:
         held = self._usage.get(ns)
-        return held[0] if held is not None else Usage()
+        return held.usage if held is not None else Usage()
 
     def usages(self) -> dict[str, Usage]:
-        return {ns: usage for ns, (usage, _) in self._usage.items() if usage.crdts > 0}
+        """The namespaces this node holds figures of (see USAGE_CACHE_MAX) that
+        hold a live CRDT: those it used lately, not every namespace."""
+        return {ns: held.usage for ns, held in self._usage.items() if held.usage.crdts > 0}
 
     def usage_total(self) -> tuple[int, Usage]:
         board = self._usage_board
@@ -818,14 +945,14 @@ class PostgresStore:
 
     def largest_usages(self, k: int) -> list[tuple[str, Usage]]:
         names = self._usage_board.largest(k, self._counted_bytes, self._every_counted_bytes)
-        return [(ns, self._usage[ns][0]) for ns in names]
+        return [(ns, self._usage[ns].usage) for ns in names]
 
     def _counted_bytes(self, ns: str) -> int | None:
         held = self._usage.get(ns)
-        return held[0].bytes if held is not None and held[0].crdts > 0 else None
+        return held.usage.bytes if held is not None and held.usage.crdts > 0 else None
 
     def _every_counted_bytes(self) -> Iterator[tuple[str, int]]:
-        return ((ns, u.bytes) for ns, (u, _) in self._usage.items() if u.crdts > 0)
+        return ((ns, held.usage.bytes) for ns, held in self._usage.items() if held.usage.crdts > 0)
 
     def unmeasured(self, limit: int) -> list[tuple[str, str]]:
         # Rows written before sizes were kept (schema version 4) are measured
@@ -1017,6 +1144,7 @@ class PostgresStore:
         future: asyncio.Future[AppliedT] = loop.create_future()
         self._queue.append(_Write((ns, crdt_id), apply, future))
         self._waiting += 1
+        self._pin(ns)  # apply() checks the quotas against its figures: kept until answered
         self._peak = max(self._peak, self._waiting)
         if self._batch is None:
             if len(self._queue) >= self._target:
@@ -1027,6 +1155,7 @@ class PostgresStore:
             return await future
         finally:
             self._waiting -= 1
+            self._unpin(ns)
 
     def _start_batch(self) -> None:
         if self._gather is not None:
