@@ -572,7 +572,9 @@ class UsageSummary(Protocol):
         ...
 
 
-NAMESPACES_DOC: Final = "Namespaces that hold a live CRDT"
+NAMESPACES_DOC: Final = (
+    "Namespaces that hold a live CRDT (on PostgreSQL: of those this node used lately)"
+)
 
 
 class UsageCollector(Collector):
