@@ -106,7 +106,9 @@ socket.on('status', (state) => {
   statusEl.dataset.state = state;
   statusEl.textContent = state === 'open' ? 'live' : state;
 });
-socket.on('open', () => sharePresence());
+// The client announces our presence again itself after a reconnect (its last
+// data): only what changed while the socket was away goes out from here.
+socket.on('open', () => sharePresence(false));
 socket.on('error', (err) => console.warn('syncd:', err.message));
 
 // -- counter ---------------------------------------------------------------------
