@@ -48,6 +48,15 @@ and its fresh snapshot follows this one.
 
 A HEAD gets the head a GET would, and nothing is subscribed or taken for it.
 
+The ping is a comment, ``: ping``, unless the client asks with
+``?ping=event`` for a named event, ``event: ping`` with empty data: a
+browser's EventSource hides comments from its page, so a client reading
+through one can see its stream go silent (a dead proxy or NAT entry, which
+ends nothing it could notice) only by events it is handed. Only the
+stream that asks gets it (an EventSource's ``onmessage`` would not see it
+either: it is not a ``message``); the default stays the comment, so readers
+that know only deltas, ``synced`` and ``end`` meet nothing new.
+
 An open stream is mostly idle, and what it holds is kept small: its ping and
 its end are entries in wheels every stream shares (:mod:`syncd.http.timers`:
 a ping at most 1/16 of ``SERVICE_SSE_PING_S`` late, the end at most
@@ -85,6 +94,16 @@ log = logging.getLogger("syncd.http")
 
 EVENT_STREAM: Final = b"text/event-stream"
 PING: Final = b": ping\n\n"
+"""The keep-alive, a comment: readers ignore it, proxies see bytes."""
+PING_EVENT: Final = b"event: ping\ndata:\n\n"
+"""The keep-alive a client asked to see (``?ping=event``): a named event, so
+an EventSource hands it to the page. It needs its ``data:`` line, empty: an
+event with no data is not dispatched (the SSE rules)."""
+PING_PARAM: Final = "ping"
+PING_AS_EVENT: Final = "event"
+"""``?ping=``'s one value: the named ping event instead of the comment."""
+QUERY_NAMES: Final = ("token", "since", "epoch", PING_PARAM)
+"""The query parameters the route takes, each at most once."""
 SSE_HEADERS: Final = ((b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no"))
 END_EVENT: Final = b"event: end\ndata: "
 """The last event of a stream whose read ended; its data is the error body."""
@@ -172,6 +191,7 @@ class SseSubscriber(DeliverEach):
         "_metrics",
         "_pending",
         "_ping",
+        "_ping_bytes",
         "_principal",
         "_revoked",
         "_sink",
@@ -194,6 +214,7 @@ class SseSubscriber(DeliverEach):
         auth: Authenticator,
         principal: Principal,
         snapshots: Snapshots,
+        ping: bytes = PING,
     ) -> None:
         self._hub = hub
         self._snapshots = snapshots
@@ -218,6 +239,8 @@ class SseSubscriber(DeliverEach):
         self._lagging = False
         """Past the bound: deltas are skipped until a fresh snapshot."""
         self._ping: Slot[SseSubscriber] | None = None
+        self._ping_bytes = ping
+        """What each ping writes: PING, or PING_EVENT when asked for."""
         self._closed = False
         self._ended = False
         """The end event is queued: nothing may follow it (with a snapshot
@@ -473,7 +496,7 @@ class SseSubscriber(DeliverEach):
     def _send_ping(self) -> None:
         self._ping = None
         if self._sink is not None and not self._sink.closed and not self._ended:
-            self._send(PING)
+            self._send(self._ping_bytes)
             self._schedule_ping()
 
     def close(self) -> None:
@@ -511,6 +534,19 @@ def within(records: list[dict[str, Any]], bound: int) -> list[EncodedDelta] | No
     return encoded
 
 
+def ping_bytes(value: str | None) -> bytes:
+    """What a stream's pings write for ``?ping=``: absent, the comment;
+    ``event``, the named event; anything else 400, not the comment unasked
+    (a client counting on seeing pings would take its stream for dead)."""
+    if value is None:
+        return PING
+    if value != PING_AS_EVENT:
+        raise bad_request(
+            f"{PING_PARAM}: {PING_AS_EVENT} is the only one (leave it out for the comment)"
+        )
+    return PING_EVENT
+
+
 def _no_body(sink: StreamSink) -> None:
     """A HEAD's stream, which never starts: see ``events``."""
 
@@ -534,7 +570,7 @@ def register(
         crdt_id = check_crdt_id(request.params["id"])
         # Each parameter at most once (docs/http-api.md#conventions), the
         # token too: a proxy or log filter may have read the other copy.
-        query = request.known_query(("token", "since", "epoch"))
+        query = request.known_query(QUERY_NAMES)
         # Browsers' EventSource cannot set headers, so ?token= works here as
         # on the WebSocket upgrade (docs/protocol.md#the-websocket).
         principal = auth.authenticate(
@@ -551,6 +587,7 @@ def register(
                 )
             since = int(digits)
         epoch = query.get("epoch")
+        ping = ping_bytes(query.get(PING_PARAM))
         if request.method == "HEAD":
             # The head a GET gets, with no body (the connection never starts a
             # HEAD's stream): nothing subscribes, and the start (a snapshot of
@@ -566,6 +603,7 @@ def register(
             auth=auth,
             principal=principal,
             snapshots=snapshots,
+            ping=ping,
         )
         hub.subscribe(ns, crdt_id, subscriber)
         metrics.sse_connections_active.inc()
