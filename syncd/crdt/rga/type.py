@@ -219,9 +219,10 @@ class Rga:
         else:
             ranges = id_ranges(ids, "ids")
         seq = self._seq
-        # Checked a range at a time (a revert deletes thousands of ids, mostly
-        # in long runs); an unknown one is named as the first in the op's order.
-        if not ranges or not all(seq.contains(c, first, n) for c, first, n in ranges):
+        # Checked by ranges (a revert deletes thousands of ids, mostly in long
+        # runs; a select-all, a range per run); an unknown one is named as the
+        # first in the op's order.
+        if not ranges or not seq.contains_ranges(ranges):
             unknown = next((v for v in ids if not seq.has(*parse_id(v, "ids"))), None)
             raise invalid_op(
                 "ids: must be a non-empty array of element ids"
@@ -243,9 +244,12 @@ class Rga:
             seq.integrate(client, counter, n, content, origin)
         elif kind == "delete":
             ranges = ranges_of(delta.get("ranges"))
-            for client, counter, count in ranges:
-                if not seq.contains(client, counter, count):
-                    raise ValueError(f"rga delta: unknown element in {format_id(client, counter)}")
+            if not seq.contains_ranges(ranges):
+                for client, counter, count in ranges:
+                    if not seq.contains(client, counter, count):
+                        raise ValueError(
+                            f"rga delta: unknown element in {format_id(client, counter)}"
+                        )
             seq.delete_ranges(ranges)
         else:
             raise ValueError(f"rga delta: unknown op {kind!r}")
