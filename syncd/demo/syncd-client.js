@@ -2534,6 +2534,7 @@ function delayOption(name, value, fallback) {
 }
 var END_EVENT = "end";
 var SYNCED_EVENT = "synced";
+var PING_EVENT = "ping";
 var MAX_EVENT_CHARS = 128 * 1024 * 1024;
 function eventTooLarge(max) {
   return new SyncdError("message_too_large", `an SSE event is longer than ${max} characters`);
@@ -2679,6 +2680,7 @@ var EventStream = class extends Emitter {
     this._stopping = null;
     this._open();
   }
+  /** The stream's URL; with `token` (EventSource's, which sends no header), pings as events too. */
   _url(token) {
     const url = new URL(this.config.baseUrl + crdtPath(this.config, this.subscription.id) + "/events");
     const resume = this.subscription.resumeFields();
@@ -2686,8 +2688,46 @@ var EventStream = class extends Emitter {
       url.searchParams.set("since", String(resume.since));
       url.searchParams.set("epoch", resume.epoch);
     }
-    if (token !== void 0) url.searchParams.set("token", token);
+    if (token !== void 0) {
+      url.searchParams.set("token", token);
+      url.searchParams.set("ping", "event");
+    }
     return url.toString();
+  }
+  /**
+   * Wait `readTimeoutMs` for more from the server, then call `onSilent`
+   * (no wait past MAX_TIMER_MS: never). `heard()`, called on anything from
+   * the server, moves the wait on: it only notes the time, and the timer,
+   * when it fires early, waits the rest, so a stream of many events does not
+   * set a timer for each.
+   */
+  _waitForMore(onSilent) {
+    this._clearSilence();
+    const wait = this.options.readTimeoutMs;
+    if (wait > MAX_TIMER_MS) return () => {
+    };
+    let last = performance.now();
+    const check = () => {
+      const left = last + wait - performance.now();
+      if (left > 0) {
+        this._silentTimer = setTimeout(check, left);
+        return;
+      }
+      this._silentTimer = null;
+      onSilent();
+    };
+    this._silentTimer = setTimeout(check, wait);
+    return () => {
+      last = performance.now();
+    };
+  }
+  _clearSilence() {
+    clearTimeout(this._silentTimer);
+    this._silentTimer = null;
+  }
+  /** The error a stream silent for readTimeoutMs is reopened for. */
+  _silenceError() {
+    return new SyncdError("timeout", `nothing from the event stream for ${this.options.readTimeoutMs} ms`);
   }
   _end(data) {
     const err = endError(data);
@@ -2758,16 +2798,33 @@ var EventStream = class extends Emitter {
   _openEventSource(token) {
     const source = new this._ES(this._url(token));
     this._source = source;
-    source.onopen = () => this._setState("open");
-    source.onmessage = (event) => this._deliver(event.data);
+    const heard = this._waitForMore(() => {
+      if (this._source !== source) return;
+      this._stop();
+      this._retry(this._silenceError());
+    });
+    source.onopen = () => {
+      heard();
+      this._setState("open");
+    };
+    source.onmessage = (event) => {
+      heard();
+      this._deliver(event.data);
+    };
     source.addEventListener(END_EVENT, (event) => {
       if (this._source === source) this._end(event.data);
     });
     source.addEventListener(SYNCED_EVENT, (event) => {
-      if (this._source === source) this._synced(event.data);
+      if (this._source !== source) return;
+      heard();
+      this._synced(event.data);
+    });
+    source.addEventListener(PING_EVENT, () => {
+      if (this._source === source) heard();
     });
     source.onerror = () => {
       if (this._source !== source) return;
+      this._clearSilence();
       source.close();
       this._source = null;
       this._retry(new SyncdError("connection_lost", "event stream closed"));
@@ -2777,18 +2834,11 @@ var EventStream = class extends Emitter {
     const abort = new AbortController();
     this._abort = abort;
     let timedOut = false;
-    const waitForMore = () => {
-      clearTimeout(this._silentTimer);
-      this._silentTimer = null;
-      if (this.options.readTimeoutMs > MAX_TIMER_MS) return;
-      this._silentTimer = setTimeout(() => {
-        this._silentTimer = null;
-        if (this._abort !== abort) return;
-        timedOut = true;
-        abort.abort();
-      }, this.options.readTimeoutMs);
-    };
-    waitForMore();
+    const heard = this._waitForMore(() => {
+      if (this._abort !== abort) return;
+      timedOut = true;
+      abort.abort();
+    });
     try {
       const response = await this._fetch(this._url(), {
         headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" },
@@ -2814,7 +2864,7 @@ var EventStream = class extends Emitter {
         const { value, done } = await reader.read();
         if (done) break;
         if (this._abort !== abort) return;
-        waitForMore();
+        heard();
         for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
           if (this._abort !== abort) return;
           if (event === "message") this._deliver(data);
@@ -2835,12 +2885,9 @@ var EventStream = class extends Emitter {
         this._fail(err);
         return;
       }
-      this._retry(timedOut ? new SyncdError("timeout", `nothing from the event stream for ${this.options.readTimeoutMs} ms`) : err);
+      this._retry(timedOut ? this._silenceError() : err);
     } finally {
-      if (this._abort === abort || this._abort === null) {
-        clearTimeout(this._silentTimer);
-        this._silentTimer = null;
-      }
+      if (this._abort === abort || this._abort === null) this._clearSilence();
     }
   }
   _setState(state) {
@@ -2849,8 +2896,7 @@ var EventStream = class extends Emitter {
     this.emit("status", state);
   }
   _stop() {
-    clearTimeout(this._silentTimer);
-    this._silentTimer = null;
+    this._clearSilence();
     if (this._source) {
       this._source.onerror = this._source.onmessage = this._source.onopen = null;
       this._source.close();

@@ -398,9 +398,10 @@ export const RETRY_AFTER_MAX_MS: 10000;
 /** The default `timeoutMs` of HTTP calls (ClientConfig), as the Python client's DEFAULT_TIMEOUT_S. */
 export const HTTP_TIMEOUT_MS: 10000;
 /**
- * The default `readTimeoutMs` of an EventStream (fetch transport): a stream
- * with nothing from the server (its pings included) for this long is taken
- * as dead and reopened, resuming.
+ * The default `readTimeoutMs` of an EventStream: a stream with nothing from
+ * the server (its pings included) for this long is taken as dead and
+ * reopened, resuming. The eventsource transport asks for its pings as events
+ * (`?ping=event`), since an EventSource hides the `: ping` comments.
  */
 export const READ_TIMEOUT_MS: 45000;
 export class EventStream extends Emitter {
@@ -414,7 +415,7 @@ export class EventStream extends Emitter {
       minReconnectMs?: number;
       /** Default 5000. From 0 to 2^31 - 1, or a RangeError. */
       maxReconnectMs?: number;
-      /** Fetch transport: silence (no event, no ping) after which the stream is reopened; default READ_TIMEOUT_MS, Infinity for never; else a positive number, or a RangeError. */
+      /** Silence (no event, no ping) after which the stream is reopened; default READ_TIMEOUT_MS, Infinity for never; else a positive number, or a RangeError. The eventsource transport asks for pings as events (`?ping=event`) to see them: against a server without them, set it to Infinity or a quiet stream is reopened each time it passes. */
       readTimeoutMs?: number;
       /** Fetch transport: the longest event taken; past it the stream ends with `message_too_large`. Default MAX_EVENT_CHARS, Infinity for none; else a positive number, or a RangeError. */
       maxEventChars?: number;

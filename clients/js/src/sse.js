@@ -9,9 +9,14 @@
 // Two ways to read the stream:
 // - `eventsource`: an EventSource (the browser's, or one given in the
 //   options, such as the `eventsource` package in Node). EventSource cannot
-//   send headers, so the token goes in the query (`?token=`).
+//   send headers, so the token goes in the query (`?token=`). It hides the
+//   server's `: ping` comments, so it asks for pings as events
+//   (`?ping=event`: `event: ping` with empty data) to see the stream is alive.
 // - `fetch`: a streaming fetch with the Authorization header (browsers and
-//   Node 18+), parsed here.
+//   Node 18+), parsed here; it sees the comments.
+// Either way a stream with nothing from the server (an event or a ping) for
+// `readTimeoutMs` is taken as dead and reopened: a connection dropped on the
+// way (a NAT, a proxy) ends with no close to tell.
 // `auto` takes fetch when there is one (it authenticates with the header,
 // which every syncd accepts), else EventSource. Either way the
 // stream is reopened by us (not by EventSource's own retry), with `since` and
@@ -38,7 +43,7 @@ export function decodeSseData(data) {
 export const RETRY_AFTER_MAX_MS = 10_000;
 
 /**
- * Silence after which a fetch stream counts as dead (ms): three missed pings
+ * Silence after which a stream counts as dead (ms): three missed pings
  * of the server's default SERVICE_SSE_PING_S (15 s), as the Python client's
  * SSE_READ_TIMEOUT_S. A connection dropped on the way (a NAT, a proxy, a
  * laptop asleep) ends with no close to tell: only the silence does.
@@ -89,6 +94,13 @@ export const END_EVENT = 'end';
 
 /** The name of the event that ends the stream's start (the snapshot or replay, or nothing). */
 export const SYNCED_EVENT = 'synced';
+
+/**
+ * The name of the keep-alive event the eventsource transport asks for
+ * (`?ping=event`; the server's default ping is a comment, which an
+ * EventSource never shows): its only use is that it came.
+ */
+export const PING_EVENT = 'ping';
 
 /**
  * Characters of one event: bounds the memory a broken or hostile server (or
@@ -286,13 +298,14 @@ export class EventStream extends Emitter {
     this._source = null;
     this._abort = null;
     this._timer = null;
-    /** The fetch stream's silence timeout (see READ_TIMEOUT_MS). */
+    /** The stream's silence timeout (see READ_TIMEOUT_MS). */
     this._silentTimer = null;
     /** The error _fail() stops the stream with, while listeners hear of it. */
     this._stopping = null;
     this._open();
   }
 
+  /** The stream's URL; with `token` (EventSource's, which sends no header), pings as events too. */
   _url(token) {
     const url = new URL(this.config.baseUrl + crdtPath(this.config, this.subscription.id) + '/events');
     const resume = this.subscription.resumeFields();
@@ -300,8 +313,48 @@ export class EventStream extends Emitter {
       url.searchParams.set('since', String(resume.since));
       url.searchParams.set('epoch', resume.epoch);
     }
-    if (token !== undefined) url.searchParams.set('token', token);
+    if (token !== undefined) {
+      url.searchParams.set('token', token);
+      url.searchParams.set('ping', 'event');
+    }
     return url.toString();
+  }
+
+  /**
+   * Wait `readTimeoutMs` for more from the server, then call `onSilent`
+   * (no wait past MAX_TIMER_MS: never). `heard()`, called on anything from
+   * the server, moves the wait on: it only notes the time, and the timer,
+   * when it fires early, waits the rest, so a stream of many events does not
+   * set a timer for each.
+   */
+  _waitForMore(onSilent) {
+    this._clearSilence();
+    const wait = this.options.readTimeoutMs;
+    if (wait > MAX_TIMER_MS) return () => {};
+    let last = performance.now();
+    const check = () => {
+      const left = last + wait - performance.now();
+      if (left > 0) {
+        this._silentTimer = setTimeout(check, left);
+        return;
+      }
+      this._silentTimer = null;
+      onSilent();
+    };
+    this._silentTimer = setTimeout(check, wait);
+    return () => {
+      last = performance.now();
+    };
+  }
+
+  _clearSilence() {
+    clearTimeout(this._silentTimer);
+    this._silentTimer = null;
+  }
+
+  /** The error a stream silent for readTimeoutMs is reopened for. */
+  _silenceError() {
+    return new SyncdError('timeout', `nothing from the event stream for ${this.options.readTimeoutMs} ms`);
   }
 
   _end(data) {
@@ -380,16 +433,37 @@ export class EventStream extends Emitter {
   _openEventSource(token) {
     const source = new this._ES(this._url(token));
     this._source = source;
-    source.onopen = () => this._setState('open');
-    source.onmessage = (event) => this._deliver(event.data);
+    // The open, every event and the pings asked for (the URL's ping=event)
+    // move the wait on; silence closes the source and reconnects, as a
+    // failed connection does. An EventSource never tells of a connection
+    // that died on the way: it waits on it for ever.
+    const heard = this._waitForMore(() => {
+      if (this._source !== source) return;
+      this._stop();
+      this._retry(this._silenceError());
+    });
+    source.onopen = () => {
+      heard();
+      this._setState('open');
+    };
+    source.onmessage = (event) => {
+      heard();
+      this._deliver(event.data);
+    };
     source.addEventListener(END_EVENT, (event) => {
       if (this._source === source) this._end(event.data);
     });
     source.addEventListener(SYNCED_EVENT, (event) => {
-      if (this._source === source) this._synced(event.data);
+      if (this._source !== source) return;
+      heard();
+      this._synced(event.data);
+    });
+    source.addEventListener(PING_EVENT, () => {
+      if (this._source === source) heard();
     });
     source.onerror = () => {
       if (this._source !== source) return;
+      this._clearSilence();
       source.close();
       this._source = null;
       this._retry(new SyncdError('connection_lost', 'event stream closed'));
@@ -399,22 +473,15 @@ export class EventStream extends Emitter {
   async _openFetch(token) {
     const abort = new AbortController();
     this._abort = abort;
-    // Anything from the server (a ping comment too) starts the wait again;
+    // Anything from the server (a ping comment too) moves the wait on;
     // its end aborts the request, taken below as a lost connection. (_stop()
     // clears it with the request.)
     let timedOut = false;
-    const waitForMore = () => {
-      clearTimeout(this._silentTimer);
-      this._silentTimer = null;
-      if (this.options.readTimeoutMs > MAX_TIMER_MS) return;
-      this._silentTimer = setTimeout(() => {
-        this._silentTimer = null;
-        if (this._abort !== abort) return;
-        timedOut = true;
-        abort.abort();
-      }, this.options.readTimeoutMs);
-    };
-    waitForMore();
+    const heard = this._waitForMore(() => {
+      if (this._abort !== abort) return;
+      timedOut = true;
+      abort.abort();
+    });
     try {
       const response = await this._fetch(this._url(), {
         headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
@@ -441,7 +508,7 @@ export class EventStream extends Emitter {
         const { value, done } = await reader.read();
         if (done) break;
         if (this._abort !== abort) return;
-        waitForMore();
+        heard();
         for (const { event, data } of parser.events(decoder.decode(value, { stream: true }))) {
           // A listener closed or restarted the stream: the rest of the chunk is the old stream's.
           if (this._abort !== abort) return;
@@ -465,12 +532,9 @@ export class EventStream extends Emitter {
         this._fail(err);
         return;
       }
-      this._retry(timedOut ? new SyncdError('timeout', `nothing from the event stream for ${this.options.readTimeoutMs} ms`) : err);
+      this._retry(timedOut ? this._silenceError() : err);
     } finally {
-      if (this._abort === abort || this._abort === null) {
-        clearTimeout(this._silentTimer);
-        this._silentTimer = null;
-      }
+      if (this._abort === abort || this._abort === null) this._clearSilence();
     }
   }
 
@@ -481,8 +545,7 @@ export class EventStream extends Emitter {
   }
 
   _stop() {
-    clearTimeout(this._silentTimer);
-    this._silentTimer = null;
+    this._clearSilence();
     if (this._source) {
       this._source.onerror = this._source.onmessage = this._source.onopen = null;
       this._source.close();
