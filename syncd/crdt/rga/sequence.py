@@ -568,7 +568,8 @@ class RunSeq:
         copy of its runs (:func:`_unsettled`), and only those that do not
         lie within one run that they start are looked up one by one
         (0.072 s for 96,000 ranges of as many runs, about what the delete
-        itself took)."""
+        itself took), each by one slice of the writer's runs
+        (:func:`_covered`)."""
         if self._pend:
             self._sync()
         index = self._index()
@@ -577,7 +578,7 @@ class RunSeq:
             if entry is None:
                 return False
             for _, counter, n in _unsettled(entry, list(same)):
-                if not self.contains(client, counter, n):
+                if not _covered(entry, counter, counter + n):
                     return False
         return True
 
@@ -1506,6 +1507,26 @@ def _unsettled(entry: ClientRuns, group: list[Range]) -> list[Range]:
     heads = list(map(where.get, starts, repeat(-1)))  # -1: no run starts there
     held = map(and_, map(ne, heads, repeat(-1)), map(ge, map(stops.__getitem__, heads), ends))
     return list(compress(group, map(not_, held)))
+
+
+def _covered(entry: ClientRuns, counter: int, end: int) -> bool:
+    """Whether ``entry``'s client has every element ``counter .. end - 1``:
+    the run holding the first, and the runs after it up to ``end``, each
+    starting where the one before stops. One slice of the index and a list
+    comparison, not a lookup per run (a range of one writer typing
+    backwards covers a run per element)."""
+    run = entry.find(counter)
+    if run is None:
+        return False
+    stop = run.counter + run.n
+    if stop >= end:
+        return True
+    if stop <= counter:
+        return False
+    runs = entry.span(counter, end)
+    firsts = list(map(_counter_of, runs))
+    stops = list(map(add, firsts, map(_n_of, runs)))
+    return stops[-1] >= end and firsts[1:] == stops[:-1]
 
 
 def _mark(

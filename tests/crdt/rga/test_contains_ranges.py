@@ -80,3 +80,21 @@ def test_a_select_all_with_one_unknown_id_is_refused_whole() -> None:
     other = Rga.from_state(before)
     other.apply_delta(delta)
     assert other.state() == rga.state()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_ranges_over_many_runs_with_gaps_in_the_counters(seed: int) -> None:
+    """One writer typing backwards (a run per element, so that a range
+    covers many runs and spans chunks of the id index), another now and
+    then (a gap in the first one's counters)."""
+    rnd = random.Random(seed)
+    rga = Rga.new()
+    for _ in range(1500):
+        client = 2 if rnd.random() < 0.01 else 1
+        rga.apply_op({"op": "insert", "index": 0, "text": "x"}, ctx(client))
+    seq = rga._seq
+    top = seq.clock
+    for _ in range(30):
+        first = rnd.randint(1, top)
+        ranges = [[1, first, rnd.randint(1, top - first + 1)]]
+        assert seq.contains_ranges(ranges) == seq.contains(1, ranges[0][1], ranges[0][2])

@@ -274,3 +274,25 @@ def test_ranges_over_thousands_of_runs_of_one_writer(seed: int) -> None:
     for rga_ in (one_by_one, bulk):
         rga_.apply_op({"op": "insert", "index": rga_.length // 2, "text": "new"}, ctx(2))
     _same(one_by_one, bulk)
+
+
+def test_a_select_all_takes_the_pass_and_a_few_ranges_do_not() -> None:
+    """Which way :meth:`RunSeq.delete_ranges` goes (``bulk_pays``): a
+    select-all of a document two writers typed in turn (a range per run,
+    about 16 a block), and one range over the runs of a writer typing
+    backwards, take the pass; a few ranges, or many thin among the blocks,
+    go range by range."""
+    rga = Rga.new()
+    for i in range(4000):
+        rga.apply_op({"op": "insert", "index": rga.length, "text": "x"}, ctx(1 + i % 2))
+    seq = rga._seq
+    ranges = [[run.client, run.counter, run.n] for run in seq.runs()]
+    assert seq.bulk_pays(ranges)
+    assert not seq.bulk_pays(ranges[:8])
+    assert not seq.bulk_pays(ranges[::16])  # 1 a block
+    assert not seq.bulk_pays([])
+    backwards = Rga.new()
+    for _ in range(2000):
+        backwards.apply_op({"op": "insert", "index": 0, "text": "x"}, ctx(1))
+    assert backwards._seq.bulk_pays([[1, 1, 2000]])
+    assert not backwards._seq.bulk_pays([[1, 1, 20]])
