@@ -104,6 +104,30 @@ async def eventually(check: Callable[[], bool], timeout: float = WAIT_S) -> None
         await asyncio.sleep(0.02)
 
 
+async def until_waiting_for_lock(
+    watcher: psycopg.Connection[Any],
+    query_like: str,
+    task: asyncio.Future[Any],
+    what: str,
+    timeout: float = 3 * WAIT_S,
+) -> None:
+    """Return once another session runs a statement like ``query_like`` (a SQL
+    LIKE pattern) and waits for a lock; ``task``, which sent it, must still be
+    waiting then (``what`` it waits for names the failure)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = watcher.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE %s AND pid <> pg_backend_pid()",
+            (query_like,),
+        ).fetchone()
+        if found is not None and found[0] > 0:
+            return
+        assert not task.done(), f"it did not wait for {what}"
+        assert time.monotonic() < deadline, f"it never reached {what}"
+        await asyncio.sleep(0.01)
+
+
 async def settled(app: App) -> None:
     """Wait for the node's first catch-up (after its listener connected) to finish."""
     cluster = app.cluster

@@ -11,7 +11,6 @@ op ``s`` is ``s``, and the retained rows of one snapshot are the ops after
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any, Final
 
 import pytest
@@ -22,7 +21,7 @@ from syncd.crdt.types import crdt_class
 from syncd.errors import ApiError
 from syncd.store.history_index import Retention
 from syncd.store.postgres import PostgresStore
-from tests.store.pgnodes import NS, StartNode, op, sql_conn
+from tests.store.pgnodes import NS, StartNode, op, sql_conn, until_waiting_for_lock
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -145,18 +144,10 @@ async def test_a_trim_between_a_history_reads_statements_is_not_seen(
         trimmer.execute("BEGIN")
         trimmer.execute("LOCK TABLE checkpoints IN ACCESS EXCLUSIVE MODE")
         page = asyncio.ensure_future(store.history(NS, CRDT, entry.epoch, 12, None, 100))
-        deadline = time.monotonic() + 30
-        while True:
-            # The page's second statement waits for the table lock.
-            found = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND query LIKE '%%FROM checkpoints%%' AND pid <> pg_backend_pid()"
-            ).fetchone()
-            if found is not None and found[0] > 0:
-                break
-            assert not page.done(), "the page did not wait for the checkpoints table"
-            assert time.monotonic() < deadline, "the page never reached its second read"
-            await asyncio.sleep(0.01)
+        # The page's second statement waits for the table lock.
+        await until_waiting_for_lock(
+            watcher, "%FROM checkpoints%", page, "the checkpoints table (the page's second read)"
+        )
         trimmer.execute(
             "DELETE FROM ops WHERE ns = %s AND id = %s AND epoch = %s AND seq <= 10", key
         )

@@ -23,7 +23,7 @@ from syncd.errors import ApiError
 from syncd.store.base import Usage
 from syncd.store.catalogue import UsageBoard
 from syncd.store.postgres import USAGE_REFRESH_S, PostgresStore
-from tests.store.pgnodes import StartNode, sql_conn
+from tests.store.pgnodes import StartNode, sql_conn, until_waiting_for_lock
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -153,17 +153,7 @@ async def test_a_commit_under_way_keeps_its_namespaces_figures(
         locker.execute("BEGIN")
         locker.execute(row_lock)
         writing = asyncio.ensure_future(write(a, "p", crdt_id))
-        deadline = time.monotonic() + 30
-        while True:
-            found = watcher.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND query LIKE '%INSERT INTO crdts%' AND pid <> pg_backend_pid()"
-            ).fetchone()
-            if found is not None and found[0] > 0:
-                break
-            assert not writing.done(), "the write did not wait for its row"
-            assert time.monotonic() < deadline, "the write never reached its row"
-            await asyncio.sleep(0.01)
+        await until_waiting_for_lock(watcher, "%INSERT INTO crdts%", writing, "its row")
         await asyncio.sleep(STALE_S)
         # What a write to q asks first (its commit would wait behind p's).
         await store.usage("q")
