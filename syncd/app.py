@@ -254,7 +254,12 @@ class App:
         )
         cors.register(router, settings.cors_origins)
         if settings.demo:
-            demo.register(router, self.signing_key, max_token_ttl_ms=settings.max_token_ttl_ms)
+            demo.register(
+                router,
+                self.signing_key,
+                max_token_ttl_ms=settings.max_token_ttl_ms,
+                token_window_ms=settings.demo_token_window_ms,
+            )
 
     def _make_store(self, options: dict[str, Any]) -> Store:
         settings = self.settings

@@ -75,6 +75,11 @@ DEFAULT_JSON_MAX_DEPTH = 64
 # it did not reach. Half of that, leaving room for code that walks a decoded
 # body the same way.
 MAX_JSON_MAX_DEPTH = 512
+# The demo's token window (SERVICE_DEMO_TOKEN_WINDOW_MS): 20 tokens per client
+# address per window (syncd/http/handlers/demo.py). At least a second, since
+# Retry-After counts whole seconds; at most a day, as any duration setting.
+DEFAULT_DEMO_TOKEN_WINDOW_MS = 60_000
+MIN_DEMO_TOKEN_WINDOW_MS = 1000
 # The longest any timeout or interval setting may be: a day. Past it a
 # timeout protects nothing (a slow client may hold its socket for days), and
 # "inf" or "1e999" would switch the bound off altogether.
@@ -146,6 +151,7 @@ VARIABLES: frozenset[str] = frozenset(
         "SERVICE_CORS_ORIGINS",
         "SERVICE_DATA_DIR",
         "SERVICE_DEMO",
+        "SERVICE_DEMO_TOKEN_WINDOW_MS",
         "SERVICE_FSYNC",
         "SERVICE_HEADER_TIMEOUT_S",
         "SERVICE_HISTORY_RETENTION",
@@ -254,6 +260,8 @@ class Settings:
     """CRDT ids with ``service_ops_total`` series of their own (0: none; syncd/metrics.py)."""
     cors_origins: tuple[str, ...] = ()
     demo: bool = False
+    demo_token_window_ms: int = DEFAULT_DEMO_TOKEN_WINDOW_MS
+    """The window of the demo's per-address token limit (syncd/http/handlers/demo.py)."""
     trusted_proxies: tuple[Network, ...] = ()
     """Proxies whose X-Forwarded-For / Forwarded name the client (syncd/proxies.py)."""
     access_log: bool = False
@@ -802,6 +810,13 @@ def from_env(env: Mapping[str, str] | None = None) -> Settings:
         ),
         cors_origins=cors,
         demo=_bool(env, "SERVICE_DEMO", False),
+        demo_token_window_ms=_int(
+            env,
+            "SERVICE_DEMO_TOKEN_WINDOW_MS",
+            DEFAULT_DEMO_TOKEN_WINDOW_MS,
+            minimum=MIN_DEMO_TOKEN_WINDOW_MS,
+            maximum=int(MAX_DURATION_S * 1000),
+        ),
         trusted_proxies=trusted_proxies,
         access_log=_bool(env, "SERVICE_ACCESS_LOG", False),
         tls_cert=Path(tls_cert) if tls_cert else None,
