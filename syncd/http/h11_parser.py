@@ -162,8 +162,17 @@ class H11Parser:
                     # up to the limit, as llhttp's side answers it.
                     self._failed = head_limit_refusal(bytes(head_data[:limit]))
                     return self._failed
-                self._newlines += head_data.count(b"\n", self._newlines_at)
-                self._newlines_at = len(head_data)
+                # The line ends of this head alone (up to its blank line,
+                # within the limit), each counted once: not those of the
+                # requests pipelined behind it, which were counted again for
+                # every request before them.
+                scan_to = min(len(head_data), limit)
+                blank = head_data.find(b"\n\r\n", max(0, self._newlines_at - 2), scan_to)
+                if blank >= 0:
+                    scan_to = blank + 1
+                if scan_to > self._newlines_at:
+                    self._newlines += head_data.count(b"\n", self._newlines_at, scan_to)
+                    self._newlines_at = scan_to
                 limit_end = field_limit_end(head_data) if self._newlines > MAX_HEADERS else -1
                 if limit_end >= 0:
                     self._failed = _field_limit_refusal(bytes(head_data[:limit_end]))
