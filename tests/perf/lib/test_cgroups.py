@@ -15,7 +15,14 @@ from perf.lib.cgroups import CPU_ROOT, CpuBudgets
 
 pytestmark = pytest.mark.skipif(cgroups.available() is not None, reason=f"{cgroups.available()}")
 
-SPIN = [sys.executable, "-c", "while True: pass"]
+SPIN_LIMIT_S = 30
+"""The busy loop ends by itself after this: a test run killed while it spins
+(a runner's timeout) left it orphaned, spinning for good beside the rest."""
+SPIN = [
+    sys.executable,
+    "-c",
+    f"import time\nend = time.monotonic() + {SPIN_LIMIT_S}\nwhile time.monotonic() < end: pass",
+]
 
 
 def test_a_process_gets_its_budget_and_the_groups_go_at_the_end() -> None:
