@@ -1494,6 +1494,15 @@ def _flat(entry: ClientRuns, ranges: int) -> tuple[list[Run], dict[int, int], li
     return runs, where, stops
 
 
+def _heads(where: dict[int, int], group: list[Range]) -> tuple[list[int], Iterator[int]]:
+    """For each of ``group``, in order: the place in a flat layout
+    (:func:`_flat`'s ``where``) of the run that starts where the range does
+    (-1: none), and the counter the range ends before (lazily)."""
+    starts = list(map(itemgetter(1), group))
+    heads = list(map(where.get, starts, repeat(-1)))
+    return heads, map(add, starts, map(itemgetter(2), group))
+
+
 def _unsettled(entry: ClientRuns, group: list[Range]) -> list[Range]:
     """Those of ``group`` (ranges of ``entry``'s client) not found to exist
     at C speed: a range that starts where one of its runs does and ends
@@ -1502,9 +1511,7 @@ def _unsettled(entry: ClientRuns, group: list[Range]) -> list[Range]:
     if flat is None:
         return group
     _, where, stops = flat
-    starts = list(map(itemgetter(1), group))
-    ends = map(add, starts, map(itemgetter(2), group))
-    heads = list(map(where.get, starts, repeat(-1)))  # -1: no run starts there
+    heads, ends = _heads(where, group)
     held = map(and_, map(ne, heads, repeat(-1)), map(ge, map(stops.__getitem__, heads), ends))
     return list(compress(group, map(not_, held)))
 
@@ -1579,9 +1586,7 @@ def _mark_many(
     if flat is None:
         return False
     runs, where, stops = flat
-    starts = list(map(itemgetter(1), group))
-    ends = map(add, starts, map(itemgetter(2), group))
-    heads = list(map(where.get, starts, repeat(-1)))  # -1: no run starts there
+    heads, ends = _heads(where, group)
     # Whole and alone: a run starts where the range does and ends where it ends.
     simple = list(
         map(and_, map(ne, heads, repeat(-1)), map(eq, map(stops.__getitem__, heads), ends))
