@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from nacl.signing import SigningKey
 
@@ -244,6 +244,9 @@ class FileHarness(Harness):
         counts_io=True,
     )
 
+    store_options: ClassVar[dict[str, Any]] = {}
+    """More FileStore arguments, for a subclass that needs them."""
+
     def __init__(self, data_dir: Path) -> None:
         super().__init__()
         self.data_dir = data_dir
@@ -256,6 +259,7 @@ class FileHarness(Harness):
             opener=faulty_opener(self.faults),
             probe_interval=PROBE_S,
             history_retention=Retention(ops=RETAIN_OPS),
+            **self.store_options,
         )
 
     async def start(self) -> Recovered:

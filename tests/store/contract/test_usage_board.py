@@ -20,10 +20,7 @@ import pytest
 
 from syncd.store.base import Store, Usage
 from syncd.store.catalogue import UsageBoard
-from syncd.store.embedded.store import FileStore
-from syncd.store.history_index import Retention
-from tests.store.contract.backends import PROBE_S, RETAIN_OPS, FileHarness, Harness
-from tests.store.support import faulty_opener
+from tests.store.contract.backends import FileHarness, Harness
 
 KEEP: Final = 2
 NAMESPACES: Final = 9
@@ -42,16 +39,7 @@ class SmallKeyDirHarness(FileHarness):
     """FileHarness whose key directory holds 3 lives and writes a table
     every 3 changed ones."""
 
-    def unopened(self) -> FileStore:
-        return FileStore(
-            self.data_dir,
-            fsync="batch",
-            opener=faulty_opener(self.faults),
-            probe_interval=PROBE_S,
-            history_retention=Retention(ops=RETAIN_OPS),
-            index_flush_crdts=3,
-            index_cached_crdts=3,
-        )
+    store_options = {"index_flush_crdts": 3, "index_cached_crdts": 3}
 
 
 def walked(store: Store) -> tuple[tuple[int, Usage], list[int]]:
