@@ -48,29 +48,10 @@ class StallingProxy:
         self.connections += 1
         server_r, server_w = await asyncio.open_connection("127.0.0.1", self._target_port)
         for task in (
-            asyncio.create_task(self._copy(client_r, server_w, self._flowing)),
-            asyncio.create_task(self._copy(server_r, client_w, None)),
+            asyncio.create_task(relay(client_r, server_w, self._flowing)),
+            asyncio.create_task(relay(server_r, client_w)),
         ):
             self._tasks.add(task)
-
-    async def _copy(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gate: asyncio.Event | None
-    ) -> None:
-        try:
-            while True:
-                if gate is not None:
-                    await gate.wait()
-                data = await reader.read(PROXY_BUFFER_BYTES)
-                if not data:
-                    break
-                if gate is not None:  # read while waiting, before a stall: held
-                    await gate.wait()
-                writer.write(data)
-                await writer.drain()
-        except OSError:
-            pass
-        finally:
-            writer.close()
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -91,3 +72,28 @@ async def proxy_to(server: RunningServer) -> AsyncIterator[StallingProxy]:
         yield proxy
     finally:
         await proxy.close()
+
+
+async def relay(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    gate: asyncio.Event | None = None,
+    chunk: int = PROXY_BUFFER_BYTES,
+) -> None:
+    """Copy ``reader`` to ``writer`` until either ends, ``chunk`` bytes a read,
+    while ``gate`` (when given) is set; then close ``writer``."""
+    try:
+        while True:
+            if gate is not None:
+                await gate.wait()
+            data = await reader.read(chunk)
+            if not data:
+                break
+            if gate is not None:  # read while waiting, before a stall: held
+                await gate.wait()
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()

@@ -21,6 +21,7 @@ import pytest
 from syncd.client import AsyncClient
 from syncd.client.stream import EventStream, Subscription
 from tests.client.conftest import NS, make_token
+from tests.client.stalling_proxy import relay
 from tests.conftest import RunningServer
 
 READ_TIMEOUT_S = 0.02
@@ -70,8 +71,8 @@ class SlowProxy:
             return
         server_r, server_w = await asyncio.open_connection("127.0.0.1", self._target_port)
         for task in (
-            asyncio.create_task(_copy(client_r, server_w)),
-            asyncio.create_task(_copy(server_r, client_w)),
+            asyncio.create_task(relay(client_r, server_w, chunk=65536)),
+            asyncio.create_task(relay(server_r, client_w, chunk=65536)),
         ):
             self._tasks.add(task)
 
@@ -86,17 +87,6 @@ class SlowProxy:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
-
-
-async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except OSError:
-        pass
-    finally:
-        writer.close()
 
 
 @contextlib.asynccontextmanager
