@@ -49,6 +49,19 @@ def make_token(
     )
 
 
+def limited_token(client_id: int = 4, per_second: int = 1) -> str:
+    """A token that may read and write all of NS, at ``per_second`` requests
+    (the token's rate limit, a V2 rule's ``rl``)."""
+    return issue_token(
+        KEY,
+        namespace=NS,
+        client_id=client_id,
+        ttl_ms=HOUR_MS,
+        rules={"r": [{"p": "*"}], "w": [{"p": "*"}], "rl": per_second},
+        now_ms=now_ms(),
+    )
+
+
 @pytest.fixture
 def token() -> Callable[..., str]:
     def make(*args: Any, **kwargs: Any) -> str:

@@ -29,7 +29,7 @@ from syncd.auth.issue import issue_token
 from syncd.auth.tokens import SigningKey
 from syncd.client import AsyncClient, ServiceError
 from syncd.client.stream import EventStream, Subscription
-from tests.client.conftest import HOUR_MS, KEY, NS, now_ms
+from tests.client.conftest import HOUR_MS, NS, limited_token, now_ms
 from tests.client.test_client_stream_slow_connect_cancelled_reader import slow_proxy
 from tests.conftest import RunningServer
 
@@ -45,17 +45,6 @@ WAIT_S = 20.0
 """Bound on the snapshot after the reader is back (generous: a loaded machine)."""
 
 VIAS = ["ws", "sse"]
-
-
-def _limited_token() -> str:
-    return issue_token(
-        KEY,
-        namespace=NS,
-        client_id=4,
-        ttl_ms=HOUR_MS,
-        rules={"r": [{"p": "*"}], "w": [{"p": "*"}], "rl": 1},
-        now_ms=now_ms(),
-    )
 
 
 def _open(client: AsyncClient, via: str, crdt_id: str, sleep: object) -> Subscription | EventStream:
@@ -75,7 +64,7 @@ async def test_a_refusal_met_while_the_reader_was_away_is_not_waited_again(
         await asyncio.sleep(seconds)
 
     crdt_id = f"gc:away-{via}"
-    token = _limited_token()
+    token = limited_token()
     async with (
         AsyncClient(server.url, token, NS) as writer,
         slow_proxy(server.port) as proxy,

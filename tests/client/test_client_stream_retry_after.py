@@ -12,10 +12,9 @@ import time
 
 import httpx
 
-from syncd.auth.issue import issue_token
 from syncd.client import AsyncClient
 from syncd.client.retry import RETRY_AFTER_MAX_S
-from tests.client.conftest import HOUR_MS, KEY, NS, now_ms
+from tests.client.conftest import NS, limited_token
 from tests.conftest import RunningServer
 
 
@@ -32,20 +31,9 @@ class NotingTransport(httpx.AsyncHTTPTransport):
         return response
 
 
-def _limited_token() -> str:
-    return issue_token(
-        KEY,
-        namespace=NS,
-        client_id=4,
-        ttl_ms=HOUR_MS,
-        rules={"r": [{"p": "*"}], "w": [{"p": "*"}], "rl": 1},
-        now_ms=now_ms(),
-    )
-
-
 async def test_a_rate_limited_stream_waits_retry_after(server: RunningServer) -> None:
     transport = NotingTransport()
-    async with AsyncClient(server.url, _limited_token(), NS, transport=transport) as client:
+    async with AsyncClient(server.url, limited_token(), NS, transport=transport) as client:
         await client.gcounter_increment("gc:rl")  # the one request of this second
         async with client.events("gc:rl") as stream, asyncio.timeout(2 * RETRY_AFTER_MAX_S):
             snapshot = await anext(stream)
@@ -64,7 +52,7 @@ async def test_a_rate_limited_websocket_upgrade_waits_too(server: RunningServer)
         waits.append(seconds)
         await asyncio.sleep(seconds)
 
-    async with AsyncClient(server.url, _limited_token(), NS) as client:
+    async with AsyncClient(server.url, limited_token(), NS) as client:
         await client.gcounter_increment("gc:rl-ws")
         async with client.subscribe(["gc:rl-ws"], sleep=sleep) as sub:
             async with asyncio.timeout(2 * RETRY_AFTER_MAX_S):

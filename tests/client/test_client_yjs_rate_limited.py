@@ -12,22 +12,10 @@ from typing import Any
 import pytest
 from pycrdt import Doc, Text
 
-from syncd.auth.issue import issue_token
 from syncd.client import AsyncClient, yjs
 from syncd.client.yjs import YjsProvider
-from tests.client.conftest import HOUR_MS, KEY, NS, now_ms
+from tests.client.conftest import NS, limited_token
 from tests.conftest import RunningServer
-
-
-def _limited_token() -> str:
-    return issue_token(
-        KEY,
-        namespace=NS,
-        client_id=4,
-        ttl_ms=HOUR_MS,
-        rules={"r": [{"p": "*"}], "w": [{"p": "*"}], "rl": 1},
-        now_ms=now_ms(),
-    )
 
 
 async def test_a_rate_limited_handshake_waits_and_is_not_left_refused(
@@ -41,7 +29,7 @@ async def test_a_rate_limited_handshake_waits_and_is_not_left_refused(
         return real_connect(*args, **kwargs)
 
     monkeypatch.setattr(yjs, "connect", counting_connect)
-    token = _limited_token()
+    token = limited_token()
     async with AsyncClient(server.url, token, NS) as client:
         await client.gcounter_increment("gc:rl-yjs")  # the one request of this second
     doc: Doc = Doc()
