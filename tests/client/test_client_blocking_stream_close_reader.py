@@ -21,38 +21,41 @@ ROUNDS = 60
 JOIN_S = 2.0
 
 
-def _close_while_reading(server: RunningServer, round_: int) -> str:
-    token = make_token(8)
+def _close_while_reading(server: RunningServer, client: Client, token: str, round_: int) -> str:
     crdt_id = f"gc:close-{round_}"
-    with Client(server.url, token, NS) as client:
-        client.gcounter_increment(crdt_id)
+    client.gcounter_increment(crdt_id)
 
-        def open_stream(c: AsyncClient) -> object:
-            return c.subscribe([crdt_id])
+    def open_stream(c: AsyncClient) -> object:
+        return c.subscribe([crdt_id])
 
-        stream = BlockingStream(lambda: AsyncClient(server.url, token, NS), open_stream, 2)
-        stream.next(timeout=JOIN_S)
-        client.apply(crdt_id, [{"op": "increment"}] * 50)  # the buffer (2) fills
-        time.sleep(0.05)
-        ended: list[str] = []
+    stream = BlockingStream(lambda: AsyncClient(server.url, token, NS), open_stream, 2)
+    stream.next(timeout=JOIN_S)
+    client.apply(crdt_id, [{"op": "increment"}] * 50)  # the buffer (2) fills
+    time.sleep(0.05)
+    ended: list[str] = []
 
-        def read() -> None:
-            try:
-                while True:
-                    stream.next()
-                    time.sleep(0.0005)
-            except StopIteration:
-                ended.append("stop")
+    def read() -> None:
+        try:
+            while True:
+                stream.next()
+                time.sleep(0.0005)
+        except StopIteration:
+            ended.append("stop")
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        time.sleep(round_ * 0.0005)  # close at varying points of the reading
-        stream.close()
-        reader.join(JOIN_S)
-        return "hung" if reader.is_alive() else ended[0]
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(round_ * 0.0005)  # close at varying points of the reading
+    stream.close()
+    reader.join(JOIN_S)
+    return "hung" if reader.is_alive() else ended[0]
 
 
 async def test_close_ends_a_reader_in_another_thread(server: RunningServer) -> None:
-    for round_ in range(ROUNDS):
-        outcome = await asyncio.to_thread(_close_while_reading, server, round_)
-        assert outcome == "stop", f"round {round_}: the reader {outcome}"
+    # One writing client for every round (it only sets each round up; making
+    # one cost about 0.06 s, a quarter of a round): each round's stream still
+    # makes its own AsyncClient and thread, what the race is about.
+    token = make_token(8)
+    with Client(server.url, token, NS) as client:
+        for round_ in range(ROUNDS):
+            outcome = await asyncio.to_thread(_close_while_reading, server, client, token, round_)
+            assert outcome == "stop", f"round {round_}: the reader {outcome}"
