@@ -233,7 +233,9 @@ transaction without it (two halves taking turns), 10 with 1 ms, 16 with
 2 ms, and 20-40% more ops/s. A lone client never waits (one was waiting,
 one is queued). Longer gains little: 6 ms made three nodes' batches over 64
 counters 15.3 ops per commit against 12.5-13.1, but their nodes then idled
-while gathering, and ops/s moved 1.01-1.04x in a run alternating both."""
+while gathering: ops/s 1.09x and 1.15x in one run alternating both, 1.03x
+in the next (a lone node 1.04x, one hot counter 1.00-1.01x): within the
+noise of such runs, so not taken."""
 
 NETWORK_ERRORS: Final = (psycopg.OperationalError, OSError, TimeoutError)
 """What a lost server or connection raises (as opposed to a refused statement)."""
