@@ -1,6 +1,7 @@
 """The crash harness: the real server, concurrent HTTP and WebSocket writers, SIGKILL.
 
-Each round starts ``python -m syncd`` on the same data dir (SERVICE_FSYNC=batch),
+Each round starts a syncd server process (``syncd serve``, forked from a
+process that imported syncd once) on the same data dir (SERVICE_FSYNC=batch),
 runs writers for a random moment and kills the process with SIGKILL. After
 the restart every acknowledged op must be there, and nothing that was never
 sent: for each set, acked <= present <= attempted; for each counter,
@@ -15,31 +16,185 @@ write on disk as a power loss during it would, and restarts.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
+import signal
+import ssl
+import subprocess
+import sys
+import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import msgpack
+import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
 from syncd.store.embedded.log import FLAG_BATCH_START, HEADER, LENGTH_MASK, list_segments
-from tests.conftest import ADMIN
+from tests.conftest import ADMIN, SIGNING_KEY_HEX, free_port, wait_ready
 
 ROUNDS = int(os.environ.get("SYNCD_CRASH_ROUNDS", "20"))
 AUTH = {"authorization": f"Bearer {ADMIN}"}
 SETS = ("or:crash-a", "or:crash-b")
 COUNTERS = ("gc:crash-a", "gc:crash-b")
+TLS = ssl.create_default_context()
+"""One context for every client (the servers speak plain HTTP; httpx makes a
+context for each client otherwise, loading the CA bundle: about 0.06 s of
+CPU, four writers' worth each round, and the check's)."""
 FIRST_ACK_WAIT_S = 30.0
 """How long a round waits for the writers' first acknowledgement before its
 random moment to the kill starts: on a loaded machine the first writes of a
 fresh server took longer than that moment (0.05-0.6 s), rounds killed the
 server before any write was answered and the test failed, 'the writers
 barely wrote'. The wait is bounded: a server that answers none fails."""
+
+
+# A process that has imported the server once and forks a fresh one per
+# start: each server is still a process of its own on the data dir, with its
+# own loop, killed with SIGKILL; only the interpreter's start and the
+# imports (about 1.2 s of each of the 21 starts) are not paid again.
+_FORKING_SERVER = textwrap.dedent(
+    """
+    import json, logging, os, sys, threading, time, traceback
+    import uvloop
+    import syncd.server
+    from syncd.cli import main
+
+    for line in sys.stdin:
+        ask = json.loads(line)
+        if "start" in ask:
+            assert threading.active_count() == 1, threading.enumerate()  # safe to fork
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    null = os.open(os.devnull, os.O_RDONLY)
+                    log = os.open(ask["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                    os.dup2(null, 0)
+                    os.dup2(log, 1)
+                    os.dup2(log, 2)
+                    os.environ.clear()
+                    os.environ.update(ask["start"])
+                    code = main(["serve"])
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    logging.shutdown()
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            answer = pid
+        else:
+            deadline = time.monotonic() + ask["timeout"]
+            while True:
+                done, status = os.waitpid(ask["wait"], os.WNOHANG)
+                if done or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.005)
+            answer = os.waitstatus_to_exitcode(status) if done else None
+        print(json.dumps(answer), flush=True)
+    """
+)
+
+
+class ForkedProcess:
+    """The part of ``subprocess.Popen`` the harness uses, for a server forked
+    by the forking process (its parent, which alone can reap it)."""
+
+    def __init__(self, forker: Forker, pid: int) -> None:
+        self.forker = forker
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.forker.ask({"wait": self.pid, "timeout": 0})
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        if self.returncode is None:
+            self.returncode = self.forker.ask({"wait": self.pid, "timeout": timeout})
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"server {self.pid}", timeout)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+@dataclass
+class ForkedServer:
+    proc: ForkedProcess
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def terminate(self, timeout: float = 15) -> int:
+        os.kill(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+
+class Forker:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.started: list[ForkedServer] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _FORKING_SERVER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, question: dict[str, Any]) -> Any:
+        stdin: IO[str] | None = self.process.stdin
+        stdout: IO[str] | None = self.process.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(json.dumps(question) + "\n")
+        stdin.flush()
+        return json.loads(stdout.readline())
+
+    def __call__(self, env: dict[str, str]) -> ForkedServer:
+        """A server on ``env`` (over the suite's test settings), once it answers."""
+        port = free_port()
+        full_env = {
+            **os.environ,
+            "SERVICE_BIND": f"127.0.0.1:{port}",
+            "SERVICE_SIGNING_KEY": SIGNING_KEY_HEX,
+            "SERVICE_ADMIN_TOKEN": ADMIN,
+            **env,
+        }
+        log_path = self.tmp_path / f"server{len(self.started)}.log"
+        pid = self.ask({"start": full_env, "log": str(log_path)})
+        server = ForkedServer(ForkedProcess(self, pid), port, log_path)
+        self.started.append(server)
+        wait_ready(port, server.proc)  # type: ignore[arg-type]
+        return server
+
+    def close(self) -> None:
+        for server in self.started:
+            if server.proc.poll() is None:
+                server.proc.kill()
+                server.proc.wait(10)
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def fork_server(tmp_path: Path) -> Iterator[Forker]:
+    forker = Forker(tmp_path)
+    yield forker
+    forker.close()
 
 
 @dataclass
@@ -51,7 +206,7 @@ class Model:
 
 
 async def http_writer(url: str, model: Model, name: str, rng: random.Random) -> None:
-    async with httpx.AsyncClient(base_url=url, timeout=5) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=5, verify=TLS) as client:
         i = 0
         while True:
             i += 1
@@ -107,7 +262,7 @@ async def ws_writer(port: int, model: Model, name: str, rng: random.Random) -> N
 
 
 async def check(url: str, model: Model) -> None:
-    async with httpx.AsyncClient(base_url=url, timeout=5) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=5, verify=TLS) as client:
         for crdt in SETS:
             r = await client.get(f"/v1/namespaces/crash/crdts/{crdt}", headers=AUTH)
             present = set(r.json()["value"]) if r.status_code == 200 else set()
@@ -135,7 +290,7 @@ async def first_ack(model: Model, before: int, writers: list[asyncio.Task[None]]
 
 
 async def test_sigkill_under_concurrent_writers_loses_nothing_acknowledged(
-    spawn_server: Any, tmp_path: Path
+    fork_server: Forker, tmp_path: Path
 ) -> None:
     seed = int(os.environ.get("SYNCD_CRASH_SEED", random.randrange(1 << 30)))
     print(f"crash harness seed {seed} ({ROUNDS} rounds)")
@@ -144,7 +299,7 @@ async def test_sigkill_under_concurrent_writers_loses_nothing_acknowledged(
     env = {"SERVICE_FSYNC": "batch", "SERVICE_DATA_DIR": str(tmp_path / "crash-data")}
     total_acked = 0
     for round_no in range(ROUNDS):
-        server = spawn_server(env)
+        server = fork_server(env)
         await check(server.url, model)
         writers = [
             asyncio.create_task(
@@ -163,7 +318,7 @@ async def test_sigkill_under_concurrent_writers_loses_nothing_acknowledged(
         await asyncio.gather(*writers)
         server.proc.wait(10)
         total_acked = acked_total(model)
-    server = spawn_server(env)
+    server = fork_server(env)
     await check(server.url, model)
     assert total_acked > ROUNDS * 5, "the writers barely wrote; the harness tested nothing"
     assert server.terminate() == 0
