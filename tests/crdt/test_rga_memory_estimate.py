@@ -21,7 +21,11 @@ import pytest
 from syncd.crdt.rga import Rga
 from tests.http.support import issue, op
 
-CHARACTERS = 160_000
+CHARACTERS = 40_000
+"""The text's length (every other element deleted: 20,000 runs). The bound is
+a ratio of per-run costs, the same at any length where the runs outweigh a
+CRDT's fixed bytes: estimate/held measured 0.81 here and 0.85 at 160,000;
+with the runs uncounted, 0.19 and 0.23 (under the 0.5 the test asks)."""
 
 
 @pytest.fixture
