@@ -4,11 +4,21 @@ h11 only parses here; responses go out through our own writer. h11's state
 machine expects to see our response before it parses the next request, so
 instead of feeding it a response we do not send, each cycle starts a fresh
 ``h11.Connection`` primed with the bytes the previous one had not consumed.
+
+h11 is given the bytes received a window at a time (``_WINDOW_BYTES``): the
+rest is held here, in order, and given as a request needs it. h11 copies all
+it holds whenever its buffer is read (``trailing_data``), which each request
+does a few times, and a fresh h11 copies it again: with every byte received
+given at once, each of many pipelined requests cost a copy of all the bytes
+held behind it.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
+from collections.abc import Callable
+from typing import Final
 
 import h11
 
@@ -39,6 +49,17 @@ def _reason(exc: h11.RemoteProtocolError) -> str:
     bytes it appends ("illegal request line: bytearray(b'...')"): an internal
     detail that error bodies do not carry."""
     return str(exc).split(": bytearray(", 1)[0] or "malformed request"
+
+
+_WINDOW_BYTES: Final = 4 * 1024
+"""Bytes received that h11 is given at a time beyond what the request it
+reads needs; the rest is held (see the module docstring). Each request
+copies what h11 holds a few times (at most about twice this; more is held
+again at the next request's start): a microsecond or two, however many bytes
+are pipelined behind it, where a smaller window gives h11 more often. h11 is given more as the request
+needs it (``_give_until``): before any of it is judged, its whole head, chunk
+line or trailer section (or every byte held), so that the same bytes are
+judged as if all had been given at once; its body as h11 reads it."""
 
 
 class H11Parser:
@@ -87,8 +108,18 @@ class H11Parser:
         """The field lines of the head or trailer section still coming."""
         self._fresh = 0
         """Bytes received since h11 last held back part of a body (a chunk
-        line or trailers) that was judged: what h11 holds before its last
-        ``_fresh`` bytes has been (see ``_held_body_refusal``)."""
+        line or trailers) that was judged: what h11 holds and we hold
+        (``_held``) before their last ``_fresh`` bytes has been (see
+        ``_held_body_refusal``)."""
+        self._held: deque[bytes | memoryview] = deque()
+        """Bytes received that h11 has not been given yet, in order: they
+        follow what h11 holds (see ``_WINDOW_BYTES``)."""
+        self._held_size = 0
+        self._eof = False
+        """The peer closed its side: h11 is told once it has every byte held."""
+        self._give_next = _WINDOW_BYTES
+        """What h11 is given next when it needs more of a body; doubled at
+        each time, so that a body held behind a window costs a few rounds."""
 
     def feed(self, data: bytes) -> None:
         if data:
@@ -100,23 +131,72 @@ class H11Parser:
                 if not data:
                     return
         self._fresh += len(data)
+        if not data:
+            self._eof = True
+            if self._held_size:
+                return  # h11 is told once it has every byte held (see _give)
+        elif self._held_size:
+            self._held.append(data)
+            self._held_size += len(data)
+            return
+        elif len(data) > _WINDOW_BYTES:
+            rest = memoryview(data)[_WINDOW_BYTES:]  # no copy of a large read
+            self._held.append(rest)
+            self._held_size = len(rest)
+            data = data[:_WINDOW_BYTES]
         self._conn.receive_data(data)
+
+    def _give(self, size: int) -> None:
+        """Gives h11 the next ``size`` bytes held (all, if fewer), and the
+        peer's close once it has them all."""
+        self._conn.receive_data(self._take(size))
+        if self._eof and not self._held_size:
+            self._conn.receive_data(b"")
+
+    def _take(self, size: int) -> bytes:
+        """The next ``size`` bytes held (all, if fewer), no longer held."""
+        held = self._held
+        pieces: list[bytes | memoryview] = []
+        while size > 0 and held:
+            piece = held[0]
+            if len(piece) <= size:
+                held.popleft()
+            else:
+                held[0] = memoryview(piece)[size:]
+                piece = piece[:size]
+            pieces.append(piece)
+            size -= len(piece)
+        data = b"".join(pieces)
+        self._held_size -= len(data)
+        return data
+
+    def _give_until(self, enough: Callable[[bytes], bool]) -> bytes:
+        """Gives h11 held bytes (as many as it holds, at least a window, at
+        a time) until what it holds is ``enough`` to be judged as all the
+        bytes received would be, or every byte held is given; what it holds
+        then."""
+        data = self._conn.trailing_data[0]  # (h11 gives a copy)
+        while self._held_size and not enough(data):
+            self._give(max(_WINDOW_BYTES, len(data)))
+            data = self._conn.trailing_data[0]
+        return data
 
     def _at_request_start(self) -> bool:
         return (
             self._head is None
             and self._conn.their_state is h11.IDLE
+            and not self._held_size
             and not self._conn.trailing_data[0]
         )
 
     def in_progress(self) -> bool:
-        return self._head is not None or bool(self._conn.trailing_data[0])
+        return self._head is not None or bool(self._held_size or self._conn.trailing_data[0])
 
     def buffered(self) -> int:
-        return len(self._conn.trailing_data[0])
+        return len(self._conn.trailing_data[0]) + self._held_size
 
     def trailing_data(self) -> bytes:
-        return bytes(self._conn.trailing_data[0])
+        return b"".join([self._conn.trailing_data[0], *self._held])
 
     def continue_head(self) -> Request:
         head = self._head  # one request at a time: CONTINUE came from its head
@@ -140,11 +220,22 @@ class H11Parser:
         self._collapsed = 0
         self._line_searched = self._target_from = 0
         self._lines = None
+        self._give_next = _WINDOW_BYTES
         data = bytes(data).lstrip(b"\r\n")  # empty lines between requests (see feed)
-        self._fresh = len(data)
+        while not data and self._held_size:
+            data = self._take(_WINDOW_BYTES).lstrip(b"\r\n")
+        if len(data) > 2 * _WINDOW_BYTES:
+            # Bytes pipelined behind the request just read (received while
+            # it was answered, or given it): held again, but a window.
+            rest = memoryview(data)[_WINDOW_BYTES:]
+            self._held.appendleft(rest)
+            self._held_size += len(rest)
+            data = data[:_WINDOW_BYTES]
+        self._fresh = len(data) + self._held_size
         if data:
             self._conn.receive_data(data)
-        if closed:
+        self._eof = self._eof or closed
+        if self._eof and not self._held_size:
             self._conn.receive_data(b"")
 
     def next_event(self) -> Event:
@@ -153,6 +244,10 @@ class H11Parser:
         head_data: bytes | bytearray = b""
         while True:
             if self._conn.their_state is h11.IDLE:
+                if self._held_size:
+                    # Its whole head (or every byte held): each check below
+                    # looks no further than its blank line, its limit or all.
+                    self._give_until(_has_head_end)
                 self._collapse_request_line_spaces()
                 head_data = self._conn.trailing_data[0]
                 limit = MAX_HEAD_BYTES - self._collapsed  # in what h11 holds
@@ -212,6 +307,13 @@ class H11Parser:
                     refusal = _version_first(head_data) or refusal
                 self._failed = refusal
                 return refusal
+            if event is h11.NEED_DATA and self._held_size:
+                # More of a body (h11 has read all it was given of it), or
+                # the bytes after a chunk's data: not yet the end of what
+                # was received, so nothing to judge or answer as such.
+                self._give(self._give_next)
+                self._give_next *= 2
+                continue
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 if head_data and self._conn.their_state is h11.IDLE:
                     # A head still coming: llhttp answers a version it does
@@ -278,8 +380,8 @@ class H11Parser:
         received since the last call are searched (with the two before them:
         a CRLF cut in two), so that trailers trickled in cost about what
         they cost whole."""
-        pending = self._conn.trailing_data[0]
-        pos = max(0, len(pending) - self._fresh - 2)
+        pending = self._conn.trailing_data[0]  # every byte held given (see next_event)
+        pos = max(0, len(pending) + self._held_size - self._fresh - 2)
         self._fresh = 0
         if _BARE_LF.search(pending, pos) is not None:
             return ParseError(400, "a line in the chunked body does not end with CRLF")
@@ -295,8 +397,11 @@ class H11Parser:
         The line is judged as llhttp judges it once it is whole, before h11
         reads it; before it, the CRLF that ends the chunk's data, which h11
         skips unread and llhttp asks for ("abc\n0" is no "abc" then "0")."""
-        pending = self._conn.trailing_data[0]
         due = self._chunk_crlf_due
+        if self._held_size:
+            pending = self._give_until(lambda data: data.find(b"\r\n", len(due)) >= 0)
+        else:
+            pending = self._conn.trailing_data[0]
         start = 0
         if due:
             start = min(len(due), len(pending))
@@ -306,6 +411,7 @@ class H11Parser:
         fresh = self._fresh
         if (
             self._chunk_line_settled
+            and not self._held_size  # else the line's end is in what h11 holds
             and fresh <= len(pending) - start
             and _TOKENS.fullmatch(pending, len(pending) - fresh) is not None
         ):
@@ -380,11 +486,24 @@ class H11Parser:
         reads it. ``start``: where the section starts in what h11 holds (0
         once h11 has read the last chunk's line)."""
         pending = self._conn.trailing_data[0]  # (h11 gives a copy)
+        # Not before what was searched at the last read (see _held_body_refusal).
+        searched = max(start, len(pending) + self._held_size - self._fresh - 2)
+        if self._held_size:
+
+            def whole(data: bytes) -> bool:
+                """The section's end, or its limit, is in ``data``."""
+                return len(data) >= start + 2 and (
+                    data[start : start + 1] == b"\n"
+                    or data[start : start + 2] == b"\r\n"
+                    or len(data) - start > MAX_HEAD_BYTES
+                    or _BLANK_LINE.search(data, searched) is not None
+                )
+
+            pending = self._give_until(whole)
         if pending[start : start + 1] == b"\n" or pending[start : start + 2] == b"\r\n":
             end = pending.index(b"\n", start) + 1  # no trailers: the blank line at once
         else:
-            # Not before what was searched at the last read (see _held_body_refusal).
-            blank = _BLANK_LINE.search(pending, max(start, len(pending) - self._fresh - 2))
+            blank = _BLANK_LINE.search(pending, searched)
             end = len(pending) if blank is None else blank.end()
             if end - start > MAX_HEAD_BYTES:
                 # Longer than MAX_HEAD_BYTES (raw bytes, its blank line's
@@ -981,6 +1100,11 @@ _AUTHORITY_END = re.compile(rb"[/?]")
 _NOT_IN_AUTHORITY = re.compile(rb'["#<>\\^`{|}]')
 """Visible characters llhttp refuses in an absolute form's authority."""
 """The start of an absolute-form request target (llhttp's schemes are letters)."""
+
+
+def _has_head_end(data: bytes) -> bool:
+    """A head's blank line is in ``data`` (h11 holds a head from its start)."""
+    return b"\r\n\r\n" in data
 
 
 def _head_framing_refusal(buffered: bytes | bytearray, judged: int = 0) -> ParseError | None:
