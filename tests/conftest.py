@@ -21,6 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
+import httpx._transports.default as httpx_transports
 import pytest
 import uvloop
 
@@ -29,6 +31,25 @@ from syncd.server import Server
 
 ADMIN = "test-admin-secret"
 SIGNING_KEY_HEX = "11" * 32
+
+_DEFAULT_TLS = httpx.create_ssl_context()
+_make_tls = getattr(httpx_transports, "create_ssl_context", None)
+
+
+def _shared_default_tls(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+    """httpx's TLS context for a client made with the default ``verify``: one
+    for the whole run. httpx makes one for each client (and each proxy
+    mount), loading the CA bundle each time: about 0.06 s of CPU, most of
+    making a client, and the suite makes thousands of clients of plain-HTTP
+    test servers. A client given its own context or CA (the TLS tests) is
+    left as it was."""
+    if verify is True and cert is None and trust_env:
+        return _DEFAULT_TLS
+    return _make_tls(verify=verify, cert=cert, trust_env=trust_env)
+
+
+if _make_tls is not None:  # httpx's private hook: a release without it runs as before
+    httpx_transports.create_ssl_context = _shared_default_tls
 
 
 def pytest_asyncio_loop_factories(config: Any, item: Any) -> dict[str, Callable[[], Any]]:
