@@ -28,6 +28,11 @@ once (the bug) put it behind all 5,000 of them on b's one connection: it
 then waited past the pool's 4 s and failed. Read a few at a time, it waits
 for one or two; that took 1.9 s once in a full suite run on a slow machine,
 where this was 1.0 and the test failed."""
+SYNCS_SLACK = 10
+"""Reads of the tables the catch-up may count beyond one per CRDT: a notice
+of a's that reaches b late, as the catch-up begins, may read its CRDT once
+more (5,002 for 5,001 once, in a suite run on a slow machine). The bug this
+guards read every CRDT again (13,092)."""
 LOAD_CONCURRENCY = 20
 """Loads at once while b first reads every CRDT. b's pool is one connection,
 so they read one after another however many wait, and each waiter gives up
@@ -89,4 +94,4 @@ async def test_a_catch_up_of_many_crdts_reads_each_once_and_leaves_room_for_writ
     # up by their notices before the catch-up was asked for.)
     later = cluster.stats.catch_ups - catch_ups - 1
     under_way = table_readers(1)  # b's pool: one connection
-    assert cluster.stats.syncs - syncs <= BEHIND + 1 + later * under_way
+    assert cluster.stats.syncs - syncs <= BEHIND + 1 + later * under_way + SYNCS_SLACK
