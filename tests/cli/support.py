@@ -58,11 +58,16 @@ def backup_killed_at(dest: Path, url: str, event: str, path: str) -> None:
     assert done.returncode == -9, done.stderr
 
 
-TERMINAL_SIGINT = "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-"""The first line of a child that sends itself SIGINT: Ctrl-C as a terminal's
-foreground process takes it. A run started with SIGINT ignored (a background
-job of a shell without job control, nohup) passes that on to its children,
-whose Python then leaves it ignored: the signal would do nothing."""
+TERMINAL_SIGNALS = (
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
+)
+"""The first lines of a child that sends itself SIGINT or SIGHUP: the signals
+as a terminal's foreground process takes them. A run started with SIGINT
+ignored (a background job of a shell without job control) or SIGHUP ignored
+(nohup) passes that on to its children, whose Python then leaves it ignored:
+the signal would do nothing, and a test of what it does would fail because of
+how the suite was started."""
 
 
 def backup_signalled_on_open(
@@ -72,7 +77,7 @@ def backup_signalled_on_open(
     opens the first file whose path starts with ``under`` and contains
     ``containing``: a Ctrl-C (SIGINT) or a crash (SIGKILL) at that step."""
     code = (
-        "import os, signal, sys\n" + TERMINAL_SIGINT + f"dest = {str(dest)!r}\n"
+        "import os, signal, sys\n" + TERMINAL_SIGNALS + f"dest = {str(dest)!r}\n"
         "def hook(event, args):\n"
         "    if event == 'open' and isinstance(args[0], str)"
         f" and args[0].startswith({under!r}) and {containing!r} in args[0]:\n"

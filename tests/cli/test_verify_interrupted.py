@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.cli.support import TERMINAL_SIGINT
+from tests.cli.support import TERMINAL_SIGNALS
 from tests.http.support import issue, op
 
 
@@ -25,7 +25,7 @@ async def test_ctrl_c_during_verify_is_one_line(spawn_server: Any, tmp_path: Pat
     assert any((data / "history").iterdir())
     # SIGINT as verify opens the first history file, in a real process.
     code = (
-        "import os, signal, sys\n" + TERMINAL_SIGINT + "def hook(event, args):\n"
+        "import os, signal, sys\n" + TERMINAL_SIGNALS + "def hook(event, args):\n"
         "    if event == 'open' and isinstance(args[0], str) and '/history/' in args[0]:\n"
         "        os.kill(os.getpid(), signal.SIGINT)\n"
         "sys.addaudithook(hook)\n"
