@@ -227,3 +227,17 @@ def test_a_handshake_gets_the_header_timeout(spawn_server: Any, pki: Pki) -> Non
             started = time.monotonic()
             assert silent.recv(100) == b""
             assert time.monotonic() - started < 5, "the handshake was not timed out"
+
+
+def test_a_server_without_tls_does_not_import_cryptography() -> None:
+    """``cryptography`` (about a tenth of the server's import time) is read
+    only when a certificate is: the dates of the TLS tests above show that it
+    still is then."""
+    code = (
+        "import sys\n"
+        "import syncd.app, syncd.cli, syncd.server\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'cryptography'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"
