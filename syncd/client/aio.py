@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import httpx
 
-from syncd.client._http import DEFAULT_TIMEOUT_S, ClientCore, json_answer
+from syncd.client._http import DEFAULT_TIMEOUT_S, ClientCore, default_tls, json_answer
 from syncd.client.config import ClientConfig
 from syncd.client.errors import ServiceError, TransportError
 from syncd.client.helpers import OpHelpers
@@ -56,7 +56,11 @@ class AsyncClient(OpHelpers[Coroutine[Any, Any, Answer]]):
         self.config = self.core.config
         self.timeout = timeout
         self._http = httpx.AsyncClient(
-            timeout=timeout, headers=self.core.headers, transport=transport, limits=POOL_LIMITS
+            timeout=timeout,
+            headers=self.core.headers,
+            transport=transport,
+            limits=POOL_LIMITS,
+            verify=default_tls(),
         )
 
     @classmethod

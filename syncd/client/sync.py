@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import httpx
 
-from syncd.client._http import DEFAULT_TIMEOUT_S, ClientCore, json_answer
+from syncd.client._http import DEFAULT_TIMEOUT_S, ClientCore, default_tls, json_answer
 from syncd.client.aio import NOT_FOUND, AsyncClient
 from syncd.client.config import ClientConfig
 from syncd.client.errors import ServiceError, TransportError
@@ -78,7 +78,9 @@ class Client(OpHelpers[Answer]):
         self.config = self.core.config
         self.timeout = timeout
         self._clock_ms = clock_ms
-        self._http = httpx.Client(timeout=timeout, headers=self.core.headers, transport=transport)
+        self._http = httpx.Client(
+            timeout=timeout, headers=self.core.headers, transport=transport, verify=default_tls()
+        )
 
     @classmethod
     def from_config(cls, config: ClientConfig | dict[str, Any], **options: Any) -> Client:
