@@ -23,8 +23,9 @@ from typing import Any, Final, NoReturn, cast
 from syncd import __version__
 from syncd.app import App
 from syncd.auth.admin import AdminSecretError
+from syncd.bind import bind_refusal, host_port, present_addresses
 from syncd.collector import settle_after_start
-from syncd.config import Settings, bind_refusal, host_port, present_addresses
+from syncd.config import Settings
 from syncd.http.access import AccessLog
 from syncd.http.parsers import resolve_parser_name
 from syncd.http.protocol import MAX_REFUSED_LINGERING, HttpProtocol, ServerContext

@@ -37,8 +37,8 @@ import sys
 from collections.abc import Mapping
 from typing import Final
 
+from syncd.bind import DEFAULT_BIND, parse_bind
 from syncd.cli.command import Commands, add_command
-from syncd.config import DEFAULT_BIND, parse_bind
 
 HEALTH_TIMEOUT_S: Final = 2.0
 """How long the connection and the whole answer may take together: below the

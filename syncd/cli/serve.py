@@ -20,17 +20,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from syncd.bind import MISSING_ADDRESS, bind_refusal, host_port, ipv4_instead
 from syncd.cli.command import Commands, add_command, fail, missing_extra
-from syncd.config import (
-    MISSING_ADDRESS,
-    ConfigError,
-    bind_refusal,
-    from_env,
-    host_port,
-    ineffective_variables,
-    ipv4_instead,
-    unknown_variables,
-)
 from syncd.journal import JOURNAL_FORMAT, JournalFormatter, stderr_is_journal
 
 EPILOG = """\
@@ -135,7 +126,7 @@ def bind_problem(host: str, port: int) -> str | None:
     missing: str | None = None
     """The first address this machine does not have (or whose family its
     kernel lacks): the server listens on a name's other addresses without it
-    (:func:`syncd.config.present_addresses`); refused only when none is left."""
+    (:func:`syncd.bind.present_addresses`); refused only when none is left."""
     present = False
     for family, kind, proto, _, address in addresses:
         try:
@@ -196,6 +187,11 @@ def data_dir_problem(path: Path, *, written: bool) -> str | None:
 
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    # Here, not with the module: the settings' defaults import the engine,
+    # the Yjs library and the metrics, which every other command (a health
+    # check among them) would pay for at its start.
+    from syncd.config import ConfigError, from_env, ineffective_variables, unknown_variables
+
     try:
         settings = from_env(env)
     except ConfigError as exc:

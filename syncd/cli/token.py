@@ -23,13 +23,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from syncd.auth.issue import DEFAULT_TTL_MS, issue, parse_issue_body
-from syncd.auth.tokens import SigningKey
 from syncd.cli.command import Commands, add_command, fail
-from syncd.config import ConfigError, max_token_ttl_ms
-from syncd.errors import ApiError
 
 PROG = "syncd token"
+
+TTL_HELP = "lifetime, default 3600000"
+"""``--ttl-ms``'s help, written out: the default is ``syncd.auth.issue``'s
+``DEFAULT_TTL_MS`` (tests/cli/test_token.py holds them equal), and importing
+that module at every command's start would cost each ``syncd health`` the
+engine and the Yjs library it reaches."""
 
 EPILOG = (
     "The token carries issued_at (now). A revocation of the client (POST "
@@ -51,7 +53,7 @@ def register(commands: Commands) -> None:
     )
     p.add_argument("--namespace", required=True)
     p.add_argument("--client-id", required=True, type=int)
-    p.add_argument("--ttl-ms", type=int, default=None, help=f"lifetime, default {DEFAULT_TTL_MS}")
+    p.add_argument("--ttl-ms", type=int, default=None, help=TTL_HELP)
     p.add_argument(
         "--read", action="append", default=[], metavar="GLOB", help="V1 read glob (repeatable)"
     )
@@ -64,6 +66,11 @@ def register(commands: Commands) -> None:
 
 def run(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     """Print a token; exit 2 with one line on stderr on error."""
+    from syncd.auth.issue import issue, parse_issue_body
+    from syncd.auth.tokens import SigningKey
+    from syncd.config import ConfigError, max_token_ttl_ms
+    from syncd.errors import ApiError
+
     raw_key = env.get("SERVICE_SIGNING_KEY")
     if not raw_key:
         return fail(PROG, "SERVICE_SIGNING_KEY is not set")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from syncd.config import bind_refusal
+from syncd.bind import bind_refusal
 from tests.conftest import SIGNING_KEY_HEX
 
 

@@ -58,6 +58,14 @@ def test_cli_help_says_what_revocation_does(capsys: pytest.CaptureFixture[str]) 
     assert "issued_at" in out and "token_revoked" in out
 
 
+def test_cli_help_says_the_default_lifetime(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--ttl-ms``'s help writes the default out (``TTL_HELP``, so that the
+    command line need not import the token issuer): it must be the issuer's."""
+    assert main(["token", "--help"], {}) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"lifetime, default {DEFAULT_TTL_MS}" in out
+
+
 def test_cli_v2_and_ttl(capsys: pytest.CaptureFixture[str]) -> None:
     argv = [
         "--namespace",
