@@ -1,5 +1,5 @@
 """CPU of a command's whole process: ``syncd health``, ``syncd --version``, a
-Python client made.
+Python client made, a server started and stopped.
 
 A container runs ``syncd health`` every 10 s (the Dockerfile's HEALTHCHECK),
 so what one costs is paid all day; an agent's tool may start a process, or
@@ -12,6 +12,10 @@ with this one, each on its own ``PYTHONPATH`` and in its own directory, and
 prints after/before per row: the machine's speed moves, so compare within
 one run.
 
+Each checkout's ``syncd`` is compiled first (``compileall``), as an
+installed one is. The server row (``SERVE_ROW``) starts ``syncd serve`` on an empty data
+directory, waits until it answers, and stops it with SIGTERM.
+
 Usage: python -m perf.studies.command_cpu [--repeat 9] [--compare DIR] [--code DIR]
 """
 
@@ -19,9 +23,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +82,59 @@ def cpu_s(code: Path, row: str, argv: list[str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+SERVE_ROW = "syncd serve: start, ready, SIGTERM"
+"""The server on an empty data directory, from its start until it answers
+/health/live, then stopped: what a sidecar's start costs before any CRDT."""
+
+READY_TIMEOUT_S = 30.0
+"""How long the server may take to answer before the study gives up on it."""
+
+
+def serve_cpu_s(code: Path) -> float:
+    """User + system CPU of a whole ``syncd serve`` run with ``code``'s syncd:
+    start, ready (polled from here, at this process's cost), SIGTERM, exit."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(code),
+            "SERVICE_BIND": f"127.0.0.1:{port}",
+            "SERVICE_DATA_DIR": data_dir,
+            "SERVICE_SIGNING_KEY": "11" * 32,
+            "SERVICE_LOG_LEVEL": "warning",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "syncd", "serve"],
+            cwd=code,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not _live(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit(f"{SERVE_ROW} with {code}: not ready")
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{SERVE_ROW} with {code}: exit status {proc.returncode}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def _live(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), 0.5) as sock:
+            sock.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            return sock.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=9, help="runs per row (median)")
@@ -88,17 +149,30 @@ def main(argv: list[str] | None = None) -> int:
             "after": args.code,
         }
     )
+    for code in codes.values():
+        # An installed syncd has its bytecode compiled (pip compiles at
+        # install); a checkout may not (PYTHONDONTWRITEBYTECODE, a fresh
+        # worktree), and compiling every module at each run would be most of
+        # the figure.
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "syncd"],
+            cwd=code,
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )
     figures: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.repeat):
         for row, command in COMMANDS.items():
             for name, code in codes.items():  # alternately, run by run
                 figures.setdefault((row, name), []).append(cpu_s(code, row, command))
+        for name, code in codes.items():
+            figures.setdefault((SERVE_ROW, name), []).append(serve_cpu_s(code))
     heads = [f"{name} (ms of CPU)" for name in codes]
     if len(codes) == 2:
         heads.append("after/before")
     print(f"| command | {' | '.join(heads)} |")
     print("|---" * (len(heads) + 1) + "|")
-    for row in COMMANDS:
+    for row in [*COMMANDS, SERVE_ROW]:
         medians = [statistics.median(figures[row, name]) * 1000 for name in codes]
         cells = [f"{m:.0f}" for m in medians]
         if len(medians) == 2:
