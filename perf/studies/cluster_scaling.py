@@ -99,6 +99,7 @@ from psycopg import sql
 
 from perf.lib import cgroups
 from perf.lib.cgroups import CpuBudgets, Usage
+from perf.lib.checkouts import checkouts
 from perf.lib.postgres import DURABLE, SHARED_BUFFERS
 from perf.lib.servers import ROOT, bench_token, free_port, ready_status, server_env
 
@@ -650,9 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
-    codes = {"this": args.code}
-    if args.compare is not None:
-        codes = {"before": args.compare, "after": args.code}
+    codes = checkouts(args.code, args.compare)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)  # through the finally blocks: groups removed

@@ -12,8 +12,8 @@ with this one, each on its own ``PYTHONPATH`` and in its own directory, and
 prints after/before per row: the machine's speed moves, so compare within
 one run.
 
-Each checkout's ``syncd`` is compiled first (``compileall``), as an
-installed one is. The server row (``SERVE_ROW``) starts ``syncd serve`` on an empty data
+Each checkout's ``syncd`` is compiled first (:mod:`perf.lib.checkouts`), as
+an installed one is. The server row (``SERVE_ROW``) starts ``syncd serve`` on an empty data
 directory, waits until it answers, and stops it with SIGTERM.
 
 Usage: python -m perf.studies.command_cpu [--repeat 9] [--compare DIR] [--code DIR]
@@ -31,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from perf.lib.checkouts import checkouts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,25 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout to run (default: this)")
     parser.add_argument("--compare", type=Path, help="another checkout, run alternately")
     args = parser.parse_args(argv)
-    codes = (
-        {"after": args.code}
-        if args.compare is None
-        else {
-            "before": args.compare,
-            "after": args.code,
-        }
-    )
-    for code in codes.values():
-        # An installed syncd has its bytecode compiled (pip compiles at
-        # install); a checkout may not (PYTHONDONTWRITEBYTECODE, a fresh
-        # worktree), and compiling every module at each run would be most of
-        # the figure.
-        subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", "syncd"],
-            cwd=code,
-            stdout=subprocess.DEVNULL,
-            check=True,
-        )
+    codes = checkouts(args.code, args.compare)
     figures: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.repeat):
         for row, command in COMMANDS.items():

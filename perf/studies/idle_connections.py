@@ -56,6 +56,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from perf.lib.checkouts import checkouts
 from perf.lib.idle_clients import KINDS
 from perf.lib.proc import cpu_seconds
 from perf.lib.servers import (
@@ -300,9 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if note:
         print(note, flush=True)
     per_process = min(args.per_process, limit - FD_MARGIN)
-    codes = {"this": args.code}
-    if args.compare is not None:
-        codes = {"before": args.compare, "after": args.code}
+    codes = checkouts(args.code, args.compare)
     runs: list[dict[str, Any]] = []
     for round_ in range(args.rounds):
         for count in counts:

@@ -80,6 +80,7 @@ from typing import Any, Final
 
 import msgpack
 
+from perf.lib.checkouts import compile_syncd
 from perf.lib.proc import cpu_seconds
 from perf.lib.servers import LOAD_CORE, ROOT, bench_token, pinned
 from perf.lib.table import table
@@ -303,6 +304,9 @@ def run(
     """Every storm, round by round: Yjs on each server of ``names``, native
     WebSocket and SSE on syncd; syncd as ``before`` and ``after`` with
     ``compare``, alternating which goes first."""
+
+    for checkout in (code,) if compare is None else (compare, code):
+        compile_syncd(checkout)
 
     def checkouts(round_no: int) -> list[tuple[str, Path]]:
         if compare is None:

@@ -53,6 +53,7 @@ import uvloop
 
 from perf.bench.http_ops import BATCH_BODY, BATCH_OPS, OP_BODY, OP_PATH
 from perf.bench.ws_fanout import RawWs, message, open_clients
+from perf.lib.checkouts import checkouts
 from perf.lib.proc import cpu_seconds
 from perf.lib.servers import (
     LOAD_CORE,
@@ -312,9 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(args.only.split(","))
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {int(LOAD_CORE)})  # the WebSocket client's core
-    codes = {"this": args.code}
-    if args.compare is not None:
-        codes = {"before": args.compare, "after": args.code}
+    codes = checkouts(args.code, args.compare)
     runs: list[dict[str, Any]] = []
     for round_ in range(args.rounds):
         order = list(codes.items())

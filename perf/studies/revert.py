@@ -81,6 +81,7 @@ from typing import Any
 
 from pycrdt import Doc, Text
 
+from perf.lib.checkouts import checkouts
 from perf.lib.servers import (
     ADMIN,
     ROOT,
@@ -342,9 +343,7 @@ def study(kind: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """One document built, then reverted ``--repeat`` times on a fresh copy
     by each checkout in turn (the order alternating from one repeat to the
     next): one result per checkout."""
-    codes = {"this": args.code}
-    if args.compare is not None:
-        codes = {"before": args.compare, "after": args.code}
+    codes = checkouts(args.code, args.compare)
     with tempfile.TemporaryDirectory(prefix=f"syncd-revert-{kind}-") as tmp:
         prepared = str(Path(tmp) / "prepared")
         expected, since, build_s = asyncio.run(prepare(prepared, kind, args))

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from perf.lib.checkouts import checkouts
 from perf.lib.proc import rss_mb
 from perf.lib.servers import (
     ADMIN,
@@ -276,9 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {int(LOAD_CORE)})  # the server has core 0
-    codes = {"this": args.code}
-    if args.compare is not None:
-        codes = {"before": args.compare, "after": args.code}
+    codes = checkouts(args.code, args.compare)
     base = tempfile.mkdtemp(prefix="syncd-working-set-")
     results: dict[str, Any] = {}
     try:
