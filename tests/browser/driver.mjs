@@ -2,6 +2,7 @@
 // no browser download) for the pytest browser tests. One JSON command per
 // line on stdin, one JSON answer per line on stdout:
 //   {"cmd": "open", "page": "a", "url": "..."}         new window (own context), waits for the demo
+//       ("wait": false: not for the demo; "init": JS run in the page before its own scripts)
 //   {"cmd": "eval", "page": "a", "js": "expr"}          value of an expression (awaited)
 //   {"cmd": "wait", "page": "a", "js": "expr", "timeout": ms}   until the expression is truthy
 //   {"cmd": "click" | "focus", "page", "selector"}
@@ -47,6 +48,9 @@ async function run(c) {
     case 'open': {
       // bypassCSP: the demo's CSP forbids eval, which waitForFunction with a string uses.
       const context = await browser.newContext({ viewport: { width: 1000, height: 860 }, bypassCSP: true });
+      // init: runs at the page's creation, before its scripts (a recorder of
+      // what the page shows only briefly, say).
+      if (c.init) await context.addInitScript({ content: c.init });
       const p = await context.newPage();
       p.on('console', (m) => logs.push(`${c.page}: ${m.text()}`));
       p.on('pageerror', (e) => logs.push(`${c.page}: pageerror ${e.message}`));
