@@ -13,8 +13,9 @@ prints after/before per row: the machine's speed moves, so compare within
 one run.
 
 Each checkout's ``syncd`` is compiled first (:mod:`perf.lib.checkouts`), as
-an installed one is. The server row (``SERVE_ROW``) starts ``syncd serve`` on an empty data
-directory, waits until it answers, and stops it with SIGTERM.
+an installed one is. The server row (``SERVE_ROW``) starts ``syncd serve``
+on an empty data directory, waits until it answers, and stops it with
+SIGTERM.
 
 Usage: python -m perf.studies.command_cpu [--repeat 9] [--compare DIR] [--code DIR]
 """
