@@ -61,6 +61,26 @@ def _cost_per_request(parser_name: str, count: int, behind: int = 0) -> float:
     return best / count
 
 
+ROUNDS = 4
+"""Turns each side of the held-behind comparison takes (each the best of
+three runs); the least of each side is compared. In turns, a spell of noise
+(another process; on a VM the hypervisor's steal, counted as this thread's
+CPU) falls on both sides. One measurement of each side after the other made
+the held side 1.49x its yardstick once in a clean clone's suite run, where
+it is 0.92-1.08x alone."""
+
+
+def _least_in_turns(parser_name: str, behind: int) -> tuple[float, float]:
+    """The least cost per request of FEW requests alone and of FEW with
+    ``behind`` held behind them, measured in turns."""
+    alone: list[float] = []
+    held: list[float] = []
+    for _ in range(ROUNDS):
+        alone.append(_cost_per_request(parser_name, FEW))
+        held.append(_cost_per_request(parser_name, FEW, behind))
+    return min(alone), min(held)
+
+
 @pytest.mark.parametrize("parser_name", PARSERS)
 def test_a_request_held_behind_many_costs_about_what_it_costs_alone(parser_name: str) -> None:
     few = _cost_per_request(parser_name, FEW)
@@ -71,6 +91,5 @@ def test_a_request_held_behind_many_costs_about_what_it_costs_alone(parser_name:
 def test_a_request_costs_the_same_whatever_is_held_behind_it() -> None:
     """h11's side only: llhttp reads all it is fed at once (its cost, at the
     feed, is the first test's)."""
-    alone = _cost_per_request("h11", FEW)
-    held = _cost_per_request("h11", FEW, HELD_BEHIND)
+    alone, held = _least_in_turns("h11", HELD_BEHIND)
     assert held < HELD_SLOWER * alone, (held * 1e6, alone * 1e6)
