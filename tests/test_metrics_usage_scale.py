@@ -4,14 +4,11 @@ keeps a usage summary (the catalogue's board) costs the same at 10,000 and
 
 from __future__ import annotations
 
-import gc
-import time
-from collections.abc import Callable
-
 from prometheus_client.parser import text_string_to_metric_families
 
 from syncd.metrics import MAX_NAMESPACE_SERIES, OTHER_NAMESPACES, Metrics
 from syncd.store.catalogue import Catalogue
+from tests.cpu import least_cpu_in_turns
 
 
 def filled(namespaces: int) -> Catalogue:
@@ -35,27 +32,6 @@ ROUNDS = 5
 """Runs of each side of a comparison, in turns; the least of each is compared."""
 
 
-def least_cpu_in_turns(*runs: Callable[[], object]) -> list[float]:
-    """The least CPU time of ROUNDS runs of each of ``runs``, taken in turns,
-    with the collector held off: other work on a loaded machine only ever
-    adds to a run, and in turns a spell of it falls on every side. A
-    collection started inside one run would walk every object alive, the
-    larger catalogue's among them, and charge it to that run. This thread's
-    time, not the process's: pytest's other threads are no part of it."""
-    times: list[list[float]] = [[] for _ in runs]
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(ROUNDS):
-            for run, took in zip(runs, times, strict=True):
-                started = time.thread_time()
-                run()
-                took.append(time.thread_time() - started)
-    finally:
-        gc.enable()
-    return [min(took) for took in times]
-
-
 def usage_samples(metrics: Metrics) -> dict[tuple[str, str], float]:
     """(family, ns) -> value of the usage gauges in one rendered scrape."""
     return {
@@ -72,9 +48,9 @@ def test_a_scrape_costs_the_same_at_10k_and_80k_namespaces() -> None:
     every namespace at each scrape (the collector without one, as before)
     costs several times more at eight times the namespaces."""
     small, large = filled(10_000), filled(80_000)
-    with_summary = least_cpu_in_turns(watched(small).render, watched(large).render)
+    with_summary = least_cpu_in_turns([watched(small).render, watched(large).render], ROUNDS)
     walking = least_cpu_in_turns(
-        watched(small, summary=False).render, watched(large, summary=False).render
+        [watched(small, summary=False).render, watched(large, summary=False).render], ROUNDS
     )
     assert with_summary[1] < 1.5 * with_summary[0], with_summary
     assert walking[1] > 3 * walking[0], walking  # the measure can tell

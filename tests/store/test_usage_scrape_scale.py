@@ -8,15 +8,15 @@ tell."""
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from syncd.metrics import Metrics, UsageSummary
 from syncd.store.base import Usage
 from syncd.store.embedded.keydir import KeyDir
 from syncd.store.postgres import PostgresStore
+from tests.cpu import least_cpu_in_turns
 
 SMALL = 10_000
 LARGE = 8 * SMALL
@@ -33,27 +33,6 @@ machine (caches, memory bandwidth, which CPU time does not leave out)
 slows both sizes' runs alike, and the least of each is kept."""
 
 
-def least_cpu(renders: Sequence[Callable[[], object]]) -> list[float]:
-    """The least CPU time of :data:`ROUNDS` runs of each of ``renders``,
-    taken in turn: other work on a loaded machine only ever adds to a run.
-    The heap is frozen meanwhile (as syncd/collector.py freezes start-up's):
-    a full collection that the render's allocations happen to set off walks
-    every object alive, 80,000 namespaces' figures included, which is the
-    heap's cost, not the scrape's."""
-    gc.collect()
-    gc.freeze()
-    try:
-        times: list[list[float]] = [[] for _ in renders]
-        for _ in range(ROUNDS):
-            for render, taken in zip(renders, times, strict=True):
-                started = time.process_time()
-                render()
-                taken.append(time.process_time() - started)
-        return [min(taken) for taken in times]
-    finally:
-        gc.unfreeze()
-
-
 def scrape_costs(
     stores: tuple[UsageSummary, UsageSummary], usages: list[Callable[[], Mapping[str, Usage]]]
 ) -> tuple[list[float], list[float]]:
@@ -67,7 +46,7 @@ def scrape_costs(
         metrics = Metrics()
         metrics.watch_usage(walk, {})
         walking.append(metrics.render)
-    return least_cpu(with_summary), least_cpu(walking)
+    return least_cpu_in_turns(with_summary, ROUNDS), least_cpu_in_turns(walking, ROUNDS)
 
 
 def filled_key_directory(namespaces: int) -> KeyDir:
