@@ -5,10 +5,11 @@ worktree add``) alternately with ``--code``, each on its own ``PYTHONPATH``.
 Each is compiled first (``compileall``): an installed syncd's bytecode is
 compiled when it is installed, while a fresh worktree has none, and with
 ``PYTHONDONTWRITEBYTECODE`` set (the benchmark machine sets it) every process
-started from it compiles every module it imports. That is 0.3-0.6 s of CPU a
-start (``perf.studies.command_cpu`` measured a health check at 0.6 s
-uncompiled against 0.43 s compiled), on one side only: in any figure that
-counts a process's start (a restart, a command), it is not the code's.
+started from it compiles every module it imports. That is 0.2-0.6 s of CPU a
+start, by how much it imports (``perf.studies.command_cpu`` measured a health
+check at 0.6 s uncompiled against 0.43 s compiled; importing the server took
+1.0-1.3 s against 0.5-0.65), on one side only: in any figure that counts a
+process's start (a restart, a command), it is not the code's.
 """
 
 from __future__ import annotations

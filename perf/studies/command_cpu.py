@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,8 +33,7 @@ import time
 from pathlib import Path
 
 from perf.lib.checkouts import checkouts
-
-ROOT = Path(__file__).resolve().parents[2]
+from perf.lib.servers import ROOT, free_port, ready_status, server_env
 
 NOBODY_LISTENS = "127.0.0.1:1"
 """``syncd health``'s address: refused at once, so the figure is the command's
@@ -78,8 +76,15 @@ def cpu_s(code: Path, row: str, argv: list[str]) -> float:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    return _reaped_cpu_s(proc, row, code)
+
+
+def _reaped_cpu_s(proc: subprocess.Popen[bytes], row: str, code: Path) -> float:
+    """Wait for ``proc`` (reaped here, not by Popen, for its usage) and give
+    its user + system CPU; stop the study if it ended with another status
+    than ``row``'s."""
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+    proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != EXPECTED_STATUS.get(row, 0):
         raise SystemExit(f"{row} with {code}: exit status {proc.returncode}")
     return usage.ru_utime + usage.ru_stime
@@ -87,7 +92,7 @@ def cpu_s(code: Path, row: str, argv: list[str]) -> float:
 
 SERVE_ROW = "syncd serve: start, ready, SIGTERM"
 """The server on an empty data directory, from its start until it answers
-/health/live, then stopped: what a sidecar's start costs before any CRDT."""
+/health/ready, then stopped: what a sidecar's start costs before any CRDT."""
 
 READY_TIMEOUT_S = 30.0
 """How long the server may take to answer before the study gives up on it."""
@@ -96,18 +101,9 @@ READY_TIMEOUT_S = 30.0
 def serve_cpu_s(code: Path) -> float:
     """User + system CPU of a whole ``syncd serve`` run with ``code``'s syncd:
     start, ready (polled from here, at this process's cost), SIGTERM, exit."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     with tempfile.TemporaryDirectory() as data_dir:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(code),
-            "SERVICE_BIND": f"127.0.0.1:{port}",
-            "SERVICE_DATA_DIR": data_dir,
-            "SERVICE_SIGNING_KEY": "11" * 32,
-            "SERVICE_LOG_LEVEL": "warning",
-        }
+        env = {**os.environ, "PYTHONPATH": str(code), **server_env(port, data_dir)}
         proc = subprocess.Popen(
             [sys.executable, "-m", "syncd", "serve"],
             cwd=code,
@@ -116,26 +112,13 @@ def serve_cpu_s(code: Path) -> float:
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + READY_TIMEOUT_S
-        while not _live(port):
+        while ready_status(port) != 200:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 raise SystemExit(f"{SERVE_ROW} with {code}: not ready")
             time.sleep(0.01)
         proc.send_signal(signal.SIGTERM)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{SERVE_ROW} with {code}: exit status {proc.returncode}")
-    return usage.ru_utime + usage.ru_stime
-
-
-def _live(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), 0.5) as sock:
-            sock.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-            return sock.recv(64).startswith(b"HTTP/1.1 200")
-    except OSError:
-        return False
+        return _reaped_cpu_s(proc, SERVE_ROW, code)
 
 
 def main(argv: list[str] | None = None) -> int:
